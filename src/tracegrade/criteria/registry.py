@@ -1,0 +1,44 @@
+"""The criterion registry: name -> class, with a decorator for user criteria and slot-to-instance building."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from tracegrade.criteria.base import BaseCriterion
+from tracegrade.models.config import CriteriaConfig
+
+__all__ = ["CRITERIA_REGISTRY", "build_criteria", "register_criterion"]
+
+CRITERIA_REGISTRY: dict[str, type[BaseCriterion]] = {}
+
+C = TypeVar("C", bound=type[BaseCriterion])
+
+
+def register_criterion(*names: str) -> Callable[[C], C]:
+    """Class decorator: register a criterion under its ``name`` and any extra aliases.
+
+    >>> @register_criterion()
+    ... class MaxLength(SyncCriterion):
+    ...     name = "max_length"
+    """
+
+    def wrap(cls: C) -> C:
+        for key in (cls.name, *names):
+            CRITERIA_REGISTRY[key] = cls
+        return cls
+
+    return wrap
+
+
+def build_criteria(criteria: CriteriaConfig) -> list[BaseCriterion]:
+    """One criterion instance per enabled slot, in slot order (the order results appear in)."""
+    import tracegrade.criteria  # noqa: F401  (registers the built-in criteria)
+
+    built = []
+    for slot, cfg in criteria.enabled_slots():
+        cls = CRITERIA_REGISTRY.get(slot)
+        if cls is None:
+            raise KeyError(f"no criterion class is registered for slot {slot!r}")
+        built.append(cls(config=cfg))
+    return built

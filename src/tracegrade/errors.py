@@ -1,0 +1,70 @@
+"""One exception tree for tracegrade: every error says what was wrong, where, and how to fix it."""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "DecodeError",
+    "EvalSetError",
+    "FileFormatError",
+    "NoCriteriaError",
+    "StoreError",
+    "StoreLockedError",
+    "TracegradeError",
+]
+
+
+class TracegradeError(Exception):
+    """Base class of every error tracegrade raises on purpose."""
+
+
+class FileFormatError(TracegradeError, ValueError):
+    """A file (eval set, config, report, OTLP dump) could not be loaded.
+
+    ``problems`` lists ``(json_path, message)`` pairs, one per problem found, so a user can fix
+    them all in one pass. Nothing of the file has been loaded when this is raised.
+    """
+
+    def __init__(self, path: str, problems: list[tuple[str, str]], kind: str = "file") -> None:
+        self.path = str(path)
+        self.problems = problems
+        self.kind = kind
+        lines = [f"{kind} {self.path} is invalid ({len(problems)} problem{'s' if len(problems) != 1 else ''}):"]
+        lines += [f"  at {where}: {what}" for where, what in problems]
+        super().__init__("\n".join(lines))
+
+
+class EvalSetError(FileFormatError):
+    """An eval-set file is malformed."""
+
+    def __init__(self, path: str, problems: list[tuple[str, str]]) -> None:
+        super().__init__(path, problems, kind="eval set")
+
+
+class ConfigError(FileFormatError):
+    """A configuration file is malformed or names unknown keys."""
+
+    def __init__(self, path: str, problems: list[tuple[str, str]]) -> None:
+        super().__init__(path, problems, kind="config")
+
+
+class NoCriteriaError(TracegradeError, ValueError):
+    """A run was asked to grade with a configuration that enables no criterion."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the evaluation config enables no criterion; enable at least one slot in "
+            "EvalConfig.criteria (for example CriterionConfig.trajectory()) before running"
+        )
+
+
+class DecodeError(TracegradeError, ValueError):
+    """An OTLP payload could not be decoded at all (a whole-request failure)."""
+
+
+class StoreError(TracegradeError):
+    """The trace store could not be opened, read or written."""
+
+
+class StoreLockedError(StoreError):
+    """Another process holds the DuckDB file for writing and no server answers for it."""

@@ -1,0 +1,1 @@
+"""Running evaluations: the grading engine, live runs (AgentEvaluator), offline grading and simulation."""

@@ -1,0 +1,136 @@
+"""The grading engine and the evaluator-factory seam shared by live and offline grading.
+
+A run compiles its criteria from ``EvalConfig`` once, refuses a run with none, and asks an
+``EvaluatorFactory`` (called once per run; must be thread-safe and free of side effects) for the
+``Grader`` that scores each case. The default factory returns :class:`CriteriaGrader`; a custom one can
+wrap it (add logging, caching, extra checks) or replace it entirely.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from tracegrade.criteria.base import BaseCriterion
+from tracegrade.criteria.registry import build_criteria
+from tracegrade.errors import NoCriteriaError
+from tracegrade.models.config import EvalConfig
+from tracegrade.models.dataset import EvalCase
+from tracegrade.models.execution import ExecutionResult
+from tracegrade.models.results import CriterionResult, EvalCaseResult, NodeDetail
+
+__all__ = [
+    "CriteriaGrader",
+    "EvaluatorFactory",
+    "Grader",
+    "build_case_result",
+    "compile_criteria",
+    "create_grader",
+    "default_evaluator_factory",
+]
+
+log = logging.getLogger("tracegrade.evaluation")
+
+
+@runtime_checkable
+class Grader(Protocol):
+    """Scores one execution against one case, returning one result per criterion."""
+
+    async def grade(self, actual: ExecutionResult, case: EvalCase) -> list[CriterionResult]: ...
+
+
+class EvaluatorFactory(Protocol):
+    """Builds the grader for one run from the run's compiled criteria (never empty)."""
+
+    def __call__(self, criteria: Sequence[BaseCriterion]) -> Grader: ...
+
+
+class CriteriaGrader:
+    """The standard engine: runs every criterion on a case; a criterion that raises becomes an error result.
+
+    Deterministic criteria run inline; criteria that await (LLM judges) run concurrently with each other.
+    """
+
+    def __init__(self, criteria: Sequence[BaseCriterion]) -> None:
+        self.criteria = list(criteria)
+
+    async def grade(self, actual: ExecutionResult, case: EvalCase) -> list[CriterionResult]:
+        return list(await asyncio.gather(*(self._one(c, actual, case) for c in self.criteria)))
+
+    @staticmethod
+    async def _one(criterion: BaseCriterion, actual: ExecutionResult, case: EvalCase) -> CriterionResult:
+        try:
+            return await criterion.evaluate(actual, case)
+        except Exception as exc:  # a broken criterion must not take the run down
+            log.warning("criterion %s raised on case %s: %s", criterion.name, case.eval_id, exc)
+            return CriterionResult.failure(criterion.name, f"{type(exc).__name__}: {exc}", criterion.threshold)
+
+
+def default_evaluator_factory(criteria: Sequence[BaseCriterion]) -> Grader:
+    return CriteriaGrader(criteria)
+
+
+def compile_criteria(config: EvalConfig, extra: Sequence[BaseCriterion] = ()) -> list[BaseCriterion]:
+    """Instantiate every enabled slot (plus hand-attached criteria); refuse a run that would grade nothing."""
+    criteria = build_criteria(config.criteria) + list(extra)
+    if not criteria:
+        raise NoCriteriaError()
+    problems = [f"{c.name}: {p}" for c in criteria for p in c.validate_config()]
+    if problems:
+        raise ValueError("invalid criterion configuration: " + "; ".join(problems))
+    return criteria
+
+
+def create_grader(
+    config: EvalConfig,
+    factory: EvaluatorFactory | None = None,
+    extra_criteria: Sequence[BaseCriterion] = (),
+) -> Grader:
+    """Compile the run's criteria and call the factory once for the run's grader."""
+    criteria = compile_criteria(config, extra_criteria)
+    grader = (factory or default_evaluator_factory)(criteria)
+    if grader is None:
+        raise TypeError("the evaluator factory returned None; it must return a Grader")
+    return grader
+
+
+def build_case_result(
+    case: EvalCase,
+    execution: ExecutionResult,
+    criterion_results: list[CriterionResult],
+    duration_seconds: float,
+) -> EvalCaseResult:
+    """Assemble a case result from what the agent did and how the criteria scored it."""
+    node_details = [
+        NodeDetail(
+            node_name=call.node or "",
+            input_messages=call.input_messages,
+            response_text=call.output_text or "",
+            token_usage=call.token_usage,
+            timestamp=call.start_ns / 1e9,
+            model=call.model,
+            tool_calls=[tc.model_dump() for tc in call.tool_call_requests],
+        )
+        for call in execution.llm_calls
+    ]
+    turn_results = [t.model_dump() for t in execution.turns]
+    result = EvalCaseResult.success(
+        case.eval_id,
+        criterion_results,
+        name=case.name,
+        actual_trajectory=execution.trajectory,
+        actual_tool_calls=execution.tool_calls,
+        actual_response=execution.actual_response,
+        messages=execution.messages,
+        node_responses=[n.model_dump() for n in execution.node_responses],
+        node_visits=execution.node_visits,
+        duration_seconds=duration_seconds,
+        metadata={**case.metadata, **({"mapping_issues": execution.mapping_issues} if execution.mapping_issues else {})},
+        turn_results=turn_results,
+        agent_token_usage=execution.token_usage,
+        node_details=node_details,
+        trace_ids=execution.trace_ids,
+    )
+    return result

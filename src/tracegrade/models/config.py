@@ -1,0 +1,300 @@
+"""Evaluation configuration: which criteria run, with what settings, and how reports are written."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "CRITERIA_SLOTS",
+    "DEFAULT_JUDGE_MODEL",
+    "ArgMatchMode",
+    "CriteriaConfig",
+    "CriterionConfig",
+    "EvalConfig",
+    "MatchType",
+    "ReporterConfig",
+    "Rubric",
+    "ToolArgsRule",
+    "UserSimulatorConfig",
+]
+
+DEFAULT_JUDGE_MODEL = "gemini-2.5-flash"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MatchType(str, Enum):
+    """How an expected sequence is compared with the actual one."""
+
+    EXACT = "EXACT"
+    IN_ORDER = "IN_ORDER"
+    ANY_ORDER = "ANY_ORDER"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class ArgMatchMode(str, Enum):
+    """How one tool's arguments are compared when ``check_args`` is on."""
+
+    EXACT = "exact"  # the whole argument object must be equal (the documented default)
+    SUBSET = "subset"  # every expected key must be present with an equal value; extra keys are fine
+    KEYS = "keys"  # only the keys listed in ToolArgsRule.keys are compared
+    IGNORE = "ignore"  # arguments of this tool are never compared
+
+
+class ToolArgsRule(_Strict):
+    """Per-tool argument matching, keyed by tool name in ``CriterionConfig.tool_args``."""
+
+    mode: ArgMatchMode = ArgMatchMode.EXACT
+    keys: list[str] = Field(default_factory=list)
+
+
+class Rubric(_Strict):
+    """One grading rule for the rubric judge; ``weight`` sets its share of the weighted mean."""
+
+    rubric_id: str
+    content: str
+    weight: float = Field(default=1.0, ge=0.0)
+
+    @classmethod
+    def create(cls, rubric_id: str, content: str, weight: float = 1.0) -> Rubric:
+        return cls(rubric_id=rubric_id, content=content, weight=weight)
+
+
+class CriterionConfig(_Strict):
+    """Settings shared by every criterion; each criterion reads the fields relevant to it.
+
+    Beyond the reference fields: ``tool_args`` (per-tool argument matching), ``api_base``/``api_key``
+    /``timeout_seconds``/``temperature`` for the judge, and ``metadata`` for user criteria.
+    """
+
+    threshold: float = Field(default=0.8, ge=0.0, le=1.0)
+    match_type: MatchType = MatchType.EXACT
+    judge_model: str = DEFAULT_JUDGE_MODEL
+    num_samples: int = Field(default=3, ge=1, le=50)
+    rubrics: list[Rubric] = Field(default_factory=list)
+    keywords: list[str] = Field(default_factory=list)
+    check_args: bool = False
+    enabled: bool = True
+    api_style: Literal["responses", "chat"] = "responses"
+    tool_args: dict[str, ToolArgsRule] = Field(default_factory=dict)
+    api_base: str | None = None
+    api_key: str | None = None
+    timeout_seconds: float = Field(default=60.0, gt=0)
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    use_vertex_ai: bool | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def tool_name_match(cls, threshold: float = 1.0) -> CriterionConfig:
+        return cls(threshold=threshold)
+
+    @classmethod
+    def trajectory(
+        cls,
+        threshold: float = 1.0,
+        match_type: MatchType = MatchType.EXACT,
+        check_args: bool = False,
+        tool_args: dict[str, ToolArgsRule] | None = None,
+    ) -> CriterionConfig:
+        return cls(threshold=threshold, match_type=match_type, check_args=check_args, tool_args=tool_args or {})
+
+    @classmethod
+    def node_order(cls, threshold: float = 1.0, match_type: MatchType = MatchType.EXACT) -> CriterionConfig:
+        return cls(threshold=threshold, match_type=match_type)
+
+    @classmethod
+    def response_match(
+        cls, threshold: float = 0.8, judge_model: str = DEFAULT_JUDGE_MODEL, num_samples: int = 3
+    ) -> CriterionConfig:
+        return cls(threshold=threshold, judge_model=judge_model, num_samples=num_samples)
+
+    @classmethod
+    def rouge_match(cls, threshold: float = 0.5) -> CriterionConfig:
+        return cls(threshold=threshold)
+
+    @classmethod
+    def contains_keywords(cls, keywords: list[str], threshold: float = 1.0) -> CriterionConfig:
+        return cls(keywords=list(keywords), threshold=threshold)
+
+    @classmethod
+    def llm_judge(
+        cls, threshold: float = 0.8, judge_model: str = DEFAULT_JUDGE_MODEL, num_samples: int = 3
+    ) -> CriterionConfig:
+        return cls(threshold=threshold, judge_model=judge_model, num_samples=num_samples)
+
+    @classmethod
+    def rubric_based(
+        cls,
+        rubrics: list[Rubric],
+        threshold: float = 0.8,
+        judge_model: str = DEFAULT_JUDGE_MODEL,
+        num_samples: int = 3,
+    ) -> CriterionConfig:
+        return cls(rubrics=list(rubrics), threshold=threshold, judge_model=judge_model, num_samples=num_samples)
+
+    @classmethod
+    def factual_accuracy(
+        cls, threshold: float = 0.8, judge_model: str = DEFAULT_JUDGE_MODEL, num_samples: int = 3
+    ) -> CriterionConfig:
+        return cls(threshold=threshold, judge_model=judge_model, num_samples=num_samples)
+
+    @classmethod
+    def hallucination(
+        cls, threshold: float = 0.8, judge_model: str = DEFAULT_JUDGE_MODEL, num_samples: int = 3
+    ) -> CriterionConfig:
+        return cls(threshold=threshold, judge_model=judge_model, num_samples=num_samples)
+
+    @classmethod
+    def safety(
+        cls, threshold: float = 0.8, judge_model: str = DEFAULT_JUDGE_MODEL, num_samples: int = 3
+    ) -> CriterionConfig:
+        return cls(threshold=threshold, judge_model=judge_model, num_samples=num_samples)
+
+    @classmethod
+    def simulation_goals(
+        cls, threshold: float = 0.8, judge_model: str = DEFAULT_JUDGE_MODEL, num_samples: int = 1
+    ) -> CriterionConfig:
+        return cls(threshold=threshold, judge_model=judge_model, num_samples=num_samples)
+
+
+class CriteriaConfig(_Strict):
+    """The twelve criterion slots, in the order criteria run and appear in results."""
+
+    tool_name_match: CriterionConfig | None = None
+    trajectory: CriterionConfig | None = None
+    node_order: CriterionConfig | None = None
+    response_match: CriterionConfig | None = None
+    rouge_match: CriterionConfig | None = None
+    contains_keywords: CriterionConfig | None = None
+    llm_judge: CriterionConfig | None = None
+    rubric_based: CriterionConfig | None = None
+    factual_accuracy: CriterionConfig | None = None
+    hallucination: CriterionConfig | None = None
+    safety: CriterionConfig | None = None
+    simulation_goals: CriterionConfig | None = None
+
+    def enabled_slots(self) -> list[tuple[str, CriterionConfig]]:
+        """``(slot, config)`` for every slot that is set and enabled, in declaration order."""
+        return [(s, c) for s in CRITERIA_SLOTS if (c := getattr(self, s)) is not None and c.enabled]
+
+
+CRITERIA_SLOTS: tuple[str, ...] = tuple(CriteriaConfig.model_fields)
+
+
+class UserSimulatorConfig(_Strict):
+    """Settings of the goal-driven simulated user."""
+
+    model: str = DEFAULT_JUDGE_MODEL
+    max_invocations: int = Field(default=10, ge=1)
+    temperature: float = Field(default=0.7, ge=0.0, le=2.0)
+    thinking_enabled: bool = False
+    thinking_budget: int = 10240
+    api_style: Literal["responses", "chat"] = "responses"
+    stop_signal: str = "</finished>"
+    api_base: str | None = None
+    api_key: str | None = None
+
+
+class ReporterConfig(_Strict):
+    """Which reports ``AgentEvaluator.evaluate`` writes automatically, and what they include."""
+
+    enabled: bool = True
+    output_dir: str = "eval_reports"
+    console: bool = True
+    json_report: bool = True
+    html: bool = True
+    junit_xml: bool = False
+    verbose: bool = True
+    include_details: bool = True
+    include_trajectory: bool = True
+    include_node_responses: bool = True
+    include_actual_response: bool = True
+    include_tool_call_details: bool = True
+    timestamp_files: bool = True
+
+
+class EvalConfig(_Strict):
+    """Criteria plus run-level settings; ``parallel``, ``max_concurrency`` and ``timeout`` are honoured."""
+
+    criteria: CriteriaConfig = Field(default_factory=CriteriaConfig)
+    user_simulator_config: UserSimulatorConfig | None = None
+    parallel: bool = False
+    max_concurrency: int = Field(default=4, ge=1)
+    timeout: float = Field(default=300.0, gt=0)
+    verbose: bool = False
+    mock_mode: bool = False
+    reporter: ReporterConfig = Field(default_factory=ReporterConfig)
+    judge_max_concurrency: int = Field(default=16, ge=1)
+    judge_cache: bool = True
+
+    @classmethod
+    def default(cls) -> EvalConfig:
+        return cls(
+            criteria=CriteriaConfig(
+                trajectory=CriterionConfig.trajectory(threshold=1.0, match_type=MatchType.EXACT),
+                response_match=CriterionConfig.response_match(threshold=0.8),
+            )
+        )
+
+    @classmethod
+    def strict(cls) -> EvalConfig:
+        return cls(
+            criteria=CriteriaConfig(
+                trajectory=CriterionConfig.trajectory(threshold=1.0, match_type=MatchType.EXACT, check_args=True),
+                response_match=CriterionConfig.response_match(threshold=0.9),
+                llm_judge=CriterionConfig.llm_judge(threshold=0.9, num_samples=5),
+            )
+        )
+
+    @classmethod
+    def relaxed(cls) -> EvalConfig:
+        return cls(
+            criteria=CriteriaConfig(
+                trajectory=CriterionConfig.trajectory(threshold=0.8, match_type=MatchType.IN_ORDER),
+                response_match=CriterionConfig.response_match(threshold=0.6),
+            )
+        )
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> EvalConfig:
+        """Load JSON or YAML; raises :class:`~tracegrade.errors.ConfigError` naming every problem."""
+        from tracegrade.models.files import load_model
+
+        return load_model(cls, path)
+
+    def to_file(self, path: str | Path) -> None:
+        from tracegrade.models.files import save_model
+
+        save_model(self, path)
+
+    def get_criterion_config(self, name: str) -> CriterionConfig | None:
+        return getattr(self.criteria, name, None) if name in CRITERIA_SLOTS else None
+
+    def enable_criterion(self, name: str, config: CriterionConfig | None = None) -> None:
+        """Set slot ``name`` to ``config`` (or a default ``CriterionConfig``)."""
+        if name not in CRITERIA_SLOTS:
+            raise ValueError(f"Unknown criterion field: {name!r}; valid fields: {', '.join(CRITERIA_SLOTS)}")
+        setattr(self.criteria, name, config if config is not None else CriterionConfig())
+
+    def disable_criterion(self, name: str) -> None:
+        if name not in CRITERIA_SLOTS:
+            raise ValueError(f"Unknown criterion field: {name!r}; valid fields: {', '.join(CRITERIA_SLOTS)}")
+        current = getattr(self.criteria, name)
+        if current is not None:
+            current.enabled = False
+
+    def with_rubrics(self, rubrics: list[Rubric]) -> EvalConfig:
+        copy = self.model_copy(deep=True)
+        copy.criteria.rubric_based = CriterionConfig.rubric_based(rubrics)
+        return copy
+
+    def has_enabled_criteria(self) -> bool:
+        return bool(self.criteria.enabled_slots())

@@ -1,0 +1,107 @@
+"""Loading and saving file-backed models with errors that name the file, the JSON path and the problem."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from tracegrade.errors import ConfigError, EvalSetError, FileFormatError
+
+__all__ = ["json_path", "load_model", "read_json_file", "save_model", "validation_problems"]
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def json_path(loc: tuple[Any, ...]) -> str:
+    """Render a pydantic error location as a JSON path: ``$.eval_cases[0].conversation``."""
+    out = "$"
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def validation_problems(exc: ValidationError) -> list[tuple[str, str]]:
+    """One ``(json_path, message)`` pair per validation error, with a hint for unknown keys."""
+    problems = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = f"unknown key {loc[-1]!r} (remove it or check its spelling)"
+        elif "input" in err and err["type"] not in ("missing",):
+            shown = repr(err["input"])
+            msg = f"{msg} (got {shown[:80]}{'…' if len(shown) > 80 else ''})"
+        problems.append((json_path(loc), msg))
+    return problems
+
+
+def _error_class(model: type[BaseModel]) -> type[FileFormatError]:
+    name = model.__name__
+    if name == "EvalSet":
+        return EvalSetError
+    if name.endswith("Config"):
+        return ConfigError
+    return FileFormatError
+
+
+def read_json_file(path: str | Path, kind: str = "file") -> Any:
+    """Read a JSON (or, by extension, YAML) file; decoding problems raise :class:`FileFormatError`."""
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"{kind} file not found: {p}")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise FileFormatError(str(p), [("$", f"not UTF-8 text ({exc.reason} at byte {exc.start})")], kind) from None
+    if p.suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise FileFormatError(str(p), [("$", f"invalid YAML: {exc}")], kind) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FileFormatError(
+            str(p), [("$", f"invalid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}")], kind
+        ) from None
+
+
+def load_model(model: type[M], path: str | Path) -> M:
+    """Validate a whole file into ``model``; on any problem nothing is returned and every problem is listed."""
+    err_cls = _error_class(model)
+    kind = {"EvalSetError": "eval set", "ConfigError": "config"}.get(err_cls.__name__, model.__name__)
+    data = read_json_file(path, kind)
+    if not isinstance(data, dict):
+        raise _make(err_cls, path, [("$", f"expected a JSON object, got {type(data).__name__}")])
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise _make(err_cls, path, validation_problems(exc)) from None
+
+
+def _make(err_cls: type[FileFormatError], path: str | Path, problems: list[tuple[str, str]]) -> FileFormatError:
+    if err_cls is FileFormatError:
+        return FileFormatError(str(path), problems)
+    return err_cls(str(path), problems)  # type: ignore[call-arg]
+
+
+def save_model(model: BaseModel, path: str | Path) -> None:
+    """Write ``model`` as 2-space-indented JSON, atomically (a crash never leaves half a file)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(model.model_dump(mode="json"), indent=2, ensure_ascii=False, default=str)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,354 @@
+"""Grading results: per criterion, per case, per run, plus token usage and summary statistics."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field
+
+from tracegrade.models.dataset import ToolCall, TrajectoryStep
+
+__all__ = [
+    "CriterionResult",
+    "CriterionStats",
+    "EvalCaseResult",
+    "EvalReport",
+    "EvalSummary",
+    "NodeDetail",
+    "TokenUsage",
+]
+
+
+class TokenUsage(BaseModel):
+    """Token counts (and judge cost in USD, when known). ``a + b`` adds every field; ``sum()`` works."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+    cost_usd: float = 0.0
+    calls: int = 0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: object) -> TokenUsage:
+        if not isinstance(other, TokenUsage):
+            return NotImplemented
+        return TokenUsage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_creation_tokens=self.cache_creation_tokens + other.cache_creation_tokens,
+            cost_usd=self.cost_usd + other.cost_usd,
+            calls=self.calls + other.calls,
+        )
+
+    def __radd__(self, other: object) -> TokenUsage:
+        if other == 0:
+            return self
+        return NotImplemented  # type: ignore[return-value]
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump()
+
+    def is_zero(self) -> bool:
+        return self.total_tokens == 0 and self.cache_read_tokens == 0 and self.cost_usd == 0 and self.calls == 0
+
+
+class CriterionResult(BaseModel):
+    """One criterion's verdict on one case. ``passed`` is ``score >= threshold``.
+
+    ``skipped`` marks a criterion that could not apply (for example, it needs an expected response
+    and the trace has none); ``warnings`` carries problems every reporter must show prominently.
+    """
+
+    criterion: str
+    score: float
+    passed: bool
+    threshold: float = 0.0
+    details: dict[str, Any] = Field(default_factory=dict)
+    error: str | None = None
+    token_usage: TokenUsage = Field(default_factory=TokenUsage)
+    skipped: bool = False
+    warnings: list[str] = Field(default_factory=list)
+
+    @classmethod
+    def success(
+        cls,
+        criterion: str,
+        score: float,
+        threshold: float,
+        details: dict[str, Any] | None = None,
+        token_usage: TokenUsage | None = None,
+    ) -> CriterionResult:
+        score = min(1.0, max(0.0, float(score)))
+        return cls(
+            criterion=criterion,
+            score=score,
+            passed=score >= threshold,
+            threshold=threshold,
+            details=details or {},
+            token_usage=token_usage or TokenUsage(),
+        )
+
+    @classmethod
+    def failure(cls, criterion: str, error: str, threshold: float = 0.0) -> CriterionResult:
+        return cls(criterion=criterion, score=0.0, passed=False, threshold=threshold, error=error)
+
+    @property
+    def reason(self) -> str | None:
+        return self.details.get("reason") if isinstance(self.details, dict) and self.details else None
+
+    @property
+    def is_error(self) -> bool:
+        return self.error is not None
+
+
+class NodeDetail(BaseModel):
+    """Per-node LLM input/output and tokens, filled from LLM spans."""
+
+    node_name: str = ""
+    input_messages: list[dict[str, Any]] = Field(default_factory=list)
+    response_text: str = ""
+    token_usage: TokenUsage = Field(default_factory=TokenUsage)
+    timestamp: float = 0.0
+    model: str | None = None
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class EvalCaseResult(BaseModel):
+    """One case's outcome: every criterion result plus what the agent actually did."""
+
+    eval_id: str
+    name: str = ""
+    passed: bool
+    criterion_results: list[CriterionResult] = Field(default_factory=list)
+    actual_trajectory: list[TrajectoryStep] = Field(default_factory=list)
+    actual_tool_calls: list[ToolCall] = Field(default_factory=list)
+    actual_response: str = ""
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    node_responses: list[dict[str, Any]] = Field(default_factory=list)
+    node_visits: list[str] = Field(default_factory=list)
+    duration_seconds: float = 0.0
+    error: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    turn_results: list[dict[str, Any]] = Field(default_factory=list)
+    token_usage: TokenUsage = Field(default_factory=TokenUsage)
+    agent_token_usage: TokenUsage = Field(default_factory=TokenUsage)
+    node_details: list[NodeDetail] = Field(default_factory=list)
+    trace_ids: list[str] = Field(default_factory=list)
+
+    @classmethod
+    def success(
+        cls, eval_id: str, criterion_results: list[CriterionResult], **fields: Any
+    ) -> EvalCaseResult:
+        judge = sum((c.token_usage for c in criterion_results), TokenUsage())
+        agent = fields.get("agent_token_usage") or TokenUsage()
+        fields.setdefault("token_usage", agent + judge)
+        return cls(
+            eval_id=eval_id,
+            passed=all(c.passed or c.skipped for c in criterion_results),
+            criterion_results=criterion_results,
+            **{k: v for k, v in fields.items() if v is not None},
+        )
+
+    @classmethod
+    def failure(cls, eval_id: str, error: str, name: str = "", duration_seconds: float = 0.0, **fields: Any) -> EvalCaseResult:
+        return cls(eval_id=eval_id, name=name, passed=False, error=error, duration_seconds=duration_seconds, **fields)
+
+    @property
+    def is_error(self) -> bool:
+        return self.error is not None
+
+    def get_criterion_result(self, name: str) -> CriterionResult | None:
+        return next((c for c in self.criterion_results if c.criterion == name), None)
+
+    @property
+    def failed_criteria(self) -> list[CriterionResult]:
+        return [c for c in self.criterion_results if not c.passed and not c.skipped]
+
+    @property
+    def passed_criteria(self) -> list[CriterionResult]:
+        return [c for c in self.criterion_results if c.passed]
+
+    @property
+    def mean_score(self) -> float:
+        scored = [c.score for c in self.criterion_results if not c.skipped]
+        return sum(scored) / len(scored) if scored else 0.0
+
+
+class CriterionStats(BaseModel):
+    """Aggregate of one criterion over a run."""
+
+    total: int = 0
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    errors: int = 0
+    avg_score: float = 0.0
+    pass_rate: float = 0.0
+    token_usage: TokenUsage = Field(default_factory=TokenUsage)
+
+
+class EvalSummary(BaseModel):
+    """Run-level statistics; ``total_cases == passed_cases + failed_cases + error_cases``."""
+
+    total_cases: int = 0
+    passed_cases: int = 0
+    failed_cases: int = 0
+    error_cases: int = 0
+    pass_rate: float = 0.0
+    avg_duration_seconds: float = 0.0
+    total_duration_seconds: float = 0.0
+    criterion_stats: dict[str, CriterionStats] = Field(default_factory=dict)
+    total_token_usage: TokenUsage = Field(default_factory=TokenUsage)
+    agent_token_usage: TokenUsage = Field(default_factory=TokenUsage)
+    judge_token_usage: TokenUsage = Field(default_factory=TokenUsage)
+    per_case_token_usage: dict[str, TokenUsage] = Field(default_factory=dict)
+    avg_tokens_per_case: float = 0.0
+    warnings: list[str] = Field(default_factory=list)
+
+    @classmethod
+    def from_results(cls, results: list[EvalCaseResult]) -> EvalSummary:
+        if not results:
+            return cls()
+        total = len(results)
+        passed = sum(1 for r in results if r.passed)
+        errors = sum(1 for r in results if r.is_error)
+        total_duration = sum(r.duration_seconds for r in results)
+        stats: dict[str, CriterionStats] = {}
+        scores: dict[str, list[float]] = {}
+        warnings: dict[str, int] = {}
+        for r in results:
+            for c in r.criterion_results:
+                s = stats.setdefault(c.criterion, CriterionStats())
+                s.token_usage = s.token_usage + c.token_usage
+                for w in c.warnings:
+                    warnings[f"{c.criterion}: {w}"] = warnings.get(f"{c.criterion}: {w}", 0) + 1
+                if c.skipped:
+                    s.skipped += 1
+                    continue
+                s.total += 1
+                s.passed += c.passed
+                s.errors += c.is_error
+                scores.setdefault(c.criterion, []).append(c.score)
+        for name, s in stats.items():
+            s.failed = s.total - s.passed
+            vals = scores.get(name, [])
+            s.avg_score = sum(vals) / len(vals) if vals else 0.0
+            s.pass_rate = s.passed / s.total if s.total else 0.0
+        per_case = {r.eval_id: r.token_usage for r in results}
+        total_usage = sum((r.token_usage for r in results), TokenUsage())
+        agent_usage = sum((r.agent_token_usage for r in results), TokenUsage())
+        judge_usage = sum((s.token_usage for s in stats.values()), TokenUsage())
+        return cls(
+            total_cases=total,
+            passed_cases=passed,
+            failed_cases=total - passed - errors,
+            error_cases=errors,
+            pass_rate=passed / total,
+            avg_duration_seconds=total_duration / total,
+            total_duration_seconds=total_duration,
+            criterion_stats=stats,
+            total_token_usage=total_usage,
+            agent_token_usage=agent_usage,
+            judge_token_usage=judge_usage,
+            per_case_token_usage=per_case,
+            avg_tokens_per_case=total_usage.total_tokens / total,
+            warnings=[f"{w} ({n} case{'s' if n != 1 else ''})" for w, n in warnings.items()],
+        )
+
+
+class EvalReport(BaseModel):
+    """A whole run: every case result, the summary and the config that produced them."""
+
+    eval_set_id: str
+    eval_set_name: str = ""
+    results: list[EvalCaseResult] = Field(default_factory=list)
+    summary: EvalSummary = Field(default_factory=EvalSummary)
+    config_used: dict[str, Any] = Field(default_factory=dict)
+    timestamp: float = Field(default_factory=time.time)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def create(
+        cls,
+        eval_set_id: str,
+        results: list[EvalCaseResult],
+        eval_set_name: str = "",
+        config_used: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> EvalReport:
+        return cls(
+            eval_set_id=eval_set_id,
+            eval_set_name=eval_set_name,
+            results=list(results),
+            summary=EvalSummary.from_results(list(results)),
+            config_used=config_used or {},
+            metadata=metadata or {},
+        )
+
+    @property
+    def display_name(self) -> str:
+        return self.eval_set_name or self.eval_set_id
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.results) and self.summary.pass_rate == 1.0
+
+    @property
+    def failed_cases(self) -> list[EvalCaseResult]:
+        return [r for r in self.results if not r.passed]
+
+    @property
+    def passed_cases(self) -> list[EvalCaseResult]:
+        return [r for r in self.results if r.passed]
+
+    def get_case_result(self, eval_id: str) -> EvalCaseResult | None:
+        return next((r for r in self.results if r.eval_id == eval_id), None)
+
+    def format_summary(self) -> str:
+        s = self.summary
+        lines = [
+            f"Evaluation Report: {self.display_name}",
+            "=" * 60,
+            f"Total Cases: {s.total_cases}",
+            f"Passed:      {s.passed_cases} ({s.pass_rate * 100:.1f}%)",
+            f"Failed:      {s.failed_cases}",
+            f"Errors:      {s.error_cases}",
+            f"Duration:    {s.total_duration_seconds:.2f}s",
+        ]
+        if s.warnings:
+            lines += ["", "WARNINGS:", *(f"  ! {w}" for w in s.warnings)]
+        if s.criterion_stats:
+            lines += ["", "Per-Criterion Results:", "-" * 40]
+            for name, st in s.criterion_stats.items():
+                extra = f", {st.skipped} skipped" if st.skipped else ""
+                lines.append(f"  {name}: {st.passed}/{st.total} passed, avg score: {st.avg_score:.2f}{extra}")
+        if self.failed_cases:
+            lines += ["", "Failed Cases:", "-" * 40]
+            for r in self.failed_cases:
+                lines.append(f"  - {r.eval_id}: {r.name}")
+                if r.error:
+                    lines.append(f"      error: {r.error}")
+                for c in r.failed_criteria:
+                    lines.append(f"      {c.criterion}: {c.score:.2f} < {c.threshold}")
+        return "\n".join(lines)
+
+    def to_file(self, path: str | Path) -> None:
+        from tracegrade.models.files import save_model
+
+        save_model(self, path)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> EvalReport:
+        from tracegrade.models.files import load_model
+
+        return load_model(cls, path)

@@ -1,0 +1,86 @@
+"""The neutral span record every source (SDK, OTLP protobuf, OTLP/JSON) decodes into.
+
+Plain slotted dataclasses rather than pydantic models: millions of these pass through the receiver
+and the mapper, and they are never validated from user input directly (decoders do that).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["LogRecordData", "SpanEvent", "SpanLink", "SpanRecord"]
+
+
+@dataclass(slots=True)
+class SpanEvent:
+    name: str
+    time_ns: int = 0
+    attributes: dict[str, Any] = field(default_factory=dict)
+    dropped_attributes_count: int = 0
+
+
+@dataclass(slots=True)
+class SpanLink:
+    trace_id: str
+    span_id: str
+    attributes: dict[str, Any] = field(default_factory=dict)
+    trace_state: str = ""
+    dropped_attributes_count: int = 0
+
+
+@dataclass(slots=True)
+class SpanRecord:
+    """One finished span: ids as lower-case hex, times in Unix nanoseconds, attributes as plain values.
+
+    ``kind`` is the OTLP name without prefix (``INTERNAL``, ``SERVER``, ``CLIENT``, ``PRODUCER``,
+    ``CONSUMER``, ``UNSPECIFIED``); ``status_code`` is ``UNSET``, ``OK`` or ``ERROR``.
+    """
+
+    trace_id: str
+    span_id: str
+    name: str
+    start_ns: int
+    end_ns: int
+    parent_span_id: str | None = None
+    kind: str = "INTERNAL"
+    attributes: dict[str, Any] = field(default_factory=dict)
+    events: list[SpanEvent] = field(default_factory=list)
+    links: list[SpanLink] = field(default_factory=list)
+    status_code: str = "UNSET"
+    status_message: str = ""
+    resource: dict[str, Any] = field(default_factory=dict)
+    scope_name: str = ""
+    scope_version: str = ""
+    trace_state: str = ""
+    flags: int = 0
+    dropped_attributes_count: int = 0
+    dropped_events_count: int = 0
+    dropped_links_count: int = 0
+
+    @property
+    def service_name(self) -> str:
+        return str(self.resource.get("service.name", ""))
+
+    @property
+    def duration_ns(self) -> int:
+        return max(0, self.end_ns - self.start_ns)
+
+
+@dataclass(slots=True)
+class LogRecordData:
+    """One OTLP log record, kept for the content instrumentations put in logs (joined by trace/span id)."""
+
+    time_ns: int
+    trace_id: str | None = None
+    span_id: str | None = None
+    event_name: str = ""
+    body: Any = None
+    attributes: dict[str, Any] = field(default_factory=dict)
+    severity_number: int = 0
+    severity_text: str = ""
+    resource: dict[str, Any] = field(default_factory=dict)
+    scope_name: str = ""
+    observed_time_ns: int = 0
+    flags: int = 0
+    dropped_attributes_count: int = 0
