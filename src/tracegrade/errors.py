@@ -51,9 +51,10 @@ class ConfigError(FileFormatError):
 class NoCriteriaError(TracegradeError, ValueError):
     """A run was asked to grade with a configuration that enables no criterion."""
 
-    def __init__(self) -> None:
+    def __init__(self, message: str | None = None) -> None:
         super().__init__(
-            "the evaluation config enables no criterion; enable at least one slot in "
+            message
+            or "the evaluation config enables no criterion; enable at least one slot in "
             "EvalConfig.criteria (for example CriterionConfig.trajectory()) before running"
         )
 

@@ -60,3 +60,7 @@ def main() -> None:
         cli(standalone_mode=True)
     except KeyboardInterrupt:
         sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

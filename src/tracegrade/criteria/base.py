@@ -63,7 +63,11 @@ class BaseCriterion(ABC):
     def _skipped(self, reason: str) -> CriterionResult:
         """The criterion does not apply to this case (it needs a reference the case lacks)."""
         return CriterionResult(
-            criterion=self.name, score=0.0, passed=True, threshold=self.threshold, skipped=True,
+            criterion=self.name,
+            score=0.0,
+            passed=True,
+            threshold=self.threshold,
+            skipped=True,
             details={"reason": reason},
         )
 

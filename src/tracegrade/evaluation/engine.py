@@ -8,13 +8,12 @@ wrap it (add logging, caching, extra checks) or replace it entirely.
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from tracegrade.criteria.base import BaseCriterion
 from tracegrade.criteria.registry import build_criteria
+from tracegrade.criteria.running import evaluate_all
 from tracegrade.errors import NoCriteriaError
 from tracegrade.models.config import EvalConfig
 from tracegrade.models.dataset import EvalCase
@@ -29,9 +28,8 @@ __all__ = [
     "compile_criteria",
     "create_grader",
     "default_evaluator_factory",
+    "grader_for",
 ]
-
-log = logging.getLogger("tracegrade.evaluation")
 
 
 @runtime_checkable
@@ -50,22 +48,15 @@ class EvaluatorFactory(Protocol):
 class CriteriaGrader:
     """The standard engine: runs every criterion on a case; a criterion that raises becomes an error result.
 
-    Deterministic criteria run inline; criteria that await (LLM judges) run concurrently with each other.
+    Pure criteria (``SyncCriterion``) run inline, without a task each; criteria that await (LLM judges)
+    run concurrently with each other (see :func:`tracegrade.criteria.running.evaluate_all`).
     """
 
     def __init__(self, criteria: Sequence[BaseCriterion]) -> None:
         self.criteria = list(criteria)
 
     async def grade(self, actual: ExecutionResult, case: EvalCase) -> list[CriterionResult]:
-        return list(await asyncio.gather(*(self._one(c, actual, case) for c in self.criteria)))
-
-    @staticmethod
-    async def _one(criterion: BaseCriterion, actual: ExecutionResult, case: EvalCase) -> CriterionResult:
-        try:
-            return await criterion.evaluate(actual, case)
-        except Exception as exc:  # a broken criterion must not take the run down
-            log.warning("criterion %s raised on case %s: %s", criterion.name, case.eval_id, exc)
-            return CriterionResult.failure(criterion.name, f"{type(exc).__name__}: {exc}", criterion.threshold)
+        return await evaluate_all(self.criteria, actual, case)
 
 
 def default_evaluator_factory(criteria: Sequence[BaseCriterion]) -> Grader:
@@ -89,7 +80,13 @@ def create_grader(
     extra_criteria: Sequence[BaseCriterion] = (),
 ) -> Grader:
     """Compile the run's criteria and call the factory once for the run's grader."""
-    criteria = compile_criteria(config, extra_criteria)
+    return grader_for(compile_criteria(config, extra_criteria), factory)
+
+
+def grader_for(criteria: Sequence[BaseCriterion], factory: EvaluatorFactory | None = None) -> Grader:
+    """Call the factory (once per run) with already compiled, non-empty criteria."""
+    if not criteria:
+        raise NoCriteriaError()
     grader = (factory or default_evaluator_factory)(criteria)
     if grader is None:
         raise TypeError("the evaluator factory returned None; it must return a Grader")
@@ -127,7 +124,10 @@ def build_case_result(
         node_responses=[n.model_dump() for n in execution.node_responses],
         node_visits=execution.node_visits,
         duration_seconds=duration_seconds,
-        metadata={**case.metadata, **({"mapping_issues": execution.mapping_issues} if execution.mapping_issues else {})},
+        metadata={
+            **case.metadata,
+            **({"mapping_issues": execution.mapping_issues} if execution.mapping_issues else {}),
+        },
         turn_results=turn_results,
         agent_token_usage=execution.token_usage,
         node_details=node_details,

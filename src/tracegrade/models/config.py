@@ -6,7 +6,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidatorFunctionWrapHandler, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 __all__ = [
     "CRITERIA_SLOTS",
@@ -185,6 +186,32 @@ class CriteriaConfig(_Strict):
         """``(slot, config)`` for every slot that is set and enabled, in declaration order."""
         return [(s, c) for s in CRITERIA_SLOTS if (c := getattr(self, s)) is not None and c.enabled]
 
+    @model_validator(mode="wrap")
+    @classmethod
+    def _name_valid_slots(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> CriteriaConfig:
+        """Unknown slot names are rejected with the list of valid ones (every other error kept as is)."""
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            if not any(e["type"] == "extra_forbidden" and len(e["loc"]) == 1 for e in exc.errors()):
+                raise
+            valid = ", ".join(cls.model_fields)
+            errors = [
+                InitErrorDetails(
+                    type=PydanticCustomError(
+                        "unknown_criterion_slot",
+                        f"unknown criterion slot {e['loc'][0]!r}; valid slots: {valid} (a criterion without a "
+                        "slot, such as exact_match, is attached to the evaluator directly)",
+                    )
+                    if e["type"] == "extra_forbidden" and len(e["loc"]) == 1
+                    else PydanticCustomError(e["type"], e["msg"]),
+                    loc=e["loc"],
+                    input=e["input"],
+                )
+                for e in exc.errors(include_url=False)
+            ]
+            raise ValidationError.from_exception_data(exc.title, errors) from None
+
 
 CRITERIA_SLOTS: tuple[str, ...] = tuple(CriteriaConfig.model_fields)
 
@@ -234,6 +261,9 @@ class EvalConfig(_Strict):
     reporter: ReporterConfig = Field(default_factory=ReporterConfig)
     judge_max_concurrency: int = Field(default=16, ge=1)
     judge_cache: bool = True
+    judge_cache_path: str | None = None  # None: ./.tracegrade/judge_cache.duckdb
+    judge_max_retries: int = Field(default=3, ge=0)  # extra attempts after a 429 or 5xx
+    judge_retry_base_seconds: float = Field(default=0.5, gt=0)  # first backoff delay (doubles each retry)
 
     @classmethod
     def default(cls) -> EvalConfig:

@@ -116,9 +116,8 @@ class ToolCall(_StrictModel):
         """
         if self.name != other.name:
             return False
-        if check_args and other.args:
-            if not self.args_captured or not json_equal(self.args, other.args):
-                return False
+        if check_args and other.args and (not self.args_captured or not json_equal(self.args, other.args)):
+            return False
         return not (check_call_id and self.call_id != other.call_id)
 
     def __eq__(self, other: object) -> bool:
@@ -151,9 +150,7 @@ class TrajectoryStep(_StrictModel):
 
     @classmethod
     def conditional(cls, name: str, chosen: str, timestamp: float | None = None, **extra: Any) -> TrajectoryStep:
-        return cls(
-            step_type=StepType.CONDITIONAL, name=name, timestamp=timestamp, metadata={"chosen": chosen, **extra}
-        )
+        return cls(step_type=StepType.CONDITIONAL, name=name, timestamp=timestamp, metadata={"chosen": chosen, **extra})
 
 
 class Invocation(_StrictModel):
@@ -249,10 +246,10 @@ class EvalCase(_StrictModel):
         return [n for inv in self.conversation for n in inv.expected_node_order]
 
     def last_expected_response(self) -> str:
-        """Text of the last turn that sets an expected final response, else ``""``."""
+        """Text of the last turn whose expected final response is non-empty, else ``""``."""
         for inv in reversed(self.conversation):
-            if inv.expected_final_response is not None:
-                return inv.expected_final_response.get_text()
+            if inv.expected_final_response is not None and (text := inv.expected_final_response.get_text()):
+                return text
         return ""
 
     def first_user_text(self) -> str:

@@ -33,7 +33,7 @@ def validation_problems(exc: ValidationError) -> list[tuple[str, str]]:
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             msg = f"unknown key {loc[-1]!r} (remove it or check its spelling)"
-        elif "input" in err and err["type"] not in ("missing",):
+        elif "input" in err and err["type"] not in ("missing", "unknown_criterion_slot"):
             shown = repr(err["input"])
             msg = f"{msg} (got {shown[:80]}{'…' if len(shown) > 80 else ''})"
         problems.append((json_path(loc), msg))
@@ -76,19 +76,26 @@ def read_json_file(path: str | Path, kind: str = "file") -> Any:
 def load_model(model: type[M], path: str | Path) -> M:
     """Validate a whole file into ``model``; on any problem nothing is returned and every problem is listed."""
     err_cls = _error_class(model)
-    kind = {"EvalSetError": "eval set", "ConfigError": "config"}.get(err_cls.__name__, model.__name__)
-    data = read_json_file(path, kind)
+    kind = {"EvalSetError": "eval set", "ConfigError": "config"}.get(
+        err_cls.__name__, "report" if model.__name__ == "EvalReport" else model.__name__
+    )
+    try:
+        data = read_json_file(path, kind)
+    except FileFormatError as exc:  # undecodable: same error class as any other problem of this file kind
+        raise _make(err_cls, path, exc.problems, kind) from None
     if not isinstance(data, dict):
-        raise _make(err_cls, path, [("$", f"expected a JSON object, got {type(data).__name__}")])
+        raise _make(err_cls, path, [("$", f"expected a JSON object, got {type(data).__name__}")], kind)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise _make(err_cls, path, validation_problems(exc)) from None
+        raise _make(err_cls, path, validation_problems(exc), kind) from None
 
 
-def _make(err_cls: type[FileFormatError], path: str | Path, problems: list[tuple[str, str]]) -> FileFormatError:
+def _make(
+    err_cls: type[FileFormatError], path: str | Path, problems: list[tuple[str, str]], kind: str
+) -> FileFormatError:
     if err_cls is FileFormatError:
-        return FileFormatError(str(path), problems)
+        return FileFormatError(str(path), problems, kind)
     return err_cls(str(path), problems)  # type: ignore[call-arg]
 
 

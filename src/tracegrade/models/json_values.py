@@ -14,6 +14,20 @@ def json_equal(a: Any, b: Any) -> bool:
     Objects compare by keys and values, arrays element by element, numbers by value (``1 == 1.0``);
     booleans are not numbers (``True != 1``) and strings are never parsed (``"1" != 1``).
     """
+    kind = type(a)
+    if kind is type(b):  # the common case: dispatch on one exact type, no isinstance chain
+        if kind is dict:
+            if len(a) != len(b):
+                return False
+            for key, value in a.items():
+                other = b.get(key, _ABSENT)
+                if other is _ABSENT or not json_equal(value, other):
+                    return False
+            return True
+        if kind is list or kind is tuple:
+            return len(a) == len(b) and all(map(json_equal, a, b))
+        if kind in _SCALARS:
+            return a == b
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool) and a == b
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
@@ -21,8 +35,12 @@ def json_equal(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(map(json_equal, a, b))
     return type(a) is type(b) and a == b
+
+
+_ABSENT = object()
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def json_subset(actual: Any, expected: Any) -> bool:

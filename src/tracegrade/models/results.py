@@ -146,9 +146,7 @@ class EvalCaseResult(BaseModel):
     trace_ids: list[str] = Field(default_factory=list)
 
     @classmethod
-    def success(
-        cls, eval_id: str, criterion_results: list[CriterionResult], **fields: Any
-    ) -> EvalCaseResult:
+    def success(cls, eval_id: str, criterion_results: list[CriterionResult], **fields: Any) -> EvalCaseResult:
         judge = sum((c.token_usage for c in criterion_results), TokenUsage())
         agent = fields.get("agent_token_usage") or TokenUsage()
         fields.setdefault("token_usage", agent + judge)
@@ -160,7 +158,9 @@ class EvalCaseResult(BaseModel):
         )
 
     @classmethod
-    def failure(cls, eval_id: str, error: str, name: str = "", duration_seconds: float = 0.0, **fields: Any) -> EvalCaseResult:
+    def failure(
+        cls, eval_id: str, error: str, name: str = "", duration_seconds: float = 0.0, **fields: Any
+    ) -> EvalCaseResult:
         return cls(eval_id=eval_id, name=name, passed=False, error=error, duration_seconds=duration_seconds, **fields)
 
     @property

@@ -1,0 +1,117 @@
+"""CPU overhead of the TrajectoryCollector on instrumented agent runs (target: under 10%).
+
+Two workloads, each run many times per measurement:
+  * pydantic-ai: an Agent on a scripted FunctionModel calling two tools per run (its own instrumentation);
+  * function graph: nodes and tools traced with trace_node / trace_tool doing JSON work on a small payload.
+Baseline: the same runs with the provider recording spans but no span processor. With the collector: the
+collector is attached and each run's trajectory is mapped once (as AgentEvaluator does), then released.
+CPU time is ``time.process_time``; the figure is the median of 5 alternating measurements.
+
+    python bench/bench_collector_overhead.py [--runs 200] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+
+from opentelemetry.sdk.trace import TracerProvider
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.instrumented import InstrumentationSettings
+
+from tracegrade.capture import TrajectoryCollector, TurnScope, trace_node, trace_tool, turn_span
+
+PAYLOAD = {"items": [{"sku": f"sku-{i}", "qty": i, "tags": ["a", "b", "c"], "price": i * 1.5} for i in range(40)]}
+
+
+def _model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    last = messages[-1]
+    if isinstance(last, ModelRequest) and any(isinstance(p, ToolReturnPart) for p in last.parts):
+        return ModelResponse(parts=[TextPart("Both items are in stock.")])
+    return ModelResponse(parts=[ToolCallPart("stock", {"sku": "sku-1"}, tool_call_id="c1"),
+                                ToolCallPart("stock", {"sku": "sku-2"}, tool_call_id="c2")])
+
+
+def pydantic_ai_workload(provider: TracerProvider) -> Callable[[], Awaitable[object]]:
+    agent = Agent(FunctionModel(_model), name="bench")
+    agent.instrument = InstrumentationSettings(tracer_provider=provider)
+
+    @agent.tool_plain
+    def stock(sku: str) -> str:
+        data = json.loads(json.dumps(PAYLOAD))
+        return f"{sku}: {sum(item['qty'] for item in data['items'])} units"
+
+    return lambda: agent.run("Are sku-1 and sku-2 in stock?")
+
+
+@trace_tool
+def price(sku: str) -> float:
+    data = json.loads(json.dumps(PAYLOAD))
+    return sum(item["price"] for item in data["items"] if item["sku"] != sku)
+
+
+@trace_node("planner")
+async def planner(message: str) -> list[str]:
+    return sorted({word for word in json.dumps(PAYLOAD).split('"') if word.startswith("sku-")})[:3]
+
+
+@trace_node("writer")
+def writer(prices: list[float]) -> str:
+    return json.dumps({"total": sum(prices), "payload": PAYLOAD})[:40]
+
+
+async def function_graph(message: str) -> str:
+    skus = await planner(message)
+    return writer([price(sku) for sku in skus])
+
+
+def function_graph_workload(provider: TracerProvider) -> Callable[[], Awaitable[object]]:
+    return lambda: function_graph("price check")
+
+
+async def _measure(make_workload, runs: int, with_collector: bool) -> float:
+    provider = TracerProvider()
+    collector = TrajectoryCollector() if with_collector else None
+    if collector is not None:
+        provider.add_span_processor(collector)
+    run_once = make_workload(provider)
+    await run_once()  # warm up (imports, caches)
+    started = time.process_time()
+    for i in range(runs):
+        with turn_span(provider, TurnScope("case", 0, str(i)), "price check"):
+            await run_once()
+        if collector is not None:
+            collector.execution_for("case", 0, str(i))
+            collector.release("case", str(i))
+    return time.process_time() - started
+
+
+async def main(runs: int, repeats: int) -> None:
+    for name, workload in (("pydantic-ai FunctionModel agent", pydantic_ai_workload),
+                           ("trace_node/trace_tool function graph", function_graph_workload)):
+        overheads, base_times, with_times = [], [], []
+        for _ in range(repeats):
+            base = await _measure(workload, runs, with_collector=False)
+            with_collector = await _measure(workload, runs, with_collector=True)
+            base_times.append(base)
+            with_times.append(with_collector)
+            overheads.append((with_collector - base) / base * 100)
+        print(f"{name}: {runs} runs x {repeats} repeats")
+        print(f"  CPU per run without processor: {statistics.median(base_times) / runs * 1e3:.3f} ms")
+        print(f"  CPU per run with collector   : {statistics.median(with_times) / runs * 1e3:.3f} ms")
+        print(f"  overhead (median of {repeats}): {statistics.median(overheads):.1f}%  "
+              f"(all: {', '.join(f'{o:.1f}' for o in overheads)})")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    asyncio.run(main(args.runs, args.repeats))

@@ -1,0 +1,31 @@
+"""Evaluate the LangGraph weather agent offline: ``python examples/langgraph_weather/run.py [OUT_DIR]``.
+
+Prints the console report and writes JSON, HTML and JUnit reports to OUT_DIR (default: a new temp dir).
+One case is designed to fail, so the report shows a real failure; the script still exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from agent import build_graph  # noqa: E402
+
+from tracegrade import AgentEvaluator, EvalConfig, EvalReport, create_eval_app  # noqa: E402
+
+
+async def evaluate(out_dir: str) -> EvalReport:
+    app, collector = create_eval_app(build_graph())  # compiles it and routes OpenInference spans to the collector
+    evaluator = AgentEvaluator(app, collector, config=EvalConfig.from_file(HERE / "config.json"))
+    return await evaluator.evaluate(HERE / "eval_set.json", output_dir=out_dir)
+
+
+if __name__ == "__main__":
+    out = sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="tracegrade-langgraph-")
+    report = asyncio.run(evaluate(out))
+    print(f"\n{report.summary.passed_cases}/{report.summary.total_cases} cases passed; reports in {out}")

@@ -1,0 +1,41 @@
+"""Grade recorded agent traces without running any agent: ``python examples/recorded/run.py [OUT_DIR]``.
+
+Each case of ``eval_set.json`` names an OTLP/JSON file (``metadata.trace_file``) recorded from a real
+instrumentation; its spans are decoded, mapped to the run's trajectory and graded with ``config.json``.
+Prints the console report and writes JSON and HTML reports to OUT_DIR (default: a new temp dir).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+
+from tracegrade import EvalConfig, EvalReport, EvalSet, ReporterManager
+from tracegrade.evaluation.engine import build_case_result, create_grader
+from tracegrade.ingest.decode import read_otlp_file
+from tracegrade.trajectory import map_spans
+
+HERE = Path(__file__).resolve().parent
+
+
+async def grade_recorded(out_dir: str) -> EvalReport:
+    eval_set = EvalSet.from_file(HERE / "eval_set.json")
+    config = EvalConfig.from_file(HERE / "config.json")
+    grader = create_grader(config)  # refuses a config without criteria
+    results = []
+    for case in eval_set:
+        traces, logs = read_otlp_file(HERE / case.metadata["trace_file"])
+        execution = map_spans(traces.spans, logs.records)
+        criterion_results = await grader.grade(execution, case)
+        results.append(build_case_result(case, execution, criterion_results, execution.duration_seconds))
+    report = EvalReport.create(eval_set.eval_set_id, results, eval_set.name, config.model_dump(mode="json"))
+    ReporterManager(config.reporter).run_all(report, out_dir)
+    return report
+
+
+if __name__ == "__main__":
+    out = sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="tracegrade-recorded-")
+    report = asyncio.run(grade_recorded(out))
+    print(f"\n{report.summary.passed_cases}/{report.summary.total_cases} cases passed; reports in {out}")

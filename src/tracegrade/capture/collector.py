@@ -1,0 +1,345 @@
+"""``TrajectoryCollector``: an OpenTelemetry span processor that rebuilds agent trajectories in process.
+
+Add it to a ``TracerProvider`` (or use :func:`make_trajectory_callback`); every finished span is converted
+to a :class:`~tracegrade.models.span.SpanRecord` and kept per trace. The trajectory, tool calls, node
+visits and final response are computed by :func:`tracegrade.trajectory.map_spans` over the spans collected
+since the last :meth:`TrajectoryCollector.reset` (the mapping is cached until a new span arrives).
+
+**Attribution to eval cases.** ``AgentEvaluator`` runs each case turn under a root span
+``tracegrade.turn {case_id}`` carrying ``tracegrade.case.id``/``tracegrade.turn.index``/``tracegrade.run.id``
+and puts the same three values in OpenTelemetry baggage. A trace belongs to the case/turn of the first of
+its spans that carries those attributes. When a framework starts a *fresh trace* inside a case (a new root
+with no parent, e.g. an instrumentation that forces a new trace with an empty parent context), the
+collector's ``on_start`` reads the baggage from the parent context, falling back to the current context,
+and stamps the case attributes on the span, so that trace is attributed too. A span whose context was lost
+entirely (a plain ``threading.Thread`` does not inherit context variables) carries no baggage: it is
+attributed to the running turn only when exactly one turn is running (sequential evaluation); in parallel
+runs propagate the context to the thread (``contextvars.copy_context().run`` or ``asyncio.to_thread``).
+
+The collector is thread-safe, keeps memory bounded (``max_spans`` spans over at most ``max_traces``
+traces; the oldest traces are dropped first and counted) and never raises into the host application:
+a failure in any hook is counted (:attr:`TrajectoryCollector.failures`) and logged once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import baggage
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+
+from tracegrade.capture import semconv
+from tracegrade.capture.context import TurnKey, case_baggage
+from tracegrade.capture.sdk_convert import span_from_readable
+from tracegrade.models.dataset import ToolCall, TrajectoryStep
+from tracegrade.models.execution import ExecutionResult, NodeResponseData
+from tracegrade.models.span import SpanRecord
+
+__all__ = ["TrajectoryCollector", "make_trajectory_callback"]
+
+log = logging.getLogger("tracegrade.capture")
+
+
+@dataclass(slots=True)
+class _Trace:
+    spans: list[SpanRecord] = field(default_factory=list)
+    key: TurnKey | None = None
+
+
+def _turn_key_of(attributes: Any) -> TurnKey | None:
+    """The turn a span's ``tracegrade.*`` attributes attribute it to."""
+    if not attributes:
+        return None
+    case_id = attributes.get(semconv.CASE_ID)
+    if not case_id:
+        return None
+    turn = attributes.get(semconv.TURN_INDEX)
+    run_id = attributes.get(semconv.RUN_ID)
+    try:
+        turn_index = int(turn) if turn is not None else None
+    except (TypeError, ValueError):
+        turn_index = None
+    return TurnKey(str(case_id), turn_index, str(run_id) if run_id else None)
+
+
+class TrajectoryCollector(SpanProcessor):
+    """Collects finished spans per trace and exposes the trajectory they describe.
+
+    Args:
+        capture_all_events: also expose every collected :class:`SpanRecord` on :attr:`events`.
+        max_spans: spans kept at most (over all traces); beyond it the oldest traces are dropped.
+        max_traces: traces kept at most; beyond it the oldest are dropped.
+    """
+
+    def __init__(self, capture_all_events: bool = False, max_spans: int = 100_000, max_traces: int = 10_000) -> None:
+        if max_spans < 1 or max_traces < 1:
+            raise ValueError(f"max_spans and max_traces must be at least 1, got {max_spans} and {max_traces}")
+        self.capture_all_events = capture_all_events
+        self.max_spans = max_spans
+        self.max_traces = max_traces
+        #: the provider :func:`make_trajectory_callback` attached this collector to (None if attached by hand)
+        self.tracer_provider: TracerProvider | None = None
+        #: the run id :func:`make_trajectory_callback` stamps on spans (None when not configured)
+        self.run_id: str | None = None
+        self._lock = threading.Lock()
+        self._traces: OrderedDict[str, _Trace] = OrderedDict()
+        self._span_count = 0
+        self._version = 0
+        self._mapped: dict[TurnKey | None, ExecutionResult] = {}
+        self._active_turns: dict[str, TurnKey] = {}
+        self.dropped_spans = 0
+        self.dropped_traces = 0
+        self.failures = 0
+
+    # ---- SpanProcessor hooks (cheap; never raise) ----
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        try:
+            key = _turn_key_of(span.attributes)
+            if key is None:
+                key = self._key_from_context(span, parent_context)
+                if key is not None:
+                    span.set_attribute(semconv.CASE_ID, key.case_id)
+                    if key.turn_index is not None:
+                        span.set_attribute(semconv.TURN_INDEX, key.turn_index)
+                    if key.run_id:
+                        span.set_attribute(semconv.RUN_ID, key.run_id)
+            elif span.name.startswith(semconv.TURN_SPAN_PREFIX):
+                with self._lock:
+                    self._active_turns[format(span.context.span_id, "016x")] = key
+        except Exception as exc:
+            self._record_failure("on_start", exc)
+
+    def _key_from_context(self, span: Span, parent_context: Context | None) -> TurnKey | None:
+        key = case_baggage(baggage.get_all(parent_context)) if parent_context is not None else None
+        if key is None:
+            key = case_baggage(baggage.get_all())
+        if key is None and span.parent is None:
+            with self._lock:
+                running = list(self._active_turns.values())
+            if len(running) == 1:  # a root that lost its context while exactly one turn runs
+                key = running[0]
+        return key
+
+    def on_end(self, span: ReadableSpan) -> None:
+        try:
+            record = span_from_readable(span)
+            self._add(record)
+        except Exception as exc:
+            self._record_failure("on_end", exc)
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True  # spans are recorded synchronously in on_end; nothing is buffered
+
+    def shutdown(self) -> None:
+        return None
+
+    # ---- storage ----
+
+    def _add(self, record: SpanRecord) -> None:
+        key = _turn_key_of(record.attributes)
+        with self._lock:
+            if record.name.startswith(semconv.TURN_SPAN_PREFIX):
+                self._active_turns.pop(record.span_id, None)
+            entry = self._traces.get(record.trace_id)
+            if entry is None:
+                entry = self._traces[record.trace_id] = _Trace()
+            if entry.key is None:
+                entry.key = key
+            entry.spans.append(record)
+            self._span_count += 1
+            self._invalidate()
+            self._evict()
+
+    def _invalidate(self) -> None:
+        """The collected spans changed: cached mappings are stale (call with the lock held)."""
+        self._version += 1
+        if self._mapped:
+            self._mapped.clear()
+
+    def _evict(self) -> None:
+        """Drop the oldest traces until both bounds hold (a lone oversized trace loses its newest span)."""
+        while len(self._traces) > self.max_traces or (self._span_count > self.max_spans and len(self._traces) > 1):
+            _, oldest = self._traces.popitem(last=False)
+            self._span_count -= len(oldest.spans)
+            self.dropped_spans += len(oldest.spans)
+            self.dropped_traces += 1
+        if self._span_count > self.max_spans:
+            only = next(iter(self._traces.values()))
+            only.spans.pop()
+            self._span_count -= 1
+            self.dropped_spans += 1
+
+    def _record_failure(self, hook: str, exc: Exception) -> None:
+        self.failures += 1
+        if self.failures == 1:
+            log.warning("TrajectoryCollector.%s failed; the span is skipped (further failures logged at debug)",
+                        hook, exc_info=exc)
+        else:
+            log.debug("TrajectoryCollector.%s failed: %s", hook, exc)
+
+    def reset(self) -> None:
+        """Forget every collected span and counter (running turns stay known)."""
+        with self._lock:
+            self._traces.clear()
+            self._span_count = 0
+            self._invalidate()
+            self.dropped_spans = self.dropped_traces = self.failures = 0
+
+    def release(self, case_id: str, run_id: str | None = None) -> None:
+        """Drop the traces of one case (every turn) once they have been graded."""
+        wanted = TurnKey(case_id, None, run_id)
+        with self._lock:
+            for trace_id in [t for t, e in self._traces.items() if e.key is not None and wanted.covers(e.key)]:
+                self._span_count -= len(self._traces.pop(trace_id).spans)
+            self._invalidate()
+
+    # ---- queries ----
+
+    def spans_for_trace(self, trace_id: str) -> list[SpanRecord]:
+        with self._lock:
+            entry = self._traces.get(trace_id)
+            return list(entry.spans) if entry else []
+
+    def spans_for(self, case_id: str | None = None, turn: int | None = None, run_id: str | None = None
+                  ) -> list[SpanRecord]:
+        """Spans of every trace attributed to that case (and turn / run); all spans when ``case_id`` is None."""
+        wanted = TurnKey(case_id, turn, run_id) if case_id is not None else None
+        with self._lock:
+            return [
+                s for e in self._traces.values()
+                if wanted is None or (e.key is not None and wanted.covers(e.key))
+                for s in e.spans
+            ]
+
+    def execution_for(self, case_id: str | None = None, turn: int | None = None, run_id: str | None = None
+                      ) -> ExecutionResult:
+        """The mapped execution of one case (and turn / run), or of everything since the last reset."""
+        from tracegrade.trajectory import map_spans
+
+        cache_key = TurnKey(case_id, turn, run_id) if case_id is not None else None
+        with self._lock:
+            cached = self._mapped.get(cache_key)
+            version = self._version
+        if cached is not None:
+            return cached
+        execution = map_spans(self.spans_for(case_id, turn, run_id))
+        with self._lock:
+            if self._version == version:  # no span arrived while mapping: the result is current
+                self._mapped[cache_key] = execution
+        return execution
+
+    # ---- the reference collector's attributes, computed from all spans since the last reset ----
+
+    @property
+    def execution(self) -> ExecutionResult:
+        return self.execution_for()
+
+    @property
+    def trajectory(self) -> list[TrajectoryStep]:
+        return self.execution.trajectory
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        return self.execution.tool_calls
+
+    @property
+    def node_visits(self) -> list[str]:
+        return self.execution.node_visits
+
+    @property
+    def node_responses(self) -> list[NodeResponseData]:
+        return self.execution.node_responses
+
+    @property
+    def final_response(self) -> str:
+        return self.execution.actual_response
+
+    @property
+    def events(self) -> list[SpanRecord]:
+        """Every collected span record (only with ``capture_all_events``; otherwise empty)."""
+        return self.spans_for() if self.capture_all_events else []
+
+    @property
+    def span_count(self) -> int:
+        return self._span_count
+
+    def _bounds_ns(self) -> tuple[int, int] | None:
+        spans = self.spans_for()
+        return (min(s.start_ns for s in spans), max(s.end_ns for s in spans)) if spans else None
+
+    @property
+    def start_time(self) -> float | None:
+        """Start of the first collected span (Unix seconds), None when nothing was collected."""
+        bounds = self._bounds_ns()
+        return bounds[0] / 1e9 if bounds else None
+
+    @property
+    def end_time(self) -> float | None:
+        bounds = self._bounds_ns()
+        return bounds[1] / 1e9 if bounds else None
+
+    @property
+    def duration(self) -> float:
+        bounds = self._bounds_ns()
+        return (bounds[1] - bounds[0]) / 1e9 if bounds else 0.0
+
+    def get_tool_names(self) -> list[str]:
+        return [tc.name for tc in self.tool_calls]
+
+    def get_trajectory_steps(self, step_type: str | None = None) -> list[TrajectoryStep]:
+        return [s for s in self.trajectory if step_type is None or s.step_type == step_type]
+
+    def to_dict(self) -> dict[str, Any]:
+        execution = self.execution
+        return {
+            "trajectory": [s.model_dump(mode="json") for s in execution.trajectory],
+            "tool_calls": [t.model_dump(mode="json") for t in execution.tool_calls],
+            "node_visits": list(execution.node_visits),
+            "node_responses": [n.model_dump(mode="json") for n in execution.node_responses],
+            "final_response": execution.actual_response,
+            "duration_seconds": self.duration,
+        }
+
+
+class _StampingProcessor(SpanProcessor):
+    """Sets fixed attributes (thread id, run id) on every span as it starts."""
+
+    def __init__(self, attributes: dict[str, str]) -> None:
+        self.attributes = attributes
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        try:
+            span.set_attributes(self.attributes)
+        except Exception as exc:  # never raise into the host application
+            log.debug("could not stamp span attributes: %s", exc)
+
+
+def make_trajectory_callback(
+    collector: TrajectoryCollector, config: dict[str, Any] | None = None
+) -> tuple[TrajectoryCollector, TracerProvider]:
+    """A new ``TracerProvider`` with ``collector`` attached: returns ``(collector, provider)``.
+
+    ``config`` may carry ``thread_id`` and ``run_id``; they are stamped on every span as
+    ``tracegrade.thread_id`` and ``tracegrade.run.id``. Pass ``provider`` to your instrumentation
+    (``LangChainInstrumentor().instrument(tracer_provider=provider)``,
+    ``InstrumentationSettings(tracer_provider=provider)``, ``provider.get_tracer(...)``).
+    """
+    config = config or {}
+    provider = TracerProvider()
+    stamps = {
+        attr: str(config[key])
+        for key, attr in (("thread_id", semconv.THREAD_ID), ("run_id", semconv.RUN_ID))
+        if config.get(key)
+    }
+    if stamps:
+        provider.add_span_processor(_StampingProcessor(stamps))
+    provider.add_span_processor(collector)
+    collector.tracer_provider = provider
+    collector.run_id = stamps.get(semconv.RUN_ID, collector.run_id)
+    return collector, provider

@@ -1,0 +1,38 @@
+"""``tracegrade export-cases``: turn stored traces into an editable eval set."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from tracegrade.cli.common import UsageProblem, friendly_errors
+from tracegrade.cli.grading_store import open_grading_store, store_options
+from tracegrade.evaluation.case_export import cases_from_traces
+from tracegrade.evaluation.offline import TraceSelection, selection_where
+
+__all__ = ["command"]
+
+
+@click.command("export-cases")
+@store_options
+@click.option("--where", help="SQL predicate over the traces table.")
+@click.option("--since", help="Only traces started since (30m, 2h, 7d or an ISO time).")
+@click.option("--limit", type=int, default=100, show_default=True)
+@click.option("--name", default="exported", show_default=True, help="Eval set id and name.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@friendly_errors
+def command(
+    store_path: Path, token: str | None, where: str | None, since: str | None, limit: int, name: str, output: Path
+) -> None:
+    """Write one case per selected trace: its user query, tool calls with arguments, node order, response."""
+    selection = TraceSelection(where=where, since=since, limit=limit)
+    with open_grading_store(store_path, token, writable=False) as store:
+        clause, params = selection_where(selection)
+        try:
+            store.reader.query(f"SELECT count(*) FROM traces WHERE {clause}", params)
+        except Exception as exc:
+            raise UsageProblem(f"--where {where!r} is not a valid predicate over the traces table: {exc}") from None
+        eval_set = cases_from_traces(store.reader, selection, name=name)
+    eval_set.to_file(output)
+    click.echo(f"wrote {len(eval_set)} case(s) to {output}")

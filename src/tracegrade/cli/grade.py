@@ -1,0 +1,123 @@
+"""``tracegrade grade``: grade stored traces against an eval set, or reference-free with a selection."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import click
+
+from tracegrade.cli.common import UsageProblem, friendly_errors
+from tracegrade.cli.grading_store import open_grading_store, store_options
+from tracegrade.evaluation.offline import TraceGrader, TraceSelection, selection_where
+from tracegrade.models.config import EvalConfig
+from tracegrade.models.dataset import EvalSet
+
+__all__ = ["command"]
+
+FORMATS = ("console", "json", "html", "junit")
+
+
+def _formats(value: str) -> list[str]:
+    chosen = [f.strip() for f in value.split(",") if f.strip()]
+    unknown = [f for f in chosen if f not in FORMATS]
+    if unknown:
+        raise click.BadParameter(f"unknown format(s) {', '.join(unknown)}; choose from {', '.join(FORMATS)}")
+    return chosen
+
+
+@click.command("grade")
+@store_options
+@click.option("--evalset", "evalset_path", type=click.Path(dir_okay=False, path_type=Path), help="Eval set to grade.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), help="EvalConfig file.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("eval_reports"))
+@click.option(
+    "--format", "formats", default="console,json", show_default=True, help="Comma-separated: " + ",".join(FORMATS)
+)
+@click.option("--run-id", help="Match case ids only within this recorded AgentEvaluator run.")
+@click.option("--where", help="Reference-free: SQL predicate over the traces table.")
+@click.option("--since", help="Reference-free: only traces started since (30m, 2h, 7d or an ISO time).")
+@click.option("--sample", type=float, help="Reference-free: grade this fraction of the selected traces (0-1].")
+@click.option("--limit", type=int, help="Reference-free: at most this many traces (newest first).")
+@click.option("--record/--no-record", default=True, show_default=True, help="Record the run in the store.")
+@friendly_errors
+def command(
+    store_path: Path,
+    token: str | None,
+    evalset_path: Path | None,
+    config_path: Path | None,
+    out_dir: Path,
+    formats: str,
+    run_id: str | None,
+    where: str | None,
+    since: str | None,
+    sample: float | None,
+    limit: int | None,
+    record: bool,
+) -> None:
+    """Grade traces in a store with the criteria of --config.
+
+    With --evalset, each case is matched to its traces (stamped case id, the case's selector, or its first
+    user message) and graded against it. Without it, traces picked by --where/--since/--sample/--limit are
+    graded with the criteria that need no expectations. Exit code 1 when any case fails.
+    """
+    chosen = _formats(formats)
+    reference_free = evalset_path is None
+    if not reference_free and any(v is not None for v in (where, since, sample, limit)):
+        raise UsageProblem("--where/--since/--sample/--limit select traces for reference-free grading; drop --evalset")
+    # Load every input before touching the store, so a bad file writes nothing.
+    eval_set = None if reference_free else EvalSet.from_file(evalset_path)  # type: ignore[arg-type]
+    config = EvalConfig.from_file(config_path) if config_path else EvalConfig.default()
+    selection = TraceSelection(where=where, since=since, sample=sample, limit=limit)
+    try:
+        selection_where(selection)
+    except ValueError as exc:
+        raise UsageProblem(str(exc)) from None
+
+    with open_grading_store(store_path, token, writable=record) as store:
+        if reference_free:
+            _check_predicate(store.reader, selection)
+        grader = TraceGrader(store.reader, config)
+        if eval_set is not None:
+            report = asyncio.run(grader.grade_eval_set(eval_set, run_id=run_id))
+        else:
+            report = asyncio.run(grader.grade_traces(selection))
+        if reference_free and not report.results:
+            click.echo("no traces matched the selection; nothing graded", err=True)
+        recorded = store.record(report, "reference_free" if reference_free else "eval_set") if record else None
+    if recorded:
+        report.metadata["run_id"] = recorded
+    _write_reports(report, out_dir, chosen)
+    if recorded:
+        click.echo(f"recorded as run {recorded}", err=True)
+    sys.exit(0 if report.passed or (reference_free and not report.results) else 1)
+
+
+def _check_predicate(reader: object, selection: TraceSelection) -> None:
+    where, params = selection_where(selection)
+    try:
+        reader.query(f"SELECT count(*) FROM traces WHERE {where}", params)  # type: ignore[attr-defined]
+    except Exception as exc:
+        raise UsageProblem(
+            f"--where {selection.where!r} is not a valid predicate over the traces table: {exc}"
+        ) from None
+
+
+def _write_reports(report: object, out_dir: Path, formats: list[str]) -> None:
+    from tracegrade.models.config import ReporterConfig
+    from tracegrade.reporters import ReporterManager
+
+    config = ReporterConfig(
+        output_dir=str(out_dir),
+        console="console" in formats,
+        json_report="json" in formats,
+        html="html" in formats,
+        junit_xml="junit" in formats,
+        verbose=False,
+    )
+    output = ReporterManager(config).run_all(report)  # type: ignore[arg-type]
+    for path in output.generated_files:
+        click.echo(f"wrote {path}", err=True)
+    for name, message in output.errors:
+        click.echo(f"reporter {name} failed: {message}", err=True)

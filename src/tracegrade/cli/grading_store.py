@@ -1,0 +1,100 @@
+"""Opening the store for the grading commands: read for matching, and a sink to record runs in.
+
+With no server running, the file is opened read-write and serves both. While ``tracegrade serve``
+holds the file, reads go through its query endpoint and runs are recorded through its ``/v1/runs``
+endpoint (the server is the file's single writer).
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tracegrade.errors import StoreError, StoreLockedError
+from tracegrade.evaluation.run_records import RunSink, record_report
+from tracegrade.models.results import EvalReport
+
+__all__ = ["GradingStore", "open_grading_store", "store_options"]
+
+
+def store_options(func: Any) -> Any:
+    """``--store`` and ``--token`` as every store command takes them."""
+    func = click.option("--token", envvar="TRACEGRADE_TOKEN", default=None, help="Bearer token of a running server.")(
+        func
+    )
+    return click.option(
+        "--store",
+        "store_path",
+        envvar="TRACEGRADE_STORE",
+        default="tracegrade.duckdb",
+        show_default=True,
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="DuckDB store file (env TRACEGRADE_STORE).",
+    )(func)
+
+
+@dataclass
+class GradingStore:
+    """A readable store plus, when possible, a writable one for recording runs."""
+
+    reader: Any
+    sink: RunSink | None
+    remote_url: str | None = None
+    token: str | None = None
+
+    def record(self, report: EvalReport, kind: str, run_id: str | None = None) -> str:
+        if self.sink is not None:
+            return record_report(self.sink, report, kind, run_id)
+        if self.remote_url is None:
+            raise StoreError("this store is open read-only; results cannot be recorded")
+        body = json.dumps({"report": report.model_dump(mode="json"), "kind": kind, "run_id": run_id}).encode()
+        request = urllib.request.Request(
+            self.remote_url.rstrip("/") + "/v1/runs",
+            data=body,
+            headers={
+                "Content-Type": "application/json",
+                **({"Authorization": f"Bearer {self.token}"} if self.token else {}),
+            },
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return str(json.loads(response.read())["run_id"])
+        except OSError as exc:
+            raise StoreError(f"could not record the run through the server at {self.remote_url}: {exc}") from None
+
+
+@contextmanager
+def open_grading_store(path: Path, token: str | None, writable: bool = True) -> Iterator[GradingStore]:
+    """Open ``path`` for grading; errors (missing, corrupt, locked with no server) are StoreErrors."""
+    from tracegrade.store import TraceStore, open_store_for_read
+
+    if not path.exists():
+        raise StoreError(
+            f"store not found: {path} (create one with `tracegrade serve --store {path}` or `tracegrade import`)"
+        )
+    if writable:
+        try:
+            store = TraceStore(path)
+        except StoreLockedError:
+            pass
+        else:
+            try:
+                yield GradingStore(store, store)
+            finally:
+                store.close()
+            return
+    reader = open_store_for_read(path, token=token)
+    try:
+        yield GradingStore(reader, None, getattr(reader, "base_url", None), token)
+    finally:
+        close = getattr(reader, "close", None)
+        if close:
+            close()

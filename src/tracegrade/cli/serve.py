@@ -1,0 +1,103 @@
+"""``tracegrade serve``: run the OTLP receiver (gRPC + HTTP) writing spans into a DuckDB store."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from tracegrade.cli.common import UsageProblem, friendly_errors
+from tracegrade.ingest.settings import ENV_VARS, ServeSettings, misspelled_env_vars
+
+__all__ = ["command"]
+
+
+def _announce(server: object) -> None:
+    from tracegrade.ingest.server import ReceiverServer
+
+    assert isinstance(server, ReceiverServer)
+    settings = server.settings
+    click.echo(f"tracegrade serve: writing spans to {settings.store}")
+    click.echo(f"  OTLP/gRPC  {server.grpc_target}")
+    click.echo(f"  OTLP/HTTP  {server.http_url}/v1/traces  (and /v1/logs)")
+    click.echo(f"  health     {server.http_url}/healthz  /readyz  /metrics")
+    if settings.token:
+        click.echo("  a bearer token is required on every request")
+    click.echo("Stop with Ctrl-C or SIGTERM (pending spans are flushed first).", err=False)
+
+
+@click.command("serve")
+@click.option(
+    "--store",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar=ENV_VARS["store"],
+    required=True,
+    help="DuckDB file to write spans to (created if missing).",
+)
+@click.option("--host", envvar=ENV_VARS["host"], help="Address to bind (default 127.0.0.1).")
+@click.option("--grpc-port", type=int, envvar=ENV_VARS["grpc_port"], help="OTLP/gRPC port (default 4317; 0 = any).")
+@click.option("--http-port", type=int, envvar=ENV_VARS["http_port"], help="OTLP/HTTP port (default 4318; 0 = any).")
+@click.option("--token", envvar=ENV_VARS["token"], help="Bearer token required on every request (both protocols).")
+@click.option(
+    "--tls-cert",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar=ENV_VARS["tls_cert"],
+    help="PEM certificate chain; enables TLS on both protocols (with --tls-key).",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar=ENV_VARS["tls_key"],
+    help="PEM private key for --tls-cert.",
+)
+@click.option(
+    "--max-request-bytes",
+    envvar=ENV_VARS["max_request_bytes"],
+    help="Largest request, compressed and decompressed (default 16MiB; units k/M/G accepted).",
+)
+@click.option(
+    "--queue-spans",
+    type=int,
+    envvar=ENV_VARS["queue_spans"],
+    help="Write-queue capacity in spans; beyond it exporters get 429/RESOURCE_EXHAUSTED (default 50000).",
+)
+@click.option(
+    "--max-inflight-requests",
+    type=int,
+    envvar=ENV_VARS["max_inflight_requests"],
+    help="Export requests handled at once; more are told to retry (default 32).",
+)
+@click.option(
+    "--shutdown-timeout",
+    type=float,
+    envvar=ENV_VARS["shutdown_timeout"],
+    help="Seconds to let in-flight requests finish when stopping (default 30).",
+)
+@click.option(
+    "--worker-rules",
+    type=click.Path(dir_okay=False, path_type=Path),
+    hidden=True,
+    help="Reserved for the online grading worker.",
+)
+@friendly_errors
+def command(worker_rules: Path | None, **options: object) -> None:
+    """Receive OTLP traces and logs (gRPC and HTTP) and store them in a DuckDB file.
+
+    Every flag can also be set with an environment variable: TRACEGRADE_STORE, TRACEGRADE_HOST,
+    TRACEGRADE_GRPC_PORT, TRACEGRADE_HTTP_PORT, TRACEGRADE_TOKEN, TRACEGRADE_TLS_CERT, TRACEGRADE_TLS_KEY,
+    TRACEGRADE_MAX_REQUEST_BYTES, TRACEGRADE_QUEUE_SPANS, TRACEGRADE_MAX_INFLIGHT_REQUESTS,
+    TRACEGRADE_SHUTDOWN_TIMEOUT.
+    """
+    if worker_rules is not None:
+        raise UsageProblem("--worker-rules (online grading) is not available in this version of tracegrade serve")
+    typos = misspelled_env_vars(os.environ)
+    if typos:
+        raise UsageProblem("; ".join(typos))
+    settings = ServeSettings.build(options, source="tracegrade serve options")
+    from tracegrade.ingest.server import run_server
+
+    try:
+        run_server(settings, announce=_announce)
+    except OSError as exc:
+        raise UsageProblem(str(exc)) from None

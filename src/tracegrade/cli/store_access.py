@@ -1,0 +1,131 @@
+"""What the store commands share: the --store/--token options, opening the store, printing rows."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from tracegrade.store.access import ReadableStore, open_store_for_read
+from tracegrade.store.results import QueryResult
+
+__all__ = [
+    "DEFAULT_STORE",
+    "clip",
+    "emit",
+    "reading_store",
+    "render_csv",
+    "render_json",
+    "render_table",
+    "store_option",
+    "store_options",
+    "token_option",
+]
+
+DEFAULT_STORE = "tracegrade.duckdb"
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+store_option = click.option(
+    "--store",
+    "store_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="TRACEGRADE_STORE",
+    default=DEFAULT_STORE,
+    show_default=True,
+    help="DuckDB store file [env: TRACEGRADE_STORE]. While `tracegrade serve` holds it, read commands "
+    "query the server instead.",
+)
+token_option = click.option(
+    "--token",
+    envvar="TRACEGRADE_TOKEN",
+    default=None,
+    help="Bearer token of the running `tracegrade serve`, used when the server holds the store "
+    "[env: TRACEGRADE_TOKEN].",
+)
+
+
+def store_options(func: F) -> F:
+    """``--store`` (TRACEGRADE_STORE, default ./tracegrade.duckdb) and ``--token`` (TRACEGRADE_TOKEN)."""
+    return store_option(token_option(func))
+
+
+@contextmanager
+def reading_store(store_path: Path, token: str | None) -> Iterator[ReadableStore]:
+    """The store opened for reading (the file, or the server holding it); closed afterwards."""
+    store = open_store_for_read(store_path, token)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters with an ellipsis and the full length when it was longer."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text)} chars)"
+
+
+def _display(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        return value.isoformat(sep=" ")
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return str(value)
+
+
+def render_table(result: QueryResult, *, max_width: int = 80) -> Any:
+    """A rich Table of the rows (long cells clipped)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(show_lines=False, header_style="bold", caption=f"{len(result.rows)} rows")
+    for column in result.columns:
+        table.add_column(column, overflow="fold")
+    for row in result.rows:
+        table.add_row(*(Text(clip(_display(v), max_width)) for v in row))
+    return table
+
+
+def render_csv(result: QueryResult) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(result.columns)
+    writer.writerows([_display(v) for v in row] for row in result.rows)
+    return buffer.getvalue()
+
+
+def render_json(result: QueryResult) -> str:
+    """ONE JSON array of row objects (JSON columns embedded as JSON, timestamps ISO 8601)."""
+    return json.dumps(result.json_rows(), ensure_ascii=False, indent=2)
+
+
+def emit(renderable: Any, output: Path | None) -> None:
+    """Print text or a rich renderable to stdout, or write it to ``output``."""
+    if isinstance(renderable, str):
+        if output is None:
+            click.echo(renderable, nl=not renderable.endswith("\n"))
+        else:
+            output.write_text(renderable if renderable.endswith("\n") else renderable + "\n", encoding="utf-8")
+        return
+    from rich.console import Console
+
+    if output is None:
+        Console(soft_wrap=False).print(renderable)
+    else:
+        with output.open("w", encoding="utf-8") as handle:
+            Console(file=handle, width=200, no_color=True).print(renderable)

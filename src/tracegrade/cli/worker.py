@@ -1,0 +1,63 @@
+"""``tracegrade worker``: keep grading traces as they complete, per the rules file."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+
+import click
+
+from tracegrade.cli.common import UsageProblem, friendly_errors
+from tracegrade.errors import StoreLockedError
+from tracegrade.evaluation.worker import GradingWorker, WorkerRules
+
+__all__ = ["command"]
+
+
+@click.command("worker")
+@click.option("--rules", "rules_path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--store",
+    "store_path",
+    envvar="TRACEGRADE_STORE",
+    default="tracegrade.duckdb",
+    show_default=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+)
+@click.option("--once", is_flag=True, help="Run one enqueue/claim/grade cycle and exit.")
+@click.option("--worker-id", help="Name of this worker in job leases (default host:pid:random).")
+@friendly_errors
+def command(rules_path: Path, store_path: Path, once: bool, worker_id: str | None) -> None:
+    """Grade settled traces through durable jobs with leases kept in the store.
+
+    The worker opens the store file read-write; while `tracegrade serve` holds it, run the worker inside
+    the server instead (`tracegrade serve --worker-rules RULES`).
+    """
+    from tracegrade.store import TraceStore
+
+    rules = WorkerRules.from_file(rules_path)
+    try:
+        store = TraceStore(store_path)
+    except StoreLockedError as exc:
+        raise UsageProblem(
+            f"{exc}; to grade while serving, use `tracegrade serve --worker-rules {rules_path}`"
+        ) from None
+    try:
+        worker = GradingWorker(store, rules, worker_id=worker_id)
+        if once:
+            ran = asyncio.run(worker.run_once())
+            click.echo(f"ran {ran} job(s); jobs by status: {worker.job_counts()}")
+            return
+        asyncio.run(_serve(worker))
+    finally:
+        store.close()
+
+
+async def _serve(worker: GradingWorker) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    click.echo(f"worker {worker.worker_id} grading; stop with Ctrl-C", err=True)
+    await worker.run_forever(stop)

@@ -1,0 +1,237 @@
+"""The shared machinery of LLM-judged criteria: prompt, ``num_samples`` judge calls, honest aggregation.
+
+A ``TemplatedLLMCriterion`` subclass names its template, builds the prompt's data sections, reads one
+verdict from a parsed reply and adds its own details. The base class handles the rest: skip rules, an
+empty or uncaptured response, provider resolution ("No LLM provider available" scores 0.5 with a
+warning), samples run concurrently through the run's judge runtime, dropped samples (raw reply kept),
+clamped scores (flagged), "All LLM samples failed", and token usage and cost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from abc import abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from tracegrade.criteria.base import BaseCriterion
+from tracegrade.judges import (
+    JudgeReply,
+    JudgeRequest,
+    ProviderUnavailable,
+    ScoreReader,
+    UnreadableReply,
+    current_judge_runtime,
+    extract_json_object,
+    provider_problem,
+    render_prompt,
+)
+from tracegrade.models.dataset import EvalCase
+from tracegrade.models.execution import ExecutionResult
+from tracegrade.models.results import CriterionResult, TokenUsage
+
+__all__ = [
+    "NO_PROVIDER_REASON",
+    "NO_RESPONSE_REASON",
+    "SampleVerdict",
+    "TemplatedLLMCriterion",
+    "dedupe",
+    "question_text",
+    "text_list",
+]
+
+log = logging.getLogger("tracegrade.evaluation")
+
+NO_PROVIDER_REASON = "No LLM provider available"
+NO_RESPONSE_REASON = "agent produced no response"
+
+
+@dataclass
+class SampleVerdict:
+    """One judge sample's verdict: its score, reasoning and criterion-specific extras."""
+
+    score: float
+    reasoning: str = ""
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _SampleOutcome:
+    index: int
+    verdict: SampleVerdict | None = None
+    reply: JudgeReply | None = None
+    clamped: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+    raw_reply: str | None = None
+    provider_missing: bool = False
+    usage: TokenUsage = field(default_factory=TokenUsage)
+
+
+def dedupe(items: list[str]) -> list[str]:
+    """Items in first-seen order without repeats."""
+    return list(dict.fromkeys(items))
+
+
+def text_list(value: Any) -> list[str]:
+    """A judge's list field as strings (a single string becomes a one-item list)."""
+    if isinstance(value, str):
+        return [value] if value.strip() else []
+    if isinstance(value, list):
+        return [str(v) for v in value if str(v).strip()]
+    return []
+
+
+def question_text(actual: ExecutionResult, expected: EvalCase) -> str:
+    """The user's question: the case's first user message, else the one the trace recorded."""
+    return expected.first_user_text() or actual.user_query or ""
+
+
+class TemplatedLLMCriterion(BaseCriterion):
+    """Base of the LLM-judged criteria. Subclasses set ``template`` and implement the hooks below."""
+
+    template: ClassVar[str]
+    grades_response: ClassVar[bool] = True  # an empty/uncaptured agent response cannot be graded
+
+    # -- hooks -----------------------------------------------------------------------------------
+    def not_applicable(self, actual: ExecutionResult, expected: EvalCase) -> str | None:
+        """A note when the case lacks what this criterion needs (the result is 1.0, marked skipped)."""
+        return None
+
+    @abstractmethod
+    def prompt_data(self, actual: ExecutionResult, expected: EvalCase) -> dict[str, str]:
+        """The untrusted text sections of the prompt (each is fenced as data)."""
+
+    def prompt_params(self, actual: ExecutionResult, expected: EvalCase) -> dict[str, str]:
+        """Trusted prompt values (configuration the eval author wrote)."""
+        return {}
+
+    def read_verdict(self, reply: dict[str, Any], scores: ScoreReader) -> SampleVerdict:
+        """One verdict from a parsed reply; raise ``UnreadableReply`` when it lacks what is needed."""
+        return SampleVerdict(scores.required(reply, "score"), str(reply.get("reasoning", "")))
+
+    def extra_details(self, verdicts: list[SampleVerdict], score: float) -> dict[str, Any]:
+        """Criterion-specific details computed from the kept verdicts and the final score."""
+        return {}
+
+    def response_text(self, actual: ExecutionResult) -> str:
+        """The text this criterion grades (the final response by default)."""
+        return actual.actual_response
+
+    # -- evaluation ------------------------------------------------------------------------------
+    def _not_applicable(self, note: str) -> CriterionResult:
+        result = self._skipped(note)
+        result.score = 1.0
+        result.details["note"] = note
+        return result
+
+    def _request(self, actual: ExecutionResult, expected: EvalCase) -> JudgeRequest:
+        prompt = render_prompt(self.template, self.prompt_data(actual, expected), self.prompt_params(actual, expected))
+        cfg = self.config
+        return JudgeRequest(
+            model=cfg.judge_model,
+            prompt=prompt.text,
+            cache_text=prompt.cache_text,
+            api_style=cfg.api_style,
+            temperature=cfg.temperature,
+            timeout_seconds=cfg.timeout_seconds,
+            api_base=cfg.api_base,
+            api_key=cfg.api_key,
+            use_vertex_ai=cfg.use_vertex_ai,
+        )
+
+    async def evaluate(self, actual: ExecutionResult, expected: EvalCase) -> CriterionResult:
+        note = self.not_applicable(actual, expected)
+        if note is not None:
+            return self._not_applicable(note)
+        if self.grades_response:
+            if not actual.response_captured:
+                return self._failure(
+                    "response not captured",
+                    {"reason": "the trace did not record the agent's response (content capture off?)"},
+                )
+            if not self.response_text(actual).strip():
+                return self._result(0.0, {"reason": NO_RESPONSE_REASON, "judge_model": self.config.judge_model})
+        cfg = self.config
+        problem = provider_problem(cfg.judge_model, cfg.api_key, cfg.api_base, cfg.use_vertex_ai)
+        if problem is not None:
+            return self._no_provider(problem)
+        request = self._request(actual, expected)
+        runtime = current_judge_runtime()
+        outcomes = await asyncio.gather(*(self._sample(runtime, request, i) for i in range(cfg.num_samples)))
+        return self._aggregate(list(outcomes))
+
+    async def _sample(self, runtime: Any, request: JudgeRequest, index: int) -> _SampleOutcome:
+        outcome = _SampleOutcome(index)
+
+        def parse(text: str) -> tuple[SampleVerdict, list[dict[str, Any]]]:
+            scores = ScoreReader(text)
+            verdict = self.read_verdict(extract_json_object(text), scores)
+            return verdict, [
+                {"sample": index, "field": c.field, "value": c.value, "clamped_to": c.clamped_to}
+                for c in scores.clamped
+            ]
+
+        try:
+            (outcome.verdict, outcome.clamped), outcome.reply = await runtime.complete(request, index, parse)
+            outcome.usage = outcome.reply.usage
+        except ProviderUnavailable as exc:
+            outcome.provider_missing, outcome.error = True, str(exc)
+        except UnreadableReply as exc:
+            outcome.error, outcome.raw_reply = f"unreadable reply: {exc}", exc.raw
+            outcome.usage = exc.usage or TokenUsage()
+        except Exception as exc:  # any failed sample is dropped, and says why
+            outcome.error = f"{type(exc).__name__}: {exc}"
+        if outcome.error:
+            log.warning("%s: judge sample %d dropped: %s", self.name, index, outcome.error)
+        return outcome
+
+    def _no_provider(self, problem: str) -> CriterionResult:
+        result = self._result(0.5, {"reason": NO_PROVIDER_REASON, "problem": problem,
+                                    "judge_model": self.config.judge_model})
+        result.warnings.append(f"{NO_PROVIDER_REASON} for judge model {self.config.judge_model!r}: {problem}")
+        return result
+
+    def _aggregate(self, outcomes: list[_SampleOutcome]) -> CriterionResult:
+        usage = sum((o.usage for o in outcomes), TokenUsage())
+        kept = [o for o in outcomes if o.verdict is not None]
+        dropped = [{"sample": o.index, "error": o.error, "raw_reply": o.raw_reply} for o in outcomes if o.error]
+        if not kept and all(o.provider_missing for o in outcomes):
+            return self._no_provider(outcomes[0].error or "")
+        if not kept:
+            result = self._failure("All LLM samples failed", {
+                "errors": [d["error"] for d in dropped], "dropped_samples": dropped,
+                "judge_model": self.config.judge_model,
+            })
+            result.token_usage = usage
+            return result
+        verdicts = [o.verdict for o in kept if o.verdict is not None]
+        score = sum(v.score for v in verdicts) / len(verdicts)
+        clamped = [c for o in kept for c in o.clamped]
+        details: dict[str, Any] = {
+            "samples": [
+                {"index": o.index, "score": o.verdict.score, "reasoning": o.verdict.reasoning,
+                 "raw_reply": o.reply.text if o.reply else None, "cached": bool(o.reply and o.reply.cached),
+                 **o.verdict.extras}
+                for o in kept if o.verdict is not None
+            ],
+            "individual_scores": [v.score for v in verdicts],
+            "reasonings": [v.reasoning for v in verdicts],
+            "judge_model": self.config.judge_model,
+            "reason": verdicts[-1].reasoning,
+            "cache_hits": sum(1 for o in kept if o.reply and o.reply.cached),
+        }
+        if dropped:
+            details["dropped_samples"] = dropped
+        if clamped:
+            details["clamped_scores"] = clamped
+        details.update(self.extra_details(verdicts, score))
+        result = self._result(score, details, usage)
+        if clamped:
+            values = ", ".join(f"{c['field']}={c['value']:g} (sample {c['sample']})" for c in clamped)
+            result.warnings.append(f"judge returned scores outside [0, 1], clamped: {values}")
+        if dropped:
+            result.warnings.append(
+                f"{len(dropped)} of {len(outcomes)} judge samples failed and were dropped: {dropped[0]['error']}"
+            )
+        return result

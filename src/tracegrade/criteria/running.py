@@ -1,0 +1,66 @@
+"""Running several criteria on one case: a criterion that raises becomes an error result.
+
+Pure criteria (``SyncCriterion`` that keep the inherited ``evaluate``) run inline, without creating a
+task per criterion; criteria that await (LLM judges, composites) run concurrently with each other.
+Used by the grading engine and by :class:`~tracegrade.criteria.composite.CompositeCriterion`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from tracegrade.criteria.base import BaseCriterion, SyncCriterion
+from tracegrade.models.dataset import EvalCase
+from tracegrade.models.execution import ExecutionResult
+from tracegrade.models.results import CriterionResult
+
+__all__ = ["evaluate_all", "evaluate_guarded", "runs_inline"]
+
+log = logging.getLogger("tracegrade.evaluation")
+
+
+def runs_inline(criterion: BaseCriterion) -> bool:
+    """True for a pure criterion whose ``evaluate`` is the plain wrapper around ``evaluate_sync``."""
+    return isinstance(criterion, SyncCriterion) and type(criterion).evaluate is SyncCriterion.evaluate
+
+
+def _error_result(criterion: BaseCriterion, case: EvalCase, exc: Exception) -> CriterionResult:
+    log.warning("criterion %s raised on case %s: %s", criterion.name, case.eval_id, exc)
+    return CriterionResult.failure(criterion.name, f"{type(exc).__name__}: {exc}", criterion.threshold)
+
+
+async def evaluate_guarded(criterion: BaseCriterion, actual: ExecutionResult, case: EvalCase) -> CriterionResult:
+    """``await criterion.evaluate(...)``, turning an exception into an error result."""
+    try:
+        return await criterion.evaluate(actual, case)
+    except Exception as exc:  # a broken criterion must not take the run down
+        return _error_result(criterion, case, exc)
+
+
+def _evaluate_inline(criterion: SyncCriterion, actual: ExecutionResult, case: EvalCase) -> CriterionResult:
+    try:
+        return criterion.evaluate_sync(actual, case)
+    except Exception as exc:
+        return _error_result(criterion, case, exc)
+
+
+async def evaluate_all(
+    criteria: Sequence[BaseCriterion], actual: ExecutionResult, case: EvalCase
+) -> list[CriterionResult]:
+    """One result per criterion, in the criteria's order."""
+    results: list[CriterionResult | None] = [None] * len(criteria)
+    awaiting = []
+    for index, criterion in enumerate(criteria):
+        if runs_inline(criterion):
+            results[index] = _evaluate_inline(criterion, actual, case)  # type: ignore[arg-type]
+        else:
+            awaiting.append(index)
+    if len(awaiting) == 1:
+        results[awaiting[0]] = await evaluate_guarded(criteria[awaiting[0]], actual, case)
+    elif awaiting:
+        done = await asyncio.gather(*(evaluate_guarded(criteria[i], actual, case) for i in awaiting))
+        for index, result in zip(awaiting, done):
+            results[index] = result
+    return results  # type: ignore[return-value]

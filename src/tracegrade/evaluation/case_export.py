@@ -1,0 +1,50 @@
+"""Turning stored traces into an eval set: the quickest way to a golden set from real traffic."""
+
+from __future__ import annotations
+
+from tracegrade.evaluation.matching import QueryableStore
+from tracegrade.evaluation.offline import TraceSelection, load_executions, selection_sql
+from tracegrade.models.dataset import EvalCase, EvalSet, Invocation, MessageContent, ToolCall
+
+__all__ = ["cases_from_traces"]
+
+
+def cases_from_traces(store: QueryableStore, selection: TraceSelection, name: str = "exported") -> EvalSet:
+    """One single-turn case per selected trace, expecting exactly what the trace did.
+
+    Each case carries ``metadata.selector.trace_id`` so that grading the exported set against the same
+    store finds its trace directly. Tool calls whose arguments were not captured are exported with
+    ``args={}`` (any arguments accepted) and flagged in the case metadata.
+    """
+    sql, params = selection_sql(selection)
+    trace_ids = [r[0] for r in store.query(sql, params).rows]
+    executions = load_executions(store, trace_ids)
+    cases = []
+    for tid in trace_ids:
+        ex = executions.get(tid)
+        if ex is None:
+            continue
+        uncaptured = [tc.name for tc in ex.tool_calls if not tc.args_captured]
+        invocation = Invocation(
+            user_content=MessageContent.user(ex.user_query or ""),
+            expected_tool_trajectory=[
+                ToolCall(name=tc.name, args=tc.args if tc.args_captured else {}) for tc in ex.tool_calls
+            ],
+            expected_node_order=list(ex.node_visits),
+            expected_final_response=(
+                MessageContent.assistant(ex.actual_response) if ex.response_captured and ex.actual_response else None
+            ),
+        )
+        metadata: dict[str, object] = {"selector": {"trace_id": tid}, "source_trace_id": tid}
+        if uncaptured:
+            metadata["arguments_not_captured"] = uncaptured
+        cases.append(
+            EvalCase(
+                eval_id=f"trace-{tid[:16]}",
+                name=(ex.user_query or f"trace {tid[:16]}")[:80],
+                conversation=[invocation],
+                tags=["exported"],
+                metadata=metadata,
+            )
+        )
+    return EvalSet(eval_set_id=name, name=name, eval_cases=cases, metadata={"exported_from": "tracegrade"})

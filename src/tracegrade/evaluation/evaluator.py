@@ -1,0 +1,271 @@
+"""``AgentEvaluator``: live evaluation runs — drive the agent through an eval set, capture its spans with a
+``TrajectoryCollector``, grade each case with the run's grader and write the configured reports.
+
+Each case turn runs under a root span ``tracegrade.turn {case_id}`` (see :mod:`tracegrade.capture.context`),
+so concurrent cases are attributed by trace and never bleed into each other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.sdk.trace import TracerProvider
+
+from tracegrade.capture import semconv
+from tracegrade.capture.collector import TrajectoryCollector, make_trajectory_callback
+from tracegrade.capture.context import TurnScope, turn_span
+from tracegrade.errors import EvalSetError
+from tracegrade.evaluation.adapters import AgentAdapter, CaseSession, LangGraphAdapter, adapter_for
+from tracegrade.evaluation.agent_loading import load_agent
+from tracegrade.evaluation.engine import EvaluatorFactory, Grader, build_case_result, create_grader
+from tracegrade.models.config import EvalConfig
+from tracegrade.models.dataset import EvalCase, EvalSet
+from tracegrade.models.execution import ExecutionResult
+from tracegrade.models.results import EvalCaseResult, EvalReport
+
+__all__ = ["AgentEvaluator", "create_eval_app"]
+
+log = logging.getLogger("tracegrade.evaluation")
+
+
+class AgentTurnError(Exception):
+    """The agent raised during one turn (the case becomes an error result; other cases continue)."""
+
+
+def create_eval_app(
+    agent: Any, *, capture_all_events: bool = True, config: dict[str, Any] | None = None
+) -> tuple[Any, TrajectoryCollector]:
+    """Wire capture for ``agent`` and return ``(app, collector)`` for :class:`AgentEvaluator`.
+
+    A LangGraph ``StateGraph`` is compiled (with an in-memory checkpointer) and LangChain is instrumented
+    with OpenInference; a pydantic-ai ``Agent`` is instrumented with its built-in instrumentation; a plain
+    callable is returned as is (trace it with ``trace_node``/``trace_tool``). Both instrumentations send
+    their spans to a new provider that has the collector attached (``collector.tracer_provider``);
+    ``config`` may set the ``thread_id``/``run_id`` stamped on every span.
+    """
+    collector = TrajectoryCollector(capture_all_events=capture_all_events)
+    _, provider = make_trajectory_callback(collector, config)
+    adapter = adapter_for(agent)
+    adapter.instrument(provider, replace=True)
+    app = adapter.graph if isinstance(adapter, LangGraphAdapter) else agent
+    return app, collector
+
+
+def _load_eval_set(eval_set: EvalSet | str | Path) -> EvalSet:
+    if isinstance(eval_set, EvalSet):
+        loaded, source = eval_set, f"<EvalSet {eval_set.eval_set_id}>"
+    else:
+        if not Path(eval_set).exists():
+            raise FileNotFoundError(f"Eval set file not found: {eval_set}")
+        loaded, source = EvalSet.from_file(eval_set), str(eval_set)
+    if not loaded.eval_cases:
+        raise EvalSetError(source, [("$.eval_cases", "the eval set has no cases; add at least one EvalCase")])
+    return loaded
+
+
+class AgentEvaluator:
+    """Evaluates an agent against eval sets.
+
+    Args:
+        agent: a plain sync or async callable, a LangGraph graph (compiled or not), a pydantic-ai ``Agent``,
+            or an :class:`~tracegrade.evaluation.adapters.AgentAdapter`.
+        collector: the ``TrajectoryCollector`` that receives the agent's spans. Without one the evaluator
+            creates it and wires the framework instrumentation to it. A collector you attached to your own
+            provider by hand also works: the turn spans then come from a private provider it is added to.
+        config: criteria and run settings (default ``EvalConfig.default()``).
+        evaluator_factory: builds the run's grader from its compiled criteria (see ``evaluation.engine``).
+    """
+
+    def __init__(
+        self,
+        agent: Any,
+        collector: TrajectoryCollector | None = None,
+        config: EvalConfig | None = None,
+        evaluator_factory: EvaluatorFactory | None = None,
+    ) -> None:
+        self.adapter: AgentAdapter = adapter_for(agent)
+        self.agent = self.adapter.graph if isinstance(self.adapter, LangGraphAdapter) else agent
+        self.config = config or EvalConfig.default()
+        self.evaluator_factory = evaluator_factory
+        owns_capture = collector is None
+        if collector is None:
+            collector, _ = make_trajectory_callback(TrajectoryCollector())
+        elif collector.tracer_provider is None:
+            collector.tracer_provider = TracerProvider()
+            collector.tracer_provider.add_span_processor(collector)
+        self.collector = collector
+        self.provider: TracerProvider = collector.tracer_provider  # type: ignore[assignment]
+        self.adapter.instrument(self.provider, replace=owns_capture)
+
+    # ---- public API ----
+
+    async def evaluate(
+        self,
+        eval_set: EvalSet | str | Path,
+        parallel: bool | None = None,
+        max_concurrency: int | None = None,
+        verbose: bool = False,
+        output_dir: str | Path | None = None,
+    ) -> EvalReport:
+        """Run every case and build the report; then run the configured reporters (unless disabled).
+
+        ``parallel``/``max_concurrency`` default to the config's. Raises ``FileNotFoundError`` for a missing
+        eval-set file, :class:`~tracegrade.errors.EvalSetError` for an empty set and
+        :class:`~tracegrade.errors.NoCriteriaError` for a config that enables no criterion — all before any
+        agent runs.
+        """
+        loaded = _load_eval_set(eval_set)
+        grader = create_grader(self.config, self.evaluator_factory)
+        parallel = self.config.parallel if parallel is None else parallel
+        limit = max_concurrency or self.config.max_concurrency
+        if limit < 1:
+            raise ValueError(f"max_concurrency must be at least 1, got {limit}")
+        run = _Run(self, grader, loaded.eval_set_id, verbose or self.config.verbose, len(loaded.eval_cases))
+        if parallel and len(loaded.eval_cases) > 1:
+            semaphore = asyncio.Semaphore(limit)
+
+            async def guarded(case: EvalCase) -> EvalCaseResult:
+                async with semaphore:
+                    return await run.case(case)
+
+            results = list(await asyncio.gather(*(guarded(c) for c in loaded.eval_cases)))
+        else:
+            results = [await run.case(c) for c in loaded.eval_cases]
+        report = EvalReport.create(
+            loaded.eval_set_id,
+            results,
+            eval_set_name=loaded.name,
+            config_used=self.config.model_dump(mode="json"),
+            metadata={"run_id": run.run_id},
+        )
+        self._run_reporters(report, output_dir)
+        return report
+
+    async def evaluate_case(self, case: EvalCase) -> EvalCaseResult:
+        """Run and grade one case (no reporters)."""
+        grader = create_grader(self.config, self.evaluator_factory)
+        return await _Run(self, grader, "", self.config.verbose, 1).case(case)
+
+    @classmethod
+    def evaluate_sync(
+        cls,
+        agent: Any,
+        collector: TrajectoryCollector | None,
+        eval_set: EvalSet | str | Path,
+        config: EvalConfig | None = None,
+        verbose: bool = False,
+    ) -> EvalReport:
+        """Blocking wrapper around :meth:`evaluate` (not usable inside a running event loop)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(cls(agent, collector, config).evaluate(eval_set, verbose=verbose))
+        raise RuntimeError("evaluate_sync cannot run inside a running event loop; use `await evaluate(...)`")
+
+    @classmethod
+    async def evaluate_file(
+        cls, agent_module: str | Path, eval_file: str | Path, config_file: str | Path | None = None
+    ) -> EvalReport:
+        """Load the agent from a module or ``.py`` file (``graph``/``compiled_graph``/``agent_graph``/``app``/
+        ``agent``), wire capture with :func:`create_eval_app`, and evaluate ``eval_file``."""
+        config = EvalConfig.from_file(config_file) if config_file else None
+        app, collector = create_eval_app(load_agent(agent_module))
+        return await cls(app, collector, config).evaluate(eval_file)
+
+    # ---- internals ----
+
+    def _run_reporters(self, report: EvalReport, output_dir: str | Path | None) -> None:
+        if not self.config.reporter.enabled:
+            return
+        from tracegrade.reporters import ReporterManager
+
+        try:
+            output = ReporterManager(self.config.reporter).run_all(report, output_dir)
+        except Exception:  # a broken reporter must not lose the report the caller gets back
+            log.exception("the reporters failed for eval set %s", report.eval_set_id)
+            return
+        for reporter, message in output.errors:
+            log.warning("reporter %s failed: %s", reporter, message)
+
+
+class _Run:
+    """One evaluate() call: its run id, grader and per-case driving."""
+
+    def __init__(self, owner: AgentEvaluator, grader: Grader, eval_set_id: str, verbose: bool, total: int) -> None:
+        self.owner = owner
+        self.grader = grader
+        self.eval_set_id = eval_set_id
+        self.verbose = verbose
+        self.total = total
+        self.done = 0
+        self.run_id = owner.collector.run_id or uuid.uuid4().hex[:8]
+        self.timeout = owner.config.timeout
+
+    async def case(self, case: EvalCase) -> EvalCaseResult:
+        start = time.perf_counter()
+        try:
+            result = await self._case(case, start)
+        except Exception as exc:  # never let one case take the run down
+            log.exception("case %s failed unexpectedly", case.eval_id)
+            result = EvalCaseResult.failure(
+                case.eval_id, f"internal error: {type(exc).__name__}: {exc}", name=case.name,
+                duration_seconds=time.perf_counter() - start,
+            )
+        finally:
+            self.owner.collector.release(case.eval_id, self.run_id)
+        self.done += 1
+        if self.verbose:
+            status = "ERROR" if result.is_error else ("PASS" if result.passed else "FAIL")
+            detail = f" - {result.error}" if result.error else ""
+            print(f"[{self.done}/{self.total}] {status} {case.eval_id} ({result.duration_seconds:.2f}s){detail}")
+        return result
+
+    async def _case(self, case: EvalCase, start: float) -> EvalCaseResult:
+        session = CaseSession(
+            thread_id=f"eval_{self.run_id}_{case.eval_id}",
+            user_id=case.session_input.user_id,
+            state=dict(case.session_input.state),
+            config=dict(case.session_input.config),
+        )
+        executions: list[ExecutionResult] = []
+        error = None
+        try:
+            await asyncio.wait_for(self._drive(case, session, executions), timeout=self.timeout)
+        except asyncio.TimeoutError:
+            error = f"timed out after {self.timeout:g}s"
+        except AgentTurnError as exc:
+            error = str(exc)
+        execution = ExecutionResult.merge_turns(executions) if executions else ExecutionResult()
+        if error is None:
+            try:
+                criterion_results = await self.grader.grade(execution, case)
+            except Exception as exc:
+                error = f"grading failed: {type(exc).__name__}: {exc}"
+        if error is not None:
+            result = build_case_result(case, execution, [], time.perf_counter() - start)
+            return result.model_copy(update={"passed": False, "error": error})
+        return build_case_result(case, execution, criterion_results, time.perf_counter() - start)
+
+    async def _drive(self, case: EvalCase, session: CaseSession, executions: list[ExecutionResult]) -> None:
+        """One user message per turn, each under its own turn root span; each turn mapped as it ends."""
+        owner = self.owner
+        for index, invocation in enumerate(case.conversation):
+            scope = TurnScope(case.eval_id, index, self.run_id, self.eval_set_id, session.thread_id)
+            text = invocation.user_content.get_text()
+            try:
+                with turn_span(owner.provider, scope, text) as span:
+                    try:
+                        reply = await owner.adapter.run_turn(session, text)
+                    except Exception as exc:
+                        raise AgentTurnError(f"Agent error on turn {index}: {type(exc).__name__}: {exc}") from exc
+                    if reply is not None:
+                        span.set_attribute(semconv.TURN_OUTPUT, reply)
+            finally:  # also a timed-out or failed turn keeps what it captured
+                owner.provider.force_flush()
+                executions.append(owner.collector.execution_for(case.eval_id, index, self.run_id))
+            session.turns_done += 1

@@ -1,0 +1,155 @@
+"""Comparing two grading runs: per case and criterion what regressed, what improved, what changed in the trajectory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracegrade.models.results import EvalCaseResult, EvalReport
+
+__all__ = ["CaseDiff", "CriterionChange", "RunDiff", "diff_reports"]
+
+_EPS = 1e-9
+
+
+@dataclass
+class CriterionChange:
+    criterion: str
+    score_a: float | None
+    score_b: float | None
+    passed_a: bool | None
+    passed_b: bool | None
+
+    @property
+    def kind(self) -> str:
+        """``regressed``, ``improved``, ``unchanged``, ``added`` or ``removed``."""
+        if self.score_a is None:
+            return "added"
+        if self.score_b is None:
+            return "removed"
+        if self.passed_a and not self.passed_b:
+            return "regressed"
+        if self.passed_b and not self.passed_a:
+            return "improved"
+        if self.score_b < self.score_a - _EPS:
+            return "regressed"
+        if self.score_b > self.score_a + _EPS:
+            return "improved"
+        return "unchanged"
+
+
+@dataclass
+class CaseDiff:
+    eval_id: str
+    name: str
+    status_a: str | None
+    status_b: str | None
+    criteria: list[CriterionChange] = field(default_factory=list)
+    trajectory_changes: list[str] = field(default_factory=list)
+
+    @property
+    def kind(self) -> str:
+        kinds = {c.kind for c in self.criteria}
+        if (self.status_a == "pass" and self.status_b in ("fail", "error")) or "regressed" in kinds:
+            return "regressed"
+        if (self.status_b == "pass" and self.status_a in ("fail", "error")) or "improved" in kinds:
+            return "improved"
+        if self.status_a is None:
+            return "added"
+        if self.status_b is None:
+            return "removed"
+        return "changed" if self.trajectory_changes else "unchanged"
+
+
+@dataclass
+class RunDiff:
+    run_a: str
+    run_b: str
+    cases: list[CaseDiff]
+
+    def count(self, kind: str) -> int:
+        return sum(1 for c in self.cases if c.kind == kind)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_a": self.run_a,
+            "run_b": self.run_b,
+            "summary": {
+                k: self.count(k) for k in ("regressed", "improved", "changed", "unchanged", "added", "removed")
+            },
+            "cases": [
+                {
+                    "eval_id": c.eval_id,
+                    "name": c.name,
+                    "kind": c.kind,
+                    "status_a": c.status_a,
+                    "status_b": c.status_b,
+                    "trajectory_changes": c.trajectory_changes,
+                    "criteria": [
+                        {
+                            "criterion": x.criterion,
+                            "kind": x.kind,
+                            "score_a": x.score_a,
+                            "score_b": x.score_b,
+                            "passed_a": x.passed_a,
+                            "passed_b": x.passed_b,
+                        }
+                        for x in c.criteria
+                    ],
+                }
+                for c in self.cases
+            ],
+        }
+
+
+def _status(r: EvalCaseResult | None) -> str | None:
+    if r is None:
+        return None
+    return "error" if r.is_error else "pass" if r.passed else "fail"
+
+
+def _trajectory_changes(a: EvalCaseResult, b: EvalCaseResult) -> list[str]:
+    changes = []
+    tools_a = [t.name for t in a.actual_tool_calls]
+    tools_b = [t.name for t in b.actual_tool_calls]
+    if tools_a != tools_b:
+        changes.append(f"tool calls: {tools_a} -> {tools_b}")
+    else:
+        for i, (x, y) in enumerate(zip(a.actual_tool_calls, b.actual_tool_calls)):
+            if x.args != y.args:
+                changes.append(f"tool call {i} ({x.name}) arguments: {x.args} -> {y.args}")
+    if a.node_visits != b.node_visits:
+        changes.append(f"node order: {a.node_visits} -> {b.node_visits}")
+    if a.actual_response != b.actual_response:
+        changes.append(f"final response changed: {_short(a.actual_response)!r} -> {_short(b.actual_response)!r}")
+    return changes
+
+
+def _short(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def diff_reports(a: EvalReport, b: EvalReport, run_a: str = "A", run_b: str = "B") -> RunDiff:
+    """Case by case (matched by eval id, in A's order then B's new cases)."""
+    by_a = {r.eval_id: r for r in a.results}
+    by_b = {r.eval_id: r for r in b.results}
+    order = list(by_a) + [k for k in by_b if k not in by_a]
+    cases = []
+    for eval_id in order:
+        ra, rb = by_a.get(eval_id), by_b.get(eval_id)
+        crit_a = {c.criterion: c for c in ra.criterion_results} if ra else {}
+        crit_b = {c.criterion: c for c in rb.criterion_results} if rb else {}
+        names = list(crit_a) + [k for k in crit_b if k not in crit_a]
+        criteria = [
+            CriterionChange(
+                n,
+                crit_a[n].score if n in crit_a else None,
+                crit_b[n].score if n in crit_b else None,
+                crit_a[n].passed if n in crit_a else None,
+                crit_b[n].passed if n in crit_b else None,
+            )
+            for n in names
+        ]
+        traj = _trajectory_changes(ra, rb) if ra and rb else []
+        cases.append(CaseDiff(eval_id, (rb or ra).name, _status(ra), _status(rb), criteria, traj))  # type: ignore[union-attr]
+    return RunDiff(run_a, run_b, cases)

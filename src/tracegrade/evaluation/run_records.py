@@ -1,0 +1,185 @@
+"""Grading runs recorded in the store: ``eval_runs``, ``eval_case_results`` and ``eval_results``.
+
+Every grading run (live, offline, reference-free, worker) can be written here, so results are
+joinable in SQL with ``traces``, ``tool_calls`` and the other trajectory tables::
+
+    SELECT r.criterion, avg(r.score), count(*) FROM eval_results r JOIN traces t USING (trace_id)
+    WHERE t.service_name = 'checkout' GROUP BY ALL;
+
+Rows are keyed by (run_id, eval_id[, criterion]) and written with ``INSERT OR REPLACE``, so writing the
+same run twice (a retried grading job) never duplicates results.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from tracegrade.evaluation.timewindow import utc_now
+from tracegrade.models.results import EvalReport
+
+__all__ = ["EVAL_TABLES_DDL", "RunSink", "RunSummary", "ensure_eval_tables", "list_runs", "load_run", "record_report"]
+
+EVAL_TABLES_DDL = """
+CREATE TABLE IF NOT EXISTS eval_runs (
+    run_id VARCHAR PRIMARY KEY,      -- id of the grading run
+    created_at TIMESTAMP,            -- when the run was recorded (UTC)
+    kind VARCHAR,                    -- eval_set | reference_free | worker | live
+    eval_set_id VARCHAR,
+    eval_set_name VARCHAR,
+    total_cases INTEGER, passed_cases INTEGER, failed_cases INTEGER, error_cases INTEGER,
+    pass_rate DOUBLE,
+    config JSON,                     -- the EvalConfig used
+    metadata JSON,
+    report JSON                      -- the whole EvalReport (what `tracegrade report` re-renders)
+);
+CREATE TABLE IF NOT EXISTS eval_case_results (
+    run_id VARCHAR, eval_id VARCHAR, name VARCHAR,
+    trace_id VARCHAR,                -- first trace of the case (join key with traces)
+    trace_ids JSON,                  -- every trace of the case, in turn order
+    passed BOOLEAN, error VARCHAR, mean_score DOUBLE, duration_s DOUBLE,
+    actual_response VARCHAR, tool_names JSON, node_visits JSON,
+    PRIMARY KEY (run_id, eval_id)
+);
+CREATE TABLE IF NOT EXISTS eval_results (
+    run_id VARCHAR, eval_id VARCHAR, trace_id VARCHAR, criterion VARCHAR,
+    score DOUBLE, passed BOOLEAN, threshold DOUBLE, skipped BOOLEAN, error VARCHAR,
+    reason VARCHAR, details JSON, input_tokens BIGINT, output_tokens BIGINT, cost_usd DOUBLE,
+    PRIMARY KEY (run_id, eval_id, criterion)
+);
+"""
+
+
+class RunSink(Protocol):
+    """A store that accepts writes: ``execute_write(sql, params)`` and ``query(sql, params)``."""
+
+    def execute_write(self, sql: str, params: Any = None) -> None: ...
+
+    def query(self, sql: str, params: Any = None) -> Any: ...
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    created_at: Any
+    kind: str
+    eval_set_id: str
+    total_cases: int
+    passed_cases: int
+    failed_cases: int
+    error_cases: int
+    pass_rate: float
+
+
+def ensure_eval_tables(store: RunSink) -> None:
+    for statement in filter(None, (s.strip() for s in EVAL_TABLES_DDL.split(";"))):
+        store.execute_write(statement)
+
+
+def record_report(store: RunSink, report: EvalReport, kind: str, run_id: str | None = None) -> str:
+    """Write one run; returns its id. Idempotent for a given ``run_id``."""
+    ensure_eval_tables(store)
+    run_id = run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    s = report.summary
+    store.execute_write(
+        "INSERT OR REPLACE INTO eval_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            run_id,
+            utc_now(),
+            kind,
+            report.eval_set_id,
+            report.eval_set_name,
+            s.total_cases,
+            s.passed_cases,
+            s.failed_cases,
+            s.error_cases,
+            s.pass_rate,
+            json.dumps(report.config_used, default=str),
+            json.dumps(report.metadata, default=str),
+            report.model_dump_json(),
+        ],
+    )
+    case_rows, result_rows = [], []
+    for r in report.results:
+        trace_id = r.trace_ids[0] if r.trace_ids else None
+        case_rows.append(
+            [
+                run_id,
+                r.eval_id,
+                r.name,
+                trace_id,
+                json.dumps(r.trace_ids),
+                r.passed,
+                r.error,
+                r.mean_score,
+                r.duration_seconds,
+                r.actual_response,
+                json.dumps([t.name for t in r.actual_tool_calls]),
+                json.dumps(r.node_visits),
+            ]
+        )
+        for c in r.criterion_results:
+            result_rows.append(
+                [
+                    run_id,
+                    r.eval_id,
+                    trace_id,
+                    c.criterion,
+                    c.score,
+                    c.passed,
+                    c.threshold,
+                    c.skipped,
+                    c.error,
+                    c.reason,
+                    json.dumps(c.details, default=str),
+                    c.token_usage.input_tokens,
+                    c.token_usage.output_tokens,
+                    c.token_usage.cost_usd,
+                ]
+            )
+    _insert_many(store, "eval_case_results", case_rows, 12)
+    _insert_many(store, "eval_results", result_rows, 14)
+    return run_id
+
+
+def _insert_many(store: RunSink, table: str, rows: list[list[Any]], width: int, chunk: int = 500) -> None:
+    """Multi-row ``INSERT OR REPLACE`` in chunks (one round trip per chunk, not per row)."""
+    row_sql = "(" + ", ".join("?" * width) + ")"
+    for start in range(0, len(rows), chunk):
+        part = rows[start : start + chunk]
+        sql = f"INSERT OR REPLACE INTO {table} VALUES " + ", ".join([row_sql] * len(part))
+        store.execute_write(sql, [v for row in part for v in row])
+
+
+def list_runs(store: RunSink, limit: int = 20) -> list[RunSummary]:
+    if not _has_table(store, "eval_runs"):
+        return []
+    rows = store.query(
+        "SELECT run_id, created_at, kind, eval_set_id, total_cases, passed_cases, failed_cases, error_cases, "
+        "pass_rate FROM eval_runs ORDER BY created_at DESC, run_id DESC LIMIT ?",
+        [limit],
+    ).rows
+    return [RunSummary(*row) for row in rows]
+
+
+def load_run(store: RunSink, run_id: str) -> EvalReport:
+    """The recorded report of a run (an id prefix is accepted when unique)."""
+    if not _has_table(store, "eval_runs"):
+        raise KeyError("the store has no recorded grading runs yet (run `tracegrade grade` first)")
+    rows = store.query("SELECT run_id, report FROM eval_runs WHERE starts_with(run_id, ?)", [run_id]).rows
+    exact = [r for r in rows if r[0] == run_id]
+    if exact:
+        rows = exact
+    if not rows:
+        raise KeyError(f"no grading run {run_id!r} in the store (list them with `tracegrade runs`)")
+    if len(rows) > 1:
+        raise KeyError(f"run id prefix {run_id!r} is ambiguous: {', '.join(r[0] for r in rows[:5])}")
+    return EvalReport.model_validate_json(rows[0][1])
+
+
+def _has_table(store: RunSink, name: str) -> bool:
+    rows = store.query("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]).rows
+    return bool(rows and rows[0][0])

@@ -1,0 +1,223 @@
+"""Online grading: keep grading traces as they complete, through durable jobs with leases in the store.
+
+``rules.yaml`` says which traces (a SQL predicate over ``traces`` and a sample rate), with which criteria,
+once a trace has been quiet for ``settle_seconds``. Each (rule, trace) pair becomes one row of
+``grading_jobs``; a worker claims jobs by taking a lease, grades them reference-free, records the result
+as run ``job:<rule>:<trace_id>`` and marks the job done. A job whose worker died is taken over when its
+lease expires; because a job's results are keyed by its run id and written with ``INSERT OR REPLACE``,
+a retried job never writes duplicate results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import os
+import socket
+import uuid
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tracegrade.criteria.base import BaseCriterion
+from tracegrade.criteria.registry import CRITERIA_REGISTRY
+from tracegrade.evaluation.engine import EvaluatorFactory
+from tracegrade.evaluation.offline import TraceGrader, TraceSelection
+from tracegrade.evaluation.run_records import RunSink, ensure_eval_tables, record_report
+from tracegrade.evaluation.timewindow import utc_now
+from tracegrade.models.config import CriteriaConfig, CriterionConfig, EvalConfig
+from tracegrade.models.files import load_model
+
+__all__ = ["GradingRule", "GradingWorker", "NamedCriterion", "WorkerRules"]
+
+log = logging.getLogger("tracegrade.worker")
+
+JOBS_DDL = """
+CREATE TABLE IF NOT EXISTS grading_jobs (
+    job_id VARCHAR PRIMARY KEY,      -- '<rule>:<trace_id>'
+    rule VARCHAR, trace_id VARCHAR,
+    status VARCHAR,                  -- pending | leased | done | failed
+    owner VARCHAR,                   -- worker holding the lease
+    lease_expires TIMESTAMP,
+    attempts INTEGER,
+    created_at TIMESTAMP, updated_at TIMESTAMP,
+    run_id VARCHAR,                  -- eval_runs.run_id of the results
+    error VARCHAR
+)
+"""
+
+
+class NamedCriterion(BaseModel):
+    """A registered criterion (built-in alias or user criterion) attached by name."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    config: CriterionConfig = Field(default_factory=CriterionConfig)
+
+
+class GradingRule(BaseModel):
+    """Which traces one rule grades, and with what."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    where: str | None = None
+    sample: float = Field(default=1.0, gt=0.0, le=1.0)
+    settle_seconds: float = Field(default=5.0, ge=0.0)
+    criteria: CriteriaConfig = Field(default_factory=CriteriaConfig)
+    extra_criteria: list[NamedCriterion] = Field(default_factory=list)
+
+
+class WorkerRules(BaseModel):
+    """The whole ``rules.yaml``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rules: list[GradingRule] = Field(min_length=1)
+    lease_seconds: float = Field(default=60.0, gt=0)
+    poll_seconds: float = Field(default=2.0, gt=0)
+    batch_size: int = Field(default=20, ge=1)
+    max_attempts: int = Field(default=3, ge=1)
+    plugins: list[str] = Field(default_factory=list)  # modules imported first (they register user criteria)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> WorkerRules:
+        return load_model(cls, path)
+
+
+class GradingWorker:
+    """Claims and runs grading jobs against a read-write store (the server's, or a file it opened)."""
+
+    def __init__(
+        self,
+        store: RunSink,
+        rules: WorkerRules,
+        worker_id: str | None = None,
+        evaluator_factory: EvaluatorFactory | None = None,
+    ) -> None:
+        self.store = store
+        self.rules = {r.name: r for r in rules.rules}
+        self.settings = rules
+        self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.evaluator_factory = evaluator_factory
+        for module in rules.plugins:
+            importlib.import_module(module)
+        self._extra = {r.name: [self._named(n) for n in r.extra_criteria] for r in rules.rules}
+        store.execute_write(JOBS_DDL)
+        ensure_eval_tables(store)
+
+    @staticmethod
+    def _named(spec: NamedCriterion) -> BaseCriterion:
+        cls = CRITERIA_REGISTRY.get(spec.name)
+        if cls is None:
+            raise KeyError(
+                f"rules name an unknown criterion {spec.name!r}; registered: {', '.join(sorted(CRITERIA_REGISTRY))} "
+                "(import the module that registers it via `plugins:`)"
+            )
+        return cls(config=spec.config)
+
+    def enqueue(self) -> int:
+        """Create jobs for traces that settled since the last look; returns how many were added."""
+        added = 0
+        for rule in self.rules.values():
+            clauses = ["t.updated_at <= ?", "j.job_id IS NULL"]
+            if rule.where:
+                clauses.append(f"({rule.where})")
+            if rule.sample < 1.0:
+                clauses.append(f"(hash(t.trace_id) % 1000000) < {int(rule.sample * 1_000_000)}")
+            now = utc_now()
+            before = self._count_jobs(rule.name)
+            self.store.execute_write(
+                "INSERT INTO grading_jobs "
+                "SELECT ? || ':' || t.trace_id, ?, t.trace_id, 'pending', NULL, NULL, 0, ?, ?, NULL, NULL "
+                "FROM traces t LEFT JOIN grading_jobs j ON j.job_id = ? || ':' || t.trace_id "
+                f"WHERE {' AND '.join(clauses)} ON CONFLICT DO NOTHING",
+                [rule.name, rule.name, now, now, rule.name, now - timedelta(seconds=rule.settle_seconds)],
+            )
+            added += self._count_jobs(rule.name) - before
+        return added
+
+    def _count_jobs(self, rule: str) -> int:
+        return int(self.store.query("SELECT count(*) FROM grading_jobs WHERE rule = ?", [rule]).rows[0][0])
+
+    def claim(self) -> list[tuple[str, str, str]]:
+        """Lease up to ``batch_size`` pending jobs or jobs whose lease expired: ``(job_id, rule, trace_id)``."""
+        now = utc_now()
+        expires = now + timedelta(seconds=self.settings.lease_seconds)
+        self.store.execute_write(
+            "UPDATE grading_jobs SET status = 'leased', owner = ?, lease_expires = ?, attempts = attempts + 1, "
+            "updated_at = ? WHERE job_id IN (SELECT job_id FROM grading_jobs WHERE (status = 'pending' OR "
+            "(status = 'leased' AND lease_expires < ?)) AND attempts < ? ORDER BY created_at, job_id LIMIT ?)",
+            [self.worker_id, expires, now, now, self.settings.max_attempts, self.settings.batch_size],
+        )
+        rows = self.store.query(
+            "SELECT job_id, rule, trace_id FROM grading_jobs WHERE status = 'leased' AND owner = ? "
+            "AND lease_expires = ? ORDER BY created_at, job_id",
+            [self.worker_id, expires],
+        ).rows
+        return [tuple(r) for r in rows]  # type: ignore[misc]
+
+    async def run_job(self, job_id: str, rule_name: str, trace_id: str) -> str | None:
+        """Grade one job and record it; returns the run id, or None when the job failed."""
+        rule = self.rules.get(rule_name)
+        run_id = f"job:{job_id}"
+        try:
+            if rule is None:
+                raise KeyError(f"rule {rule_name!r} is no longer in the rules file")
+            grader = TraceGrader(self.store, EvalConfig(criteria=rule.criteria), self.evaluator_factory)
+            report = await grader.grade_traces(
+                TraceSelection(trace_ids=[trace_id]), extra_criteria=self._extra[rule_name]
+            )
+            report.metadata.update({"rule": rule_name, "job_id": job_id, "worker": self.worker_id})
+            record_report(self.store, report, kind="worker", run_id=run_id)
+        except Exception as exc:
+            log.warning("grading job %s failed: %s", job_id, exc)
+            self._finish(
+                job_id,
+                "failed" if self._attempts(job_id) >= self.settings.max_attempts else "pending",
+                None,
+                f"{type(exc).__name__}: {exc}",
+            )
+            return None
+        self._finish(job_id, "done", run_id, None)
+        return run_id
+
+    def _attempts(self, job_id: str) -> int:
+        return int(self.store.query("SELECT attempts FROM grading_jobs WHERE job_id = ?", [job_id]).rows[0][0])
+
+    def _finish(self, job_id: str, status: str, run_id: str | None, error: str | None) -> None:
+        # Only the lease holder may finish a job; a worker that lost its lease leaves it to the new owner.
+        self.store.execute_write(
+            "UPDATE grading_jobs SET status = ?, run_id = ?, error = ?, updated_at = ?, owner = NULL, "
+            "lease_expires = NULL WHERE job_id = ? AND owner = ?",
+            [status, run_id, error, utc_now(), job_id, self.worker_id],
+        )
+
+    async def run_once(self) -> int:
+        """Enqueue, claim and run one batch; returns the number of jobs run."""
+        self.enqueue()
+        jobs = self.claim()
+        for job in jobs:
+            await self.run_job(*job)
+        return len(jobs)
+
+    async def run_forever(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                ran = await self.run_once()
+            except Exception as exc:  # keep the worker alive through transient store errors
+                log.warning("worker cycle failed: %s", exc)
+                ran = 0
+            if not ran:
+                try:
+                    await asyncio.wait_for(stop.wait(), self.settings.poll_seconds)
+                except asyncio.TimeoutError:
+                    pass
+
+    def job_counts(self) -> dict[str, Any]:
+        rows = self.store.query("SELECT status, count(*) FROM grading_jobs GROUP BY status").rows
+        return {status: n for status, n in rows}

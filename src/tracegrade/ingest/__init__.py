@@ -1,0 +1,1 @@
+"""OTLP ingestion: pure decoders (``tracegrade.ingest.decode``) and the receivers built on them."""

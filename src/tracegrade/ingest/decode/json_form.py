@@ -1,0 +1,409 @@
+"""OTLP/JSON requests (``POST /v1/traces`` / ``/v1/logs`` with application/json) -> records.
+
+Parsed with the standard library's ``json`` and walked by hand, because protobuf's generic JSON mapping
+reads trace and span ids as base64 while OTLP/JSON sends them as hex. Field names are lowerCamelCase;
+the proto's snake_case names are accepted too. Enums (``kind``, ``status.code``) may be integers or
+their names (``SPAN_KIND_SERVER``); 64-bit integers may be numbers or decimal strings.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, NamedTuple
+
+from tracegrade.errors import DecodeError
+from tracegrade.ingest.decode.checks import (
+    KIND_BY_NAME,
+    KIND_BY_NUMBER,
+    STATUS_BY_NAME,
+    STATUS_BY_NUMBER,
+    Invalid,
+    guarded,
+    hex_id,
+    short_value,
+    span_times_problem,
+    type_name,
+)
+from tracegrade.ingest.decode.json_values import attributes_from_json, json_int, value_from_json
+from tracegrade.ingest.decode.limits import DEFAULT_LIMITS, DecodeLimits
+from tracegrade.ingest.decode.results import DecodedLogs, DecodedTraces, Rejection
+from tracegrade.models.span import LogRecordData, SpanEvent, SpanLink, SpanRecord
+
+__all__ = ["decode_logs_json", "decode_traces_json", "load_json"]
+
+_MISSING = object()
+
+
+def load_json(body: bytes | bytearray | memoryview | str) -> Any:
+    """Parse a JSON body (UTF-8), raising DecodeError with the position of any problem."""
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        raw = bytes(body)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DecodeError(
+                f"body is not valid UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start} (OTLP/JSON must be UTF-8)"
+            ) from None
+    elif isinstance(body, str):
+        text = body
+    else:
+        raise DecodeError(f"an OTLP/JSON body must be bytes or str, got {type(body).__name__}")
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DecodeError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise DecodeError("JSON is nested too deeply for the parser (about 1000 levels or more)") from None
+    if "\\ud" in text or "\\uD" in text:
+        _refuse_lone_surrogates(parsed)
+    return parsed
+
+
+def _refuse_lone_surrogates(parsed: Any) -> None:
+    try:
+        json.dumps(parsed, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise DecodeError(
+            "JSON contains an unpaired surrogate escape (\\ud800-\\udfff), which is not valid Unicode: "
+            f"{exc.object[max(0, exc.start - 20) : exc.end + 20]!r}"
+        ) from None
+
+
+def _field(obj: dict, camel: str, snake: str, default: Any = None) -> Any:
+    value = obj.get(camel, _MISSING)
+    return obj.get(snake, default) if value is _MISSING else value
+
+
+class _Signal(NamedTuple):
+    """The JSON names of one signal's request levels, and where the other signal belongs."""
+
+    top: str
+    top_snake: str
+    scope: str
+    scope_snake: str
+    items: str
+    items_snake: str
+    noun: str
+    other_top: str
+    other_endpoint: str
+
+
+_TRACES = _Signal(
+    "resourceSpans",
+    "resource_spans",
+    "scopeSpans",
+    "scope_spans",
+    "spans",
+    "spans",
+    "spans",
+    "resourceLogs",
+    "/v1/logs",
+)
+_LOGS = _Signal(
+    "resourceLogs",
+    "resource_logs",
+    "scopeLogs",
+    "scope_logs",
+    "logRecords",
+    "log_records",
+    "log records",
+    "resourceSpans",
+    "/v1/traces",
+)
+
+
+def _top_blocks(body: Any, signal: _Signal) -> list:
+    parsed = body if isinstance(body, dict) else load_json(body)
+    if type(parsed) is not dict:
+        raise DecodeError(
+            f"an OTLP/JSON request must be a JSON object with a '{signal.top}' array, got {type_name(parsed)}"
+        )
+    blocks = _field(parsed, signal.top, signal.top_snake)
+    if blocks is None:
+        if signal.other_top in parsed:
+            raise DecodeError(
+                f"this request holds '{signal.other_top}', not '{signal.top}': send it to {signal.other_endpoint}"
+            )
+        return []
+    if type(blocks) is not list:
+        raise DecodeError(f"'{signal.top}' must be an array, got {type_name(blocks)}")
+    return blocks
+
+
+def _list_at(obj: dict, camel: str, snake: str, where: str) -> list:
+    items = _field(obj, camel, snake)
+    if items is None:
+        return []
+    if type(items) is not list:
+        raise DecodeError(f"{where}.{camel} must be an array, got {type_name(items)}")
+    return items
+
+
+def _object_at(obj: Any, where: str) -> dict:
+    if type(obj) is not dict:
+        raise DecodeError(f"{where} must be an object, got {type_name(obj)}")
+    return obj
+
+
+def _scope_blocks(
+    body: Any, signal: _Signal, limits: DecodeLimits, limit: int
+) -> list[tuple[dict[str, Any], str, str, list, str]]:
+    """(resource attributes, scope name, scope version, items, items path) for each scope block.
+
+    Malformed structure above the span/record level is a whole-request DecodeError naming its path.
+    """
+    walked = []
+    total = 0
+    for ri, block in enumerate(_top_blocks(body, signal)):
+        where = f"{signal.top}[{ri}]"
+        block = _object_at(block, where)
+        resource = _object_at(block.get("resource") or {}, f"{where}.resource")
+        try:
+            attributes, _ = attributes_from_json(resource.get("attributes"), "attributes", limits)
+        except Invalid as bad:
+            raise DecodeError(f"{where}.resource.{bad.reason}") from None
+        for si, scope_block in enumerate(_list_at(block, signal.scope, signal.scope_snake, where)):
+            scope_where = f"{where}.{signal.scope}[{si}]"
+            scope_block = _object_at(scope_block, scope_where)
+            scope = _object_at(scope_block.get("scope") or {}, f"{scope_where}.scope")
+            name, version = scope.get("name") or "", scope.get("version") or ""
+            if type(name) is not str or type(version) is not str:
+                raise DecodeError(f"{scope_where}.scope name and version must be strings")
+            items = _list_at(scope_block, signal.items, signal.items_snake, scope_where)
+            total += len(items)
+            walked.append((attributes, name, version, items, f"{scope_where}.{signal.items}"))
+    if total > limit:
+        raise DecodeError(
+            f"the request holds {total} {signal.noun}, more than the limit of {limit}; send smaller batches"
+        )
+    return walked
+
+
+@guarded
+def decode_traces_json(body: bytes | str | dict, limits: DecodeLimits = DEFAULT_LIMITS) -> DecodedTraces:
+    """Decode an OTLP/JSON ExportTraceServiceRequest (bytes, text, or an already-parsed dict)."""
+    spans: list[SpanRecord] = []
+    rejected: list[Rejection] = []
+    for resource, scope_name, scope_version, items, items_where in _scope_blocks(
+        body, _TRACES, limits, limits.max_spans_per_request
+    ):
+        for index, item in enumerate(items):
+            try:
+                span = _span(item, limits)
+            except Invalid as bad:
+                span_id = _field(item, "spanId", "span_id") if type(item) is dict else None
+                rejected.append(
+                    Rejection(f"{items_where}[{index}]", bad.reason, span_id if type(span_id) is str else None)
+                )
+                continue
+            span.resource = dict(resource)
+            span.scope_name = scope_name
+            span.scope_version = scope_version
+            spans.append(span)
+    return DecodedTraces(spans, rejected)
+
+
+def _span(item: Any, limits: DecodeLimits) -> SpanRecord:
+    if type(item) is not dict:
+        raise Invalid(f"a span must be an object, got {type_name(item)}")
+    trace_id = hex_id(_field(item, "traceId", "trace_id"), "traceId", 16)
+    span_id = hex_id(_field(item, "spanId", "span_id"), "spanId", 8)
+    parent = _optional_id(_field(item, "parentSpanId", "parent_span_id"), "parentSpanId", 8)
+    name = item.get("name")
+    if not name or type(name) is not str:
+        raise Invalid("name is missing or empty" if not name else f"name must be a string, got {type_name(name)}")
+    start = json_int(_field(item, "startTimeUnixNano", "start_time_unix_nano", 0), "startTimeUnixNano", unsigned=True)
+    end = json_int(_field(item, "endTimeUnixNano", "end_time_unix_nano", 0), "endTimeUnixNano", unsigned=True)
+    problem = span_times_problem(start, end)
+    if problem:
+        raise Invalid(problem)
+    attributes, dropped = attributes_from_json(item.get("attributes"), "attributes", limits)
+    events, dropped_events = _events(item.get("events"), limits)
+    links, dropped_links = _links(item.get("links"), limits)
+    status = item.get("status") or {}
+    if type(status) is not dict:
+        raise Invalid(f"status must be an object, got {type_name(status)}")
+    message = status.get("message") or ""
+    if type(message) is not str:
+        raise Invalid(f"status.message must be a string, got {type_name(message)}")
+    return SpanRecord(
+        trace_id=trace_id,
+        span_id=span_id,
+        name=name,
+        start_ns=start,
+        end_ns=end,
+        parent_span_id=parent,
+        kind=_enum(item.get("kind"), KIND_BY_NUMBER, KIND_BY_NAME, "kind", "SPAN_KIND_SERVER"),
+        attributes=attributes,
+        events=events,
+        links=links,
+        status_code=_enum(status.get("code"), STATUS_BY_NUMBER, STATUS_BY_NAME, "status.code", "STATUS_CODE_ERROR"),
+        status_message=message,
+        trace_state=_string(_field(item, "traceState", "trace_state"), "traceState"),
+        flags=json_int(item.get("flags") or 0, "flags", unsigned=True),
+        dropped_attributes_count=_count(item, "droppedAttributesCount", "dropped_attributes_count") + dropped,
+        dropped_events_count=_count(item, "droppedEventsCount", "dropped_events_count") + dropped_events,
+        dropped_links_count=_count(item, "droppedLinksCount", "dropped_links_count") + dropped_links,
+    )
+
+
+def _string(value: Any, field: str) -> str:
+    if value is None:
+        return ""
+    if type(value) is not str:
+        raise Invalid(f"{field} must be a string, got {type_name(value)}")
+    return value
+
+
+def _count(obj: dict, camel: str, snake: str) -> int:
+    value = _field(obj, camel, snake)
+    return 0 if value is None else json_int(value, camel, unsigned=True)
+
+
+def _enum(value: Any, by_number: dict, by_name: dict, field: str, example: str) -> str:
+    """An enum given as its number or its name; unknown numbers read as the enum's zero value."""
+    if value is None:
+        return by_number[0]
+    if type(value) is int:
+        return by_number.get(value, by_number[0])
+    if type(value) is str:
+        name = by_name.get(value.upper())
+        if name is not None:
+            return name
+        if value.isascii() and value.isdigit():
+            return by_number.get(int(value), by_number[0])
+    raise Invalid(f"{field} must be an integer or an enum name such as {example!r}, got {short_value(value)}")
+
+
+def _sequence(items: Any, field: str, limit: int) -> tuple[list, int]:
+    if items is None:
+        return [], 0
+    if type(items) is not list:
+        raise Invalid(f"{field} must be an array, got {type_name(items)}")
+    dropped = len(items) - limit
+    return (items[:limit], dropped) if dropped > 0 else (items, 0)
+
+
+def _events(items: Any, limits: DecodeLimits) -> tuple[list[SpanEvent], int]:
+    items, dropped = _sequence(items, "events", limits.max_events_per_span)
+    out = []
+    for index, event in enumerate(items):
+        where = f"events[{index}]"
+        if type(event) is not dict:
+            raise Invalid(f"{where} must be an object, got {type_name(event)}")
+        attributes, dropped_attributes = attributes_from_json(event.get("attributes"), f"{where}.attributes", limits)
+        out.append(
+            SpanEvent(
+                name=_string(event.get("name"), f"{where}.name"),
+                time_ns=json_int(
+                    _field(event, "timeUnixNano", "time_unix_nano", 0), f"{where}.timeUnixNano", unsigned=True
+                ),
+                attributes=attributes,
+                dropped_attributes_count=_count(event, "droppedAttributesCount", "dropped_attributes_count")
+                + dropped_attributes,
+            )
+        )
+    return out, dropped
+
+
+def _links(items: Any, limits: DecodeLimits) -> tuple[list[SpanLink], int]:
+    items, dropped = _sequence(items, "links", limits.max_links_per_span)
+    out = []
+    for index, link in enumerate(items):
+        where = f"links[{index}]"
+        if type(link) is not dict:
+            raise Invalid(f"{where} must be an object, got {type_name(link)}")
+        attributes, dropped_attributes = attributes_from_json(link.get("attributes"), f"{where}.attributes", limits)
+        out.append(
+            SpanLink(
+                trace_id=hex_id(_field(link, "traceId", "trace_id"), f"{where}.traceId", 16),
+                span_id=hex_id(_field(link, "spanId", "span_id"), f"{where}.spanId", 8),
+                attributes=attributes,
+                trace_state=_string(_field(link, "traceState", "trace_state"), f"{where}.traceState"),
+                dropped_attributes_count=_count(link, "droppedAttributesCount", "dropped_attributes_count")
+                + dropped_attributes,
+            )
+        )
+    return out, dropped
+
+
+@guarded
+def decode_logs_json(body: bytes | str | dict, limits: DecodeLimits = DEFAULT_LIMITS) -> DecodedLogs:
+    """Decode an OTLP/JSON ExportLogsServiceRequest (bytes, text, or an already-parsed dict)."""
+    records: list[LogRecordData] = []
+    rejected: list[Rejection] = []
+    for resource, scope_name, _, items, items_where in _scope_blocks(
+        body, _LOGS, limits, limits.max_log_records_per_request
+    ):
+        for index, item in enumerate(items):
+            try:
+                record = _log_record(item, limits)
+            except Invalid as bad:
+                span_id = _field(item, "spanId", "span_id") if type(item) is dict else None
+                rejected.append(
+                    Rejection(f"{items_where}[{index}]", bad.reason, span_id if type(span_id) is str else None)
+                )
+                continue
+            record.resource = dict(resource)
+            record.scope_name = scope_name
+            records.append(record)
+    return DecodedLogs(records, rejected)
+
+
+def _optional_id(value: Any, field: str, size: int) -> str | None:
+    """Ids that may be absent (parent span id, log record ids): empty or all zeros mean absent."""
+    if value is None or value == "" or (type(value) is str and not value.strip("0")):
+        return None
+    return hex_id(value, field, size)
+
+
+def _log_record(item: Any, limits: DecodeLimits) -> LogRecordData:
+    if type(item) is not dict:
+        raise Invalid(f"a log record must be an object, got {type_name(item)}")
+    trace_id = _optional_id(_field(item, "traceId", "trace_id"), "traceId", 16)
+    span_id = _optional_id(_field(item, "spanId", "span_id"), "spanId", 8)
+    attributes, dropped = attributes_from_json(item.get("attributes"), "attributes", limits)
+    time_ns = json_int(_field(item, "timeUnixNano", "time_unix_nano", 0), "timeUnixNano", unsigned=True)
+    observed = json_int(
+        _field(item, "observedTimeUnixNano", "observed_time_unix_nano", 0), "observedTimeUnixNano", unsigned=True
+    )
+    event_name = _string(_field(item, "eventName", "event_name"), "eventName") or attributes.get("event.name") or ""
+    severity = _field(item, "severityNumber", "severity_number")
+    return LogRecordData(
+        time_ns=time_ns or observed,
+        trace_id=trace_id,
+        span_id=span_id,
+        event_name=event_name if type(event_name) is str else str(event_name),
+        body=value_from_json(item.get("body"), "body", limits),
+        attributes=attributes,
+        severity_number=_severity(severity),
+        severity_text=_string(_field(item, "severityText", "severity_text"), "severityText"),
+        observed_time_ns=observed,
+        flags=json_int(item.get("flags") or 0, "flags", unsigned=True),
+        dropped_attributes_count=_count(item, "droppedAttributesCount", "dropped_attributes_count") + dropped,
+    )
+
+
+def _severity(value: Any) -> int:
+    """severityNumber: an integer or its enum name (``SEVERITY_NUMBER_INFO`` ...)."""
+    if value is None:
+        return 0
+    if type(value) is str and value.upper().startswith("SEVERITY_NUMBER_"):
+        number = _SEVERITY_BY_NAME.get(value.upper()[16:])
+        if number is None:
+            raise Invalid(f"severityNumber {value!r} is not a known severity")
+        return number
+    return json_int(value, "severityNumber")
+
+
+def _severity_names() -> dict[str, int]:
+    names: dict[str, int] = {"UNSPECIFIED": 0}
+    for offset, level in enumerate(("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL")):
+        for step in range(4):
+            names[level if step == 0 else f"{level}{step + 1}"] = 1 + offset * 4 + step
+    return names
+
+
+_SEVERITY_BY_NAME = _severity_names()

@@ -1,0 +1,64 @@
+"""The OTLP/gRPC front end: ``TraceService/Export`` and ``LogsService/Export`` on a grpc.aio server.
+
+The methods take the raw request bytes (no generated deserializer), so an undecodable message gets
+``INVALID_ARGUMENT`` with the decoder's reason instead of grpc's generic deserialization failure.
+Retryable refusals carry a ``google.rpc.RetryInfo`` trailer that OTel exporters honour.
+"""
+
+from __future__ import annotations
+
+import grpc
+
+from tracegrade.ingest.intake import ExportRefused, Intake
+from tracegrade.ingest.metrics import ReceiverMetrics
+from tracegrade.ingest.otlp_responses import Signal, WireFormat, encode_export_response, encode_retry_info
+
+__all__ = ["LOGS_SERVICE", "TRACE_SERVICE", "OtlpGrpcServices"]
+
+TRACE_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+LOGS_SERVICE = "opentelemetry.proto.collector.logs.v1.LogsService"
+RETRY_INFO_KEY = "google.rpc.retryinfo-bin"
+
+
+class OtlpGrpcServices:
+    """The two export services, sharing one :class:`Intake` with the HTTP front end."""
+
+    def __init__(self, intake: Intake, metrics: ReceiverMetrics) -> None:
+        self._intake = intake
+        self._metrics = metrics
+
+    def handlers(self) -> list[grpc.GenericRpcHandler]:
+        def export_method(signal: Signal) -> grpc.RpcMethodHandler:
+            async def export(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+                return await self._export(signal, request, context)
+
+            return grpc.unary_unary_rpc_method_handler(export)
+
+        return [
+            grpc.method_handlers_generic_handler(TRACE_SERVICE, {"Export": export_method(Signal.TRACES)}),
+            grpc.method_handlers_generic_handler(LOGS_SERVICE, {"Export": export_method(Signal.LOGS)}),
+        ]
+
+    async def _export(self, signal: Signal, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        try:
+            self._intake.authorize(_metadata_value(context, "authorization"))
+            async with self._intake.admit():
+                outcome = await self._intake.export(signal, request, WireFormat.PROTOBUF)
+        except ExportRefused as refused:
+            self._count(signal, refused.grpc_code)
+            trailers: tuple[tuple[str, bytes], ...] = ()
+            if refused.retry_after is not None:
+                trailers = ((RETRY_INFO_KEY, encode_retry_info(refused.retry_after)),)
+            await context.abort(refused.grpc_code, refused.message, trailing_metadata=trailers)
+        self._count(signal, grpc.StatusCode.OK)
+        return encode_export_response(signal, outcome, WireFormat.PROTOBUF)
+
+    def _count(self, signal: Signal, code: grpc.StatusCode) -> None:
+        self._metrics.requests.inc(protocol="grpc", signal=signal.value, status=code.name)
+
+
+def _metadata_value(context: grpc.aio.ServicerContext, key: str) -> str | None:
+    for name, value in context.invocation_metadata() or ():
+        if name == key:
+            return value if isinstance(value, str) else value.decode("latin-1")
+    return None

@@ -1,0 +1,246 @@
+"""The OTLP/HTTP front end (aiohttp): export, query, health, readiness and metrics endpoints.
+
+``POST /v1/traces`` and ``POST /v1/logs`` take ``application/x-protobuf`` or ``application/json``,
+optionally gzip-compressed, and answer in the request's encoding. The body is streamed with a byte cap
+that applies to the wire size and, for gzip, to the decompressed size (decompressed incrementally, so a
+gzip bomb costs at most the cap). Errors carry a ``google.rpc.Status`` body saying why.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import json
+import math
+import uuid
+import zlib
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from aiohttp import web
+
+from tracegrade.errors import StoreError
+from tracegrade.ingest.intake import (
+    ExportRefused,
+    Intake,
+    PayloadTooLarge,
+    Undecodable,
+    UnsupportedMediaType,
+)
+from tracegrade.ingest.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from tracegrade.ingest.metrics import ReceiverMetrics
+from tracegrade.ingest.otlp_responses import (
+    Signal,
+    WireFormat,
+    encode_export_response,
+    encode_status,
+)
+
+__all__ = ["MEDIA_TYPES", "HttpFrontEnd", "json_safe"]
+
+MEDIA_TYPES: dict[str, WireFormat] = {
+    "application/x-protobuf": WireFormat.PROTOBUF,
+    "application/protobuf": WireFormat.PROTOBUF,
+    "application/json": WireFormat.JSON,
+}
+SUPPORTED_ENCODINGS = ("gzip", "identity")
+READ_CHUNK = 64 * 1024
+
+QueryRunner = Callable[[str, Sequence[Any] | None], Awaitable[Any]]
+Readiness = Callable[[], tuple[bool, str]]
+
+
+def _media_type(request: web.Request) -> str:
+    return request.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+
+
+def _wire_format(request: web.Request) -> WireFormat:
+    """The request's encoding; refused with 415 (listing the supported types) when unsupported."""
+    media = _media_type(request)
+    fmt = MEDIA_TYPES.get(media)
+    if fmt is None:
+        shown = media or "none"
+        raise UnsupportedMediaType(
+            f"unsupported Content-Type {shown!r}; send application/x-protobuf or application/json"
+        )
+    return fmt
+
+
+def _gunzip_into(out: bytearray, inflater: Any, chunk: bytes, limit: int) -> None:
+    """Inflate ``chunk`` into ``out`` without ever producing more than ``limit`` bytes in total."""
+    data = chunk
+    while data:
+        out += inflater.decompress(data, limit - len(out) + 1)
+        if len(out) > limit:
+            raise PayloadTooLarge(f"the request decompresses to more than the {limit}-byte limit")
+        data = inflater.unconsumed_tail
+        if inflater.eof and inflater.unused_data:
+            raise Undecodable("unexpected data after the end of the gzip stream")
+
+
+async def read_limited_body(request: web.Request, limit: int) -> bytes:
+    """The request body, decompressed; 413 past ``limit`` bytes on the wire or after decompression."""
+    encoding = request.headers.get("Content-Encoding", "identity").strip().lower() or "identity"
+    if encoding not in SUPPORTED_ENCODINGS:
+        raise UnsupportedMediaType(f"unsupported Content-Encoding {encoding!r}; send gzip or identity")
+    declared = request.content_length
+    if declared is not None and declared > limit:
+        raise PayloadTooLarge(f"the request body has {declared} bytes; the limit is {limit}")
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS) if encoding == "gzip" else None
+    out = bytearray()
+    received = 0
+    try:
+        async for chunk in request.content.iter_chunked(READ_CHUNK):
+            received += len(chunk)
+            if received > limit:
+                raise PayloadTooLarge(f"the request body exceeds the {limit}-byte limit")
+            if inflater is None:
+                out += chunk
+            else:
+                _gunzip_into(out, inflater, chunk, limit)
+    except zlib.error as exc:
+        raise Undecodable(f"the gzip body is corrupt: {exc}") from None
+    if inflater is not None and not inflater.eof:
+        raise Undecodable("the gzip body is truncated (the stream did not end)")
+    return bytes(out)
+
+
+def json_safe(value: Any) -> Any:
+    """A query result value as JSON: timestamps in ISO 8601, decimals as numbers, bytes in base64."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode()
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return str(value)
+
+
+class HttpFrontEnd:
+    """Builds the aiohttp application around an :class:`Intake`."""
+
+    def __init__(
+        self,
+        intake: Intake,
+        metrics: ReceiverMetrics,
+        *,
+        max_request_bytes: int,
+        run_query: QueryRunner,
+        readiness: Readiness,
+    ) -> None:
+        self._intake = intake
+        self._metrics = metrics
+        self._limit = max_request_bytes
+        self._run_query = run_query
+        self._readiness = readiness
+
+    def build_app(self) -> web.Application:
+        app = web.Application(client_max_size=self._limit)
+        app.router.add_post("/v1/traces", self._export_traces)
+        app.router.add_post("/v1/logs", self._export_logs)
+        app.router.add_post("/v1/query", self._query)
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/metrics", self._metrics_page)
+        return app
+
+    # -- export -----------------------------------------------------------------------------------------
+
+    async def _export_traces(self, request: web.Request) -> web.Response:
+        return await self._export(request, Signal.TRACES)
+
+    async def _export_logs(self, request: web.Request) -> web.Response:
+        return await self._export(request, Signal.LOGS)
+
+    async def _export(self, request: web.Request, signal: Signal) -> web.Response:
+        reply_format = MEDIA_TYPES.get(_media_type(request), WireFormat.JSON)
+        try:
+            self._intake.authorize(request.headers.get("Authorization"))
+            fmt = _wire_format(request)
+            async with self._intake.admit():
+                payload = await read_limited_body(request, self._limit)
+                outcome = await self._intake.export(signal, payload, fmt)
+        except ExportRefused as refused:
+            self._count(signal.value, refused.http_status)
+            return self._refusal(refused, reply_format)
+        self._count(signal.value, 200)
+        body = encode_export_response(signal, outcome, fmt)
+        return web.Response(body=body, headers={"Content-Type": fmt.content_type})
+
+    def _count(self, signal: str, status: int) -> None:
+        self._metrics.requests.inc(protocol="http", signal=signal, status=str(status))
+
+    @staticmethod
+    def _refusal(refused: ExportRefused, fmt: WireFormat) -> web.Response:
+        headers = {"Content-Type": fmt.content_type}
+        if refused.retry_after is not None:
+            headers["Retry-After"] = str(max(1, math.ceil(refused.retry_after)))
+        body = encode_status(refused.grpc_code.value[0], refused.message, fmt)
+        return web.Response(status=refused.http_status, body=body, headers=headers)
+
+    # -- query ------------------------------------------------------------------------------------------
+
+    async def _query(self, request: web.Request) -> web.Response:
+        try:
+            self._intake.authorize(request.headers.get("Authorization"))
+            sql, params = await self._query_arguments(request)
+            result = await self._run_query(sql, params)
+        except ExportRefused as refused:
+            self._count("query", refused.http_status)
+            return self._refusal(refused, WireFormat.JSON)
+        except StoreError as exc:
+            self._count("query", 400)
+            return self._refusal(Undecodable(f"query failed: {exc}"), WireFormat.JSON)
+        self._count("query", 200)
+        payload = {
+            "columns": list(result.columns),
+            "types": result.types,
+            "rows": [json_safe(list(row)) for row in result.rows],
+        }
+        return web.json_response(payload, dumps=json.dumps)
+
+    @staticmethod
+    async def _query_arguments(request: web.Request) -> tuple[str, list[Any] | None]:
+        if _media_type(request) != "application/json":
+            raise UnsupportedMediaType('send the query as application/json: {"sql": "...", "params": [...]}')
+        try:
+            document = json.loads(await request.read())
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise Undecodable(f"the query body is not valid JSON: {exc}") from None
+        except web.HTTPRequestEntityTooLarge as exc:
+            raise PayloadTooLarge(f"the query body is too large: {exc.text}") from None
+        if not isinstance(document, dict) or not isinstance(document.get("sql"), str):
+            raise Undecodable('the query body must be a JSON object {"sql": "...", "params": [...]}')
+        unknown = set(document) - {"sql", "params"}
+        if unknown:
+            raise Undecodable(f"unknown query keys {sorted(unknown)}; only 'sql' and 'params' are accepted")
+        params = document.get("params")
+        if params is not None and not isinstance(params, list):
+            raise Undecodable("'params' must be a JSON array of values")
+        return document["sql"], params
+
+    # -- health, readiness, metrics ---------------------------------------------------------------------
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        ready, reason = self._readiness()
+        status = 200 if ready else 503
+        return web.json_response({"ready": ready, "reason": reason}, status=status)
+
+    async def _metrics_page(self, request: web.Request) -> web.Response:
+        return web.Response(body=self._metrics.render().encode(), headers={"Content-Type": METRICS_CONTENT_TYPE})

@@ -1,0 +1,232 @@
+"""The protocol-neutral core of the receiver: admit, authorize, decode, hand to the writer, await durability.
+
+Both front ends (OTLP/HTTP and OTLP/gRPC) call :class:`Intake`; they only translate its outcome and its
+:class:`ExportRefused` errors into their own status codes. Memory stays bounded: a fixed number of
+requests are admitted at once (the rest are told to retry), decoding runs on a small thread pool, and
+the writer's queue has a capacity in spans.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from typing import Any
+
+import grpc
+
+from tracegrade.errors import DecodeError
+from tracegrade.ingest.metrics import ReceiverMetrics
+from tracegrade.ingest.otlp_responses import ExportOutcome, Signal, WireFormat
+
+__all__ = [
+    "ExportRefused",
+    "Intake",
+    "Overloaded",
+    "PayloadTooLarge",
+    "ShuttingDown",
+    "StoreUnavailable",
+    "Unauthenticated",
+    "Undecodable",
+    "UnsupportedMediaType",
+]
+
+MAX_LISTED_REJECTIONS = 5
+SHUTDOWN_RETRY_AFTER = 5.0
+
+
+class ExportRefused(Exception):
+    """A request refused as a whole; carries the HTTP status and gRPC code that say so."""
+
+    http_status = 500
+    grpc_code = grpc.StatusCode.INTERNAL
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retry_after = retry_after
+
+
+class Unauthenticated(ExportRefused):
+    http_status = 401
+    grpc_code = grpc.StatusCode.UNAUTHENTICATED
+
+
+class Undecodable(ExportRefused):
+    http_status = 400
+    grpc_code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class UnsupportedMediaType(ExportRefused):
+    http_status = 415
+    grpc_code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class PayloadTooLarge(ExportRefused):
+    http_status = 413
+    grpc_code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class Overloaded(ExportRefused):
+    """Retryable: the write queue or the in-flight request limit is full."""
+
+    http_status = 429
+    grpc_code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+class ShuttingDown(ExportRefused):
+    """Retryable: the receiver is stopping (or not ready yet)."""
+
+    http_status = 503
+    grpc_code = grpc.StatusCode.UNAVAILABLE
+
+
+class StoreUnavailable(ExportRefused):
+    """Retryable: the store failed to write; nothing of the request was acknowledged."""
+
+    http_status = 503
+    grpc_code = grpc.StatusCode.UNAVAILABLE
+
+
+def _decoders() -> dict[tuple[Signal, WireFormat], Callable[..., Any]]:
+    from tracegrade.ingest import decode
+
+    return {
+        (Signal.TRACES, WireFormat.PROTOBUF): decode.decode_traces_proto,
+        (Signal.TRACES, WireFormat.JSON): decode.decode_traces_json,
+        (Signal.LOGS, WireFormat.PROTOBUF): decode.decode_logs_proto,
+        (Signal.LOGS, WireFormat.JSON): decode.decode_logs_json,
+    }
+
+
+def summarize_rejections(rejected: Sequence[Any], noun: str) -> str:
+    """``"2 spans rejected: resourceSpans[0]…: reason; …"`` listing the first few with where and why."""
+    listed = "; ".join(f"{item.where}: {item.reason}" for item in rejected[:MAX_LISTED_REJECTIONS])
+    more = len(rejected) - MAX_LISTED_REJECTIONS
+    tail = f"; and {more} more" if more > 0 else ""
+    return f"{len(rejected)} {noun}{'s' if len(rejected) != 1 else ''} rejected: {listed}{tail}"
+
+
+class Intake:
+    """Admission, authorization and the decode -> submit -> durable path shared by both protocols."""
+
+    def __init__(
+        self,
+        writer: Any,
+        metrics: ReceiverMetrics,
+        *,
+        token: str | None,
+        max_inflight_requests: int,
+        decode_threads: int = 2,
+        decode_limits: Any = None,
+    ) -> None:
+        from tracegrade.store import QueueFull
+
+        self._writer = writer
+        self._queue_full = QueueFull
+        self._metrics = metrics
+        self._token = token.encode() if token else None
+        self._max_inflight = max_inflight_requests
+        self._limits = () if decode_limits is None else (decode_limits,)
+        self._decoders = _decoders()
+        self._executor = ThreadPoolExecutor(decode_threads, thread_name_prefix="tracegrade-decode")
+        self._inflight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.draining = False
+
+    @property
+    def inflight(self) -> int:
+        return self._inflight
+
+    # -- admission -------------------------------------------------------------------------------------
+
+    def authorize(self, authorization: str | None) -> None:
+        """Check an ``Authorization: Bearer <token>`` value when a token is configured."""
+        if self._token is None:
+            return
+        if not authorization:
+            raise Unauthenticated("missing bearer token: send the header 'Authorization: Bearer <token>'")
+        scheme, _, credential = authorization.strip().partition(" ")
+        if scheme.lower() != "bearer" or not credential.strip():
+            raise Unauthenticated("the Authorization header must be 'Bearer <token>'")
+        if not hmac.compare_digest(credential.strip().encode(), self._token):
+            raise Unauthenticated("invalid bearer token")
+
+    @asynccontextmanager
+    async def admit(self) -> AsyncIterator[None]:
+        """Hold one of the in-flight slots for the duration of a request, or refuse it (retryably)."""
+        if self.draining:
+            raise ShuttingDown("the receiver is shutting down; retry later", SHUTDOWN_RETRY_AFTER)
+        if self._inflight >= self._max_inflight:
+            raise Overloaded(f"{self._inflight} requests in flight (the limit); retry later", 1.0)
+        self._inflight += 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._inflight -= 1
+            if self._inflight == 0:
+                self._idle.set()
+
+    def begin_drain(self) -> None:
+        """Refuse new requests from now on; those already admitted run to completion."""
+        self.draining = True
+
+    async def wait_idle(self, timeout: float) -> bool:
+        """Wait until no request is in flight; False when ``timeout`` passed first."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)
+
+    # -- the export path -------------------------------------------------------------------------------
+
+    async def export(self, signal: Signal, payload: bytes, fmt: WireFormat) -> ExportOutcome:
+        """Decode ``payload``, write what is valid, and return once it is durable."""
+        decoder = self._decoders[(signal, fmt)]
+        loop = asyncio.get_running_loop()
+        try:
+            decoded = await loop.run_in_executor(self._executor, decoder, payload, *self._limits)
+        except DecodeError as exc:
+            raise Undecodable(f"undecodable OTLP {fmt.value} {signal.value} request: {exc}") from None
+        if signal is Signal.TRACES:
+            spans, logs = decoded.spans, []
+            self._metrics.spans_received.inc(len(spans) + len(decoded.rejected))
+            self._metrics.spans_rejected.inc(len(decoded.rejected))
+            noun = "span"
+        else:
+            spans, logs = [], decoded.records
+            self._metrics.logs_received.inc(len(logs) + len(decoded.rejected))
+            self._metrics.logs_rejected.inc(len(decoded.rejected))
+            noun = "log record"
+        message = summarize_rejections(decoded.rejected, noun) if decoded.rejected else ""
+        if spans or logs:
+            await self._write(spans, logs)
+        return ExportOutcome(accepted=len(spans) + len(logs), rejected=len(decoded.rejected), error_message=message)
+
+    async def _write(self, spans: list[Any], logs: list[Any]) -> None:
+        started = time.perf_counter()
+        try:
+            future = self._writer.submit(spans, logs)
+        except self._queue_full as exc:
+            retry_after = float(getattr(exc, "retry_after", 1.0) or 1.0)
+            raise Overloaded(f"the write queue is full ({exc}); retry later", retry_after) from None
+        except Exception as exc:  # the writer is closed or broken: nothing was accepted
+            raise StoreUnavailable(f"the store is not accepting writes: {exc}", SHUTDOWN_RETRY_AFTER) from None
+        try:
+            # shielded: a client that hangs up must not cancel a write the writer already owns
+            result = await asyncio.shield(asyncio.wrap_future(future))
+        except Exception as exc:
+            raise StoreUnavailable(f"the store failed to write the batch: {exc}", 1.0) from None
+        self._metrics.write_latency.observe(time.perf_counter() - started)
+        self._metrics.spans_stored.inc(result.spans_inserted)
+        self._metrics.spans_duplicate.inc(result.spans_duplicate)
+        self._metrics.logs_stored.inc(result.logs_inserted)

@@ -1,0 +1,215 @@
+"""Receiver metrics in the Prometheus text exposition format (version 0.0.4), written by hand.
+
+Counters and histograms are updated from the event-loop thread only; gauges are read through callbacks
+at scrape time, so nothing here needs a lock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
+
+__all__ = ["CONTENT_TYPE", "Counter", "Gauge", "Histogram", "MetricsRegistry", "ReceiverMetrics", "StatsGauges"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+LabelValues = tuple[str, ...]
+MetricT = TypeVar("MetricT", bound="_Metric")
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _format_labels(names: Iterable[str], values: Iterable[str]) -> str:
+    pairs = [f'{name}="{_escape(value)}"' for name, value in zip(names, values, strict=True)]
+    return "{" + ",".join(pairs) + "}" if pairs else ""
+
+
+def _format_value(value: float) -> str:
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if float(value).is_integer():
+        return str(int(value))
+    return repr(float(value))
+
+
+class _Metric:
+    kind = "untyped"
+
+    def __init__(self, name: str, help_text: str, labelnames: tuple[str, ...] = ()) -> None:
+        self.name = name
+        self.help_text = help_text
+        self.labelnames = labelnames
+
+    def _key(self, labels: dict[str, str]) -> LabelValues:
+        if set(labels) != set(self.labelnames):
+            raise ValueError(f"metric {self.name} takes labels {self.labelnames}, got {sorted(labels)}")
+        return tuple(str(labels[name]) for name in self.labelnames)
+
+    def samples(self) -> Iterator[str]:
+        raise NotImplementedError
+
+    def render(self) -> str:
+        header = f"# HELP {self.name} {self.help_text}\n# TYPE {self.name} {self.kind}\n"
+        return header + "".join(line + "\n" for line in self.samples())
+
+
+class Counter(_Metric):
+    """A monotonically increasing count, optionally split by labels."""
+
+    kind = "counter"
+
+    def __init__(self, name: str, help_text: str, labelnames: tuple[str, ...] = ()) -> None:
+        super().__init__(name, help_text, labelnames)
+        self._values: dict[LabelValues, float] = {} if labelnames else {(): 0.0}
+
+    def inc(self, amount: float = 1, **labels: str) -> None:
+        key = self._key(labels)
+        self._values[key] = self._values.get(key, 0.0) + amount
+
+    def value(self, **labels: str) -> float:
+        return self._values.get(self._key(labels), 0.0)
+
+    def samples(self) -> Iterator[str]:
+        for key, value in sorted(self._values.items()):
+            yield f"{self.name}{_format_labels(self.labelnames, key)} {_format_value(value)}"
+
+
+class Gauge(_Metric):
+    """A value read from a callback at scrape time (queue depth, in-flight requests…)."""
+
+    kind = "gauge"
+
+    def __init__(self, name: str, help_text: str, read: Callable[[], float]) -> None:
+        super().__init__(name, help_text)
+        self._read = read
+
+    def samples(self) -> Iterator[str]:
+        yield f"{self.name} {_format_value(self._read())}"
+
+
+class StatsGauges(_Metric):
+    """Every numeric entry of a stats dict read at scrape time, one gauge each (``<prefix><key>``)."""
+
+    kind = "gauge"
+
+    def __init__(self, prefix: str, help_text: str, read: Callable[[], dict[str, object]]) -> None:
+        super().__init__(prefix, help_text)
+        self._read = read
+
+    def render(self) -> str:
+        lines = []
+        for key, value in sorted(self._read().items()):
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                name = self.name + key
+                lines.append(f"# HELP {name} {self.help_text} ({key})\n# TYPE {name} gauge\n")
+                lines.append(f"{name} {_format_value(value)}\n")
+        return "".join(lines)
+
+
+class Histogram(_Metric):
+    """Cumulative buckets plus ``_sum`` and ``_count`` (seconds, by convention)."""
+
+    kind = "histogram"
+
+    def __init__(self, name: str, help_text: str, buckets: tuple[float, ...]) -> None:
+        super().__init__(name, help_text)
+        self.buckets = tuple(sorted(buckets))
+        self._counts = [0] * len(self.buckets)
+        self._sum = 0.0
+        self._count = 0
+
+    def observe(self, value: float) -> None:
+        self._sum += value
+        self._count += 1
+        for index, bound in enumerate(self.buckets):
+            if value <= bound:
+                self._counts[index] += 1
+                break
+
+    @property
+    def count(self) -> int:
+        return self._count
+
+    def samples(self) -> Iterator[str]:
+        cumulative = 0
+        for bound, count in zip(self.buckets, self._counts, strict=True):
+            cumulative += count
+            yield f'{self.name}_bucket{{le="{_format_value(bound)}"}} {cumulative}'
+        yield f'{self.name}_bucket{{le="+Inf"}} {self._count}'
+        yield f"{self.name}_sum {_format_value(self._sum)}"
+        yield f"{self.name}_count {self._count}"
+
+
+class MetricsRegistry:
+    """An ordered set of metrics rendered together."""
+
+    def __init__(self) -> None:
+        self._metrics: dict[str, _Metric] = {}
+
+    def add(self, metric: MetricT) -> MetricT:
+        if metric.name in self._metrics:
+            raise ValueError(f"metric {metric.name} is registered twice")
+        self._metrics[metric.name] = metric
+        return metric
+
+    def render(self) -> str:
+        return "".join(metric.render() for metric in self._metrics.values())
+
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class ReceiverMetrics:
+    """The receiver's own metrics; gauges are wired to live values by the server."""
+
+    def __init__(
+        self,
+        queue_depth: Callable[[], float],
+        inflight: Callable[[], float],
+        store_stats: Callable[[], dict[str, object]] = dict,
+    ) -> None:
+        self.registry = MetricsRegistry()
+        add = self.registry.add
+        prefix = "tracegrade_receiver_"
+        self.requests = add(
+            Counter(
+                prefix + "requests_total",
+                "Export and query requests by protocol, signal and outcome status.",
+                ("protocol", "signal", "status"),
+            )
+        )
+        self.spans_received = add(
+            Counter(prefix + "spans_received_total", "Spans decoded from export requests (kept or rejected).")
+        )
+        self.spans_stored = add(
+            Counter(prefix + "spans_stored_total", "Spans durably written to the store (new rows).")
+        )
+        self.spans_duplicate = add(
+            Counter(prefix + "spans_duplicate_total", "Spans already stored (exporter retries), ignored.")
+        )
+        self.spans_rejected = add(
+            Counter(prefix + "spans_rejected_total", "Spans refused by the decoder (partial success).")
+        )
+        self.logs_received = add(
+            Counter(prefix + "log_records_received_total", "Log records decoded from export requests.")
+        )
+        self.logs_stored = add(
+            Counter(prefix + "log_records_stored_total", "Log records durably written to the store.")
+        )
+        self.logs_rejected = add(Counter(prefix + "log_records_rejected_total", "Log records refused by the decoder."))
+        self.write_latency = add(
+            Histogram(
+                prefix + "write_latency_seconds",
+                "Time from handing a batch to the writer until it is durable.",
+                _LATENCY_BUCKETS,
+            )
+        )
+        add(Gauge(prefix + "queue_depth_spans", "Spans waiting in the write queue.", queue_depth))
+        add(Gauge(prefix + "inflight_requests", "Export requests being handled now.", inflight))
+        add(StatsGauges("tracegrade_store_", "Store writer statistic", store_stats))
+
+    def render(self) -> str:
+        return self.registry.render()

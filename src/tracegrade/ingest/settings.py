@@ -1,0 +1,133 @@
+"""Settings of ``tracegrade serve``: one validated model fed by CLI flags and ``TRACEGRADE_*`` variables."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from tracegrade.errors import ConfigError
+
+__all__ = ["ENV_VARS", "ServeSettings", "misspelled_env_vars", "parse_byte_size"]
+
+MIB = 1024 * 1024
+
+# setting name -> environment variable (also the click ``envvar`` of the matching flag)
+ENV_VARS: dict[str, str] = {
+    "store": "TRACEGRADE_STORE",
+    "host": "TRACEGRADE_HOST",
+    "grpc_port": "TRACEGRADE_GRPC_PORT",
+    "http_port": "TRACEGRADE_HTTP_PORT",
+    "token": "TRACEGRADE_TOKEN",
+    "tls_cert": "TRACEGRADE_TLS_CERT",
+    "tls_key": "TRACEGRADE_TLS_KEY",
+    "max_request_bytes": "TRACEGRADE_MAX_REQUEST_BYTES",
+    "queue_spans": "TRACEGRADE_QUEUE_SPANS",
+    "max_inflight_requests": "TRACEGRADE_MAX_INFLIGHT_REQUESTS",
+    "shutdown_timeout": "TRACEGRADE_SHUTDOWN_TIMEOUT",
+}
+
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmg]i?b?|b)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 1024, "m": MIB, "g": 1024 * MIB}
+
+
+def parse_byte_size(value: int | str) -> int:
+    """``16777216``, ``"16MiB"``, ``"512k"`` -> bytes (binary units: k = 1024)."""
+    if isinstance(value, int):
+        return value
+    match = _SIZE.match(value)
+    if match is None:
+        raise ValueError(f"{value!r} is not a size; write bytes (16777216) or a unit (16MiB, 512KiB, 1GiB)")
+    number, unit = match.groups()
+    return int(number) * _UNITS[(unit or "")[:1].lower()]
+
+
+class ServeSettings(BaseModel):
+    """Everything the receiver needs; ports 0 pick free ports (the sidecar file says which)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    store: Path = Field(description="DuckDB file the spans are written to (created if missing)")
+    host: str = Field("127.0.0.1", description="address both listeners bind to")
+    grpc_port: int = Field(4317, ge=0, le=65535, description="OTLP/gRPC port")
+    http_port: int = Field(4318, ge=0, le=65535, description="OTLP/HTTP port")
+    token: str | None = Field(None, description="bearer token every request must carry (both protocols)")
+    tls_cert: Path | None = Field(None, description="PEM certificate chain; enables TLS on both listeners")
+    tls_key: Path | None = Field(None, description="PEM private key of tls_cert")
+    max_request_bytes: int = Field(
+        16 * MIB, ge=1024, description="largest request accepted, compressed and after decompression"
+    )
+    queue_spans: int = Field(50_000, ge=1, description="capacity of the write queue, in spans")
+    max_inflight_requests: int = Field(32, ge=1, description="requests handled at once; more get 429")
+    shutdown_timeout: float = Field(30.0, gt=0, description="seconds to wait for in-flight requests on stop")
+
+    @field_validator("max_request_bytes", mode="before")
+    @classmethod
+    def _size(cls, value: int | str) -> int:
+        return parse_byte_size(value)
+
+    @field_validator("token")
+    @classmethod
+    def _token(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or any(c.isspace() for c in value)):
+            raise ValueError("the bearer token must be non-empty and contain no whitespace")
+        return value or None
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> ServeSettings:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("TLS needs both --tls-cert and --tls-key (or neither)")
+        for path in (self.tls_cert, self.tls_key):
+            if path is not None and not path.is_file():
+                raise ValueError(f"TLS file {path} does not exist")
+        return self
+
+    @property
+    def tls_enabled(self) -> bool:
+        return self.tls_cert is not None
+
+    @property
+    def sidecar_path(self) -> Path:
+        """``<store>.server.json``: how other commands find the running server of this store."""
+        from tracegrade.store import sidecar_path
+
+        return sidecar_path(self.store)
+
+    @classmethod
+    def build(cls, values: Mapping[str, object], *, source: str = "serve settings") -> ServeSettings:
+        """Validate ``values`` (None means "not given"), turning errors into one ConfigError."""
+        given = {key: value for key, value in values.items() if value is not None}
+        try:
+            return cls(**given)
+        except ValidationError as exc:
+            problems = [(".".join(str(p) for p in err["loc"]) or "settings", _describe(err)) for err in exc.errors()]
+            raise ConfigError(source, problems) from None
+
+
+def _describe(error: object) -> str:
+    err = dict(error)  # type: ignore[call-overload]
+    if err["type"] == "extra_forbidden":
+        name = str(err["loc"][-1])
+        close = difflib.get_close_matches(name, ServeSettings.model_fields, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f"unknown setting {name!r}{hint} (known: {', '.join(ServeSettings.model_fields)})"
+    return str(err["msg"]).removeprefix("Value error, ")
+
+
+def misspelled_env_vars(environ: Mapping[str, str]) -> list[str]:
+    """``TRACEGRADE_*`` variables that look like a typo of a serve variable (each with the suggestion).
+
+    Other tracegrade commands have their own variables, so only near misses are reported, not every
+    unknown name.
+    """
+    known = set(ENV_VARS.values()) | {"TRACEGRADE_WORKER_RULES"}
+    problems = []
+    for name in environ:
+        if name.startswith("TRACEGRADE_") and name not in known:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
+            if close:
+                problems.append(f"unknown environment variable {name}; did you mean {close[0]}?")
+    return problems

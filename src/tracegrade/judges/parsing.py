@@ -1,0 +1,97 @@
+"""Robust reading of judge replies: JSON in code fences or prose, scores clamped to [0, 1] and flagged.
+
+``extract_json_object`` finds the JSON object in a reply (whole reply, a fenced block, or the first
+decodable object inside prose); ``ScoreReader`` reads score fields, clamping out-of-range values and
+remembering each clamp so the criterion can report it (a clamp is never silent).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracegrade.models.results import TokenUsage
+
+__all__ = ["ClampedScore", "ScoreReader", "UnreadableReply", "extract_json_object"]
+
+_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
+
+
+class UnreadableReply(ValueError):
+    """The judge reply held no usable verdict; ``raw`` is the reply text, ``usage`` what the call cost."""
+
+    def __init__(self, message: str, raw: str) -> None:
+        super().__init__(message)
+        self.raw = raw
+        self.usage: TokenUsage | None = None
+
+
+def _decode_first_object(text: str) -> dict[str, Any] | None:
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"\{", text):
+        try:
+            value, _ = decoder.raw_decode(text, match.start())
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+def extract_json_object(text: str) -> dict[str, Any]:
+    """The JSON object a judge replied with; raises :class:`UnreadableReply` when there is none."""
+    stripped = text.strip()
+    if not stripped:
+        raise UnreadableReply("the judge returned an empty reply", text)
+    candidates = [stripped, *(m.group(1) for m in _FENCE.finditer(stripped))]
+    for candidate in candidates:
+        try:
+            value = json.loads(candidate)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            return value
+    found = _decode_first_object(stripped)
+    if found is None:
+        raise UnreadableReply("the judge reply contains no JSON object", text)
+    return found
+
+
+@dataclass(frozen=True)
+class ClampedScore:
+    """One out-of-range score the judge returned and the value it was clamped to."""
+
+    field: str
+    value: float
+    clamped_to: float
+
+
+@dataclass
+class ScoreReader:
+    """Reads score fields of one reply; every clamp is recorded in ``clamped``."""
+
+    raw: str
+    clamped: list[ClampedScore] = field(default_factory=list)
+
+    def score(self, value: Any, where: str) -> float:
+        """``value`` as a score in [0, 1]; raises :class:`UnreadableReply` when it is not a number."""
+        if isinstance(value, bool) or value is None:
+            raise UnreadableReply(f"{where} is {json.dumps(value)}, not a number", self.raw)
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise UnreadableReply(f"{where} is {json.dumps(value)}, not a number", self.raw) from None
+        if math.isnan(number):
+            raise UnreadableReply(f"{where} is NaN", self.raw)
+        clamped = min(1.0, max(0.0, number))
+        if clamped != number:
+            self.clamped.append(ClampedScore(where, number, clamped))
+        return clamped
+
+    def required(self, data: dict[str, Any], key: str, where: str | None = None) -> float:
+        if key not in data:
+            raise UnreadableReply(f"the judge reply has no {key!r} field", self.raw)
+        return self.score(data[key], where or key)

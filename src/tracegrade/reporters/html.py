@@ -1,0 +1,466 @@
+"""HTML report: one self-contained page (inline CSS and a few lines of inline JS, nothing fetched).
+
+Every piece of report text passes through :func:`_esc` (control characters made visible, then
+``html.escape(quote=True)``); the script is a constant and reads nothing but escaped attributes; a
+Content-Security-Policy meta tag forbids loading anything from elsewhere.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from collections.abc import Collection
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport, TokenUsage
+from tracegrade.reporters.base import FileReporter
+from tracegrade.reporters.case_view import (
+    STATUS_ICONS,
+    STATUS_LABELS,
+    case_display_name,
+    case_score,
+    case_status,
+    case_warnings,
+    criterion_status,
+    criterion_warnings,
+    llm_output_views,
+    message_views,
+    node_visit_names,
+    partial_item_text,
+    run_status,
+    run_warnings,
+    skipped_case_count,
+    split_details,
+    step_views,
+    tool_call_views,
+    turn_views,
+)
+from tracegrade.reporters.text import (
+    clean_text,
+    format_cost,
+    format_duration,
+    format_timestamp,
+    format_usage,
+    shorten,
+    to_json_text,
+)
+
+__all__ = ["HTMLReporter"]
+
+VALUE_LIMIT = 20_000  # characters per value shown on the page (the JSON report keeps everything)
+
+_CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
+
+_SCRIPT = """
+(function () {
+  var cases = Array.prototype.slice.call(document.querySelectorAll('.case'));
+  var buttons = Array.prototype.slice.call(document.querySelectorAll('.filters button[data-filter]'));
+  var search = document.getElementById('case-search');
+  var filter = 'all';
+  function apply() {
+    var query = search ? search.value.toLowerCase() : '';
+    cases.forEach(function (c) {
+      var status = filter === 'all' || c.getAttribute('data-status') === filter ||
+        (filter === 'warn' && c.hasAttribute('data-warn'));
+      var text = !query || (c.getAttribute('data-search') || '').indexOf(query) !== -1;
+      c.classList.toggle('hidden', !(status && text));
+    });
+  }
+  buttons.forEach(function (b) {
+    b.addEventListener('click', function () {
+      filter = b.getAttribute('data-filter');
+      buttons.forEach(function (x) { x.classList.toggle('active', x === b); });
+      apply();
+    });
+  });
+  if (search) { search.addEventListener('input', apply); }
+  var toggle = document.getElementById('expand-all');
+  if (toggle) {
+    toggle.addEventListener('click', function () {
+      var open = !cases.every(function (c) { return c.open; });
+      cases.forEach(function (c) { c.open = open; });
+    });
+  }
+})();
+"""
+
+
+def _stylesheet() -> str:
+    return resources.files("tracegrade.reporters").joinpath("report.css").read_text(encoding="utf-8")
+
+
+def _esc(value: Any, limit: int | None = VALUE_LIMIT) -> str:
+    """Untrusted value -> safe HTML text (also safe inside a double- or single-quoted attribute)."""
+    text = value if isinstance(value, str) else to_json_text(value)
+    return html.escape(shorten(clean_text(text), limit), quote=True)
+
+
+def _pre(value: Any, css: str = "") -> str:
+    text = value if isinstance(value, str) else to_json_text(value, indent=2)
+    cls = f' class="{css}"' if css else ""
+    return f"<pre{cls}>{_esc(text)}</pre>"
+
+
+def _badge(status: str) -> str:
+    return f'<span class="badge {status}">{STATUS_ICONS[status]} {STATUS_LABELS[status]}</span>'
+
+
+def _bar(fraction: float) -> str:
+    pct = max(0.0, min(1.0, fraction)) * 100
+    return f'<div class="bar" role="img" aria-label="{pct:.0f}%"><span style="width:{pct:.1f}%"></span></div>'
+
+
+def _table(headers: list[str], rows: list[str], numeric: Collection[str] = ()) -> str:
+    head = "".join(f"<th{' class=num' if h in numeric else ''}>{h}</th>" for h in headers)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _section(title: str, body: str, *, collapsed: bool = False) -> str:
+    if collapsed:
+        return f"<section><details><summary><h3 class='inline'>{title}</h3></summary>{body}</details></section>"
+    return f"<section><h3>{title}</h3>{body}</section>"
+
+
+def _usage_cell(usage: TokenUsage) -> str:
+    return "-" if usage.is_zero() else _esc(format_usage(usage))
+
+
+class HTMLReporter(FileReporter):
+    """Renders the report as a single self-contained HTML page."""
+
+    default_filename = "report.html"
+
+    def __init__(
+        self,
+        include_details: bool = True,
+        include_actual_response: bool = True,
+        include_tool_call_details: bool = True,
+        include_node_responses: bool = True,
+        include_trajectory: bool = True,
+    ) -> None:
+        self.include_details = include_details
+        self.include_actual_response = include_actual_response
+        self.include_tool_call_details = include_tool_call_details
+        self.include_node_responses = include_node_responses
+        self.include_trajectory = include_trajectory
+
+    def to_html(self, report: EvalReport) -> str:
+        name = _esc(report.display_name, 200)
+        body = "\n".join(
+            [
+                self._header(report),
+                self._warnings(run_warnings(report)),
+                self._summary(report),
+                self._criteria(report),
+                self._cases(report),
+                f"<footer>Generated by tracegrade · {_esc(format_timestamp(time.time()))}</footer>",
+            ]
+        )
+        return (
+            '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">\n'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<title>Evaluation Report: {name}</title>\n<style>\n{_stylesheet()}</style>\n</head>\n"
+            f"<body>\n<main>\n{body}\n</main>\n<script>{_SCRIPT}</script>\n</body>\n</html>\n"
+        )
+
+    def render(self, report: EvalReport) -> str:
+        return self.to_html(report)
+
+    @classmethod
+    def quick_save(cls, report: EvalReport, path: str | Path) -> str:
+        return cls().save(report, path)
+
+    # --- page sections ----------------------------------------------------------------------------
+
+    @staticmethod
+    def _header(report: EvalReport) -> str:
+        return (
+            "<header><h1>Evaluation Report</h1>"
+            f'<div class="set-name">{_esc(report.display_name, 500)}</div>'
+            f'<div class="meta">Eval set <code>{_esc(report.eval_set_id, 500)}</code> · run at '
+            f"{_esc(format_timestamp(report.timestamp))} · status <strong>{run_status(report)}</strong></div>"
+            "</header>"
+        )
+
+    @staticmethod
+    def _warnings(warnings: list[str]) -> str:
+        if not warnings:
+            return ""
+        items = "".join(f"<li>{_esc(w)}</li>" for w in warnings)
+        return (
+            f'<section class="warnings" role="alert"><h2>⚠ Warnings ({len(warnings)})</h2>'
+            "<p>Some results below are not trustworthy until these are fixed.</p>"
+            f"<ul>{items}</ul></section>"
+        )
+
+    @staticmethod
+    def _summary(report: EvalReport) -> str:
+        s = report.summary
+        judge = s.judge_token_usage
+        skipped = skipped_case_count(report)
+        cards = [
+            ("", "Total cases", str(s.total_cases), ""),
+            ("pass", "Passed", str(s.passed_cases), f"{skipped} with every criterion skipped" if skipped else ""),
+            ("fail", "Failed", str(s.failed_cases), ""),
+            ("error", "Errors", str(s.error_cases), ""),
+            ("", "Pass rate", f"{s.pass_rate * 100:.1f}%", _bar(s.pass_rate)),
+            (
+                "",
+                "Duration",
+                format_duration(s.total_duration_seconds),
+                f"avg {format_duration(s.avg_duration_seconds)}",
+            ),
+            (
+                "",
+                "Tokens",
+                f"{s.total_token_usage.total_tokens:,}",
+                f"agent {s.agent_token_usage.total_tokens:,} · judge {judge.total_tokens:,}",
+            ),
+            ("", "Judge cost", format_cost(judge.cost_usd), f"{judge.calls:,} judge calls"),
+        ]
+        html_cards = "".join(
+            f'<div class="card {css}"><div class="label">{label}</div><div class="value">{_esc(value)}</div>'
+            f'<div class="sub">{sub}</div></div>'
+            for css, label, value, sub in cards
+        )
+        return f'<section class="summary"><div class="cards">{html_cards}</div></section>'
+
+    @staticmethod
+    def _criteria(report: EvalReport) -> str:
+        stats = report.summary.criterion_stats
+        if not stats:
+            return ""
+        rows = [
+            f"<tr><td><code>{_esc(name)}</code></td><td class=num>{st.passed}/{st.total}</td>"
+            f"<td class=num>{st.failed}</td><td class=num>{st.skipped}</td><td class=num>{st.errors}</td>"
+            f"<td>{_bar(st.pass_rate)} {st.pass_rate * 100:.1f}%</td><td class=num>{st.avg_score:.2f}</td>"
+            f"<td class=num>{st.token_usage.total_tokens:,}</td>"
+            f"<td class=num>{format_cost(st.token_usage.cost_usd)}</td></tr>"
+            for name, st in stats.items()
+        ]
+        headers = [
+            "Criterion",
+            "Passed",
+            "Failed",
+            "Skipped",
+            "Errors",
+            "Pass rate",
+            "Avg score",
+            "Judge tokens",
+            "Judge cost",
+        ]
+        return (
+            "<section><h2>Criteria</h2>"
+            + _table(headers, rows, set(headers) - {"Criterion", "Pass rate"})
+            + "</section>"
+        )
+
+    def _cases(self, report: EvalReport) -> str:
+        if not report.results:
+            return "<section><h2>Cases</h2><p class=muted>No cases.</p></section>"
+        filters = "".join(
+            f'<button type="button" data-filter="{key}"{" class=active" if key == "all" else ""}>{label}</button>'
+            for key, label in (
+                ("all", "All"),
+                ("pass", "Passed"),
+                ("fail", "Failed"),
+                ("error", "Errors"),
+                ("skipped", "Skipped"),
+                ("warn", "Warnings"),
+            )
+        )
+        bar = (
+            f'<div class="filters">{filters}<input id="case-search" type="search" '
+            'placeholder="Filter by case name or id" aria-label="Filter cases">'
+            '<button type="button" id="expand-all">Expand / collapse all</button></div>'
+        )
+        cases = "\n".join(self._case(r) for r in report.results)
+        return f'<section><h2>Cases ({len(report.results)})</h2>{bar}<div class="case-list">{cases}</div></section>'
+
+    # --- one case ---------------------------------------------------------------------------------
+
+    def _case(self, result: EvalCaseResult) -> str:
+        status = case_status(result)
+        warnings = case_warnings(result)
+        score = case_score(result)
+        search = f"{case_display_name(result)} {result.eval_id}".lower()
+        summary = (
+            f"{_badge(status)}"
+            f'<span class="name">{_esc(case_display_name(result), 300)}</span>'
+            + (f'<span class="muted">{_esc(result.eval_id, 200)}</span>' if result.name else "")
+            + (
+                f'<span class="badge warn">⚠ {len(warnings)} warning{"s" if len(warnings) != 1 else ""}</span>'
+                if warnings
+                else ""
+            )
+            + f'<span class="right">score {"-" if score is None else f"{score:.2f}"} · '
+            f"{format_duration(result.duration_seconds)} · {result.token_usage.total_tokens:,} tokens</span>"
+        )
+        parts = []
+        if result.error is not None:
+            parts.append(_section("Error", _pre(result.error, "error-message")))
+        parts += [f'<div class="warn-inline">⚠ {_esc(w)}</div>' for w in warnings]
+        if result.criterion_results:
+            parts.append(_section("Criteria", self._criteria_table(result.criterion_results)))
+        if self.include_actual_response:
+            parts.append(_section("Agent response", _pre(result.actual_response or "(empty)")))
+        if self.include_trajectory:
+            parts.append(self._trajectory(result))
+        if self.include_tool_call_details:
+            parts.append(self._tool_calls(result))
+        visits = node_visit_names(result.node_visits)
+        if visits:
+            chips = " → ".join(f"<code>{_esc(v, 200)}</code>" for v in visits)
+            parts.append(_section(f"Node visits ({len(visits)})", f'<div class="visits">{chips}</div>'))
+        if self.include_node_responses:
+            parts.append(self._llm_outputs(result))
+        parts.append(self._turns(result))
+        parts.append(self._messages(result))
+        parts.append(self._tokens(result))
+        if result.metadata:
+            parts.append(_section("Metadata", _pre(result.metadata), collapsed=True))
+        warn_attr = " data-warn" if warnings else ""
+        open_attr = " open" if status != "pass" or warnings else ""
+        return (
+            f'<details class="case {status}" data-status="{status}" data-search="{_esc(search, 500)}"'
+            f"{warn_attr}{open_attr}><summary>{summary}</summary>"
+            f'<div class="case-body">{"".join(parts)}</div></details>'
+        )
+
+    def _criteria_table(self, results: list[CriterionResult]) -> str:
+        rows = []
+        for c in results:
+            status = criterion_status(c)
+            reason, partial, rest = split_details(c.details)
+            score = "skipped" if status == "skipped" else f"{c.score:.2f} / {c.threshold}"
+            notes = "".join(f'<div class="warn-inline">⚠ {_esc(w)}</div>' for w in criterion_warnings(c))
+            if c.error is not None:
+                notes += _pre(c.error, "error-message")
+            rows.append(
+                f'<tr class="criterion {status}"><td>{_badge(status)}</td><td><code>{_esc(c.criterion)}</code></td>'
+                f"<td class=num>{score}</td><td>{_esc(reason or '')}{notes}</td>"
+                f"<td class=num>{_usage_cell(c.token_usage)}</td></tr>"
+            )
+            if self.include_details and (partial or rest):
+                detail = self._partial_credit(partial) + (_pre(rest) if rest else "")
+                if status in ("fail", "error"):
+                    rows.append(f"<tr><td></td><td colspan=4>{detail}</td></tr>")
+                else:
+                    rows.append(
+                        f"<tr><td></td><td colspan=4><details><summary>details</summary>{detail}</details></td></tr>"
+                    )
+        return _table(
+            ["Status", "Criterion", "Score / threshold", "Reason", "Judge usage"],
+            rows,
+            {"Score / threshold", "Judge usage"},
+        )
+
+    @staticmethod
+    def _partial_credit(partial: dict[str, list[Any]]) -> str:
+        blocks = []
+        for key, items in partial.items():
+            entries = "".join(f"<li>{_esc(partial_item_text(item))}</li>" for item in items)
+            entries = entries or "<li class=muted>none</li>"
+            blocks.append(f'<div class="{key}"><h4>{key.capitalize()} ({len(items)})</h4><ul>{entries}</ul></div>')
+        return f'<div class="partial">{"".join(blocks)}</div>' if blocks else ""
+
+    @staticmethod
+    def _trajectory(result: EvalCaseResult) -> str:
+        steps = step_views(result.actual_trajectory)
+        if not steps:
+            return ""
+        items = []
+        for step in steps:
+            kind = step.kind if step.kind in ("node", "tool", "conditional", "message") else "step"
+            label = "routing" if kind == "conditional" else kind
+            extra = _pre(step.args) if step.args else ""
+            if step.metadata:
+                extra += f'<div class="muted">{_esc(to_json_text(step.metadata), 2000)}</div>'
+            items.append(
+                f'<li class="step-{kind}"><span class="step-kind">{label}</span>'
+                f"<code>{_esc(step.name, 500)}</code>{extra}</li>"
+            )
+        return _section(f"Trajectory ({len(steps)} steps)", f'<ol class="trajectory">{"".join(items)}</ol>')
+
+    @staticmethod
+    def _tool_calls(result: EvalCaseResult) -> str:
+        calls = tool_call_views(result.actual_tool_calls)
+        if not calls:
+            return ""
+        rows = []
+        for call in calls:
+            args = _pre(call.args) if call.args_captured else "<span class=muted>not captured</span>"
+            if call.error:
+                outcome = _pre(call.error, "error-message")
+            elif not call.result_captured:
+                outcome = "<span class=muted>not captured</span>"
+            else:
+                outcome = _pre(call.result) if call.result is not None else ""
+            duration = "" if call.duration_seconds is None else _esc(format_duration(float(call.duration_seconds)))
+            rows.append(
+                f"<tr><td><code>{_esc(call.name, 300)}</code></td><td>{_esc(call.call_id or '', 200)}</td>"
+                f"<td>{args}</td><td>{outcome}</td><td class=num>{duration}</td></tr>"
+            )
+        return _section(
+            f"Tool calls ({len(calls)})",
+            _table(["Tool", "Call ID", "Arguments", "Result", "Duration"], rows, {"Duration"}),
+        )
+
+    @staticmethod
+    def _llm_outputs(result: EvalCaseResult) -> str:
+        outputs = llm_output_views(result)
+        if not outputs:
+            return ""
+        rows = [
+            f"<tr><td><code>{_esc(o.node, 300)}</code>{' <span class=badge>final</span>' if o.is_final else ''}</td>"
+            f"<td>{_esc(o.model or '', 200)}</td><td>{_pre(o.text) if o.text else ''}</td>"
+            f"<td>{_esc(', '.join(o.tool_names))}</td>"
+            f"<td class=num>{_usage_cell(o.token_usage) if o.token_usage else '-'}</td></tr>"
+            for o in outputs
+        ]
+        return _section(
+            f"LLM output per node ({len(outputs)})",
+            _table(["Node", "Model", "Output", "Tool calls", "Tokens"], rows, {"Tokens"}),
+            collapsed=True,
+        )
+
+    @staticmethod
+    def _turns(result: EvalCaseResult) -> str:
+        turns = turn_views(result.turn_results)
+        if not turns:
+            return ""
+        rows = [
+            f"<tr><td class=num>{t.index}</td><td>{_pre(t.user)}</td><td>{_pre(t.agent)}</td>"
+            f"<td>{_esc(', '.join(t.tool_names))}</td><td>{_esc(' → '.join(t.nodes))}</td></tr>"
+            for t in turns
+        ]
+        return _section(f"Turns ({len(turns)})", _table(["Turn", "User", "Agent", "Tools", "Nodes"], rows, {"Turn"}))
+
+    @staticmethod
+    def _messages(result: EvalCaseResult) -> str:
+        messages = message_views(result.messages)
+        if not messages:
+            return ""
+        rows = [
+            f"<tr><td><code>{_esc(role or '?', 100)}</code></td><td>{_pre(text)}</td></tr>" for role, text in messages
+        ]
+        return _section(f"Messages ({len(messages)})", _table(["Role", "Content"], rows), collapsed=True)
+
+    @staticmethod
+    def _tokens(result: EvalCaseResult) -> str:
+        if result.token_usage.is_zero():
+            return ""
+        judge_rows = [
+            f"<tr><td>judge · <code>{_esc(c.criterion)}</code></td><td>{_usage_cell(c.token_usage)}</td></tr>"
+            for c in result.criterion_results
+            if not c.token_usage.is_zero()
+        ]
+        rows = [
+            f"<tr><td>agent</td><td>{_usage_cell(result.agent_token_usage)}</td></tr>",
+            *judge_rows,
+            f"<tr><td><strong>total</strong></td><td>{_usage_cell(result.token_usage)}</td></tr>",
+        ]
+        return _section("Token usage", _table(["Source", "Usage"], rows))

@@ -1,0 +1,234 @@
+"""JUnit XML report for CI: one ``<testcase>`` per eval case, one ``<failure>`` per failed criterion.
+
+Layout (the shape Jenkins, GitLab, GitHub and Azure render): ``<testsuites>`` wrapping one
+``<testsuite>`` with ``<properties>``, the test cases, and suite-level ``<system-out>``/``<system-err>``.
+All text goes through :func:`clean_text` (XML 1.0 forbids control characters) and long values are cut.
+"""
+
+from __future__ import annotations
+
+import socket
+import xml.etree.ElementTree as ET
+from typing import Any
+
+from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport
+from tracegrade.reporters.base import FileReporter
+from tracegrade.reporters.case_view import (
+    STATUS_LABELS,
+    case_display_name,
+    case_status,
+    case_warnings,
+    criterion_status,
+    message_views,
+    node_visit_names,
+    partial_item_text,
+    run_warnings,
+    split_details,
+    step_views,
+    tool_call_views,
+    turn_views,
+)
+from tracegrade.reporters.text import clean_text, format_timestamp, format_usage, shorten, to_json_text
+
+__all__ = ["JUnitXMLReporter"]
+
+MESSAGE_LIMIT = 500  # characters in a message="..." attribute
+VALUE_LIMIT = 4000  # characters per value in element bodies
+PROPERTY_LIMIT = 4000  # characters per property value
+
+
+def _safe(value: Any, limit: int | None) -> str:
+    return shorten(clean_text(value), limit)
+
+
+def _element(parent: ET.Element, tag: str, text: str | None = None, **attrs: Any) -> ET.Element:
+    element = ET.SubElement(parent, tag, {k: _safe(v, MESSAGE_LIMIT) for k, v in attrs.items()})
+    if text:
+        element.text = text
+    return element
+
+
+def _criterion_line(c: CriterionResult) -> str:
+    line = f"  [{STATUS_LABELS[criterion_status(c)]}] {c.criterion}: {c.score:.2f} (threshold: {c.threshold})"
+    if not c.token_usage.is_zero():
+        line += f" - judge: {format_usage(c.token_usage)}"
+    return line
+
+
+def _failure_message(c: CriterionResult) -> str:
+    if c.error is not None:
+        return f"{c.criterion} errored: {c.error}"
+    message = f"{c.criterion}: score {c.score:.2f} below threshold {c.threshold}"
+    return f"{message} | {c.reason}" if c.reason else message
+
+
+def _failure_body(c: CriterionResult) -> str:
+    reason, partial, rest = split_details(c.details)
+    lines = []
+    if c.error is not None:
+        lines.append(f"Error: {c.error}")
+    if reason:
+        lines.append(f"Reason: {reason}")
+    for key, items in partial.items():
+        lines.append(f"{key.capitalize()} ({len(items)}):")
+        lines += [f"  - {partial_item_text(item)}" for item in items]
+    if rest:
+        lines += ["Details:", to_json_text(rest, indent=2)]
+    return _safe("\n".join(lines), VALUE_LIMIT * 2)
+
+
+def _case_output(result: EvalCaseResult) -> str:
+    """The ``<system-out>`` of a case: what the agent did, section by section."""
+    sections: list[tuple[str, str]] = []
+    if result.actual_response:
+        sections.append(("Agent Response", _safe(result.actual_response, VALUE_LIMIT)))
+    calls = tool_call_views(result.actual_tool_calls)
+    if calls:
+        body = []
+        for call in calls:
+            body.append(f"{call.name}({_safe(call.args_text, VALUE_LIMIT)})")
+            if call.error:
+                body.append(f"  error: {_safe(call.error, VALUE_LIMIT)}")
+            elif call.result is not None:
+                body.append(f"  -> {_safe(to_json_text(call.result), VALUE_LIMIT)}")
+        sections.append((f"Tool Calls ({len(calls)})", "\n".join(body)))
+    steps = step_views(result.actual_trajectory)
+    if steps:
+        body = [f"{i + 1:>3}. [{s.kind}] {_safe(s.name, MESSAGE_LIMIT)}" for i, s in enumerate(steps)]
+        sections.append((f"Trajectory ({len(steps)} steps)", "\n".join(body)))
+    visits = node_visit_names(result.node_visits)
+    if visits:
+        sections.append(("Node Visits", _safe(" -> ".join(visits), VALUE_LIMIT)))
+    turns = turn_views(result.turn_results)
+    if turns:
+        body = []
+        for t in turns:
+            body += [
+                f"Turn {t.index}:",
+                f"  user: {_safe(t.user, VALUE_LIMIT)}",
+                f"  agent: {_safe(t.agent, VALUE_LIMIT)}",
+            ]
+            if t.tool_names:
+                body.append(f"  tools: {', '.join(t.tool_names)}")
+        sections.append((f"Turn Results ({len(turns)})", "\n".join(body)))
+    messages = message_views(result.messages)
+    if messages:
+        body = [f"[{role or '?'}] {_safe(text, MESSAGE_LIMIT)}" for role, text in messages]
+        sections.append((f"Messages ({len(messages)})", "\n".join(body)))
+    if result.criterion_results:
+        sections.append(("Criteria Results", "\n".join(_criterion_line(c) for c in result.criterion_results)))
+    if not result.token_usage.is_zero():
+        sections.append(
+            (
+                "Token Usage",
+                f"agent: {format_usage(result.agent_token_usage)}\ntotal: {format_usage(result.token_usage)}",
+            )
+        )
+    if not sections:
+        return "No execution data"
+    return clean_text("\n\n".join(f"=== {title} ===\n{body}" for title, body in sections))
+
+
+class JUnitXMLReporter(FileReporter):
+    """Renders the report as JUnit XML; error cases are ``<error>``, failed cases carry ``<failure>``s."""
+
+    default_filename = "junit.xml"
+
+    def __init__(self, suite_name: str = "agent-evaluation") -> None:
+        self.suite_name = suite_name
+
+    def to_xml(self, report: EvalReport) -> str:
+        root = self.build_tree(report)
+        ET.indent(root)
+        return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+    def render(self, report: EvalReport) -> str:
+        return self.to_xml(report)
+
+    def build_tree(self, report: EvalReport) -> ET.Element:
+        """The ``<testsuites>`` element tree (counts computed from the test cases actually written)."""
+        summary = report.summary
+        warnings = run_warnings(report)
+        suite = ET.Element("testsuite")
+        self._add_properties(suite, report, warnings)
+        counts = {"failures": 0, "errors": 0, "skipped": 0}
+        for result in report.results:
+            outcome = self._add_testcase(suite, report, result)
+            if outcome:
+                counts[outcome] += 1
+        _element(suite, "system-out", _safe(report.format_summary(), VALUE_LIMIT * 4))
+        _element(suite, "system-err", _safe("\n".join(f"WARNING: {w}" for w in warnings), VALUE_LIMIT * 4))
+        attrs = {
+            "name": self.suite_name,
+            "tests": len(report.results),
+            **counts,
+            "time": f"{summary.total_duration_seconds:.3f}",
+        }
+        suite.attrib.update({k: _safe(v, MESSAGE_LIMIT) for k, v in attrs.items()})
+        suite.attrib.update(
+            {
+                "timestamp": format_timestamp(report.timestamp, "%Y-%m-%dT%H:%M:%S"),
+                "hostname": _safe(socket.gethostname() or "localhost", MESSAGE_LIMIT),
+                "id": "0",
+                "package": _safe(report.eval_set_id, MESSAGE_LIMIT),
+            }
+        )
+        root = ET.Element("testsuites", {k: suite.attrib[k] for k in attrs})
+        root.append(suite)
+        return root
+
+    @staticmethod
+    def _add_properties(suite: ET.Element, report: EvalReport, warnings: list[str]) -> None:
+        summary = report.summary
+        props: list[tuple[str, Any]] = [
+            ("eval_set_id", report.eval_set_id),
+            ("eval_set_name", report.eval_set_name),
+            ("pass_rate", f"{summary.pass_rate:.4f}"),
+            ("avg_duration", f"{summary.avg_duration_seconds:.3f}"),
+            ("agent_tokens", summary.agent_token_usage.total_tokens),
+            ("judge_tokens", summary.judge_token_usage.total_tokens),
+            ("judge_cost_usd", f"{summary.judge_token_usage.cost_usd:.6f}"),
+        ]
+        props += [(f"warning.{i}", w) for i, w in enumerate(warnings)]
+        props += [(f"criterion.{name}", to_json_text(stats)) for name, stats in summary.criterion_stats.items()]
+        if report.config_used:
+            props.append(("config_used", to_json_text(report.config_used)))
+        if report.metadata:
+            props.append(("metadata", to_json_text(report.metadata)))
+        properties = ET.SubElement(suite, "properties")
+        for name, value in props:
+            ET.SubElement(
+                properties, "property", {"name": _safe(name, MESSAGE_LIMIT), "value": _safe(value, PROPERTY_LIMIT)}
+            )
+
+    @staticmethod
+    def _add_testcase(suite: ET.Element, report: EvalReport, result: EvalCaseResult) -> str | None:
+        """Append one ``<testcase>``; returns ``"errors"``, ``"failures"``, ``"skipped"`` or None (passed)."""
+        case = _element(
+            suite,
+            "testcase",
+            name=case_display_name(result),
+            classname=report.eval_set_id or "eval",
+            time=f"{result.duration_seconds:.3f}",
+        )
+        outcome: str | None = None
+        status = case_status(result)
+        if status == "error":
+            _element(case, "error", _safe(result.error, VALUE_LIMIT * 2), message=result.error, type="EvalCaseError")
+            outcome = "errors"
+        elif status == "fail":
+            failed = result.failed_criteria
+            for c in failed:
+                _element(case, "failure", _failure_body(c), message=_failure_message(c), type=c.criterion)
+            if not failed:
+                _element(case, "failure", message="case did not pass", type="EvalCaseFailure")
+            outcome = "failures"
+        elif status == "skipped":
+            reasons = "; ".join(f"{c.criterion}: {c.reason or 'not applicable'}" for c in result.criterion_results)
+            _element(case, "skipped", message=f"every criterion was skipped ({reasons})")
+            outcome = "skipped"
+        _element(case, "system-out", _case_output(result))
+        warnings = case_warnings(result)
+        if warnings:
+            _element(case, "system-err", _safe("\n".join(f"WARNING: {w}" for w in warnings), VALUE_LIMIT))
+        return outcome

@@ -1,0 +1,134 @@
+"""Text helpers shared by the reporters: sanitising untrusted text, shortening, JSON and number formats."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections.abc import Mapping
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel
+
+__all__ = [
+    "clean_text",
+    "format_cost",
+    "format_duration",
+    "format_timestamp",
+    "format_usage",
+    "jsonable",
+    "message_text",
+    "shorten",
+    "to_json_text",
+]
+
+# Characters that are unsafe to emit raw: C0 controls except tab and newline, a lone carriage return,
+# DEL, C1 controls, lone surrogates and the two non-characters XML 1.0 forbids (U+FFFE, U+FFFF).
+_UNSAFE_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def _visible_escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def clean_text(value: object) -> str:
+    """``str(value)`` made safe for terminals, HTML and XML 1.0.
+
+    Line endings are normalised to ``\\n``; every other control character (and anything XML 1.0 forbids)
+    becomes a visible escape such as ``\\x1b``, so nothing is silently lost and nothing raw gets through.
+    """
+    text = value if isinstance(value, str) else str(value)
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+    return _UNSAFE_CHARS.sub(_visible_escape, text)
+
+
+def shorten(text: str, limit: int | None) -> str:
+    """Cut ``text`` to ``limit`` characters, saying how much was left out (``None`` means no limit)."""
+    if limit is None or len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [{len(text) - limit:,} more characters]"
+
+
+def jsonable(value: Any) -> Any:
+    """Turn models, enums, sets, bytes and unknown objects into plain JSON values (unknown -> ``str``)."""
+    if isinstance(value, BaseModel):
+        return jsonable(value.model_dump(warnings=False))
+    if isinstance(value, Enum):
+        return jsonable(value.value)
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        return value.decode("utf-8", errors="replace")
+    return str(value)
+
+
+def to_json_text(value: Any, indent: int | None = None) -> str:
+    """JSON text of any value (strings stay strings, not re-quoted JSON); never raises."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(jsonable(value), indent=indent, ensure_ascii=False)
+    except (ValueError, RecursionError):
+        return repr(value)
+
+
+def message_text(content: Any) -> str:
+    """The readable text of a message ``content``: a string, or the text parts of a list-shaped content."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Mapping):
+        for key in ("text", "content"):
+            if isinstance(content.get(key), str):
+                return content[key]
+        return to_json_text(content)
+    if isinstance(content, (list, tuple)):
+        return "\n".join(part for part in (message_text(p) for p in content) if part)
+    return to_json_text(content)
+
+
+def format_timestamp(ts: float, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
+    """A Unix timestamp in local time (``"?"`` when it is not a usable number)."""
+    try:
+        return time.strftime(fmt, time.localtime(float(ts)))
+    except (TypeError, ValueError, OverflowError, OSError):
+        return "?"
+
+
+def format_duration(seconds: float) -> str:
+    """``0.123s``, ``12.35s``, ``2m 05.0s``."""
+    if seconds >= 60:
+        minutes, rest = divmod(seconds, 60)
+        return f"{int(minutes)}m {rest:04.1f}s"
+    return f"{seconds:.3f}s" if seconds < 1 else f"{seconds:.2f}s"
+
+
+def format_cost(usd: float) -> str:
+    """Dollar cost with enough decimals for judge-sized amounts: ``$0.0012``, ``$1.25``."""
+    if usd == 0:
+        return "$0"
+    return f"${usd:.2f}" if usd >= 1 else f"${usd:.4f}" if usd >= 0.0001 else f"${usd:.6f}"
+
+
+def format_usage(usage: Any) -> str:
+    """One line for a TokenUsage: totals, in/out split, cache reads, calls and cost when known."""
+    total = getattr(usage, "total_tokens", 0)
+    parts = [f"{total:,} tokens (in {usage.input_tokens:,} / out {usage.output_tokens:,})"]
+    if usage.cache_read_tokens:
+        parts.append(f"cache read {usage.cache_read_tokens:,}")
+    if usage.calls:
+        parts.append(f"{usage.calls:,} call{'s' if usage.calls != 1 else ''}")
+    if usage.cost_usd:
+        parts.append(format_cost(usage.cost_usd))
+    return ", ".join(parts)

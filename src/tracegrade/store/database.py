@@ -1,0 +1,87 @@
+"""Opening a DuckDB store file, with DuckDB's IO errors turned into clear tracegrade errors."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from tracegrade.errors import StoreError, StoreLockedError
+
+__all__ = ["fetch_arrow", "insert_arrow", "lock_holder_pid", "locked_error", "open_duckdb", "store_not_found"]
+
+_LOCK_PID = re.compile(r"Conflicting lock is held in .*?\(PID (\d+)\)", re.S)
+
+
+def lock_holder_pid(message: str) -> int | None:
+    """The pid DuckDB names in a "Could not set lock on file" error, if any."""
+    match = _LOCK_PID.search(message)
+    return int(match.group(1)) if match else None
+
+
+def store_not_found(path: Path) -> StoreError:
+    return StoreError(
+        f"store not found: {path} (create one with `tracegrade serve --store {path}` or `tracegrade import`)"
+    )
+
+
+def locked_error(path: Path, pid: int | None) -> StoreLockedError:
+    holder = f"pid {pid}" if pid is not None else "unknown pid"
+    return StoreLockedError(
+        f"store {path} is held by another process ({holder}); start `tracegrade serve --store {path}` "
+        "or stop that process"
+    )
+
+
+def open_duckdb(path: Path, *, read_only: bool, config: dict[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
+    """Connect to the store file; a lock, a corrupt file or a missing read-only store is a StoreError."""
+    if read_only and not path.exists():
+        raise store_not_found(path)
+    if path.is_dir():
+        raise StoreError(f"store path {path} is a directory; give a file name such as {path / 'tracegrade.duckdb'}")
+    try:
+        return duckdb.connect(str(path), read_only=read_only, config=config or {})
+    except duckdb.IOException as exc:
+        message = str(exc)
+        if "lock" in message.lower():
+            raise locked_error(path, lock_holder_pid(message)) from None
+        if "not a valid DuckDB database file" in message:
+            raise StoreError(
+                f"store {path} is not a valid DuckDB database (corrupt, truncated or another kind of file); "
+                "move it aside and recreate the store, or point --store at the right file"
+            ) from None
+        if "database does not exist" in message:
+            raise store_not_found(path) from None
+        raise StoreError(f"cannot open store {path}: {message}") from None
+    except duckdb.Error as exc:
+        raise StoreError(f"cannot open store {path}: {exc}") from None
+
+
+def fetch_arrow(relation: duckdb.DuckDBPyConnection) -> pa.Table:
+    """The pending result as an Arrow table (``to_arrow_table`` on new DuckDB, ``fetch_arrow_table`` on old)."""
+    fetch = getattr(relation, "to_arrow_table", None) or relation.fetch_arrow_table
+    return fetch()
+
+
+def insert_arrow(
+    con: duckdb.DuckDBPyConnection, table: str, batch: pa.Table, *, skip_existing_returning: str | None = None
+) -> list[Any]:
+    """Bulk-insert an Arrow table into ``table`` (matching columns by name).
+
+    With ``skip_existing_returning`` set, rows whose key already exists are skipped (ON CONFLICT DO
+    NOTHING) and the named column of each row actually inserted is returned.
+    """
+    view = f"_tracegrade_{table}_batch"
+    columns = ", ".join(batch.column_names)
+    sql = f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {view}"
+    if skip_existing_returning:
+        sql += f" ON CONFLICT DO NOTHING RETURNING {skip_existing_returning}"
+    con.register(view, batch)
+    try:
+        cursor = con.execute(sql)
+        return [row[0] for row in cursor.fetchall()] if skip_existing_returning else []
+    finally:
+        con.unregister(view)

@@ -1,0 +1,97 @@
+"""RemoteStore: read-only queries through a running `tracegrade serve` (its POST /v1/query endpoint).
+
+Used when the server holds the DuckDB file (DuckDB allows one read-write process per file, and no
+reader next to it). A small synchronous urllib client: the CLI has no event loop to share.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from tracegrade.errors import StoreError
+from tracegrade.store.results import QueryResult
+
+__all__ = ["RemoteStore"]
+
+
+def _error_text(body: bytes) -> str:
+    """The server's explanation from an error body (JSON with error/message, or plain text)."""
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(data, dict):
+        for key in ("error", "message", "detail"):
+            if isinstance(data.get(key), str):
+                return data[key]
+    return text
+
+
+class RemoteStore:
+    """Queries a store through the server at ``http_url`` (e.g. ``http://127.0.0.1:4318``)."""
+
+    def __init__(self, http_url: str, token: str | None = None, *, timeout: float = 60.0) -> None:
+        self.url = http_url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+
+    def __enter__(self) -> RemoteStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def is_alive(self, timeout: float = 2.0) -> bool:
+        """Does a server answer at this URL (any HTTP status counts: it is there)?"""
+        try:
+            with urllib.request.urlopen(f"{self.url}/healthz", timeout=timeout):
+                return True
+        except urllib.error.HTTPError:
+            return True
+        except (OSError, ValueError):
+            return False
+
+    def query(self, sql: str, params: Sequence[Any] | None = None) -> QueryResult:
+        """Run one read-only statement on the server; errors come back as StoreError."""
+        payload = json.dumps({"sql": sql, "params": list(params) if params is not None else []}, default=str)
+        request = urllib.request.Request(
+            f"{self.url}/v1/query",
+            data=payload.encode("utf-8"),
+            headers={"Content-Type": "application/json", "Accept": "application/json"},
+            method="POST",
+        )
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                data = json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            detail = _error_text(exc.read())
+            if exc.code in (401, 403):
+                raise StoreError(
+                    f"the tracegrade server at {self.url} refused the query ({exc.code}: {detail}); "
+                    "pass its token with --token or TRACEGRADE_TOKEN"
+                ) from None
+            raise StoreError(f"query failed on the tracegrade server at {self.url} ({exc.code}): {detail}") from None
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"the tracegrade server at {self.url} did not answer the query: {exc}") from None
+        try:
+            columns = [str(c) for c in data["columns"]]
+            rows = [tuple(r) for r in data["rows"]]
+        except (KeyError, TypeError) as exc:
+            raise StoreError(f"the tracegrade server at {self.url} sent an unexpected query answer: {exc}") from None
+        types = data.get("types") if isinstance(data.get("types"), list) else None
+        return QueryResult(columns, rows, types)
+
+    def query_arrow(self, sql: str, params: Sequence[Any] | None = None) -> pa.Table:
+        return self.query(sql, params).to_arrow()
+
+    def close(self) -> None:
+        """Nothing to release (one HTTP request per query)."""

@@ -1,0 +1,102 @@
+"""Plain result types of the store: what a write did and what a query returned."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+__all__ = ["QueryResult", "WriteResult", "json_safe"]
+
+
+@dataclass(slots=True)
+class WriteResult:
+    """Outcome of one committed write.
+
+    ``trace_ids`` are the traces that gained at least one new span or log record (duplicates that
+    changed nothing are left out), i.e. the traces whose trajectory rows need rebuilding.
+    """
+
+    spans_inserted: int = 0
+    spans_duplicate: int = 0
+    logs_inserted: int = 0
+    trace_ids: set[str] = field(default_factory=set)
+    logs_duplicate: int = 0
+
+
+@dataclass
+class QueryResult:
+    """Rows of a read-only query. ``types`` are DuckDB type names when known (``JSON``, ``TIMESTAMP``…)."""
+
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+    types: list[str] | None = None
+    arrow: pa.Table | None = field(default=None, repr=False)
+
+    def to_dicts(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.columns, row)) for row in self.rows]
+
+    def to_arrow(self) -> pa.Table:
+        """The rows as an Arrow table (DuckDB's own types when the query ran on a local file)."""
+        if self.arrow is not None:
+            return self.arrow
+        arrays = []
+        for index in range(len(self.columns)):
+            values = [row[index] for row in self.rows]
+            try:
+                arrays.append(pa.array(values))
+            except (pa.ArrowInvalid, pa.ArrowTypeError):
+                arrays.append(pa.array([None if v is None else _as_text(v) for v in values], pa.string()))
+        return pa.Table.from_arrays(arrays, names=list(self.columns))
+
+    def json_rows(self) -> list[dict[str, Any]]:
+        """Rows as JSON-ready objects: JSON columns parsed, timestamps ISO 8601, decimals as numbers,
+        bytes as base64, non-finite floats as null."""
+        json_columns = {i for i, t in enumerate(self.types or []) if t == "JSON"}
+        return [
+            {
+                column: _parsed_json(value) if index in json_columns else json_safe(value)
+                for index, (column, value) in enumerate(zip(self.columns, row))
+            }
+            for row in self.rows
+        ]
+
+
+def _parsed_json(value: Any) -> Any:
+    if not isinstance(value, str):
+        return json_safe(value)
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def json_safe(value: Any) -> Any:
+    """A DuckDB result value as a JSON value."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return str(value)
+
+
+def _as_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(json_safe(value))

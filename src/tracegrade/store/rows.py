@@ -1,0 +1,271 @@
+"""Conversions between span/log records and store rows: Arrow batches in, records back out.
+
+Filterable fields become typed columns; attribute maps, events, links, resources and log bodies become
+JSON text. JSON cannot hold bytes or non-finite floats: bytes are stored as base64 text and NaN/±Infinity
+as the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` (documented in SCHEMA.md).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pyarrow as pa
+
+from tracegrade.models.span import LogRecordData, SpanEvent, SpanLink, SpanRecord
+
+__all__ = [
+    "LOG_SELECT_COLUMNS",
+    "SPAN_SELECT_COLUMNS",
+    "dedupe_spans",
+    "from_json",
+    "log_from_row",
+    "logs_to_arrow",
+    "ns_to_datetime",
+    "span_from_row",
+    "spans_to_arrow",
+    "sql_string_list",
+    "to_json",
+    "utc_now",
+]
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    return str(value)
+
+
+def _finite(value: Any) -> Any:
+    """Replace non-finite floats (which JSON cannot express) by their names, recursively."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def to_json(value: Any) -> str:
+    """Compact JSON text for a store JSON column (valid JSON even for bytes and NaN)."""
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_json_default)
+    except ValueError:
+        return json.dumps(_finite(value), separators=(",", ":"), ensure_ascii=False, default=_json_default)
+
+
+def from_json(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def utc_now() -> datetime:
+    """Current UTC time as a naive datetime (DuckDB TIMESTAMP columns hold UTC)."""
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+_EPOCH = datetime(1970, 1, 1)
+
+
+def ns_to_datetime(ns: int | None) -> datetime | None:
+    """Unix nanoseconds as a naive UTC datetime (microsecond precision), like the *_time columns."""
+    return None if ns is None else _EPOCH + timedelta(microseconds=ns // 1000)
+
+
+def _ns_to_timestamps(values: list[int]) -> pa.Array:
+    return pa.array(values, pa.int64()).cast(pa.timestamp("ns")).cast(pa.timestamp("us"), safe=False)
+
+
+def sql_string_list(values: Iterable[str]) -> str:
+    """A SQL literal list ``('a','b')``; literal IN lists let DuckDB use the trace_id indexes."""
+    quoted = ["'" + v.replace("'", "''") + "'" for v in values]
+    return "(" + ",".join(quoted) + ")" if quoted else "(NULL)"
+
+
+def dedupe_spans(spans: Sequence[SpanRecord]) -> list[SpanRecord]:
+    """The spans with repeats of the same (trace_id, span_id) removed; the first one sent wins."""
+    seen: set[tuple[str, str]] = set()
+    unique = []
+    for span in spans:
+        key = (span.trace_id, span.span_id)
+        if key not in seen:
+            seen.add(key)
+            unique.append(span)
+    return unique
+
+
+def _event_dict(event: SpanEvent) -> dict[str, Any]:
+    return {
+        "name": event.name,
+        "time_ns": event.time_ns,
+        "attributes": event.attributes,
+        "dropped_attributes_count": event.dropped_attributes_count,
+    }
+
+
+def _link_dict(link: SpanLink) -> dict[str, Any]:
+    return {
+        "trace_id": link.trace_id,
+        "span_id": link.span_id,
+        "attributes": link.attributes,
+        "trace_state": link.trace_state,
+        "dropped_attributes_count": link.dropped_attributes_count,
+    }
+
+
+def spans_to_arrow(spans: Sequence[SpanRecord], received_at: datetime) -> pa.Table:
+    """One Arrow table in the column layout of the ``spans`` table (the fast bulk-insert path)."""
+    starts = [s.start_ns for s in spans]
+    ends = [s.end_ns for s in spans]
+    return pa.table(
+        {
+            "trace_id": [s.trace_id for s in spans],
+            "span_id": [s.span_id for s in spans],
+            "parent_span_id": pa.array([s.parent_span_id or None for s in spans], pa.string()),
+            "name": [s.name for s in spans],
+            "kind": [s.kind for s in spans],
+            "service_name": [s.service_name for s in spans],
+            "scope_name": [s.scope_name for s in spans],
+            "scope_version": [s.scope_version for s in spans],
+            "start_time": _ns_to_timestamps(starts),
+            "end_time": _ns_to_timestamps(ends),
+            "start_ns": pa.array(starts, pa.int64()),
+            "end_ns": pa.array(ends, pa.int64()),
+            "duration_ms": pa.array([s.duration_ns / 1e6 for s in spans], pa.float64()),
+            "status_code": [s.status_code for s in spans],
+            "status_message": [s.status_message for s in spans],
+            "attributes": [to_json(s.attributes) for s in spans],
+            "events": [to_json([_event_dict(e) for e in s.events]) for s in spans],
+            "links": [to_json([_link_dict(x) for x in s.links]) for s in spans],
+            "resource": [to_json(s.resource) for s in spans],
+            "trace_state": [s.trace_state for s in spans],
+            "flags": pa.array([s.flags for s in spans], pa.int64()),
+            "dropped_attributes_count": pa.array([s.dropped_attributes_count for s in spans], pa.int32()),
+            "dropped_events_count": pa.array([s.dropped_events_count for s in spans], pa.int32()),
+            "dropped_links_count": pa.array([s.dropped_links_count for s in spans], pa.int32()),
+            "received_at": pa.array([received_at] * len(spans), pa.timestamp("us")),
+        }
+    )
+
+
+def _log_key(record: LogRecordData, body: str, attributes: str, resource: str) -> str:
+    """Content hash that identifies a log record, so a re-sent log batch is stored once."""
+    parts = (
+        record.trace_id or "",
+        record.span_id or "",
+        str(record.time_ns),
+        str(record.observed_time_ns),
+        str(record.severity_number),
+        record.severity_text,
+        record.event_name,
+        record.scope_name,
+        body,
+        attributes,
+        resource,
+    )
+    return hashlib.blake2b("\x1f".join(parts).encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def logs_to_arrow(records: Sequence[LogRecordData], received_at: datetime) -> pa.Table:
+    """The unique log records (by content) as an Arrow table in the layout of the ``logs`` table."""
+    unique: list[LogRecordData] = []
+    encoded: dict[str, tuple[str, str, str]] = {}  # log_key -> (body, attributes, resource) JSON
+    for record in records:
+        body, attributes, resource = to_json(record.body), to_json(record.attributes), to_json(record.resource)
+        key = _log_key(record, body, attributes, resource)
+        if key not in encoded:
+            encoded[key] = (body, attributes, resource)
+            unique.append(record)
+    bodies, attribute_maps, resources = zip(*encoded.values()) if encoded else ((), (), ())
+    times = [r.time_ns or r.observed_time_ns for r in unique]
+    return pa.table(
+        {
+            "log_key": pa.array(list(encoded), pa.string()),
+            "trace_id": pa.array([r.trace_id or None for r in unique], pa.string()),
+            "span_id": pa.array([r.span_id or None for r in unique], pa.string()),
+            "time": _ns_to_timestamps(times),
+            "time_ns": pa.array([r.time_ns for r in unique], pa.int64()),
+            "observed_time_ns": pa.array([r.observed_time_ns for r in unique], pa.int64()),
+            "event_name": pa.array([r.event_name for r in unique], pa.string()),
+            "severity_number": pa.array([r.severity_number for r in unique], pa.int32()),
+            "severity_text": pa.array([r.severity_text for r in unique], pa.string()),
+            "body": pa.array(bodies, pa.string()),
+            "attributes": pa.array(attribute_maps, pa.string()),
+            "resource": pa.array(resources, pa.string()),
+            "service_name": pa.array([str(r.resource.get("service.name", "")) for r in unique], pa.string()),
+            "scope_name": pa.array([r.scope_name for r in unique], pa.string()),
+            "flags": pa.array([r.flags for r in unique], pa.int64()),
+            "dropped_attributes_count": pa.array([r.dropped_attributes_count for r in unique], pa.int32()),
+            "received_at": pa.array([received_at] * len(unique), pa.timestamp("us")),
+        }
+    )
+
+
+SPAN_SELECT_COLUMNS = (
+    "trace_id, span_id, parent_span_id, name, kind, scope_name, scope_version, start_ns, end_ns, "
+    "status_code, status_message, attributes, events, links, resource, trace_state, flags, "
+    "dropped_attributes_count, dropped_events_count, dropped_links_count"
+)
+
+
+def span_from_row(row: Sequence[Any]) -> SpanRecord:
+    """Rebuild a SpanRecord from a row selected with SPAN_SELECT_COLUMNS."""
+    (trace_id, span_id, parent, name, kind, scope_name, scope_version, start_ns, end_ns, status_code,
+     status_message, attributes, events, links, resource, trace_state, flags, dropped_attrs, dropped_events,
+     dropped_links) = row  # fmt: skip
+    return SpanRecord(
+        trace_id=trace_id,
+        span_id=span_id,
+        name=name,
+        start_ns=start_ns,
+        end_ns=end_ns,
+        parent_span_id=parent,
+        kind=kind,
+        attributes=json.loads(attributes),
+        events=[SpanEvent(**e) for e in json.loads(events)],
+        links=[SpanLink(**x) for x in json.loads(links)],
+        status_code=status_code,
+        status_message=status_message,
+        resource=json.loads(resource),
+        scope_name=scope_name,
+        scope_version=scope_version,
+        trace_state=trace_state,
+        flags=flags,
+        dropped_attributes_count=dropped_attrs,
+        dropped_events_count=dropped_events,
+        dropped_links_count=dropped_links,
+    )
+
+
+LOG_SELECT_COLUMNS = (
+    "trace_id, span_id, time_ns, observed_time_ns, event_name, severity_number, severity_text, body, "
+    "attributes, resource, scope_name, flags, dropped_attributes_count"
+)
+
+
+def log_from_row(row: Sequence[Any]) -> LogRecordData:
+    """Rebuild a LogRecordData from a row selected with LOG_SELECT_COLUMNS."""
+    (trace_id, span_id, time_ns, observed, event_name, severity_number, severity_text, body, attributes,
+     resource, scope_name, flags, dropped) = row  # fmt: skip
+    return LogRecordData(
+        time_ns=time_ns,
+        trace_id=trace_id,
+        span_id=span_id,
+        event_name=event_name,
+        body=from_json(body),
+        attributes=json.loads(attributes),
+        severity_number=severity_number,
+        severity_text=severity_text,
+        resource=json.loads(resource),
+        scope_name=scope_name,
+        observed_time_ns=observed,
+        flags=flags,
+        dropped_attributes_count=dropped,
+    )

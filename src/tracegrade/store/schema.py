@@ -1,0 +1,111 @@
+"""The store's versioned schema: migrations applied in order, each recorded in ``schema_version``.
+
+Every table and column is documented in SCHEMA.md next to this file. To change the schema, add
+``schema_vN.sql`` (ALTER/CREATE statements taking version N-1 to N) and a ``Migration`` entry; never
+edit a released migration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import duckdb
+
+from tracegrade.errors import StoreError
+from tracegrade.store.rows import utc_now
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "TABLES", "check_schema", "ensure_schema", "schema_version"]
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    description: str
+    script: str  # file name inside this package
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "spans, logs, traces, node_visits, tool_calls, llm_calls", "schema_v1.sql"),
+)
+SCHEMA_VERSION = MIGRATIONS[-1].version
+
+# tables a user can query or export, in dependency order
+TABLES: tuple[str, ...] = ("spans", "logs", "traces", "node_visits", "tool_calls", "llm_calls")
+
+_VERSION_TABLE = """
+CREATE TABLE IF NOT EXISTS schema_version (
+    version     INTEGER NOT NULL PRIMARY KEY,
+    description VARCHAR NOT NULL,
+    applied_at  TIMESTAMP NOT NULL
+)
+"""
+
+
+def _table_names(con: duckdb.DuckDBPyConnection) -> set[str]:
+    rows = con.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()
+    return {r[0] for r in rows}
+
+
+def schema_version(con: duckdb.DuckDBPyConnection) -> int | None:
+    """The highest applied migration, or None when the file has no ``schema_version`` table."""
+    if "schema_version" not in _table_names(con):
+        return None
+    return con.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()[0]
+
+
+def _not_a_store(path: Path) -> StoreError:
+    return StoreError(
+        f"{path} is a DuckDB database but not a tracegrade store (it has no schema_version table); "
+        "point --store at a tracegrade store or at a new file"
+    )
+
+
+def _too_new(path: Path, version: int) -> StoreError:
+    return StoreError(
+        f"store {path} has schema version {version}, newer than this tracegrade supports ({SCHEMA_VERSION}); "
+        "upgrade tracegrade"
+    )
+
+
+def ensure_schema(con: duckdb.DuckDBPyConnection, path: Path) -> int:
+    """Create or migrate the schema (read-write connections); returns the version now in place."""
+    version = schema_version(con)
+    if version is None and _table_names(con):
+        raise _not_a_store(path)
+    version = version or 0
+    if version > SCHEMA_VERSION:
+        raise _too_new(path, version)
+    for migration in MIGRATIONS:
+        if migration.version <= version:
+            continue
+        script = resources.files(__package__).joinpath(migration.script).read_text(encoding="utf-8")
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute(_VERSION_TABLE)
+            con.execute(script)
+            con.execute(
+                "INSERT INTO schema_version (version, description, applied_at) VALUES (?, ?, ?)",
+                [migration.version, migration.description, utc_now()],
+            )
+            con.execute("COMMIT")
+        except duckdb.Error as exc:
+            con.execute("ROLLBACK")
+            raise StoreError(f"migrating store {path} to schema version {migration.version} failed: {exc}") from exc
+    return SCHEMA_VERSION
+
+
+def check_schema(con: duckdb.DuckDBPyConnection, path: Path) -> int:
+    """Check a read-only connection's schema is one this tracegrade can read."""
+    version = schema_version(con)
+    if version is None:
+        raise _not_a_store(path)
+    if version > SCHEMA_VERSION:
+        raise _too_new(path, version)
+    if version < SCHEMA_VERSION:
+        raise StoreError(
+            f"store {path} has schema version {version}; this tracegrade needs {SCHEMA_VERSION}. "
+            f"Open it once read-write (`tracegrade serve --store {path}` or `tracegrade import`) to migrate it"
+        )
+    return version

@@ -1,0 +1,181 @@
+"""Trajectory tables: map one trace's stored spans (and logs) and turn the result into table rows.
+
+The same mapper as live capture (``tracegrade.trajectory.map_spans``) produces the ExecutionResult;
+this module only flattens it into rows of ``traces``, ``node_visits``, ``tool_calls`` and ``llm_calls``
+and replaces a trace's previous rows in one transaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from tracegrade.models.execution import ExecutionResult
+from tracegrade.models.span import LogRecordData, SpanRecord
+from tracegrade.store.database import insert_arrow
+from tracegrade.store.rows import ns_to_datetime, sql_string_list, to_json
+
+__all__ = ["TRAJECTORY_TABLES", "TrajectoryRows", "map_trace", "replace_trajectory_rows"]
+
+TRAJECTORY_TABLES = ("traces", "node_visits", "tool_calls", "llm_calls")
+
+
+@dataclass
+class TrajectoryRows:
+    """Rows of the trajectory tables for a set of traces, one list of row dicts per table."""
+
+    tables: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {t: [] for t in TRAJECTORY_TABLES})
+
+    def add(self, table: str, row: dict[str, Any]) -> None:
+        self.tables[table].append(row)
+
+
+def _as_int(value: Any) -> int | None:
+    try:
+        return None if value is None else int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _as_text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _duration_ms(start_ns: int, end_ns: int) -> float | None:
+    return (end_ns - start_ns) / 1e6 if start_ns and end_ns >= start_ns else None
+
+
+def _root_span(spans: list[SpanRecord]) -> SpanRecord:
+    """The earliest span whose parent is not in the trace (the earliest span when every parent is)."""
+    ids = {s.span_id for s in spans}
+    roots = [s for s in spans if not s.parent_span_id or s.parent_span_id not in ids] or spans
+    return min(roots, key=lambda s: s.start_ns)
+
+
+def _execute(spans: list[SpanRecord], logs: list[LogRecordData]) -> ExecutionResult:
+    """Run the shared mapper; a mapper failure becomes a mapping issue instead of stopping the rebuild."""
+    # imported here: the mapper pulls in every convention module, which plain store readers never need
+    from tracegrade.trajectory import map_spans
+
+    try:
+        return map_spans(spans, logs)
+    except Exception as exc:  # the store must keep every other trace current whatever one trace holds
+        return ExecutionResult(
+            trace_ids=[spans[0].trace_id],
+            content_captured=False,
+            response_captured=False,
+            mapping_issues=[f"the trajectory mapper failed on this trace: {type(exc).__name__}: {exc}"],
+        )
+
+
+def map_trace(
+    trace_id: str, spans: list[SpanRecord], logs: list[LogRecordData], updated_at: datetime, out: TrajectoryRows
+) -> None:
+    """Map one trace and append its rows to ``out``."""
+    execution = _execute(spans, logs)
+    root = _root_span(spans)
+    start_ns = min(s.start_ns for s in spans)
+    end_ns = max(s.end_ns for s in spans)
+    usage = execution.token_usage
+    meta = execution.metadata
+    out.add(
+        "traces",
+        {
+            "trace_id": trace_id,
+            "root_name": root.name,
+            "service_name": root.service_name,
+            "start_time": ns_to_datetime(start_ns),
+            "end_time": ns_to_datetime(end_ns),
+            "duration_ms": (end_ns - start_ns) / 1e6,
+            "status": execution.status,
+            "error": execution.error,
+            "convention": execution.convention,
+            "user_query": execution.user_query,
+            "final_response": execution.actual_response if execution.response_captured else None,
+            "response_captured": execution.response_captured,
+            "content_captured": execution.content_captured,
+            "span_count": len(spans),
+            "llm_calls": len(execution.llm_calls),
+            "tool_calls": len(execution.tool_calls),
+            "node_visits": len(execution.visits),
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "total_tokens": usage.total_tokens,
+            "eval_set_id": _as_text(meta.get("eval_set_id")),
+            "case_id": _as_text(meta.get("case_id")),
+            "turn_index": _as_int(meta.get("turn_index")),
+            "run_id": _as_text(meta.get("run_id")),
+            "conversation_id": execution.conversation_id,
+            "dropped_attributes": sum(s.dropped_attributes_count for s in spans),
+            "mapping_issues": to_json(execution.mapping_issues),
+            "execution": execution.model_dump_json(),
+            "updated_at": updated_at,
+        },
+    )
+    for seq, visit in enumerate(execution.visits):
+        out.add(
+            "node_visits",
+            {
+                "trace_id": trace_id,
+                "seq": seq,
+                "name": visit.name,
+                "span_id": visit.span_id,
+                "parent_name": visit.parent_name,
+                "parallel_group": visit.parallel_group,
+                "step": visit.step,
+                "start_time": ns_to_datetime(visit.start_ns) if visit.start_ns else None,
+                "duration_ms": _duration_ms(visit.start_ns, visit.end_ns),
+                "status": visit.status,
+            },
+        )
+    for seq, call in enumerate(execution.tool_calls):
+        out.add(
+            "tool_calls",
+            {
+                "trace_id": trace_id,
+                "seq": seq,
+                "name": call.name,
+                "call_id": call.call_id,
+                "arguments": to_json(call.args) if call.args_captured else None,
+                "result": to_json(call.result) if call.result_captured else None,
+                "args_captured": call.args_captured,
+                "result_captured": call.result_captured,
+                "error": call.error,
+                "duration_ms": None if call.duration_seconds is None else call.duration_seconds * 1000.0,
+                "span_id": call.span_id,
+            },
+        )
+    for seq, llm in enumerate(execution.llm_calls):
+        out.add(
+            "llm_calls",
+            {
+                "trace_id": trace_id,
+                "seq": seq,
+                "model": llm.model,
+                "provider": llm.provider,
+                "node": llm.node,
+                "input_tokens": llm.token_usage.input_tokens,
+                "output_tokens": llm.token_usage.output_tokens,
+                "total_tokens": llm.token_usage.total_tokens,
+                "output_text": llm.output_text,
+                "content_captured": llm.content_captured,
+                "finish_reason": llm.finish_reason,
+                "error": llm.error,
+                "span_id": llm.span_id,
+                "start_time": ns_to_datetime(llm.start_ns) if llm.start_ns else None,
+                "duration_ms": _duration_ms(llm.start_ns, llm.end_ns),
+            },
+        )
+
+
+def replace_trajectory_rows(con: duckdb.DuckDBPyConnection, trace_ids: list[str], rows: TrajectoryRows) -> None:
+    """Delete the trajectory rows of ``trace_ids`` and insert ``rows`` (the caller holds a transaction)."""
+    id_list = sql_string_list(trace_ids)
+    for table in TRAJECTORY_TABLES:
+        con.execute(f"DELETE FROM {table} WHERE trace_id IN {id_list}")
+        if rows.tables[table]:
+            insert_arrow(con, table, pa.Table.from_pylist(rows.tables[table]))

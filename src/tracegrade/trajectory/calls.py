@@ -1,0 +1,245 @@
+"""LLM calls and tool calls of a trace.
+
+Rules (span-conventions.md §9): an LLM span whose only nested LLM span has the same model is one call
+(usage from the leaf, content from whichever side has it); usage is counted on LLM spans only; a tool
+span without a call id (or with only a bare argument) is matched to the nearest preceding model
+``tool_call`` with the same name and arguments, then by order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracegrade.models.dataset import ToolCall
+from tracegrade.models.execution import LLMCall
+from tracegrade.models.json_values import json_equal, parse_json_maybe
+from tracegrade.models.results import TokenUsage
+from tracegrade.trajectory import sources
+from tracegrade.trajectory.messages import Message
+from tracegrade.trajectory.tree import Role, SpanNode
+from tracegrade.trajectory.values import as_args
+
+__all__ = ["ToolSpan", "build_tool_calls", "read_llm_calls", "read_tool_spans", "span_error"]
+
+
+def span_error(node: SpanNode) -> str | None:
+    """The error of a span with status ERROR: its status message, else its exception event."""
+    span = node.span
+    if span.status_code != "ERROR":
+        return None
+    if span.status_message:
+        return span.status_message
+    for event in span.events:
+        if event.name == "exception":
+            kind = event.attributes.get("exception.type")
+            message = event.attributes.get("exception.message")
+            return ": ".join(str(p) for p in (kind, message) if p) or "exception"
+    return "error"
+
+
+# -- LLM calls -----------------------------------------------------------------------------------
+
+
+def _compatible(a: str | None, b: str | None) -> bool:
+    return a is None or b is None or a.startswith(b) or b.startswith(a)
+
+
+def _only_inner_llm(node: SpanNode) -> SpanNode | None:
+    """The single nearest LLM span nested in ``node`` when it is the same model call (else None)."""
+    found: list[SpanNode] = []
+    stack = list(node.children)
+    while stack and len(found) < 2:
+        child = stack.pop()
+        if child.role == Role.LLM:
+            found.append(child)
+        else:
+            stack.extend(child.children)
+    if len(found) != 1:
+        return None
+    inner = found[0]
+    return inner if _compatible(sources.first(sources.MODEL, node), sources.first(sources.MODEL, inner)) else None
+
+
+def _output_text(messages: list[Message]) -> str | None:
+    texts = [m["content"] for m in messages if m.get("role") == "assistant" and m.get("content")]
+    return "\n".join(str(t) for t in texts) if texts else None
+
+
+def _requests(messages: list[Message]) -> list[ToolCall]:
+    return [
+        ToolCall(name=call["name"], args=as_args(call.get("arguments")), call_id=call.get("id"))
+        for message in messages
+        if message.get("role") == "assistant"
+        for call in message.get("tool_calls") or ()
+    ]
+
+
+def _usage(node: SpanNode) -> TokenUsage:
+    found = sources.first(sources.USAGE, node) or {}
+    return TokenUsage(calls=1, **found)
+
+
+def _read_llm(node: SpanNode, wrappers: list[SpanNode], visit: str | None) -> LLMCall:
+    chain = [node, *wrappers]
+    inputs = sources.first_of(sources.LLM_INPUT, chain)
+    outputs = sources.first_of(sources.LLM_OUTPUT, chain)
+    out_messages = outputs or []
+    return LLMCall(
+        model=sources.first_of(sources.MODEL, chain),
+        provider=sources.first_of(sources.PROVIDER, chain),
+        node=visit,
+        input_messages=inputs or [],
+        output_messages=out_messages,
+        output_text=_output_text(out_messages),
+        tool_call_requests=_requests(out_messages),
+        token_usage=_usage(node),
+        content_captured=inputs is not None or outputs is not None,
+        span_id=node.span_id,
+        start_ns=min(n.start for n in chain),
+        end_ns=max(n.end for n in chain),
+        finish_reason=sources.first_of(sources.FINISH_REASON, chain),
+        error=next((e for e in map(span_error, chain) if e), None),
+    )
+
+
+def read_llm_calls(order: list[SpanNode], visit_of: Callable[[SpanNode], str | None]) -> list[LLMCall]:
+    """One ``LLMCall`` per distinct model call, in execution order (``order`` is the trajectory walk)."""
+    calls: list[LLMCall] = []
+    wrappers: dict[int, list[SpanNode]] = {}
+    for node in order:
+        if node.role != Role.LLM:
+            continue
+        try:
+            inner = _only_inner_llm(node)
+            if inner is not None:
+                wrappers[inner.index] = [*wrappers.pop(node.index, []), node]
+                continue
+            calls.append(_read_llm(node, wrappers.pop(node.index, [])[::-1], visit_of(node)))
+        except Exception as exc:  # a malformed span must not stop the mapping
+            node.note(f"LLM call could not be read ({type(exc).__name__}: {exc})")
+            calls.append(LLMCall(node=visit_of(node), span_id=node.span_id, content_captured=False))
+    return calls
+
+
+# -- tool calls ----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ToolSpan:
+    """A tool span as read, before ids and arguments are recovered from the model's requests."""
+
+    node: SpanNode
+    name: str
+    args: Any  # None: not captured
+    result: Any  # None: not captured
+    call_id: str | None
+    error: str | None
+    matched: ToolCall | None = field(default=None)
+
+
+def read_tool_spans(order: list[SpanNode]) -> list[ToolSpan]:
+    tools = []
+    for node in order:
+        if node.role != Role.TOOL:
+            continue
+        try:
+            tools.append(
+                ToolSpan(
+                    node=node,
+                    name=sources.first(sources.TOOL_NAME, node) or node.name,
+                    args=sources.first(sources.TOOL_ARGS, node),
+                    result=sources.first(sources.TOOL_RESULT, node),
+                    call_id=sources.first(sources.TOOL_CALL_ID, node),
+                    error=span_error(node),
+                )
+            )
+        except Exception as exc:  # a malformed span must not stop the mapping
+            node.note(f"tool call could not be read ({type(exc).__name__}: {exc})")
+            tools.append(ToolSpan(node, node.name, None, None, None, span_error(node)))
+    return tools
+
+
+def _match_requests(tools: list[ToolSpan], calls: list[LLMCall]) -> None:
+    requests = [(call.start_ns, request) for call in calls for request in call.tool_call_requests]
+    if not requests:
+        return
+    used = [False] * len(requests)
+    by_id: dict[str, int] = {}
+    for i, (_, request) in enumerate(requests):
+        if request.call_id:
+            by_id.setdefault(request.call_id, i)
+    for tool in tools:
+        i = by_id.get(tool.call_id) if tool.call_id else None
+        if i is not None and not used[i]:
+            used[i] = True
+            tool.matched = requests[i][1]
+    for tool in tools:
+        if tool.call_id:
+            continue
+        candidates = [
+            i
+            for i, (start, request) in enumerate(requests)
+            if not used[i] and request.name == tool.name and start <= tool.node.start
+        ]
+        if not candidates:
+            continue
+        same_args = [
+            i for i in candidates if isinstance(tool.args, dict) and json_equal(requests[i][1].args, tool.args)
+        ]
+        i = same_args[-1] if same_args else candidates[0]
+        used[i] = True
+        tool.matched = requests[i][1]
+        tool.call_id = tool.matched.call_id
+
+
+def _tool_call(tool: ToolSpan) -> ToolCall:
+    args = tool.args
+    if tool.matched is not None and not isinstance(args, dict) and tool.matched.args:
+        args = tool.matched.args  # bare or missing arguments: the model's request has the object
+    elif args is not None and not isinstance(args, dict):
+        tool.node.note(f"tool {tool.name!r}: arguments are not an object; kept as {{'input': ...}}")
+    node = tool.node
+    return ToolCall(
+        name=tool.name,
+        args=as_args(args),
+        call_id=tool.call_id,
+        result=tool.result,
+        args_captured=args is not None,
+        result_captured=tool.result is not None,
+        error=tool.error,
+        duration_seconds=(node.end - node.start) / 1e9,
+        span_id=node.span_id,
+    )
+
+
+def _from_requests(calls: list[LLMCall]) -> list[ToolCall]:
+    """Tool calls known only from the model's requests (no tool spans): results from later tool messages."""
+    results: dict[str, Any] = {}
+    for call in calls:
+        for message in call.input_messages:
+            if message.get("role") == "tool" and message.get("tool_call_id"):
+                results.setdefault(message["tool_call_id"], message.get("content"))
+    out = []
+    for call in calls:
+        for request in call.tool_call_requests:
+            result = results.get(request.call_id) if request.call_id else None
+            out.append(
+                ToolCall(
+                    name=request.name,
+                    args=request.args,
+                    call_id=request.call_id,
+                    result=parse_json_maybe(result),
+                    result_captured=result is not None,
+                    span_id=call.span_id,
+                )
+            )
+    return out
+
+
+def build_tool_calls(tools: list[ToolSpan], calls: list[LLMCall]) -> list[ToolCall]:
+    if not tools:
+        return _from_requests(calls)
+    _match_requests(tools, calls)
+    return [_tool_call(tool) for tool in tools]

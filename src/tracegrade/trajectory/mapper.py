@@ -1,0 +1,253 @@
+"""``map_spans``: the spans of one trace (or one case) -> the ``ExecutionResult`` criteria grade.
+
+Steps: build the span tree (repairing what is broken), classify every span once, walk it in execution
+order collecting node visits, routing decisions, tool calls and LLM calls, then read the user query,
+the final answer and the conversation. Whatever could not be read is listed in ``mapping_issues``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from tracegrade.models.dataset import ToolCall, TrajectoryStep
+from tracegrade.models.execution import ExecutionResult, LLMCall, NodeResponseData, NodeVisit
+from tracegrade.models.span import LogRecordData, SpanRecord
+from tracegrade.trajectory import calls, native, sources
+from tracegrade.trajectory.messages import Message, last_user_text, message_key
+from tracegrade.trajectory.tree import Forest, Role, SpanNode, build_forest, preorder
+from tracegrade.trajectory.values import Issues
+
+__all__ = ["group_traces", "map_spans"]
+
+_RUN_DEPTH = 3  # how deep below a root the run-level (agent/workflow) spans are looked for
+_RUN_ROLES = frozenset({Role.WORKFLOW, Role.AGENT, Role.CHAIN, Role.OTHER})
+
+
+def group_traces(spans: Iterable[SpanRecord]) -> dict[str, list[SpanRecord]]:
+    """Spans by trace id, traces and spans in the order they arrived."""
+    grouped: dict[str, list[SpanRecord]] = {}
+    for span in spans:
+        grouped.setdefault(span.trace_id, []).append(span)
+    return grouped
+
+
+class _Walk:
+    """One pass over the spans in execution order: visits, steps, run-level spans, tool and LLM spans."""
+
+    def __init__(self, order: list[SpanNode], branches: dict[int, str]) -> None:
+        size = max((n.index for n in order), default=-1) + 1
+        self.visit_of: list[int] = [-1] * size  # index of the nearest enclosing visit span (or -1)
+        self.names: dict[int, str] = {}
+        self.visits: list[NodeVisit] = []
+        self.visit_parents: list[int] = []
+        self.entries: list[tuple[str, Any]] = []  # ("node", NodeVisit) | ("tool", SpanNode) | ("router", ...)
+        self.run_spans: list[SpanNode] = []
+        depth = [0] * size
+        for node in order:
+            parent = node.parent
+            outer = self.visit_of[parent.index] if parent is not None else -1
+            if parent is not None:
+                depth[node.index] = depth[parent.index] + 1
+            self.visit_of[node.index] = outer
+            role = node.role
+            if role in Role.VISITS:
+                self._visit(node, outer)
+            elif role == Role.TOOL:
+                self.entries.append(("tool", node))
+            elif role == Role.ROUTER:
+                self.entries.append(("router", (node, branches[node.index])))
+            if outer == -1 and role in _RUN_ROLES and depth[node.index] <= _RUN_DEPTH:
+                self.run_spans.append(node)
+
+    def _visit(self, node: SpanNode, outer: int) -> None:
+        name = sources.node_name(node)
+        self.names[node.index] = name
+        self.visit_of[node.index] = node.index
+        visit = NodeVisit(
+            name=name,
+            span_id=node.span_id,
+            parent_name=self.names.get(outer),
+            start_ns=node.start,
+            end_ns=node.end,
+            step=node.task.step if node.task is not None else None,
+            status=node.span.status_code,
+        )
+        self.visits.append(visit)
+        self.visit_parents.append(outer)
+        self.entries.append(("node", visit))
+
+    def visit_name(self, node: SpanNode) -> str | None:
+        return self.names.get(self.visit_of[node.index])
+
+
+def _assign_parallel_groups(visits: list[NodeVisit], parents: list[int]) -> None:
+    """Siblings of one LangGraph super-step, or siblings overlapping in time, share a parallel group."""
+    siblings: dict[int, list[NodeVisit]] = {}
+    for visit, parent in zip(visits, parents):
+        siblings.setdefault(parent, []).append(visit)
+    group = 0
+    for members in siblings.values():
+        if len(members) < 2:
+            continue
+        if all(v.step is not None for v in members):
+            clusters: dict[Any, list[NodeVisit]] = {}
+            for v in members:
+                clusters.setdefault(v.step, []).append(v)
+            candidates = list(clusters.values())
+        else:
+            candidates = _overlapping(sorted(members, key=lambda v: v.start_ns))
+        for cluster in candidates:
+            if len(cluster) > 1:
+                for v in cluster:
+                    v.parallel_group = group
+                group += 1
+
+
+def _overlapping(members: list[NodeVisit]) -> list[list[NodeVisit]]:
+    clusters: list[list[NodeVisit]] = []
+    end = -1
+    for v in members:
+        if clusters and v.start_ns < end:
+            clusters[-1].append(v)
+            end = max(end, v.end_ns)
+        else:
+            clusters.append([v])
+            end = v.end_ns
+    return clusters
+
+
+def _trajectory(entries: list[tuple[str, Any]], tools: dict[str, ToolCall], walk: _Walk) -> list[TrajectoryStep]:
+    steps = []
+    for kind, item in entries:
+        if kind == "node":
+            steps.append(TrajectoryStep.node(item.name, item.start_ns / 1e9, span_id=item.span_id))
+        elif kind == "tool":
+            call = tools.get(item.span_id)
+            if call is not None:
+                steps.append(
+                    TrajectoryStep.tool(
+                        call.name, call.args, item.start / 1e9, span_id=item.span_id, call_id=call.call_id
+                    )
+                )
+        else:
+            node, branch = item
+            source = walk.visit_name(node)
+            steps.append(TrajectoryStep.conditional(sources.node_name(node), branch, node.start / 1e9, source=source))
+    return steps
+
+
+def _conversation(llm_calls: list[LLMCall]) -> list[Message]:
+    """Every message once, in order; a message repeated within one call (same call made twice) is kept."""
+    seen: Counter[tuple[Any, ...]] = Counter()
+    out: list[Message] = []
+    for call in llm_calls:
+        local: Counter[tuple[Any, ...]] = Counter()
+        for message in (*call.input_messages, *call.output_messages):
+            key = message_key(message)
+            local[key] += 1
+            if local[key] > seen[key]:
+                seen[key] = local[key]
+                out.append(message)
+    return out
+
+
+def _node_responses(llm_calls: list[LLMCall]) -> list[NodeResponseData]:
+    responses = [
+        NodeResponseData(
+            node_name=call.node or "",
+            input_messages=call.input_messages,
+            response_text=call.output_text or "",
+            has_tool_calls=bool(call.tool_call_requests),
+            tool_call_names=[r.name for r in call.tool_call_requests],
+            timestamp=call.start_ns / 1e9,
+            token_usage=call.token_usage,
+        )
+        for call in llm_calls
+    ]
+    if responses and responses[-1].response_text and not responses[-1].has_tool_calls:
+        responses[-1].is_final = True
+    return responses
+
+
+def _final_llm_text(llm_calls: list[LLMCall]) -> str | None:
+    for call in reversed(llm_calls):
+        if call.output_text and not call.tool_call_requests:
+            return call.output_text
+    return next((c.output_text for c in reversed(llm_calls) if c.output_text), None)
+
+
+def _first_query(llm_calls: list[LLMCall]) -> str | None:
+    for call in llm_calls:
+        text = last_user_text(call.input_messages)
+        if text:
+            return text
+    return None
+
+
+def _root_status(forest: Forest) -> tuple[str, str | None]:
+    failed = next((r for r in forest.roots if r.span.status_code == "ERROR"), None)
+    if failed is not None:
+        return "ERROR", calls.span_error(failed)
+    return forest.roots[0].span.status_code, None
+
+
+def _empty(issues: Issues) -> ExecutionResult:
+    issues.add("no spans to map")
+    return ExecutionResult(response_captured=False, content_captured=False, mapping_issues=issues.as_list())
+
+
+def map_spans(spans: Iterable[SpanRecord], logs: Iterable[LogRecordData] = ()) -> ExecutionResult:
+    """Rebuild what an agent did from its spans (and the log records that carry content for them)."""
+    issues = Issues()
+    forest = build_forest(spans, logs, issues)
+    if not forest.nodes:
+        return _empty(issues)
+    branches = sources.classify_all(forest.nodes)
+    order = preorder(forest)
+    walk = _Walk(order, branches)
+    _assign_parallel_groups(walk.visits, walk.visit_parents)
+
+    llm_calls = calls.read_llm_calls(order, walk.visit_name)
+    tool_spans = calls.read_tool_spans(order)
+    tool_calls = calls.build_tool_calls(tool_spans, llm_calls)
+    steps = _trajectory(walk.entries, {tc.span_id: tc for tc in tool_calls if tc.span_id}, walk)
+
+    run_spans = walk.run_spans
+    query = sources.first_of(sources.RUN_QUERY, run_spans) or _first_query(llm_calls)
+    answer = sources.first_of(sources.RUN_ANSWER, run_spans) or _final_llm_text(llm_calls)
+    content_captured = (
+        query is not None
+        or answer is not None
+        or any(c.content_captured for c in llm_calls)
+        or any(t.args_captured or t.result_captured for t in tool_calls)
+    )
+    turn = next((n for n in order if native.is_turn(n)), None)
+    if turn is not None:
+        query = query or native.turn_input(turn)
+        answer = answer or native.turn_output(turn)
+    status, error = _root_status(forest)
+    start = min(r.start for r in forest.roots)
+    end = max(r.end for r in forest.roots)
+    return ExecutionResult(
+        tool_calls=tool_calls,
+        trajectory=steps,
+        messages=_conversation(llm_calls),
+        actual_response=answer or "",
+        node_responses=_node_responses(llm_calls),
+        node_visits=[v.name for v in walk.visits],
+        duration_seconds=max(0, end - start) / 1e9,
+        user_query=query,
+        response_captured=answer is not None,
+        content_captured=content_captured,
+        visits=walk.visits,
+        llm_calls=llm_calls,
+        convention=sources.trace_convention(forest.nodes),
+        trace_ids=forest.trace_ids,
+        conversation_id=sources.first_of(sources.CONVERSATION_ID, order),
+        status=status,
+        error=error,
+        mapping_issues=issues.as_list(),
+        metadata=native.turn_metadata(turn) if turn is not None else {},
+    )

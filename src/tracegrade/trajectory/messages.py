@@ -1,0 +1,299 @@
+"""Message-shape normalisation: every convention's messages become ``{role, content, tool_calls?, ...}``.
+
+Normalised message: ``role`` is ``system``/``user``/``assistant``/``tool``; ``content`` is text;
+``tool_calls`` (assistant) is a list of ``{id, name, arguments}``; tool results are separate ``tool``
+messages with ``tool_call_id`` (and ``name`` when known). A user message that only carries tool
+results (pydantic-ai before v6, ADK, Anthropic) becomes ``tool`` messages, so the "user" role always
+means something a person typed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tracegrade.trajectory.values import as_text
+
+__all__ = [
+    "build_messages",
+    "last_assistant_text",
+    "last_user_text",
+    "message_key",
+    "messages_from_any",
+    "normalise_role",
+    "normalise_tool_calls",
+    "tool_call",
+]
+
+Message = dict[str, Any]
+
+_ROLE_ALIASES = {
+    "user": "user",
+    "human": "user",
+    "assistant": "assistant",
+    "ai": "assistant",
+    "model": "assistant",
+    "bot": "assistant",
+    "system": "system",
+    "developer": "system",
+    "tool": "tool",
+    "function": "tool",
+    "ipython": "tool",
+}
+_TEXT_TYPES = frozenset({"text", "input_text", "output_text"})
+_CALL_TYPES = frozenset({"tool_call", "tool_use", "function_call"})
+_RESULT_TYPES = frozenset({"tool_call_response", "tool_result", "function_call_output", "function_response"})
+_LC_TYPES = frozenset({"human", "ai", "system", "tool", "function", "chat", "AIMessageChunk", "HumanMessageChunk"})
+_MAX_DEPTH = 6
+
+
+def normalise_role(role: Any, default: str) -> str:
+    """Map role spellings (``human``, ``ai``, ``model``, ``AIMessage``…) onto the four roles."""
+    if not isinstance(role, str) or not role:
+        return default
+    key = role.lower()
+    if key.endswith("messagechunk"):
+        key = key[: -len("messagechunk")]
+    elif key.endswith("message") and key != "message":
+        key = key[: -len("message")]
+    return _ROLE_ALIASES.get(key, default if key in ("unknown", "") else key)
+
+
+def _arguments(value: Any) -> Any:
+    if isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def tool_call(call_id: Any, name: Any, arguments: Any) -> Message:
+    """One requested tool call; JSON-text arguments (OpenAI, OpenInference, legacy keys) are decoded."""
+    return {
+        "id": call_id if isinstance(call_id, str) and call_id else None,
+        "name": name if isinstance(name, str) else str(name or ""),
+        "arguments": _arguments(arguments),
+    }
+
+
+def normalise_tool_calls(calls: Any) -> list[Message]:
+    """OpenAI (``{id, function:{name, arguments}}``), LangChain (``{name, args, id}``) and OTel shapes."""
+    calls = _arguments(calls)
+    if isinstance(calls, dict):
+        calls = [calls]
+    if not isinstance(calls, list):
+        return []
+    out = []
+    for item in calls:
+        if not isinstance(item, dict):
+            continue
+        function = item.get("function")
+        if isinstance(function, dict):
+            out.append(tool_call(item.get("id"), function.get("name"), function.get("arguments")))
+        else:
+            args = item.get("args", item.get("arguments", item.get("input")))
+            out.append(tool_call(item.get("id") or item.get("call_id"), item.get("name"), args))
+    return out
+
+
+def _block_text(block: Any) -> str:
+    if isinstance(block, str):
+        return block
+    text, _, _ = _split_content(block)
+    return text
+
+
+def _split_content(content: Any) -> tuple[str, list[Message], list[tuple[Any, str, Any]]]:
+    """Text, tool calls and tool results (``(call_id, text, name)``) of any content shape."""
+    if content is None:
+        return "", [], []
+    if isinstance(content, str):
+        return content, [], []
+    if isinstance(content, dict):
+        content = [content]
+    if not isinstance(content, list):
+        return as_text(content) or "", [], []
+    texts: list[str] = []
+    calls: list[Message] = []
+    results: list[tuple[Any, str, Any]] = []
+    for block in content:
+        if isinstance(block, str):
+            texts.append(block)
+            continue
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if "toolUse" in block and isinstance(block["toolUse"], dict):  # Bedrock / Strands
+            use = block["toolUse"]
+            calls.append(tool_call(use.get("toolUseId"), use.get("name"), use.get("input")))
+        elif "toolResult" in block and isinstance(block["toolResult"], dict):
+            res = block["toolResult"]
+            results.append((res.get("toolUseId"), _block_text(res.get("content")), None))
+        elif kind in _TEXT_TYPES or (kind is None and "text" in block):
+            value = block.get("text", block.get("content"))
+            if isinstance(value, str):
+                texts.append(value)
+        elif kind in _CALL_TYPES:
+            args = block.get("arguments", block.get("input", block.get("args")))
+            calls.append(tool_call(block.get("id") or block.get("call_id"), block.get("name"), args))
+        elif kind in _RESULT_TYPES:
+            value = next((block[k] for k in ("response", "result", "output", "content") if k in block), None)
+            call_id = block.get("id") or block.get("tool_use_id") or block.get("call_id")
+            results.append((call_id, value if isinstance(value, str) else as_text(value) or "", block.get("name")))
+    return "\n".join(texts), calls, results
+
+
+def build_messages(
+    role: str,
+    content: Any,
+    tool_calls: Any = None,
+    tool_call_id: Any = None,
+    name: Any = None,
+) -> list[Message]:
+    """Normalised message(s) for one source message (tool results split into their own ``tool`` messages)."""
+    text, calls, results = _split_content(content)
+    if tool_calls:
+        calls.extend(normalise_tool_calls(tool_calls))
+    out: list[Message] = []
+    for call_id, result_text, result_name in results:
+        message: Message = {"role": "tool", "content": result_text, "tool_call_id": call_id}
+        if result_name:
+            message["name"] = result_name
+        out.append(message)
+    if text or calls or not results:
+        message = {"role": role, "content": text}
+        if calls:
+            message["tool_calls"] = calls
+        if tool_call_id:
+            message["tool_call_id"] = tool_call_id
+        if name and role == "tool":
+            message["name"] = name
+        out.append(message)
+    return out
+
+
+def _lc_message(item: dict[str, Any]) -> list[Message] | None:
+    """LangChain serialisations: ``{"lc":1,"type":"constructor","id":[…,"AIMessage"],"kwargs":…}`` and
+    ``{"type":"ai","data":…}`` (plus a plain ``model_dump()`` with ``type`` and ``content``)."""
+    if item.get("lc") and item.get("type") == "constructor" and isinstance(item.get("kwargs"), dict):
+        ids = item.get("id")
+        cls = ids[-1] if isinstance(ids, list) and ids else ""
+        fields = item["kwargs"]
+        role = normalise_role(fields.get("role") or cls, "user")
+    elif item.get("type") in _LC_TYPES and isinstance(item.get("data"), dict):
+        fields = item["data"]
+        role = normalise_role(fields.get("role") or item["type"], "user")
+    elif item.get("type") in _LC_TYPES and "content" in item:
+        fields = item
+        role = normalise_role(item.get("role") or item["type"], "user")
+    else:
+        return None
+    return build_messages(
+        role, fields.get("content"), fields.get("tool_calls"), fields.get("tool_call_id"), fields.get("name")
+    )
+
+
+def _message_from_dict(item: dict[str, Any], default_role: str) -> list[Message] | None:
+    lc = _lc_message(item)
+    if lc is not None:
+        return lc
+    if "parts" in item:  # OTel GenAI
+        return build_messages(normalise_role(item.get("role"), default_role), item.get("parts"), name=item.get("name"))
+    if "role" in item or "content" in item or "tool_calls" in item:
+        return build_messages(
+            normalise_role(item.get("role"), default_role),
+            item.get("content"),
+            item.get("tool_calls"),
+            item.get("tool_call_id"),
+            item.get("name"),
+        )
+    return None
+
+
+def messages_from_any(value: Any, default_role: str, _depth: int = 0) -> list[Message] | None:
+    """Messages from a framework payload (state dicts, OpenAI requests/responses, LangChain results…).
+
+    Plain text becomes one message with ``default_role``; an unrecognised object gives None.
+    """
+    if value is None or _depth > _MAX_DEPTH:
+        return None
+    if isinstance(value, str):
+        return [{"role": default_role, "content": value}]
+    if isinstance(value, list):
+        out: list[Message] = []
+        found = False
+        for item in value:
+            if isinstance(item, (list, tuple)) and len(item) == 2 and all(isinstance(x, str) for x in item):
+                out.extend(build_messages(normalise_role(item[0], default_role), item[1]))  # ("user", "hi")
+                found = True
+                continue
+            sub = (
+                _message_from_dict(item, default_role)
+                if isinstance(item, dict)
+                else messages_from_any(item, default_role, _depth + 1)
+            )
+            if sub is not None:
+                out.extend(sub)
+                found = True
+        return out if found else None
+    if isinstance(value, dict):
+        for key in ("messages", "inputs", "outputs", "input", "output"):
+            if key in value:
+                found_messages = messages_from_any(value[key], default_role, _depth + 1)
+                if found_messages is not None:
+                    return found_messages
+        if isinstance(value.get("choices"), list):  # OpenAI chat completion
+            return messages_from_any(
+                [c.get("message") for c in value["choices"] if isinstance(c, dict) and c.get("message")],
+                "assistant",
+                _depth + 1,
+            )
+        if isinstance(value.get("generations"), list):  # LangChain LLMResult
+            return _generations(value["generations"])
+        return _message_from_dict(value, default_role)
+    return None
+
+
+def _generations(generations: list[Any]) -> list[Message]:
+    out: list[Message] = []
+    stack = list(reversed(generations))
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(reversed(item))
+        elif isinstance(item, dict):
+            message = item.get("message")
+            found = _message_from_dict(message, "assistant") if isinstance(message, dict) else None
+            if found is None and isinstance(item.get("text"), str):
+                found = [{"role": "assistant", "content": item["text"]}]
+            out.extend(found or [])
+    return out
+
+
+def _canonical(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def message_key(message: Message) -> tuple[Any, ...]:
+    """Identity of a message for de-duplication (tool-call ids ignored: ADK history ids are synthetic)."""
+    calls = message.get("tool_calls")
+    calls_key = tuple((c.get("name"), _canonical(c.get("arguments"))) for c in calls) if calls else ()
+    return (message.get("role"), message.get("content"), calls_key, message.get("name"))
+
+
+def last_user_text(messages: list[Message]) -> str | None:
+    """Text of the last user message (the query a run answered), or None."""
+    for message in reversed(messages):
+        if message.get("role") == "user" and message.get("content"):
+            return str(message["content"])
+    return None
+
+
+def last_assistant_text(messages: list[Message]) -> str | None:
+    for message in reversed(messages):
+        if message.get("role") == "assistant" and message.get("content"):
+            return str(message["content"])
+    return None

@@ -1,0 +1,77 @@
+"""tracegrade's own attributes (INTERFACES §2): ``tracegrade.span.kind`` helper spans and the
+``tracegrade.turn`` root of a live eval-case turn (a wrapper, whose input/output are only fallbacks).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracegrade.trajectory.tree import Role, SpanNode
+from tracegrade.trajectory.values import as_int, as_text
+
+_KIND_ROLES = {"node": Role.NODE, "tool": Role.TOOL, "llm": Role.LLM}
+TURN_PREFIX = "tracegrade.turn"
+_METADATA_KEYS = {
+    "tracegrade.eval_set.id": "eval_set_id",
+    "tracegrade.case.id": "case_id",
+    "tracegrade.turn.index": "turn_index",
+    "tracegrade.run.id": "run_id",
+}
+
+
+def is_turn(node: SpanNode) -> bool:
+    # by name only: the collector also stamps tracegrade.case.id on every span started inside a case
+    return node.name == TURN_PREFIX or node.name.startswith(TURN_PREFIX + " ")
+
+
+def classify(node: SpanNode) -> str | None:
+    kind = node.attrs.get("tracegrade.span.kind")
+    if isinstance(kind, str) and kind in _KIND_ROLES:
+        return _KIND_ROLES[kind]
+    if is_turn(node):
+        return Role.WORKFLOW
+    return None
+
+
+def node_name(node: SpanNode) -> str | None:
+    value = node.attrs.get("tracegrade.node.name")
+    return value if isinstance(value, str) and value else None
+
+
+def tool_name(node: SpanNode) -> str | None:
+    value = node.attrs.get("tracegrade.tool.name")
+    return value if isinstance(value, str) and value else None
+
+
+def tool_args(node: SpanNode) -> Any:
+    return node.parsed("tracegrade.tool.arguments", expect_json=True)
+
+
+def tool_result(node: SpanNode) -> Any:
+    return node.parsed("tracegrade.tool.result")
+
+
+def tool_call_id(node: SpanNode) -> str | None:
+    value = node.attrs.get("tracegrade.tool.call_id")
+    return value if isinstance(value, str) and value else None
+
+
+def turn_metadata(node: SpanNode) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, field in _METADATA_KEYS.items():
+        if key in node.attrs:
+            found[field] = as_int(node.attrs[key]) if field == "turn_index" else node.attrs[key]
+    return found
+
+
+def turn_input(node: SpanNode) -> str | None:
+    return as_text(node.attrs.get("tracegrade.turn.input"))
+
+
+def turn_output(node: SpanNode) -> str | None:
+    return as_text(node.attrs.get("tracegrade.turn.output"))
+
+
+def conversation_id(node: SpanNode) -> str | None:
+    value = node.attrs.get("tracegrade.thread_id")
+    return value if isinstance(value, str) and value else None

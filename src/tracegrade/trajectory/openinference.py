@@ -1,0 +1,242 @@
+"""OpenInference conventions: flattened ``llm.*`` messages, ``input.value``/``output.value``, LangGraph node
+metadata (openinference-instrumentation-langchain) and the OpenAI Agents SDK tree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracegrade.trajectory import langchain
+from tracegrade.trajectory.langgraph import GraphTask, graph_task
+from tracegrade.trajectory.messages import (
+    Message,
+    build_messages,
+    last_assistant_text,
+    last_user_text,
+    messages_from_any,
+    normalise_role,
+)
+from tracegrade.trajectory.tree import Role, SpanNode
+from tracegrade.trajectory.values import as_int, group_indexed
+
+_KIND_ROLES = {
+    "LLM": Role.LLM,
+    "TOOL": Role.TOOL,
+    "AGENT": Role.AGENT,
+    "CHAIN": Role.CHAIN,
+}
+
+
+def classify(node: SpanNode) -> str | None:
+    kind = node.attrs.get("openinference.span.kind")
+    if not isinstance(kind, str) or not kind:
+        return None
+    role = _KIND_ROLES.get(kind.upper(), Role.OTHER)
+    if role == Role.AGENT and is_langchain(node):
+        return Role.CHAIN  # LangChain marks AGENT when the name contains "agent"; langgraph_node decides
+    return role
+
+
+def is_langchain(node: SpanNode) -> bool:
+    return "langchain" in node.span.scope_name or isinstance(metadata(node).get("ls_integration"), str)
+
+
+def metadata(node: SpanNode) -> dict[str, Any]:
+    value = node.parsed("metadata")
+    return value if isinstance(value, dict) else {}
+
+
+def task(node: SpanNode) -> GraphTask | None:
+    if "metadata" not in node.attrs:
+        return None
+    return graph_task(metadata(node))
+
+
+def has_agent_identity(node: SpanNode) -> bool:
+    return "agent.name" in node.attrs or "graph.node.id" in node.attrs
+
+
+# -- LLM content ---------------------------------------------------------------------------------
+
+
+def _flattened(node: SpanNode, prefix: str, default_role: str) -> list[Message] | None:
+    grouped = group_indexed(node.attrs, prefix)
+    if grouped is None:
+        return None
+    out: list[Message] = []
+    for index in sorted(grouped):
+        fields = grouped[index]
+        content: Any = fields.get("message.content")
+        blocks = group_indexed(fields, "message.contents.")
+        if content is None and blocks:
+            content = [
+                {"type": "text", "text": blocks[i].get("message_content.text")}
+                for i in sorted(blocks)
+                if blocks[i].get("message_content.type", "text") == "text"
+            ]
+        calls = group_indexed(fields, "message.tool_calls.")
+        tool_calls = (
+            [
+                {
+                    "id": calls[i].get("tool_call.id"),
+                    "function": {
+                        "name": calls[i].get("tool_call.function.name"),
+                        "arguments": calls[i].get("tool_call.function.arguments"),
+                    },
+                }
+                for i in sorted(calls)
+            ]
+            if calls
+            else None
+        )
+        out += build_messages(
+            normalise_role(fields.get("message.role"), default_role),
+            content,
+            tool_calls,
+            fields.get("message.tool_call_id"),
+            fields.get("message.name"),
+        )
+    return out
+
+
+def input_messages(node: SpanNode) -> list[Message] | None:
+    found = _flattened(node, "llm.input_messages.", "user")
+    if found is None:
+        prompts = group_indexed(node.attrs, "llm.prompts.")
+        if prompts:
+            found = [{"role": "user", "content": str(prompts[i].get("prompt.text", ""))} for i in sorted(prompts)]
+    return found
+
+
+def output_messages(node: SpanNode) -> list[Message] | None:
+    found = _flattened(node, "llm.output_messages.", "assistant")
+    if found is None:
+        choices = group_indexed(node.attrs, "llm.choices.")
+        if choices:
+            found = [
+                {"role": "assistant", "content": str(choices[i].get("completion.text", ""))} for i in sorted(choices)
+            ]
+    return found
+
+
+def io_input_messages(node: SpanNode) -> list[Message] | None:
+    return messages_from_any(node.parsed("input.value"), "user")
+
+
+def io_output_messages(node: SpanNode) -> list[Message] | None:
+    return messages_from_any(node.parsed("output.value"), "assistant")
+
+
+# -- LLM facts -----------------------------------------------------------------------------------
+
+
+def model(node: SpanNode) -> str | None:
+    for key in ("llm.response.model_name", "llm.model_name", "llm.request.model_name"):
+        value = node.attrs.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def provider(node: SpanNode) -> str | None:
+    for key in ("llm.provider", "llm.system"):
+        value = node.attrs.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+_USAGE_KEYS = {
+    "input_tokens": "llm.token_count.prompt",
+    "output_tokens": "llm.token_count.completion",
+    "cache_read_tokens": "llm.token_count.prompt_details.cache_read",
+    "cache_creation_tokens": "llm.token_count.prompt_details.cache_write",
+}
+
+
+def usage(node: SpanNode) -> dict[str, int] | None:
+    found = {field: as_int(node.attrs.get(key)) for field, key in _USAGE_KEYS.items()}
+    clean = {k: v for k, v in found.items() if v is not None}
+    return clean or None
+
+
+def finish_reason(node: SpanNode) -> str | None:
+    value = node.attrs.get("llm.finish_reason")
+    return value if isinstance(value, str) and value else None
+
+
+# -- tools ---------------------------------------------------------------------------------------
+
+
+def tool_name(node: SpanNode) -> str | None:
+    value = node.attrs.get("tool.name")
+    return value if isinstance(value, str) and value else None
+
+
+def _tool_input(node: SpanNode) -> tuple[Any, str | None] | None:
+    value = node.parsed("input.value")
+    if value is None:
+        return None
+    unwrapped = langchain.tool_input(value)
+    return unwrapped if unwrapped is not None else (value, None)
+
+
+def _tool_output(node: SpanNode) -> tuple[Any, str | None] | None:
+    value = node.parsed("output.value")
+    if value is None:
+        return None
+    unwrapped = langchain.tool_output(value)
+    return unwrapped if unwrapped is not None else (value, None)
+
+
+def tool_args(node: SpanNode) -> Any:
+    found = node.memo("#oi.tool_input", _tool_input)
+    return found[0] if found else None
+
+
+def tool_result(node: SpanNode) -> Any:
+    found = node.memo("#oi.tool_output", _tool_output)
+    return found[0] if found else None
+
+
+def tool_call_id(node: SpanNode) -> str | None:
+    for key in ("tool.id", "tool_call.id"):
+        value = node.attrs.get(key)
+        if isinstance(value, str) and value:
+            return value
+    for key, reader in (("#oi.tool_output", _tool_output), ("#oi.tool_input", _tool_input)):
+        found = node.memo(key, reader)
+        if found and found[1]:
+            return found[1]
+    return None
+
+
+# -- agents, routing and runs --------------------------------------------------------------------
+
+
+def agent_name(node: SpanNode) -> str | None:
+    for key in ("agent.name", "graph.node.id"):
+        value = node.attrs.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def routing_output(node: SpanNode) -> Any:
+    return node.parsed("output.value")
+
+
+def run_query(node: SpanNode) -> str | None:
+    found = messages_from_any(node.parsed("input.value"), "user")
+    return last_user_text(found) if found else None
+
+
+def run_answer(node: SpanNode) -> str | None:
+    value = node.parsed("output.value")
+    found = messages_from_any(value, "assistant")
+    return last_assistant_text(found) if found else None
+
+
+def conversation_id(node: SpanNode) -> str | None:
+    value = node.attrs.get("session.id")
+    return value if isinstance(value, str) and value else None

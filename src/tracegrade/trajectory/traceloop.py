@@ -1,0 +1,218 @@
+"""OpenLLMetry / Traceloop conventions: ``traceloop.*`` span kinds and entity payloads (0.47 legacy and
+0.62), legacy flattened ``gen_ai.prompt.N``/``gen_ai.completion.N`` messages, LangGraph association
+properties, and the ``invoke_agent X`` -> ``X.workflow`` pair of 0.62.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracegrade.trajectory import langchain
+from tracegrade.trajectory.langgraph import GraphTask, graph_task
+from tracegrade.trajectory.messages import (
+    Message,
+    build_messages,
+    last_assistant_text,
+    last_user_text,
+    messages_from_any,
+    normalise_role,
+)
+from tracegrade.trajectory.tree import Role, SpanNode
+from tracegrade.trajectory.values import group_indexed, load_json
+
+_KIND_ROLES = {
+    "workflow": Role.WORKFLOW,
+    "task": Role.NODE,
+    "agent": Role.AGENT,
+    "tool": Role.TOOL,
+}
+_LLM_REQUEST_TYPES = frozenset({"chat", "completion", "llm"})
+_ASSOCIATION = "traceloop.association.properties."
+
+
+def classify(node: SpanNode) -> str | None:
+    kind = node.attrs.get("traceloop.span.kind")
+    if isinstance(kind, str) and kind:
+        return _KIND_ROLES.get(kind, Role.OTHER)
+    request_type = node.attrs.get("llm.request.type")
+    if isinstance(request_type, str) and request_type:
+        return Role.LLM if request_type in _LLM_REQUEST_TYPES else Role.OTHER
+    return None
+
+
+def is_traceloop(node: SpanNode) -> bool:
+    attrs = node.attrs
+    return "traceloop.span.kind" in attrs or "llm.request.type" in attrs or "traceloop.workflow.name" in attrs
+
+
+def association(node: SpanNode) -> dict[str, Any]:
+    return node.memo(
+        "#traceloop.association",
+        lambda n: {k[len(_ASSOCIATION) :]: v for k, v in n.attrs.items() if k.startswith(_ASSOCIATION)},
+    )
+
+
+def task(node: SpanNode) -> GraphTask | None:
+    if _ASSOCIATION + "langgraph_node" not in node.attrs:
+        return None
+    return graph_task(association(node))
+
+
+def is_workflow_twin(outer: SpanNode, inner: SpanNode) -> bool:
+    """``invoke_agent X`` whose child ``X.workflow`` repeats it (Traceloop 0.62): one graph run."""
+    return inner.attrs.get("traceloop.span.kind") == "workflow" and (
+        inner.name == f"{agent_label(outer)}.workflow" or inner.attrs.get("traceloop.entity.name") == agent_label(outer)
+    )
+
+
+def agent_label(node: SpanNode) -> str:
+    value = node.attrs.get("gen_ai.agent.name")
+    return value if isinstance(value, str) else node.name.removeprefix("invoke_agent ")
+
+
+# -- legacy flattened messages -------------------------------------------------------------------
+
+
+def _content(value: Any) -> Any:
+    """Legacy content is text, JSON-encoded text (``'""'``) or JSON content blocks."""
+    if isinstance(value, str) and value[:1] in ('"', "[", "{"):
+        parsed, problem = load_json(value, expect_json=True)
+        if problem is None and isinstance(parsed, (str, list, dict)):
+            return parsed
+    return value
+
+
+def _legacy(node: SpanNode, prefix: str, default_role: str) -> list[Message] | None:
+    grouped = group_indexed(node.attrs, prefix)
+    if grouped is None:
+        return None
+    out: list[Message] = []
+    for index in sorted(grouped):
+        fields = grouped[index]
+        calls = group_indexed(fields, "tool_calls.")
+        tool_calls = (
+            [
+                {"id": calls[i].get("id"), "name": calls[i].get("name"), "arguments": calls[i].get("arguments")}
+                for i in sorted(calls)
+            ]
+            if calls
+            else None
+        )
+        out += build_messages(
+            normalise_role(fields.get("role"), default_role),
+            _content(fields.get("content")),
+            tool_calls,
+            fields.get("tool_call_id"),
+        )
+    return out
+
+
+def prompt_messages(node: SpanNode) -> list[Message] | None:
+    return _legacy(node, "gen_ai.prompt.", "user")
+
+
+def completion_messages(node: SpanNode) -> list[Message] | None:
+    return _legacy(node, "gen_ai.completion.", "assistant")
+
+
+def finish_reason(node: SpanNode) -> str | None:
+    value = node.attrs.get("gen_ai.completion.0.finish_reason")
+    return value if isinstance(value, str) and value else None
+
+
+# -- tools ---------------------------------------------------------------------------------------
+
+
+def tool_name(node: SpanNode) -> str | None:
+    if node.attrs.get("traceloop.span.kind") != "tool":
+        return None
+    value = node.attrs.get("traceloop.entity.name")
+    if isinstance(value, str) and value:
+        return value
+    return node.name.removesuffix(".tool")
+
+
+def _entity_input(node: SpanNode) -> tuple[Any, str | None] | None:
+    value = node.parsed("traceloop.entity.input")
+    if value is None:
+        return None
+    unwrapped = langchain.tool_input(value)
+    return unwrapped if unwrapped is not None else (value, None)
+
+
+def _entity_output(node: SpanNode) -> tuple[Any, str | None] | None:
+    value = node.parsed("traceloop.entity.output")
+    if value is None:
+        return None
+    unwrapped = langchain.tool_output(value)
+    return unwrapped if unwrapped is not None else (value, None)
+
+
+def tool_args(node: SpanNode) -> Any:
+    found = node.memo("#traceloop.input", _entity_input)
+    return found[0] if found else None
+
+
+def tool_result(node: SpanNode) -> Any:
+    found = node.memo("#traceloop.output", _entity_output)
+    return found[0] if found else None
+
+
+def tool_call_id(node: SpanNode) -> str | None:
+    for key, reader in (("#traceloop.input", _entity_input), ("#traceloop.output", _entity_output)):
+        found = node.memo(key, reader)
+        if found and found[1]:
+            return found[1]
+    return None
+
+
+# -- nodes, routing and runs ---------------------------------------------------------------------
+
+
+def agent_name(node: SpanNode) -> str | None:
+    value = node.attrs.get("traceloop.entity.name")
+    return value if isinstance(value, str) and value else None
+
+
+def _outputs(node: SpanNode) -> Any:
+    for key in ("gen_ai.task.output", "traceloop.entity.output"):
+        value = node.parsed(key)
+        if isinstance(value, dict) and "outputs" in value:
+            return value["outputs"]
+    return None
+
+
+def routing_output(node: SpanNode) -> Any:
+    return _outputs(node)
+
+
+def workflow_nodes(node: SpanNode) -> set[str]:
+    value = node.attrs.get("gen_ai.workflow.nodes")
+    return {v for v in value if isinstance(v, str)} if isinstance(value, (list, tuple)) else set()
+
+
+def run_query(node: SpanNode) -> str | None:
+    for key in ("traceloop.entity.input", "gen_ai.task.input"):
+        found = messages_from_any(node.parsed(key), "user")
+        text = last_user_text(found) if found else None
+        if text:
+            return text
+    return None
+
+
+def run_answer(node: SpanNode) -> str | None:
+    for key in ("traceloop.entity.output", "gen_ai.task.output"):
+        found = messages_from_any(node.parsed(key), "assistant")
+        text = last_assistant_text(found) if found else None
+        if text:
+            return text
+    return None
+
+
+def conversation_id(node: SpanNode) -> str | None:
+    props = association(node)
+    for key in ("session_id", "thread_id", "conversation_id"):
+        value = props.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None

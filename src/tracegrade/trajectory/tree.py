@@ -1,0 +1,252 @@
+"""The span tree of one trace (or case): de-duplication, parent links, cycles, orphans, times and ordering.
+
+Everything broken is repaired to the best usable shape and described in ``Issues``; nothing raises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from tracegrade.models.span import LogRecordData, SpanRecord
+from tracegrade.trajectory.values import Issues, load_json
+
+if TYPE_CHECKING:
+    from tracegrade.trajectory.langgraph import GraphTask
+
+__all__ = ["Forest", "Role", "SpanNode", "build_forest", "preorder"]
+
+
+class Role:
+    """What a span is to the trajectory (decided once per span, see ``sources.classify``)."""
+
+    LLM = "llm"
+    TOOL = "tool"
+    AGENT = "agent"  # an agent visit
+    NODE = "node"  # a graph node / task visit
+    WORKFLOW = "workflow"  # a wrapper around a whole run (not a visit)
+    ROUTER = "router"  # a routing function (conditional edge)
+    CHAIN = "chain"  # some other step, transparent
+    OTHER = "other"
+
+    VISITS = frozenset({AGENT, NODE})
+
+
+class SpanNode:
+    """One span in the tree, with its classification and a per-attribute cache of parsed JSON."""
+
+    __slots__ = (
+        "_parsed",
+        "attrs",
+        "children",
+        "convention",
+        "end",
+        "index",
+        "issues",
+        "logs",
+        "parent",
+        "role",
+        "span",
+        "start",
+        "task",
+    )
+
+    def __init__(self, span: SpanRecord, index: int, issues: Issues) -> None:
+        self.span = span
+        self.attrs: dict[str, Any] = span.attributes if isinstance(span.attributes, dict) else {}
+        self.index = index
+        self.issues = issues
+        self.parent: SpanNode | None = None
+        self.children: list[SpanNode] = []
+        self.role = Role.OTHER
+        self.convention: str | None = None
+        self.task: GraphTask | None = None
+        self.logs: list[LogRecordData] = []
+        self._parsed: dict[str, Any] | None = None
+        self.start = span.start_ns
+        self.end = span.end_ns
+
+    @property
+    def name(self) -> str:
+        return self.span.name
+
+    @property
+    def span_id(self) -> str:
+        return self.span.span_id
+
+    @property
+    def label(self) -> str:
+        return f"span {self.span.span_id} ({self.span.name!r})"
+
+    def parsed(self, key: str, expect_json: bool = False) -> Any:
+        """Attribute ``key`` with JSON text decoded once (None when absent).
+
+        Structured values (OTLP kvlist/array) come back as they are. Text that should be JSON but is
+        not (truncated, or plain text) comes back raw and is recorded as a mapping issue.
+        """
+        cache = self._parsed
+        if cache is None:
+            cache = self._parsed = {}
+        elif key in cache:
+            return cache[key]
+        value = self.attrs.get(key)
+        if isinstance(value, str):
+            value, problem = load_json(value, expect_json=expect_json)
+            if problem:
+                self.issues.add(f"{self.label}: attribute {key} {problem}")
+        cache[key] = value
+        return value
+
+    def memo(self, key: str, compute: Callable[[SpanNode], Any]) -> Any:
+        """``compute(self)`` once per span (cached with the parsed attributes under ``key``)."""
+        cache = self._parsed
+        if cache is None:
+            cache = self._parsed = {}
+        elif key in cache:
+            return cache[key]
+        value = cache[key] = compute(self)
+        return value
+
+    def note(self, message: str) -> None:
+        self.issues.add(f"{self.label}: {message}")
+
+    def ancestors(self) -> Iterator[SpanNode]:
+        node = self.parent
+        while node is not None:
+            yield node
+            node = node.parent
+
+
+class Forest:
+    """All spans of the input, linked into trees; ``roots`` ordered by start time."""
+
+    __slots__ = ("nodes", "roots", "trace_ids")
+
+    def __init__(self, nodes: list[SpanNode], roots: list[SpanNode], trace_ids: list[str]) -> None:
+        self.nodes = nodes
+        self.roots = roots
+        self.trace_ids = trace_ids
+
+
+def build_forest(spans: Iterable[SpanRecord], logs: Iterable[LogRecordData], issues: Issues) -> Forest:
+    nodes, by_key = _unique_nodes(spans, issues)
+    _link_parents(nodes, by_key)
+    _break_cycles(nodes)
+    roots = [n for n in nodes if n.parent is None]
+    for node in nodes:
+        if node.parent is not None:
+            node.parent.children.append(node)
+    _repair_times(roots)
+    roots.sort(key=_start_key)
+    _attach_logs(by_key, logs)
+    trace_ids = list(dict.fromkeys(n.span.trace_id for n in roots))
+    trace_ids += [t for t in dict.fromkeys(n.span.trace_id for n in nodes) if t not in trace_ids]
+    return Forest(nodes, roots, trace_ids)
+
+
+def _unique_nodes(
+    spans: Iterable[SpanRecord], issues: Issues
+) -> tuple[list[SpanNode], dict[tuple[str, str], SpanNode]]:
+    nodes: list[SpanNode] = []
+    by_key: dict[tuple[str, str], SpanNode] = {}
+    copies: dict[tuple[str, str], int] = {}
+    for span in spans:
+        key = (span.trace_id, span.span_id)
+        if key in by_key:
+            copies[key] = copies.get(key, 1) + 1
+            continue
+        node = SpanNode(span, len(nodes), issues)
+        by_key[key] = node
+        nodes.append(node)
+        if span.dropped_attributes_count:
+            node.note(
+                f"dropped {span.dropped_attributes_count} attributes (attribute count limit); "
+                "the oldest ones, such as early messages, may be missing"
+            )
+        if span.dropped_events_count:
+            node.note(f"dropped {span.dropped_events_count} events")
+    for key, count in copies.items():
+        by_key[key].note(f"appears {count} times with the same span id; kept the first copy")
+    return nodes, by_key
+
+
+def _link_parents(nodes: list[SpanNode], by_key: dict[tuple[str, str], SpanNode]) -> None:
+    for node in nodes:
+        parent_id = node.span.parent_span_id
+        if not parent_id:
+            continue
+        parent = by_key.get((node.span.trace_id, parent_id))
+        if parent is None:
+            node.note(f"its parent span {parent_id} is not among the spans; treated as a root")
+        else:
+            node.parent = parent
+
+
+def _break_cycles(nodes: list[SpanNode]) -> None:
+    done: set[int] = set()
+    for node in nodes:
+        path: list[SpanNode] = []
+        on_path: set[int] = set()
+        current: SpanNode | None = node
+        while current is not None and current.index not in done:
+            if current.index in on_path:
+                cycle = path[path.index(current) :]
+                names = ", ".join(n.span_id for n in cycle)
+                current.note(f"parent links form a cycle ({names}); treated this span as a root")
+                current.parent = None
+                break
+            on_path.add(current.index)
+            path.append(current)
+            current = current.parent
+        done.update(on_path)
+
+
+def _repair_times(roots: list[SpanNode]) -> None:
+    """Give spans without times a usable position (their parent's start) and note it."""
+    stack = [(root, 0) for root in roots]
+    while stack:
+        node, parent_start = stack.pop()
+        span = node.span
+        if span.start_ns <= 0:
+            node.start = parent_start
+            node.note("has no start time; ordered by its parent and position")
+        if span.end_ns <= 0:
+            node.end = node.start
+            node.note("has no end time; duration unknown")
+        elif span.end_ns < node.start:
+            node.end = node.start
+            node.note("ends before it starts; duration unknown")
+        stack.extend((child, node.start) for child in node.children)
+
+
+def _attach_logs(by_key: dict[tuple[str, str], SpanNode], logs: Iterable[LogRecordData]) -> None:
+    for record in logs:
+        if record.trace_id and record.span_id:
+            node = by_key.get((record.trace_id, record.span_id))
+            if node is not None:
+                node.logs.append(record)
+
+
+def _start_key(node: SpanNode) -> tuple[int, int]:
+    return (node.start, node.index)
+
+
+def _ordered(children: list[SpanNode]) -> list[SpanNode]:
+    """Siblings in execution order: LangGraph super-step first when every sibling has one, then start."""
+    if len(children) < 2:
+        return children
+    if all(c.task is not None and c.task.step is not None for c in children):
+        return sorted(children, key=lambda c: (c.task.step, c.start, c.index))  # type: ignore[union-attr]
+    return sorted(children, key=_start_key)
+
+
+def preorder(forest: Forest) -> list[SpanNode]:
+    """Every span once, parents before children, siblings in execution order."""
+    out: list[SpanNode] = []
+    stack = list(reversed(forest.roots))
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        if node.children:
+            stack.extend(reversed(_ordered(node.children)))
+    return out

@@ -1,0 +1,77 @@
+"""Hand-built OTLP requests for receiver tests (JSON documents and protobuf), and store look-ups over HTTP."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+from google.rpc import status_pb2
+
+from tests.support.server_otlp import HttpReply, otlp_json_to_proto, post
+
+__all__ = [
+    "count_spans",
+    "query",
+    "span_json",
+    "status_of",
+    "traces_json",
+    "traces_proto",
+    "unique_trace_id",
+]
+
+_ids = itertools.count(1)
+
+
+def unique_trace_id() -> str:
+    return f"{next(_ids):032x}"
+
+
+def span_json(trace_id: str, index: int, **fields: Any) -> dict[str, Any]:
+    """One valid OTLP/JSON span (hex ids, string nanoseconds); ``fields`` override or add keys."""
+    span = {
+        "traceId": trace_id,
+        "spanId": f"{index + 1:016x}",
+        "name": f"span {index}",
+        "kind": 1,
+        "startTimeUnixNano": str(1_700_000_000_000_000_000 + index * 1000),
+        "endTimeUnixNano": str(1_700_000_000_000_000_000 + index * 1000 + 500),
+        "attributes": [{"key": "index", "value": {"intValue": str(index)}}],
+    }
+    span.update(fields)
+    return span
+
+
+def traces_json(spans: list[dict[str, Any]], service: str = "bad-input-test") -> dict[str, Any]:
+    return {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": service}}]},
+                "scopeSpans": [{"scope": {"name": "tests"}, "spans": spans}],
+            }
+        ]
+    }
+
+
+def traces_proto(spans: list[dict[str, Any]]) -> bytes:
+    return otlp_json_to_proto(traces_json(spans))
+
+
+def status_of(reply: HttpReply) -> status_pb2.Status:
+    """The google.rpc.Status error body, in whichever encoding the server answered."""
+    if reply.headers.get("Content-Type", "").startswith("application/json"):
+        document = reply.json()
+        return status_pb2.Status(code=document.get("code", 0), message=document.get("message", ""))
+    return status_pb2.Status.FromString(reply.body)
+
+
+def query(http_url: str, sql: str, params: list[Any] | None = None, token: str | None = None) -> list[list[Any]]:
+    reply = post(
+        f"{http_url}/v1/query", json.dumps({"sql": sql, "params": params}).encode(), "application/json", token=token
+    )
+    assert reply.status == 200, reply.body
+    return reply.json()["rows"]
+
+
+def count_spans(http_url: str, trace_id: str, token: str | None = None) -> int:
+    return query(http_url, "SELECT count(*) FROM spans WHERE trace_id = ?", [trace_id], token=token)[0][0]

@@ -1,0 +1,168 @@
+"""``tracegrade validate`` and ``tracegrade schema``, driven through the real click group."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tracegrade.cli.main import cli
+from tracegrade.models import CriterionConfig, EvalConfig, EvalReport, EvalSet, MatchType, Rubric, ToolArgsRule
+from tracegrade.models.builder import EvalSetBuilder
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+@pytest.fixture()
+def good_set(tmp_path: Path) -> Path:
+    return_path = tmp_path / "good.evalset.json"
+    EvalSetBuilder("Weather").add_case("q1", "a1").add_multi_turn([("a", "b"), ("c", "d")]).save(return_path)
+    return return_path
+
+
+@pytest.fixture()
+def good_config(tmp_path: Path) -> Path:
+    path = tmp_path / "good.config.json"
+    EvalConfig.relaxed().to_file(path)
+    return path
+
+
+def test_valid_files_exit_zero_with_one_line_each(good_set: Path, good_config: Path, tmp_path: Path):
+    yaml_config = tmp_path / "c.yaml"
+    yaml_config.write_text("criteria:\n  node_order:\n    match_type: ANY_ORDER\n")
+    result = invoke("validate", str(good_set), str(good_config), str(yaml_config))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        f"ok    {good_set}: eval set 'Weather': 2 cases, 3 turns",
+        f"ok    {good_config}: config enabling trajectory, response_match",
+        f"ok    {yaml_config}: config enabling node_order",
+    ]
+
+
+def test_semantic_problems_of_an_eval_set(tmp_path: Path):
+    path = tmp_path / "bad.json"
+    path.write_text(
+        json.dumps(
+            {
+                "eval_cases": [
+                    {"eval_id": "a", "conversation": []},
+                    {"eval_id": "a", "conversation": [{"user_content": {"role": "user", "content": "  "}}]},
+                ]
+            }
+        )
+    )
+    result = invoke("validate", str(path))
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"error {path}: invalid eval set (3 problems):",
+        "  at $.eval_cases[0].conversation: case 'a' has no turns; add at least one invocation",
+        "  at $.eval_cases[1].eval_id: duplicate eval_id 'a' (also used at $.eval_cases[0]); "
+        "every case needs its own id",
+        "  at $.eval_cases[1].conversation[0].user_content: the user message is empty; give the turn a query",
+        "1 of 1 file invalid",
+    ]
+
+
+def test_empty_eval_set(tmp_path: Path):
+    path = tmp_path / "empty.json"
+    EvalSet(eval_set_id="e").to_file(path)
+    result = invoke("validate", str(path))
+    assert result.exit_code == 2 and "at $.eval_cases: the eval set has no cases" in result.stderr
+
+
+def test_semantic_problems_of_a_config(tmp_path: Path):
+    config = EvalConfig()
+    config.enable_criterion("rubric_based", CriterionConfig.rubric_based([]))
+    config.enable_criterion("contains_keywords", CriterionConfig(keywords=[]))
+    config.enable_criterion(
+        "trajectory",
+        CriterionConfig.trajectory(match_type=MatchType.IN_ORDER, tool_args={"book": ToolArgsRule(mode="keys")}),
+    )
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(config.model_dump(mode="json")))
+    result = invoke("validate", str(path))
+    assert result.exit_code == 2
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"error {path}: invalid config (3 problems):"
+    assert lines[1].startswith("  at $.criteria.rubric_based.rubrics: rubric_based is enabled without rubrics")
+    assert lines[2].startswith("  at $.criteria.contains_keywords.keywords: contains_keywords is enabled without")
+    assert lines[3].startswith("  at $.criteria.trajectory: tool_args['book']: mode 'keys' needs")
+
+
+def test_config_enabling_nothing(tmp_path: Path):
+    config = EvalConfig.default()
+    config.disable_criterion("trajectory")
+    config.disable_criterion("response_match")
+    path = tmp_path / "off.json"
+    config.to_file(path)
+    result = invoke("validate", str(path))
+    assert result.exit_code == 2 and "at $.criteria: no criterion is enabled" in result.stderr
+
+
+def test_every_file_is_reported_and_structural_errors_carry_paths(good_set: Path, tmp_path: Path):
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"eval_cases": [')
+    unknown_slot = tmp_path / "slot.json"
+    unknown_slot.write_text(json.dumps({"criteria": {"tool_trajectory_avg_score": {}}}))
+    ambiguous = tmp_path / "what.json"
+    ambiguous.write_text(json.dumps({"name": "x"}))
+    paths = [good_set, broken, unknown_slot, ambiguous, tmp_path / "no.json"]
+    result = invoke("validate", *map(str, paths))
+    assert result.exit_code == 2
+    assert f"ok    {good_set}" in result.stdout
+    err = result.stderr
+    assert f"error {broken}: invalid eval set" not in err  # undecodable: kind unknown
+    assert "at $: invalid JSON: Expecting value at line 1, column 17" in err
+    assert "at $.criteria.tool_trajectory_avg_score: unknown criterion slot 'tool_trajectory_avg_score'" in err
+    assert "cannot tell whether this is an eval set" in err and "--kind evalset|config" in err
+    assert "at $: file not found" in err
+    assert err.splitlines()[-1] == "4 of 5 files invalid"
+
+
+def test_kind_option_forces_the_model(tmp_path: Path):
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps({"name": "only a name"}))
+    assert invoke("validate", "--kind", "evalset", str(path)).exit_code == 2  # empty eval set
+    with_rubrics = EvalConfig().with_rubrics([Rubric(rubric_id="r", content="c")])
+    path.write_text(json.dumps(with_rubrics.model_dump(mode="json")))
+    assert invoke("validate", "--kind", "config", str(path)).exit_code == 0
+
+
+# --- schema ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("kind", "model"), [("evalset", EvalSet), ("config", EvalConfig), ("report", EvalReport)])
+def test_schema_validates_real_files(kind: str, model, tmp_path: Path):
+    jsonschema = pytest.importorskip("jsonschema")
+    result = invoke("schema", kind)
+    assert result.exit_code == 0, result.output
+    schema = json.loads(result.stdout)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    samples = {
+        "evalset": EvalSetBuilder("s").add_tool_test("q", "t", {"a": [1, {"b": None}]}).build(),
+        "config": EvalConfig.strict(),
+        "report": EvalReport.create("s", []),
+    }
+    assert not list(validator.iter_errors(samples[kind].model_dump(mode="json")))
+    assert list(validator.iter_errors({"eval_set_id": 5, "surprise": True}))
+
+
+def test_schema_rejects_unknown_criteria_slots_and_writes_files(tmp_path: Path):
+    jsonschema = pytest.importorskip("jsonschema")
+    out = tmp_path / "schemas" / "config.schema.json"
+    result = invoke("schema", "config", "-o", str(out))
+    assert result.exit_code == 0 and result.stdout == ""
+    validator = jsonschema.Draft202012Validator(json.loads(out.read_text()))
+    assert list(validator.iter_errors({"criteria": {"exact_match": {}}}))
+    assert not list(validator.iter_errors({"criteria": {"trajectory": {"match_type": "IN_ORDER"}}}))
+
+
+def test_schema_defaults_to_evalset_and_rejects_unknown_kinds():
+    assert json.loads(invoke("schema").stdout)["title"] == "EvalSet"
+    assert invoke("schema", "bogus").exit_code == 2

@@ -1,0 +1,335 @@
+"""TraceStore on real DuckDB files: schema, writes, duplicates, round trips, trajectories, errors."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+
+import duckdb
+import pytest
+
+from tracegrade.errors import StoreError, StoreLockedError
+from tracegrade.models.span import LogRecordData
+from tracegrade.store import (
+    SCHEMA_VERSION,
+    TABLES,
+    TraceStore,
+    check_read_only,
+    open_store_for_read,
+)
+from tracegrade.trajectory import map_spans
+
+from .support.store_records import FIXTURES, decode_fixture, holding_store, make_span, rich_span, trace_hex
+
+
+@pytest.fixture
+def store(tmp_path):
+    with TraceStore(tmp_path / "store.duckdb") as opened:
+        yield opened
+
+
+# ------------------------------------------------------------------------------------------- schema
+
+
+def test_new_store_has_every_table_and_records_its_schema_version(tmp_path):
+    path = tmp_path / "new.duckdb"
+    TraceStore(path).close()
+    TraceStore(path).close()  # reopening must not re-apply the migration
+    with TraceStore(path, read_only=True) as store:
+        versions = store.query("SELECT version, description, applied_at FROM schema_version").rows
+        tables = {r[0] for r in store.query("SELECT table_name FROM information_schema.tables").rows}
+    assert [v[0] for v in versions] == [SCHEMA_VERSION]
+    assert isinstance(versions[0][2], datetime)
+    assert set(TABLES) | {"schema_version"} <= tables
+
+
+def test_interface_columns_exist(store):
+    expected = {
+        "spans": "trace_id span_id parent_span_id name kind service_name scope_name start_time end_time start_ns "
+        "end_ns duration_ms status_code status_message attributes events links resource dropped_attributes_count "
+        "dropped_events_count dropped_links_count received_at",
+        "traces": "trace_id root_name service_name start_time end_time duration_ms status convention user_query "
+        "final_response content_captured span_count llm_calls tool_calls input_tokens output_tokens total_tokens "
+        "eval_set_id case_id turn_index run_id conversation_id dropped_attributes mapping_issues execution updated_at",
+        "node_visits": "trace_id seq name span_id parallel_group start_time duration_ms status",
+        "tool_calls": "trace_id seq name call_id arguments result args_captured error duration_ms span_id",
+        "llm_calls": "trace_id seq model provider node input_tokens output_tokens total_tokens output_text span_id "
+        "duration_ms",
+    }
+    for table, columns in expected.items():
+        present = set(store.query(f"SELECT * FROM {table} LIMIT 0").columns)
+        assert set(columns.split()) <= present, (table, set(columns.split()) - present)
+
+
+# ------------------------------------------------------------------------------------------- writes
+
+
+def test_same_span_twice_in_one_batch_is_stored_once(store):
+    span = make_span(1, 1)
+    result = store.write([span, span, make_span(1, 2)])
+    assert (result.spans_inserted, result.spans_duplicate) == (2, 1)
+    assert result.trace_ids == {trace_hex(1)}
+    assert store.query("SELECT count(*) FROM spans").rows == [(2,)]
+
+
+def test_resent_span_is_stored_once_and_changes_no_trace(store):
+    store.write([make_span(1, 1), make_span(1, 2)])
+    again = store.write([make_span(1, 2), make_span(2, 3)])
+    assert (again.spans_inserted, again.spans_duplicate) == (1, 1)
+    assert again.trace_ids == {trace_hex(2)}
+    rows = store.query("SELECT trace_id, span_id, count(*) FROM spans GROUP BY ALL ORDER BY ALL").rows
+    assert [r[2] for r in rows] == [1, 1, 1]
+
+
+def test_span_fields_are_stored_as_columns_and_json(store):
+    span = rich_span()
+    store.write([span])
+    row = store.query("SELECT * FROM spans").to_dicts()[0]
+    assert row["trace_id"] == span.trace_id
+    assert row["span_id"] == span.span_id
+    assert row["parent_span_id"] == span.parent_span_id
+    assert row["name"] == span.name
+    assert row["kind"] == span.kind
+    assert row["service_name"] == "svc-rich"
+    assert row["scope_name"] == span.scope_name
+    assert row["scope_version"] == span.scope_version
+    assert (row["start_ns"], row["end_ns"]) == (span.start_ns, span.end_ns)
+    assert row["start_time"] == datetime(1970, 1, 1) + timedelta(microseconds=span.start_ns // 1000)
+    assert row["end_time"] == datetime(1970, 1, 1) + timedelta(microseconds=span.end_ns // 1000)
+    assert row["duration_ms"] == pytest.approx((span.end_ns - span.start_ns) / 1e6)
+    assert (row["status_code"], row["status_message"]) == (span.status_code, span.status_message)
+    assert json.loads(row["attributes"]) == span.attributes
+    assert json.loads(row["resource"]) == span.resource
+    event = json.loads(row["events"])[0]
+    assert (event["name"], event["time_ns"], event["attributes"], event["dropped_attributes_count"]) == (
+        "exception",
+        span.events[0].time_ns,
+        span.events[0].attributes,
+        1,
+    )
+    link = json.loads(row["links"])[0]
+    assert (link["trace_id"], link["span_id"], link["trace_state"], link["attributes"]) == (
+        "1" * 32,
+        "2" * 16,
+        "vendor=1",
+        {"link.kind": "retry"},
+    )
+    assert (row["trace_state"], row["flags"]) == (span.trace_state, span.flags)
+    assert (row["dropped_attributes_count"], row["dropped_events_count"], row["dropped_links_count"]) == (3, 4, 5)
+    # JSON columns are real JSON: DuckDB's JSON operators read them
+    assert store.query("SELECT attributes->>'$.nested.k[1].deep' IS NULL, attributes->>'text' FROM spans").rows == [
+        (True, "héllo ✓")
+    ]
+    assert store.load_spans([span.trace_id]) == {span.trace_id: [span]}
+
+
+def test_values_json_cannot_hold_are_stored_as_text(store):
+    span = make_span(1, 1, attributes={"blob": b"\x00\xff", "nan": float("nan"), "inf": float("-inf")})
+    store.write([span])
+    stored = store.load_spans([trace_hex(1)])[trace_hex(1)][0].attributes
+    assert stored == {"blob": "AP8=", "nan": "NaN", "inf": "-Infinity"}
+
+
+def test_logs_round_trip_and_a_resent_log_is_stored_once(store):
+    log = LogRecordData(
+        time_ns=1_760_000_000_000_000_001,
+        trace_id=trace_hex(7),
+        span_id=f"{1:016x}",
+        event_name="gen_ai.user.message",
+        body={"content": "hi"},
+        attributes={"gen_ai.system": "openai"},
+        severity_number=9,
+        severity_text="INFO",
+        resource={"service.name": "svc-logs"},
+        scope_name="logger",
+        observed_time_ns=5,
+        flags=1,
+        dropped_attributes_count=2,
+    )
+    first = store.write([], [log, log])
+    second = store.write([], [log])
+    assert (first.logs_inserted, first.logs_duplicate, first.trace_ids) == (1, 1, {trace_hex(7)})
+    assert (second.logs_inserted, second.logs_duplicate, second.trace_ids) == (0, 1, set())
+    assert store.load_logs([trace_hex(7)]) == {trace_hex(7): [log]}
+    assert store.query("SELECT service_name, body->>'content' FROM logs").rows == [("svc-logs", "hi")]
+
+
+def test_write_many_commits_every_submission_in_one_transaction(store):
+    results = store.write_many([([make_span(1, 1)], []), ([make_span(1, 1), make_span(2, 2)], [])])
+    assert [(r.spans_inserted, r.spans_duplicate) for r in results] == [(1, 0), (1, 1)]
+
+
+def test_read_only_store_refuses_writes(tmp_path):
+    path = tmp_path / "ro.duckdb"
+    TraceStore(path).close()
+    with TraceStore(path, read_only=True) as store, pytest.raises(StoreError, match="read-only"):
+        store.write([make_span(1, 1)])
+
+
+# ------------------------------------------------------------------------------------- trajectories
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.name.removesuffix(".otlp.json"))
+def test_fixture_trajectory_rows_match_expected(store, fixture):
+    expected = json.loads(fixture.with_name(fixture.name.replace(".otlp.json", ".expected.json")).read_text())
+    spans, logs = decode_fixture(fixture)
+    written = store.write(spans, logs)
+    assert store.rebuild_trajectories(written.trace_ids) == 1
+    (trace_id,) = written.trace_ids
+
+    trace = store.query("SELECT * FROM traces").to_dicts()[0]
+    assert trace["trace_id"] == trace_id
+    assert trace["user_query"] == expected["user_query"]
+    assert trace["final_response"] == expected["final_response"]
+    assert trace["content_captured"] == expected["content_captured"]
+    assert trace["llm_calls"] == expected["llm_calls"]
+    assert trace["span_count"] == len(spans)
+
+    tools = store.query("SELECT name, arguments, result, call_id, args_captured FROM tool_calls ORDER BY seq").rows
+    assert [
+        {
+            "name": name,
+            "args": json.loads(args) if args is not None else None,
+            "call_id": call_id,
+            "result": json.loads(result) if result is not None else None,
+        }
+        for name, args, result, call_id, _ in tools
+    ] == expected["tool_calls"]
+    nodes = store.query("SELECT name FROM node_visits ORDER BY seq").rows
+    assert [n[0] for n in nodes] == expected["node_order"]
+    assert store.query("SELECT count(*) FROM llm_calls").rows == [(expected["llm_calls"],)]
+
+    # the stored execution is exactly what the mapper gives in-process (offline = live parity)
+    in_process = map_spans(spans, logs)
+    assert json.loads(trace["execution"]) == json.loads(in_process.model_dump_json())
+    assert trace["convention"] == in_process.convention
+    assert (trace["input_tokens"], trace["output_tokens"]) == (
+        in_process.token_usage.input_tokens,
+        in_process.token_usage.output_tokens,
+    )
+    llm_tokens = store.query("SELECT sum(input_tokens), sum(output_tokens) FROM llm_calls").rows[0]
+    assert llm_tokens == (trace["input_tokens"], trace["output_tokens"])
+
+
+def test_rebuild_replaces_rows_and_stale_traces_are_found(store):
+    spans, logs = decode_fixture(FIXTURES[0])
+    trace_id = spans[0].trace_id
+    store.write(spans[:-1], logs)
+    assert store.stale_trajectories() == [trace_id]
+    store.rebuild_trajectories([trace_id])
+    assert store.stale_trajectories() == []
+    assert store.query("SELECT span_count FROM traces").rows == [(len(spans) - 1,)]
+    store.write(spans[-1:])
+    assert store.stale_trajectories() == [trace_id]
+    store.rebuild_trajectories([trace_id])
+    assert store.query("SELECT count(*), max(span_count) FROM traces").rows == [(1, len(spans))]
+
+
+def test_case_tags_of_a_tracegrade_turn_fill_the_case_columns(store):
+    root = make_span(
+        3,
+        1,
+        name="tracegrade.turn case-42",
+        attributes={
+            "tracegrade.eval_set.id": "set-1",
+            "tracegrade.case.id": "case-42",
+            "tracegrade.turn.index": 2,
+            "tracegrade.run.id": "run-9",
+            "tracegrade.turn.input": "hello",
+        },
+    )
+    store.write([root, make_span(3, 2, parent=1, name="agent", attributes={"tracegrade.span.kind": "node"})])
+    store.rebuild_trajectories([trace_hex(3)])
+    row = store.query("SELECT eval_set_id, case_id, turn_index, run_id FROM traces").rows[0]
+    assert row == ("set-1", "case-42", 2, "run-9")
+
+
+# ------------------------------------------------------------------------------------- read-only SQL
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "INSERT INTO spans SELECT * FROM spans",
+        "UPDATE spans SET name = 'x'",
+        "DELETE FROM spans",
+        "DROP TABLE spans",
+        "CREATE TABLE evil AS SELECT 1",
+        "COPY spans TO '/tmp/tracegrade-evil.csv'",
+        "ATTACH ':memory:' AS other",
+        "SELECT 1; DROP TABLE spans",
+        "select 1;\n-- harmless?\ndelete from spans",
+        "EXPLAIN ANALYZE DELETE FROM spans",
+        "SET threads = 1",
+        "PRAGMA enable_profiling",
+        "INSTALL httpfs",
+        "CHECKPOINT",
+        "",
+    ],
+)
+def test_write_statements_are_refused_and_change_nothing(store, sql):
+    store.write([make_span(1, 1)])
+    with pytest.raises(StoreError):
+        store.query(sql)
+    with pytest.raises(StoreError):
+        check_read_only(sql)
+    assert store.query("SELECT count(*), min(name) FROM spans").rows == [(1, "work")]
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT count(*) FROM spans",
+        "with t as (select 1 as one) select one from t",
+        "DESCRIBE spans",
+        "SHOW TABLES",
+        "SUMMARIZE traces",
+        "EXPLAIN SELECT * FROM spans",
+        "FROM schema_version",
+    ],
+)
+def test_read_statements_are_allowed(store, sql):
+    assert store.query(sql).columns
+
+
+def test_query_parameters_and_bad_sql(store):
+    store.write([make_span(1, 1), make_span(2, 2)])
+    assert store.query("SELECT count(*) FROM spans WHERE trace_id = ?", [trace_hex(2)]).rows == [(1,)]
+    with pytest.raises(StoreError, match="query failed"):
+        store.query("SELECT no_such_column FROM spans")
+
+
+# ------------------------------------------------------------------------------------- opening errors
+
+
+def test_locked_store_names_the_holding_process(tmp_path):
+    path = tmp_path / "locked.duckdb"
+    TraceStore(path).close()
+    with holding_store(path) as holder:
+        with pytest.raises(StoreLockedError) as caught:
+            open_store_for_read(path)
+        message = str(caught.value)
+        assert f"pid {holder.pid}" in message
+        assert f"tracegrade serve --store {path}" in message
+        with pytest.raises(StoreLockedError, match=f"pid {holder.pid}"):
+            TraceStore(path)
+    with open_store_for_read(path) as store:  # released: readable again
+        assert store.query("SELECT count(*) FROM spans").rows == [(0,)]
+
+
+def test_corrupt_missing_and_foreign_files_give_clear_errors(tmp_path):
+    corrupt = tmp_path / "corrupt.duckdb"
+    corrupt.write_bytes(b"this is not a database" * 500)
+    for opener in (lambda: open_store_for_read(corrupt), lambda: TraceStore(corrupt)):
+        with pytest.raises(StoreError, match="not a valid DuckDB database"):
+            opener()
+    missing = tmp_path / "missing.duckdb"
+    with pytest.raises(StoreError, match=r"store not found: .*missing\.duckdb \(create one with"):
+        open_store_for_read(missing)
+    foreign = tmp_path / "foreign.duckdb"
+    con = duckdb.connect(str(foreign))
+    con.execute("CREATE TABLE people (name VARCHAR)")
+    con.close()
+    for opener in (lambda: open_store_for_read(foreign), lambda: TraceStore(foreign)):
+        with pytest.raises(StoreError, match="not a tracegrade store"):
+            opener()

@@ -1,0 +1,194 @@
+"""StoreWriter: queueing, back-pressure, coalescing, late-span rebuilds, threads, and SIGKILL safety."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tracegrade.errors import StoreError
+from tracegrade.store import QueueFull, StoreWriter, TraceStore, open_store_for_read
+
+from .support.store_crash_writer import SPANS_PER_BATCH
+from .support.store_records import FIXTURES, decode_fixture, make_span, trace_hex
+
+_WAIT_SECONDS = 30.0  # generous upper bound for background work on a busy machine (not a timing assertion)
+
+
+def wait_for(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + _WAIT_SECONDS
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def writer(tmp_path):
+    started = StoreWriter(TraceStore(tmp_path / "w.duckdb"), settle_seconds=0.1)
+    started.start()
+    yield started
+    started.close()
+
+
+def test_submit_resolves_after_commit_and_stats_count(writer):
+    first = writer.submit([make_span(1, 1), make_span(1, 2)]).result(timeout=_WAIT_SECONDS)
+    second = writer.submit([make_span(1, 2)]).result(timeout=_WAIT_SECONDS)
+    assert (first.spans_inserted, second.spans_inserted, second.spans_duplicate) == (2, 0, 1)
+    assert writer.query("SELECT count(*) FROM spans").rows == [(2,)]
+    stats = writer.stats
+    assert (stats["spans_written"], stats["spans_duplicate"], stats["submissions"]) == (2, 1, 2)
+    assert stats["transactions"] >= 1 and stats["avg_write_seconds"] > 0
+    assert stats["queue_depth"] == 0 == writer.queue_depth
+
+
+def test_late_span_triggers_a_rebuild(writer):
+    spans, logs = decode_fixture(FIXTURES[-1])
+    trace_id = spans[0].trace_id
+    early, late = spans[:-1], spans[-1:]
+    writer.submit(early, logs).result(timeout=_WAIT_SECONDS)
+
+    def span_count() -> int | None:
+        rows = writer.query("SELECT span_count FROM traces WHERE trace_id = ?", [trace_id]).rows
+        return rows[0][0] if rows else None
+
+    wait_for(lambda: span_count() == len(early), "the first rebuild")
+    writer.submit(late).result(timeout=_WAIT_SECONDS)
+    wait_for(lambda: span_count() == len(spans), "the rebuild after the late span")
+    wait_for(lambda: writer.stats["traces_rebuilt"] >= 2, "the rebuild count")
+
+
+def test_close_drains_queue_and_rebuilds_pending_trajectories(tmp_path):
+    path = tmp_path / "drain.duckdb"
+    writer = StoreWriter(TraceStore(path), settle_seconds=3600)  # rebuilds never due on their own
+    writer.start()
+    futures = [writer.submit([make_span(t, t * 10 + i) for i in range(5)]) for t in range(1, 21)]
+    writer.close(drain=True)
+    assert all(f.result(timeout=0).spans_inserted == 5 for f in futures)
+    with TraceStore(path, read_only=True) as store:
+        assert store.query("SELECT count(*) FROM spans").rows == [(100,)]
+        assert store.query("SELECT count(*) FROM traces").rows == [(20,)]
+    with pytest.raises(StoreError, match="not running"):
+        writer.submit([make_span(1, 1)])
+
+
+def test_stale_trajectories_are_rebuilt_when_the_writer_starts(tmp_path):
+    path = tmp_path / "stale.duckdb"
+    with TraceStore(path) as store:
+        store.write([make_span(5, 1)])  # written, never mapped (as if the writer was killed)
+    writer = StoreWriter(TraceStore(path), settle_seconds=3600)
+    writer.start()
+    wait_for(lambda: writer.query("SELECT count(*) FROM traces").rows == [(1,)], "the start-up rebuild")
+    writer.close()
+
+
+def test_queue_over_capacity_raises_queue_full(tmp_path):
+    store = TraceStore(tmp_path / "full.duckdb")
+    writer = StoreWriter(store, max_queue_spans=5)
+    writer.start()
+    accepted = []
+    with store._write_lock:  # the writer thread blocks in its first transaction meanwhile
+        with pytest.raises(QueueFull) as caught:
+            for n in range(1, 4):
+                accepted.append(writer.submit([make_span(n, n * 10 + i) for i in range(3)]))
+        assert caught.value.retry_after >= 1.0
+        assert caught.value.capacity == 5
+        assert "retry in" in str(caught.value)
+    assert 1 <= len(accepted) <= 2
+    for future in accepted:
+        assert future.result(timeout=_WAIT_SECONDS).spans_inserted == 3
+    writer.close()
+
+
+def test_a_submission_larger_than_the_queue_is_accepted_when_the_queue_is_empty(tmp_path):
+    writer = StoreWriter(TraceStore(tmp_path / "small.duckdb"), max_queue_spans=2)
+    writer.start()
+    result = writer.submit([make_span(1, i) for i in range(5)]).result(timeout=_WAIT_SECONDS)
+    assert result.spans_inserted == 5
+    writer.close()
+
+
+def test_concurrent_submissions_from_threads(writer):
+    threads_count, per_thread, batch = 6, 6, 20
+    errors: list[BaseException] = []
+    results = []
+    lock = threading.Lock()
+
+    def produce(worker: int) -> None:
+        try:
+            for n in range(per_thread):
+                # every worker also re-sends the spans of worker 0's batch n: duplicates across threads
+                spans = [make_span(1000 + worker, worker * 10_000 + n * 100 + i) for i in range(batch)]
+                spans += [make_span(1000, n * 100 + i) for i in range(3)]
+                future = writer.submit(spans)
+                with lock:
+                    results.append(future.result(timeout=_WAIT_SECONDS))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=produce, args=(w,)) for w in range(threads_count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    unique = threads_count * per_thread * batch  # worker 0's own spans already include the re-sent ones
+    total_sent = threads_count * per_thread * (batch + 3)
+    assert sum(r.spans_inserted for r in results) == unique
+    assert sum(r.spans_duplicate for r in results) == total_sent - unique
+    assert writer.query("SELECT count(*), count(DISTINCT (trace_id, span_id)) FROM spans").rows == [(unique, unique)]
+    assert writer.stats["spans_written"] == unique
+
+
+def test_queries_from_other_threads_while_writing(writer):
+    stop = threading.Event()
+    seen: list[int] = []
+
+    def read() -> None:
+        while not stop.is_set():
+            seen.append(writer.query("SELECT count(*) FROM spans").rows[0][0])
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    for n in range(12):
+        writer.submit([make_span(n, n * 100 + i) for i in range(10)]).result(timeout=_WAIT_SECONDS)
+    stop.set()
+    reader.join()
+    assert seen and seen == sorted(seen) and seen[-1] <= 120
+    assert writer.query("SELECT count(*) FROM spans").rows == [(120,)]
+
+
+def test_sigkill_mid_load_keeps_every_acknowledged_span_exactly_once(tmp_path):
+    path = tmp_path / "crash.duckdb"
+    script = Path(__file__).parent / "support" / "store_crash_writer.py"
+    process = subprocess.Popen([sys.executable, str(script), str(path)], stdout=subprocess.PIPE, text=True)
+    acked: list[int] = []
+    try:
+        for line in process.stdout:  # type: ignore[union-attr]
+            acked.append(int(line.split()[1]))
+            if len(acked) == 40:
+                break
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=_WAIT_SECONDS)
+        acked += [int(line.split()[1]) for line in process.stdout if line.startswith("ack")]  # type: ignore[union-attr]
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == -signal.SIGKILL
+    for reopen in (lambda: open_store_for_read(path), lambda: TraceStore(path)):
+        with reopen() as store:
+            rows = store.query(
+                "SELECT trace_id, count(*), count(DISTINCT span_id) FROM spans GROUP BY trace_id"
+            ).rows
+            per_trace = {trace: (total, distinct) for trace, total, distinct in rows}
+            for batch in acked:
+                assert per_trace.get(trace_hex(batch)) == (SPANS_PER_BATCH, SPANS_PER_BATCH), batch
+            duplicates = store.query("SELECT count(*) - count(DISTINCT (trace_id, span_id)) FROM spans").rows
+            assert duplicates == [(0,)]
