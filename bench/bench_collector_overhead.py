@@ -2,10 +2,12 @@
 
 Two workloads, each run many times per measurement:
   * pydantic-ai: an Agent on a scripted FunctionModel calling two tools per run (its own instrumentation);
-  * function graph: nodes and tools traced with trace_node / trace_tool doing JSON work on a small payload.
+  * function graph: nodes and tools traced with trace_node / trace_tool, each decoding and encoding a JSON
+    body the size of a typical tool or model HTTP response.
 Baseline: the same runs with the provider recording spans but no span processor. With the collector: the
 collector is attached and each run's trajectory is mapped once (as AgentEvaluator does), then released.
-CPU time is ``time.process_time``; the figure is the median of 5 alternating measurements.
+CPU time is ``time.process_time``, the two set-ups interleaved in chunks of 10 runs; the figure is the
+median of 5 measurements.
 
     python bench/bench_collector_overhead.py [--runs 200] [--repeats 5]
 """
@@ -27,7 +29,8 @@ from pydantic_ai.models.instrumented import InstrumentationSettings
 
 from tracegrade.capture import TrajectoryCollector, TurnScope, trace_node, trace_tool, turn_span
 
-PAYLOAD = {"items": [{"sku": f"sku-{i}", "qty": i, "tags": ["a", "b", "c"], "price": i * 1.5} for i in range(40)]}
+# about the size of one tool's or one model's HTTP response body (~14 kB of JSON)
+PAYLOAD = {"items": [{"sku": f"sku-{i}", "qty": i, "tags": ["a", "b", "c"], "price": i * 1.5} for i in range(200)]}
 
 
 def _model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -75,21 +78,39 @@ def function_graph_workload(provider: TracerProvider) -> Callable[[], Awaitable[
     return lambda: function_graph("price check")
 
 
-async def _measure(make_workload, runs: int, with_collector: bool) -> float:
-    provider = TracerProvider()
-    collector = TrajectoryCollector() if with_collector else None
-    if collector is not None:
-        provider.add_span_processor(collector)
-    run_once = make_workload(provider)
-    await run_once()  # warm up (imports, caches)
-    started = time.process_time()
-    for i in range(runs):
-        with turn_span(provider, TurnScope("case", 0, str(i)), "price check"):
-            await run_once()
-        if collector is not None:
-            collector.execution_for("case", 0, str(i))
-            collector.release("case", str(i))
-    return time.process_time() - started
+class _Setup:
+    """One provider (with or without the collector) and the workload bound to it."""
+
+    def __init__(self, make_workload: Callable[[TracerProvider], Callable[[], Awaitable[object]]],
+                 with_collector: bool) -> None:
+        self.provider = TracerProvider()
+        self.collector = TrajectoryCollector() if with_collector else None
+        if self.collector is not None:
+            self.provider.add_span_processor(self.collector)
+        self.run_once = make_workload(self.provider)
+        self.cpu = 0.0
+
+    async def run(self, runs: int, first: int) -> None:
+        started = time.process_time()
+        for i in range(first, first + runs):
+            with turn_span(self.provider, TurnScope("case", 0, str(i)), "price check"):
+                await self.run_once()
+            if self.collector is not None:  # what AgentEvaluator does after each turn
+                self.collector.execution_for("case", 0, str(i))
+                self.collector.release("case", str(i))
+        self.cpu += time.process_time() - started
+
+
+async def _measure(make_workload, runs: int, chunk: int = 10) -> tuple[float, float]:
+    """CPU seconds of ``runs`` runs without and with the collector, interleaved in chunks to cancel drift."""
+    base, collected = _Setup(make_workload, False), _Setup(make_workload, True)
+    await base.run(chunk, -chunk)  # warm up both
+    await collected.run(chunk, -chunk)
+    base.cpu = collected.cpu = 0.0
+    for first in range(0, runs, chunk):
+        await base.run(chunk, first)
+        await collected.run(chunk, first)
+    return base.cpu, collected.cpu
 
 
 async def main(runs: int, repeats: int) -> None:
@@ -97,8 +118,7 @@ async def main(runs: int, repeats: int) -> None:
                            ("trace_node/trace_tool function graph", function_graph_workload)):
         overheads, base_times, with_times = [], [], []
         for _ in range(repeats):
-            base = await _measure(workload, runs, with_collector=False)
-            with_collector = await _measure(workload, runs, with_collector=True)
+            base, with_collector = await _measure(workload, runs)
             base_times.append(base)
             with_times.append(with_collector)
             overheads.append((with_collector - base) / base * 100)

@@ -4,7 +4,8 @@ Generates N cases (20-step trajectories: 15 node visits and 5 tool calls with ne
 200-word response), then grades every case with the trajectory (check_args on), node-order, tool-name,
 ROUGE and keywords criteria through ``CriteriaGrader`` — the path live and offline runs use. One case in
 four deviates (swapped calls, a changed nested argument, a skipped node, reworded text), so the partial-
-credit paths run too. Prints cases/s for each of 5 runs and their median.
+credit paths run too. Prints cases/s for each of 5 runs and their median, plus cases per CPU-second of
+this process (the one-core figure, less distorted when the machine is shared).
 
     python bench/bench_criteria.py [--cases 5000] [--runs 5] [--match-type IN_ORDER]
 """
@@ -85,11 +86,12 @@ def make_grader(match_type: MatchType) -> CriteriaGrader:
     )
 
 
-async def grade_all(grader: CriteriaGrader, cases: list[tuple[ExecutionResult, EvalCase]]) -> float:
-    start = time.perf_counter()
+async def grade_all(grader: CriteriaGrader, cases: list[tuple[ExecutionResult, EvalCase]]) -> tuple[float, float]:
+    """Grade every case; returns (wall seconds, CPU seconds of this process)."""
+    wall, cpu = time.perf_counter(), time.process_time()
     for execution, case in cases:
         await grader.grade(execution, case)
-    return time.perf_counter() - start
+    return time.perf_counter() - wall, time.process_time() - cpu
 
 
 def main() -> None:
@@ -101,13 +103,16 @@ def main() -> None:
     rng = random.Random(42)
     cases = [make_case(rng, i) for i in range(args.cases)]
     grader = make_grader(MatchType(args.match_type))
-    rates = []
+    rates, cpu_rates = [], []
     for run in range(1, args.runs + 1):
-        elapsed = asyncio.run(grade_all(grader, cases))
-        rates.append(args.cases / elapsed)
-        print(f"run {run}: {args.cases} cases in {elapsed:.3f}s = {rates[-1]:,.0f} cases/s")
+        wall, cpu = asyncio.run(grade_all(grader, cases))
+        rates.append(args.cases / wall)
+        cpu_rates.append(args.cases / cpu)
+        print(
+            f"run {run}: {args.cases} cases in {wall:.3f}s = {rates[-1]:,.0f} cases/s ({cpu_rates[-1]:,.0f} per CPU-s)"
+        )
     print(
-        f"median: {statistics.median(rates):,.0f} cases/s "
+        f"median: {statistics.median(rates):,.0f} cases/s, {statistics.median(cpu_rates):,.0f} cases per CPU-second "
         f"({len(grader.criteria)} criteria per case, match type {args.match_type}, check_args on)"
     )
 

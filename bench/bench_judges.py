@@ -9,6 +9,7 @@ sends the same 600 requests with plain httpx under the same limit, to separate t
 from the judge layer.
 
     python bench/bench_judges.py [--cases 200] [--samples 3] [--latency 0.2] [--concurrency 16] [--runs 3]
+        [--api-style chat|responses] [--unpriced]
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--api-style", choices=["chat", "responses"], default="chat")
+    parser.add_argument("--unpriced", action="store_true", help="leave the judge model out of the cost map")
     args = parser.parse_args()
 
     ports: multiprocessing.Queue = multiprocessing.Queue()
@@ -95,8 +97,12 @@ def main() -> None:
     server.start()
     port = ports.get(timeout=30)
     t0 = time.perf_counter()
-    load_litellm()
+    litellm = load_litellm()
     print(f"litellm import: {time.perf_counter() - t0:.2f} s (once per process, not counted below)")
+    if not args.unpriced:  # real judge models are in the cost map; an unmapped one sends litellm searching
+        litellm.register_model({"openai/bench-judge": {
+            "input_cost_per_token": 3e-7, "output_cost_per_token": 2.5e-6, "litellm_provider": "openai", "mode": "chat",
+        }})
     config = CriterionConfig(judge_model="openai/bench-judge", api_base=f"http://127.0.0.1:{port}/v1",
                              api_key="bench", api_style=args.api_style, num_samples=args.samples)
     cases = make_cases(args.cases)

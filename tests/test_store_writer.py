@@ -184,9 +184,7 @@ def test_sigkill_mid_load_keeps_every_acknowledged_span_exactly_once(tmp_path):
     assert process.returncode == -signal.SIGKILL
     for reopen in (lambda: open_store_for_read(path), lambda: TraceStore(path)):
         with reopen() as store:
-            rows = store.query(
-                "SELECT trace_id, count(*), count(DISTINCT span_id) FROM spans GROUP BY trace_id"
-            ).rows
+            rows = store.query("SELECT trace_id, count(*), count(DISTINCT span_id) FROM spans GROUP BY trace_id").rows
             per_trace = {trace: (total, distinct) for trace, total, distinct in rows}
             for batch in acked:
                 assert per_trace.get(trace_hex(batch)) == (SPANS_PER_BATCH, SPANS_PER_BATCH), batch

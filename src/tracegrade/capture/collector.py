@@ -8,10 +8,11 @@ since the last :meth:`TrajectoryCollector.reset` (the mapping is cached until a 
 **Attribution to eval cases.** ``AgentEvaluator`` runs each case turn under a root span
 ``tracegrade.turn {case_id}`` carrying ``tracegrade.case.id``/``tracegrade.turn.index``/``tracegrade.run.id``
 and puts the same three values in OpenTelemetry baggage. A trace belongs to the case/turn of the first of
-its spans that carries those attributes. When a framework starts a *fresh trace* inside a case (a new root
-with no parent, e.g. an instrumentation that forces a new trace with an empty parent context), the
-collector's ``on_start`` reads the baggage from the parent context, falling back to the current context,
-and stamps the case attributes on the span, so that trace is attributed too. A span whose context was lost
+its spans that carries those attributes, so the turn's own trace is attributed by its root. When a
+framework starts a *fresh trace* inside a case (a new root with no parent, e.g. an instrumentation that
+forces a new trace with an empty parent context), the collector's ``on_start`` reads the baggage from the
+parent context, falling back to the current context, and stamps the case attributes on every span that
+starts outside a running turn's trace, so that trace is attributed too. A span whose context was lost
 entirely (a plain ``threading.Thread`` does not inherit context variables) carries no baggage: it is
 attributed to the running turn only when exactly one turn is running (sequential evaluation); in parallel
 runs propagate the context to the thread (``contextvars.copy_context().run`` or ``asyncio.to_thread``).
@@ -91,7 +92,7 @@ class TrajectoryCollector(SpanProcessor):
         self._span_count = 0
         self._version = 0
         self._mapped: dict[TurnKey | None, ExecutionResult] = {}
-        self._active_turns: dict[str, TurnKey] = {}
+        self._turn_traces: dict[int, TurnKey] = {}  # trace id -> turn, while the turn's root span is open
         self.dropped_spans = 0
         self.dropped_traces = 0
         self.failures = 0
@@ -100,18 +101,21 @@ class TrajectoryCollector(SpanProcessor):
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         try:
+            if span.context.trace_id in self._turn_traces:
+                return  # inside a running turn's own trace: attributed through the trace's root
             key = _turn_key_of(span.attributes)
-            if key is None:
-                key = self._key_from_context(span, parent_context)
-                if key is not None:
-                    span.set_attribute(semconv.CASE_ID, key.case_id)
-                    if key.turn_index is not None:
-                        span.set_attribute(semconv.TURN_INDEX, key.turn_index)
-                    if key.run_id:
-                        span.set_attribute(semconv.RUN_ID, key.run_id)
-            elif span.name.startswith(semconv.TURN_SPAN_PREFIX):
-                with self._lock:
-                    self._active_turns[format(span.context.span_id, "016x")] = key
+            if key is not None:
+                if span.name.startswith(semconv.TURN_SPAN_PREFIX):
+                    with self._lock:
+                        self._turn_traces[span.context.trace_id] = key
+                return
+            key = self._key_from_context(span, parent_context)
+            if key is not None:
+                span.set_attribute(semconv.CASE_ID, key.case_id)
+                if key.turn_index is not None:
+                    span.set_attribute(semconv.TURN_INDEX, key.turn_index)
+                if key.run_id:
+                    span.set_attribute(semconv.RUN_ID, key.run_id)
         except Exception as exc:
             self._record_failure("on_start", exc)
 
@@ -121,7 +125,7 @@ class TrajectoryCollector(SpanProcessor):
             key = case_baggage(baggage.get_all())
         if key is None and span.parent is None:
             with self._lock:
-                running = list(self._active_turns.values())
+                running = list(self._turn_traces.values())
             if len(running) == 1:  # a root that lost its context while exactly one turn runs
                 key = running[0]
         return key
@@ -144,8 +148,8 @@ class TrajectoryCollector(SpanProcessor):
     def _add(self, record: SpanRecord) -> None:
         key = _turn_key_of(record.attributes)
         with self._lock:
-            if record.name.startswith(semconv.TURN_SPAN_PREFIX):
-                self._active_turns.pop(record.span_id, None)
+            if key is not None and record.parent_span_id is None and record.name.startswith(semconv.TURN_SPAN_PREFIX):
+                self._turn_traces.pop(int(record.trace_id, 16), None)
             entry = self._traces.get(record.trace_id)
             if entry is None:
                 entry = self._traces[record.trace_id] = _Trace()
@@ -176,8 +180,10 @@ class TrajectoryCollector(SpanProcessor):
             self.dropped_spans += 1
 
     def _record_failure(self, hook: str, exc: Exception) -> None:
-        self.failures += 1
-        if self.failures == 1:
+        with self._lock:
+            self.failures += 1
+            first = self.failures == 1
+        if first:
             log.warning("TrajectoryCollector.%s failed; the span is skipped (further failures logged at debug)",
                         hook, exc_info=exc)
         else:
@@ -220,7 +226,7 @@ class TrajectoryCollector(SpanProcessor):
     def execution_for(self, case_id: str | None = None, turn: int | None = None, run_id: str | None = None
                       ) -> ExecutionResult:
         """The mapped execution of one case (and turn / run), or of everything since the last reset."""
-        from tracegrade.trajectory import map_spans
+        from tracegrade.trajectory import map_spans  # lazily: code that only records spans never loads the mapper
 
         cache_key = TurnKey(case_id, turn, run_id) if case_id is not None else None
         with self._lock:

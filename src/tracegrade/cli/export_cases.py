@@ -9,7 +9,7 @@ import click
 from tracegrade.cli.common import UsageProblem, friendly_errors
 from tracegrade.cli.grading_store import open_grading_store, store_options
 from tracegrade.evaluation.case_export import cases_from_traces
-from tracegrade.evaluation.offline import TraceSelection, selection_where
+from tracegrade.evaluation.selection import TraceSelection, selection_where
 
 __all__ = ["command"]
 
@@ -27,8 +27,11 @@ def command(
 ) -> None:
     """Write one case per selected trace: its user query, tool calls with arguments, node order, response."""
     selection = TraceSelection(where=where, since=since, limit=limit)
-    with open_grading_store(store_path, token, writable=False) as store:
+    try:
         clause, params = selection_where(selection)
+    except ValueError as exc:
+        raise UsageProblem(str(exc)) from None
+    with open_grading_store(store_path, token, writable=False) as store:
         try:
             store.reader.query(f"SELECT count(*) FROM traces WHERE {clause}", params)
         except Exception as exc:

@@ -10,7 +10,10 @@ import click
 
 from tracegrade.cli.common import UsageProblem, friendly_errors
 from tracegrade.cli.grading_store import open_grading_store, store_options
-from tracegrade.evaluation.offline import TraceGrader, TraceSelection, selection_where
+from tracegrade.evaluation.engine import compile_criteria
+from tracegrade.evaluation.offline import TraceGrader
+from tracegrade.evaluation.run_records import new_run_id
+from tracegrade.evaluation.selection import TraceSelection, selection_where
 from tracegrade.models.config import EvalConfig
 from tracegrade.models.dataset import EvalSet
 
@@ -66,9 +69,10 @@ def command(
     reference_free = evalset_path is None
     if not reference_free and any(v is not None for v in (where, since, sample, limit)):
         raise UsageProblem("--where/--since/--sample/--limit select traces for reference-free grading; drop --evalset")
-    # Load every input before touching the store, so a bad file writes nothing.
+    # Check every input before touching the store, so bad input writes nothing.
     eval_set = None if reference_free else EvalSet.from_file(evalset_path)  # type: ignore[arg-type]
     config = EvalConfig.from_file(config_path) if config_path else EvalConfig.default()
+    compile_criteria(config)  # refuses a config that enables no criterion
     selection = TraceSelection(where=where, since=since, sample=sample, limit=limit)
     try:
         selection_where(selection)
@@ -85,9 +89,11 @@ def command(
             report = asyncio.run(grader.grade_traces(selection))
         if reference_free and not report.results:
             click.echo("no traces matched the selection; nothing graded", err=True)
-        recorded = store.record(report, "reference_free" if reference_free else "eval_set") if record else None
-    if recorded:
-        report.metadata["run_id"] = recorded
+        recorded = None
+        if record:
+            recorded = new_run_id()
+            report.metadata["run_id"] = recorded
+            recorded = store.record(report, "reference_free" if reference_free else "eval_set", recorded)
     _write_reports(report, out_dir, chosen)
     if recorded:
         click.echo(f"recorded as run {recorded}", err=True)

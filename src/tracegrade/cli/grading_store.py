@@ -8,6 +8,7 @@ endpoint (the server is the file's single writer).
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -65,16 +66,22 @@ class GradingStore:
             method="POST",
         )
         try:
-            with urllib.request.urlopen(request, timeout=60) as response:
+            with urllib.request.urlopen(request, timeout=120) as response:
                 return str(json.loads(response.read())["run_id"])
-        except OSError as exc:
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode("utf-8", "replace").strip()[:500]
+            hint = " (this server cannot record runs; grade with --no-record)" if exc.code == 404 else ""
+            raise StoreError(
+                f"the server at {self.remote_url} refused to record the run ({exc.code}: {detail}){hint}"
+            ) from None
+        except (OSError, ValueError, KeyError) as exc:
             raise StoreError(f"could not record the run through the server at {self.remote_url}: {exc}") from None
 
 
 @contextmanager
 def open_grading_store(path: Path, token: str | None, writable: bool = True) -> Iterator[GradingStore]:
     """Open ``path`` for grading; errors (missing, corrupt, locked with no server) are StoreErrors."""
-    from tracegrade.store import TraceStore, open_store_for_read
+    from tracegrade.store import RemoteStore, TraceStore, open_store_for_read
 
     if not path.exists():
         raise StoreError(
@@ -93,7 +100,10 @@ def open_grading_store(path: Path, token: str | None, writable: bool = True) -> 
             return
     reader = open_store_for_read(path, token=token)
     try:
-        yield GradingStore(reader, None, getattr(reader, "base_url", None), token)
+        if isinstance(reader, RemoteStore):
+            yield GradingStore(reader, None, reader.url, reader.token)
+        else:
+            yield GradingStore(reader, None)
     finally:
         close = getattr(reader, "close", None)
         if close:

@@ -27,9 +27,7 @@ __all__ = ["command"]
 def command(store_path: Path, token: str | None, limit: int, kind: str | None, fmt: str) -> None:
     """Recorded grading runs, newest first."""
     with open_grading_store(store_path, token, writable=False) as store:
-        runs = list_runs(store.reader, limit=limit if kind is None else 10_000)
-    if kind:
-        runs = [r for r in runs if r.kind == kind][:limit]
+        runs = list_runs(store.reader, limit=limit, kind=kind)
     if fmt == "json":
         click.echo(json.dumps([r.__dict__ for r in runs], default=str, indent=2))
         return

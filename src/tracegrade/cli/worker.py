@@ -37,6 +37,8 @@ def command(rules_path: Path, store_path: Path, once: bool, worker_id: str | Non
     from tracegrade.store import TraceStore
 
     rules = WorkerRules.from_file(rules_path)
+    if not store_path.exists():
+        raise UsageProblem(f"store not found: {store_path} (start `tracegrade serve --store {store_path}` first)")
     try:
         store = TraceStore(store_path)
     except StoreLockedError as exc:
@@ -44,7 +46,10 @@ def command(rules_path: Path, store_path: Path, once: bool, worker_id: str | Non
             f"{exc}; to grade while serving, use `tracegrade serve --worker-rules {rules_path}`"
         ) from None
     try:
-        worker = GradingWorker(store, rules, worker_id=worker_id)
+        try:
+            worker = GradingWorker(store, rules, worker_id=worker_id)
+        except ValueError as exc:
+            raise UsageProblem(f"{rules_path}: {exc}") from None
         if once:
             ran = asyncio.run(worker.run_once())
             click.echo(f"ran {ran} job(s); jobs by status: {worker.job_counts()}")

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from tracegrade.evaluation.matching import QueryableStore
-from tracegrade.evaluation.offline import TraceSelection, load_executions, selection_sql
+from tracegrade.evaluation.selection import QueryableStore, TraceSelection, iter_executions, selected_trace_ids
 from tracegrade.models.dataset import EvalCase, EvalSet, Invocation, MessageContent, ToolCall
 
 __all__ = ["cases_from_traces"]
@@ -16,12 +15,8 @@ def cases_from_traces(store: QueryableStore, selection: TraceSelection, name: st
     store finds its trace directly. Tool calls whose arguments were not captured are exported with
     ``args={}`` (any arguments accepted) and flagged in the case metadata.
     """
-    sql, params = selection_sql(selection)
-    trace_ids = [r[0] for r in store.query(sql, params).rows]
-    executions = load_executions(store, trace_ids)
     cases = []
-    for tid in trace_ids:
-        ex = executions.get(tid)
+    for tid, ex in iter_executions(store, selected_trace_ids(store, selection)):
         if ex is None:
             continue
         uncaptured = [tc.name for tc in ex.tool_calls if not tc.args_captured]

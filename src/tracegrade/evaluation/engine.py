@@ -9,7 +9,7 @@ wrap it (add logging, caching, extra checks) or replace it entirely.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from tracegrade.criteria.base import BaseCriterion
 from tracegrade.criteria.registry import build_criteria
@@ -98,39 +98,47 @@ def build_case_result(
     execution: ExecutionResult,
     criterion_results: list[CriterionResult],
     duration_seconds: float,
+    *,
+    detailed: bool = True,
 ) -> EvalCaseResult:
-    """Assemble a case result from what the agent did and how the criteria scored it."""
-    node_details = [
-        NodeDetail(
-            node_name=call.node or "",
-            input_messages=call.input_messages,
-            response_text=call.output_text or "",
-            token_usage=call.token_usage,
-            timestamp=call.start_ns / 1e9,
-            model=call.model,
-            tool_calls=[tc.model_dump() for tc in call.tool_call_requests],
-        )
-        for call in execution.llm_calls
-    ]
-    turn_results = [t.model_dump() for t in execution.turns]
-    result = EvalCaseResult.success(
+    """Assemble a case result from what the agent did and how the criteria scored it.
+
+    ``detailed=False`` leaves out the per-LLM-call details, messages, node responses and turn records
+    (reference-free grading of many stored traces: those stay in the store, joinable by trace id).
+    """
+    details: dict[str, Any] = {}
+    if detailed:
+        details = {
+            "messages": execution.messages,
+            "node_responses": [n.model_dump() for n in execution.node_responses],
+            "turn_results": [t.model_dump() for t in execution.turns],
+            "node_details": [
+                NodeDetail(
+                    node_name=call.node or "",
+                    input_messages=call.input_messages,
+                    response_text=call.output_text or "",
+                    token_usage=call.token_usage,
+                    timestamp=call.start_ns / 1e9,
+                    model=call.model,
+                    tool_calls=[tc.model_dump() for tc in call.tool_call_requests],
+                )
+                for call in execution.llm_calls
+            ],
+        }
+    return EvalCaseResult.success(
         case.eval_id,
         criterion_results,
         name=case.name,
         actual_trajectory=execution.trajectory,
         actual_tool_calls=execution.tool_calls,
         actual_response=execution.actual_response,
-        messages=execution.messages,
-        node_responses=[n.model_dump() for n in execution.node_responses],
         node_visits=execution.node_visits,
         duration_seconds=duration_seconds,
         metadata={
             **case.metadata,
             **({"mapping_issues": execution.mapping_issues} if execution.mapping_issues else {}),
         },
-        turn_results=turn_results,
         agent_token_usage=execution.token_usage,
-        node_details=node_details,
         trace_ids=execution.trace_ids,
+        **details,
     )
-    return result

@@ -114,7 +114,10 @@ class AgentEvaluator:
     ) -> EvalReport:
         """Run every case and build the report; then run the configured reporters (unless disabled).
 
-        ``parallel``/``max_concurrency`` default to the config's. Raises ``FileNotFoundError`` for a missing
+        ``parallel``/``max_concurrency`` default to the config's. ``config.timeout`` bounds each case's agent
+        turns (grading is not counted); a timed-out case becomes an error result and the others continue (a
+        sync agent's worker thread cannot be stopped: it finishes in the background). Raises
+        ``FileNotFoundError`` for a missing
         eval-set file, :class:`~tracegrade.errors.EvalSetError` for an empty set and
         :class:`~tracegrade.errors.NoCriteriaError` for a config that enables no criterion — all before any
         agent runs.

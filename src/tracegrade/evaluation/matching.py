@@ -3,29 +3,34 @@
 Strategies, tried in order for each case:
 
 1. **case id** — the ``tracegrade.case.id`` that ``AgentEvaluator`` stamps on its turn root spans
-   (the newest run of that case when it was run several times; ``run_id`` narrows it);
-2. **selector** — ``case.metadata["selector"]``: ``{"trace_id": …}``, ``{"conversation_id": …}`` or
-   ``{"where": "<SQL predicate over traces>"}``;
+   (the newest run of that case when it was run several times; ``run_id`` narrows it, and traces of the
+   graded eval set are preferred over traces of another set that reused the case id);
+2. **selector** — ``case.metadata["selector"]``: ``{"trace_id": id or [ids]}``, ``{"conversation_id": …}``
+   or ``{"where": "<SQL predicate over traces>"}``;
 3. **first user message** — traces whose ``user_query`` equals the case's first user message (for a
    multi-turn case, the conversation that trace belongs to).
 
-A case with no matching trace, or with several where one was expected, gets an error that says why.
+A multi-turn case gets the traces of one conversation (or run) in time order, one per turn. A case with no
+matching trace, or with several where one was expected, gets an error that says why; matching never
+raises for one case, so grading goes on for the others. Case-id and selector-trace-id lookups are one
+query for the whole eval set.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
+from tracegrade.errors import StoreError
+from tracegrade.evaluation.selection import QueryableStore
 from tracegrade.models.dataset import EvalCase
 
-__all__ = ["QueryableStore", "TraceMatch", "match_case"]
+__all__ = ["QueryableStore", "TraceMatch", "match_case", "match_cases"]
 
-
-class QueryableStore(Protocol):
-    """Anything with ``query(sql, params)`` returning an object with ``columns`` and ``rows``."""
-
-    def query(self, sql: str, params: Any = None) -> Any: ...
+_ORDER = "ORDER BY start_time, trace_id"
+_SELECTOR_KEYS = ("trace_id", "conversation_id", "where")
 
 
 @dataclass
@@ -38,16 +43,32 @@ class TraceMatch:
     error: str | None = None
 
 
-_ORDER = "ORDER BY start_time, trace_id"
+def match_case(
+    store: QueryableStore, case: EvalCase, run_id: str | None = None, eval_set_id: str | None = None
+) -> TraceMatch:
+    """Find the traces for one case (see :func:`match_cases`)."""
+    return match_cases(store, [case], run_id, eval_set_id)[0]
 
 
-def match_case(store: QueryableStore, case: EvalCase, run_id: str | None = None) -> TraceMatch:
-    """Find the traces for ``case``; never raises for a missing or ambiguous match (see ``error``)."""
-    turns = max(1, len(case.conversation))
-    for strategy in (_by_case_id, _by_selector, _by_first_message):
-        match = strategy(store, case, turns, run_id)
-        if match is not None:
-            return match
+def match_cases(
+    store: QueryableStore, cases: Sequence[EvalCase], run_id: str | None = None, eval_set_id: str | None = None
+) -> list[TraceMatch]:
+    """One :class:`TraceMatch` per case, in order; never raises for a missing or ambiguous match."""
+    stamped = _stamped_traces(store, [c.eval_id for c in cases], run_id)
+    known_ids = _existing_trace_ids(store, [t for c in cases for t in _selector_trace_ids(c)])
+    matches = []
+    for case in cases:
+        turns = max(1, len(case.conversation))
+        match = (
+            _by_case_id(case, stamped.get(case.eval_id, []), turns, eval_set_id)
+            or _by_selector(store, case, turns, known_ids)
+            or _by_first_message(store, case, turns)
+        )
+        matches.append(match or _unmatched(case))
+    return matches
+
+
+def _unmatched(case: EvalCase) -> TraceMatch:
     return TraceMatch(
         case,
         error=(
@@ -59,18 +80,39 @@ def match_case(store: QueryableStore, case: EvalCase, run_id: str | None = None)
 
 
 def _rows(store: QueryableStore, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
-    return list(store.query(sql, params).rows)
+    return [tuple(r) for r in store.query(sql, params).rows]
 
 
-def _by_case_id(store: QueryableStore, case: EvalCase, turns: int, run_id: str | None) -> TraceMatch | None:
-    sql = "SELECT trace_id, run_id, turn_index FROM traces WHERE case_id = ?"
-    params: list[Any] = [case.eval_id]
+# ---------------------------------------------------------------------------------------- case id
+
+
+def _stamped_traces(
+    store: QueryableStore, case_ids: list[str], run_id: str | None
+) -> dict[str, list[tuple[Any, ...]]]:
+    """``case_id -> [(trace_id, run_id, turn_index, eval_set_id), …]`` oldest first, in one query."""
+    if not case_ids:
+        return {}
+    sql = (
+        "SELECT trace_id, run_id, turn_index, eval_set_id, case_id FROM traces "
+        "WHERE case_id IN (SELECT unnest(?::VARCHAR[]))"
+    )
+    params: list[Any] = [list(dict.fromkeys(case_ids))]
     if run_id:
         sql += " AND run_id = ?"
         params.append(run_id)
-    rows = _rows(store, sql + " " + _ORDER, params)
+    grouped: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
+    for row in _rows(store, f"{sql} {_ORDER}", params):
+        grouped[row[4]].append(row[:4])
+    return grouped
+
+
+def _by_case_id(
+    case: EvalCase, rows: list[tuple[Any, ...]], turns: int, eval_set_id: str | None
+) -> TraceMatch | None:
     if not rows:
         return None
+    same_set = [r for r in rows if eval_set_id and r[3] == eval_set_id]
+    rows = same_set or rows
     newest_run = rows[-1][1]  # the run whose last trace is newest
     picked = sorted((r for r in rows if r[1] == newest_run), key=lambda r: r[2] if r[2] is not None else 0)
     ids = [r[0] for r in picked]
@@ -79,45 +121,71 @@ def _by_case_id(store: QueryableStore, case: EvalCase, turns: int, run_id: str |
             case,
             ids,
             "case_id",
-            f"case {case.eval_id!r} matched {len(picked)} traces of run {newest_run!r} with repeated turn "
-            "indexes; pass a run id to choose one",
+            f"ambiguous: case {case.eval_id!r} matched {len(picked)} traces of run {newest_run!r} with repeated "
+            "turn indexes; pass the run id (--run-id) of the run to grade",
         )
     return _check_turns(TraceMatch(case, ids, "case_id"), turns)
 
 
-def _by_selector(store: QueryableStore, case: EvalCase, turns: int, run_id: str | None) -> TraceMatch | None:
+# --------------------------------------------------------------------------------------- selector
+
+
+def _selector_trace_ids(case: EvalCase) -> list[str]:
+    selector = case.metadata.get("selector")
+    if not isinstance(selector, dict) or "trace_id" not in selector:
+        return []
+    ids = selector["trace_id"]
+    return [ids] if isinstance(ids, str) else [str(t) for t in ids] if isinstance(ids, list) else []
+
+
+def _existing_trace_ids(store: QueryableStore, trace_ids: list[str]) -> set[str]:
+    if not trace_ids:
+        return set()
+    sql = "SELECT trace_id FROM traces WHERE trace_id IN (SELECT unnest(?::VARCHAR[]))"
+    return {r[0] for r in _rows(store, sql, [list(dict.fromkeys(trace_ids))])}
+
+
+def _by_selector(store: QueryableStore, case: EvalCase, turns: int, known_ids: set[str]) -> TraceMatch | None:
     selector = case.metadata.get("selector")
     if not selector:
         return None
-    if not isinstance(selector, dict) or not selector.keys() & {"trace_id", "conversation_id", "where"}:
+    where = f"case {case.eval_id!r}: metadata.selector"
+    if not isinstance(selector, dict) or sum(k in selector for k in _SELECTOR_KEYS) != 1:
         return TraceMatch(
             case,
             strategy="selector",
-            error=f"case {case.eval_id!r}: metadata.selector must be an object with trace_id, conversation_id "
-            f"or where; got {selector!r}",
+            error=f"{where} must be an object with exactly one of trace_id, conversation_id or where; "
+            f"got {selector!r}",
         )
     if "trace_id" in selector:
-        ids = selector["trace_id"]
-        ids = [ids] if isinstance(ids, str) else list(ids)
-        found = {r[0] for r in _rows(store, "SELECT trace_id FROM traces WHERE list_contains(?, trace_id)", [ids])}
-        missing = [t for t in ids if t not in found]
+        ids = _selector_trace_ids(case)
+        if not ids:
+            return TraceMatch(
+                case, strategy="selector", error=f"{where}.trace_id must be a trace id or a list of them"
+            )
+        missing = [t for t in ids if t not in known_ids]
         if missing:
-            return TraceMatch(case, strategy="selector", error=f"selector trace ids not in the store: {missing}")
+            return TraceMatch(case, strategy="selector", error=f"{where}.trace_id: not in the store: {missing}")
         return _check_turns(TraceMatch(case, ids, "selector"), turns)
     if "conversation_id" in selector:
-        rows = _rows(
-            store, f"SELECT trace_id FROM traces WHERE conversation_id = ? {_ORDER}", [selector["conversation_id"]]
-        )
+        sql, params = f"SELECT trace_id FROM traces WHERE conversation_id = ? {_ORDER}", [selector["conversation_id"]]
         what = f"conversation_id {selector['conversation_id']!r}"
     else:
-        rows = _rows(store, f"SELECT trace_id FROM traces WHERE ({selector['where']}) {_ORDER}", [])
-        what = f"selector predicate {selector['where']!r}"
+        sql, params = f"SELECT trace_id FROM traces WHERE ({selector['where']}) {_ORDER}", []
+        what = f"the predicate {selector['where']!r}"
+    try:
+        rows = _rows(store, sql, params)
+    except StoreError as exc:
+        return TraceMatch(case, strategy="selector", error=f"{where}: {what} cannot run over traces: {exc}")
     if not rows:
-        return TraceMatch(case, strategy="selector", error=f"no trace matches {what}")
+        return TraceMatch(case, strategy="selector", error=f"{where}: no trace matches {what}")
     return _check_turns(TraceMatch(case, [r[0] for r in rows], "selector"), turns)
 
 
-def _by_first_message(store: QueryableStore, case: EvalCase, turns: int, run_id: str | None) -> TraceMatch | None:
+# ------------------------------------------------------------------------------ first user message
+
+
+def _by_first_message(store: QueryableStore, case: EvalCase, turns: int) -> TraceMatch | None:
     text = case.first_user_text()
     if not text:
         return None
@@ -126,27 +194,28 @@ def _by_first_message(store: QueryableStore, case: EvalCase, turns: int, run_id:
         return None
     if turns == 1:
         if len(rows) > 1:
+            shown = ", ".join(r[0] for r in rows[:5]) + (", …" if len(rows) > 5 else "")
             return TraceMatch(
                 case,
                 [r[0] for r in rows],
                 "first_message",
-                f"ambiguous: {len(rows)} traces have the user query {_short(text)!r} "
-                f"({', '.join(r[0][:16] for r in rows[:5])}{'…' if len(rows) > 5 else ''}); add metadata.selector "
-                "to the case (trace_id, conversation_id or where) to pick one",
+                f"ambiguous: {len(rows)} traces have the user query {_short(text)!r} ({shown}) where one was "
+                "expected; add metadata.selector (trace_id, conversation_id or where) to the case to pick one",
             )
         return TraceMatch(case, [rows[0][0]], "first_message")
-    conversations = {r[1] for r in rows if r[1]}
+    conversations = list(dict.fromkeys(r[1] for r in rows if r[1]))
     if len(conversations) != 1:
+        found = f"{len(conversations)} conversations ({', '.join(conversations[:5])})" if conversations else (
+            "traces that belong to no conversation"
+        )
         return TraceMatch(
             case,
             [r[0] for r in rows],
             "first_message",
-            f"multi-turn case {case.eval_id!r}: the first user message matches "
-            f"{len(conversations) or 'no'} conversation{'s' if len(conversations) != 1 else ''}; "
-            "add metadata.selector.conversation_id",
+            f"{'ambiguous' if len(conversations) > 1 else 'unmatched'}: multi-turn case {case.eval_id!r}: its "
+            f"first user message matches {found}; add metadata.selector.conversation_id to the case",
         )
-    conv = conversations.pop()
-    ids = [r[0] for r in _rows(store, f"SELECT trace_id FROM traces WHERE conversation_id = ? {_ORDER}", [conv])]
+    ids = [r[0] for r in _rows(store, f"SELECT trace_id FROM traces WHERE conversation_id = ? {_ORDER}", conversations)]
     return _check_turns(TraceMatch(case, ids, "first_message"), turns)
 
 
@@ -154,12 +223,13 @@ def _check_turns(match: TraceMatch, turns: int) -> TraceMatch:
     found = len(match.trace_ids)
     if turns == 1 and found > 1:
         match.error = (
-            f"ambiguous: {found} traces match case {match.case.eval_id!r} by {match.strategy} where one was expected"
+            f"ambiguous: {found} traces match case {match.case.eval_id!r} by {match.strategy} where one was "
+            "expected; narrow the selector (or pass --run-id)"
         )
     elif turns > 1 and found != turns:
         match.error = (
             f"case {match.case.eval_id!r} has {turns} turns but {found} trace{'s' if found != 1 else ''} "
-            f"matched by {match.strategy}"
+            f"matched by {match.strategy}; each turn must be one trace"
         )
     return match
 

@@ -7,7 +7,8 @@ joinable in SQL with ``traces``, ``tool_calls`` and the other trajectory tables:
     WHERE t.service_name = 'checkout' GROUP BY ALL;
 
 Rows are keyed by (run_id, eval_id[, criterion]) and written with ``INSERT OR REPLACE``, so writing the
-same run twice (a retried grading job) never duplicates results.
+same run twice (a retried grading job) never duplicates results. The ``eval_runs`` row is written last:
+a run that was interrupted while being recorded is not listed, and recording it again completes it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,16 @@ from typing import Any, Protocol
 from tracegrade.evaluation.timewindow import utc_now
 from tracegrade.models.results import EvalReport
 
-__all__ = ["EVAL_TABLES_DDL", "RunSink", "RunSummary", "ensure_eval_tables", "list_runs", "load_run", "record_report"]
+__all__ = [
+    "EVAL_TABLES_DDL",
+    "RunSink",
+    "RunSummary",
+    "ensure_eval_tables",
+    "list_runs",
+    "load_run",
+    "new_run_id",
+    "record_report",
+]
 
 EVAL_TABLES_DDL = """
 CREATE TABLE IF NOT EXISTS eval_runs (
@@ -82,26 +92,23 @@ def ensure_eval_tables(store: RunSink) -> None:
 def record_report(store: RunSink, report: EvalReport, kind: str, run_id: str | None = None) -> str:
     """Write one run; returns its id. Idempotent for a given ``run_id``."""
     ensure_eval_tables(store)
-    run_id = run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    run_id = run_id or new_run_id()
     s = report.summary
-    store.execute_write(
-        "INSERT OR REPLACE INTO eval_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [
-            run_id,
-            utc_now(),
-            kind,
-            report.eval_set_id,
-            report.eval_set_name,
-            s.total_cases,
-            s.passed_cases,
-            s.failed_cases,
-            s.error_cases,
-            s.pass_rate,
-            json.dumps(report.config_used, default=str),
-            json.dumps(report.metadata, default=str),
-            report.model_dump_json(),
-        ],
-    )
+    run_row = [
+        run_id,
+        utc_now(),
+        kind,
+        report.eval_set_id,
+        report.eval_set_name,
+        s.total_cases,
+        s.passed_cases,
+        s.failed_cases,
+        s.error_cases,
+        s.pass_rate,
+        json.dumps(report.config_used, default=str),
+        json.dumps(report.metadata, default=str),
+        report.model_dump_json(),
+    ]
     case_rows, result_rows = [], []
     for r in report.results:
         trace_id = r.trace_ids[0] if r.trace_ids else None
@@ -140,9 +147,15 @@ def record_report(store: RunSink, report: EvalReport, kind: str, run_id: str | N
                     c.token_usage.cost_usd,
                 ]
             )
-    _insert_many(store, "eval_case_results", case_rows, 12)
     _insert_many(store, "eval_results", result_rows, 14)
+    _insert_many(store, "eval_case_results", case_rows, 12)
+    _insert_many(store, "eval_runs", [run_row], 13)
     return run_id
+
+
+def new_run_id() -> str:
+    """A fresh, sortable grading-run id: ``run-YYYYmmdd-HHMMSS-xxxxxx``."""
+    return f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
 
 
 def _insert_many(store: RunSink, table: str, rows: list[list[Any]], width: int, chunk: int = 500) -> None:
@@ -154,13 +167,14 @@ def _insert_many(store: RunSink, table: str, rows: list[list[Any]], width: int, 
         store.execute_write(sql, [v for row in part for v in row])
 
 
-def list_runs(store: RunSink, limit: int = 20) -> list[RunSummary]:
+def list_runs(store: RunSink, limit: int = 20, kind: str | None = None) -> list[RunSummary]:
+    """Recorded runs, newest first (only those of ``kind`` when given)."""
     if not _has_table(store, "eval_runs"):
         return []
     rows = store.query(
         "SELECT run_id, created_at, kind, eval_set_id, total_cases, passed_cases, failed_cases, error_cases, "
-        "pass_rate FROM eval_runs ORDER BY created_at DESC, run_id DESC LIMIT ?",
-        [limit],
+        "pass_rate FROM eval_runs WHERE ? IS NULL OR kind = ? ORDER BY created_at DESC, run_id DESC LIMIT ?",
+        [kind, kind, limit],
     ).rows
     return [RunSummary(*row) for row in rows]
 

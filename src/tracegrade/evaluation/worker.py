@@ -24,9 +24,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tracegrade.criteria.base import BaseCriterion
 from tracegrade.criteria.registry import CRITERIA_REGISTRY
-from tracegrade.evaluation.engine import EvaluatorFactory
-from tracegrade.evaluation.offline import TraceGrader, TraceSelection
+from tracegrade.errors import NoCriteriaError
+from tracegrade.evaluation.engine import EvaluatorFactory, compile_criteria
+from tracegrade.evaluation.offline import TraceGrader
 from tracegrade.evaluation.run_records import RunSink, ensure_eval_tables, record_report
+from tracegrade.evaluation.selection import TraceSelection, sample_predicate
 from tracegrade.evaluation.timewindow import utc_now
 from tracegrade.models.config import CriteriaConfig, CriterionConfig, EvalConfig
 from tracegrade.models.files import load_model
@@ -105,38 +107,59 @@ class GradingWorker:
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.evaluator_factory = evaluator_factory
         for module in rules.plugins:
-            importlib.import_module(module)
+            try:
+                importlib.import_module(module)
+            except ImportError as exc:
+                raise ValueError(f"rules plugins: cannot import {module!r}: {exc}") from None
         self._extra = {r.name: [self._named(n) for n in r.extra_criteria] for r in rules.rules}
+        for rule in rules.rules:
+            self._check_rule(rule)
         store.execute_write(JOBS_DDL)
         ensure_eval_tables(store)
 
     @staticmethod
     def _named(spec: NamedCriterion) -> BaseCriterion:
+        import tracegrade.criteria  # noqa: F401  (registers the built-in criteria)
+
         cls = CRITERIA_REGISTRY.get(spec.name)
         if cls is None:
-            raise KeyError(
-                f"rules name an unknown criterion {spec.name!r}; registered: {', '.join(sorted(CRITERIA_REGISTRY))} "
-                "(import the module that registers it via `plugins:`)"
+            raise ValueError(
+                f"rules name an unknown criterion {spec.name!r} in extra_criteria; registered: "
+                f"{', '.join(sorted(CRITERIA_REGISTRY))} (list the module that registers it under `plugins:`)"
             )
         return cls(config=spec.config)
+
+    def _check_rule(self, rule: GradingRule) -> None:
+        """Refuse, at start, a rule whose jobs could only fail: no criterion that grades without a case."""
+        try:
+            criteria = compile_criteria(EvalConfig(criteria=rule.criteria), self._extra[rule.name])
+        except (NoCriteriaError, ValueError) as exc:
+            raise ValueError(f"rule {rule.name!r}: {exc}") from None
+        if all(c.requires_reference for c in criteria):
+            raise ValueError(
+                f"rule {rule.name!r}: every criterion ({', '.join(c.name for c in criteria)}) needs an eval case; "
+                "online grading is reference-free, so enable one such as contains_keywords or safety"
+            )
 
     def enqueue(self) -> int:
         """Create jobs for traces that settled since the last look; returns how many were added."""
         added = 0
         for rule in self.rules.values():
-            clauses = ["t.updated_at <= ?", "j.job_id IS NULL"]
+            clauses = [
+                "updated_at <= ?",
+                "NOT EXISTS (SELECT 1 FROM grading_jobs j WHERE j.rule = ? AND j.trace_id = traces.trace_id)",
+            ]
             if rule.where:
                 clauses.append(f"({rule.where})")
             if rule.sample < 1.0:
-                clauses.append(f"(hash(t.trace_id) % 1000000) < {int(rule.sample * 1_000_000)}")
+                clauses.append(sample_predicate(rule.sample))
             now = utc_now()
             before = self._count_jobs(rule.name)
             self.store.execute_write(
                 "INSERT INTO grading_jobs "
-                "SELECT ? || ':' || t.trace_id, ?, t.trace_id, 'pending', NULL, NULL, 0, ?, ?, NULL, NULL "
-                "FROM traces t LEFT JOIN grading_jobs j ON j.job_id = ? || ':' || t.trace_id "
-                f"WHERE {' AND '.join(clauses)} ON CONFLICT DO NOTHING",
-                [rule.name, rule.name, now, now, rule.name, now - timedelta(seconds=rule.settle_seconds)],
+                "SELECT ? || ':' || trace_id, ?, trace_id, 'pending', NULL, NULL, 0, ?, ?, NULL, NULL "
+                f"FROM traces WHERE {' AND '.join(clauses)} ON CONFLICT DO NOTHING",
+                [rule.name, rule.name, now, now, now - timedelta(seconds=rule.settle_seconds), rule.name],
             )
             added += self._count_jobs(rule.name) - before
         return added
@@ -145,9 +168,18 @@ class GradingWorker:
         return int(self.store.query("SELECT count(*) FROM grading_jobs WHERE rule = ?", [rule]).rows[0][0])
 
     def claim(self) -> list[tuple[str, str, str]]:
-        """Lease up to ``batch_size`` pending jobs or jobs whose lease expired: ``(job_id, rule, trace_id)``."""
+        """Lease up to ``batch_size`` pending jobs or jobs whose lease expired: ``(job_id, rule, trace_id)``.
+
+        A job whose lease expired after its last allowed attempt is marked failed instead.
+        """
         now = utc_now()
         expires = now + timedelta(seconds=self.settings.lease_seconds)
+        self.store.execute_write(
+            "UPDATE grading_jobs SET status = 'failed', owner = NULL, lease_expires = NULL, updated_at = ?, "
+            "error = 'the worker holding the lease stopped ' || attempts || ' time(s) without finishing' "
+            "WHERE status = 'leased' AND lease_expires < ? AND attempts >= ?",
+            [now, now, self.settings.max_attempts],
+        )
         self.store.execute_write(
             "UPDATE grading_jobs SET status = 'leased', owner = ?, lease_expires = ?, attempts = attempts + 1, "
             "updated_at = ? WHERE job_id IN (SELECT job_id FROM grading_jobs WHERE (status = 'pending' OR "
@@ -159,7 +191,7 @@ class GradingWorker:
             "AND lease_expires = ? ORDER BY created_at, job_id",
             [self.worker_id, expires],
         ).rows
-        return [tuple(r) for r in rows]  # type: ignore[misc]
+        return [(str(r[0]), str(r[1]), str(r[2])) for r in rows]
 
     async def run_job(self, job_id: str, rule_name: str, trace_id: str) -> str | None:
         """Grade one job and record it; returns the run id, or None when the job failed."""

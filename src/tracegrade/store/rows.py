@@ -120,6 +120,18 @@ def _link_dict(link: SpanLink) -> dict[str, Any]:
     }
 
 
+def _resource_json(spans: Sequence[SpanRecord]) -> list[str]:
+    """Resource JSON per span, encoding each distinct resource object once (a batch shares a few)."""
+    encoded: dict[int, str] = {}
+    out = []
+    for span in spans:
+        key = id(span.resource)
+        if key not in encoded:
+            encoded[key] = to_json(span.resource)
+        out.append(encoded[key])
+    return out
+
+
 def spans_to_arrow(spans: Sequence[SpanRecord], received_at: datetime) -> pa.Table:
     """One Arrow table in the column layout of the ``spans`` table (the fast bulk-insert path)."""
     starts = [s.start_ns for s in spans]
@@ -142,9 +154,9 @@ def spans_to_arrow(spans: Sequence[SpanRecord], received_at: datetime) -> pa.Tab
             "status_code": [s.status_code for s in spans],
             "status_message": [s.status_message for s in spans],
             "attributes": [to_json(s.attributes) for s in spans],
-            "events": [to_json([_event_dict(e) for e in s.events]) for s in spans],
-            "links": [to_json([_link_dict(x) for x in s.links]) for s in spans],
-            "resource": [to_json(s.resource) for s in spans],
+            "events": [to_json([_event_dict(e) for e in s.events]) if s.events else "[]" for s in spans],
+            "links": [to_json([_link_dict(x) for x in s.links]) if s.links else "[]" for s in spans],
+            "resource": _resource_json(spans),
             "trace_state": [s.trace_state for s in spans],
             "flags": pa.array([s.flags for s in spans], pa.int64()),
             "dropped_attributes_count": pa.array([s.dropped_attributes_count for s in spans], pa.int32()),

@@ -4,7 +4,8 @@ Submissions wait in a queue bounded in records (spans + log records); when it is
 ``submit`` raises QueueFull with a retry delay (the receiver answers 429 / RESOURCE_EXHAUSTED). The
 thread coalesces everything queued into one transaction and resolves each submission's Future after
 the commit. Traces that gained spans are rebuilt ``settle_seconds`` after their last span, a small
-batch at a time between write batches, so writes never wait long behind a rebuild.
+batch at a time between write batches (sized to take about ``rebuild_budget_seconds``), so writes never
+wait long behind a rebuild.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ class StoreWriter:
         max_queue_spans: int = 200_000,
         settle_seconds: float = 1.0,
         max_batch_spans: int = 50_000,
-        rebuild_batch_traces: int = 64,
+        rebuild_budget_seconds: float = 0.05,
     ) -> None:
         if max_queue_spans < 1:
             raise ValueError("max_queue_spans must be at least 1")
@@ -85,7 +86,8 @@ class StoreWriter:
         self.max_queue_spans = max_queue_spans
         self.settle_seconds = settle_seconds
         self.max_batch_spans = max_batch_spans
-        self.rebuild_batch_traces = rebuild_batch_traces
+        self.rebuild_budget_seconds = rebuild_budget_seconds
+        self._rebuild_seconds_per_trace = 0.002  # learnt from each rebuild; sizes the next batch
         self._queue: deque[_Submission] = deque()
         self._queued = 0
         self._dirty: dict[str, float] = {}  # trace id -> monotonic time its rebuild is due
@@ -222,9 +224,10 @@ class StoreWriter:
 
     def _take_rebuilds(self, *, everything: bool) -> list[str]:
         now = time.monotonic()
+        limit = max(1, min(1000, int(self.rebuild_budget_seconds / self._rebuild_seconds_per_trace)))
         due: list[str] = []
         for trace_id, at in self._dirty.items():  # in due order (see _record)
-            if len(due) == self.rebuild_batch_traces or (at > now and not everything):
+            if len(due) == limit or (at > now and not everything):
                 break
             due.append(trace_id)
         for trace_id in due:
@@ -271,6 +274,7 @@ class StoreWriter:
         s.records_per_second = rate if not s.records_per_second else 0.8 * s.records_per_second + 0.2 * rate
 
     def _rebuild(self, trace_ids: list[str]) -> None:
+        started = time.monotonic()
         try:
             rebuilt = self.store.rebuild_trajectories(trace_ids)
         except Exception as exc:  # keep writing; the traces stay stale and are retried on the next start
@@ -278,6 +282,8 @@ class StoreWriter:
             with self._cond:
                 self._stats.rebuild_errors += 1
             return
+        per_trace = (time.monotonic() - started) / len(trace_ids)
+        self._rebuild_seconds_per_trace = 0.7 * self._rebuild_seconds_per_trace + 0.3 * per_trace
         with self._cond:
             self._stats.traces_rebuilt += rebuilt
             self._stats.rebuild_batches += 1

@@ -15,17 +15,19 @@ from tracegrade.trajectory.tree import Role, SpanNode
 from tracegrade.trajectory.values import as_int
 
 _PREFIX = "gcp.vertex.agent."
-_MARKER_KEYS = (
-    "gcp.vertex.agent.event_id",
-    "gcp.vertex.agent.invocation_id",
-    "gcp.vertex.agent.session_id",
-    "gcp.vertex.agent.llm_request",
-    "gcp.vertex.agent.tool_call_args",
+_MARKER_KEYS = frozenset(
+    {
+        "gcp.vertex.agent.event_id",
+        "gcp.vertex.agent.invocation_id",
+        "gcp.vertex.agent.session_id",
+        "gcp.vertex.agent.llm_request",
+        "gcp.vertex.agent.tool_call_args",
+    }
 )
 
 
 def is_adk(node: SpanNode) -> bool:
-    return node.span.scope_name == "gcp.vertex.agent" or any(k in node.attrs for k in _MARKER_KEYS)
+    return node.span.scope_name == "gcp.vertex.agent" or not _MARKER_KEYS.isdisjoint(node.attrs)
 
 
 def classify(node: SpanNode) -> str | None:

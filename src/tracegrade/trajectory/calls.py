@@ -196,8 +196,9 @@ def _match_requests(tools: list[ToolSpan], calls: list[LLMCall]) -> None:
 
 def _tool_call(tool: ToolSpan) -> ToolCall:
     args = tool.args
-    if tool.matched is not None and not isinstance(args, dict) and tool.matched.args:
-        args = tool.matched.args  # bare or missing arguments: the model's request has the object
+    matched = tool.matched
+    if matched is not None and (args is None or (not isinstance(args, dict) and matched.args)):
+        args = matched.args  # missing or bare arguments: the model's request has the object
     elif args is not None and not isinstance(args, dict):
         tool.node.note(f"tool {tool.name!r}: arguments are not an object; kept as {{'input': ...}}")
     node = tool.node

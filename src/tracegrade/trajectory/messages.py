@@ -51,6 +51,9 @@ def normalise_role(role: Any, default: str) -> str:
     """Map role spellings (``human``, ``ai``, ``model``, ``AIMessage``…) onto the four roles."""
     if not isinstance(role, str) or not role:
         return default
+    known = _ROLE_ALIASES.get(role)
+    if known is not None:
+        return known
     key = role.lower()
     if key.endswith("messagechunk"):
         key = key[: -len("messagechunk")]
@@ -104,15 +107,22 @@ def _block_text(block: Any) -> str:
     return text
 
 
+def _first_key(block: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        if key in block:
+            return block[key]
+    return None
+
+
 def _split_content(content: Any) -> tuple[str, list[Message], list[tuple[Any, str, Any]]]:
     """Text, tool calls and tool results (``(call_id, text, name)``) of any content shape."""
-    if content is None:
-        return "", [], []
     if isinstance(content, str):
         return content, [], []
+    if content is None:
+        return "", [], []
     if isinstance(content, dict):
         content = [content]
-    if not isinstance(content, list):
+    elif not isinstance(content, list):
         return as_text(content) or "", [], []
     texts: list[str] = []
     calls: list[Message] = []
@@ -124,21 +134,21 @@ def _split_content(content: Any) -> tuple[str, list[Message], list[tuple[Any, st
         if not isinstance(block, dict):
             continue
         kind = block.get("type")
-        if "toolUse" in block and isinstance(block["toolUse"], dict):  # Bedrock / Strands
-            use = block["toolUse"]
-            calls.append(tool_call(use.get("toolUseId"), use.get("name"), use.get("input")))
-        elif "toolResult" in block and isinstance(block["toolResult"], dict):
-            res = block["toolResult"]
-            results.append((res.get("toolUseId"), _block_text(res.get("content")), None))
-        elif kind in _TEXT_TYPES or (kind is None and "text" in block):
-            value = block.get("text", block.get("content"))
+        if kind == "text" or (kind in _TEXT_TYPES if isinstance(kind, str) else "text" in block):
+            value = _first_key(block, ("text", "content"))
             if isinstance(value, str):
                 texts.append(value)
+        elif not isinstance(kind, str):
+            use, res = block.get("toolUse"), block.get("toolResult")  # Bedrock / Strands blocks
+            if isinstance(use, dict):
+                calls.append(tool_call(use.get("toolUseId"), use.get("name"), use.get("input")))
+            elif isinstance(res, dict):
+                results.append((res.get("toolUseId"), _block_text(res.get("content")), None))
         elif kind in _CALL_TYPES:
-            args = block.get("arguments", block.get("input", block.get("args")))
+            args = _first_key(block, ("arguments", "input", "args"))
             calls.append(tool_call(block.get("id") or block.get("call_id"), block.get("name"), args))
         elif kind in _RESULT_TYPES:
-            value = next((block[k] for k in ("response", "result", "output", "content") if k in block), None)
+            value = _first_key(block, ("response", "result", "output", "content"))
             call_id = block.get("id") or block.get("tool_use_id") or block.get("call_id")
             results.append((call_id, value if isinstance(value, str) else as_text(value) or "", block.get("name")))
     return "\n".join(texts), calls, results
@@ -181,10 +191,12 @@ def _lc_message(item: dict[str, Any]) -> list[Message] | None:
         cls = ids[-1] if isinstance(ids, list) and ids else ""
         fields = item["kwargs"]
         role = normalise_role(fields.get("role") or cls, "user")
-    elif item.get("type") in _LC_TYPES and isinstance(item.get("data"), dict):
+    elif not isinstance(item.get("type"), str) or item["type"] not in _LC_TYPES:
+        return None
+    elif isinstance(item.get("data"), dict):
         fields = item["data"]
         role = normalise_role(fields.get("role") or item["type"], "user")
-    elif item.get("type") in _LC_TYPES and "content" in item:
+    elif "content" in item:
         fields = item
         role = normalise_role(item.get("role") or item["type"], "user")
     else:
@@ -195,11 +207,11 @@ def _lc_message(item: dict[str, Any]) -> list[Message] | None:
 
 
 def _message_from_dict(item: dict[str, Any], default_role: str) -> list[Message] | None:
+    if "parts" in item:  # OTel GenAI
+        return build_messages(normalise_role(item.get("role"), default_role), item["parts"], name=item.get("name"))
     lc = _lc_message(item)
     if lc is not None:
         return lc
-    if "parts" in item:  # OTel GenAI
-        return build_messages(normalise_role(item.get("role"), default_role), item.get("parts"), name=item.get("name"))
     if "role" in item or "content" in item or "tool_calls" in item:
         return build_messages(
             normalise_role(item.get("role"), default_role),
@@ -271,16 +283,10 @@ def _generations(generations: list[Any]) -> list[Message]:
     return out
 
 
-def _canonical(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, sort_keys=True, default=str)
-
-
 def message_key(message: Message) -> tuple[Any, ...]:
     """Identity of a message for de-duplication (tool-call ids ignored: ADK history ids are synthetic)."""
     calls = message.get("tool_calls")
-    calls_key = tuple((c.get("name"), _canonical(c.get("arguments"))) for c in calls) if calls else ()
+    calls_key = tuple((c.get("name"), repr(c.get("arguments"))) for c in calls) if calls else ()
     return (message.get("role"), message.get("content"), calls_key, message.get("name"))
 
 

@@ -59,6 +59,36 @@ def has_agent_identity(node: SpanNode) -> bool:
 # -- LLM content ---------------------------------------------------------------------------------
 
 
+def _message_fields(fields: dict[str, Any]) -> tuple[Any, list[dict[str, Any]] | None]:
+    """Content (text or ``message.contents.{j}`` blocks) and ``message.tool_calls.{k}`` of one message."""
+    blocks: dict[int, dict[str, Any]] = {}
+    calls: dict[int, dict[str, Any]] = {}
+    for key, value in fields.items():
+        for prefix, target in (("message.contents.", blocks), ("message.tool_calls.", calls)):
+            if key.startswith(prefix):
+                index, _, rest = key[len(prefix) :].partition(".")
+                if index.isdigit():
+                    target.setdefault(int(index), {})[rest] = value
+    content = fields.get("message.content")
+    if content is None and blocks:
+        content = [
+            {"type": "text", "text": blocks[i].get("message_content.text")}
+            for i in sorted(blocks)
+            if blocks[i].get("message_content.type", "text") == "text"
+        ]
+    tool_calls = [
+        {
+            "id": calls[i].get("tool_call.id"),
+            "function": {
+                "name": calls[i].get("tool_call.function.name"),
+                "arguments": calls[i].get("tool_call.function.arguments"),
+            },
+        }
+        for i in sorted(calls)
+    ]
+    return content, tool_calls or None
+
+
 def _flattened(node: SpanNode, prefix: str, default_role: str) -> list[Message] | None:
     grouped = group_indexed(node.attrs, prefix)
     if grouped is None:
@@ -66,29 +96,7 @@ def _flattened(node: SpanNode, prefix: str, default_role: str) -> list[Message] 
     out: list[Message] = []
     for index in sorted(grouped):
         fields = grouped[index]
-        content: Any = fields.get("message.content")
-        blocks = group_indexed(fields, "message.contents.")
-        if content is None and blocks:
-            content = [
-                {"type": "text", "text": blocks[i].get("message_content.text")}
-                for i in sorted(blocks)
-                if blocks[i].get("message_content.type", "text") == "text"
-            ]
-        calls = group_indexed(fields, "message.tool_calls.")
-        tool_calls = (
-            [
-                {
-                    "id": calls[i].get("tool_call.id"),
-                    "function": {
-                        "name": calls[i].get("tool_call.function.name"),
-                        "arguments": calls[i].get("tool_call.function.arguments"),
-                    },
-                }
-                for i in sorted(calls)
-            ]
-            if calls
-            else None
-        )
+        content, tool_calls = _message_fields(fields)
         out += build_messages(
             normalise_role(fields.get("message.role"), default_role),
             content,

@@ -110,12 +110,24 @@ _COUNTED_ROLES = frozenset({Role.LLM, Role.TOOL, Role.AGENT, Role.NODE})
 
 
 def first(readers: Iterable[Reader], node: SpanNode) -> Any:
-    """The first non-None answer of ``readers`` for ``node``."""
+    """The first non-None answer of ``readers`` for ``node``.
+
+    A reader that fails on a malformed span is noted as a mapping issue and skipped, so one bad
+    attribute costs only what it holds.
+    """
     for reader in readers:
-        value = reader(node)
+        try:
+            value = reader(node)
+        except Exception as exc:
+            node.note(f"{_reader_name(reader)} could not be read ({type(exc).__name__}: {exc})")
+            continue
         if value is not None:
             return value
     return None
+
+
+def _reader_name(reader: Reader) -> str:
+    return f"{reader.__module__.rsplit('.', 1)[-1]}.{getattr(reader, '__name__', 'reader')}"
 
 
 def first_of(readers: Iterable[Reader], nodes: Iterable[SpanNode]) -> Any:

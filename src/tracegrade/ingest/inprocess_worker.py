@@ -1,0 +1,67 @@
+"""One online-grading worker inside ``tracegrade serve`` (``--worker-rules rules.yaml``).
+
+The worker runs on its own thread and event loop, so grading never blocks the receiver's loop. It uses
+the server's TraceStore: queries run on their own cursors and writes go through
+``TraceStore.execute_write``, which takes the same write lock as the StoreWriter thread, so the server
+stays the file's single writer and grading writes never interleave with a span batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+from tracegrade.evaluation.worker import GradingWorker, WorkerRules
+
+__all__ = ["InProcessWorker", "start_inprocess_worker"]
+
+log = logging.getLogger("tracegrade.worker")
+
+
+class InProcessWorker:
+    """A :class:`GradingWorker` looping on a daemon thread until :meth:`stop`."""
+
+    def __init__(self, worker: GradingWorker) -> None:
+        self.worker = worker
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tracegrade-grading-worker", daemon=True)
+
+    def start(self) -> InProcessWorker:
+        self._thread.start()
+        self._started.wait()
+        return self
+
+    def _run(self) -> None:
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+            self._started.set()
+            await self.worker.run_forever(self._stop)
+
+        try:
+            asyncio.run(main())
+        except Exception:
+            log.exception("the in-process grading worker stopped")
+        finally:
+            self._started.set()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Finish the job in hand, then stop (before the store closes)."""
+        if self._loop is not None and self._stop is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(timeout)
+
+
+def start_inprocess_worker(writer: Any, rules: WorkerRules | str | Path) -> InProcessWorker:
+    """Start grading with ``rules`` against the store of ``writer`` (a started StoreWriter).
+
+    Raises ValueError / FileFormatError for bad rules before anything starts.
+    """
+    loaded = rules if isinstance(rules, WorkerRules) else WorkerRules.from_file(rules)
+    worker = GradingWorker(writer.store, loaded)
+    return InProcessWorker(worker).start()

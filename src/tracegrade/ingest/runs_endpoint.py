@@ -1,0 +1,86 @@
+"""``POST /v1/runs``: record a grading run in the store while ``tracegrade serve`` holds the file.
+
+DuckDB lets one process open a file read-write, so while the server runs, ``tracegrade grade`` reads
+through ``/v1/query`` and records its report here. The body is ``{"report": <EvalReport>, "kind":
+"eval_set" | "reference_free" | "worker" | "live", "run_id": <optional id>}``; the answer is
+``{"run_id": …}``. The write runs on a worker thread through ``TraceStore.execute_write``, which shares the
+store's write lock with the StoreWriter thread, so it never interleaves with span batches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from tracegrade.errors import StoreError
+from tracegrade.evaluation.run_records import RunSink, record_report
+from tracegrade.models.results import EvalReport
+
+__all__ = ["RUN_KINDS", "add_runs_route"]
+
+RUN_KINDS = ("eval_set", "reference_free", "worker", "live")
+
+Authorize = Callable[[str | None], None]  # raises (an ExportRefused with http_status) to refuse
+
+
+def add_runs_route(app: web.Application, store: RunSink, authorize: Authorize | None = None) -> None:
+    """Add ``POST /v1/runs`` to ``app`` (before it starts), recording into ``store``.
+
+    ``authorize`` receives the ``Authorization`` header and raises to refuse (the receiver's
+    ``Intake.authorize``, so the endpoint takes the same bearer token as every other one).
+    """
+
+    async def record(request: web.Request) -> web.Response:
+        if authorize is not None:
+            try:
+                authorize(request.headers.get("Authorization"))
+            except Exception as exc:
+                return _error(getattr(exc, "http_status", 401), str(exc))
+        try:
+            report, kind, run_id = _parse(await request.read())
+        except ValueError as exc:
+            return _error(400, str(exc))
+        except web.HTTPRequestEntityTooLarge as exc:
+            return _error(413, f"the report is too large for this server ({exc.text}); grade with --no-record")
+        loop = asyncio.get_running_loop()
+        try:
+            recorded = await loop.run_in_executor(None, record_report, store, report, kind, run_id)
+        except StoreError as exc:
+            return _error(500, f"recording the run failed: {exc}")
+        return web.json_response({"run_id": recorded})
+
+    app.router.add_post("/v1/runs", record)
+
+
+def _parse(body: bytes) -> tuple[EvalReport, str, str | None]:
+    try:
+        document = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"the body is not valid JSON: {exc}") from None
+    if not isinstance(document, dict) or not isinstance(document.get("report"), dict):
+        raise ValueError('the body must be a JSON object {"report": {...}, "kind": "...", "run_id": "..."}')
+    unknown = set(document) - {"report", "kind", "run_id"}
+    if unknown:
+        raise ValueError(f"unknown keys {sorted(unknown)}; only report, kind and run_id are accepted")
+    kind: Any = document.get("kind", "eval_set")
+    if kind not in RUN_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(RUN_KINDS)}; got {kind!r}")
+    run_id = document.get("run_id")
+    if run_id is not None and (not isinstance(run_id, str) or not run_id.strip()):
+        raise ValueError(f"run_id must be a non-empty string when given; got {run_id!r}")
+    try:
+        report = EvalReport.model_validate(document["report"])
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = "$.report" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
+        raise ValueError(f"the report is not a valid EvalReport: at {where}: {first['msg']}") from None
+    return report, kind, run_id
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)

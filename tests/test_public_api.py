@@ -1,0 +1,51 @@
+"""The curated public surface: every exported name resolves, and the list is pinned."""
+
+import subprocess
+import sys
+
+import tracegrade
+
+EXPECTED = {
+    "AgentEvaluator", "ArgMatchMode", "BaseCriterion", "BaseReporter", "CRITERIA_REGISTRY", "CompositeCriterion",
+    "ConfigError", "ConsoleReporter", "ContainsKeywordsCriterion", "ConversationScenario", "CriteriaConfig",
+    "CriteriaGrader", "CriterionConfig", "CriterionResult", "DEFAULT_JUDGE_MODEL", "EvalCase", "EvalCaseResult",
+    "EvalConfig", "EvalReport", "EvalSet", "EvalSetBuilder", "EvalSetError", "EvalSummary", "EvaluatorFactory",
+    "ExactMatchCriterion", "ExecutionResult", "FactualAccuracyCriterion", "FileFormatError", "Grader",
+    "HTMLReporter", "HallucinationCriterion", "Invocation", "JSONReporter", "JUnitXMLReporter", "LLMCall",
+    "LLMJudgeCriterion", "MatchType", "MessageContent", "NoCriteriaError", "NodeDetail", "NodeOrderMatchCriterion",
+    "NodeResponseData", "NodeVisit", "ReporterConfig", "ReporterManager", "ReporterOutput", "ResponseMatchCriterion",
+    "RougeMatchCriterion", "Rubric", "RubricBasedCriterion", "SafetyCriterion", "SessionInput",
+    "SimulationGoalsCriterion", "SimulationResult", "SpanRecord", "StepType", "StoreError", "SyncCriterion",
+    "TokenUsage", "ToolArgsRule", "ToolCall", "ToolNameMatchCriterion", "TraceGrader", "TraceStore",
+    "TracegradeError", "TrajectoryCollector", "TrajectoryMatchCriterion", "TrajectoryStep", "UserSimulator",
+    "UserSimulatorConfig", "WeightedCriterion", "create_eval_app", "make_trajectory_callback", "map_spans",
+    "print_report", "register_criterion", "trace_node", "trace_tool",
+}
+
+
+def test_all_is_pinned() -> None:
+    assert set(tracegrade.__all__) == EXPECTED
+
+
+def test_every_exported_name_resolves() -> None:
+    for name in tracegrade.__all__:
+        assert getattr(tracegrade, name) is not None, name
+
+
+def test_unknown_name_is_an_attribute_error() -> None:
+    try:
+        tracegrade.NoSuchThing  # noqa: B018
+    except AttributeError as exc:
+        assert "NoSuchThing" in str(exc)
+    else:
+        raise AssertionError("expected AttributeError")
+
+
+def test_import_is_light() -> None:
+    """Importing the package and the data model pulls in neither litellm nor grpc nor duckdb."""
+    code = (
+        "import sys, tracegrade; from tracegrade import EvalSet, EvalConfig, EvalCase; "
+        "heavy = [m for m in ('litellm', 'grpc', 'duckdb', 'aiohttp') if m in sys.modules]; print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
