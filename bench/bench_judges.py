@@ -26,13 +26,14 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.llm_server import LLMServer, Reply  # noqa: E402
-from tracegrade.criteria.llm import ResponseMatchCriterion  # noqa: E402
-from tracegrade.judges import JudgeRuntime, judge_runtime  # noqa: E402
-from tracegrade.judges.llm import load_litellm  # noqa: E402
-from tracegrade.models.config import CriterionConfig  # noqa: E402
-from tracegrade.models.dataset import EvalCase  # noqa: E402
-from tracegrade.models.execution import ExecutionResult  # noqa: E402
+from tests.support.llm_server import LLMServer, Reply
+
+from tracegrade.criteria.llm import ResponseMatchCriterion
+from tracegrade.judges import JudgeRuntime, judge_runtime
+from tracegrade.judges.llm import load_litellm
+from tracegrade.models.config import CriterionConfig
+from tracegrade.models.dataset import EvalCase
+from tracegrade.models.execution import ExecutionResult
 
 
 def serve(latency: float, port_queue: multiprocessing.Queue, stop: multiprocessing.Event) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.mapper_spans import SpanBuilder, js
 from tracegrade.models.span import LogRecordData, SpanEvent, SpanRecord
 from tracegrade.trajectory import map_spans
-from tests.support.mapper_spans import SpanBuilder, js
 
 AGENT = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "agent"}
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from tests.support.mapper_spans import SpanBuilder, js
 from tracegrade.models.span import LogRecordData, SpanEvent
 from tracegrade.trajectory import map_spans
-from tests.support.mapper_spans import SpanBuilder, js
 
 QUERY = "What's the weather in Paris?"
 ANSWER = "It is sunny in Paris."
@@ -166,9 +166,9 @@ def _chat_with_tool_then_answer(b: SpanBuilder, first_events=(), second_events=(
 
 def test_genai_old_event_form_on_span_events_recovers_tool_id_and_args():
     b = SpanBuilder()
-    tool_calls = js(
-        [{"id": "call_7", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}]
-    )
+    tool_calls = [
+        {"id": "call_7", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}
+    ]
     _chat_with_tool_then_answer(
         b,
         first_events=[
@@ -178,7 +178,7 @@ def test_genai_old_event_form_on_span_events_recovers_tool_id_and_args():
                 attributes={
                     "index": 0,
                     "finish_reason": "tool_calls",
-                    "message": js({"tool_calls": json_list(tool_calls)}),
+                    "message": js({"tool_calls": tool_calls}),
                 },
             ),
         ],
@@ -192,12 +192,6 @@ def test_genai_old_event_form_on_span_events_recovers_tool_id_and_args():
     assert result.tool_calls[0].args_captured is True
     assert result.tool_calls[0].result_captured is False
     assert (result.user_query, result.actual_response) == (QUERY, ANSWER)
-
-
-def json_list(text: str):
-    import json
-
-    return json.loads(text)
 
 
 def test_genai_old_event_form_in_log_records_joined_by_span_id():
@@ -460,59 +454,58 @@ def test_adk_schema_1_call_llm_blobs_nested_generate_content_counted_once():
         ],
     }
     leaf = {"gen_ai.operation.name": "generate_content", "gen_ai.request.model": "gemini-2.0-flash"}
-    with b.span("invocation"):
-        with b.span("agent_run [weather_agent]"):
-            with b.span(
-                "call_llm",
-                {
-                    **common,
-                    "gcp.vertex.agent.llm_request": js(first_request),
-                    "gcp.vertex.agent.llm_response": js(
-                        {
-                            "content": {
-                                "role": "model",
-                                "parts": [
-                                    {"function_call": {"id": "adk-1", "name": "get_weather", "args": {"city": "Paris"}}}
-                                ],
-                            },
-                            "finish_reason": "STOP",
-                            "usage_metadata": {"prompt_token_count": 30, "candidates_token_count": 5},
-                        }
-                    ),
-                    "gen_ai.usage.input_tokens": 30,
-                    "gen_ai.usage.output_tokens": 35,
-                },
-            ):
-                b.leaf(
-                    "generate_content gemini-2.0-flash",
-                    {**leaf, "gen_ai.usage.input_tokens": 30, "gen_ai.usage.output_tokens": 5},
-                )
+    with b.span("invocation"), b.span("agent_run [weather_agent]"):
+        with b.span(
+            "call_llm",
+            {
+                **common,
+                "gcp.vertex.agent.llm_request": js(first_request),
+                "gcp.vertex.agent.llm_response": js(
+                    {
+                        "content": {
+                            "role": "model",
+                            "parts": [
+                                {"function_call": {"id": "adk-1", "name": "get_weather", "args": {"city": "Paris"}}}
+                            ],
+                        },
+                        "finish_reason": "STOP",
+                        "usage_metadata": {"prompt_token_count": 30, "candidates_token_count": 5},
+                    }
+                ),
+                "gen_ai.usage.input_tokens": 30,
+                "gen_ai.usage.output_tokens": 35,
+            },
+        ):
             b.leaf(
-                "execute_tool get_weather",
-                {
-                    "gen_ai.operation.name": "execute_tool",
-                    "gen_ai.tool.name": "get_weather",
-                    "gen_ai.tool.call.id": "adk-1",
-                    "gcp.vertex.agent.tool_call_args": js({"city": "Paris"}),
-                    "gcp.vertex.agent.tool_response": js({"result": "sunny"}),
-                    "gcp.vertex.agent.llm_request": "{}",
-                    "gcp.vertex.agent.llm_response": "{}",
-                },
+                "generate_content gemini-2.0-flash",
+                {**leaf, "gen_ai.usage.input_tokens": 30, "gen_ai.usage.output_tokens": 5},
             )
-            with b.span(
-                "call_llm",
-                {
-                    **common,
-                    "gcp.vertex.agent.llm_request": js(second_request),
-                    "gcp.vertex.agent.llm_response": js(
-                        {"content": {"role": "model", "parts": [{"text": ANSWER}]}, "finish_reason": "STOP"}
-                    ),
-                },
-            ):
-                b.leaf(
-                    "generate_content gemini-2.0-flash",
-                    {**leaf, "gen_ai.usage.input_tokens": 40, "gen_ai.usage.output_tokens": 7},
-                )
+        b.leaf(
+            "execute_tool get_weather",
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "get_weather",
+                "gen_ai.tool.call.id": "adk-1",
+                "gcp.vertex.agent.tool_call_args": js({"city": "Paris"}),
+                "gcp.vertex.agent.tool_response": js({"result": "sunny"}),
+                "gcp.vertex.agent.llm_request": "{}",
+                "gcp.vertex.agent.llm_response": "{}",
+            },
+        )
+        with b.span(
+            "call_llm",
+            {
+                **common,
+                "gcp.vertex.agent.llm_request": js(second_request),
+                "gcp.vertex.agent.llm_response": js(
+                    {"content": {"role": "model", "parts": [{"text": ANSWER}]}, "finish_reason": "STOP"}
+                ),
+            },
+        ):
+            b.leaf(
+                "generate_content gemini-2.0-flash",
+                {**leaf, "gen_ai.usage.input_tokens": 40, "gen_ai.usage.output_tokens": 7},
+            )
     result = map_spans(b.spans)
     assert result.convention == "adk"
     assert result.node_visits == ["weather_agent"]
@@ -609,46 +602,47 @@ def test_openai_agents_sdk_tree():
         "llm.input_messages.1.message.role": "user",
         "llm.input_messages.1.message.content": QUERY,
     }
-    with b.span("Agent workflow", {"openinference.span.kind": "AGENT"}):
-        with b.span("weather_workflow", {"openinference.span.kind": "CHAIN"}):
-            with b.span(
-                "Weather agent",
-                {"openinference.span.kind": "AGENT", "agent.name": "Weather agent", "graph.node.id": "Weather agent"},
-            ):
-                with b.span("turn", {"openinference.span.kind": "CHAIN"}):
-                    b.leaf(
-                        "generation",
-                        {
-                            **gen_attrs,
-                            "llm.output_messages.0.message.role": "assistant",
-                            "llm.output_messages.0.message.tool_calls.0.tool_call.id": "call_x",
-                            "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "get_weather",
-                            "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments": '{"city": "Paris"}',
-                            "llm.token_count.prompt": 50,
-                            "llm.token_count.completion": 9,
-                        },
-                    )
-                    b.leaf(
-                        "get_weather",
-                        {
-                            "openinference.span.kind": "TOOL",
-                            "tool.name": "get_weather",
-                            "input.value": '{"city": "Paris"}',
-                            "output.value": "sunny",
-                            "tool.parameters": js({"type": "object"}),
-                        },
-                    )
-                with b.span("turn", {"openinference.span.kind": "CHAIN"}):
-                    b.leaf(
-                        "generation",
-                        {
-                            **gen_attrs,
-                            "llm.output_messages.0.message.role": "assistant",
-                            "llm.output_messages.0.message.content": ANSWER,
-                            "llm.token_count.prompt": 70,
-                            "llm.token_count.completion": 8,
-                        },
-                    )
+    first_call = "llm.output_messages.0.message.tool_calls.0.tool_call."
+    agent = {"openinference.span.kind": "AGENT", "agent.name": "Weather agent", "graph.node.id": "Weather agent"}
+    with (
+        b.span("Agent workflow", {"openinference.span.kind": "AGENT"}),
+        b.span("weather_workflow", {"openinference.span.kind": "CHAIN"}),
+        b.span("Weather agent", agent),
+    ):
+        with b.span("turn", {"openinference.span.kind": "CHAIN"}):
+            b.leaf(
+                "generation",
+                {
+                    **gen_attrs,
+                    "llm.output_messages.0.message.role": "assistant",
+                    first_call + "id": "call_x",
+                    first_call + "function.name": "get_weather",
+                    first_call + "function.arguments": '{"city": "Paris"}',
+                    "llm.token_count.prompt": 50,
+                    "llm.token_count.completion": 9,
+                },
+            )
+            b.leaf(
+                "get_weather",
+                {
+                    "openinference.span.kind": "TOOL",
+                    "tool.name": "get_weather",
+                    "input.value": '{"city": "Paris"}',
+                    "output.value": "sunny",
+                    "tool.parameters": js({"type": "object"}),
+                },
+            )
+        with b.span("turn", {"openinference.span.kind": "CHAIN"}):
+            b.leaf(
+                "generation",
+                {
+                    **gen_attrs,
+                    "llm.output_messages.0.message.role": "assistant",
+                    "llm.output_messages.0.message.content": ANSWER,
+                    "llm.token_count.prompt": 70,
+                    "llm.token_count.completion": 8,
+                },
+            )
     result = map_spans(b.spans)
     assert result.convention == "openinference"
     assert result.node_visits == ["Weather agent"]  # the workflow root is a wrapper, not a visit
@@ -754,10 +748,10 @@ def test_langgraph_subgraph_double_span_counts_once_and_nests():
     b = SpanBuilder(scope="openinference.instrumentation.langchain")
     with b.span("graph", _chain()):
         b.leaf("first", _chain(**_meta(1, "first", "first:1")))
-        with b.span("inner", _chain(**_meta(2, "inner", "inner:9"))):
-            with b.span("inner", _chain(**_meta(2, "inner", "inner:9"))):
-                b.leaf("sub_inc", _chain(**_meta(1, "sub_inc", "inner:9|sub_inc:1")))
-                b.leaf("sub_dbl", _chain(**_meta(2, "sub_dbl", "inner:9|sub_dbl:1")))
+        inner = _chain(**_meta(2, "inner", "inner:9"))
+        with b.span("inner", inner), b.span("inner", inner):  # a subgraph node: two spans, one checkpoint ns
+            b.leaf("sub_inc", _chain(**_meta(1, "sub_inc", "inner:9|sub_inc:1")))
+            b.leaf("sub_dbl", _chain(**_meta(2, "sub_dbl", "inner:9|sub_dbl:1")))
         b.leaf("last", _chain(**_meta(3, "last", "last:1")))
     result = map_spans(b.spans)
     assert result.node_visits == ["first", "inner", "sub_inc", "sub_dbl", "last"]
@@ -826,16 +820,18 @@ def test_native_helpers_under_a_turn_root():
 
 def test_turn_fallbacks_do_not_claim_content_was_captured():
     b = SpanBuilder(scope="gcp.vertex.agent")
-    with b.span(
-        "tracegrade.turn c",
-        {"tracegrade.case.id": "c", "tracegrade.turn.input": QUERY, "tracegrade.turn.output": ANSWER},
+    with (
+        b.span(
+            "tracegrade.turn c",
+            {"tracegrade.case.id": "c", "tracegrade.turn.input": QUERY, "tracegrade.turn.output": ANSWER},
+        ),
+        b.span("invoke_agent a", {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}),
     ):
-        with b.span("invoke_agent a", {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}):
-            b.leaf("generate_content m", {"gen_ai.operation.name": "generate_content", "gen_ai.usage.input_tokens": 3})
-            b.leaf(
-                "execute_tool t",
-                {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t", "gen_ai.tool.call.id": "x"},
-            )
+        b.leaf("generate_content m", {"gen_ai.operation.name": "generate_content", "gen_ai.usage.input_tokens": 3})
+        b.leaf(
+            "execute_tool t",
+            {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t", "gen_ai.tool.call.id": "x"},
+        )
     result = map_spans(b.spans)
     assert (result.user_query, result.actual_response) == (QUERY, ANSWER)
     assert result.content_captured is False

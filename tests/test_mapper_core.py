@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from tests.support.mapper_spans import SpanBuilder, js
 from tracegrade.models.span import SpanEvent, SpanRecord
 from tracegrade.trajectory import group_traces, map_spans
-from tests.support.mapper_spans import SpanBuilder, js
 
 
 def _agent(name: str) -> dict:
@@ -177,3 +177,24 @@ def test_nothing_captured_is_reported_as_such():
     assert (result.content_captured, result.response_captured, result.user_query) == (False, False, None)
     assert result.llm_calls[0].content_captured is False
     assert result.token_usage.input_tokens == 4
+
+
+def test_pydantic_ai_with_the_openinference_processor_reads_genai_first():
+    b = SpanBuilder(scope="pydantic-ai")
+    with b.span("invoke_agent a", {**_agent("a"), "openinference.span.kind": "AGENT"}):
+        b.leaf(
+            "execute_tool get_weather",
+            {
+                **_tool("get_weather", {"city": "Paris"}),
+                "gen_ai.tool.call.id": "pyd-1",
+                "gen_ai.tool.call.result": "sunny",
+                "openinference.span.kind": "TOOL",
+                "tool_call.id": "pyd-1",
+                "tool.parameters": js({"city": "Paris"}),
+                "input.value": js({"wrong": True}),
+                "output.value": "also wrong",
+            },
+        )
+    result = map_spans(b.spans)
+    assert result.convention == "genai"
+    assert [(t.args, t.call_id, t.result) for t in result.tool_calls] == [({"city": "Paris"}, "pyd-1", "sunny")]

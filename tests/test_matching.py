@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.support.grading_traces import AgentRun, fill_store
@@ -31,31 +29,66 @@ def tool(name: str, **args: object) -> ToolCall:
     return ToolCall(name=name, args=dict(args))
 
 
-@pytest.fixture
-def store(tmp_path: Path):
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory):
     runs = [
         # case "refund" was run twice by AgentEvaluator; the newer run used a different tool
         AgentRun(1, "refund order 7", "done", [("refund", {"order": 7})], case_id="refund", run_id="r-old"),
-        AgentRun(2, "refund order 7", "done", [("lookup", {"order": 7}), ("refund", {"order": 7})],
-                 case_id="refund", run_id="r-new", start_offset_s=10),
+        AgentRun(
+            2,
+            "refund order 7",
+            "done",
+            [("lookup", {"order": 7}), ("refund", {"order": 7})],
+            case_id="refund",
+            run_id="r-new",
+            start_offset_s=10,
+        ),
         # another eval set reused the case id later still
-        AgentRun(3, "refund order 7", "done", [("escalate", {})], case_id="refund", run_id="r-other",
-                 eval_set_id="other-set", start_offset_s=20),
+        AgentRun(
+            3,
+            "refund order 7",
+            "done",
+            [("escalate", {})],
+            case_id="refund",
+            run_id="r-other",
+            eval_set_id="other-set",
+            start_offset_s=20,
+        ),
         # a two-turn live case, turns stored out of order
-        AgentRun(5, "second question", "b", [("search", {"q": "b"})], case_id="chat", run_id="r-new",
-                 turn_index=1, thread_id="t-chat", start_offset_s=31),
-        AgentRun(4, "first question", "a", [("search", {"q": "a"})], case_id="chat", run_id="r-new",
-                 turn_index=0, thread_id="t-chat", start_offset_s=30),
+        AgentRun(
+            5,
+            "second question",
+            "b",
+            [("search", {"q": "b"})],
+            case_id="chat",
+            run_id="r-new",
+            turn_index=1,
+            thread_id="t-chat",
+            start_offset_s=31,
+        ),
+        AgentRun(
+            4,
+            "first question",
+            "a",
+            [("search", {"q": "a"})],
+            case_id="chat",
+            run_id="r-new",
+            turn_index=0,
+            thread_id="t-chat",
+            start_offset_s=30,
+        ),
         # production traffic: no case stamps
-        AgentRun(10, "where is my parcel", "on its way", [("track", {"id": "p1"})], service="shipping",
-                 start_offset_s=40),
-        AgentRun(12, "and when will it arrive", "tomorrow", [("eta", {"id": "p1"})], thread_id="conv-9",
-                 start_offset_s=52),
+        AgentRun(
+            10, "where is my parcel", "on its way", [("track", {"id": "p1"})], service="shipping", start_offset_s=40
+        ),
+        AgentRun(
+            12, "and when will it arrive", "tomorrow", [("eta", {"id": "p1"})], thread_id="conv-9", start_offset_s=52
+        ),
         AgentRun(11, "hello there", "hi", [("greet", {})], thread_id="conv-9", start_offset_s=50),
         AgentRun(13, "duplicate question", "x", [("a", {})], start_offset_s=60),
         AgentRun(14, "duplicate question", "y", [("b", {})], start_offset_s=61),
     ]
-    with fill_store(tmp_path / "store.duckdb", runs) as opened:
+    with fill_store(tmp_path_factory.mktemp("matching") / "store.duckdb", runs) as opened:
         yield opened
 
 
@@ -102,7 +135,9 @@ def test_selector_trace_id(store) -> None:
 
 def test_selector_conversation_id_in_time_order(store) -> None:
     expected = case(
-        "conv", ("hello there", [tool("greet")]), ("and when?", [tool("eta", id="p1")]),
+        "conv",
+        ("hello there", [tool("greet")]),
+        ("and when?", [tool("eta", id="p1")]),
         selector={"conversation_id": "conv-9"},
     )
     result = grade(store, expected).results[0]

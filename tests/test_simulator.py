@@ -8,7 +8,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserProm
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from tests.support.judges_setup import JUDGE_MODEL, fast_runtime, judge_config
-from tests.support.llm_server import LLMServer, Reply, ReceivedRequest
+from tests.support.llm_server import LLMServer, ReceivedRequest, Reply
 from tracegrade.criteria.llm import ResponseMatchCriterion, SafetyCriterion
 from tracegrade.evaluation.simulator import ConversationScenario, UserSimulator
 from tracegrade.judges import judge_runtime
@@ -158,6 +158,7 @@ def test_simulator_settings_come_from_the_eval_config():
     config = EvalConfig(user_simulator_config=UserSimulatorConfig(model="openai/sim", max_invocations=4,
                                                                   temperature=0.2, stop_signal="[done]"))
     sim = UserSimulator.from_eval_config(config)
-    assert (sim.model, sim.max_turns, sim.config.temperature, sim.config.stop_signal) == ("openai/sim", 4, 0.2, "[done]")
+    settings = (sim.model, sim.max_turns, sim.config.temperature, sim.config.stop_signal)
+    assert settings == ("openai/sim", 4, 0.2, "[done]")
     assert UserSimulator(model="openai/x", max_turns=2).max_turns == 2
 

@@ -83,18 +83,34 @@ def run_spans(run: AgentRun) -> list[SpanRecord]:
         root = span("support-agent", None, 0, attrs)
     offset = 1
     first, *rest = run.nodes
-    span(first, root, offset, {"tracegrade.span.kind": "node", "tracegrade.node.name": first,
-                                "tracegrade.node.input": run.query})
+    span(
+        first,
+        root,
+        offset,
+        {"tracegrade.span.kind": "node", "tracegrade.node.name": first, "tracegrade.node.input": run.query},
+    )
     for i, (name, args) in enumerate(run.tools):
         offset += 1
-        span(name, root, offset, {"tracegrade.span.kind": "tool", "tracegrade.tool.name": name,
-                                   "tracegrade.tool.call_id": f"call-{run.trace_no}-{i}",
-                                   "tracegrade.tool.arguments": json.dumps(args),
-                                   "tracegrade.tool.result": json.dumps({"ok": True})})
+        span(
+            name,
+            root,
+            offset,
+            {
+                "tracegrade.span.kind": "tool",
+                "tracegrade.tool.name": name,
+                "tracegrade.tool.call_id": f"call-{run.trace_no}-{i}",
+                "tracegrade.tool.arguments": json.dumps(args),
+                "tracegrade.tool.result": json.dumps({"ok": True}),
+            },
+        )
     for name in rest:
         offset += 1
-        span(name, root, offset, {"tracegrade.span.kind": "node", "tracegrade.node.name": name,
-                                   "tracegrade.node.output": run.response})
+        span(
+            name,
+            root,
+            offset,
+            {"tracegrade.span.kind": "node", "tracegrade.node.name": name, "tracegrade.node.output": run.response},
+        )
     return spans
 
 

@@ -7,9 +7,9 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from tests.support.llm_server import LLMServer  # noqa: E402
-from tracegrade.judges import JudgeCache, JudgeRuntime, RetryPolicy  # noqa: E402
-from tracegrade.models.config import CriterionConfig  # noqa: E402
+from tests.support.llm_server import LLMServer
+from tracegrade.judges import JudgeCache, JudgeRuntime, RetryPolicy
+from tracegrade.models.config import CriterionConfig
 
 JUDGE_MODEL = "openai/test-judge"
 PRICED_MODEL = "openai/priced-judge"

@@ -21,7 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
-__all__ = ["LLMServer", "Reply", "ReceivedRequest"]
+__all__ = ["LLMServer", "ReceivedRequest", "Reply"]
 
 
 @dataclass

@@ -167,15 +167,16 @@ class TrajectoryCollector(SpanProcessor):
             self._mapped.clear()
 
     def _evict(self) -> None:
-        """Drop the oldest traces until both bounds hold (a lone oversized trace loses its newest span)."""
+        """Drop the oldest traces until both bounds hold; a lone oversized trace loses its newest span, except
+        its root (which ends last and says which case the trace belongs to)."""
         while len(self._traces) > self.max_traces or (self._span_count > self.max_spans and len(self._traces) > 1):
             _, oldest = self._traces.popitem(last=False)
             self._span_count -= len(oldest.spans)
             self.dropped_spans += len(oldest.spans)
             self.dropped_traces += 1
         if self._span_count > self.max_spans:
-            only = next(iter(self._traces.values()))
-            only.spans.pop()
+            spans = next(iter(self._traces.values())).spans
+            spans.pop(-2 if len(spans) > 1 and spans[-1].parent_span_id is None else -1)
             self._span_count -= 1
             self.dropped_spans += 1
 

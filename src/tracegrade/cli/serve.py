@@ -60,7 +60,12 @@ def _announce(server: object) -> None:
     "--queue-spans",
     type=int,
     envvar=ENV_VARS["queue_spans"],
-    help="Write-queue capacity in spans; beyond it exporters get 429/RESOURCE_EXHAUSTED (default 50000).",
+    help="Write-queue capacity in spans; beyond it exporters get 429/RESOURCE_EXHAUSTED (default 20000).",
+)
+@click.option(
+    "--store-memory-limit",
+    envvar=ENV_VARS["store_memory_limit"],
+    help="DuckDB memory limit for the store's cache (default 256MB).",
 )
 @click.option(
     "--max-inflight-requests",
@@ -86,8 +91,8 @@ def command(worker_rules: Path | None, **options: object) -> None:
 
     Every flag can also be set with an environment variable: TRACEGRADE_STORE, TRACEGRADE_HOST,
     TRACEGRADE_GRPC_PORT, TRACEGRADE_HTTP_PORT, TRACEGRADE_TOKEN, TRACEGRADE_TLS_CERT, TRACEGRADE_TLS_KEY,
-    TRACEGRADE_MAX_REQUEST_BYTES, TRACEGRADE_QUEUE_SPANS, TRACEGRADE_MAX_INFLIGHT_REQUESTS,
-    TRACEGRADE_SHUTDOWN_TIMEOUT.
+    TRACEGRADE_MAX_REQUEST_BYTES, TRACEGRADE_QUEUE_SPANS, TRACEGRADE_STORE_MEMORY_LIMIT,
+    TRACEGRADE_MAX_INFLIGHT_REQUESTS, TRACEGRADE_SHUTDOWN_TIMEOUT.
     """
     if worker_rules is not None:
         raise UsageProblem("--worker-rules (online grading) is not available in this version of tracegrade serve")

@@ -24,6 +24,7 @@ __all__ = [
     "CriteriaGrader",
     "EvaluatorFactory",
     "Grader",
+    "RunGrader",
     "build_case_result",
     "compile_criteria",
     "create_grader",
@@ -74,23 +75,45 @@ def compile_criteria(config: EvalConfig, extra: Sequence[BaseCriterion] = ()) ->
     return criteria
 
 
+class RunGrader:
+    """The grader a run uses: the factory's grader, called inside the run's judge runtime.
+
+    The runtime gives every judge call of the run one concurrency limit, one retry policy and the judge
+    cache (see :mod:`tracegrade.judges.runtime`); ``inner`` is what the evaluator factory returned.
+    """
+
+    def __init__(self, inner: Grader, config: EvalConfig) -> None:
+        from tracegrade.judges.runtime import JudgeRuntime
+
+        self.inner = inner
+        self.runtime = JudgeRuntime.from_config(config)
+
+    async def grade(self, actual: ExecutionResult, case: EvalCase) -> list[CriterionResult]:
+        from tracegrade.judges.runtime import judge_runtime
+
+        with judge_runtime(self.runtime):
+            return await self.inner.grade(actual, case)
+
+
 def create_grader(
     config: EvalConfig,
     factory: EvaluatorFactory | None = None,
     extra_criteria: Sequence[BaseCriterion] = (),
-) -> Grader:
+) -> RunGrader:
     """Compile the run's criteria and call the factory once for the run's grader."""
-    return grader_for(compile_criteria(config, extra_criteria), factory)
+    return grader_for(compile_criteria(config, extra_criteria), config, factory)
 
 
-def grader_for(criteria: Sequence[BaseCriterion], factory: EvaluatorFactory | None = None) -> Grader:
+def grader_for(
+    criteria: Sequence[BaseCriterion], config: EvalConfig, factory: EvaluatorFactory | None = None
+) -> RunGrader:
     """Call the factory (once per run) with already compiled, non-empty criteria."""
     if not criteria:
         raise NoCriteriaError()
     grader = (factory or default_evaluator_factory)(criteria)
     if grader is None:
         raise TypeError("the evaluator factory returned None; it must return a Grader")
-    return grader
+    return RunGrader(grader, config)
 
 
 def build_case_result(

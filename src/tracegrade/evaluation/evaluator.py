@@ -11,6 +11,7 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from tracegrade.capture import semconv
 from tracegrade.capture.collector import TrajectoryCollector, make_trajectory_callback
 from tracegrade.capture.context import TurnScope, turn_span
+from tracegrade.criteria.base import BaseCriterion
 from tracegrade.errors import EvalSetError
 from tracegrade.evaluation.adapters import AgentAdapter, CaseSession, LangGraphAdapter, adapter_for
 from tracegrade.evaluation.agent_loading import load_agent
@@ -79,6 +81,7 @@ class AgentEvaluator:
             provider by hand also works: the turn spans then come from a private provider it is added to.
         config: criteria and run settings (default ``EvalConfig.default()``).
         evaluator_factory: builds the run's grader from its compiled criteria (see ``evaluation.engine``).
+        extra_criteria: criterion instances attached to every run besides the config's slots (user criteria).
     """
 
     def __init__(
@@ -87,11 +90,13 @@ class AgentEvaluator:
         collector: TrajectoryCollector | None = None,
         config: EvalConfig | None = None,
         evaluator_factory: EvaluatorFactory | None = None,
+        extra_criteria: Sequence[BaseCriterion] = (),
     ) -> None:
         self.adapter: AgentAdapter = adapter_for(agent)
         self.agent = self.adapter.graph if isinstance(self.adapter, LangGraphAdapter) else agent
         self.config = config or EvalConfig.default()
         self.evaluator_factory = evaluator_factory
+        self.extra_criteria = list(extra_criteria)
         owns_capture = collector is None
         if collector is None:
             collector, _ = make_trajectory_callback(TrajectoryCollector())
@@ -123,7 +128,7 @@ class AgentEvaluator:
         agent runs.
         """
         loaded = _load_eval_set(eval_set)
-        grader = create_grader(self.config, self.evaluator_factory)
+        grader = create_grader(self.config, self.evaluator_factory, self.extra_criteria)
         parallel = self.config.parallel if parallel is None else parallel
         limit = max_concurrency or self.config.max_concurrency
         if limit < 1:
@@ -151,7 +156,7 @@ class AgentEvaluator:
 
     async def evaluate_case(self, case: EvalCase) -> EvalCaseResult:
         """Run and grade one case (no reporters)."""
-        grader = create_grader(self.config, self.evaluator_factory)
+        grader = create_grader(self.config, self.evaluator_factory, self.extra_criteria)
         return await _Run(self, grader, "", self.config.verbose, 1).case(case)
 
     @classmethod

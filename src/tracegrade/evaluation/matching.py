@@ -86,9 +86,7 @@ def _rows(store: QueryableStore, sql: str, params: list[Any]) -> list[tuple[Any,
 # ---------------------------------------------------------------------------------------- case id
 
 
-def _stamped_traces(
-    store: QueryableStore, case_ids: list[str], run_id: str | None
-) -> dict[str, list[tuple[Any, ...]]]:
+def _stamped_traces(store: QueryableStore, case_ids: list[str], run_id: str | None) -> dict[str, list[tuple[Any, ...]]]:
     """``case_id -> [(trace_id, run_id, turn_index, eval_set_id), …]`` oldest first, in one query."""
     if not case_ids:
         return {}
@@ -106,9 +104,7 @@ def _stamped_traces(
     return grouped
 
 
-def _by_case_id(
-    case: EvalCase, rows: list[tuple[Any, ...]], turns: int, eval_set_id: str | None
-) -> TraceMatch | None:
+def _by_case_id(case: EvalCase, rows: list[tuple[Any, ...]], turns: int, eval_set_id: str | None) -> TraceMatch | None:
     if not rows:
         return None
     same_set = [r for r in rows if eval_set_id and r[3] == eval_set_id]
@@ -154,15 +150,12 @@ def _by_selector(store: QueryableStore, case: EvalCase, turns: int, known_ids: s
         return TraceMatch(
             case,
             strategy="selector",
-            error=f"{where} must be an object with exactly one of trace_id, conversation_id or where; "
-            f"got {selector!r}",
+            error=f"{where} must be an object with exactly one of trace_id, conversation_id or where; got {selector!r}",
         )
     if "trace_id" in selector:
         ids = _selector_trace_ids(case)
         if not ids:
-            return TraceMatch(
-                case, strategy="selector", error=f"{where}.trace_id must be a trace id or a list of them"
-            )
+            return TraceMatch(case, strategy="selector", error=f"{where}.trace_id must be a trace id or a list of them")
         missing = [t for t in ids if t not in known_ids]
         if missing:
             return TraceMatch(case, strategy="selector", error=f"{where}.trace_id: not in the store: {missing}")
@@ -205,8 +198,10 @@ def _by_first_message(store: QueryableStore, case: EvalCase, turns: int) -> Trac
         return TraceMatch(case, [rows[0][0]], "first_message")
     conversations = list(dict.fromkeys(r[1] for r in rows if r[1]))
     if len(conversations) != 1:
-        found = f"{len(conversations)} conversations ({', '.join(conversations[:5])})" if conversations else (
-            "traces that belong to no conversation"
+        found = (
+            f"{len(conversations)} conversations ({', '.join(conversations[:5])})"
+            if conversations
+            else ("traces that belong to no conversation")
         )
         return TraceMatch(
             case,

@@ -77,7 +77,7 @@ class TraceGrader:
         with no usable trace becomes an error result saying why; the other cases are graded.
         """
         eval_set = _load_eval_set(eval_set)
-        grader = grader_for(compile_criteria(self.config, extra_criteria), self.evaluator_factory)
+        grader = grader_for(compile_criteria(self.config, extra_criteria), self.config, self.evaluator_factory)
         matches = match_cases(self.store, eval_set.eval_cases, run_id, eval_set.eval_set_id)
         executions = load_executions(self.store, [t for m in matches if not m.error for t in m.trace_ids])
         results = []
@@ -98,9 +98,7 @@ class TraceGrader:
             results.append(await _grade_one(grader, execution, m.case, {"match_strategy": m.strategy}))
         return self._report(eval_set.eval_set_id, eval_set.name, results, {"mode": "eval_set"})
 
-    async def grade_traces(
-        self, selection: TraceSelection, extra_criteria: Sequence[BaseCriterion] = ()
-    ) -> EvalReport:
+    async def grade_traces(self, selection: TraceSelection, extra_criteria: Sequence[BaseCriterion] = ()) -> EvalReport:
         """Reference-free grading of the selected traces; criteria needing expectations are skipped."""
         criteria = compile_criteria(self.config, extra_criteria)
         usable = [c for c in criteria if not c.requires_reference]
@@ -111,7 +109,7 @@ class TraceGrader:
                 f"({', '.join(c.name for c in skipped)} need expectations); enable a reference-free one such as "
                 "contains_keywords, rubric_based, hallucination or safety"
             )
-        grader = grader_for(usable, self.evaluator_factory)
+        grader = grader_for(usable, self.config, self.evaluator_factory)
         skipped_results = [_skipped_result(c) for c in skipped]
         results = []
         for trace_id, execution in iter_executions(self.store, selected_trace_ids(self.store, selection)):
@@ -172,11 +170,4 @@ def _reference_free_case(trace_id: str, execution: ExecutionResult | None) -> Ev
 
 
 def _skipped_result(criterion: BaseCriterion) -> CriterionResult:
-    return CriterionResult(
-        criterion=criterion.name,
-        score=0.0,
-        passed=True,
-        threshold=criterion.threshold,
-        skipped=True,
-        details={"reason": "skipped: this criterion needs an expectation (an eval case) and the trace has none"},
-    )
+    return criterion._skipped("skipped: this criterion needs an expectation (an eval case) and the trace has none")

@@ -25,6 +25,7 @@ from tracegrade.judges import (
     JudgeRuntime,
     UnreadableReply,
     current_judge_runtime,
+    judge_runtime,
     provider_problem,
     render_prompt,
 )
@@ -269,9 +270,11 @@ class UserSimulator:
             result.completed = result.error is None and not scenario.goals and result.stopped_by == "stop_signal"
             return
         actual, case = result.to_eval_inputs(scenario)
-        result.criterion_results = await CriteriaGrader(criteria).grade(actual, case)
+        with judge_runtime(self.runtime or current_judge_runtime()):
+            result.criterion_results = await CriteriaGrader(criteria).grade(actual, case)
         goals = next((r for r in result.criterion_results if r.criterion == SimulationGoalsCriterion.name), None)
         if goals is not None and not goals.is_error:
             result.goals_achieved = list(goals.details.get("achieved_goals", []))
         all_goals_met = goals is not None and not goals.is_error and goals.score >= 1.0
-        result.completed = result.error is None and (all_goals_met if scenario.goals else result.stopped_by == "stop_signal")
+        ended_well = all_goals_met if scenario.goals else result.stopped_by == "stop_signal"
+        result.completed = result.error is None and ended_well

@@ -9,6 +9,7 @@ the store and removes the sidecar: everything acknowledged is on disk.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import signal
@@ -72,7 +73,9 @@ class ReceiverServer:
 
         settings = self.settings
         loop = asyncio.get_running_loop()
-        self._store = await loop.run_in_executor(None, TraceStore, settings.store)
+        self._store = await loop.run_in_executor(
+            None, functools.partial(TraceStore, settings.store, memory_limit=settings.store_memory_limit)
+        )
         try:
             self._writer = StoreWriter(self._store, max_queue_spans=settings.queue_spans)
             self._writer.start()

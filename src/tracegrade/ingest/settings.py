@@ -26,6 +26,7 @@ ENV_VARS: dict[str, str] = {
     "tls_key": "TRACEGRADE_TLS_KEY",
     "max_request_bytes": "TRACEGRADE_MAX_REQUEST_BYTES",
     "queue_spans": "TRACEGRADE_QUEUE_SPANS",
+    "store_memory_limit": "TRACEGRADE_STORE_MEMORY_LIMIT",
     "max_inflight_requests": "TRACEGRADE_MAX_INFLIGHT_REQUESTS",
     "shutdown_timeout": "TRACEGRADE_SHUTDOWN_TIMEOUT",
 }
@@ -60,7 +61,8 @@ class ServeSettings(BaseModel):
     max_request_bytes: int = Field(
         16 * MIB, ge=1024, description="largest request accepted, compressed and after decompression"
     )
-    queue_spans: int = Field(50_000, ge=1, description="capacity of the write queue, in spans")
+    queue_spans: int = Field(20_000, ge=1, description="capacity of the write queue, in spans")
+    store_memory_limit: str = Field("256MB", description="DuckDB memory limit of the store (its buffer cache)")
     max_inflight_requests: int = Field(32, ge=1, description="requests handled at once; more get 429")
     shutdown_timeout: float = Field(30.0, gt=0, description="seconds to wait for in-flight requests on stop")
 

@@ -33,7 +33,8 @@ class JudgeRuntime:
     """Runs judge calls for one grading run.
 
     ``max_concurrency`` bounds the calls in flight across every criterion and case of the run (a call
-    waiting out a retry delay does not hold a slot). ``cache`` (or None) stores readable replies.
+    waiting out a retry delay does not hold a slot). ``cache`` (or None) stores readable replies;
+    ``cache_opener`` opens it on the first judge call instead, so runs that judge nothing never touch it.
     ``usage`` totals what the run's calls cost; ``calls`` and ``cache_hits`` count them.
     """
 
@@ -43,11 +44,13 @@ class JudgeRuntime:
         max_concurrency: int = 16,
         cache: JudgeCache | None = None,
         retry: RetryPolicy | None = None,
+        cache_opener: Callable[[], JudgeCache | None] | None = None,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
         self.max_concurrency = max_concurrency
-        self.cache = cache
+        self._cache = cache
+        self._cache_opener = cache_opener
         self.retry = retry or RetryPolicy()
         self.usage = TokenUsage()
         self.cache_hits = 0
@@ -59,9 +62,16 @@ class JudgeRuntime:
         path = Path(config.judge_cache_path) if config.judge_cache_path else None
         return cls(
             max_concurrency=config.judge_max_concurrency,
-            cache=open_judge_cache(path) if config.judge_cache else None,
+            cache_opener=(lambda: open_judge_cache(path)) if config.judge_cache else None,
             retry=RetryPolicy(max_retries=config.judge_max_retries, base_delay=config.judge_retry_base_seconds),
         )
+
+    @property
+    def cache(self) -> JudgeCache | None:
+        with self._lock:
+            if self._cache_opener is not None:
+                self._cache, self._cache_opener = self._cache_opener(), None
+            return self._cache
 
     def _semaphore(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
@@ -98,13 +108,16 @@ class JudgeRuntime:
             await asyncio.sleep(delay)
             attempt += 1
 
-    async def complete(self, request: JudgeRequest, sample_index: int, parse: Callable[[str], T]) -> tuple[T, JudgeReply]:
+    async def complete(
+        self, request: JudgeRequest, sample_index: int, parse: Callable[[str], T]
+    ) -> tuple[T, JudgeReply]:
         """Sample ``sample_index`` of ``request``: from the cache or one (retried) call, parsed by ``parse``.
 
         Only replies that ``parse`` accepts are cached, so an unreadable reply is asked again next time.
         """
         key = cache_key(request.model, request.cache_text, sample_index, request.cache_params())
-        cached = self.cache.get(key) if self.cache is not None else None
+        cache = self.cache
+        cached = cache.get(key) if cache is not None else None
         if cached is not None:
             self.cache_hits += 1
             return parse(cached[0]), JudgeReply(text=cached[0], usage=TokenUsage(), cached=True, attempts=0)
@@ -115,8 +128,8 @@ class JudgeRuntime:
         except UnreadableReply as exc:
             exc.usage = reply.usage  # the call was paid for even though its reply is unusable
             raise
-        if self.cache is not None:
-            self.cache.put(key, request.model, sample_index, reply.text, reply.usage)
+        if cache is not None:
+            cache.put(key, request.model, sample_index, reply.text, reply.usage)
         return value, reply
 
 

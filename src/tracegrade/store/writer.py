@@ -224,7 +224,10 @@ class StoreWriter:
 
     def _take_rebuilds(self, *, everything: bool) -> list[str]:
         now = time.monotonic()
-        limit = max(1, min(1000, int(self.rebuild_budget_seconds / self._rebuild_seconds_per_trace)))
+        # with no write waiting, larger batches are fine (5x the budget); at least 32 either way: a rebuild
+        # transaction has a fixed cost that tiny batches would pay over and over
+        budget = self.rebuild_budget_seconds * (1 if self._queue else 5)
+        limit = max(32, min(1000, int(budget / self._rebuild_seconds_per_trace)))
         due: list[str] = []
         for trace_id, at in self._dirty.items():  # in due order (see _record)
             if len(due) == limit or (at > now and not everything):

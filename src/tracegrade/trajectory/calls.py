@@ -9,7 +9,7 @@ span without a call id (or with only a bare argument) is matched to the nearest 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tracegrade.models.dataset import ToolCall
@@ -136,7 +136,7 @@ class ToolSpan:
     result: Any  # None: not captured
     call_id: str | None
     error: str | None
-    matched: ToolCall | None = field(default=None)
+    matched: ToolCall | None = None
 
 
 def read_tool_spans(order: list[SpanNode]) -> list[ToolSpan]:

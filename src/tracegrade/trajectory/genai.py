@@ -221,8 +221,8 @@ def usage(node: SpanNode) -> dict[str, int] | None:
     attrs = node.attrs
     for field, keys in _USAGE_KEYS.items():
         for key in keys:
-            value = as_int(attrs.get(key))
-            if value is not None:
+            value = attrs.get(key)
+            if value is not None and (value := as_int(value)) is not None:
                 found[field] = value
                 break
     return found or None

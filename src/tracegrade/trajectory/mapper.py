@@ -3,11 +3,15 @@
 Steps: build the span tree (repairing what is broken), classify every span once, walk it in execution
 order collecting node visits, routing decisions, tool calls and LLM calls, then read the user query,
 the final answer and the conversation. Whatever could not be read is listed in ``mapping_issues``.
+
+The user query is the message this run answered: the last user message of the run-level input (root
+agent/workflow spans), else of the first model call's input, else ``tracegrade.turn.input``; with a
+conversation history in the input that is this turn's message, not the first turn's. The final answer
+is the run-level output, else the last model text, else ``tracegrade.turn.output``.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -140,15 +144,15 @@ def _trajectory(entries: list[tuple[str, Any]], tools: dict[str, ToolCall], walk
 
 def _conversation(llm_calls: list[LLMCall]) -> list[Message]:
     """Every message once, in order; a message repeated within one call (same call made twice) is kept."""
-    seen: Counter[tuple[Any, ...]] = Counter()
+    seen: dict[tuple[Any, ...], int] = {}
     out: list[Message] = []
     for call in llm_calls:
-        local: Counter[tuple[Any, ...]] = Counter()
+        local: dict[tuple[Any, ...], int] = {}
         for message in (*call.input_messages, *call.output_messages):
             key = message_key(message)
-            local[key] += 1
-            if local[key] > seen[key]:
-                seen[key] = local[key]
+            count = local[key] = local.get(key, 0) + 1
+            if count > seen.get(key, 0):
+                seen[key] = count
                 out.append(message)
     return out
 
@@ -223,7 +227,7 @@ def map_spans(spans: Iterable[SpanRecord], logs: Iterable[LogRecordData] = ()) -
         or any(c.content_captured for c in llm_calls)
         or any(t.args_captured or t.result_captured for t in tool_calls)
     )
-    turn = next((n for n in order if native.is_turn(n)), None)
+    turn = next((n for n in order if n.role == Role.WORKFLOW and native.is_turn(n)), None)
     if turn is not None:
         query = query or native.turn_input(turn)
         answer = answer or native.turn_output(turn)

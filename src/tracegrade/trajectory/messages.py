@@ -124,6 +124,10 @@ def _split_content(content: Any) -> tuple[str, list[Message], list[tuple[Any, st
         content = [content]
     elif not isinstance(content, list):
         return as_text(content) or "", [], []
+    if len(content) == 1 and isinstance(content[0], dict) and content[0].get("type") == "text":  # the common case
+        text = _first_key(content[0], ("content", "text"))
+        if isinstance(text, str):
+            return text, [], []
     texts: list[str] = []
     calls: list[Message] = []
     results: list[tuple[Any, str, Any]] = []
@@ -236,15 +240,12 @@ def messages_from_any(value: Any, default_role: str, _depth: int = 0) -> list[Me
         out: list[Message] = []
         found = False
         for item in value:
-            if isinstance(item, (list, tuple)) and len(item) == 2 and all(isinstance(x, str) for x in item):
-                out.extend(build_messages(normalise_role(item[0], default_role), item[1]))  # ("user", "hi")
-                found = True
-                continue
-            sub = (
-                _message_from_dict(item, default_role)
-                if isinstance(item, dict)
-                else messages_from_any(item, default_role, _depth + 1)
-            )
+            if isinstance(item, dict):
+                sub = _message_from_dict(item, default_role)
+            elif isinstance(item, (list, tuple)) and len(item) == 2 and all(isinstance(x, str) for x in item):
+                sub = build_messages(normalise_role(item[0], default_role), item[1])  # ("user", "hi")
+            else:
+                sub = messages_from_any(item, default_role, _depth + 1)
             if sub is not None:
                 out.extend(sub)
                 found = True

@@ -17,7 +17,7 @@ from tracegrade.trajectory.messages import (
     normalise_role,
 )
 from tracegrade.trajectory.tree import Role, SpanNode
-from tracegrade.trajectory.values import as_int, group_indexed
+from tracegrade.trajectory.values import as_int
 
 _KIND_ROLES = {
     "LLM": Role.LLM,
@@ -64,11 +64,11 @@ def _message_fields(fields: dict[str, Any]) -> tuple[Any, list[dict[str, Any]] |
     blocks: dict[int, dict[str, Any]] = {}
     calls: dict[int, dict[str, Any]] = {}
     for key, value in fields.items():
-        for prefix, target in (("message.contents.", blocks), ("message.tool_calls.", calls)):
-            if key.startswith(prefix):
-                index, _, rest = key[len(prefix) :].partition(".")
-                if index.isdigit():
-                    target.setdefault(int(index), {})[rest] = value
+        if key.startswith(("message.tool_calls.", "message.contents.")):
+            _, family, index, rest = (*key.split(".", 3), "")[:4]
+            if index.isdigit():
+                target = calls if family == "tool_calls" else blocks
+                target.setdefault(int(index), {})[rest] = value
     content = fields.get("message.content")
     if content is None and blocks:
         content = [
@@ -90,7 +90,7 @@ def _message_fields(fields: dict[str, Any]) -> tuple[Any, list[dict[str, Any]] |
 
 
 def _flattened(node: SpanNode, prefix: str, default_role: str) -> list[Message] | None:
-    grouped = group_indexed(node.attrs, prefix)
+    grouped = node.indexed(prefix)
     if grouped is None:
         return None
     out: list[Message] = []
@@ -110,7 +110,7 @@ def _flattened(node: SpanNode, prefix: str, default_role: str) -> list[Message] 
 def input_messages(node: SpanNode) -> list[Message] | None:
     found = _flattened(node, "llm.input_messages.", "user")
     if found is None:
-        prompts = group_indexed(node.attrs, "llm.prompts.")
+        prompts = node.indexed("llm.prompts.")
         if prompts:
             found = [{"role": "user", "content": str(prompts[i].get("prompt.text", ""))} for i in sorted(prompts)]
     return found
@@ -119,7 +119,7 @@ def input_messages(node: SpanNode) -> list[Message] | None:
 def output_messages(node: SpanNode) -> list[Message] | None:
     found = _flattened(node, "llm.output_messages.", "assistant")
     if found is None:
-        choices = group_indexed(node.attrs, "llm.choices.")
+        choices = node.indexed("llm.choices.")
         if choices:
             found = [
                 {"role": "assistant", "content": str(choices[i].get("completion.text", ""))} for i in sorted(choices)

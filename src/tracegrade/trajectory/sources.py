@@ -130,11 +130,10 @@ def _reader_name(reader: Reader) -> str:
     return f"{reader.__module__.rsplit('.', 1)[-1]}.{getattr(reader, '__name__', 'reader')}"
 
 
-def first_of(readers: Iterable[Reader], nodes: Iterable[SpanNode]) -> Any:
+def first_of(readers: tuple[Reader, ...], nodes: Iterable[SpanNode]) -> Any:
     """The first non-None answer over ``nodes`` (in order), each asked the whole chain."""
-    chain = tuple(readers)
     for node in nodes:
-        value = first(chain, node)
+        value = first(readers, node)
         if value is not None:
             return value
     return None
@@ -148,7 +147,7 @@ def node_name(node: SpanNode) -> str:
 
 def _convention(node: SpanNode) -> str | None:
     attrs = node.attrs
-    if "tracegrade.span.kind" in attrs or native.is_turn(node):
+    if "tracegrade.span.kind" in attrs or (node.role == Role.WORKFLOW and native.is_turn(node)):
         return "tracegrade"
     if traceloop.is_traceloop(node):
         return "traceloop"

@@ -83,7 +83,7 @@ def _content(value: Any) -> Any:
 
 
 def _legacy(node: SpanNode, prefix: str, default_role: str) -> list[Message] | None:
-    grouped = group_indexed(node.attrs, prefix)
+    grouped = node.indexed(prefix)
     if grouped is None:
         return None
     out: list[Message] = []

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from tracegrade.models.span import LogRecordData, SpanRecord
-from tracegrade.trajectory.values import Issues, load_json
+from tracegrade.trajectory.values import Issues, index_families, load_json
 
 if TYPE_CHECKING:
     from tracegrade.trajectory.langgraph import GraphTask
@@ -44,15 +44,19 @@ class SpanNode:
         "index",
         "issues",
         "logs",
+        "name",
         "parent",
         "role",
         "span",
+        "span_id",
         "start",
         "task",
     )
 
     def __init__(self, span: SpanRecord, index: int, issues: Issues) -> None:
         self.span = span
+        self.name = span.name
+        self.span_id = span.span_id
         self.attrs: dict[str, Any] = span.attributes if isinstance(span.attributes, dict) else {}
         self.index = index
         self.issues = issues
@@ -67,14 +71,6 @@ class SpanNode:
         self.end = span.end_ns
 
     @property
-    def name(self) -> str:
-        return self.span.name
-
-    @property
-    def span_id(self) -> str:
-        return self.span.span_id
-
-    @property
     def label(self) -> str:
         return f"span {self.span.span_id} ({self.span.name!r})"
 
@@ -84,18 +80,23 @@ class SpanNode:
         Structured values (OTLP kvlist/array) come back as they are. Text that should be JSON but is
         not (truncated, or plain text) comes back raw and is recorded as a mapping issue.
         """
+        value = self.attrs.get(key)
+        if not isinstance(value, str):
+            return value
         cache = self._parsed
         if cache is None:
             cache = self._parsed = {}
         elif key in cache:
             return cache[key]
-        value = self.attrs.get(key)
-        if isinstance(value, str):
-            value, problem = load_json(value, expect_json=expect_json)
-            if problem:
-                self.issues.add(f"{self.label}: attribute {key} {problem}")
+        value, problem = load_json(value, expect_json=expect_json)
+        if problem:
+            self.issues.add(f"{self.label}: attribute {key} {problem}")
         cache[key] = value
         return value
+
+    def indexed(self, prefix: str) -> dict[int, dict[str, Any]] | None:
+        """The flattened list family ``prefix`` (one of ``INDEXED_FAMILIES``) as ``{i: {rest: value}}``."""
+        return self.memo("#indexed", _index_families).get(prefix)
 
     def memo(self, key: str, compute: Callable[[SpanNode], Any]) -> Any:
         """``compute(self)`` once per span (cached with the parsed attributes under ``key``)."""
@@ -115,6 +116,10 @@ class SpanNode:
         while node is not None:
             yield node
             node = node.parent
+
+
+def _index_families(node: SpanNode) -> dict[str, dict[int, dict[str, Any]]]:
+    return index_families(node.attrs)
 
 
 class Forest:

@@ -12,6 +12,7 @@ __all__ = [
     "as_int",
     "as_text",
     "group_indexed",
+    "index_families",
     "load_json",
     "parse_python_literal",
 ]
@@ -120,3 +121,27 @@ def group_indexed(attributes: dict[str, Any], prefix: str) -> dict[int, dict[str
             grouped = {}
         grouped.setdefault(int(index), {})[rest] = value
     return grouped
+
+
+# flattened list attributes: OpenInference messages/prompts/choices, legacy Traceloop prompts/completions
+INDEXED_FAMILIES = (
+    "llm.input_messages.",
+    "llm.output_messages.",
+    "llm.prompts.",
+    "llm.choices.",
+    "gen_ai.prompt.",
+    "gen_ai.completion.",
+)
+
+
+def index_families(attributes: dict[str, Any]) -> dict[str, dict[int, dict[str, Any]]]:
+    """Every ``INDEXED_FAMILIES`` member present, reassembled like ``group_indexed``, in one pass."""
+    found: dict[str, dict[int, dict[str, Any]]] = {}
+    for key, value in attributes.items():
+        if not key.startswith(INDEXED_FAMILIES):
+            continue
+        pieces = key.split(".", 3)  # every family is two dotted words: "llm.input_messages.3.message.role"
+        if len(pieces) == 4 and pieces[2].isdigit():
+            family = f"{pieces[0]}.{pieces[1]}."
+            found.setdefault(family, {}).setdefault(int(pieces[2]), {})[pieces[3]] = value
+    return found

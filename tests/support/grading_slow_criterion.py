@@ -1,0 +1,29 @@
+"""A user criterion registered by a plugin module (``plugins:`` in rules.yaml): it checks that the agent
+answered, and takes its time doing so (``metadata.seconds``), leaving a ``<trace>.started`` file in
+``metadata.marker_dir`` when it begins so a test can tell that a grading job is in flight."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from tracegrade.criteria.base import SyncCriterion
+from tracegrade.criteria.registry import register_criterion
+from tracegrade.models.dataset import EvalCase
+from tracegrade.models.execution import ExecutionResult
+from tracegrade.models.results import CriterionResult
+
+
+@register_criterion()
+class SlowAnsweredCriterion(SyncCriterion):
+    name = "slow_answered"
+    description = "The agent gave a non-empty answer (slowly)"
+    requires_reference = False
+
+    def evaluate_sync(self, actual: ExecutionResult, expected: EvalCase) -> CriterionResult:
+        marker_dir = self.config.metadata.get("marker_dir")
+        if marker_dir:
+            trace = actual.trace_ids[0] if actual.trace_ids else "unknown"
+            (Path(marker_dir) / f"{trace}.started").touch()
+        time.sleep(float(self.config.metadata.get("seconds", 0)))
+        return self._result(1.0 if actual.actual_response.strip() else 0.0)

@@ -1,0 +1,169 @@
+"""``tracegrade grade`` and ``tracegrade runs`` on a store file: reports, exit codes, recorded runs, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.grading_cli import eval_runs, read_report, run_cli, write_config
+from tests.support.grading_traces import AgentRun, fill_store
+from tracegrade.models import EvalCase, EvalSet, Invocation, ToolCall
+from tracegrade.models.config import CriteriaConfig, CriterionConfig, EvalConfig
+
+CONFIG = EvalConfig(
+    criteria=CriteriaConfig(
+        tool_name_match=CriterionConfig.tool_name_match(),
+        node_order=CriterionConfig.node_order(),
+        contains_keywords=CriterionConfig.contains_keywords(["order"]),
+    )
+)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    runs = [
+        AgentRun(1, "cancel order 5", "order 5 cancelled", [("cancel", {"order": 5})], case_id="cancel"),
+        AgentRun(2, "track order 6", "order 6 ships today", [("track", {"order": 6})], case_id="track"),
+        AgentRun(3, "hi", "hello", [], start_offset_s=5),
+    ]
+    fill_store(tmp_path / "store.duckdb", runs).close()
+    write_config(tmp_path / "config.json", CONFIG)
+    cases = [
+        EvalCase(
+            eval_id="cancel",
+            conversation=[
+                Invocation.simple("cancel order 5", None, [ToolCall(name="cancel")], ["planner", "responder"])
+            ],
+        ),
+        EvalCase(
+            eval_id="track",
+            conversation=[Invocation.simple("track order 6", None, [ToolCall(name="track")], ["planner", "responder"])],
+        ),
+    ]
+    EvalSet(eval_set_id="orders", eval_cases=cases).to_file(tmp_path / "evalset.json")
+    return tmp_path
+
+
+def grade(ws: Path, *extra: str):
+    return run_cli(
+        "grade",
+        "--store",
+        ws / "store.duckdb",
+        "--config",
+        ws / "config.json",
+        "--out",
+        ws / "out",
+        "--format",
+        "json,junit",
+        *extra,
+    )
+
+
+def test_grade_eval_set_writes_reports_records_the_run_and_exits_0(workspace: Path) -> None:
+    result = grade(workspace, "--evalset", workspace / "evalset.json")
+    assert result.exit_code == 0, result.output
+    report = read_report(workspace / "out")
+    assert [r.eval_id for r in report.results] == ["cancel", "track"] and report.passed
+    assert len(list((workspace / "out").glob("*_junit.xml"))) == 1
+    runs = eval_runs(workspace / "store.duckdb")
+    assert runs == [(report.metadata["run_id"], "eval_set", 2, 2)]
+    listed = run_cli("runs", "--store", workspace / "store.duckdb", "--format", "json")
+    assert [r["run_id"] for r in json.loads(listed.stdout)] == [runs[0][0]]
+
+
+def test_grade_exits_1_when_a_case_fails(workspace: Path) -> None:
+    eval_set = EvalSet.from_file(workspace / "evalset.json")
+    eval_set.eval_cases[1].conversation[0].expected_tool_trajectory = [ToolCall(name="refund")]
+    eval_set.to_file(workspace / "evalset.json")
+    result = grade(workspace, "--evalset", workspace / "evalset.json")
+    assert result.exit_code == 1, result.output
+    report = read_report(workspace / "out")
+    assert [r.passed for r in report.results] == [True, False]
+
+
+def test_reference_free_cli_with_sample_records_its_kind(workspace: Path) -> None:
+    result = grade(workspace, "--sample", "1", "--where", "tool_calls >= 0")
+    report = read_report(workspace / "out")
+    assert len(report.results) == 3
+    assert report.metadata["skipped_criteria"] == ["tool_name_match_score", "node_order_score"]
+    assert result.exit_code == (0 if report.passed else 1)
+    assert [r[1] for r in eval_runs(workspace / "store.duckdb")] == ["reference_free"]
+    only_free = run_cli("runs", "--store", workspace / "store.duckdb", "--kind", "eval_set", "--format", "json")
+    assert json.loads(only_free.stdout) == []
+
+
+def test_no_record_leaves_the_store_alone(workspace: Path) -> None:
+    result = grade(workspace, "--evalset", workspace / "evalset.json", "--no-record")
+    assert result.exit_code == 0
+    assert eval_runs(workspace / "store.duckdb") == []
+
+
+def _bad_eval_set(ws: Path) -> list[str]:
+    (ws / "broken.json").write_text('{"eval_set_id": "x", "eval_cases": [{"eval_id": 3,', encoding="utf-8")
+    return ["--evalset", str(ws / "broken.json")]
+
+
+def _wrong_eval_set(ws: Path) -> list[str]:
+    (ws / "wrong.json").write_text('{"eval_set_id": "x", "eval_cases": [{"conversation": "no"}]}', encoding="utf-8")
+    return ["--evalset", str(ws / "wrong.json")]
+
+
+def _no_criteria(ws: Path) -> list[str]:
+    write_config(ws / "config.json", EvalConfig(criteria=CriteriaConfig()))
+    return ["--evalset", str(ws / "evalset.json")]
+
+
+@pytest.mark.parametrize(
+    ("make_args", "message"),
+    [
+        (lambda ws: ["--where", "no_such_column > 3"], "--where 'no_such_column > 3' is not a valid predicate"),
+        (lambda ws: ["--where", "TRUE; DELETE FROM traces"], "is not a valid predicate"),
+        (lambda ws: ["--since", "last tuesday"], "cannot read --since 'last tuesday'"),
+        (lambda ws: ["--sample", "2"], "--sample must be a fraction in (0, 1], got 2.0"),
+        (_bad_eval_set, "broken.json"),
+        (_wrong_eval_set, "$.eval_cases[0].conversation"),
+        (_no_criteria, "enables no criterion"),
+        (lambda ws: ["--evalset", str(ws / "evalset.json"), "--where", "TRUE"], "drop --evalset"),
+    ],
+)
+def test_bad_input_is_a_clear_error_and_writes_nothing(workspace: Path, make_args, message: str) -> None:
+    grade(workspace, "--evalset", workspace / "evalset.json")  # one run recorded before
+    before = eval_runs(workspace / "store.duckdb")
+    out = workspace / "bad-out"
+    result = run_cli(
+        "grade",
+        "--store",
+        workspace / "store.duckdb",
+        "--config",
+        workspace / "config.json",
+        "--out",
+        out,
+        *make_args(workspace),
+    )
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+    assert "Traceback" not in result.output
+    assert not out.exists()
+    assert eval_runs(workspace / "store.duckdb") == before
+
+
+def test_missing_store_is_an_error_and_creates_nothing(workspace: Path) -> None:
+    missing = workspace / "nowhere" / "store.duckdb"
+    result = run_cli(
+        "grade",
+        "--store",
+        missing,
+        "--evalset",
+        workspace / "evalset.json",
+        "--config",
+        workspace / "config.json",
+        "--out",
+        workspace / "out",
+    )
+    assert result.exit_code == 2
+    assert f"store not found: {missing}" in result.stderr
+    assert not missing.parent.exists() and not (workspace / "out").exists()
+    runs = run_cli("runs", "--store", missing)
+    assert runs.exit_code == 2 and "store not found" in runs.stderr and not missing.exists()

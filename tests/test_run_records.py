@@ -1,0 +1,66 @@
+"""Grading runs recorded in the store: idempotent writes, listing, loading, and SQL joins with traces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.grading_traces import AgentRun, fill_store
+from tracegrade.evaluation.offline import TraceGrader
+from tracegrade.evaluation.run_records import list_runs, load_run, record_report
+from tracegrade.evaluation.selection import TraceSelection
+from tracegrade.models.config import CriteriaConfig, CriterionConfig, EvalConfig
+
+CONFIG = EvalConfig(
+    criteria=CriteriaConfig(
+        trajectory=CriterionConfig.trajectory(), contains_keywords=CriterionConfig.contains_keywords(["ok"])
+    )
+)
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    runs = [AgentRun(n, f"q{n}", "ok" if n != 2 else "no", [("lookup", {"n": n})], start_offset_s=n) for n in (1, 2, 3)]
+    with fill_store(tmp_path / "store.duckdb", runs) as opened:
+        yield opened
+
+
+def _counts(store) -> tuple[int, int, int]:
+    return tuple(
+        store.query(f"SELECT count(*) FROM {table}").rows[0][0]
+        for table in ("eval_runs", "eval_case_results", "eval_results")
+    )
+
+
+def test_recording_the_same_run_twice_never_duplicates(store) -> None:
+    report = TraceGrader(store, CONFIG).grade_traces_sync(TraceSelection())
+    assert record_report(store, report, "reference_free", "run-a") == "run-a"
+    first = _counts(store)
+    assert first == (1, 3, 6)  # 3 cases x (contains_keywords + skipped trajectory)
+    record_report(store, report, "reference_free", "run-a")
+    assert _counts(store) == first
+    assert load_run(store, "run-a").model_dump(exclude={"timestamp"}) == report.model_dump(exclude={"timestamp"})
+
+
+def test_results_join_traces_and_tool_calls_in_sql(store) -> None:
+    record_report(store, TraceGrader(store, CONFIG).grade_traces_sync(TraceSelection()), "reference_free", "run-a")
+    rows = store.query(
+        "SELECT t.user_query, c.name AS tool, r.score FROM eval_results r JOIN traces t USING (trace_id) "
+        "JOIN tool_calls c USING (trace_id) WHERE r.criterion = 'contains_keywords' ORDER BY t.user_query"
+    ).rows
+    assert rows == [("q1", "lookup", 1.0), ("q2", "lookup", 0.0), ("q3", "lookup", 1.0)]
+
+
+def test_list_and_load_runs(store) -> None:
+    assert list_runs(store) == []
+    report = TraceGrader(store, CONFIG).grade_traces_sync(TraceSelection(limit=1))
+    for run_id, kind in (("run-1", "eval_set"), ("run-2", "worker"), ("other", "worker")):
+        record_report(store, report, kind, run_id)
+    assert {r.run_id for r in list_runs(store)} == {"run-1", "run-2", "other"}
+    assert {r.run_id for r in list_runs(store, kind="worker")} == {"run-2", "other"}
+    assert load_run(store, "oth").eval_set_id == "production"  # a unique prefix
+    with pytest.raises(KeyError, match="ambiguous"):
+        load_run(store, "run-")
+    with pytest.raises(KeyError, match="no grading run 'nope'"):
+        load_run(store, "nope")

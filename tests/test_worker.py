@@ -1,0 +1,115 @@
+"""The online grading worker in-process: which traces become jobs, grading and recording them, retries."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.support.grading_traces import AgentRun, fill_store
+from tracegrade.evaluation.selection import in_sample
+from tracegrade.evaluation.timewindow import utc_now
+from tracegrade.evaluation.worker import GradingWorker, WorkerRules
+
+KEYWORDS = {"contains_keywords": {"keywords": ["refund"]}}
+
+
+def rules(**overrides: object) -> WorkerRules:
+    rule = {"name": "billing", "where": "service_name = 'billing'", "settle_seconds": 0, "criteria": KEYWORDS}
+    rule.update(overrides.pop("rule", {}))  # type: ignore[arg-type]
+    return WorkerRules.model_validate({"rules": [rule], **overrides})
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    runs = [
+        AgentRun(
+            n,
+            f"q{n}",
+            "refund sent" if n % 2 else "no",
+            [("lookup", {"n": n})],
+            service="billing" if n <= 8 else "chat",
+            start_offset_s=n,
+        )
+        for n in range(1, 11)
+    ]
+    with fill_store(tmp_path / "store.duckdb", runs) as opened:
+        yield opened
+
+
+def _results_per_key(store) -> list[tuple]:
+    return store.query(
+        "SELECT run_id, eval_id, criterion, count(*) AS n FROM eval_results GROUP BY ALL HAVING n > 1"
+    ).rows
+
+
+def test_worker_grades_matching_settled_traces_and_records_each_job(store) -> None:
+    worker = GradingWorker(store, rules(), worker_id="w1")
+    assert worker.enqueue() == 8 and worker.enqueue() == 0  # the chat traces are not for this rule
+    assert asyncio.run(worker.run_once()) == 8
+    assert worker.job_counts() == {"done": 8}
+    rows = store.query(
+        "SELECT j.trace_id, r.score, t.final_response FROM grading_jobs j JOIN eval_results r ON r.run_id = j.run_id "
+        "JOIN traces t ON t.trace_id = j.trace_id ORDER BY j.trace_id"
+    ).rows
+    assert len(rows) == 8
+    assert all(score == (1.0 if "refund" in response else 0.0) for _, score, response in rows)
+    run_ids = [r[0] for r in store.query("SELECT run_id FROM grading_jobs ORDER BY job_id").rows]
+    assert run_ids[0] == f"job:billing:{1:032x}"
+    kinds = store.query("SELECT DISTINCT kind FROM eval_runs").rows
+    assert kinds == [("worker",)]
+
+
+def test_a_retried_job_never_duplicates_results(store) -> None:
+    worker = GradingWorker(store, rules(), worker_id="w1")
+    worker.enqueue()
+    jobs = worker.claim()
+    for job in jobs:
+        asyncio.run(worker.run_job(*job))
+    before = store.query("SELECT count(*) FROM eval_results").rows[0][0]
+    # the same jobs graded again (a worker that lost its lease and a new owner both finishing)
+    other = GradingWorker(store, rules(), worker_id="w2")
+    for job in jobs:
+        asyncio.run(other.run_job(*job))
+    assert store.query("SELECT count(*) FROM eval_results").rows[0][0] == before == 8
+    assert _results_per_key(store) == []
+
+
+def test_rule_where_may_name_any_traces_column_and_sampling_is_by_trace_id(store) -> None:
+    worker = GradingWorker(store, rules(rule={"where": "status = 'UNSET' AND tool_calls = 1", "sample": 0.5}))
+    worker.enqueue()
+    queued = {r[0] for r in store.query("SELECT trace_id FROM grading_jobs").rows}
+    assert queued == {f"{n:032x}" for n in range(1, 11) if in_sample(f"{n:032x}", 0.5)}
+
+
+def test_unsettled_traces_wait(store) -> None:
+    worker = GradingWorker(store, rules(rule={"settle_seconds": 3600}))
+    assert worker.enqueue() == 0
+
+
+def test_a_job_whose_lease_expired_too_often_fails(store) -> None:
+    worker = GradingWorker(store, rules(max_attempts=1, batch_size=1), worker_id="dead")
+    worker.enqueue()
+    (job,) = worker.claim()
+    past = utc_now() - timedelta(seconds=1)
+    store.execute_write("UPDATE grading_jobs SET lease_expires = ? WHERE job_id = ?", [past, job[0]])
+    survivor = GradingWorker(store, rules(max_attempts=1, batch_size=1), worker_id="next")
+    assert survivor.claim()[0][0] != job[0]
+    status, error = store.query("SELECT status, error FROM grading_jobs WHERE job_id = ?", [job[0]]).rows[0]
+    assert status == "failed" and "stopped 1 time(s) without finishing" in error
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"rule": {"criteria": {"trajectory": {}}}}, "every criterion (tool_trajectory_avg_score) needs an eval case"),
+        ({"rule": {"criteria": {}}}, "enables no criterion"),
+        ({"rule": {"extra_criteria": [{"name": "no_such"}]}}, "unknown criterion 'no_such'"),
+        ({"plugins": ["tests.support.no_such_plugin"]}, "cannot import 'tests.support.no_such_plugin'"),
+    ],
+)
+def test_rules_that_could_only_fail_are_refused_at_start(store, bad: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message.replace("(", "\\(").replace(")", "\\)")):
+        GradingWorker(store, rules(**bad))
