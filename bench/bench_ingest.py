@@ -8,6 +8,18 @@ decode-only and store-write-only ceilings are measured in this process on the sa
 
     python bench/bench_ingest.py                      # 3 runs x 2 protocols x 200,000 spans
     python bench/bench_ingest.py --runs 1 --spans 50000 --protocols http
+
+Side-by-side with the shared generator (the one behind the reference figure), against a running server:
+
+    tracegrade serve --store /tmp/cmp.duckdb &
+    python ../shared/tools/otlp_loadgen.py --endpoint 127.0.0.1:4317 --protocol grpc --spans 200000 \
+        --batch 512 --concurrency 4
+    python ../shared/tools/otlp_loadgen.py --endpoint http://127.0.0.1:4318/v1/traces --protocol http \
+        --spans 200000 --batch 512 --concurrency 4
+
+It reports acknowledged spans/s; stored spans are ``tracegrade sql --store /tmp/cmp.duckdb
+"SELECT count(*) FROM spans"`` (through the running server). bench/profile_ingest.py shows where the
+receiver's time goes.
 """
 
 from __future__ import annotations

@@ -55,8 +55,12 @@ class StackSampler(threading.Thread):
             for ident, frame in sys._current_frames().items():
                 if ident == me or names.get(ident) == "MainThread":
                     continue
-                if frame.f_code.co_name in IDLE_FUNCTIONS:
-                    continue  # a thread waiting for work is not where time goes
+                if (
+                    frame.f_code.co_name in IDLE_FUNCTIONS
+                    or frame.f_back is None
+                    or _where(frame) == "threading.py:run"
+                ):
+                    continue  # waiting for work, or blocked in C without Python frames (grpc's poller)
                 group = names.get(ident, "?").rstrip("_0123456789")
                 self.busy_samples[group] += 1
                 self.self_counts[group][_where(frame)] += 1
@@ -88,38 +92,40 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=15)
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory(prefix="tracegrade-profile-") as directory:
-        with running_server(Path(directory) / "profile.duckdb") as server:
-            target = server.grpc_target if args.protocol == "grpc" else server.http_url
-            loadgen = subprocess.Popen(
-                [
-                    sys.executable,
-                    str(BENCH / "loadgen.py"),
-                    "--protocol",
-                    args.protocol,
-                    "--target",
-                    target,
-                    "--spans",
-                    str(args.spans),
-                ],
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            sampler = StackSampler()
-            sampler.start()
-            sql = "SELECT count(*) FROM spans"
-            while query(server.http_url, sql)[0][0] < args.spans:
-                time.sleep(0.25)
-            stored_at = time.time()
-            sampler.stopped.set()
-            summary = json.loads(loadgen.communicate(timeout=600)[0].strip().splitlines()[-1])
-            pending = server.server.writer.stats["pending_rebuilds"]
-            shutdown = StackSampler()
-            shutdown.start()
-            started = time.monotonic()
-            asyncio.run_coroutine_threadsafe(server.server.stop(), server.loop).result(3600)
-            shutdown.stopped.set()
-            stopped_in = time.monotonic() - started
+    with (
+        tempfile.TemporaryDirectory(prefix="tracegrade-profile-") as directory,
+        running_server(Path(directory) / "profile.duckdb") as server,
+    ):
+        target = server.grpc_target if args.protocol == "grpc" else server.http_url
+        loadgen = subprocess.Popen(
+            [
+                sys.executable,
+                str(BENCH / "loadgen.py"),
+                "--protocol",
+                args.protocol,
+                "--target",
+                target,
+                "--spans",
+                str(args.spans),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        sampler = StackSampler()
+        sampler.start()
+        sql = "SELECT count(*) FROM spans"
+        while query(server.http_url, sql)[0][0] < args.spans:
+            time.sleep(0.25)
+        stored_at = time.time()
+        sampler.stopped.set()
+        summary = json.loads(loadgen.communicate(timeout=600)[0].strip().splitlines()[-1])
+        pending = server.server.writer.stats["pending_rebuilds"]
+        shutdown = StackSampler()
+        shutdown.start()
+        started = time.monotonic()
+        asyncio.run_coroutine_threadsafe(server.server.stop(), server.loop).result(3600)
+        shutdown.stopped.set()
+        stopped_in = time.monotonic() - started
     print(
         f"{args.spans / (stored_at - summary['first_send']):,.0f} spans/s stored; then {pending} trajectory "
         f"rebuilds pending, flushed in {stopped_in:.1f} s at shutdown"

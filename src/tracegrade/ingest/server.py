@@ -32,7 +32,7 @@ from tracegrade.ingest.settings import ServeSettings
 __all__ = ["ReceiverServer", "run_server"]
 
 READY_QUEUE_FRACTION = 0.8  # readiness turns false when the write queue is fuller than this
-GRPC_STOP_GRACE = 2.0
+STOP_GRACE = 2.0  # seconds idle connections get to close once in-flight requests are done
 
 
 def _host_port(host: str, port: int) -> str:
@@ -130,7 +130,9 @@ class ReceiverServer:
         await server.start()
 
     async def _start_http(self, app: web.Application) -> None:
-        self._http = web.AppRunner(app, handle_signals=False, access_log=None, auto_decompress=False)
+        self._http = web.AppRunner(
+            app, handle_signals=False, access_log=None, auto_decompress=False, shutdown_timeout=STOP_GRACE
+        )
         await self._http.setup()
         family = socket.AF_INET6 if ":" in self.settings.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
@@ -143,7 +145,7 @@ class ReceiverServer:
                 f"cannot listen for OTLP/HTTP on {self.settings.host}:{self.settings.http_port}: {exc}"
             ) from None
         self.http_port = sock.getsockname()[1]
-        site = web.SockSite(self._http, sock, ssl_context=self._ssl_context(), shutdown_timeout=GRPC_STOP_GRACE)
+        site = web.SockSite(self._http, sock, ssl_context=self._ssl_context())
         await site.start()
 
     def _ssl_context(self) -> ssl.SSLContext | None:
@@ -166,7 +168,7 @@ class ReceiverServer:
     async def _shutdown(self) -> None:
         self._stopped = True
         if self._grpc is not None:
-            await self._grpc.stop(GRPC_STOP_GRACE)
+            await self._grpc.stop(STOP_GRACE)
         if self._http is not None:
             await self._http.cleanup()
         loop = asyncio.get_running_loop()

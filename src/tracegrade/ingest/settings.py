@@ -31,6 +31,7 @@ ENV_VARS: dict[str, str] = {
     "shutdown_timeout": "TRACEGRADE_SHUTDOWN_TIMEOUT",
 }
 
+_DUCKDB_SIZE = re.compile(r"^\s*\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$", re.IGNORECASE)
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmg]i?b?|b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": MIB, "g": 1024 * MIB}
 
@@ -70,6 +71,13 @@ class ServeSettings(BaseModel):
     @classmethod
     def _size(cls, value: int | str) -> int:
         return parse_byte_size(value)
+
+    @field_validator("store_memory_limit")
+    @classmethod
+    def _memory_limit(cls, value: str) -> str:
+        if not _DUCKDB_SIZE.match(value):
+            raise ValueError(f"{value!r} is not a DuckDB memory size; write e.g. 256MB, 1GB or 512MiB")
+        return value.strip()
 
     @field_validator("token")
     @classmethod
