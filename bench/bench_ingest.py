@@ -108,7 +108,7 @@ def one_run(protocol: str, spans: int, batch: int, concurrency: int, seed: int) 
             stored, all_stored_at = _wait_until_stored(server.http_url, spans, loadgen)
             summary = json.loads(loadgen.communicate(timeout=600)[0].strip().splitlines()[-1])
             stopping = time.monotonic()
-            exit_code = server.terminate()
+            exit_code = server.terminate(timeout=1800)
             shutdown_seconds = time.monotonic() - stopping
         finally:
             loadgen.kill()

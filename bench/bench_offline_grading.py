@@ -21,7 +21,6 @@ Two grading paths are timed from the opened store to the finished ``EvalReport``
 from __future__ import annotations
 
 import argparse
-import asyncio
 import cProfile
 import pstats
 import statistics
@@ -150,7 +149,7 @@ def main(argv: list[str] | None = None) -> None:
             grader = TraceGrader(store, REFERENCE_FREE)
             results["reference-free"] = _timed(
                 "reference-free",
-                lambda: asyncio.run(grader.grade_traces(TraceSelection())),
+                lambda: grader.grade_traces_sync(TraceSelection()),
                 args.runs,
                 args.traces,
                 args.profile,
@@ -159,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
             eval_set = cases_from_traces(store, TraceSelection(), name="bench")
             grader = TraceGrader(store, EVAL_SET)
             results["eval set"] = _timed(
-                "eval set", lambda: asyncio.run(grader.grade_eval_set(eval_set)), args.runs, args.traces, args.profile
+                "eval set", lambda: grader.grade_eval_set_sync(eval_set), args.runs, args.traces, args.profile
             )
     print()
     for label, rate in results.items():

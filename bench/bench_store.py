@@ -1,15 +1,20 @@
-"""Store benchmark: write throughput (spans/s) and trajectory rebuild throughput (traces/s).
+"""Store benchmark: write throughput (spans/s), trajectory rebuild throughput (traces/s), memory.
 
 Spans look like real agent traces (GenAI conventions): an invoke_agent root, chat spans carrying
-~2 KB message attributes, execute_tool spans. Three measurements, each the median of --runs runs on a
-fresh DuckDB file:
+~2 KB message attributes, execute_tool spans. Each run uses fresh DuckDB files; the summary gives the
+median, min and max over --runs runs of:
 
 - ``write``: TraceStore.write of --batch-size batches, one committed transaction each;
-- ``writer``: --producers threads submitting --batch-size batches through one StoreWriter (coalescing),
-  until every span is committed and every trajectory rebuilt;
-- ``rebuild``: TraceStore.rebuild_trajectories over every trace of the file.
+- ``rebuild``: TraceStore.rebuild_trajectories over every trace of that file (read back from DuckDB);
+- ``writer``: --producers threads, each submitting one --batch-size batch at a time through one
+  StoreWriter (like exporters waiting for their response), measured until every span is committed
+  and until every trace's rows are current (``sum(span_count)`` over ``traces`` equals the spans sent);
+- peak RSS of the process during the writer phase, and how far above the RSS before it (the spans
+  to send are built up front, so the increase is what the store and its writer add).
 
-    python bench/bench_store.py --spans 50000 --runs 5
+CPU seconds (all threads) are reported next to wall time: the machine may be shared.
+
+    python bench/bench_store.py --spans 200000 --runs 5
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
+
 from tracegrade.models.span import SpanRecord
-from tracegrade.store import StoreWriter, TraceStore
+from tracegrade.store import QueueFull, StoreWriter, TraceStore
 
 _BASE_NS = 1_760_000_000_000_000_000
 
@@ -89,26 +96,56 @@ def batches(total: int, spans_per_trace: int, batch_size: int) -> list[list[Span
     return [spans[i : i + batch_size] for i in range(0, len(spans), batch_size)]
 
 
-def bench_write(path: Path, work: list[list[SpanRecord]]) -> tuple[float, float]:
-    """(write spans/s, rebuild traces/s) with direct TraceStore calls."""
+class PeakRss:
+    """Samples the process RSS every few milliseconds while in use; ``peak`` and ``before`` in MB."""
+
+    def __init__(self, interval: float = 0.01) -> None:
+        self._process = psutil.Process()
+        self._interval = interval
+        self._stop = threading.Event()
+        self.before = self.peak = self._process.memory_info().rss / 2**20
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self._interval):
+            self.peak = max(self.peak, self._process.memory_info().rss / 2**20)
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._process.memory_info().rss / 2**20)
+
+
+def bench_write(path: Path, work: list[list[SpanRecord]]) -> dict[str, float]:
+    """Direct TraceStore calls: write spans/s, then rebuild traces/s (wall and CPU)."""
     with TraceStore(path) as store:
-        started = time.perf_counter()
+        wall, cpu = time.perf_counter(), time.process_time()
         for batch in work:
             store.write(batch)
-        write_rate = sum(map(len, work)) / (time.perf_counter() - started)
+        spans = sum(map(len, work))
+        write_wall, write_cpu = time.perf_counter() - wall, time.process_time() - cpu
         trace_ids = [r[0] for r in store.query("SELECT DISTINCT trace_id FROM spans").rows]
-        started = time.perf_counter()
+        wall, cpu = time.perf_counter(), time.process_time()
         store.rebuild_trajectories(trace_ids)
-        rebuild_rate = len(trace_ids) / (time.perf_counter() - started)
-    return write_rate, rebuild_rate
+        rebuild_wall, rebuild_cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return {
+        "write_spans_per_s": spans / write_wall,
+        "write_cpu_us_per_span": write_cpu / spans * 1e6,
+        "rebuild_traces_per_s": len(trace_ids) / rebuild_wall,
+        "rebuild_cpu_us_per_trace": rebuild_cpu / len(trace_ids) * 1e6,
+    }
 
 
-def bench_writer(path: Path, work: list[list[SpanRecord]], producers: int) -> tuple[float, float]:
-    """(spans/s until all committed, spans/s until all trajectories are rebuilt) through a StoreWriter."""
-    writer = StoreWriter(TraceStore(path), settle_seconds=0.5)
-    writer.start()
+def bench_writer(path: Path, work: list[list[SpanRecord]], producers: int, settle: float) -> dict[str, float]:
+    """Through a StoreWriter (server settings): spans/s until committed and until trajectories are current."""
     total = sum(map(len, work))
-    started = time.perf_counter()
+    traces = len({s.trace_id for b in work for s in b})
+    writer = StoreWriter(TraceStore(path, memory_limit="256MB"), settle_seconds=settle)
+    writer.start()
 
     def produce(share: list[list[SpanRecord]]) -> None:
         for batch in share:
@@ -116,47 +153,58 @@ def bench_writer(path: Path, work: list[list[SpanRecord]], producers: int) -> tu
                 try:
                     writer.submit(batch).result()
                     break
-                except Exception as exc:  # QueueFull: back off like an exporter
-                    time.sleep(getattr(exc, "retry_after", 0.05))
+                except QueueFull as exc:  # back off like an exporter
+                    time.sleep(exc.retry_after)
 
-    threads = [threading.Thread(target=produce, args=(work[i::producers],)) for i in range(producers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    committed = time.perf_counter() - started
-    traces = len({b[0].trace_id for b in work} | {s.trace_id for b in work for s in b})
-    while writer.query("SELECT count(*) FROM traces").rows[0][0] < traces:
-        time.sleep(0.01)
-    mapped = time.perf_counter() - started
-    writer.close()
-    return total / committed, total / mapped
+    def current() -> bool:
+        return writer.query("SELECT count(*), sum(span_count) FROM traces").rows[0] == (traces, total)
+
+    with PeakRss() as rss:
+        wall, cpu = time.perf_counter(), time.process_time()
+        threads = [threading.Thread(target=produce, args=(work[i::producers],)) for i in range(producers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        committed = time.perf_counter() - wall
+        while not current():
+            time.sleep(0.01)
+        mapped, mapped_cpu = time.perf_counter() - wall, time.process_time() - cpu
+        stats = writer.stats
+        writer.close()
+    return {
+        "writer_committed_spans_per_s": total / committed,
+        "writer_mapped_spans_per_s": total / mapped,
+        "writer_cpu_us_per_span": mapped_cpu / total * 1e6,
+        "writer_transactions": stats["transactions"],
+        "writer_traces_loaded_for_rebuild": stats["traces_loaded_for_rebuild"],
+        "peak_rss_mb": rss.peak,
+        "rss_increase_mb": rss.peak - rss.before,
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--spans", type=int, default=50_000)
-    parser.add_argument("--spans-per-trace", type=int, default=8)
+    parser.add_argument("--spans", type=int, default=200_000)
+    parser.add_argument("--spans-per-trace", type=int, default=10)
     parser.add_argument("--batch-size", type=int, default=512)
     parser.add_argument("--producers", type=int, default=4)
+    parser.add_argument("--settle", type=float, default=1.0, help="StoreWriter settle_seconds (the server's default)")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--skip-direct", action="store_true", help="only the StoreWriter measurement")
     args = parser.parse_args()
     work = batches(args.spans, args.spans_per_trace, args.batch_size)
-    results: dict[str, list[float]] = {
-        "write_spans_per_s": [],
-        "rebuild_traces_per_s": [],
-        "writer_committed_spans_per_s": [],
-        "writer_mapped_spans_per_s": [],
-    }
+    results: dict[str, list[float]] = {}
     for run in range(args.runs):
         with tempfile.TemporaryDirectory() as tmp:
-            write_rate, rebuild_rate = bench_write(Path(tmp) / "direct.duckdb", work)
-            committed_rate, mapped_rate = bench_writer(Path(tmp) / "writer.duckdb", work, args.producers)
-        for key, value in zip(results, (write_rate, rebuild_rate, committed_rate, mapped_rate)):
-            results[key].append(value)
-        print(f"run {run + 1}: " + ", ".join(f"{k}={v[-1]:,.0f}" for k, v in results.items()), flush=True)
+            figures = {} if args.skip_direct else bench_write(Path(tmp) / "direct.duckdb", work)
+            figures |= bench_writer(Path(tmp) / "writer.duckdb", work, args.producers, args.settle)
+        for key, value in figures.items():
+            results.setdefault(key, []).append(value)
+        print(f"run {run + 1}: " + ", ".join(f"{k}={v:,.1f}" for k, v in figures.items()), flush=True)
     summary = {
         "spans": sum(map(len, work)),
+        "spans_per_trace": args.spans_per_trace,
         "batch_size": args.batch_size,
         "producers": args.producers,
         "runs": args.runs,

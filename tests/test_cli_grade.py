@@ -9,6 +9,7 @@ import pytest
 
 from tests.support.grading_cli import eval_runs, read_report, run_cli, write_config
 from tests.support.grading_traces import AgentRun, fill_store
+from tracegrade.evaluation.selection import in_sample
 from tracegrade.models import EvalCase, EvalSet, Invocation, ToolCall
 from tracegrade.models.config import CriteriaConfig, CriterionConfig, EvalConfig
 
@@ -84,14 +85,16 @@ def test_grade_exits_1_when_a_case_fails(workspace: Path) -> None:
 
 
 def test_reference_free_cli_with_sample_records_its_kind(workspace: Path) -> None:
-    result = grade(workspace, "--sample", "1", "--where", "tool_calls >= 0")
+    result = grade(workspace, "--sample", "0.5", "--where", "tool_calls >= 0")
     report = read_report(workspace / "out")
-    assert len(report.results) == 3
+    everything = [f"{n:032x}" for n in (1, 2, 3)]
+    assert sorted(r.trace_ids[0] for r in report.results) == [t for t in everything if in_sample(t, 0.5)]
     assert report.metadata["skipped_criteria"] == ["tool_name_match_score", "node_order_score"]
+    assert all(r.get_criterion_result("node_order_score").skipped for r in report.results)
     assert result.exit_code == (0 if report.passed else 1)
     assert [r[1] for r in eval_runs(workspace / "store.duckdb")] == ["reference_free"]
-    only_free = run_cli("runs", "--store", workspace / "store.duckdb", "--kind", "eval_set", "--format", "json")
-    assert json.loads(only_free.stdout) == []
+    only_eval_sets = run_cli("runs", "--store", workspace / "store.duckdb", "--kind", "eval_set", "--format", "json")
+    assert json.loads(only_eval_sets.stdout) == []
 
 
 def test_no_record_leaves_the_store_alone(workspace: Path) -> None:

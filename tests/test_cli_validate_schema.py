@@ -166,3 +166,16 @@ def test_schema_rejects_unknown_criteria_slots_and_writes_files(tmp_path: Path):
 def test_schema_defaults_to_evalset_and_rejects_unknown_kinds():
     assert json.loads(invoke("schema").stdout)["title"] == "EvalSet"
     assert invoke("schema", "bogus").exit_code == 2
+
+
+def test_simulated_cases_need_no_turns_but_a_valid_scenario(tmp_path: Path):
+    from tracegrade.models import EvalCase
+
+    good = EvalCase(eval_id="sim", metadata={"scenario": {"starting_prompt": "hi", "goals": ["book a table"]}})
+    bad = EvalCase(eval_id="broken", metadata={"scenario": {"goals": "not a list", "max_turns": "many"}})
+    path = tmp_path / "sim.json"
+    EvalSet(eval_set_id="s", eval_cases=[good, bad]).to_file(path)
+    result = CliRunner().invoke(cli, ["validate", str(path)])
+    assert result.exit_code == 2
+    assert "$.eval_cases[1].metadata.scenario.max_turns" in result.output
+    assert "eval_cases[0]" not in result.output  # the valid simulated case has no turns and that is fine

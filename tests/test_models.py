@@ -396,3 +396,18 @@ def test_builder_class_helpers(tmp_path: Path):
     rebuilt = builder.build()
     assert rebuilt.eval_set_id == quick.eval_set_id and rebuilt.name == "quick_tests"
     assert [c.eval_id for c in rebuilt] == ["test_1", "test_2", "case_3"]
+
+
+def test_merge_turns_keeps_new_messages_only_and_repeated_ones_when_history_is_not_repeated():
+    from tracegrade.models import ExecutionResult
+
+    u1, a1 = {"role": "user", "content": "ok"}, {"role": "assistant", "content": "sure"}
+    u2, a2 = {"role": "user", "content": "ok"}, {"role": "assistant", "content": "done"}
+    with_history = ExecutionResult.merge_turns(
+        [ExecutionResult(messages=[u1, a1]), ExecutionResult(messages=[u1, a1, u2, a2])]
+    )
+    assert with_history.messages == [u1, a1, u2, a2]
+    without_history = ExecutionResult.merge_turns(
+        [ExecutionResult(messages=[u1, a1]), ExecutionResult(messages=[u2, a2])]
+    )
+    assert without_history.messages == [u1, a1, u2, a2]  # the user really said "ok" twice

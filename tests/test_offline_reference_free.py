@@ -94,3 +94,29 @@ def test_only_reference_needing_criteria_is_refused(store) -> None:
 def test_bad_selection_values(store, selection: TraceSelection, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         grade(store, selection)
+
+
+def test_lean_loading_grades_like_the_full_execution(store) -> None:
+    """The default engine with built-in criteria loads only what they read; any other factory gets the full
+    stored execution. Both must agree on every score and on what the trace did."""
+    from tracegrade.evaluation.engine import default_evaluator_factory
+
+    selection = TraceSelection(sample=0.5)
+    lean = TraceGrader(store, CONFIG).grade_traces_sync(selection)
+    full = TraceGrader(store, CONFIG, evaluator_factory=default_evaluator_factory).grade_traces_sync(selection)
+
+    def seen(report):
+        return [
+            (
+                r.eval_id,
+                r.passed,
+                r.actual_response,
+                r.actual_tool_calls,
+                r.node_visits,
+                r.agent_token_usage,
+                [(c.criterion, c.score, c.passed, c.skipped) for c in r.criterion_results],
+            )
+            for r in report.results
+        ]
+
+    assert seen(lean) == seen(full) and len(lean.results) > 10

@@ -147,11 +147,12 @@ def test_wrong_method_is_405(server: RunningServer) -> None:
     reply = post(_traces_url(server), b"", method="PUT")
     assert reply.status == 405
     assert "POST" in reply.headers["Allow"]
+    assert status_of(reply).message == "PUT is not allowed on /v1/traces; use POST"
 
 
 def test_a_body_over_the_limit_is_413_before_it_is_read(server: RunningServer) -> None:
     reply = post(_traces_url(server), b"\x0a" * (LIMIT + 1))
-    _assert_refused(reply, 413, str(LIMIT))
+    _assert_refused(reply, 413, str(LIMIT), "--max-request-bytes")
 
 
 def test_a_chunked_body_over_the_limit_is_413(server: RunningServer) -> None:
@@ -275,4 +276,6 @@ def test_an_empty_request_is_a_success(server: RunningServer) -> None:
 
 
 def test_unknown_paths_are_404(server: RunningServer) -> None:
-    assert post(f"{server.http_url}/v1/metrics", b"").status == 404
+    reply = post(f"{server.http_url}/v1/metrics", b"")
+    assert reply.status == 404
+    assert "/v1/traces" in status_of(reply).message

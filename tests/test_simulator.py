@@ -114,24 +114,24 @@ async def test_conversation_stops_at_the_turn_limit_with_history_carried(server)
 async def test_a_generated_opening_and_a_plain_async_callable(server):
     server.responder = scripted_user(["Hi, where is order 42?", "Perfect </finished>"],
                                      Reply.score(1.0, achieved_goals=["learn when order 42 ships"]))
-    seen: list[list[dict]] = []
+    seen: list[tuple[str, list[dict]]] = []
 
-    async def agent(conversation):
-        seen.append(list(conversation))
+    async def agent(message, history):  # the AgentEvaluator calling convention: user text (+ history)
+        seen.append((message, list(history)))
         return "It ships tomorrow."
 
     scenario = SCENARIO.model_copy(update={"starting_prompt": ""})
     result = await simulator(server).run(agent, scenario)
     assert result.conversation[0] == {"role": "user", "content": "Hi, where is order 42?"}
     assert result.stopped_by == "stop_signal" and result.turns == 1 and result.completed
-    assert seen == [[{"role": "user", "content": "Hi, where is order 42?"}]]
+    assert seen == [("Hi, where is order 42?", [])]
     assert result.simulator_token_usage.calls == 2
 
 
 async def test_an_agent_error_stops_the_conversation(server):
     server.responder = scripted_user([], Reply.score(0.0, achieved_goals=[]))
 
-    def broken(conversation):
+    def broken(message):
         raise RuntimeError("backend down")
 
     result = await simulator(server).run(broken, SCENARIO)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import click
 
 from tracegrade.cli.common import UsageProblem, friendly_errors
 from tracegrade.cli.grading_store import open_grading_store, store_options
+from tracegrade.errors import StoreError
 from tracegrade.evaluation.engine import compile_criteria
 from tracegrade.evaluation.offline import TraceGrader
 from tracegrade.evaluation.run_records import new_run_id
@@ -84,19 +84,24 @@ def command(
             _check_predicate(store.reader, selection)
         grader = TraceGrader(store.reader, config)
         if eval_set is not None:
-            report = asyncio.run(grader.grade_eval_set(eval_set, run_id=run_id))
+            report = grader.grade_eval_set_sync(eval_set, run_id=run_id)
         else:
-            report = asyncio.run(grader.grade_traces(selection))
+            report = grader.grade_traces_sync(selection)
         if reference_free and not report.results:
             click.echo("no traces matched the selection; nothing graded", err=True)
-        recorded = None
         if record:
-            recorded = new_run_id()
-            report.metadata["run_id"] = recorded
-            recorded = store.record(report, "reference_free" if reference_free else "eval_set", recorded)
-    _write_reports(report, out_dir, chosen)
-    if recorded:
-        click.echo(f"recorded as run {recorded}", err=True)
+            report.metadata["run_id"] = new_run_id()
+        _write_reports(report, out_dir, chosen)
+        if record:
+            try:
+                recorded = store.record(
+                    report, "reference_free" if reference_free else "eval_set", report.metadata["run_id"]
+                )
+            except StoreError as exc:
+                raise UsageProblem(
+                    f"the reports were written to {out_dir}, but the run was not recorded: {exc}"
+                ) from None
+            click.echo(f"recorded as run {recorded}", err=True)
     sys.exit(0 if report.passed or (reference_free and not report.results) else 1)
 
 

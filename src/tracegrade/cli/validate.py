@@ -3,9 +3,10 @@
 Each file is recognised as an eval set (it has ``eval_cases`` or ``eval_set_id``) or a config (it has
 ``criteria`` or another ``EvalConfig`` key), loaded with the same loader a run uses, then checked for
 problems that load fine but cannot grade well: duplicate case ids, an empty eval set, cases without
-turns, a config that enables no criterion, ``rubric_based`` without rubrics, ``contains_keywords``
-without keywords, invalid criterion settings. Exit 0 with one summary line per file when all are
-valid; exit 2 listing every problem (file, JSON path, what is wrong) otherwise.
+turns (unless simulated), malformed simulation scenarios, a config that enables no criterion,
+``rubric_based`` without rubrics, ``contains_keywords`` without keywords, invalid criterion settings.
+Exit 0 with one summary line per file when all are valid; exit 2 listing every problem (file, JSON
+path, what is wrong) otherwise.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ import click
 from pydantic import BaseModel, ValidationError
 
 from tracegrade.errors import FileFormatError
+from tracegrade.evaluation.simulator import SCENARIO_KEY, ConversationScenario
 from tracegrade.models.config import EvalConfig
-from tracegrade.models.dataset import EvalSet
+from tracegrade.models.dataset import EvalCase, EvalSet
 from tracegrade.models.files import read_json_file, validation_problems
 
 __all__ = ["command", "config_problems", "eval_set_problems"]
@@ -47,7 +49,8 @@ def eval_set_problems(eval_set: EvalSet) -> list[Problem]:
             )
         else:
             first_index[case.eval_id] = i
-        if not case.conversation:
+        problems += _scenario_problems(case, where)
+        if not case.conversation and SCENARIO_KEY not in case.metadata:
             problems.append(
                 (f"{where}.conversation", f"case {case.eval_id!r} has no turns; add at least one invocation")
             )
@@ -57,6 +60,15 @@ def eval_set_problems(eval_set: EvalSet) -> list[Problem]:
                     (f"{where}.conversation[{j}].user_content", "the user message is empty; give the turn a query")
                 )
     return problems
+
+
+def _scenario_problems(case: EvalCase, where: str) -> list[Problem]:
+    """A simulated case's ``metadata.scenario`` must be a valid ConversationScenario."""
+    try:
+        ConversationScenario.of_case(case)
+    except ValidationError as exc:
+        return [(f"{where}.metadata.{SCENARIO_KEY}{path[1:]}", msg) for path, msg in validation_problems(exc)]
+    return []
 
 
 def config_problems(config: EvalConfig) -> list[Problem]:

@@ -2,7 +2,9 @@
 pydantic-ai ``Agent``, chosen automatically by :func:`adapter_for`.
 
 An adapter keeps the conversation of one case in a :class:`CaseSession` (history, state, run config) and
-returns the agent's reply text for each turn (None when it returned none).
+returns the agent's reply text for each turn (None when it returned none). :func:`run_agent_turn` is the one
+way scripted and simulated conversations send a turn: it counts the turn and turns an agent failure into
+:class:`AgentTurnError`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from tracegrade.capture.instrumentation import instrument_langchain, instrument_
 
 __all__ = [
     "AgentAdapter",
+    "AgentTurnError",
     "CallableAdapter",
     "CaseSession",
     "LangGraphAdapter",
@@ -27,6 +30,7 @@ __all__ = [
     "adapter_for",
     "compile_if_needed",
     "response_text",
+    "run_agent_turn",
 ]
 
 
@@ -195,6 +199,20 @@ class PydanticAIAdapter(AgentAdapter):
         result = await self.agent.run(user_text, **kwargs)
         session.history = list(result.all_messages())
         return response_text(result)
+
+
+class AgentTurnError(Exception):
+    """The agent raised during one turn (the conversation stops there; other cases continue)."""
+
+
+async def run_agent_turn(adapter: AgentAdapter, session: CaseSession, index: int, user_text: str) -> str | None:
+    """Send turn ``index`` through ``adapter``; an agent exception becomes :class:`AgentTurnError`."""
+    try:
+        reply = await adapter.run_turn(session, user_text)
+    except Exception as exc:
+        raise AgentTurnError(f"Agent error on turn {index}: {type(exc).__name__}: {exc}") from exc
+    session.turns_done += 1
+    return reply
 
 
 def _is_pydantic_agent(agent: Any) -> bool:

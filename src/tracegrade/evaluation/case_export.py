@@ -16,7 +16,7 @@ def cases_from_traces(store: QueryableStore, selection: TraceSelection, name: st
     ``args={}`` (any arguments accepted) and flagged in the case metadata.
     """
     cases = []
-    for tid, ex in iter_executions(store, selected_trace_ids(store, selection)):
+    for tid, ex, _ in iter_executions(store, selected_trace_ids(store, selection)):
         if ex is None:
             continue
         uncaptured = [tc.name for tc in ex.tool_calls if not tc.args_captured]

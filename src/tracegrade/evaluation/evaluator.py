@@ -2,7 +2,11 @@
 ``TrajectoryCollector``, grade each case with the run's grader and write the configured reports.
 
 Each case turn runs under a root span ``tracegrade.turn {case_id}`` (see :mod:`tracegrade.capture.context`),
-so concurrent cases are attributed by trace and never bleed into each other.
+so concurrent cases are attributed by trace and never bleed into each other. A case whose
+``metadata["scenario"]`` holds a :class:`~tracegrade.evaluation.simulator.ConversationScenario` is simulated:
+a ``UserSimulator`` (through the run's judge runtime) writes each next user message, the agent turns go
+through the same adapter and turn spans as scripted turns, and the merged execution is graded like any
+multi-turn case, with the scenario's goals for ``SimulationGoalsCriterion``.
 """
 
 from __future__ import annotations
@@ -12,31 +16,45 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
+from pydantic import ValidationError
 
 from tracegrade.capture import semconv
 from tracegrade.capture.collector import TrajectoryCollector, make_trajectory_callback
 from tracegrade.capture.context import TurnScope, turn_span
 from tracegrade.criteria.base import BaseCriterion
-from tracegrade.errors import EvalSetError
-from tracegrade.evaluation.adapters import AgentAdapter, CaseSession, LangGraphAdapter, adapter_for
+from tracegrade.errors import ConfigError, EvalSetError
+from tracegrade.evaluation.adapters import (
+    AgentAdapter,
+    AgentTurnError,
+    CaseSession,
+    LangGraphAdapter,
+    adapter_for,
+    run_agent_turn,
+)
 from tracegrade.evaluation.agent_loading import load_agent
-from tracegrade.evaluation.engine import EvaluatorFactory, Grader, build_case_result, create_grader
+from tracegrade.evaluation.engine import EvaluatorFactory, RunGrader, build_case_result, create_grader
+from tracegrade.evaluation.simulator import (
+    SCENARIO_KEY,
+    ConversationScenario,
+    SimulationResult,
+    TurnRunner,
+    UserSimulator,
+    simulator_config_for,
+)
 from tracegrade.models.config import EvalConfig
 from tracegrade.models.dataset import EvalCase, EvalSet
 from tracegrade.models.execution import ExecutionResult
-from tracegrade.models.results import EvalCaseResult, EvalReport
+from tracegrade.models.files import validation_problems
+from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport
 
 __all__ = ["AgentEvaluator", "create_eval_app"]
 
 log = logging.getLogger("tracegrade.evaluation")
-
-
-class AgentTurnError(Exception):
-    """The agent raised during one turn (the case becomes an error result; other cases continue)."""
 
 
 def create_eval_app(
@@ -58,7 +76,8 @@ def create_eval_app(
     return app, collector
 
 
-def _load_eval_set(eval_set: EvalSet | str | Path) -> EvalSet:
+def _load_eval_set(eval_set: EvalSet | str | Path) -> tuple[EvalSet, str]:
+    """The eval set and where it came from (for error messages)."""
     if isinstance(eval_set, EvalSet):
         loaded, source = eval_set, f"<EvalSet {eval_set.eval_set_id}>"
     else:
@@ -67,7 +86,35 @@ def _load_eval_set(eval_set: EvalSet | str | Path) -> EvalSet:
         loaded, source = EvalSet.from_file(eval_set), str(eval_set)
     if not loaded.eval_cases:
         raise EvalSetError(source, [("$.eval_cases", "the eval set has no cases; add at least one EvalCase")])
-    return loaded
+    return loaded, source
+
+
+def _check_simulated_cases(cases: Sequence[tuple[str, EvalCase]], source: str, config: EvalConfig) -> None:
+    """Refuse malformed scenarios and simulated cases no simulated-user model can serve (before any agent runs).
+
+    ``cases`` pairs each case with its JSON path in ``source``.
+    """
+    problems: list[tuple[str, str]] = []
+    unserved: list[str] = []
+    for where, case in cases:
+        try:
+            scenario = ConversationScenario.of_case(case)
+        except ValidationError as exc:
+            prefix = f"{where}.metadata.{SCENARIO_KEY}"
+            problems += [(prefix + path.removeprefix("$"), message) for path, message in validation_problems(exc)]
+            continue
+        if scenario is not None and simulator_config_for(scenario, config.user_simulator_config) is None:
+            unserved.append(case.eval_id)
+    if problems:
+        raise EvalSetError(source, problems)
+    if unserved:
+        raise ConfigError("<EvalConfig>", [(
+            "$.user_simulator_config",
+            f"case{'s' if len(unserved) != 1 else ''} {', '.join(map(repr, unserved))} "
+            f"{'are' if len(unserved) != 1 else 'is'} simulated (metadata.{SCENARIO_KEY}) but no simulated-user "
+            "model is set; set EvalConfig.user_simulator_config (e.g. UserSimulatorConfig(model=...)) or give "
+            'each scenario a "model"',
+        )])
 
 
 class AgentEvaluator:
@@ -120,15 +167,18 @@ class AgentEvaluator:
         """Run every case and build the report; then run the configured reporters (unless disabled).
 
         ``parallel``/``max_concurrency`` default to the config's. ``config.timeout`` bounds each case's agent
-        turns (grading is not counted); a timed-out case becomes an error result and the others continue (a
-        sync agent's worker thread cannot be stopped: it finishes in the background). Raises
-        ``FileNotFoundError`` for a missing
-        eval-set file, :class:`~tracegrade.errors.EvalSetError` for an empty set and
-        :class:`~tracegrade.errors.NoCriteriaError` for a config that enables no criterion — all before any
-        agent runs.
+        turns (and, for a simulated case, the simulated user's messages; grading is not counted); a timed-out
+        case becomes an error result and the others continue (a sync agent's worker thread cannot be stopped:
+        it finishes in the background). Raises ``FileNotFoundError`` for a missing eval-set file,
+        :class:`~tracegrade.errors.EvalSetError` for an empty set or a malformed ``metadata.scenario``,
+        :class:`~tracegrade.errors.NoCriteriaError` for a config that enables no criterion and
+        :class:`~tracegrade.errors.ConfigError` for simulated cases with no simulated-user model (neither
+        ``user_simulator_config`` nor ``scenario.model``) — all before any agent runs.
         """
-        loaded = _load_eval_set(eval_set)
+        loaded, source = _load_eval_set(eval_set)
         grader = create_grader(self.config, self.evaluator_factory, self.extra_criteria)
+        _check_simulated_cases([(f"$.eval_cases[{i}]", c) for i, c in enumerate(loaded.eval_cases)], source,
+                               self.config)
         parallel = self.config.parallel if parallel is None else parallel
         limit = max_concurrency or self.config.max_concurrency
         if limit < 1:
@@ -155,8 +205,9 @@ class AgentEvaluator:
         return report
 
     async def evaluate_case(self, case: EvalCase) -> EvalCaseResult:
-        """Run and grade one case (no reporters)."""
+        """Run and grade one case (no reporters); refuses what :meth:`evaluate` refuses."""
         grader = create_grader(self.config, self.evaluator_factory, self.extra_criteria)
+        _check_simulated_cases([("$", case)], f"<EvalCase {case.eval_id}>", self.config)
         return await _Run(self, grader, "", self.config.verbose, 1).case(case)
 
     @classmethod
@@ -204,7 +255,7 @@ class AgentEvaluator:
 class _Run:
     """One evaluate() call: its run id, grader and per-case driving."""
 
-    def __init__(self, owner: AgentEvaluator, grader: Grader, eval_set_id: str, verbose: bool, total: int) -> None:
+    def __init__(self, owner: AgentEvaluator, grader: RunGrader, eval_set_id: str, verbose: bool, total: int) -> None:
         self.owner = owner
         self.grader = grader
         self.eval_set_id = eval_set_id
@@ -241,39 +292,92 @@ class _Run:
             config=dict(case.session_input.config),
         )
         executions: list[ExecutionResult] = []
+        simulated = self._simulated(case)
+        if simulated is None:
+            conversation = self._drive(case, session, executions)
+        else:
+            conversation = simulated.converse(partial(self._turn, case, session, executions))
         error = None
         try:
-            await asyncio.wait_for(self._drive(case, session, executions), timeout=self.timeout)
+            await asyncio.wait_for(conversation, timeout=self.timeout)
         except asyncio.TimeoutError:
             error = f"timed out after {self.timeout:g}s"
         except AgentTurnError as exc:
             error = str(exc)
         execution = ExecutionResult.merge_turns(executions) if executions else ExecutionResult()
+        graded_case = case
+        if simulated is not None:
+            error = simulated.ended(error)
+            graded_case, execution = simulated.grading_inputs(case, execution)
+        criterion_results: list[CriterionResult] = []
         if error is None:
             try:
-                criterion_results = await self.grader.grade(execution, case)
+                criterion_results = await self.grader.grade(execution, graded_case)
             except Exception as exc:
                 error = f"grading failed: {type(exc).__name__}: {exc}"
+        result = build_case_result(case, execution, criterion_results, time.perf_counter() - start)
         if error is not None:
-            result = build_case_result(case, execution, [], time.perf_counter() - start)
-            return result.model_copy(update={"passed": False, "error": error})
-        return build_case_result(case, execution, criterion_results, time.perf_counter() - start)
+            result = result.model_copy(update={"passed": False, "error": error})
+        return simulated.record(result) if simulated is not None else result
+
+    def _simulated(self, case: EvalCase) -> _SimulatedConversation | None:
+        scenario = ConversationScenario.of_case(case)  # checked before the run started
+        if scenario is None:
+            return None
+        settings = simulator_config_for(scenario, self.owner.config.user_simulator_config)
+        return _SimulatedConversation(scenario, UserSimulator(config=settings, runtime=self.grader.runtime))
 
     async def _drive(self, case: EvalCase, session: CaseSession, executions: list[ExecutionResult]) -> None:
-        """One user message per turn, each under its own turn root span; each turn mapped as it ends."""
-        owner = self.owner
+        """A scripted conversation: the case's user messages, one per turn."""
         for index, invocation in enumerate(case.conversation):
-            scope = TurnScope(case.eval_id, index, self.run_id, self.eval_set_id, session.thread_id)
-            text = invocation.user_content.get_text()
-            try:
-                with turn_span(owner.provider, scope, text) as span:
-                    try:
-                        reply = await owner.adapter.run_turn(session, text)
-                    except Exception as exc:
-                        raise AgentTurnError(f"Agent error on turn {index}: {type(exc).__name__}: {exc}") from exc
-                    if reply is not None:
-                        span.set_attribute(semconv.TURN_OUTPUT, reply)
-            finally:  # also a timed-out or failed turn keeps what it captured
-                owner.provider.force_flush()
-                executions.append(owner.collector.execution_for(case.eval_id, index, self.run_id))
-            session.turns_done += 1
+            await self._turn(case, session, executions, index, invocation.user_content.get_text())
+
+    async def _turn(
+        self, case: EvalCase, session: CaseSession, executions: list[ExecutionResult], index: int, text: str
+    ) -> str | None:
+        """One agent turn under its own turn root span; the turn's spans are mapped as it ends."""
+        owner = self.owner
+        scope = TurnScope(case.eval_id, index, self.run_id, self.eval_set_id, session.thread_id)
+        try:
+            with turn_span(owner.provider, scope, text) as span:
+                reply = await run_agent_turn(owner.adapter, session, index, text)
+                if reply is not None:
+                    span.set_attribute(semconv.TURN_OUTPUT, reply)
+                return reply
+        finally:  # also a timed-out or failed turn keeps what it captured
+            owner.provider.force_flush()
+            executions.append(owner.collector.execution_for(case.eval_id, index, self.run_id))
+
+
+class _SimulatedConversation:
+    """One simulated case: its scenario, its simulated user (on the run's judge runtime) and how it went."""
+
+    def __init__(self, scenario: ConversationScenario, simulator: UserSimulator) -> None:
+        self.scenario = scenario
+        self.simulator = simulator
+        self.result = SimulationResult(scenario_id=scenario.scenario_id)
+
+    async def converse(self, run_turn: TurnRunner) -> None:
+        await self.simulator.converse(self.scenario, run_turn, self.result)
+
+    def ended(self, error: str | None) -> str | None:
+        """The case's error: a timeout (``error``) or what stopped the conversation."""
+        if error is not None:
+            self.result.stopped_by, self.result.error = "error", error
+        return self.result.error
+
+    def grading_inputs(self, case: EvalCase, execution: ExecutionResult) -> tuple[EvalCase, ExecutionResult]:
+        """The case with the scenario's goals; the execution with the conversation as its messages when the
+        agent's spans carried none (so the judges see the transcript)."""
+        if not execution.messages:
+            execution = execution.model_copy(update={"messages": [dict(m) for m in self.result.conversation]})
+        return self.scenario.grading_case(case), execution
+
+    def record(self, result: EvalCaseResult) -> EvalCaseResult:
+        """How the conversation ended, in the case metadata; the simulated user's usage counts as judge usage."""
+        self.result.record_grades(result.criterion_results, self.scenario.goals)
+        outcome = {**self.result.outcome(), "goals": list(self.scenario.goals), "model": self.simulator.model}
+        return result.model_copy(update={
+            "metadata": {**result.metadata, "simulation": outcome},
+            "token_usage": result.token_usage + self.result.simulator_token_usage,
+        })

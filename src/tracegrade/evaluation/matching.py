@@ -26,6 +26,7 @@ from typing import Any
 from tracegrade.errors import StoreError
 from tracegrade.evaluation.selection import QueryableStore
 from tracegrade.models.dataset import EvalCase
+from tracegrade.store.rows import sql_string_list
 
 __all__ = ["QueryableStore", "TraceMatch", "match_case", "match_cases"]
 
@@ -92,9 +93,9 @@ def _stamped_traces(store: QueryableStore, case_ids: list[str], run_id: str | No
         return {}
     sql = (
         "SELECT trace_id, run_id, turn_index, eval_set_id, case_id FROM traces "
-        "WHERE case_id IN (SELECT unnest(?::VARCHAR[]))"
+        f"WHERE case_id IN {sql_string_list(dict.fromkeys(case_ids))}"
     )
-    params: list[Any] = [list(dict.fromkeys(case_ids))]
+    params: list[Any] = []
     if run_id:
         sql += " AND run_id = ?"
         params.append(run_id)
@@ -137,8 +138,8 @@ def _selector_trace_ids(case: EvalCase) -> list[str]:
 def _existing_trace_ids(store: QueryableStore, trace_ids: list[str]) -> set[str]:
     if not trace_ids:
         return set()
-    sql = "SELECT trace_id FROM traces WHERE trace_id IN (SELECT unnest(?::VARCHAR[]))"
-    return {r[0] for r in _rows(store, sql, [list(dict.fromkeys(trace_ids))])}
+    sql = f"SELECT trace_id FROM traces WHERE trace_id IN {sql_string_list(dict.fromkeys(trace_ids))}"
+    return {r[0] for r in _rows(store, sql, [])}
 
 
 def _by_selector(store: QueryableStore, case: EvalCase, turns: int, known_ids: set[str]) -> TraceMatch | None:

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tracegrade.criteria.base import BaseCriterion
 from tracegrade.errors import EvalSetError, NoCriteriaError
@@ -42,9 +42,10 @@ from tracegrade.models.dataset import EvalCase, EvalSet, Invocation, MessageCont
 from tracegrade.models.execution import ExecutionResult
 from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport
 
-__all__ = ["REFERENCE_FREE_SET_ID", "TraceGrader", "TraceSelection"]
+__all__ = ["REFERENCE_FREE_SET_ID", "TraceGrader", "TraceSelection", "run_sync"]
 
 REFERENCE_FREE_SET_ID = "production"
+T = TypeVar("T")
 
 
 class TraceGrader:
@@ -110,9 +111,11 @@ class TraceGrader:
                 "contains_keywords, rubric_based, hallucination or safety"
             )
         grader = grader_for(usable, self.config, self.evaluator_factory)
+        lean = self.evaluator_factory is None and all(type(c) in _TRAJECTORY_ONLY_CRITERIA for c in usable)
         skipped_results = [_skipped_result(c) for c in skipped]
         results = []
-        for trace_id, execution in iter_executions(self.store, selected_trace_ids(self.store, selection)):
+        trace_ids = selected_trace_ids(self.store, selection)
+        for trace_id, execution, usage in iter_executions(self.store, trace_ids, lean=lean):
             case = _reference_free_case(trace_id, execution)
             if execution is None:
                 results.append(
@@ -120,6 +123,9 @@ class TraceGrader:
                 )
                 continue
             result = await _grade_one(grader, execution, case, {"trace_id": trace_id}, detailed=False)
+            if lean:  # the LLM calls were not loaded: the agent's tokens come from the traces table
+                result.agent_token_usage = usage
+                result.token_usage = result.token_usage + usage
             result.criterion_results += [r.model_copy() for r in skipped_results]
             results.append(result)
         meta = {
@@ -134,11 +140,28 @@ class TraceGrader:
 
     def grade_eval_set_sync(self, eval_set: EvalSet | str | Path, run_id: str | None = None) -> EvalReport:
         """Blocking wrapper around :meth:`grade_eval_set` (not usable inside a running event loop)."""
-        return asyncio.run(self.grade_eval_set(eval_set, run_id))
+        return run_sync(self.grade_eval_set(eval_set, run_id))
 
     def grade_traces_sync(self, selection: TraceSelection) -> EvalReport:
         """Blocking wrapper around :meth:`grade_traces` (not usable inside a running event loop)."""
-        return asyncio.run(self.grade_traces(selection))
+        return run_sync(self.grade_traces(selection))
+
+
+def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(coroutine)`` for a coroutine with a large result.
+
+    On the main thread, Python 3.11's ``asyncio.run`` restores its SIGINT handler through
+    ``signal.signal``, whose enum conversion formats ``repr()`` of the old handler — a partial holding the
+    finished main task, hence the ``repr()`` of its result. For a report of 100,000 cases that costs
+    seconds, so the result is handed out of the task instead of returned by it.
+    """
+    box: list[T] = []
+
+    async def main() -> None:
+        box.append(await coroutine)
+
+    asyncio.run(main())
+    return box[0]
 
 
 def _load_eval_set(eval_set: EvalSet | str | Path) -> EvalSet:
@@ -159,9 +182,33 @@ async def _grade_one(
     return result
 
 
+def _trajectory_only_criteria() -> frozenset[type[BaseCriterion]]:
+    """Built-in criteria that read only tool calls, node visits and the response (see ``lean`` loading)."""
+    from tracegrade.criteria.text import ContainsKeywordsCriterion, ExactMatchCriterion, RougeMatchCriterion
+    from tracegrade.criteria.trajectory_match import (
+        NodeOrderMatchCriterion,
+        ToolNameMatchCriterion,
+        TrajectoryMatchCriterion,
+    )
+
+    return frozenset(
+        {
+            ContainsKeywordsCriterion,
+            ExactMatchCriterion,
+            RougeMatchCriterion,
+            NodeOrderMatchCriterion,
+            ToolNameMatchCriterion,
+            TrajectoryMatchCriterion,
+        }
+    )
+
+
+_TRAJECTORY_ONLY_CRITERIA = _trajectory_only_criteria()
+
+
 def _reference_free_case(trace_id: str, execution: ExecutionResult | None) -> EvalCase:
     query = (execution.user_query if execution else None) or ""
-    return EvalCase.model_construct(
+    return EvalCase(
         eval_id=f"trace-{trace_id}",
         name=query[:60] or f"trace {trace_id[:16]}",
         conversation=[Invocation(user_content=MessageContent.user(query))],

@@ -1,17 +1,17 @@
 """Goal-driven user simulation: an LLM plays the user in a multi-turn conversation with the agent.
 
-``UserSimulator.run(agent, scenario)`` opens with the scenario's starting prompt (or a generated one),
-alternates agent replies and simulated-user messages, and stops when the simulated user sends the
-stop signal or the turn limit is reached. The simulated user goes through the same judge layer as the
-criteria (concurrency limit, retries, cache, usage). The conversation is then graded: by
-``SimulationGoalsCriterion`` for the scenario's goals and by any other criteria given, through
-``SimulationResult.to_eval_inputs`` (an ``ExecutionResult`` plus an ``EvalCase``).
+:meth:`UserSimulator.converse` is the one turn loop: it opens with the scenario's starting prompt (or a
+generated one), alternates agent turns (sent by a caller-supplied turn runner) and simulated-user messages,
+and stops when the simulated user sends the stop signal, the turn limit is reached or something fails.
+``AgentEvaluator`` runs it for eval cases whose ``metadata["scenario"]`` holds a :class:`ConversationScenario`
+(each agent turn under its own ``tracegrade.turn`` span); :meth:`UserSimulator.run` runs it against an agent
+directly and grades the transcript. The simulated user goes through the judge layer like the criteria
+(concurrency limit, retries, cache, usage) and never emits spans into the run.
 """
 
 from __future__ import annotations
 
-import inspect
-import sys
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tracegrade.criteria.base import BaseCriterion
 from tracegrade.criteria.llm import SimulationGoalsCriterion
+from tracegrade.evaluation.adapters import AgentTurnError, CaseSession, adapter_for, run_agent_turn
 from tracegrade.evaluation.engine import CriteriaGrader
 from tracegrade.judges import (
     JudgeRequest,
@@ -34,15 +35,29 @@ from tracegrade.models.dataset import EvalCase, Invocation, MessageContent
 from tracegrade.models.execution import ExecutionResult, TurnRecord
 from tracegrade.models.results import CriterionResult, TokenUsage
 
-__all__ = ["AgentCallable", "ConversationScenario", "SimulationResult", "UserSimulator"]
+__all__ = [
+    "SCENARIO_KEY",
+    "ConversationScenario",
+    "SimulationResult",
+    "TurnRunner",
+    "UserSimulator",
+    "simulator_config_for",
+]
+
+SCENARIO_KEY = "scenario"
+"""The ``EvalCase.metadata`` key that makes a case simulated (see :meth:`EvalCase.simulated`)."""
 
 Message = dict[str, str]
-AgentCallable = Callable[[list[Message]], "Awaitable[str] | str"]
-"""The agent under test: takes the conversation so far (``{role, content}`` dicts) and returns its reply."""
+TurnRunner = Callable[[int, str], Awaitable["str | None"]]
+"""Sends one agent turn: ``(turn_index, user_text) -> reply text``; raises ``AgentTurnError`` when the agent fails."""
 
 
 class ConversationScenario(BaseModel):
-    """What the simulated user wants and how they behave. ``max_turns``/``stop_signal`` override the simulator's."""
+    """What the simulated user wants and how they behave.
+
+    ``max_turns``/``stop_signal`` override the simulator's; ``model`` names the simulated user's model for
+    this scenario (over ``UserSimulatorConfig.model``).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -54,7 +69,20 @@ class ConversationScenario(BaseModel):
     persona: str = ""
     max_turns: int | None = Field(default=None, ge=1)
     stop_signal: str | None = None
+    model: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def of_case(cls, case: EvalCase) -> ConversationScenario | None:
+        """The scenario of a simulated case (its id defaults to the case id); None for a scripted case.
+
+        Raises ``pydantic.ValidationError`` when ``metadata["scenario"]`` is malformed.
+        """
+        raw = case.metadata.get(SCENARIO_KEY)
+        if raw is None:
+            return None
+        scenario = cls.model_validate(raw)
+        return scenario if scenario.scenario_id else scenario.model_copy(update={"scenario_id": case.eval_id})
 
     def to_eval_case(self) -> EvalCase:
         """The case a simulated conversation is graded against (goals in ``metadata["goals"]``)."""
@@ -66,6 +94,12 @@ class ConversationScenario(BaseModel):
             conversation=[Invocation(user_content=MessageContent.user(opening))] if opening else [],
             metadata={**self.metadata, "goals": list(self.goals), "simulation": True},
         )
+
+    def grading_case(self, case: EvalCase) -> EvalCase:
+        """``case`` as the criteria see it: the scenario's goals in ``metadata["goals"]`` unless it has its own."""
+        if not self.goals or case.metadata.get("goals"):
+            return case
+        return case.model_copy(update={"metadata": {**case.metadata, "goals": list(self.goals)}})
 
 
 class SimulationResult(BaseModel):
@@ -84,6 +118,23 @@ class SimulationResult(BaseModel):
     @property
     def criterion_scores(self) -> dict[str, float]:
         return {r.criterion: r.score for r in self.criterion_results}
+
+    def record_grades(self, criterion_results: Sequence[CriterionResult], goals: Sequence[str]) -> None:
+        """Keep the grades; read the achieved goals; completed = no error and every goal met (no goals: the
+        simulated user ended the conversation)."""
+        self.criterion_results = list(criterion_results)
+        verdict = next(
+            (r for r in criterion_results
+             if r.criterion == SimulationGoalsCriterion.name and not r.is_error and not r.skipped),
+            None,
+        )
+        self.goals_achieved = list(verdict.details.get("achieved_goals", [])) if verdict is not None else []
+        all_goals_met = verdict is not None and verdict.score >= 1.0
+        self.completed = self.error is None and (all_goals_met if goals else self.stopped_by == "stop_signal")
+
+    def outcome(self) -> dict[str, Any]:
+        """How the conversation ended, for a case result's metadata (the transcript is left out)."""
+        return self.model_dump(mode="json", exclude={"conversation", "criterion_results"})
 
     def to_execution_result(self) -> ExecutionResult:
         """The conversation as a multi-turn execution: messages, one turn per agent reply, final response."""
@@ -110,41 +161,15 @@ class SimulationResult(BaseModel):
         return self.to_execution_result(), scenario.to_eval_case()
 
 
-def _pydantic_ai_agent_class() -> type | None:
-    module = sys.modules.get("pydantic_ai")
-    return getattr(module, "Agent", None) if module is not None else None
-
-
-class _PydanticAIConversation:
-    """Drives a pydantic-ai Agent turn by turn, carrying its own message history between runs."""
-
-    def __init__(self, agent: Any) -> None:
-        self.agent = agent
-        self.history: list[Any] | None = None
-
-    async def __call__(self, conversation: list[Message]) -> str:
-        result = await self.agent.run(conversation[-1]["content"], message_history=self.history)
-        self.history = result.all_messages()
-        return str(result.output)
-
-
-def _agent_caller(agent: Any) -> Callable[[list[Message]], Awaitable[str]]:
-    agent_class = _pydantic_ai_agent_class()
-    if agent_class is not None and isinstance(agent, agent_class):
-        return _PydanticAIConversation(agent)
-    if not callable(agent):
-        raise TypeError(
-            f"the agent must be a callable taking the conversation (list of {{role, content}}) or a "
-            f"pydantic-ai Agent, got {type(agent).__name__}"
-        )
-
-    async def call(conversation: list[Message]) -> str:
-        reply = agent(list(conversation))
-        if inspect.isawaitable(reply):
-            reply = await reply
-        return "" if reply is None else str(reply)
-
-    return call
+def simulator_config_for(
+    scenario: ConversationScenario, base: UserSimulatorConfig | None
+) -> UserSimulatorConfig | None:
+    """The simulated user's settings for ``scenario``: ``base`` with the scenario's model, if it names one;
+    None when there is neither (the scenario cannot be simulated)."""
+    if base is None and not scenario.model:
+        return None
+    settings = base or UserSimulatorConfig()
+    return settings.model_copy(update={"model": scenario.model}) if scenario.model else settings
 
 
 class _SimulatedUserError(RuntimeError):
@@ -152,7 +177,7 @@ class _SimulatedUserError(RuntimeError):
 
 
 class UserSimulator:
-    """Plays the user of a scenario against an agent, then grades the conversation."""
+    """Plays the user of a scenario against an agent (see :meth:`converse`, :meth:`run`)."""
 
     def __init__(
         self,
@@ -189,10 +214,10 @@ class UserSimulator:
         ))
 
     async def _next_user_message(
-        self, scenario: ConversationScenario, conversation: list[Message], stop_signal: str, usage: list[TokenUsage]
+        self, scenario: ConversationScenario, result: SimulationResult, stop_signal: str
     ) -> tuple[str, bool]:
-        """The simulated user's next message and whether it carried the stop signal."""
-        transcript = "\n".join(f"{m['role'].upper()}: {m['content']}" for m in conversation)
+        """The simulated user's next message and whether it carried the stop signal (usage added to ``result``)."""
+        transcript = "\n".join(f"{m['role'].upper()}: {m['content']}" for m in result.conversation)
         prompt = render_prompt(
             "user_simulator",
             data={"conversation": transcript},
@@ -217,48 +242,61 @@ class UserSimulator:
 
         runtime = self.runtime or current_judge_runtime()
         try:
-            text, reply = await runtime.complete(request, len(conversation), parse)
+            text, reply = await runtime.complete(request, len(result.conversation), parse)
+        except UnreadableReply as exc:
+            result.simulator_token_usage += exc.usage or TokenUsage()  # the call was paid for
+            raise _SimulatedUserError(f"simulated user failed: {exc}") from exc
         except Exception as exc:
             raise _SimulatedUserError(f"simulated user failed: {type(exc).__name__}: {exc}") from exc
-        usage.append(reply.usage)
+        result.simulator_token_usage += reply.usage
         if stop_signal in text:
             return text.replace(stop_signal, "").strip(), True
         return text, False
 
-    async def run(self, agent: Any, scenario: ConversationScenario) -> SimulationResult:
-        """Converse until the stop signal or the turn limit, then grade the conversation."""
-        call_agent = _agent_caller(agent)
+    async def converse(
+        self, scenario: ConversationScenario, run_turn: TurnRunner, result: SimulationResult | None = None
+    ) -> SimulationResult:
+        """Converse until the stop signal, the turn limit (``scenario.max_turns`` or the simulator's) or a failure.
+
+        ``run_turn`` sends one agent turn; an :class:`AgentTurnError` it raises ends the conversation with
+        ``stopped_by="error"``. ``result`` (filled in as the conversation goes, so a caller that cancels
+        keeps what happened) is returned; it is not graded here.
+        """
+        result = result or SimulationResult(scenario_id=scenario.scenario_id)
         limit = scenario.max_turns or self.max_turns
         stop_signal = scenario.stop_signal or self.config.stop_signal
-        result = SimulationResult(scenario_id=scenario.scenario_id)
-        usage: list[TokenUsage] = []
-        conversation: list[Message] = []
-        problem = provider_problem(self.config.model, self.config.api_key, self.config.api_base)
         try:
+            problem = provider_problem(self.config.model, self.config.api_key, self.config.api_base)
             if problem is not None:
                 raise _SimulatedUserError(f"No LLM provider available for the simulated user: {problem}")
             message, stopped = scenario.starting_prompt, False
             if not message:
-                message, stopped = await self._next_user_message(scenario, conversation, stop_signal, usage)
+                message, stopped = await self._next_user_message(scenario, result, stop_signal)
             while not stopped:
-                conversation.append({"role": "user", "content": message})
-                try:
-                    reply = await call_agent(conversation)
-                except Exception as exc:
-                    result.stopped_by, result.error = "error", f"Agent error: {type(exc).__name__}: {exc}"
-                    break
-                conversation.append({"role": "assistant", "content": reply})
+                result.conversation.append({"role": "user", "content": message})
+                reply = await run_turn(result.turns, message)
+                result.conversation.append({"role": "assistant", "content": reply or ""})
                 result.turns += 1
                 if result.turns >= limit:
                     result.stopped_by = "turn_limit"
-                    break
-                message, stopped = await self._next_user_message(scenario, conversation, stop_signal, usage)
-            else:
-                result.stopped_by = "stop_signal"
-        except _SimulatedUserError as exc:
+                    return result
+                message, stopped = await self._next_user_message(scenario, result, stop_signal)
+            result.stopped_by = "stop_signal"
+        except (_SimulatedUserError, AgentTurnError) as exc:
             result.stopped_by, result.error = "error", str(exc)
-        result.conversation = conversation
-        result.simulator_token_usage = sum(usage, TokenUsage())
+        return result
+
+    async def run(self, agent: Any, scenario: ConversationScenario) -> SimulationResult:
+        """Converse with ``agent`` (anything ``AgentEvaluator`` accepts: a callable taking the user text, a
+        pydantic-ai ``Agent``, a LangGraph graph, an ``AgentAdapter``), then grade the conversation."""
+        adapter = adapter_for(agent)
+        session = CaseSession(thread_id=f"{scenario.scenario_id or 'simulation'}-{uuid.uuid4().hex[:8]}",
+                              user_id="simulated_user")
+
+        async def run_turn(index: int, text: str) -> str | None:
+            return await run_agent_turn(adapter, session, index, text)
+
+        result = await self.converse(scenario, run_turn)
         await self._grade(result, scenario)
         return result
 
@@ -266,15 +304,9 @@ class UserSimulator:
         criteria = list(self.criteria)
         if scenario.goals and not any(isinstance(c, SimulationGoalsCriterion) for c in criteria):
             criteria.append(self._goals_criterion())
-        if not criteria or not result.conversation:
-            result.completed = result.error is None and not scenario.goals and result.stopped_by == "stop_signal"
-            return
-        actual, case = result.to_eval_inputs(scenario)
-        with judge_runtime(self.runtime or current_judge_runtime()):
-            result.criterion_results = await CriteriaGrader(criteria).grade(actual, case)
-        goals = next((r for r in result.criterion_results if r.criterion == SimulationGoalsCriterion.name), None)
-        if goals is not None and not goals.is_error:
-            result.goals_achieved = list(goals.details.get("achieved_goals", []))
-        all_goals_met = goals is not None and not goals.is_error and goals.score >= 1.0
-        ended_well = all_goals_met if scenario.goals else result.stopped_by == "stop_signal"
-        result.completed = result.error is None and ended_well
+        graded: list[CriterionResult] = []
+        if criteria and result.conversation:
+            actual, case = result.to_eval_inputs(scenario)
+            with judge_runtime(self.runtime or current_judge_runtime()):
+                graded = await CriteriaGrader(criteria).grade(actual, case)
+        result.record_grades(graded, scenario.goals)

@@ -45,6 +45,7 @@ MEDIA_TYPES: dict[str, WireFormat] = {
     "application/json": WireFormat.JSON,
 }
 SUPPORTED_ENCODINGS = ("gzip", "identity")
+TOO_LARGE_HINT = "send smaller batches (the exporter's max export batch size) or raise --max-request-bytes"
 READ_CHUNK = 64 * 1024
 
 QueryRunner = Callable[[str, Sequence[Any] | None], Awaitable[Any]]
@@ -73,7 +74,7 @@ def _gunzip_into(out: bytearray, inflater: Any, chunk: bytes, limit: int) -> Non
     while data:
         out += inflater.decompress(data, limit - len(out) + 1)
         if len(out) > limit:
-            raise PayloadTooLarge(f"the request decompresses to more than the {limit}-byte limit")
+            raise PayloadTooLarge(f"the request decompresses to more than the {limit}-byte limit; {TOO_LARGE_HINT}")
         data = inflater.unconsumed_tail
         if inflater.eof and inflater.unused_data:
             raise Undecodable("unexpected data after the end of the gzip stream")
@@ -86,7 +87,7 @@ async def read_limited_body(request: web.Request, limit: int) -> bytes:
         raise UnsupportedMediaType(f"unsupported Content-Encoding {encoding!r}; send gzip or identity")
     declared = request.content_length
     if declared is not None and declared > limit:
-        raise PayloadTooLarge(f"the request body has {declared} bytes; the limit is {limit}")
+        raise PayloadTooLarge(f"the request body has {declared} bytes; the limit is {limit}: {TOO_LARGE_HINT}")
     inflater = zlib.decompressobj(16 + zlib.MAX_WBITS) if encoding == "gzip" else None
     out = bytearray()
     received = 0
@@ -94,7 +95,7 @@ async def read_limited_body(request: web.Request, limit: int) -> bytes:
         async for chunk in request.content.iter_chunked(READ_CHUNK):
             received += len(chunk)
             if received > limit:
-                raise PayloadTooLarge(f"the request body exceeds the {limit}-byte limit")
+                raise PayloadTooLarge(f"the request body exceeds the {limit}-byte limit; {TOO_LARGE_HINT}")
             if inflater is None:
                 out += chunk
             else:
@@ -129,6 +130,23 @@ def json_safe(value: Any) -> Any:
     return str(value)
 
 
+@web.middleware
+async def _explain_routing_errors(request: web.Request, handler: Any) -> web.StreamResponse:
+    """404 and 405 with a JSON Status body that says what this server serves."""
+    try:
+        return await handler(request)
+    except web.HTTPMethodNotAllowed as exc:
+        allowed = ", ".join(sorted(exc.allowed_methods))
+        message = f"{request.method} is not allowed on {request.path}; use {allowed}"
+        body = encode_status(12, message, WireFormat.JSON)  # 12 = UNIMPLEMENTED
+        headers = {"Allow": allowed, "Content-Type": WireFormat.JSON.content_type}
+        return web.Response(status=405, body=body, headers=headers)
+    except web.HTTPNotFound:
+        message = f"no endpoint at {request.path}; OTLP is served at /v1/traces and /v1/logs"
+        body = encode_status(5, message, WireFormat.JSON)  # 5 = NOT_FOUND
+        return web.Response(status=404, body=body, headers={"Content-Type": WireFormat.JSON.content_type})
+
+
 class HttpFrontEnd:
     """Builds the aiohttp application around an :class:`Intake`."""
 
@@ -148,7 +166,7 @@ class HttpFrontEnd:
         self._readiness = readiness
 
     def build_app(self) -> web.Application:
-        app = web.Application(client_max_size=self._limit)
+        app = web.Application(client_max_size=self._limit, middlewares=[_explain_routing_errors])
         app.router.add_post("/v1/traces", self._export_traces)
         app.router.add_post("/v1/logs", self._export_logs)
         app.router.add_post("/v1/query", self._query)

@@ -192,7 +192,8 @@ class EvalCase(_StrictModel):
     """One labelled test case: a conversation of one or more turns plus free-form metadata.
 
     ``metadata`` keys read by tracegrade: ``context`` and ``reference_facts`` (LLM criteria),
-    ``selector`` (offline trace matching: ``{"conversation_id": …}`` or ``{"where": "<SQL>"}``).
+    ``selector`` (offline trace matching: ``{"conversation_id": …}`` or ``{"where": "<SQL>"}``), ``scenario``
+    (a simulated user drives the conversation, see :meth:`simulated`).
     """
 
     eval_id: str = Field(default_factory=_new_id)
@@ -235,6 +236,30 @@ class EvalCase(_StrictModel):
             for i, (query, expected) in enumerate(conversation)
         ]
         return cls(eval_id=eval_id, name=name, description=description, conversation=turns)
+
+    @classmethod
+    def simulated(
+        cls,
+        eval_id: str,
+        scenario: BaseModel | dict[str, Any],
+        expected_tools: list[ToolCall] | None = None,
+        expected_response: str | None = None,
+        name: str = "",
+        description: str = "",
+    ) -> EvalCase:
+        """A case whose user is simulated: ``metadata["scenario"]`` holds the scenario (a
+        ``ConversationScenario`` or its dict). What the whole conversation is expected to do (tools called
+        over all turns, the final response) sits on one invocation opening with the scenario's starting prompt.
+        """
+        if isinstance(scenario, BaseModel):
+            data = scenario.model_dump(mode="json", exclude_defaults=True)
+        else:
+            data = dict(scenario)
+        opening = str(data.get("starting_prompt") or data.get("description") or "")
+        expects = expected_tools or expected_response
+        conversation = [Invocation.simple(opening, expected_response, expected_tools)] if expects else []
+        return cls(eval_id=eval_id, name=name, description=description, conversation=conversation,
+                   metadata={"scenario": data})
 
     # Helpers the criteria share.
     def expected_tools(self) -> list[ToolCall]:

@@ -142,9 +142,10 @@ class ExecutionResult(BaseModel):
                     token_usage=ex.token_usage,
                 )
             ]
-            for m in ex.messages:
-                if m not in merged.messages:
-                    merged.messages.append(m)
+            # A turn's messages usually repeat the conversation so far as their prefix: keep only what is new.
+            seen = len(merged.messages)
+            repeats_history = ex.messages[:seen] == merged.messages
+            merged.messages += ex.messages[seen:] if repeats_history else ex.messages
         first, last = executions[0], executions[-1]
         merged.user_query = first.user_query
         merged.actual_response = last.actual_response

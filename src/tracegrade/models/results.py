@@ -50,6 +50,17 @@ class TokenUsage(BaseModel):
             calls=self.calls + other.calls,
         )
 
+    def minus(self, other: TokenUsage) -> TokenUsage:
+        """Every field of ``self`` less ``other``'s, floored at zero."""
+        return TokenUsage(
+            input_tokens=max(0, self.input_tokens - other.input_tokens),
+            output_tokens=max(0, self.output_tokens - other.output_tokens),
+            cache_read_tokens=max(0, self.cache_read_tokens - other.cache_read_tokens),
+            cache_creation_tokens=max(0, self.cache_creation_tokens - other.cache_creation_tokens),
+            cost_usd=max(0.0, self.cost_usd - other.cost_usd),
+            calls=max(0, self.calls - other.calls),
+        )
+
     def __radd__(self, other: object) -> TokenUsage:
         if other == 0:
             return self
@@ -247,7 +258,8 @@ class EvalSummary(BaseModel):
         per_case = {r.eval_id: r.token_usage for r in results}
         total_usage = sum((r.token_usage for r in results), TokenUsage())
         agent_usage = sum((r.agent_token_usage for r in results), TokenUsage())
-        judge_usage = sum((s.token_usage for s in stats.values()), TokenUsage())
+        # Judge usage is everything that is not the agent's: criteria, plus any simulated user.
+        judge_usage = sum((r.token_usage.minus(r.agent_token_usage) for r in results), TokenUsage())
         return cls(
             total_cases=total,
             passed_cases=passed,

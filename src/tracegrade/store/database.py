@@ -68,11 +68,11 @@ def fetch_arrow(relation: duckdb.DuckDBPyConnection) -> pa.Table:
 
 def insert_arrow(
     con: duckdb.DuckDBPyConnection, table: str, batch: pa.Table, *, skip_existing_returning: str | None = None
-) -> list[Any]:
+) -> list[tuple[Any, ...]]:
     """Bulk-insert an Arrow table into ``table`` (matching columns by name).
 
-    With ``skip_existing_returning`` set, rows whose key already exists are skipped (ON CONFLICT DO
-    NOTHING) and the named column of each row actually inserted is returned.
+    With ``skip_existing_returning`` set (a column list), rows whose key already exists are skipped
+    (ON CONFLICT DO NOTHING) and those columns of each row actually inserted are returned.
     """
     view = f"_tracegrade_{table}_batch"
     columns = ", ".join(batch.column_names)
@@ -82,6 +82,6 @@ def insert_arrow(
     con.register(view, batch)
     try:
         cursor = con.execute(sql)
-        return [row[0] for row in cursor.fetchall()] if skip_existing_returning else []
+        return cursor.fetchall() if skip_existing_returning else []
     finally:
         con.unregister(view)

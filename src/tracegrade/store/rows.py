@@ -54,12 +54,17 @@ def _finite(value: Any) -> Any:
     return value
 
 
+# one encoder for every call: ``json.dumps`` with keyword arguments builds a new encoder each time
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_json_default)
+_LENIENT_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=_json_default)
+
+
 def to_json(value: Any) -> str:
     """Compact JSON text for a store JSON column (valid JSON even for bytes and NaN)."""
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_json_default)
+        return _ENCODER.encode(value)
     except ValueError:
-        return json.dumps(_finite(value), separators=(",", ":"), ensure_ascii=False, default=_json_default)
+        return _LENIENT_ENCODER.encode(_finite(value))
 
 
 def from_json(text: str | None) -> Any:
@@ -120,15 +125,36 @@ def _link_dict(link: SpanLink) -> dict[str, Any]:
     }
 
 
+_SCALAR_TYPES = (str, int, float, bool, type(None))
+
+
+def _resource_key(resource: dict[str, Any]) -> Any:
+    """A hashable key for a resource's content (decoders give each span its own copy of the dict).
+
+    Value types are part of the key: ``1``, ``1.0`` and ``True`` are equal in Python, not in JSON.
+    A resource holding arrays or maps is keyed by object identity only.
+    """
+    key = tuple((name, type(value), value) for name, value in resource.items())
+    if all(kind in _SCALAR_TYPES for _, kind, _ in key):
+        return key
+    return id(resource)
+
+
 def _resource_json(spans: Sequence[SpanRecord]) -> list[str]:
-    """Resource JSON per span, encoding each distinct resource object once (a batch shares a few)."""
-    encoded: dict[int, str] = {}
+    """Resource JSON per span, encoding each distinct resource once (a batch shares a few)."""
+    by_object: dict[int, str] = {}
+    by_content: dict[Any, str] = {}
     out = []
     for span in spans:
-        key = id(span.resource)
-        if key not in encoded:
-            encoded[key] = to_json(span.resource)
-        out.append(encoded[key])
+        resource = span.resource
+        text = by_object.get(id(resource))
+        if text is None:
+            key = _resource_key(resource)
+            text = by_content.get(key)
+            if text is None:
+                text = by_content[key] = to_json(resource)
+            by_object[id(resource)] = text
+        out.append(text)
     return out
 
 
@@ -185,8 +211,9 @@ def _log_key(record: LogRecordData, body: str, attributes: str, resource: str) -
     return hashlib.blake2b("\x1f".join(parts).encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
-def logs_to_arrow(records: Sequence[LogRecordData], received_at: datetime) -> pa.Table:
-    """The unique log records (by content) as an Arrow table in the layout of the ``logs`` table."""
+def logs_to_arrow(records: Sequence[LogRecordData], received_at: datetime) -> tuple[list[LogRecordData], pa.Table]:
+    """The unique log records (by content) and an Arrow table of them, row for row, in the layout of
+    the ``logs`` table."""
     unique: list[LogRecordData] = []
     encoded: dict[str, tuple[str, str, str]] = {}  # log_key -> (body, attributes, resource) JSON
     for record in records:
@@ -197,7 +224,7 @@ def logs_to_arrow(records: Sequence[LogRecordData], received_at: datetime) -> pa
             unique.append(record)
     bodies, attribute_maps, resources = zip(*encoded.values()) if encoded else ((), (), ())
     times = [r.time_ns or r.observed_time_ns for r in unique]
-    return pa.table(
+    table = pa.table(
         {
             "log_key": pa.array(list(encoded), pa.string()),
             "trace_id": pa.array([r.trace_id or None for r in unique], pa.string()),
@@ -218,6 +245,7 @@ def logs_to_arrow(records: Sequence[LogRecordData], received_at: datetime) -> pa
             "received_at": pa.array([received_at] * len(unique), pa.timestamp("us")),
         }
     )
+    return unique, table
 
 
 SPAN_SELECT_COLUMNS = (

@@ -3,6 +3,10 @@
 Writes are one transaction each and durable (committed to DuckDB's WAL) when ``write`` returns; a span
 sent twice is stored once (the ``spans`` primary key with ON CONFLICT DO NOTHING). Queries run on their
 own cursor, so any thread may query while another writes.
+
+Every ``received_at`` and ``updated_at`` comes from one clock that never repeats or goes back and is
+read under the write lock, so "a span received after its trace's rows were built" (a stale trajectory)
+is exact even when writes and rebuilds run on different threads.
 """
 
 from __future__ import annotations
@@ -10,6 +14,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +30,6 @@ from tracegrade.store.results import QueryResult, WriteResult
 from tracegrade.store.rows import (
     LOG_SELECT_COLUMNS,
     SPAN_SELECT_COLUMNS,
-    dedupe_spans,
     log_from_row,
     logs_to_arrow,
     span_from_row,
@@ -33,15 +38,33 @@ from tracegrade.store.rows import (
     utc_now,
 )
 from tracegrade.store.schema import check_schema, ensure_schema
-from tracegrade.store.trajectories import TrajectoryRows, map_trace, replace_trajectory_rows
+from tracegrade.store.trajectories import TrajectoryRows, map_traces, replace_trajectory_rows
 
-__all__ = ["DEFAULT_CHECKPOINT_THRESHOLD", "TraceStore"]
+__all__ = ["DEFAULT_CHECKPOINT_THRESHOLD", "BatchWrite", "TraceStore"]
 
 # DuckDB's default (16 MB of WAL) checkpoints every few thousand 2 KB spans; a larger WAL roughly
 # doubles bulk-insert throughput, at the price of a longer WAL replay when reopening after a crash.
 DEFAULT_CHECKPOINT_THRESHOLD = "64MB"
+# One DuckDB thread for a read-write store: the writer's statements are small, and on a small, busy
+# machine a second DuckDB thread costs more in coordination than it gains (measured: about half the CPU
+# per span stored). Read-only opens keep DuckDB's default.
+DEFAULT_WRITER_THREADS = 1
 _LOOKUP_CHUNK = 1000  # trace ids per IN list when loading spans
-_REBUILD_CHUNK = 256  # traces mapped and replaced per transaction
+_REBUILD_CHUNK = 1000  # traces mapped and replaced per transaction
+_TICK = timedelta(microseconds=1)
+Submission = tuple[Sequence[SpanRecord], Sequence[LogRecordData]]
+
+
+@dataclass(slots=True)
+class BatchWrite:
+    """One committed transaction of several submissions: a WriteResult per submission, the records
+    actually inserted (duplicates left out) and the ``received_at`` they were stored with."""
+
+    results: list[WriteResult]
+    spans: list[SpanRecord]
+    logs: list[LogRecordData]
+    received_at: datetime
+    bytes_per_record: float  # Arrow size of an inserted record, on average (for memory estimates)
 
 
 def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
@@ -59,12 +82,15 @@ class TraceStore:
         read_only: bool = False,
         checkpoint_threshold: str = DEFAULT_CHECKPOINT_THRESHOLD,
         memory_limit: str | None = None,
+        threads: int | None = None,
     ) -> None:
         self.path = Path(path)
         self.read_only = read_only
         config: dict[str, Any] = {} if read_only else {"checkpoint_threshold": checkpoint_threshold}
         if memory_limit:
             config["memory_limit"] = memory_limit
+        if threads or not read_only:
+            config["threads"] = threads or DEFAULT_WRITER_THREADS
         self._con = open_duckdb(self.path, read_only=read_only, config=config)
         try:
             (check_schema if read_only else ensure_schema)(self._con, self.path)
@@ -74,6 +100,7 @@ class TraceStore:
         self._cursor_source = self._con.cursor()  # spawns per-query cursors; never runs a query itself
         self._cursor_lock = threading.Lock()
         self._write_lock = threading.RLock()
+        self._last_stamp = datetime.min
         self._closed = False
 
     def __enter__(self) -> TraceStore:
@@ -88,37 +115,92 @@ class TraceStore:
         """Store spans and log records in one transaction, committed before returning."""
         return self.write_many([(spans, logs)])[0]
 
-    def write_many(
-        self, submissions: Sequence[tuple[Sequence[SpanRecord], Sequence[LogRecordData]]]
-    ) -> list[WriteResult]:
+    def write_many(self, submissions: Sequence[Submission]) -> list[WriteResult]:
         """Store several submissions in ONE transaction (one commit); one WriteResult per submission."""
-        received_at = utc_now()
-        with self._transaction("writing spans"):
-            return [self._insert(spans, logs, received_at) for spans, logs in submissions]
+        return self.write_batch(submissions).results
 
-    def _insert(self, spans: Sequence[SpanRecord], logs: Sequence[LogRecordData], received_at: Any) -> WriteResult:
-        result = WriteResult()
-        unique = dedupe_spans(spans)
-        if unique:
-            inserted = insert_arrow(
-                self._con, "spans", spans_to_arrow(unique, received_at), skip_existing_returning="trace_id"
-            )
-            result.spans_inserted = len(inserted)
-            result.trace_ids.update(inserted)
-        result.spans_duplicate = len(spans) - result.spans_inserted
-        if logs:
-            inserted = insert_arrow(
-                self._con, "logs", logs_to_arrow(logs, received_at), skip_existing_returning="trace_id"
-            )
-            result.logs_inserted = len(inserted)
-            result.logs_duplicate = len(logs) - len(inserted)
-            result.trace_ids.update(t for t in inserted if t)
-        return result
+    def write_batch(self, submissions: Sequence[Submission]) -> BatchWrite:
+        """Like ``write_many``, also returning the records inserted (for the writer's trace cache).
+
+        All submissions go into one INSERT per table; a record repeated across submissions is stored
+        from (and counted for) the first submission that holds it, a later one counts it a duplicate.
+        """
+        with self._transaction("writing spans"):
+            received_at = self._stamp()
+            results = [WriteResult() for _ in submissions]
+            spans, span_bytes = self._insert_spans(submissions, results, received_at)
+            logs, log_bytes = self._insert_logs(submissions, results, received_at)
+        for result, (sent_spans, sent_logs) in zip(results, submissions):
+            result.spans_duplicate = len(sent_spans) - result.spans_inserted
+            result.logs_duplicate = len(sent_logs) - result.logs_inserted
+        records = len(spans) + len(logs)
+        return BatchWrite(results, spans, logs, received_at, (span_bytes + log_bytes) / records if records else 0.0)
+
+    def _insert_spans(
+        self, submissions: Sequence[Submission], results: list[WriteResult], received_at: datetime
+    ) -> tuple[list[SpanRecord], int]:
+        """Insert the first copy of each (trace_id, span_id); the spans inserted and their Arrow size."""
+        seen: set[tuple[str, str]] = set()
+        unique: list[SpanRecord] = []
+        owners: list[WriteResult] = []
+        for (spans, _), result in zip(submissions, results):
+            for span in spans:
+                key = (span.trace_id, span.span_id)
+                if key not in seen:
+                    seen.add(key)
+                    unique.append(span)
+                    owners.append(result)
+        if not unique:
+            return [], 0
+        batch = spans_to_arrow(unique, received_at)
+        returned = insert_arrow(self._con, "spans", batch, skip_existing_returning="trace_id, span_id")
+        if len(returned) < len(unique):  # some were stored already: keep those actually inserted
+            stored = set(returned)
+            kept = [(s, o) for s, o in zip(unique, owners) if (s.trace_id, s.span_id) in stored]
+            unique, owners = [s for s, _ in kept], [o for _, o in kept]
+        for span, result in zip(unique, owners):
+            result.spans_inserted += 1
+            result.trace_ids.add(span.trace_id)
+        return unique, batch.nbytes * len(unique) // batch.num_rows
+
+    def _insert_logs(
+        self, submissions: Sequence[Submission], results: list[WriteResult], received_at: datetime
+    ) -> tuple[list[LogRecordData], int]:
+        """Insert log records not stored yet (by content key); the records inserted and their Arrow size."""
+        owner_of: dict[int, WriteResult] = {}
+        records: list[LogRecordData] = []
+        for (_, logs), result in zip(submissions, results):
+            for record in logs:
+                owner_of.setdefault(id(record), result)
+                records.append(record)
+        if not records:
+            return [], 0
+        unique, batch = logs_to_arrow(records, received_at)
+        returned = insert_arrow(self._con, "logs", batch, skip_existing_returning="log_key")
+        stored = {key for (key,) in returned}
+        inserted = [r for r, key in zip(unique, batch.column("log_key").to_pylist()) if key in stored]
+        for record in inserted:
+            result = owner_of[id(record)]
+            result.logs_inserted += 1
+            if record.trace_id:
+                result.trace_ids.add(record.trace_id)
+        return inserted, batch.nbytes * len(inserted) // batch.num_rows
 
     def execute_write(self, sql: str, params: Sequence[Any] | None = None) -> None:
         """Run one writing statement (grading-result tables) in its own committed transaction."""
         with self._transaction("executing a write"):
             self._con.execute(sql, params)
+
+    def _stamp(self) -> datetime:
+        """The current UTC time, strictly later than every stamp before (call under the write lock)."""
+        self._last_stamp = max(utc_now(), self._last_stamp + _TICK)
+        return self._last_stamp
+
+    def stamp(self) -> datetime:
+        """A ``updated_at`` for rows mapped from what is committed now: every write committed before
+        has an earlier ``received_at``, every later one a later ``received_at``."""
+        with self._write_lock:
+            return self._stamp()
 
     @contextmanager
     def _transaction(self, doing: str) -> Iterator[None]:
@@ -150,16 +232,39 @@ class TraceStore:
         ids = list(dict.fromkeys(trace_ids))
         mapped = 0
         for chunk in _chunks(ids, _REBUILD_CHUNK):
-            updated_at = utc_now()  # before loading: spans received later make the rows stale again
+            updated_at = self.stamp()  # before loading: spans received later make the rows stale again
             spans = self.load_spans(chunk)
-            logs = self.load_logs(chunk)
-            rows = TrajectoryRows()
-            for trace_id, trace_spans in spans.items():
-                map_trace(trace_id, trace_spans, logs.get(trace_id, []), updated_at, rows)
-            with self._transaction("rebuilding trajectories"):
-                replace_trajectory_rows(self._con, chunk, rows)
+            self.replace_trajectories(map_traces(spans, self.load_logs(chunk), updated_at), clear=chunk)
             mapped += len(spans)
         return mapped
+
+    def replace_trajectories(self, rows: TrajectoryRows, *, clear: Sequence[str]) -> None:
+        """In one transaction, delete the trajectory rows of ``clear`` and insert ``rows``.
+
+        ``clear`` must hold every trace of ``rows`` that may already have rows (and any trace whose
+        rows must go); leaving out traces known to have none saves a scan of the trajectory tables.
+        """
+        with self._transaction("rebuilding trajectories"):
+            replace_trajectory_rows(self._con, list(clear), rows)
+
+    def trace_ids(self, chunk_rows: int = 100_000) -> Iterator[list[str]]:
+        """Every trace id with stored spans or log records, in chunks (for the writer's trace filter)."""
+        self._require_open()
+        with self._cursor_lock:
+            cursor = self._cursor_source.cursor()
+        try:
+            cursor.execute(
+                "SELECT trace_id FROM spans UNION SELECT trace_id FROM logs WHERE trace_id IS NOT NULL"
+            )
+            while rows := cursor.fetchmany(chunk_rows):
+                yield [row[0] for row in rows]
+        finally:
+            cursor.close()
+
+    def trace_count_estimate(self) -> int:
+        """About how many traces the store holds (HyperLogLog; sizes the writer's trace filter)."""
+        sql = "SELECT approx_count_distinct(trace_id) FROM spans"
+        return int(self._run(sql, None, check=False).rows[0][0] or 0)
 
     def stale_trajectories(self) -> list[str]:
         """Traces whose trajectory rows are missing or older than their newest span or log record.

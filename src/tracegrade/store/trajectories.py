@@ -19,7 +19,7 @@ from tracegrade.models.span import LogRecordData, SpanRecord
 from tracegrade.store.database import insert_arrow
 from tracegrade.store.rows import ns_to_datetime, sql_string_list, to_json
 
-__all__ = ["TRAJECTORY_TABLES", "TrajectoryRows", "map_trace", "replace_trajectory_rows"]
+__all__ = ["TRAJECTORY_TABLES", "TrajectoryRows", "map_trace", "map_traces", "replace_trajectory_rows"]
 
 TRAJECTORY_TABLES = ("traces", "node_visits", "tool_calls", "llm_calls")
 
@@ -172,10 +172,23 @@ def map_trace(
         )
 
 
-def replace_trajectory_rows(con: duckdb.DuckDBPyConnection, trace_ids: list[str], rows: TrajectoryRows) -> None:
-    """Delete the trajectory rows of ``trace_ids`` and insert ``rows`` (the caller holds a transaction)."""
-    id_list = sql_string_list(trace_ids)
+def map_traces(
+    spans: dict[str, list[SpanRecord]], logs: dict[str, list[LogRecordData]], updated_at: datetime
+) -> TrajectoryRows:
+    """Map every trace of ``spans`` (by trace id, with its log records) into one set of rows."""
+    rows = TrajectoryRows()
+    for trace_id, trace_spans in spans.items():
+        map_trace(trace_id, trace_spans, logs.get(trace_id, []), updated_at, rows)
+    return rows
+
+
+def replace_trajectory_rows(con: duckdb.DuckDBPyConnection, clear: list[str], rows: TrajectoryRows) -> None:
+    """Delete the trajectory rows of the traces in ``clear`` and insert ``rows`` (the caller holds a
+    transaction). Traces known to have no rows yet may be left out of ``clear``: deleting by trace id
+    scans the tables."""
+    id_list = sql_string_list(clear) if clear else None
     for table in TRAJECTORY_TABLES:
-        con.execute(f"DELETE FROM {table} WHERE trace_id IN {id_list}")
+        if id_list:
+            con.execute(f"DELETE FROM {table} WHERE trace_id IN {id_list}")
         if rows.tables[table]:
             insert_arrow(con, table, pa.Table.from_pylist(rows.tables[table]))

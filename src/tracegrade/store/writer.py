@@ -2,10 +2,14 @@
 
 Submissions wait in a queue bounded in records (spans + log records); when it is over capacity,
 ``submit`` raises QueueFull with a retry delay (the receiver answers 429 / RESOURCE_EXHAUSTED). The
-thread coalesces everything queued into one transaction and resolves each submission's Future after
-the commit. Traces that gained spans are rebuilt ``settle_seconds`` after their last span, a small
-batch at a time between write batches (sized to take about ``rebuild_budget_seconds``), so writes never
-wait long behind a rebuild.
+thread coalesces everything queued into one transaction (group commit: one fsync for all of them) and
+resolves each submission's Future after the commit.
+
+Traces that gained records are rebuilt once they settle: ``root_settle_seconds`` after their last
+record when their root span is stored (an agent's root span ends, and is exported, last), else
+``settle_seconds``. The writer keeps the records it wrote in a bounded cache (``trace_cache``) and hands
+settled traces to the rebuilder thread (``rebuilder``), which maps them and replaces their rows, so
+writes never wait behind a rebuild and settled traces are not read back from the store.
 """
 
 from __future__ import annotations
@@ -14,15 +18,17 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 from tracegrade.errors import StoreError
 from tracegrade.models.span import LogRecordData, SpanRecord
+from tracegrade.store.rebuilder import RebuildJob, TrajectoryRebuilder
 from tracegrade.store.results import QueryResult, WriteResult
-from tracegrade.store.trace_store import TraceStore
+from tracegrade.store.trace_cache import RecentTraces, SeenTraceIds
+from tracegrade.store.trace_store import BatchWrite, TraceStore
 
 __all__ = ["QueueFull", "StoreWriter"]
 
@@ -62,10 +68,43 @@ class _Stats:
     last_write_seconds: float = 0.0
     total_write_seconds: float = 0.0
     last_submission_latency_seconds: float = 0.0
-    traces_rebuilt: int = 0
-    rebuild_batches: int = 0
-    rebuild_errors: int = 0
     records_per_second: float = 0.0  # smoothed write throughput, used for retry_after
+
+
+class _DirtyTraces:
+    """Traces waiting for a rebuild, each with the monotonic time it is due.
+
+    Two queues, one per settle delay, so each stays in due order by appending alone.
+    """
+
+    def __init__(self) -> None:
+        self._queues: tuple[dict[str, float], dict[str, float]] = ({}, {})
+
+    def __len__(self) -> int:
+        return sum(map(len, self._queues))
+
+    def mark(self, trace_id: str, due: float, *, soon: bool) -> None:
+        for queue in self._queues:
+            queue.pop(trace_id, None)
+        self._queues[0 if soon else 1][trace_id] = due
+
+    def next_due(self) -> float | None:
+        heads = [next(iter(q.values())) for q in self._queues if q]
+        return min(heads) if heads else None
+
+    def take(self, limit: int, now: float | None) -> list[str]:
+        """Up to ``limit`` traces due by ``now`` (any trace when ``now`` is None), soon-queue first."""
+        due: list[str] = []
+        for queue in self._queues:
+            taken: list[str] = []
+            for trace_id, at in queue.items():
+                if len(due) + len(taken) == limit or (now is not None and at > now):
+                    break
+                taken.append(trace_id)
+            for trace_id in taken:
+                del queue[trace_id]
+            due += taken
+        return due
 
 
 class StoreWriter:
@@ -77,20 +116,25 @@ class StoreWriter:
         *,
         max_queue_spans: int = 200_000,
         settle_seconds: float = 1.0,
+        root_settle_seconds: float = 0.1,
         max_batch_spans: int = 50_000,
-        rebuild_budget_seconds: float = 0.05,
+        max_rebuild_traces: int = 1000,
+        cache_bytes: int = 64 * 1024 * 1024,
     ) -> None:
         if max_queue_spans < 1:
             raise ValueError("max_queue_spans must be at least 1")
         self.store = store
         self.max_queue_spans = max_queue_spans
         self.settle_seconds = settle_seconds
+        self.root_settle_seconds = min(root_settle_seconds, settle_seconds)
         self.max_batch_spans = max_batch_spans
-        self.rebuild_budget_seconds = rebuild_budget_seconds
-        self._rebuild_seconds_per_trace = 0.002  # learnt from each rebuild; sizes the next batch
+        self.max_rebuild_traces = max_rebuild_traces
+        self.cache_bytes = cache_bytes
         self._queue: deque[_Submission] = deque()
         self._queued = 0
-        self._dirty: dict[str, float] = {}  # trace id -> monotonic time its rebuild is due
+        self._dirty = _DirtyTraces()
+        self._cache: RecentTraces | None = None  # made in start(): it needs the store's trace ids
+        self._rebuilder = TrajectoryRebuilder(store, on_idle=self._wake)
         self._cond = threading.Condition()
         self._stats = _Stats()
         self._thread: threading.Thread | None = None
@@ -100,12 +144,21 @@ class StoreWriter:
     # ------------------------------------------------------------ public API
 
     def start(self) -> None:
-        """Start the writer thread; traces left stale by an earlier crash are queued for rebuild."""
+        """Start the writer; traces left stale by an earlier crash are queued for rebuild.
+
+        Reads every trace id of the store once (to know which traces are new); on a large store that
+        takes a moment.
+        """
         if self._thread is not None:
             raise StoreError("the store writer is already started")
+        seen = SeenTraceIds(self.store.trace_count_estimate())
+        for chunk in self.store.trace_ids():
+            seen.update(chunk)
+        self._cache = RecentTraces(seen, self.cache_bytes)
         due = time.monotonic()
         for trace_id in self.store.stale_trajectories():
-            self._dirty[trace_id] = due
+            self._dirty.mark(trace_id, due, soon=True)
+        self._rebuilder.start()
         self._thread = threading.Thread(target=self._run, name="tracegrade-store-writer", daemon=True)
         self._thread.start()
 
@@ -139,8 +192,11 @@ class StoreWriter:
     @property
     def stats(self) -> dict[str, Any]:
         """Counters and gauges for /metrics."""
+        rebuilds = self._rebuilder.stats
+        pending_in_jobs = self._rebuilder.pending
         with self._cond:
             s = self._stats
+            cache = self._cache
             return {
                 "spans_written": s.spans_written,
                 "spans_duplicate": s.spans_duplicate,
@@ -154,10 +210,14 @@ class StoreWriter:
                 "last_submission_latency_seconds": s.last_submission_latency_seconds,
                 "queue_depth": self._queued,
                 "queue_capacity": self.max_queue_spans,
-                "traces_rebuilt": s.traces_rebuilt,
-                "rebuild_batches": s.rebuild_batches,
-                "rebuild_errors": s.rebuild_errors,
-                "pending_rebuilds": len(self._dirty),
+                "traces_rebuilt": rebuilds.traces_rebuilt,
+                "rebuild_batches": rebuilds.rebuild_batches,
+                "rebuild_errors": rebuilds.rebuild_errors,
+                "traces_loaded_for_rebuild": rebuilds.traces_loaded,
+                "pending_rebuilds": len(self._dirty) + pending_in_jobs,
+                "cached_traces": len(cache) if cache else 0,
+                "cache_bytes": cache.size_bytes if cache else 0,
+                "cache_evictions": cache.evicted if cache else 0,
             }
 
     def close(self, drain: bool = True) -> None:
@@ -183,33 +243,40 @@ class StoreWriter:
         rate = self._stats.records_per_second or 10_000.0
         return min(30.0, max(1.0, self._queued / rate))
 
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._queue and not self._due_rebuilds() and not self._closing:
-                    self._cond.wait(self._wait_seconds())
-                if self._closing and not self._drain:
-                    break
-                batch = self._take_batch()
-                rebuild = self._take_rebuilds(everything=self._closing and not self._queue)
-                if not batch and not rebuild and self._closing:
-                    break
-            if batch:
-                self._write(batch)
-            if rebuild:
-                self._rebuild(rebuild)
-        self._fail_queued()
+    def _wake(self) -> None:
+        with self._cond:
+            self._cond.notify()
 
-    def _next_due(self) -> float | None:
-        return next(iter(self._dirty.values()), None)
+    def _rebuild_due(self) -> bool:
+        next_due = self._dirty.next_due()
+        return next_due is not None and next_due <= time.monotonic() and self._rebuilder.idle
 
     def _wait_seconds(self) -> float | None:
-        next_due = self._next_due()
-        return None if next_due is None else max(0.0, next_due - time.monotonic())
+        next_due = self._dirty.next_due()
+        if next_due is None or not self._rebuilder.idle:
+            return None  # the rebuilder wakes us when it is idle again
+        return max(0.0, next_due - time.monotonic())
 
-    def _due_rebuilds(self) -> bool:
-        next_due = self._next_due()
-        return next_due is not None and next_due <= time.monotonic()
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    while not self._queue and not self._rebuild_due() and not self._closing:
+                        self._cond.wait(self._wait_seconds())
+                    if self._closing and not self._drain:
+                        break
+                    batch = self._take_batch()
+                    finishing = self._closing and not batch
+                if batch:
+                    self._write(batch)
+                if finishing:
+                    self._rebuild(everything=True)
+                    break
+                if self._rebuilder.idle:
+                    self._rebuild(everything=False)
+        finally:
+            self._rebuilder.stop()
+            self._fail_queued()
 
     def _take_batch(self) -> list[_Submission]:
         batch: list[_Submission] = []
@@ -222,25 +289,29 @@ class StoreWriter:
                 taken += submission.size
         return batch
 
-    def _take_rebuilds(self, *, everything: bool) -> list[str]:
-        now = time.monotonic()
-        # with no write waiting, larger batches are fine (5x the budget); at least 32 either way: a rebuild
-        # transaction has a fixed cost that tiny batches would pay over and over
-        budget = self.rebuild_budget_seconds * (1 if self._queue else 5)
-        limit = max(32, min(1000, int(budget / self._rebuild_seconds_per_trace)))
-        due: list[str] = []
-        for trace_id, at in self._dirty.items():  # in due order (see _record)
-            if len(due) == limit or (at > now and not everything):
-                break
-            due.append(trace_id)
-        for trace_id in due:
-            del self._dirty[trace_id]
-        return due
+    def _rebuild(self, *, everything: bool) -> None:
+        """Hand due traces (every dirty trace when ``everything``) to the rebuilder, in jobs."""
+        assert self._cache is not None
+        while True:
+            with self._cond:
+                due = self._dirty.take(self.max_rebuild_traces, None if everything else time.monotonic())
+            if not due:
+                return
+            job = RebuildJob(self.store.stamp())  # between writes: every write so far is in the cache
+            for trace_id in due:
+                cached = self._cache.take_for_mapping(trace_id)
+                if cached is None:
+                    job.stored.append(trace_id)
+                else:
+                    job.cached[trace_id] = cached
+            self._rebuilder.submit(job)
+            if not everything:
+                return
 
     def _write(self, batch: list[_Submission]) -> None:
         started = time.monotonic()
         try:
-            results = self.store.write_many([(s.spans, s.logs) for s in batch])
+            written = self.store.write_batch([(s.spans, s.logs) for s in batch])
         except Exception as exc:
             if len(batch) > 1:  # one bad submission must not fail the others: write each alone
                 for submission in batch:
@@ -252,22 +323,25 @@ class StoreWriter:
             batch[0].future.set_exception(exc if isinstance(exc, StoreError) else StoreError(f"write failed: {exc}"))
             return
         finished = time.monotonic()
+        assert self._cache is not None
+        self._cache.add(written.spans, written.logs, written.bytes_per_record)
         with self._cond:
-            self._record(batch, results, finished - started, finished)
-        for submission, result in zip(batch, results):
+            self._record(batch, written, finished - started, finished)
+        for submission, result in zip(batch, written.results):
             submission.future.set_result(result)
 
-    def _record(self, batch: list[_Submission], results: list[WriteResult], seconds: float, now: float) -> None:
+    def _record(self, batch: list[_Submission], written: BatchWrite, seconds: float, now: float) -> None:
         s = self._stats
-        due = now + self.settle_seconds
-        for result in results:
+        for result in written.results:
             s.spans_written += result.spans_inserted
             s.spans_duplicate += result.spans_duplicate
             s.logs_written += result.logs_inserted
             s.logs_duplicate += result.logs_duplicate
-            for trace_id in result.trace_ids:  # re-inserted at the end: the dict stays in due order
-                self._dirty.pop(trace_id, None)
-                self._dirty[trace_id] = due
+        rooted = self._rooted_traces(written.spans)
+        for result in written.results:
+            for trace_id in result.trace_ids:
+                soon = trace_id in rooted
+                self._dirty.mark(trace_id, now + (self.root_settle_seconds if soon else self.settle_seconds), soon=soon)
         s.submissions += len(batch)
         s.transactions += 1
         s.last_write_seconds = seconds
@@ -276,20 +350,11 @@ class StoreWriter:
         rate = sum(b.size for b in batch) / max(seconds, 1e-6)
         s.records_per_second = rate if not s.records_per_second else 0.8 * s.records_per_second + 0.2 * rate
 
-    def _rebuild(self, trace_ids: list[str]) -> None:
-        started = time.monotonic()
-        try:
-            rebuilt = self.store.rebuild_trajectories(trace_ids)
-        except Exception as exc:  # keep writing; the traces stay stale and are retried on the next start
-            log.error("rebuilding trajectories of %d traces failed: %s", len(trace_ids), exc)
-            with self._cond:
-                self._stats.rebuild_errors += 1
-            return
-        per_trace = (time.monotonic() - started) / len(trace_ids)
-        self._rebuild_seconds_per_trace = 0.7 * self._rebuild_seconds_per_trace + 0.3 * per_trace
-        with self._cond:
-            self._stats.traces_rebuilt += rebuilt
-            self._stats.rebuild_batches += 1
+    def _rooted_traces(self, inserted: Iterable[SpanRecord]) -> set[str]:
+        """Traces whose root span (no parent) is stored: in this write or among their cached records."""
+        assert self._cache is not None
+        rooted = {span.trace_id for span in inserted if not span.parent_span_id}
+        return rooted | self._cache.rooted({span.trace_id for span in inserted} - rooted)
 
     def _fail_queued(self) -> None:
         with self._cond:

@@ -12,8 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tracegrade.models.dataset import ToolCall
-from tracegrade.models.execution import LLMCall
 from tracegrade.models.json_values import json_equal, parse_json_maybe
 from tracegrade.models.results import TokenUsage
 from tracegrade.trajectory import sources
@@ -21,7 +19,9 @@ from tracegrade.trajectory.messages import Message
 from tracegrade.trajectory.tree import Role, SpanNode
 from tracegrade.trajectory.values import as_args
 
-__all__ = ["ToolSpan", "build_tool_calls", "read_llm_calls", "read_tool_spans", "span_error"]
+__all__ = ["LLMFields", "ToolSpan", "build_tool_calls", "read_llm_calls", "read_tool_spans", "span_error"]
+
+LLMFields = dict[str, Any]  # one model call as the fields of ``LLMCall`` (validated once, with the result)
 
 
 def span_error(node: SpanNode) -> str | None:
@@ -67,9 +67,10 @@ def _output_text(messages: list[Message]) -> str | None:
     return "\n".join(str(t) for t in texts) if texts else None
 
 
-def _requests(messages: list[Message]) -> list[ToolCall]:
+def _requests(messages: list[Message]) -> list[dict[str, Any]]:
+    """The tool calls the model asked for, as ``ToolCall`` fields."""
     return [
-        ToolCall(name=call["name"], args=as_args(call.get("arguments")), call_id=call.get("id"))
+        {"name": call["name"], "args": as_args(call.get("arguments")), "call_id": call.get("id")}
         for message in messages
         if message.get("role") == "assistant"
         for call in message.get("tool_calls") or ()
@@ -81,32 +82,33 @@ def _usage(node: SpanNode) -> TokenUsage:
     return TokenUsage(calls=1, **found)
 
 
-def _read_llm(node: SpanNode, wrappers: list[SpanNode], visit: str | None) -> LLMCall:
-    chain = [node, *wrappers]
+def _read_llm(node: SpanNode, wrappers: list[SpanNode], visit: str | None) -> LLMFields:
+    chain = [node, *wrappers] if wrappers else [node]
     inputs = sources.first_of(sources.LLM_INPUT, chain)
     outputs = sources.first_of(sources.LLM_OUTPUT, chain)
     out_messages = outputs or []
-    return LLMCall(
-        model=sources.first_of(sources.MODEL, chain),
-        provider=sources.first_of(sources.PROVIDER, chain),
-        node=visit,
-        input_messages=inputs or [],
-        output_messages=out_messages,
-        output_text=_output_text(out_messages),
-        tool_call_requests=_requests(out_messages),
-        token_usage=_usage(node),
-        content_captured=inputs is not None or outputs is not None,
-        span_id=node.span_id,
-        start_ns=min(n.start for n in chain),
-        end_ns=max(n.end for n in chain),
-        finish_reason=sources.first_of(sources.FINISH_REASON, chain),
-        error=next((e for e in map(span_error, chain) if e), None),
-    )
+    return {
+        "model": sources.first_of(sources.MODEL, chain),
+        "provider": sources.first_of(sources.PROVIDER, chain),
+        "node": visit,
+        "input_messages": inputs or [],
+        "output_messages": out_messages,
+        "output_text": _output_text(out_messages),
+        "tool_call_requests": _requests(out_messages),
+        "token_usage": _usage(node),
+        "content_captured": inputs is not None or outputs is not None,
+        "span_id": node.span_id,
+        "start_ns": min(n.start for n in chain),
+        "end_ns": max(n.end for n in chain),
+        "finish_reason": sources.first_of(sources.FINISH_REASON, chain),
+        "error": next((e for e in map(span_error, chain) if e), None),
+    }
 
 
-def read_llm_calls(order: list[SpanNode], visit_of: Callable[[SpanNode], str | None]) -> list[LLMCall]:
-    """One ``LLMCall`` per distinct model call, in execution order (``order`` is the trajectory walk)."""
-    calls: list[LLMCall] = []
+def read_llm_calls(order: list[SpanNode], visit_of: Callable[[SpanNode], str | None]) -> list[LLMFields]:
+    """One model call (as ``LLMCall`` fields) per distinct model call, in execution order (``order`` is the
+    trajectory walk). A call that could not be read has only ``node``, ``span_id`` and ``content_captured``."""
+    calls: list[LLMFields] = []
     wrappers: dict[int, list[SpanNode]] = {}
     for node in order:
         if node.role != Role.LLM:
@@ -119,7 +121,7 @@ def read_llm_calls(order: list[SpanNode], visit_of: Callable[[SpanNode], str | N
             calls.append(_read_llm(node, wrappers.pop(node.index, [])[::-1], visit_of(node)))
         except Exception as exc:  # a malformed span must not stop the mapping
             node.note(f"LLM call could not be read ({type(exc).__name__}: {exc})")
-            calls.append(LLMCall(node=visit_of(node), span_id=node.span_id, content_captured=False))
+            calls.append({"node": visit_of(node), "span_id": node.span_id, "content_captured": False})
     return calls
 
 
@@ -136,7 +138,7 @@ class ToolSpan:
     result: Any  # None: not captured
     call_id: str | None
     error: str | None
-    matched: ToolCall | None = None
+    matched: dict[str, Any] | None = None  # the model's request (``ToolCall`` fields)
 
 
 def read_tool_spans(order: list[SpanNode]) -> list[ToolSpan]:
@@ -161,15 +163,15 @@ def read_tool_spans(order: list[SpanNode]) -> list[ToolSpan]:
     return tools
 
 
-def _match_requests(tools: list[ToolSpan], calls: list[LLMCall]) -> None:
-    requests = [(call.start_ns, request) for call in calls for request in call.tool_call_requests]
+def _match_requests(tools: list[ToolSpan], calls: list[LLMFields]) -> None:
+    requests = [(call["start_ns"], request) for call in calls for request in call.get("tool_call_requests", ())]
     if not requests:
         return
     used = [False] * len(requests)
     by_id: dict[str, int] = {}
     for i, (_, request) in enumerate(requests):
-        if request.call_id:
-            by_id.setdefault(request.call_id, i)
+        if request["call_id"]:
+            by_id.setdefault(request["call_id"], i)
     for tool in tools:
         i = by_id.get(tool.call_id) if tool.call_id else None
         if i is not None and not used[i]:
@@ -181,65 +183,66 @@ def _match_requests(tools: list[ToolSpan], calls: list[LLMCall]) -> None:
         candidates = [
             i
             for i, (start, request) in enumerate(requests)
-            if not used[i] and request.name == tool.name and start <= tool.node.start
+            if not used[i] and request["name"] == tool.name and start <= tool.node.start
         ]
         if not candidates:
             continue
         same_args = [
-            i for i in candidates if isinstance(tool.args, dict) and json_equal(requests[i][1].args, tool.args)
+            i for i in candidates if isinstance(tool.args, dict) and json_equal(requests[i][1]["args"], tool.args)
         ]
         i = same_args[-1] if same_args else candidates[0]
         used[i] = True
         tool.matched = requests[i][1]
-        tool.call_id = tool.matched.call_id
+        tool.call_id = tool.matched["call_id"]
 
 
-def _tool_call(tool: ToolSpan) -> ToolCall:
+def _tool_call(tool: ToolSpan) -> dict[str, Any]:
     args = tool.args
     matched = tool.matched
-    if matched is not None and (args is None or (not isinstance(args, dict) and matched.args)):
-        args = matched.args  # missing or bare arguments: the model's request has the object
+    if matched is not None and (args is None or (not isinstance(args, dict) and matched["args"])):
+        args = matched["args"]  # missing or bare arguments: the model's request has the object
     elif args is not None and not isinstance(args, dict):
         tool.node.note(f"tool {tool.name!r}: arguments are not an object; kept as {{'input': ...}}")
     node = tool.node
-    return ToolCall(
-        name=tool.name,
-        args=as_args(args),
-        call_id=tool.call_id,
-        result=tool.result,
-        args_captured=args is not None,
-        result_captured=tool.result is not None,
-        error=tool.error,
-        duration_seconds=(node.end - node.start) / 1e9,
-        span_id=node.span_id,
-    )
+    return {
+        "name": tool.name,
+        "args": as_args(args),
+        "call_id": tool.call_id,
+        "result": tool.result,
+        "args_captured": args is not None,
+        "result_captured": tool.result is not None,
+        "error": tool.error,
+        "duration_seconds": (node.end - node.start) / 1e9,
+        "span_id": node.span_id,
+    }
 
 
-def _from_requests(calls: list[LLMCall]) -> list[ToolCall]:
+def _from_requests(calls: list[LLMFields]) -> list[dict[str, Any]]:
     """Tool calls known only from the model's requests (no tool spans): results from later tool messages."""
     results: dict[str, Any] = {}
     for call in calls:
-        for message in call.input_messages:
+        for message in call.get("input_messages", ()):
             if message.get("role") == "tool" and message.get("tool_call_id"):
                 results.setdefault(message["tool_call_id"], message.get("content"))
     out = []
     for call in calls:
-        for request in call.tool_call_requests:
-            result = results.get(request.call_id) if request.call_id else None
+        for request in call.get("tool_call_requests", ()):
+            result = results.get(request["call_id"]) if request["call_id"] else None
             out.append(
-                ToolCall(
-                    name=request.name,
-                    args=request.args,
-                    call_id=request.call_id,
-                    result=parse_json_maybe(result),
-                    result_captured=result is not None,
-                    span_id=call.span_id,
-                )
+                {
+                    "name": request["name"],
+                    "args": request["args"],
+                    "call_id": request["call_id"],
+                    "result": parse_json_maybe(result),
+                    "result_captured": result is not None,
+                    "span_id": call["span_id"],
+                }
             )
     return out
 
 
-def build_tool_calls(tools: list[ToolSpan], calls: list[LLMCall]) -> list[ToolCall]:
+def build_tool_calls(tools: list[ToolSpan], calls: list[LLMFields]) -> list[dict[str, Any]]:
+    """The trace's tool calls, as ``ToolCall`` fields."""
     if not tools:
         return _from_requests(calls)
     _match_requests(tools, calls)

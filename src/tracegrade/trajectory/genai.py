@@ -11,11 +11,13 @@ from typing import Any
 
 from tracegrade.trajectory import langchain
 from tracegrade.trajectory.messages import (
+    NOT_A_LIST,
     Message,
     build_messages,
     last_assistant_text,
     last_user_text,
     messages_from_any,
+    messages_from_json_list,
     normalise_role,
 )
 from tracegrade.trajectory.tree import Role, SpanNode
@@ -81,16 +83,28 @@ def _otel_messages(value: Any, default_role: str) -> list[Message]:
     return found if found is not None else []
 
 
+def _history(node: SpanNode) -> list[Message] | None:
+    """The input messages (None when absent). A history repeats the messages of the calls before it, so
+    each distinct message text is decoded and normalised once per trace."""
+    text = node.attrs.get("gen_ai.input.messages")
+    if isinstance(text, str):
+        found = messages_from_json_list(text, "user", node.shared.list_items("genai.input"))
+        if found is not NOT_A_LIST:
+            return found if found is not None else []
+    value = node.parsed("gen_ai.input.messages", expect_json=True)
+    return None if value is None else _otel_messages(value, "user")
+
+
 def input_messages(node: SpanNode) -> list[Message] | None:
-    messages = node.parsed("gen_ai.input.messages", expect_json=True)
+    messages = _history(node)
     system = node.parsed("gen_ai.system_instructions", expect_json=True)
     if messages is None and system is None:
         return None
-    return _system(system) + _otel_messages(messages, "user")
+    return _system(system) + (messages or [])
 
 
 def output_messages(node: SpanNode) -> list[Message] | None:
-    messages = node.parsed("gen_ai.output.messages", expect_json=True)
+    messages = node.parsed("gen_ai.output.messages", expect_json=True)  # decoded once, for finish_reason too
     return None if messages is None else _otel_messages(messages, "assistant")
 
 

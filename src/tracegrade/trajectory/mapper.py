@@ -15,10 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from tracegrade.models.dataset import ToolCall, TrajectoryStep
-from tracegrade.models.execution import ExecutionResult, LLMCall, NodeResponseData, NodeVisit
+from tracegrade.models.dataset import StepType
+from tracegrade.models.execution import ExecutionResult
+from tracegrade.models.results import TokenUsage
 from tracegrade.models.span import LogRecordData, SpanRecord
 from tracegrade.trajectory import calls, native, sources
+from tracegrade.trajectory.calls import LLMFields
 from tracegrade.trajectory.messages import Message, last_user_text, message_key
 from tracegrade.trajectory.tree import Forest, Role, SpanNode, build_forest, preorder
 from tracegrade.trajectory.values import Issues
@@ -27,6 +29,11 @@ __all__ = ["group_traces", "map_spans"]
 
 _RUN_DEPTH = 3  # how deep below a root the run-level (agent/workflow) spans are looked for
 _RUN_ROLES = frozenset({Role.WORKFLOW, Role.AGENT, Role.CHAIN, Role.OTHER})
+
+# The result is assembled as plain dicts and lists, each shaped like the fields of its model
+# (``NodeVisit``, ``LLMCall``, ``ToolCall``, ``TrajectoryStep``, ``NodeResponseData``), and validated
+# once at the end: one pydantic call instead of one per object.
+Fields = dict[str, Any]
 
 
 def group_traces(spans: Iterable[SpanRecord]) -> dict[str, list[SpanRecord]]:
@@ -44,9 +51,9 @@ class _Walk:
         size = max((n.index for n in order), default=-1) + 1
         self.visit_of: list[int] = [-1] * size  # index of the nearest enclosing visit span (or -1)
         self.names: dict[int, str] = {}
-        self.visits: list[NodeVisit] = []
+        self.visits: list[Fields] = []  # NodeVisit fields
         self.visit_parents: list[int] = []
-        self.entries: list[tuple[str, Any]] = []  # ("node", NodeVisit) | ("tool", SpanNode) | ("router", ...)
+        self.entries: list[tuple[str, Any]] = []  # ("node", visit) | ("tool", SpanNode) | ("router", ...)
         self.run_spans: list[SpanNode] = []
         depth = [0] * size
         for node in order:
@@ -69,15 +76,15 @@ class _Walk:
         name = sources.node_name(node)
         self.names[node.index] = name
         self.visit_of[node.index] = node.index
-        visit = NodeVisit(
-            name=name,
-            span_id=node.span_id,
-            parent_name=self.names.get(outer),
-            start_ns=node.start,
-            end_ns=node.end,
-            step=node.task.step if node.task is not None else None,
-            status=node.span.status_code,
-        )
+        visit = {
+            "name": name,
+            "span_id": node.span_id,
+            "parent_name": self.names.get(outer),
+            "start_ns": node.start,
+            "end_ns": node.end,
+            "step": node.task.step if node.task is not None else None,
+            "status": node.span.status_code,
+        }
         self.visits.append(visit)
         self.visit_parents.append(outer)
         self.entries.append(("node", visit))
@@ -86,105 +93,131 @@ class _Walk:
         return self.names.get(self.visit_of[node.index])
 
 
-def _assign_parallel_groups(visits: list[NodeVisit], parents: list[int]) -> None:
+def _assign_parallel_groups(visits: list[Fields], parents: list[int]) -> None:
     """Siblings of one LangGraph super-step, or siblings overlapping in time, share a parallel group."""
-    siblings: dict[int, list[NodeVisit]] = {}
+    siblings: dict[int, list[Fields]] = {}
     for visit, parent in zip(visits, parents):
         siblings.setdefault(parent, []).append(visit)
     group = 0
     for members in siblings.values():
         if len(members) < 2:
             continue
-        if all(v.step is not None for v in members):
-            clusters: dict[Any, list[NodeVisit]] = {}
+        if all(v["step"] is not None for v in members):
+            clusters: dict[Any, list[Fields]] = {}
             for v in members:
-                clusters.setdefault(v.step, []).append(v)
+                clusters.setdefault(v["step"], []).append(v)
             candidates = list(clusters.values())
         else:
-            candidates = _overlapping(sorted(members, key=lambda v: v.start_ns))
+            candidates = _overlapping(sorted(members, key=lambda v: v["start_ns"]))
         for cluster in candidates:
             if len(cluster) > 1:
                 for v in cluster:
-                    v.parallel_group = group
+                    v["parallel_group"] = group
                 group += 1
 
 
-def _overlapping(members: list[NodeVisit]) -> list[list[NodeVisit]]:
-    clusters: list[list[NodeVisit]] = []
+def _overlapping(members: list[Fields]) -> list[list[Fields]]:
+    clusters: list[list[Fields]] = []
     end = -1
     for v in members:
-        if clusters and v.start_ns < end:
+        if clusters and v["start_ns"] < end:
             clusters[-1].append(v)
-            end = max(end, v.end_ns)
+            end = max(end, v["end_ns"])
         else:
             clusters.append([v])
-            end = v.end_ns
+            end = v["end_ns"]
     return clusters
 
 
-def _trajectory(entries: list[tuple[str, Any]], tools: dict[str, ToolCall], walk: _Walk) -> list[TrajectoryStep]:
-    steps = []
+def _trajectory(entries: list[tuple[str, Any]], tools: dict[str, Fields], walk: _Walk) -> list[Fields]:
+    """``TrajectoryStep`` fields (as ``TrajectoryStep.node``/``.tool``/``.conditional`` would set them)."""
+    steps: list[Fields] = []
     for kind, item in entries:
         if kind == "node":
-            steps.append(TrajectoryStep.node(item.name, item.start_ns / 1e9, span_id=item.span_id))
+            steps.append(
+                {
+                    "step_type": StepType.NODE,
+                    "name": item["name"],
+                    "timestamp": item["start_ns"] / 1e9,
+                    "metadata": {"span_id": item["span_id"]},
+                }
+            )
         elif kind == "tool":
             call = tools.get(item.span_id)
             if call is not None:
                 steps.append(
-                    TrajectoryStep.tool(
-                        call.name, call.args, item.start / 1e9, span_id=item.span_id, call_id=call.call_id
-                    )
+                    {
+                        "step_type": StepType.TOOL,
+                        "name": call["name"],
+                        "args": call["args"] or {},
+                        "timestamp": item.start / 1e9,
+                        "metadata": {"span_id": item.span_id, "call_id": call["call_id"]},
+                    }
                 )
         else:
             node, branch = item
             source = walk.visit_name(node)
-            steps.append(TrajectoryStep.conditional(sources.node_name(node), branch, node.start / 1e9, source=source))
+            steps.append(
+                {
+                    "step_type": StepType.CONDITIONAL,
+                    "name": sources.node_name(node),
+                    "timestamp": node.start / 1e9,
+                    "metadata": {"chosen": branch, "source": source},
+                }
+            )
     return steps
 
 
-def _conversation(llm_calls: list[LLMCall]) -> list[Message]:
+def _conversation(llm_calls: list[LLMFields]) -> list[Message]:
     """Every message once, in order; a message repeated within one call (same call made twice) is kept."""
     seen: dict[tuple[Any, ...], int] = {}
+    keys: dict[int, tuple[Any, ...]] = {}  # by message identity: calls share the messages of their history
     out: list[Message] = []
     for call in llm_calls:
         local: dict[tuple[Any, ...], int] = {}
-        for message in (*call.input_messages, *call.output_messages):
-            key = message_key(message)
-            count = local[key] = local.get(key, 0) + 1
-            if count > seen.get(key, 0):
-                seen[key] = count
-                out.append(message)
+        for messages in (call.get("input_messages", ()), call.get("output_messages", ())):
+            for message in messages:
+                key = keys.get(id(message))
+                if key is None:
+                    key = keys[id(message)] = message_key(message)
+                count = local[key] = local.get(key, 0) + 1
+                if count > seen.get(key, 0):
+                    seen[key] = count
+                    out.append(message)
     return out
 
 
-def _node_responses(llm_calls: list[LLMCall]) -> list[NodeResponseData]:
-    responses = [
-        NodeResponseData(
-            node_name=call.node or "",
-            input_messages=call.input_messages,
-            response_text=call.output_text or "",
-            has_tool_calls=bool(call.tool_call_requests),
-            tool_call_names=[r.name for r in call.tool_call_requests],
-            timestamp=call.start_ns / 1e9,
-            token_usage=call.token_usage,
+def _node_responses(llm_calls: list[LLMFields]) -> list[Fields]:
+    """``NodeResponseData`` fields, one per LLM call."""
+    responses: list[Fields] = []
+    for call in llm_calls:
+        requests = call.get("tool_call_requests", ())
+        responses.append(
+            {
+                "node_name": call["node"] or "",
+                "input_messages": call.get("input_messages", []),
+                "response_text": call.get("output_text") or "",
+                "has_tool_calls": bool(requests),
+                "tool_call_names": [r["name"] for r in requests],
+                "timestamp": call.get("start_ns", 0) / 1e9,
+                "token_usage": call["token_usage"] if "token_usage" in call else TokenUsage(),
+            }
         )
-        for call in llm_calls
-    ]
-    if responses and responses[-1].response_text and not responses[-1].has_tool_calls:
-        responses[-1].is_final = True
+    if responses and responses[-1]["response_text"] and not responses[-1]["has_tool_calls"]:
+        responses[-1]["is_final"] = True
     return responses
 
 
-def _final_llm_text(llm_calls: list[LLMCall]) -> str | None:
+def _final_llm_text(llm_calls: list[LLMFields]) -> str | None:
     for call in reversed(llm_calls):
-        if call.output_text and not call.tool_call_requests:
-            return call.output_text
-    return next((c.output_text for c in reversed(llm_calls) if c.output_text), None)
+        if call.get("output_text") and not call.get("tool_call_requests"):
+            return call["output_text"]
+    return next((c["output_text"] for c in reversed(llm_calls) if c.get("output_text")), None)
 
 
-def _first_query(llm_calls: list[LLMCall]) -> str | None:
+def _first_query(llm_calls: list[LLMFields]) -> str | None:
     for call in llm_calls:
-        text = last_user_text(call.input_messages)
+        text = last_user_text(call.get("input_messages", ()))
         if text:
             return text
     return None
@@ -208,6 +241,13 @@ def map_spans(spans: Iterable[SpanRecord], logs: Iterable[LogRecordData] = ()) -
     forest = build_forest(spans, logs, issues)
     if not forest.nodes:
         return _empty(issues)
+    try:
+        return _map_forest(forest, issues)
+    finally:
+        forest.release()
+
+
+def _map_forest(forest: Forest, issues: Issues) -> ExecutionResult:
     branches = sources.classify_all(forest.nodes)
     order = preorder(forest)
     walk = _Walk(order, branches)
@@ -216,7 +256,7 @@ def map_spans(spans: Iterable[SpanRecord], logs: Iterable[LogRecordData] = ()) -
     llm_calls = calls.read_llm_calls(order, walk.visit_name)
     tool_spans = calls.read_tool_spans(order)
     tool_calls = calls.build_tool_calls(tool_spans, llm_calls)
-    steps = _trajectory(walk.entries, {tc.span_id: tc for tc in tool_calls if tc.span_id}, walk)
+    steps = _trajectory(walk.entries, {tc["span_id"]: tc for tc in tool_calls if tc["span_id"]}, walk)
 
     run_spans = walk.run_spans
     query = sources.first_of(sources.RUN_QUERY, run_spans) or _first_query(llm_calls)
@@ -224,8 +264,8 @@ def map_spans(spans: Iterable[SpanRecord], logs: Iterable[LogRecordData] = ()) -
     content_captured = (
         query is not None
         or answer is not None
-        or any(c.content_captured for c in llm_calls)
-        or any(t.args_captured or t.result_captured for t in tool_calls)
+        or any(c["content_captured"] for c in llm_calls)
+        or any(t.get("args_captured", True) or t["result_captured"] for t in tool_calls)
     )
     turn = next((n for n in order if n.role == Role.WORKFLOW and native.is_turn(n)), None)
     if turn is not None:
@@ -234,24 +274,26 @@ def map_spans(spans: Iterable[SpanRecord], logs: Iterable[LogRecordData] = ()) -
     status, error = _root_status(forest)
     start = min(r.start for r in forest.roots)
     end = max(r.end for r in forest.roots)
-    return ExecutionResult(
-        tool_calls=tool_calls,
-        trajectory=steps,
-        messages=_conversation(llm_calls),
-        actual_response=answer or "",
-        node_responses=_node_responses(llm_calls),
-        node_visits=[v.name for v in walk.visits],
-        duration_seconds=max(0, end - start) / 1e9,
-        user_query=query,
-        response_captured=answer is not None,
-        content_captured=content_captured,
-        visits=walk.visits,
-        llm_calls=llm_calls,
-        convention=sources.trace_convention(forest.nodes),
-        trace_ids=forest.trace_ids,
-        conversation_id=sources.first_of(sources.CONVERSATION_ID, order),
-        status=status,
-        error=error,
-        mapping_issues=issues.as_list(),
-        metadata=native.turn_metadata(turn) if turn is not None else {},
+    return ExecutionResult.model_validate(
+        {
+            "tool_calls": tool_calls,
+            "trajectory": steps,
+            "messages": _conversation(llm_calls),
+            "actual_response": answer or "",
+            "node_responses": _node_responses(llm_calls),
+            "node_visits": [v["name"] for v in walk.visits],
+            "duration_seconds": max(0, end - start) / 1e9,
+            "user_query": query,
+            "response_captured": answer is not None,
+            "content_captured": content_captured,
+            "visits": walk.visits,
+            "llm_calls": llm_calls,
+            "convention": sources.trace_convention(forest.nodes),
+            "trace_ids": forest.trace_ids,
+            "conversation_id": sources.first_of(sources.CONVERSATION_ID, order),
+            "status": status,
+            "error": error,
+            "mapping_issues": issues.as_list(),
+            "metadata": native.turn_metadata(turn) if turn is not None else {},
+        }
     )

@@ -12,14 +12,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tracegrade.trajectory.values import as_text
+from tracegrade.trajectory.values import ListItems, as_text, convert_json_list
 
 __all__ = [
     "build_messages",
     "last_assistant_text",
     "last_user_text",
+    "NOT_A_LIST",
     "message_key",
     "messages_from_any",
+    "messages_from_json_list",
     "normalise_role",
     "normalise_tool_calls",
     "tool_call",
@@ -237,19 +239,7 @@ def messages_from_any(value: Any, default_role: str, _depth: int = 0) -> list[Me
     if isinstance(value, str):
         return [{"role": default_role, "content": value}]
     if isinstance(value, list):
-        out: list[Message] = []
-        found = False
-        for item in value:
-            if isinstance(item, dict):
-                sub = _message_from_dict(item, default_role)
-            elif isinstance(item, (list, tuple)) and len(item) == 2 and all(isinstance(x, str) for x in item):
-                sub = build_messages(normalise_role(item[0], default_role), item[1])  # ("user", "hi")
-            else:
-                sub = messages_from_any(item, default_role, _depth + 1)
-            if sub is not None:
-                out.extend(sub)
-                found = True
-        return out if found else None
+        return _joined([_list_item(item, default_role, _depth) for item in value])
     if isinstance(value, dict):
         for key in ("messages", "inputs", "outputs", "input", "output"):
             if key in value:
@@ -266,6 +256,44 @@ def messages_from_any(value: Any, default_role: str, _depth: int = 0) -> list[Me
             return _generations(value["generations"])
         return _message_from_dict(value, default_role)
     return None
+
+
+def _list_item(item: Any, default_role: str, depth: int) -> list[Message] | None:
+    """The messages of one item of a message list (None when it is not a message)."""
+    if isinstance(item, dict):
+        return _message_from_dict(item, default_role)
+    if isinstance(item, (list, tuple)) and len(item) == 2 and all(isinstance(x, str) for x in item):
+        return build_messages(normalise_role(item[0], default_role), item[1])  # ("user", "hi")
+    return messages_from_any(item, default_role, depth + 1)
+
+
+def _joined(items: list[list[Message] | None]) -> list[Message] | None:
+    """The messages of a list's items, in order; None when no item was a message."""
+    out: list[Message] = []
+    found = False
+    for sub in items:
+        if sub is not None:
+            out.extend(sub)
+            found = True
+    return out if found else None
+
+
+def messages_from_json_list(text: str, default_role: str, items: ListItems) -> list[Message] | None | NotAList:
+    """``messages_from_any(json.loads(text), default_role)`` for a JSON array of messages, each distinct
+    message text decoded and normalised once (``items`` remembers them; one per default role).
+
+    ``NOT_A_LIST`` when ``text`` is not a valid non-empty array: decode it the ordinary way. The
+    messages may be shared with other calls reading the same history: never modify them.
+    """
+    subs = convert_json_list(text, items, lambda item: _list_item(item, default_role, 0))
+    return NOT_A_LIST if subs is None else _joined(subs)
+
+
+class NotAList:
+    """The type of ``NOT_A_LIST``."""
+
+
+NOT_A_LIST = NotAList()
 
 
 def _generations(generations: list[Any]) -> list[Message]:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from tracegrade.models.span import LogRecordData, SpanRecord
-from tracegrade.trajectory.values import Issues, index_families, load_json
+from tracegrade.trajectory.values import Issues, SharedWork, index_families
 
 if TYPE_CHECKING:
     from tracegrade.trajectory.langgraph import GraphTask
@@ -33,40 +33,40 @@ class Role:
 
 
 class SpanNode:
-    """One span in the tree, with its classification and a per-attribute cache of parsed JSON."""
+    """One span in the tree, with its classification and a per-span memo of values read from it."""
 
     __slots__ = (
-        "_parsed",
+        "_memo",
         "attrs",
         "children",
         "convention",
         "end",
         "index",
-        "issues",
         "logs",
         "name",
         "parent",
         "role",
+        "shared",
         "span",
         "span_id",
         "start",
         "task",
     )
 
-    def __init__(self, span: SpanRecord, index: int, issues: Issues) -> None:
+    def __init__(self, span: SpanRecord, index: int, shared: SharedWork) -> None:
         self.span = span
         self.name = span.name
         self.span_id = span.span_id
         self.attrs: dict[str, Any] = span.attributes if isinstance(span.attributes, dict) else {}
         self.index = index
-        self.issues = issues
+        self.shared = shared
         self.parent: SpanNode | None = None
         self.children: list[SpanNode] = []
         self.role = Role.OTHER
         self.convention: str | None = None
         self.task: GraphTask | None = None
         self.logs: list[LogRecordData] = []
-        self._parsed: dict[str, Any] | None = None
+        self._memo: dict[str, Any] | None = None
         self.start = span.start_ns
         self.end = span.end_ns
 
@@ -75,23 +75,18 @@ class SpanNode:
         return f"span {self.span.span_id} ({self.span.name!r})"
 
     def parsed(self, key: str, expect_json: bool = False) -> Any:
-        """Attribute ``key`` with JSON text decoded once (None when absent).
+        """Attribute ``key`` with JSON text decoded (None when absent; each distinct text decoded once).
 
         Structured values (OTLP kvlist/array) come back as they are. Text that should be JSON but is
-        not (truncated, or plain text) comes back raw and is recorded as a mapping issue.
+        not (truncated, or plain text) comes back raw and is recorded as a mapping issue. Decoded values
+        may be shared with other spans: never modify them.
         """
         value = self.attrs.get(key)
         if not isinstance(value, str):
             return value
-        cache = self._parsed
-        if cache is None:
-            cache = self._parsed = {}
-        elif key in cache:
-            return cache[key]
-        value, problem = load_json(value, expect_json=expect_json)
+        value, problem = self.shared.decode(value, expect_json)
         if problem:
-            self.issues.add(f"{self.label}: attribute {key} {problem}")
-        cache[key] = value
+            self.note(f"attribute {key} {problem}")
         return value
 
     def indexed(self, prefix: str) -> dict[int, dict[str, Any]] | None:
@@ -99,17 +94,17 @@ class SpanNode:
         return self.memo("#indexed", _index_families).get(prefix)
 
     def memo(self, key: str, compute: Callable[[SpanNode], Any]) -> Any:
-        """``compute(self)`` once per span (cached with the parsed attributes under ``key``)."""
-        cache = self._parsed
+        """``compute(self)`` once per span (cached under ``key``)."""
+        cache = self._memo
         if cache is None:
-            cache = self._parsed = {}
+            cache = self._memo = {}
         elif key in cache:
             return cache[key]
         value = cache[key] = compute(self)
         return value
 
     def note(self, message: str) -> None:
-        self.issues.add(f"{self.label}: {message}")
+        self.shared.issues.add(f"{self.label}: {message}")
 
     def ancestors(self) -> Iterator[SpanNode]:
         node = self.parent
@@ -131,6 +126,14 @@ class Forest:
         self.nodes = nodes
         self.roots = roots
         self.trace_ids = trace_ids
+
+    def release(self) -> None:
+        """Unlink parents and children once the mapping is done: the tree is a web of reference cycles, and
+        unlinked its spans (with everything read from them) are freed at once instead of piling up for
+        the cyclic garbage collector, which then has to walk them again and again."""
+        for node in self.nodes:
+            node.parent = None
+            node.children = []
 
 
 def build_forest(spans: Iterable[SpanRecord], logs: Iterable[LogRecordData], issues: Issues) -> Forest:
@@ -155,12 +158,13 @@ def _unique_nodes(
     nodes: list[SpanNode] = []
     by_key: dict[tuple[str, str], SpanNode] = {}
     copies: dict[tuple[str, str], int] = {}
+    shared = SharedWork(issues)
     for span in spans:
         key = (span.trace_id, span.span_id)
         if key in by_key:
             copies[key] = copies.get(key, 1) + 1
             continue
-        node = SpanNode(span, len(nodes), issues)
+        node = SpanNode(span, len(nodes), shared)
         by_key[key] = node
         nodes.append(node)
         if span.dropped_attributes_count:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import ast
 import json
+from collections.abc import Callable
 from typing import Any
 
 __all__ = [
     "Issues",
+    "SharedWork",
     "as_args",
     "as_int",
     "as_text",
+    "convert_json_list",
     "group_indexed",
     "index_families",
     "load_json",
@@ -33,6 +36,47 @@ class Issues:
         return list(self._seen)
 
 
+class SharedWork:
+    """Work shared by every span of one mapping: each distinct JSON text is decoded once, and a value derived
+    from a text (the normalised messages of a conversation history, say) is computed once per text.
+
+    Traces repeat attribute texts a lot (the same system instructions, LangGraph metadata and history on
+    every span of a run); decoded values are shared between the spans that carry the same text, so
+    nothing downstream may modify them in place.
+    """
+
+    __slots__ = ("_lists", "_loose", "_memos", "_strict", "issues")
+
+    def __init__(self, issues: Issues) -> None:
+        self.issues = issues
+        self._strict: dict[str, tuple[Any, str | None]] = {}
+        self._loose: dict[str, tuple[Any, str | None]] = {}
+        self._lists: dict[str, ListItems] = {}
+        self._memos: dict[str, dict[Any, Any]] = {}
+
+    def decode(self, text: str, expect_json: bool) -> tuple[Any, str | None]:
+        """``load_json(text, expect_json=...)``, once per distinct text."""
+        cache = self._strict if expect_json else self._loose
+        found = cache.get(text)
+        if found is None:
+            found = cache[text] = load_json(text, expect_json=expect_json)
+        return found
+
+    def list_items(self, kind: str) -> ListItems:
+        """The items of JSON lists already converted one way (``kind``), for ``convert_json_list``."""
+        items = self._lists.get(kind)
+        if items is None:
+            items = self._lists[kind] = ListItems()
+        return items
+
+    def memo(self, kind: str) -> dict[Any, Any]:
+        """A memo of values derived one way (``kind``) from attribute values; callers fill it in."""
+        memo = self._memos.get(kind)
+        if memo is None:
+            memo = self._memos[kind] = {}
+        return memo
+
+
 def load_json(value: str, *, expect_json: bool) -> tuple[Any, str | None]:
     """Parse ``value`` as JSON; returns ``(value, problem)``.
 
@@ -50,6 +94,75 @@ def load_json(value: str, *, expect_json: bool) -> tuple[Any, str | None]:
                 return value, f"is not valid JSON (truncated? {len(value)} characters); kept the raw text"
             return value, "is not JSON; kept the raw text"
     return value, None
+
+
+_SCAN = json.JSONDecoder().scan_once  # one JSON value at an index -> (value, end index); what json.loads uses
+_JSON_SPACE = " \t\n\r"
+_ITEM_END = frozenset(",]" + _JSON_SPACE)
+_HEAD = 64  # item texts are indexed by their first characters
+_CANDIDATES = 4  # known item texts tried per head
+
+
+class ListItems:
+    """What ``convert_json_list`` remembers: converted items by their exact JSON text, and those texts by head."""
+
+    __slots__ = ("by_head", "converted")
+
+    def __init__(self) -> None:
+        self.converted: dict[str, Any] = {}
+        self.by_head: dict[str, list[str]] = {}
+
+
+def convert_json_list(text: str, items: ListItems, convert: Callable[[Any], Any]) -> list[Any] | None:
+    """``[convert(item) for item in json.loads(text)]`` for a non-empty JSON array, without decoding or
+    converting an item text seen before (conversation histories repeat the earlier messages in every
+    model call). None when ``text`` is anything else (not an array, empty, invalid): use ``load_json``.
+
+    An item is recognised when a known item text starts at its position and a JSON delimiter follows;
+    the text of a complete JSON value fixes its value, so this equals decoding the whole array.
+    """
+    text = text.strip()
+    if text[:1] != "[":
+        return None
+    converted, by_head = items.converted, items.by_head
+    end = len(text)
+    out = []
+    i = 1
+    while True:
+        while i < end and text[i] in _JSON_SPACE:
+            i += 1
+        if i >= end or text[i] == "]":
+            return None  # empty array, or a trailing comma
+        head = text[i : i + _HEAD]
+        item = None
+        for known in by_head.get(head, ()):
+            j = i + len(known)
+            if j < end and text[j] in _ITEM_END and text.startswith(known, i):
+                item = known
+                break
+        if item is None:
+            try:
+                value, j = _SCAN(text, i)
+            except (StopIteration, ValueError):
+                return None
+            item = text[i:j]
+            converted[item] = convert(value)
+            known_texts = by_head.setdefault(head, [])
+            known_texts.insert(0, item)
+            del known_texts[_CANDIDATES:]
+        out.append(converted[item])
+        while j < end and text[j] in _JSON_SPACE:
+            j += 1
+        if j >= end:
+            return None
+        if text[j] == "]":
+            j += 1
+            while j < end and text[j] in _JSON_SPACE:
+                j += 1
+            return out if j == end else None
+        if text[j] != ",":
+            return None
+        i = j + 1
 
 
 def parse_python_literal(text: str) -> Any:

@@ -29,7 +29,10 @@ def conversation_transcript(actual: ExecutionResult) -> str:
     lines = [
         f"{str(m.get('role', '')).upper()}: {m.get('content', '')}"
         for m in actual.messages
-        if isinstance(m, dict) and m.get("role") in ("user", "assistant") and isinstance(m.get("content"), str)
+        if isinstance(m, dict)
+        and m.get("role") in ("user", "assistant")
+        and isinstance(m.get("content"), str)
+        and m["content"].strip()  # an assistant message that only requested tools has no text to show
     ]
     if not lines:
         for turn in actual.turns:

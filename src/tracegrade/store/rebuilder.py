@@ -1,0 +1,129 @@
+"""The trajectory rebuilder: a thread that maps settled traces and replaces their trajectory rows.
+
+The StoreWriter hands it ``RebuildJob``s: trace ids with the records it still holds in memory (others
+are loaded from the store here) and the ``updated_at`` stamp taken when the job was made, between
+two writes. Mapping is pure Python; running it on its own thread lets it overlap the writer's commits
+(DuckDB works and fsyncs without holding the GIL), and a long rebuild never delays a write. Jobs run
+one at a time, in order, so a trace's newer rows always replace its older ones.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from tracegrade.models.span import LogRecordData, SpanRecord
+from tracegrade.store.trace_cache import CachedTrace
+from tracegrade.store.trace_store import TraceStore
+from tracegrade.store.trajectories import map_traces
+
+__all__ = ["RebuildJob", "TrajectoryRebuilder"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class RebuildJob:
+    """Traces to map: ``cached`` ones with their records, ``stored`` ones to load from the store."""
+
+    updated_at: datetime
+    cached: dict[str, CachedTrace] = field(default_factory=dict)
+    stored: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.cached) + len(self.stored)
+
+
+@dataclass(slots=True)
+class RebuildStats:
+    traces_rebuilt: int = 0
+    rebuild_batches: int = 0
+    rebuild_errors: int = 0
+    traces_loaded: int = 0  # traces read back from the store (not in the writer's cache)
+    seconds_per_trace: float = 0.0
+
+
+class TrajectoryRebuilder:
+    """One thread running RebuildJobs against ``store``; ``on_idle`` is called after each job."""
+
+    def __init__(self, store: TraceStore, on_idle: Callable[[], None]) -> None:
+        self.store = store
+        self.stats = RebuildStats()
+        self._on_idle = on_idle
+        self._jobs: deque[RebuildJob] = deque()
+        self._running = 0  # traces in the job being run
+        self._stopping = False
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="tracegrade-trajectory-rebuilder", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    @property
+    def idle(self) -> bool:
+        """No job waiting or running (the writer hands over the next one only then)."""
+        with self._cond:
+            return not self._jobs and not self._running
+
+    @property
+    def pending(self) -> int:
+        """Traces in jobs waiting or running."""
+        with self._cond:
+            return sum(map(len, self._jobs)) + self._running
+
+    def submit(self, job: RebuildJob) -> None:
+        with self._cond:
+            self._jobs.append(job)
+            self._cond.notify()
+
+    def stop(self) -> None:
+        """Finish the jobs already submitted, then end the thread."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._jobs and not self._stopping:
+                    self._cond.wait()
+                if not self._jobs:
+                    return
+                job = self._jobs.popleft()
+                self._running = max(1, len(job))
+            try:
+                self._rebuild(job)
+            finally:
+                with self._cond:
+                    self._running = 0
+                self._on_idle()
+
+    def _rebuild(self, job: RebuildJob) -> None:
+        started = time.monotonic()
+        try:
+            spans: dict[str, list[SpanRecord]] = {t: entry.spans for t, entry in job.cached.items()}
+            logs: dict[str, list[LogRecordData]] = {t: entry.logs for t, entry in job.cached.items()}
+            if job.stored:
+                spans.update(self.store.load_spans(job.stored))
+                logs.update(self.store.load_logs(job.stored))
+            rows = map_traces(spans, logs, job.updated_at)
+            clear = [t for t, entry in job.cached.items() if entry.has_rows] + job.stored
+            self.store.replace_trajectories(rows, clear=clear)
+        except Exception as exc:  # keep going; the traces stay stale and are rebuilt on the next start
+            log.error("rebuilding trajectories of %d traces failed: %s", len(job), exc)
+            with self._cond:
+                self.stats.rebuild_errors += 1
+            return
+        per_trace = (time.monotonic() - started) / max(1, len(job))
+        with self._cond:
+            s = self.stats
+            s.traces_rebuilt += len(spans)
+            s.rebuild_batches += 1
+            s.traces_loaded += len(job.stored)
+            s.seconds_per_trace = per_trace if not s.seconds_per_trace else 0.7 * s.seconds_per_trace + 0.3 * per_trace
