@@ -222,7 +222,7 @@ def grpc_sender(target: str, token: str | None) -> Callable[[bytes], None]:
     channel = grpc.insecure_channel(target, options=[("grpc.max_send_message_length", 64 * 1024 * 1024)])
     export = channel.unary_unary(EXPORT_METHOD)
     metadata = (("authorization", f"Bearer {token}"),) if token else None
-    retryable = {grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE}
+    retryable = {grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 
     def send(body: bytes) -> None:
         try:
@@ -248,10 +248,10 @@ def http_sender(base_url: str, token: str | None) -> Callable[[bytes], None]:
             connection.request("POST", "/v1/traces", body=body, headers=headers)
             response = connection.getresponse()
             detail = response.read()
-        except (ConnectionError, http.client.HTTPException) as exc:
+        except (ConnectionError, TimeoutError, http.client.HTTPException) as exc:
             connection.close()
             connection = http.client.HTTPConnection(url.hostname, url.port, timeout=120)
-            raise RetryableRefusal(f"connection: {exc}", None) from None
+            raise RetryableRefusal(f"connection: {exc!r}", None) from None
         if response.status in RETRYABLE_HTTP:
             retry_after = response.getheader("Retry-After")
             raise RetryableRefusal(f"HTTP {response.status}", float(retry_after) if retry_after else None)

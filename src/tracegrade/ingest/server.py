@@ -77,7 +77,9 @@ class ReceiverServer:
             None, functools.partial(TraceStore, settings.store, memory_limit=settings.store_memory_limit)
         )
         try:
-            self._writer = StoreWriter(self._store, max_queue_spans=settings.queue_spans)
+            # the batch the writer holds while committing counts against memory too: half the queue at most
+            batch_spans = max(512, settings.queue_spans // 2)
+            self._writer = StoreWriter(self._store, max_queue_spans=settings.queue_spans, max_batch_spans=batch_spans)
             self._writer.start()
             metrics = ReceiverMetrics(
                 queue_depth=lambda: self._writer.queue_depth,

@@ -62,7 +62,7 @@ class ServeSettings(BaseModel):
     max_request_bytes: int = Field(
         16 * MIB, ge=1024, description="largest request accepted, compressed and after decompression"
     )
-    queue_spans: int = Field(20_000, ge=1, description="capacity of the write queue, in spans")
+    queue_spans: int = Field(10_000, ge=1, description="capacity of the write queue, in spans")
     store_memory_limit: str = Field("256MB", description="DuckDB memory limit of the store (its buffer cache)")
     max_inflight_requests: int = Field(32, ge=1, description="requests handled at once; more get 429")
     shutdown_timeout: float = Field(30.0, gt=0, description="seconds to wait for in-flight requests on stop")

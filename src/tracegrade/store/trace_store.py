@@ -253,9 +253,7 @@ class TraceStore:
         with self._cursor_lock:
             cursor = self._cursor_source.cursor()
         try:
-            cursor.execute(
-                "SELECT trace_id FROM spans UNION SELECT trace_id FROM logs WHERE trace_id IS NOT NULL"
-            )
+            cursor.execute("SELECT trace_id FROM spans UNION SELECT trace_id FROM logs WHERE trace_id IS NOT NULL")
             while rows := cursor.fetchmany(chunk_rows):
                 yield [row[0] for row in rows]
         finally:

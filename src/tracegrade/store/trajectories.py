@@ -191,4 +191,10 @@ def replace_trajectory_rows(con: duckdb.DuckDBPyConnection, clear: list[str], ro
         if id_list:
             con.execute(f"DELETE FROM {table} WHERE trace_id IN {id_list}")
         if rows.tables[table]:
-            insert_arrow(con, table, pa.Table.from_pylist(rows.tables[table]))
+            insert_arrow(con, table, _to_arrow(rows.tables[table]))
+
+
+def _to_arrow(rows: list[dict[str, Any]]) -> pa.Table:
+    """Row dicts (all with the same keys) as an Arrow table, a column at a time (faster than
+    ``Table.from_pylist``, which looks every key up row by row)."""
+    return pa.table({column: [row[column] for row in rows] for column in rows[0]})

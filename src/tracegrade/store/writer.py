@@ -215,9 +215,9 @@ class StoreWriter:
                 "rebuild_errors": rebuilds.rebuild_errors,
                 "traces_loaded_for_rebuild": rebuilds.traces_loaded,
                 "pending_rebuilds": len(self._dirty) + pending_in_jobs,
-                "cached_traces": len(cache) if cache else 0,
-                "cache_bytes": cache.size_bytes if cache else 0,
-                "cache_evictions": cache.evicted if cache else 0,
+                "cached_traces": 0 if cache is None else len(cache),
+                "cache_bytes": 0 if cache is None else cache.size_bytes,
+                "cache_evictions": 0 if cache is None else cache.evicted,
             }
 
     def close(self, drain: bool = True) -> None:

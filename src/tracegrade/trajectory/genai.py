@@ -84,11 +84,11 @@ def _otel_messages(value: Any, default_role: str) -> list[Message]:
 
 
 def _history(node: SpanNode) -> list[Message] | None:
-    """The input messages (None when absent). A history repeats the messages of the calls before it, so
-    each distinct message text is decoded and normalised once per trace."""
+    """The input messages (None when absent). A history usually repeats the one of the call before it and
+    adds to it: only what is new is decoded and normalised."""
     text = node.attrs.get("gen_ai.input.messages")
     if isinstance(text, str):
-        found = messages_from_json_list(text, "user", node.shared.list_items("genai.input"))
+        found = messages_from_json_list(text, "user", node.shared.recent_lists("genai.input"))
         if found is not NOT_A_LIST:
             return found if found is not None else []
     value = node.parsed("gen_ai.input.messages", expect_json=True)

@@ -170,19 +170,20 @@ def _trajectory(entries: list[tuple[str, Any]], tools: dict[str, Fields], walk: 
 
 def _conversation(llm_calls: list[LLMFields]) -> list[Message]:
     """Every message once, in order; a message repeated within one call (same call made twice) is kept."""
-    seen: dict[tuple[Any, ...], int] = {}
-    keys: dict[int, tuple[Any, ...]] = {}  # by message identity: calls share the messages of their history
+    distinct: dict[tuple[Any, ...], int] = {}  # message_key -> a number standing for it
+    numbers: dict[int, int] = {}  # by message identity: calls share the messages of their history
+    seen: dict[int, int] = {}
     out: list[Message] = []
     for call in llm_calls:
-        local: dict[tuple[Any, ...], int] = {}
+        local: dict[int, int] = {}
         for messages in (call.get("input_messages", ()), call.get("output_messages", ())):
             for message in messages:
-                key = keys.get(id(message))
-                if key is None:
-                    key = keys[id(message)] = message_key(message)
-                count = local[key] = local.get(key, 0) + 1
-                if count > seen.get(key, 0):
-                    seen[key] = count
+                number = numbers.get(id(message))
+                if number is None:
+                    number = numbers[id(message)] = distinct.setdefault(message_key(message), len(distinct))
+                count = local[number] = local.get(number, 0) + 1
+                if count > seen.get(number, 0):
+                    seen[number] = count
                     out.append(message)
     return out
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tracegrade.trajectory.values import ListItems, as_text, convert_json_list
+from tracegrade.trajectory.values import RecentLists, as_text, convert_json_list
 
 __all__ = [
+    "NOT_A_LIST",
     "build_messages",
     "last_assistant_text",
     "last_user_text",
-    "NOT_A_LIST",
     "message_key",
     "messages_from_any",
     "messages_from_json_list",
@@ -278,14 +278,14 @@ def _joined(items: list[list[Message] | None]) -> list[Message] | None:
     return out if found else None
 
 
-def messages_from_json_list(text: str, default_role: str, items: ListItems) -> list[Message] | None | NotAList:
-    """``messages_from_any(json.loads(text), default_role)`` for a JSON array of messages, each distinct
-    message text decoded and normalised once (``items`` remembers them; one per default role).
+def messages_from_json_list(text: str, default_role: str, recent: RecentLists) -> list[Message] | NotAList | None:
+    """``messages_from_any(json.loads(text), default_role)`` for a JSON array of messages; a history that
+    extends one in ``recent`` (one per kind of history) is only decoded and normalised where it is new.
 
     ``NOT_A_LIST`` when ``text`` is not a valid non-empty array: decode it the ordinary way. The
     messages may be shared with other calls reading the same history: never modify them.
     """
-    subs = convert_json_list(text, items, lambda item: _list_item(item, default_role, 0))
+    subs = convert_json_list(text, recent, lambda item: _list_item(item, default_role, 0))
     return NOT_A_LIST if subs is None else _joined(subs)
 
 

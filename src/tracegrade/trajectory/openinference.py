@@ -89,21 +89,35 @@ def _message_fields(fields: dict[str, Any]) -> tuple[Any, list[dict[str, Any]] |
     return content, tool_calls or None
 
 
+def _message(fields: dict[str, Any], default_role: str) -> list[Message]:
+    content, tool_calls = _message_fields(fields)
+    return build_messages(
+        normalise_role(fields.get("message.role"), default_role),
+        content,
+        tool_calls,
+        fields.get("message.tool_call_id"),
+        fields.get("message.name"),
+    )
+
+
 def _flattened(node: SpanNode, prefix: str, default_role: str) -> list[Message] | None:
+    """Messages from ``{prefix}{i}.message.*`` keys. Model spans repeat the history of the calls before
+    them, so a message whose fields are all text is normalised once per trace (and shared: never modify)."""
     grouped = node.indexed(prefix)
     if grouped is None:
         return None
+    memo = node.shared.memo("openinference.message")
     out: list[Message] = []
     for index in sorted(grouped):
         fields = grouped[index]
-        content, tool_calls = _message_fields(fields)
-        out += build_messages(
-            normalise_role(fields.get("message.role"), default_role),
-            content,
-            tool_calls,
-            fields.get("message.tool_call_id"),
-            fields.get("message.name"),
-        )
+        if all(type(value) is str for value in fields.values()):
+            key = (default_role, *fields.items())
+            found = memo.get(key)
+            if found is None:
+                found = memo[key] = _message(fields, default_role)
+            out += found
+        else:
+            out += _message(fields, default_role)
     return out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -51,7 +52,7 @@ class SharedWork:
         self.issues = issues
         self._strict: dict[str, tuple[Any, str | None]] = {}
         self._loose: dict[str, tuple[Any, str | None]] = {}
-        self._lists: dict[str, ListItems] = {}
+        self._lists: dict[str, RecentLists] = {}
         self._memos: dict[str, dict[Any, Any]] = {}
 
     def decode(self, text: str, expect_json: bool) -> tuple[Any, str | None]:
@@ -62,12 +63,12 @@ class SharedWork:
             found = cache[text] = load_json(text, expect_json=expect_json)
         return found
 
-    def list_items(self, kind: str) -> ListItems:
-        """The items of JSON lists already converted one way (``kind``), for ``convert_json_list``."""
-        items = self._lists.get(kind)
-        if items is None:
-            items = self._lists[kind] = ListItems()
-        return items
+    def recent_lists(self, kind: str) -> RecentLists:
+        """The JSON arrays last converted one way (``kind``), for ``convert_json_list``."""
+        recent = self._lists.get(kind)
+        if recent is None:
+            recent = self._lists[kind] = RecentLists()
+        return recent
 
     def memo(self, kind: str) -> dict[Any, Any]:
         """A memo of values derived one way (``kind``) from attribute values; callers fill it in."""
@@ -96,73 +97,56 @@ def load_json(value: str, *, expect_json: bool) -> tuple[Any, str | None]:
     return value, None
 
 
-_SCAN = json.JSONDecoder().scan_once  # one JSON value at an index -> (value, end index); what json.loads uses
-_JSON_SPACE = " \t\n\r"
-_ITEM_END = frozenset(",]" + _JSON_SPACE)
-_HEAD = 64  # item texts are indexed by their first characters
-_CANDIDATES = 4  # known item texts tried per head
+_COMMA = re.compile(r"[ \t\n\r]*,")  # JSON whitespace, then the comma before the next item
+_RECENT = 4  # arrays remembered per kind
 
 
-class ListItems:
-    """What ``convert_json_list`` remembers: converted items by their exact JSON text, and those texts by head."""
+class RecentLists:
+    """The last few JSON arrays ``convert_json_list`` decoded: text, text without the closing bracket, items."""
 
-    __slots__ = ("by_head", "converted")
+    __slots__ = ("entries",)
 
     def __init__(self) -> None:
-        self.converted: dict[str, Any] = {}
-        self.by_head: dict[str, list[str]] = {}
+        self.entries: list[tuple[str, str, list[Any]]] = []
 
 
-def convert_json_list(text: str, items: ListItems, convert: Callable[[Any], Any]) -> list[Any] | None:
-    """``[convert(item) for item in json.loads(text)]`` for a non-empty JSON array, without decoding or
-    converting an item text seen before (conversation histories repeat the earlier messages in every
-    model call). None when ``text`` is anything else (not an array, empty, invalid): use ``load_json``.
+def convert_json_list(text: str, recent: RecentLists, convert: Callable[[Any], Any]) -> list[Any] | None:
+    """``[convert(item) for item in json.loads(text)]`` for a non-empty JSON array; None when ``text`` is
+    anything else (not an array, empty, invalid: use ``load_json`` to find out what).
 
-    An item is recognised when a known item text starts at its position and a JSON delimiter follows;
-    the text of a complete JSON value fixes its value, so this equals decoding the whole array.
+    A conversation history repeats the previous model call's history and adds to it: when ``text``
+    extends an array in ``recent`` (same text up to its closing bracket, then a comma), only the added
+    items are decoded and converted. Converted items are shared between the arrays: never modify them.
     """
     text = text.strip()
     if text[:1] != "[":
         return None
-    converted, by_head = items.converted, items.by_head
-    end = len(text)
-    out = []
-    i = 1
-    while True:
-        while i < end and text[i] in _JSON_SPACE:
-            i += 1
-        if i >= end or text[i] == "]":
-            return None  # empty array, or a trailing comma
-        head = text[i : i + _HEAD]
-        item = None
-        for known in by_head.get(head, ()):
-            j = i + len(known)
-            if j < end and text[j] in _ITEM_END and text.startswith(known, i):
-                item = known
-                break
-        if item is None:
-            try:
-                value, j = _SCAN(text, i)
-            except (StopIteration, ValueError):
-                return None
-            item = text[i:j]
-            converted[item] = convert(value)
-            known_texts = by_head.setdefault(head, [])
-            known_texts.insert(0, item)
-            del known_texts[_CANDIDATES:]
-        out.append(converted[item])
-        while j < end and text[j] in _JSON_SPACE:
-            j += 1
-        if j >= end:
-            return None
-        if text[j] == "]":
-            j += 1
-            while j < end and text[j] in _JSON_SPACE:
-                j += 1
-            return out if j == end else None
-        if text[j] != ",":
-            return None
-        i = j + 1
+    for known, body, items in recent.entries:
+        if text == known:
+            return items
+        if len(text) > len(known) and text.startswith(body):
+            comma = _COMMA.match(text, len(body))
+            if comma is not None:
+                added = _decode_items("[" + text[comma.end() :], convert)
+                return None if added is None else _remember(recent, text, items + added)
+    found = _decode_items(text, convert)
+    return None if found is None else _remember(recent, text, found)
+
+
+def _decode_items(text: str, convert: Callable[[Any], Any]) -> list[Any] | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(value, list) or not value:
+        return None
+    return [convert(item) for item in value]
+
+
+def _remember(recent: RecentLists, text: str, items: list[Any]) -> list[Any]:
+    recent.entries.insert(0, (text, text[:-1], items))
+    del recent.entries[_RECENT:]
+    return items
 
 
 def parse_python_literal(text: str) -> Any:
@@ -247,14 +231,31 @@ INDEXED_FAMILIES = (
 )
 
 
+_NOT_INDEXED = ("", 0, "")
+_INDEXED_KEYS: dict[str, tuple[str, int, str]] = {}  # attribute key -> (family, index, rest), for every trace
+_INDEXED_KEYS_MAX = 100_000
+
+
+def _indexed_key(key: str) -> tuple[str, int, str]:
+    pieces = key.split(".", 3)  # every family is two dotted words: "llm.input_messages.3.message.role"
+    if len(pieces) == 4 and pieces[2].isdigit():
+        return f"{pieces[0]}.{pieces[1]}.", int(pieces[2]), pieces[3]
+    return _NOT_INDEXED
+
+
 def index_families(attributes: dict[str, Any]) -> dict[str, dict[int, dict[str, Any]]]:
     """Every ``INDEXED_FAMILIES`` member present, reassembled like ``group_indexed``, in one pass."""
     found: dict[str, dict[int, dict[str, Any]]] = {}
+    known = _INDEXED_KEYS
     for key, value in attributes.items():
         if not key.startswith(INDEXED_FAMILIES):
             continue
-        pieces = key.split(".", 3)  # every family is two dotted words: "llm.input_messages.3.message.role"
-        if len(pieces) == 4 and pieces[2].isdigit():
-            family = f"{pieces[0]}.{pieces[1]}."
-            found.setdefault(family, {}).setdefault(int(pieces[2]), {})[pieces[3]] = value
+        parts = known.get(key)
+        if parts is None:
+            if len(known) >= _INDEXED_KEYS_MAX:
+                known.clear()
+            parts = known[key] = _indexed_key(key)
+        if parts is not _NOT_INDEXED:
+            family, index, rest = parts
+            found.setdefault(family, {}).setdefault(index, {})[rest] = value
     return found
