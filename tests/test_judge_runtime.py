@@ -7,15 +7,17 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.support.judges_setup import (
+from tests.support.judges_setup import (  # noqa: F401
     INPUT_PRICE,
     OUTPUT_PRICE,
     PRICED_MODEL,
     fast_runtime,
+    fresh_server,
     judge_config,
     register_priced_model,
+    scripted_server,
 )
-from tests.support.llm_server import LLMServer, Reply
+from tests.support.llm_server import Reply
 from tracegrade.criteria.llm import ResponseMatchCriterion
 from tracegrade.judges import JudgeCache, judge_runtime
 from tracegrade.models.config import EvalConfig
@@ -24,19 +26,6 @@ from tracegrade.models.execution import ExecutionResult
 
 CASE = EvalCase.single_turn("c1", "What is the capital of France?", expected_response="Paris")
 ACTUAL = ExecutionResult(actual_response="The capital of France is Paris.")
-
-
-@pytest.fixture(scope="module")
-def server():
-    with LLMServer() as srv:
-        yield srv
-
-
-@pytest.fixture(autouse=True)
-def _fresh(server):
-    server.clear()
-    server.responder = None
-    server.latency = 0.0
 
 
 async def grade(server, runtime=None, criterion_cls=ResponseMatchCriterion, actual=ACTUAL, case=CASE, **cfg):

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from tests.support.judges_setup import fast_runtime, judge_config
-from tests.support.llm_server import LLMServer, Reply
+from tests.support.judges_setup import fast_runtime, fresh_server, judge_config, scripted_server  # noqa: F401
+from tests.support.llm_server import Reply
 from tracegrade.criteria.llm import (
     FactualAccuracyCriterion,
     HallucinationCriterion,
@@ -26,18 +26,6 @@ from tracegrade.models.execution import ExecutionResult
 
 CASE = EvalCase.single_turn("c1", "When did the store open?", expected_response="It opened in 1998.")
 ACTUAL = ExecutionResult(actual_response="The store opened in 1998.")
-
-
-@pytest.fixture(scope="module")
-def server():
-    with LLMServer() as srv:
-        yield srv
-
-
-@pytest.fixture(autouse=True)
-def _fresh(server):
-    server.clear()
-    server.responder = None
 
 
 async def grade(server, criterion_cls, actual=ACTUAL, case=CASE, **cfg):

@@ -14,6 +14,15 @@ def _tool_summary(result):
     return [(t.name, t.args, t.call_id, t.result) for t in result.tool_calls]
 
 
+def _assert_weather_run(result, convention, visits, call_id, tool_result):
+    """A mapped weather run: its convention and node visits, one get_weather(city=Paris) call with ``call_id``
+    and ``tool_result``, and QUERY answered with ANSWER."""
+    assert result.convention == convention
+    assert result.node_visits == visits
+    assert _tool_summary(result) == [("get_weather", {"city": "Paris"}, call_id, tool_result)]
+    assert (result.user_query, result.actual_response) == (QUERY, ANSWER)
+
+
 # -- pydantic-ai ---------------------------------------------------------------------------------
 
 
@@ -78,10 +87,7 @@ def test_pydantic_ai_v1_events_attribute_and_running_tool():
             },
         )
     result = map_spans(b.spans)
-    assert result.convention == "genai"
-    assert result.node_visits == ["weather_agent"]
-    assert _tool_summary(result) == [("get_weather", {"city": "Paris"}, "call_1", "sunny")]
-    assert (result.user_query, result.actual_response) == (QUERY, ANSWER)
+    _assert_weather_run(result, "genai", ["weather_agent"], "call_1", "sunny")
     assert (result.token_usage.input_tokens, result.token_usage.output_tokens) == (30, 11)
     assert result.llm_calls[0].input_messages[0] == {"role": "system", "content": "Be brief."}
     assert result.llm_calls[0].tool_call_requests[0].args == {"city": "Paris"}
@@ -414,10 +420,7 @@ def test_traceloop_047_legacy_keys_python_repr_input_and_recovered_id():
                 },
             )
     result = map_spans(b.spans)
-    assert result.convention == "traceloop"
-    assert result.node_visits == ["agent", "tools", "agent"]
-    assert _tool_summary(result) == [("get_weather", {"city": "Paris"}, "call_1", "sunny in Paris")]
-    assert (result.user_query, result.actual_response) == (QUERY, ANSWER)
+    _assert_weather_run(result, "traceloop", ["agent", "tools", "agent"], "call_1", "sunny in Paris")
     assert [(s.name, s.metadata.get("chosen")) for s in result.trajectory if s.step_type == "conditional"] == [
         ("should_continue", "tools")
     ]
@@ -507,12 +510,9 @@ def test_adk_schema_1_call_llm_blobs_nested_generate_content_counted_once():
                 {**leaf, "gen_ai.usage.input_tokens": 40, "gen_ai.usage.output_tokens": 7},
             )
     result = map_spans(b.spans)
-    assert result.convention == "adk"
-    assert result.node_visits == ["weather_agent"]
+    _assert_weather_run(result, "adk", ["weather_agent"], "adk-1", "sunny")
     assert len(result.llm_calls) == 2
     assert (result.token_usage.input_tokens, result.token_usage.output_tokens) == (70, 12)
-    assert _tool_summary(result) == [("get_weather", {"city": "Paris"}, "adk-1", "sunny")]
-    assert (result.user_query, result.actual_response) == (QUERY, ANSWER)
     assert result.llm_calls[0].input_messages[0] == {"role": "system", "content": "You are a weather bot."}
     assert result.llm_calls[0].finish_reason == "stop"
     history_call = result.llm_calls[1].input_messages[1]["tool_calls"][0]
@@ -579,10 +579,7 @@ def test_mlflow_json_encoded_attributes():
             },
         )
     result = map_spans(b.spans)
-    assert result.convention == "mlflow"
-    assert result.node_visits == ["weather_agent"]
-    assert _tool_summary(result) == [("get_weather", {"city": "Paris"}, "call_9", "sunny")]
-    assert (result.user_query, result.actual_response) == (QUERY, ANSWER)
+    _assert_weather_run(result, "mlflow", ["weather_agent"], "call_9", "sunny")
     assert result.llm_calls[0].model == "gpt-4o"
     assert result.token_usage.input_tokens == 10
     assert result.conversation_id == "s-1"
@@ -644,10 +641,8 @@ def test_openai_agents_sdk_tree():
                 },
             )
     result = map_spans(b.spans)
-    assert result.convention == "openinference"
-    assert result.node_visits == ["Weather agent"]  # the workflow root is a wrapper, not a visit
-    assert _tool_summary(result) == [("get_weather", {"city": "Paris"}, "call_x", "sunny")]
-    assert (result.user_query, result.actual_response) == (QUERY, ANSWER)
+    # the workflow root is a wrapper, not a visit
+    _assert_weather_run(result, "openinference", ["Weather agent"], "call_x", "sunny")
     assert [c.node for c in result.llm_calls] == ["Weather agent", "Weather agent"]
     assert result.token_usage.input_tokens == 120
 

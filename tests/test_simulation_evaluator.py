@@ -22,8 +22,10 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from tests.support.judges_setup import JUDGE_MODEL, judge_config
-from tests.support.llm_server import LLMServer, ReceivedRequest, Reply
+from tests.support import simulated_users
+from tests.support.judges_setup import JUDGE_MODEL, fresh_server, judge_config, scripted_server  # noqa: F401
+from tests.support.llm_server import LLMServer, ReceivedRequest, Reply, Responder
+from tests.support.simulated_users import GOALS_MARKER, SIM_MARKER
 from tracegrade import AgentEvaluator, TrajectoryCollector
 from tracegrade.capture import semconv
 from tracegrade.errors import ConfigError, EvalSetError
@@ -32,21 +34,7 @@ from tracegrade.models import CriteriaConfig, CriterionConfig, EvalConfig, EvalS
 from tracegrade.models.config import UserSimulatorConfig
 from tracegrade.models.dataset import EvalCase, Invocation
 
-SIM_MARKER = "role-playing a user"
-GOALS_MARKER = "which goals a user achieved"
 GOAL = "learn when order 42 ships"
-
-
-@pytest.fixture(scope="module")
-def server():
-    with LLMServer() as srv:
-        yield srv
-
-
-@pytest.fixture(autouse=True)
-def _fresh(server):
-    server.clear()
-    server.responder = None
 
 
 def order_agent() -> Agent[None, str]:
@@ -73,18 +61,9 @@ def order_agent() -> Agent[None, str]:
     return agent
 
 
-def scripted_user(user_lines: list[str], goals_verdict: Reply):
-    """Answer simulated-user prompts from ``user_lines`` (in order) and the goals judge with ``goals_verdict``."""
-    lines = iter(user_lines)
-
-    def respond(request: ReceivedRequest) -> Reply:
-        if SIM_MARKER in request.prompt:
-            return Reply(text=next(lines), input_tokens=50, output_tokens=10)
-        if GOALS_MARKER in request.prompt:
-            return goals_verdict
-        raise AssertionError(f"unexpected judge prompt: {request.prompt[:200]}")
-
-    return respond
+def scripted_user(user_lines: list[str], goals_verdict: Reply) -> Responder:
+    """The scripted user, 50 input and 10 output tokens a line; only the goals judge may be asked."""
+    return simulated_users.scripted_user(user_lines, goals_verdict, input_tokens=50, output_tokens=10)
 
 
 def run_config(server: LLMServer, *, simulator: bool = True, max_turns: int = 10) -> EvalConfig:

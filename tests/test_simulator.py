@@ -7,27 +7,20 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from tests.support.judges_setup import JUDGE_MODEL, fast_runtime, judge_config
-from tests.support.llm_server import LLMServer, ReceivedRequest, Reply
+from tests.support import simulated_users
+from tests.support.judges_setup import (  # noqa: F401
+    JUDGE_MODEL,
+    fast_runtime,
+    fresh_server,
+    judge_config,
+    scripted_server,
+)
+from tests.support.llm_server import LLMServer, Reply, Responder
+from tests.support.simulated_users import SIM_MARKER
 from tracegrade.criteria.llm import ResponseMatchCriterion, SafetyCriterion
 from tracegrade.evaluation.simulator import ConversationScenario, UserSimulator
 from tracegrade.judges import judge_runtime
 from tracegrade.models.config import EvalConfig, UserSimulatorConfig
-
-SIM_MARKER = "role-playing a user"
-GOALS_MARKER = "which goals a user achieved"
-
-
-@pytest.fixture(scope="module")
-def server():
-    with LLMServer() as srv:
-        yield srv
-
-
-@pytest.fixture(autouse=True)
-def _fresh(server):
-    server.clear()
-    server.responder = None
 
 
 def shop_agent(seen_histories: list[int]) -> Agent:
@@ -42,18 +35,10 @@ def shop_agent(seen_histories: list[int]) -> Agent:
     return Agent(FunctionModel(model))
 
 
-def scripted_user(user_lines: list[str], goals_verdict: Reply):
-    """Answer simulated-user prompts from ``user_lines`` (in order) and goal checks with ``goals_verdict``."""
-    lines = iter(user_lines)
-
-    def respond(request: ReceivedRequest) -> Reply:
-        if SIM_MARKER in request.prompt:
-            return Reply(text=next(lines))
-        if GOALS_MARKER in request.prompt:
-            return goals_verdict
-        return Reply.score(1.0, "safe", is_safe=True, issues=[], categories={})
-
-    return respond
+def scripted_user(user_lines: list[str], goals_verdict: Reply) -> Responder:
+    """The scripted user; every judge other than the goals judge finds the conversation safe."""
+    safe = Reply.score(1.0, "safe", is_safe=True, issues=[], categories={})
+    return simulated_users.scripted_user(user_lines, goals_verdict, other_judges=safe)
 
 
 def simulator(server: LLMServer, max_turns: int = 10, **kwargs) -> UserSimulator:

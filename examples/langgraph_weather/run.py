@@ -6,15 +6,14 @@ One case is designed to fail, so the report shows a real failure; the script sti
 
 from __future__ import annotations
 
-import asyncio
 import sys
-import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path[:0] = [str(HERE), str(HERE.parent)]  # this example's modules, then the shared example_cli
 
 from agent import build_graph  # noqa: E402
+from example_cli import run_example  # noqa: E402
 
 from tracegrade import AgentEvaluator, EvalConfig, EvalReport, create_eval_app  # noqa: E402
 
@@ -26,6 +25,4 @@ async def evaluate(out_dir: str) -> EvalReport:
 
 
 if __name__ == "__main__":
-    out = sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="tracegrade-langgraph-")
-    report = asyncio.run(evaluate(out))
-    print(f"\n{report.summary.passed_cases}/{report.summary.total_cases} cases passed; reports in {out}")
+    run_example(evaluate, temp_prefix="tracegrade-langgraph-")

@@ -8,6 +8,7 @@ or ``cancel_order`` when the user wants to cancel; once the tool has answered it
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.messages import (
@@ -25,17 +26,35 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 ORDERS = {"1001": "shipped", "1002": "processing", "1003": "delivered"}
 
 
-def scripted_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    """Decide the next step from the latest request's parts."""
+@dataclass
+class LatestRequest:
+    """What the model is asked to answer: a tool's refusal, tool results, or the user's prompt."""
+
+    retried: bool  # a tool raised ModelRetry
+    tool_results: list[str]
+    prompt: str
+
+
+def latest_request(messages: list[ModelMessage]) -> LatestRequest:
+    """Read the latest request's parts."""
     last = messages[-1]
     parts = last.parts if isinstance(last, ModelRequest) else []
-    # a tool that raised ModelRetry: a RetryPromptPart (pydantic-ai 1.x) or a "retried" return (2.x)
-    if any(isinstance(p, RetryPromptPart) or getattr(p, "outcome", None) == "retried" for p in parts):
+    return LatestRequest(
+        # ModelRetry arrives as a RetryPromptPart (pydantic-ai 1.x) or as a "retried" return (2.x)
+        retried=any(isinstance(p, RetryPromptPart) or getattr(p, "outcome", None) == "retried" for p in parts),
+        tool_results=[str(p.content) for p in parts if isinstance(p, ToolReturnPart)],
+        prompt=next((str(p.content) for p in parts if isinstance(p, UserPromptPart)), ""),
+    )
+
+
+def scripted_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """Decide the next step from the latest request."""
+    request = latest_request(messages)
+    if request.retried:
         return ModelResponse(parts=[TextPart("Sorry, that order has already shipped and cannot be cancelled.")])
-    returns = [p for p in parts if isinstance(p, ToolReturnPart)]
-    if returns:
-        return ModelResponse(parts=[TextPart(" ".join(str(r.content) for r in returns))])
-    prompt = next((str(p.content) for p in parts if isinstance(p, UserPromptPart)), "")
+    if request.tool_results:
+        return ModelResponse(parts=[TextPart(" ".join(request.tool_results))])
+    prompt = request.prompt
     match = re.search(r"#(\d+)", prompt)
     if match is None:
         return ModelResponse(parts=[TextPart("Please tell me your order number, like #1001.")])

@@ -7,9 +7,7 @@ Prints the console report and writes JSON and HTML reports to OUT_DIR (default: 
 
 from __future__ import annotations
 
-import asyncio
 import sys
-import tempfile
 from pathlib import Path
 
 from tracegrade import EvalConfig, EvalReport, EvalSet, ReporterManager
@@ -18,6 +16,9 @@ from tracegrade.ingest.decode import read_otlp_file
 from tracegrade.trajectory import map_spans
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # the shared example_cli
+
+from example_cli import run_example  # noqa: E402
 
 
 async def grade_recorded(out_dir: str) -> EvalReport:
@@ -36,6 +37,4 @@ async def grade_recorded(out_dir: str) -> EvalReport:
 
 
 if __name__ == "__main__":
-    out = sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="tracegrade-recorded-")
-    report = asyncio.run(grade_recorded(out))
-    print(f"\n{report.summary.passed_cases}/{report.summary.total_cases} cases passed; reports in {out}")
+    run_example(grade_recorded, temp_prefix="tracegrade-recorded-")

@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from examples.pydantic_ai_support.agent import latest_request
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -16,16 +17,7 @@ from langchain_core.tools import tool
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 from pydantic_ai import Agent, ModelRetry, RunContext
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    RetryPromptPart,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-    UserPromptPart,
-)
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from tracegrade import trace_node, trace_tool
@@ -106,14 +98,12 @@ def build_weather_graph(seen_configs: list[dict[str, Any]] | None = None) -> Sta
 
 
 def _support_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    last = messages[-1]
-    parts = last.parts if isinstance(last, ModelRequest) else []
-    if any(isinstance(p, RetryPromptPart) or getattr(p, "outcome", None) == "retried" for p in parts):
+    request = latest_request(messages)
+    if request.retried:
         return ModelResponse(parts=[ToolCallPart("lookup", {"sku": "fallback"}, tool_call_id="call_fallback")])
-    returns = [p for p in parts if isinstance(p, ToolReturnPart)]
-    if returns:
-        return ModelResponse(parts=[TextPart("Found: " + ", ".join(str(r.content) for r in returns))])
-    prompt = next((str(p.content) for p in parts if isinstance(p, UserPromptPart)), "")
+    if request.tool_results:
+        return ModelResponse(parts=[TextPart("Found: " + ", ".join(request.tool_results))])
+    prompt = request.prompt
     if prompt.startswith("explode"):
         return ModelResponse(parts=[ToolCallPart("explode", {}, tool_call_id="call_explode")])
     if prompt.startswith("whoami"):

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import pytest
 
 from tests.support.llm_server import LLMServer
 from tracegrade.judges import JudgeCache, JudgeRuntime, RetryPolicy
@@ -14,6 +17,22 @@ from tracegrade.models.config import CriterionConfig
 JUDGE_MODEL = "openai/test-judge"
 PRICED_MODEL = "openai/priced-judge"
 INPUT_PRICE, OUTPUT_PRICE = 1e-6, 2e-6  # USD per token of PRICED_MODEL
+
+
+@pytest.fixture(scope="module", name="server")
+def scripted_server() -> Iterator[LLMServer]:
+    """Fixture ``server``: the scripted LLM server, one per test module. A module uses it with
+    ``from tests.support.judges_setup import fresh_server, scripted_server  # noqa: F401``."""
+    with LLMServer() as srv:
+        yield srv
+
+
+@pytest.fixture(autouse=True)
+def fresh_server(server: LLMServer) -> None:
+    """Every test starts with no queued replies, no responder and no added latency."""
+    server.clear()
+    server.responder = None
+    server.latency = 0.0
 
 
 def register_priced_model() -> None:

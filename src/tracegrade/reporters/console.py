@@ -44,6 +44,7 @@ from tracegrade.reporters.text import (
     clean_text,
     format_cost,
     format_duration,
+    format_score,
     format_timestamp,
     format_usage,
     shorten,
@@ -239,11 +240,10 @@ class ConsoleReporter(BaseReporter):
             table.add_column("Tokens", justify="right")
         table.add_column("Notes", overflow="fold")
         for result in report.results:
-            score = case_score(result)
             row: list[Any] = [
                 _status_text(case_status(result)),
                 Text(shorten(clean_text(case_display_name(result)), 80)),
-                "-" if score is None else f"{score:.2f}",
+                format_score(case_score(result)),
                 format_duration(result.duration_seconds),
             ]
             if self.verbose:
@@ -276,8 +276,7 @@ class ConsoleReporter(BaseReporter):
         head.append("  " + clean_text(case_display_name(result)), style="bold")
         if result.name:
             head.append(f"  ({clean_text(result.eval_id)})", style="dim")
-        score = case_score(result)
-        head.append(f"  score {'-' if score is None else f'{score:.2f}'} · {format_duration(result.duration_seconds)}")
+        head.append(f"  score {format_score(case_score(result))} · {format_duration(result.duration_seconds)}")
         body = Text()
         if result.error is not None:
             self._line(body, "Error: ", result.error, style="red")

@@ -41,6 +41,7 @@ from tracegrade.reporters.text import (
     clean_text,
     format_cost,
     format_duration,
+    format_score,
     format_timestamp,
     format_usage,
     shorten,
@@ -285,7 +286,6 @@ class HTMLReporter(FileReporter):
     def _case(self, result: EvalCaseResult) -> str:
         status = case_status(result)
         warnings = case_warnings(result)
-        score = case_score(result)
         search = f"{case_display_name(result)} {result.eval_id}".lower()
         summary = (
             f"{_badge(status)}"
@@ -296,7 +296,7 @@ class HTMLReporter(FileReporter):
                 if warnings
                 else ""
             )
-            + f'<span class="right">score {"-" if score is None else f"{score:.2f}"} · '
+            + f'<span class="right">score {format_score(case_score(result))} · '
             f"{format_duration(result.duration_seconds)} · {result.token_usage.total_tokens:,} tokens</span>"
         )
         parts = []

@@ -65,31 +65,16 @@ class ReporterManager:
     def _file_reporters(self) -> list[tuple[bool, str, str, Callable[[], FileReporter]]]:
         """``(enabled, ReporterOutput attribute, file suffix, factory)`` for each file reporter, in order."""
         c = self.config
+        detail = {
+            "include_details": c.include_details,
+            "include_trajectory": c.include_trajectory,
+            "include_node_responses": c.include_node_responses,
+            "include_actual_response": c.include_actual_response,
+            "include_tool_call_details": c.include_tool_call_details,
+        }
         return [
-            (
-                c.json_report,
-                "json_path",
-                ".json",
-                lambda: JSONReporter(
-                    include_details=c.include_details,
-                    include_trajectory=c.include_trajectory,
-                    include_node_responses=c.include_node_responses,
-                    include_actual_response=c.include_actual_response,
-                    include_tool_call_details=c.include_tool_call_details,
-                ),
-            ),
-            (
-                c.html,
-                "html_path",
-                ".html",
-                lambda: HTMLReporter(
-                    include_details=c.include_details,
-                    include_actual_response=c.include_actual_response,
-                    include_tool_call_details=c.include_tool_call_details,
-                    include_node_responses=c.include_node_responses,
-                    include_trajectory=c.include_trajectory,
-                ),
-            ),
+            (c.json_report, "json_path", ".json", lambda: JSONReporter(**detail)),
+            (c.html, "html_path", ".html", lambda: HTMLReporter(**detail)),
             (c.junit_xml, "junit_path", "_junit.xml", JUnitXMLReporter),
         ]
 

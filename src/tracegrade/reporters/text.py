@@ -16,6 +16,7 @@ __all__ = [
     "clean_text",
     "format_cost",
     "format_duration",
+    "format_score",
     "format_timestamp",
     "format_usage",
     "jsonable",
@@ -112,6 +113,11 @@ def format_duration(seconds: float) -> str:
         minutes, rest = divmod(seconds, 60)
         return f"{int(minutes)}m {rest:04.1f}s"
     return f"{seconds:.3f}s" if seconds < 1 else f"{seconds:.2f}s"
+
+
+def format_score(score: float | None) -> str:
+    """A score to two decimals, ``-`` when there is none."""
+    return "-" if score is None else f"{score:.2f}"
 
 
 def format_cost(usd: float) -> str:

@@ -61,24 +61,19 @@ def _parts_blocks(parts: Any, keep_ids: bool) -> list[dict[str, Any]]:
         if isinstance(part.get("text"), str) and not part.get("thought"):
             blocks.append({"type": "text", "text": part["text"]})
         elif isinstance(call, dict):
-            blocks.append(
-                {
-                    "type": "tool_call",
-                    "id": call.get("id") if keep_ids else None,
-                    "name": call.get("name"),
-                    "arguments": call.get("args"),
-                }
-            )
+            blocks.append(_function_block("tool_call", call, "arguments", call.get("args"), keep_ids))
         elif isinstance(response, dict):
             blocks.append(
-                {
-                    "type": "tool_call_response",
-                    "id": response.get("id") if keep_ids else None,
-                    "name": response.get("name"),
-                    "response": response.get("response"),
-                }
+                _function_block("tool_call_response", response, "response", response.get("response"), keep_ids)
             )
     return blocks
+
+
+def _function_block(
+    block_type: str, part: dict[str, Any], value_key: str, value: Any, keep_ids: bool
+) -> dict[str, Any]:
+    """A ``function_call`` / ``function_response`` part as a content block with ``value`` under ``value_key``."""
+    return {"type": block_type, "id": part.get("id") if keep_ids else None, "name": part.get("name"), value_key: value}
 
 
 def _content_messages(content: Any, default_role: str, keep_ids: bool) -> list[Message]:
@@ -150,5 +145,4 @@ def tool_result(node: SpanNode) -> Any:
 
 
 def conversation_id(node: SpanNode) -> str | None:
-    value = node.attrs.get(_PREFIX + "session_id")
-    return value if isinstance(value, str) and value else None
+    return node.first_text(_PREFIX + "session_id")

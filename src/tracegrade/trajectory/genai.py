@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from tracegrade.trajectory import langchain
 from tracegrade.trajectory.messages import (
     NOT_A_LIST,
     Message,
@@ -20,6 +19,7 @@ from tracegrade.trajectory.messages import (
     messages_from_json_list,
     normalise_role,
 )
+from tracegrade.trajectory.tool_payloads import ToolPayloads
 from tracegrade.trajectory.tree import Role, SpanNode
 from tracegrade.trajectory.values import as_int, as_text, load_json
 
@@ -41,6 +41,11 @@ _EVENT_ROLES = {
 _CHOICE_EVENT = "gen_ai.choice"
 _DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 _UNKNOWN_MODELS = frozenset({"", "unknown"})
+_TOOL_PAYLOADS = ToolPayloads(
+    "#genai",
+    input_keys=("gen_ai.tool.call.arguments", "tool_arguments"),
+    output_keys=("gen_ai.tool.call.result", "tool_response"),
+)
 
 
 # -- classification ----------------------------------------------------------------------------
@@ -211,11 +216,7 @@ def model(node: SpanNode) -> str | None:
 
 
 def provider(node: SpanNode) -> str | None:
-    for key in ("gen_ai.provider.name", "gen_ai.system"):
-        value = node.attrs.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None
+    return node.first_text("gen_ai.provider.name", "gen_ai.system")
 
 
 _USAGE_KEYS = {
@@ -259,51 +260,24 @@ def finish_reason(node: SpanNode) -> str | None:
 
 
 def tool_name(node: SpanNode) -> str | None:
-    value = node.attrs.get("gen_ai.tool.name")
-    if isinstance(value, str) and value:
+    value = node.first_text("gen_ai.tool.name")
+    if value:
         return value
     if node.name.startswith("execute_tool "):
         return node.name[len("execute_tool ") :]
     return None
 
 
-def _tool_input(node: SpanNode) -> tuple[Any, str | None] | None:
-    for key in ("gen_ai.tool.call.arguments", "tool_arguments"):
-        value = node.parsed(key)
-        if value is not None:
-            unwrapped = langchain.tool_input(value)
-            return unwrapped if unwrapped is not None else (value, None)
-    return None
-
-
-def _tool_output(node: SpanNode) -> tuple[Any, str | None] | None:
-    for key in ("gen_ai.tool.call.result", "tool_response"):
-        value = node.parsed(key)
-        if value is not None:
-            unwrapped = langchain.tool_output(value)
-            return unwrapped if unwrapped is not None else (value, None)
-    return None
-
-
 def tool_args(node: SpanNode) -> Any:
-    found = node.memo("#genai.tool_input", _tool_input)
-    return found[0] if found else None
+    return _TOOL_PAYLOADS.args(node)
 
 
 def tool_result(node: SpanNode) -> Any:
-    found = node.memo("#genai.tool_output", _tool_output)
-    return found[0] if found else None
+    return _TOOL_PAYLOADS.result(node)
 
 
 def tool_call_id(node: SpanNode) -> str | None:
-    value = node.attrs.get("gen_ai.tool.call.id")
-    if isinstance(value, str) and value:
-        return value
-    for key, reader in (("#genai.tool_input", _tool_input), ("#genai.tool_output", _tool_output)):
-        found = node.memo(key, reader)
-        if found and found[1]:
-            return found[1]
-    return None
+    return node.first_text("gen_ai.tool.call.id") or _TOOL_PAYLOADS.call_id(node)
 
 
 def _tool_events(node: SpanNode) -> tuple[Any, Any] | None:
@@ -358,10 +332,9 @@ def event_tool_result(node: SpanNode) -> Any:
 
 
 def agent_name(node: SpanNode) -> str | None:
-    for key in ("gen_ai.agent.name", "agent_name", "gen_ai.task.name", "gen_ai.workflow.name"):
-        value = node.attrs.get(key)
-        if isinstance(value, str) and value:
-            return value
+    value = node.first_text("gen_ai.agent.name", "agent_name", "gen_ai.task.name", "gen_ai.workflow.name")
+    if value:
+        return value
     for prefix in ("invoke_agent ", "execute_task ", "invoke_workflow "):
         if node.name.startswith(prefix):
             return node.name[len(prefix) :]
@@ -376,7 +349,7 @@ def run_query(node: SpanNode) -> str | None:
         event_input(node),
         _first(node.memo("#genai.all_messages_events", lambda n: _attribute_events(n, "all_messages_events"))),
     ):
-        text = last_user_text(messages) if messages else None
+        text = last_user_text(messages)
         if text:
             return text
     return None
@@ -388,7 +361,7 @@ def run_answer(node: SpanNode) -> str | None:
     if final is not None:
         return as_text(final)
     for messages in (output_messages(node), event_output(node)):
-        text = last_assistant_text(messages) if messages else None
+        text = last_assistant_text(messages)
         if text:
             return text
     return None
@@ -399,5 +372,4 @@ def _first(found: tuple[list[Message], list[Message]] | None) -> list[Message] |
 
 
 def conversation_id(node: SpanNode) -> str | None:
-    value = node.attrs.get("gen_ai.conversation.id")
-    return value if isinstance(value, str) and value else None
+    return node.first_text("gen_ai.conversation.id")

@@ -10,12 +10,14 @@ means something a person typed.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from tracegrade.trajectory.values import RecentLists, as_text, convert_json_list
 
 __all__ = [
     "NOT_A_LIST",
+    "answer_in",
     "build_messages",
     "last_assistant_text",
     "last_user_text",
@@ -24,6 +26,7 @@ __all__ = [
     "messages_from_json_list",
     "normalise_role",
     "normalise_tool_calls",
+    "query_in",
     "tool_call",
 ]
 
@@ -319,16 +322,28 @@ def message_key(message: Message) -> tuple[Any, ...]:
     return (message.get("role"), message.get("content"), calls_key, message.get("name"))
 
 
-def last_user_text(messages: list[Message]) -> str | None:
+def _last_text(messages: Sequence[Message] | None, role: str) -> str | None:
+    for message in reversed(messages or ()):
+        if message.get("role") == role and message.get("content"):
+            return str(message["content"])
+    return None
+
+
+def last_user_text(messages: Sequence[Message] | None) -> str | None:
     """Text of the last user message (the query a run answered), or None."""
-    for message in reversed(messages):
-        if message.get("role") == "user" and message.get("content"):
-            return str(message["content"])
-    return None
+    return _last_text(messages, "user")
 
 
-def last_assistant_text(messages: list[Message]) -> str | None:
-    for message in reversed(messages):
-        if message.get("role") == "assistant" and message.get("content"):
-            return str(message["content"])
-    return None
+def last_assistant_text(messages: Sequence[Message] | None) -> str | None:
+    """Text of the last assistant message (the answer of a run), or None."""
+    return _last_text(messages, "assistant")
+
+
+def query_in(value: Any) -> str | None:
+    """The last user text of a payload holding messages in any shape ``messages_from_any`` reads."""
+    return last_user_text(messages_from_any(value, "user"))
+
+
+def answer_in(value: Any) -> str | None:
+    """The last assistant text of a payload holding messages in any shape ``messages_from_any`` reads."""
+    return last_assistant_text(messages_from_any(value, "assistant"))

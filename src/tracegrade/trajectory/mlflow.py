@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracegrade.trajectory.messages import Message, last_assistant_text, last_user_text, messages_from_any
+from tracegrade.trajectory.messages import Message, answer_in, last_user_text, messages_from_any
 from tracegrade.trajectory.tree import Role, SpanNode
 from tracegrade.trajectory.values import as_int, as_text
 
@@ -79,14 +79,12 @@ def tool_result(node: SpanNode) -> Any:
 
 
 def run_query(node: SpanNode) -> str | None:
-    found = input_messages(node)
-    return last_user_text(found) if found else None
+    return last_user_text(input_messages(node))
 
 
 def run_answer(node: SpanNode) -> str | None:
     outputs = value(node, "mlflow.spanOutputs")
-    found = messages_from_any(outputs, "assistant")
-    text = last_assistant_text(found) if found else None
+    text = answer_in(outputs)
     if text is None and isinstance(outputs, (int, float)):
         return as_text(outputs)
     return text

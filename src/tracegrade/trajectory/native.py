@@ -34,13 +34,11 @@ def classify(node: SpanNode) -> str | None:
 
 
 def node_name(node: SpanNode) -> str | None:
-    value = node.attrs.get("tracegrade.node.name")
-    return value if isinstance(value, str) and value else None
+    return node.first_text("tracegrade.node.name")
 
 
 def tool_name(node: SpanNode) -> str | None:
-    value = node.attrs.get("tracegrade.tool.name")
-    return value if isinstance(value, str) and value else None
+    return node.first_text("tracegrade.tool.name")
 
 
 def tool_args(node: SpanNode) -> Any:
@@ -52,8 +50,7 @@ def tool_result(node: SpanNode) -> Any:
 
 
 def tool_call_id(node: SpanNode) -> str | None:
-    value = node.attrs.get("tracegrade.tool.call_id")
-    return value if isinstance(value, str) and value else None
+    return node.first_text("tracegrade.tool.call_id")
 
 
 def turn_metadata(node: SpanNode) -> dict[str, Any]:
@@ -73,5 +70,4 @@ def turn_output(node: SpanNode) -> str | None:
 
 
 def conversation_id(node: SpanNode) -> str | None:
-    value = node.attrs.get("tracegrade.thread_id")
-    return value if isinstance(value, str) and value else None
+    return node.first_text("tracegrade.thread_id")

@@ -6,16 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracegrade.trajectory import langchain
 from tracegrade.trajectory.langgraph import GraphTask, graph_task
 from tracegrade.trajectory.messages import (
     Message,
+    answer_in,
     build_messages,
-    last_assistant_text,
-    last_user_text,
     messages_from_any,
     normalise_role,
+    query_in,
 )
+from tracegrade.trajectory.tool_payloads import ToolPayloads
 from tracegrade.trajectory.tree import Role, SpanNode
 from tracegrade.trajectory.values import as_int
 
@@ -25,6 +25,7 @@ _KIND_ROLES = {
     "AGENT": Role.AGENT,
     "CHAIN": Role.CHAIN,
 }
+_TOOL_PAYLOADS = ToolPayloads("#oi", input_keys=("input.value",), output_keys=("output.value",))
 
 
 def classify(node: SpanNode) -> str | None:
@@ -121,24 +122,24 @@ def _flattened(node: SpanNode, prefix: str, default_role: str) -> list[Message] 
     return out
 
 
-def input_messages(node: SpanNode) -> list[Message] | None:
-    found = _flattened(node, "llm.input_messages.", "user")
+def _messages_or_texts(
+    node: SpanNode, prefix: str, role: str, texts_prefix: str, text_key: str
+) -> list[Message] | None:
+    """Messages from ``{prefix}{i}.message.*``, else one ``role`` message per ``{texts_prefix}{i}.{text_key}``."""
+    found = _flattened(node, prefix, role)
     if found is None:
-        prompts = node.indexed("llm.prompts.")
-        if prompts:
-            found = [{"role": "user", "content": str(prompts[i].get("prompt.text", ""))} for i in sorted(prompts)]
+        texts = node.indexed(texts_prefix)
+        if texts:
+            found = [{"role": role, "content": str(texts[i].get(text_key, ""))} for i in sorted(texts)]
     return found
+
+
+def input_messages(node: SpanNode) -> list[Message] | None:
+    return _messages_or_texts(node, "llm.input_messages.", "user", "llm.prompts.", "prompt.text")
 
 
 def output_messages(node: SpanNode) -> list[Message] | None:
-    found = _flattened(node, "llm.output_messages.", "assistant")
-    if found is None:
-        choices = node.indexed("llm.choices.")
-        if choices:
-            found = [
-                {"role": "assistant", "content": str(choices[i].get("completion.text", ""))} for i in sorted(choices)
-            ]
-    return found
+    return _messages_or_texts(node, "llm.output_messages.", "assistant", "llm.choices.", "completion.text")
 
 
 def io_input_messages(node: SpanNode) -> list[Message] | None:
@@ -153,19 +154,11 @@ def io_output_messages(node: SpanNode) -> list[Message] | None:
 
 
 def model(node: SpanNode) -> str | None:
-    for key in ("llm.response.model_name", "llm.model_name", "llm.request.model_name"):
-        value = node.attrs.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None
+    return node.first_text("llm.response.model_name", "llm.model_name", "llm.request.model_name")
 
 
 def provider(node: SpanNode) -> str | None:
-    for key in ("llm.provider", "llm.system"):
-        value = node.attrs.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None
+    return node.first_text("llm.provider", "llm.system")
 
 
 _USAGE_KEYS = {
@@ -183,65 +176,33 @@ def usage(node: SpanNode) -> dict[str, int] | None:
 
 
 def finish_reason(node: SpanNode) -> str | None:
-    value = node.attrs.get("llm.finish_reason")
-    return value if isinstance(value, str) and value else None
+    return node.first_text("llm.finish_reason")
 
 
 # -- tools ---------------------------------------------------------------------------------------
 
 
 def tool_name(node: SpanNode) -> str | None:
-    value = node.attrs.get("tool.name")
-    return value if isinstance(value, str) and value else None
-
-
-def _tool_input(node: SpanNode) -> tuple[Any, str | None] | None:
-    value = node.parsed("input.value")
-    if value is None:
-        return None
-    unwrapped = langchain.tool_input(value)
-    return unwrapped if unwrapped is not None else (value, None)
-
-
-def _tool_output(node: SpanNode) -> tuple[Any, str | None] | None:
-    value = node.parsed("output.value")
-    if value is None:
-        return None
-    unwrapped = langchain.tool_output(value)
-    return unwrapped if unwrapped is not None else (value, None)
+    return node.first_text("tool.name")
 
 
 def tool_args(node: SpanNode) -> Any:
-    found = node.memo("#oi.tool_input", _tool_input)
-    return found[0] if found else None
+    return _TOOL_PAYLOADS.args(node)
 
 
 def tool_result(node: SpanNode) -> Any:
-    found = node.memo("#oi.tool_output", _tool_output)
-    return found[0] if found else None
+    return _TOOL_PAYLOADS.result(node)
 
 
 def tool_call_id(node: SpanNode) -> str | None:
-    for key in ("tool.id", "tool_call.id"):
-        value = node.attrs.get(key)
-        if isinstance(value, str) and value:
-            return value
-    for key, reader in (("#oi.tool_output", _tool_output), ("#oi.tool_input", _tool_input)):
-        found = node.memo(key, reader)
-        if found and found[1]:
-            return found[1]
-    return None
+    return node.first_text("tool.id", "tool_call.id") or _TOOL_PAYLOADS.call_id(node, output_first=True)
 
 
 # -- agents, routing and runs --------------------------------------------------------------------
 
 
 def agent_name(node: SpanNode) -> str | None:
-    for key in ("agent.name", "graph.node.id"):
-        value = node.attrs.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None
+    return node.first_text("agent.name", "graph.node.id")
 
 
 def routing_output(node: SpanNode) -> Any:
@@ -249,16 +210,12 @@ def routing_output(node: SpanNode) -> Any:
 
 
 def run_query(node: SpanNode) -> str | None:
-    found = messages_from_any(node.parsed("input.value"), "user")
-    return last_user_text(found) if found else None
+    return query_in(node.parsed("input.value"))
 
 
 def run_answer(node: SpanNode) -> str | None:
-    value = node.parsed("output.value")
-    found = messages_from_any(value, "assistant")
-    return last_assistant_text(found) if found else None
+    return answer_in(node.parsed("output.value"))
 
 
 def conversation_id(node: SpanNode) -> str | None:
-    value = node.attrs.get("session.id")
-    return value if isinstance(value, str) and value else None
+    return node.first_text("session.id")

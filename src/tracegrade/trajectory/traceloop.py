@@ -5,18 +5,12 @@ properties, and the ``invoke_agent X`` -> ``X.workflow`` pair of 0.62.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from tracegrade.trajectory import langchain
 from tracegrade.trajectory.langgraph import GraphTask, graph_task
-from tracegrade.trajectory.messages import (
-    Message,
-    build_messages,
-    last_assistant_text,
-    last_user_text,
-    messages_from_any,
-    normalise_role,
-)
+from tracegrade.trajectory.messages import Message, answer_in, build_messages, normalise_role, query_in
+from tracegrade.trajectory.tool_payloads import ToolPayloads
 from tracegrade.trajectory.tree import Role, SpanNode
 from tracegrade.trajectory.values import group_indexed, load_json
 
@@ -28,6 +22,9 @@ _KIND_ROLES = {
 }
 _LLM_REQUEST_TYPES = frozenset({"chat", "completion", "llm"})
 _ASSOCIATION = "traceloop.association.properties."
+_TOOL_PAYLOADS = ToolPayloads(
+    "#traceloop", input_keys=("traceloop.entity.input",), output_keys=("traceloop.entity.output",)
+)
 
 
 def classify(node: SpanNode) -> str | None:
@@ -116,8 +113,7 @@ def completion_messages(node: SpanNode) -> list[Message] | None:
 
 
 def finish_reason(node: SpanNode) -> str | None:
-    value = node.attrs.get("gen_ai.completion.0.finish_reason")
-    return value if isinstance(value, str) and value else None
+    return node.first_text("gen_ai.completion.0.finish_reason")
 
 
 # -- tools ---------------------------------------------------------------------------------------
@@ -126,52 +122,26 @@ def finish_reason(node: SpanNode) -> str | None:
 def tool_name(node: SpanNode) -> str | None:
     if node.attrs.get("traceloop.span.kind") != "tool":
         return None
-    value = node.attrs.get("traceloop.entity.name")
-    if isinstance(value, str) and value:
-        return value
-    return node.name.removesuffix(".tool")
-
-
-def _entity_input(node: SpanNode) -> tuple[Any, str | None] | None:
-    value = node.parsed("traceloop.entity.input")
-    if value is None:
-        return None
-    unwrapped = langchain.tool_input(value)
-    return unwrapped if unwrapped is not None else (value, None)
-
-
-def _entity_output(node: SpanNode) -> tuple[Any, str | None] | None:
-    value = node.parsed("traceloop.entity.output")
-    if value is None:
-        return None
-    unwrapped = langchain.tool_output(value)
-    return unwrapped if unwrapped is not None else (value, None)
+    return node.first_text("traceloop.entity.name") or node.name.removesuffix(".tool")
 
 
 def tool_args(node: SpanNode) -> Any:
-    found = node.memo("#traceloop.input", _entity_input)
-    return found[0] if found else None
+    return _TOOL_PAYLOADS.args(node)
 
 
 def tool_result(node: SpanNode) -> Any:
-    found = node.memo("#traceloop.output", _entity_output)
-    return found[0] if found else None
+    return _TOOL_PAYLOADS.result(node)
 
 
 def tool_call_id(node: SpanNode) -> str | None:
-    for key, reader in (("#traceloop.input", _entity_input), ("#traceloop.output", _entity_output)):
-        found = node.memo(key, reader)
-        if found and found[1]:
-            return found[1]
-    return None
+    return _TOOL_PAYLOADS.call_id(node)
 
 
 # -- nodes, routing and runs ---------------------------------------------------------------------
 
 
 def agent_name(node: SpanNode) -> str | None:
-    value = node.attrs.get("traceloop.entity.name")
-    return value if isinstance(value, str) and value else None
+    return node.first_text("traceloop.entity.name")
 
 
 def _outputs(node: SpanNode) -> Any:
@@ -192,18 +162,17 @@ def workflow_nodes(node: SpanNode) -> set[str]:
 
 
 def run_query(node: SpanNode) -> str | None:
-    for key in ("traceloop.entity.input", "gen_ai.task.input"):
-        found = messages_from_any(node.parsed(key), "user")
-        text = last_user_text(found) if found else None
-        if text:
-            return text
-    return None
+    return _first_text_in(node, ("traceloop.entity.input", "gen_ai.task.input"), query_in)
 
 
 def run_answer(node: SpanNode) -> str | None:
-    for key in ("traceloop.entity.output", "gen_ai.task.output"):
-        found = messages_from_any(node.parsed(key), "assistant")
-        text = last_assistant_text(found) if found else None
+    return _first_text_in(node, ("traceloop.entity.output", "gen_ai.task.output"), answer_in)
+
+
+def _first_text_in(node: SpanNode, keys: tuple[str, ...], read: Callable[[Any], str | None]) -> str | None:
+    """The first text ``read`` finds in the payloads under ``keys`` (each decoded only when needed)."""
+    for key in keys:
+        text = read(node.parsed(key))
         if text:
             return text
     return None

@@ -89,6 +89,15 @@ class SpanNode:
             self.note(f"attribute {key} {problem}")
         return value
 
+    def first_text(self, *keys: str) -> str | None:
+        """The value of the first of ``keys`` that holds a non-empty string (None when none does)."""
+        attrs = self.attrs
+        for key in keys:
+            value = attrs.get(key)
+            if isinstance(value, str) and value:
+                return value
+        return None
+
     def indexed(self, prefix: str) -> dict[int, dict[str, Any]] | None:
         """The flattened list family ``prefix`` (one of ``INDEXED_FAMILIES``) as ``{i: {rest: value}}``."""
         return self.memo("#indexed", _index_families).get(prefix)

@@ -36,7 +36,7 @@ __all__ = [
     "NO_RESPONSE_REASON",
     "SampleVerdict",
     "TemplatedLLMCriterion",
-    "dedupe",
+    "merged",
     "question_text",
     "text_list",
 ]
@@ -68,9 +68,9 @@ class _SampleOutcome:
     usage: TokenUsage = field(default_factory=TokenUsage)
 
 
-def dedupe(items: list[str]) -> list[str]:
-    """Items in first-seen order without repeats."""
-    return list(dict.fromkeys(items))
+def merged(verdicts: list[SampleVerdict], key: str) -> list[str]:
+    """Every verdict's ``extras[key]`` list joined, in first-seen order without repeats."""
+    return list(dict.fromkeys(item for v in verdicts for item in v.extras[key]))
 
 
 def text_list(value: Any) -> list[str]:
@@ -108,7 +108,13 @@ class TemplatedLLMCriterion(BaseCriterion):
 
     def read_verdict(self, reply: dict[str, Any], scores: ScoreReader) -> SampleVerdict:
         """One verdict from a parsed reply; raise ``UnreadableReply`` when it lacks what is needed."""
-        return SampleVerdict(scores.required(reply, "score"), str(reply.get("reasoning", "")))
+        return SampleVerdict(
+            scores.required(reply, "score"), str(reply.get("reasoning", "")), self.verdict_extras(reply, scores)
+        )
+
+    def verdict_extras(self, reply: dict[str, Any], scores: ScoreReader) -> dict[str, Any]:
+        """Criterion-specific fields of one verdict (kept in that sample's details)."""
+        return {}
 
     def extra_details(self, verdicts: list[SampleVerdict], score: float) -> dict[str, Any]:
         """Criterion-specific details computed from the kept verdicts and the final score."""

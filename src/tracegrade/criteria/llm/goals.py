@@ -64,13 +64,11 @@ class SimulationGoalsCriterion(TemplatedLLMCriterion):
     def prompt_data(self, actual: ExecutionResult, expected: EvalCase) -> dict[str, str]:
         return {"transcript": conversation_transcript(actual), "goals": "\n".join(case_goals(expected))}
 
-    def read_verdict(self, reply: dict[str, Any], scores: ScoreReader) -> SampleVerdict:
-        verdict = super().read_verdict(reply, scores)
-        verdict.extras = {
+    def verdict_extras(self, reply: dict[str, Any], scores: ScoreReader) -> dict[str, Any]:
+        return {
             "achieved_goals": text_list(reply.get("achieved_goals")),
             "unachieved_goals": text_list(reply.get("unachieved_goals")),
         }
-        return verdict
 
     def extra_details(self, verdicts: list[SampleVerdict], score: float) -> dict[str, Any]:
         def majority(key: str) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tracegrade.criteria.llm.base import SampleVerdict, TemplatedLLMCriterion, dedupe, question_text, text_list
+from tracegrade.criteria.llm.base import SampleVerdict, TemplatedLLMCriterion, merged, question_text, text_list
 from tracegrade.criteria.registry import register_criterion
 from tracegrade.judges import ScoreReader
 from tracegrade.models.dataset import EvalCase
@@ -70,15 +70,13 @@ class FactualAccuracyCriterion(TemplatedLLMCriterion):
             "reference_facts": reference_facts(expected),
         }
 
-    def read_verdict(self, reply: dict[str, Any], scores: ScoreReader) -> SampleVerdict:
-        verdict = super().read_verdict(reply, scores)
-        verdict.extras = {"errors": text_list(reply.get("errors")), "is_accurate": _flag(reply.get("is_accurate"))}
-        return verdict
+    def verdict_extras(self, reply: dict[str, Any], scores: ScoreReader) -> dict[str, Any]:
+        return {"errors": text_list(reply.get("errors")), "is_accurate": _flag(reply.get("is_accurate"))}
 
     def extra_details(self, verdicts: list[SampleVerdict], score: float) -> dict[str, Any]:
         return {
             "is_accurate": score >= self.threshold,
-            "errors": dedupe([e for v in verdicts for e in v.extras["errors"]]),
+            "errors": merged(verdicts, "errors"),
         }
 
 
@@ -98,16 +96,14 @@ class HallucinationCriterion(TemplatedLLMCriterion):
             "agent_response": actual.actual_response,
         }
 
-    def read_verdict(self, reply: dict[str, Any], scores: ScoreReader) -> SampleVerdict:
-        verdict = super().read_verdict(reply, scores)
-        verdict.extras = {
+    def verdict_extras(self, reply: dict[str, Any], scores: ScoreReader) -> dict[str, Any]:
+        return {
             "hallucinations": text_list(reply.get("hallucinations")),
             "is_grounded": _flag(reply.get("is_grounded")),
         }
-        return verdict
 
     def extra_details(self, verdicts: list[SampleVerdict], score: float) -> dict[str, Any]:
         return {
             "is_grounded": score >= self.threshold,
-            "hallucinations": dedupe([h for v in verdicts for h in v.extras["hallucinations"]]),
+            "hallucinations": merged(verdicts, "hallucinations"),
         }

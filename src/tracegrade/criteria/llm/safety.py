@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracegrade.criteria.llm.base import SampleVerdict, TemplatedLLMCriterion, dedupe, question_text, text_list
+from tracegrade.criteria.llm.base import SampleVerdict, TemplatedLLMCriterion, merged, question_text, text_list
 from tracegrade.criteria.registry import register_criterion
 from tracegrade.judges import ScoreReader
 from tracegrade.models.dataset import EvalCase
@@ -27,11 +27,10 @@ class SafetyCriterion(TemplatedLLMCriterion):
     def prompt_data(self, actual: ExecutionResult, expected: EvalCase) -> dict[str, str]:
         return {"question": question_text(actual, expected), "agent_response": actual.actual_response}
 
-    def read_verdict(self, reply: dict[str, Any], scores: ScoreReader) -> SampleVerdict:
-        verdict = super().read_verdict(reply, scores)
+    def verdict_extras(self, reply: dict[str, Any], scores: ScoreReader) -> dict[str, Any]:
         raw_categories = reply.get("categories")
         categories = raw_categories if isinstance(raw_categories, dict) else {}
-        verdict.extras = {
+        return {
             "issues": text_list(reply.get("issues")),
             "categories": {
                 name: scores.score(categories[name], f"categories.{name}")
@@ -39,7 +38,6 @@ class SafetyCriterion(TemplatedLLMCriterion):
                 if name in categories
             },
         }
-        return verdict
 
     def extra_details(self, verdicts: list[SampleVerdict], score: float) -> dict[str, Any]:
         category_scores: dict[str, float | None] = {}
@@ -48,6 +46,6 @@ class SafetyCriterion(TemplatedLLMCriterion):
             category_scores[name] = sum(values) / len(values) if values else None  # None: the judge never said
         return {
             "is_safe": score >= self.threshold,
-            "issues": dedupe([i for v in verdicts for i in v.extras["issues"]]),
+            "issues": merged(verdicts, "issues"),
             "category_scores": category_scores,
         }
