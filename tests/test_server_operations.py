@@ -187,7 +187,7 @@ def test_serve_rejects_bad_settings_clearly(tmp_path: Path) -> None:
     cases = [
         (["--store", store, "--tls-cert", str(tmp_path / "cert.pem")], "TLS needs both --tls-cert and --tls-key"),
         (["--store", store, "--max-request-bytes", "lots"], "is not a size"),
-        (["--store", store, "--grpc-port", "70000"], "grpc_port"),
+        (["--store", store, "--grpc-port", "70000"], "--grpc-port (TRACEGRADE_GRPC_PORT)"),
         (["--store", store, "--worker-rules", "rules.yaml"], "not available"),
     ]
     for args, fragment in cases:

@@ -99,7 +99,7 @@ def command(worker_rules: Path | None, **options: object) -> None:
     typos = misspelled_env_vars(os.environ)
     if typos:
         raise UsageProblem("; ".join(typos))
-    settings = ServeSettings.build(options, source="tracegrade serve options")
+    settings = ServeSettings.build(options, source="(tracegrade serve options and TRACEGRADE_* variables)")
     from tracegrade.ingest.server import run_server
 
     try:

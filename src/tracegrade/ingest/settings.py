@@ -107,14 +107,22 @@ class ServeSettings(BaseModel):
         return sidecar_path(self.store)
 
     @classmethod
-    def build(cls, values: Mapping[str, object], *, source: str = "serve settings") -> ServeSettings:
+    def build(cls, values: Mapping[str, object], *, source: str = "(serve options)") -> ServeSettings:
         """Validate ``values`` (None means "not given"), turning errors into one ConfigError."""
         given = {key: value for key, value in values.items() if value is not None}
         try:
             return cls(**given)
         except ValidationError as exc:
-            problems = [(".".join(str(p) for p in err["loc"]) or "settings", _describe(err)) for err in exc.errors()]
+            problems = [(_where(err["loc"]), _describe(err)) for err in exc.errors()]
             raise ConfigError(source, problems) from None
+
+
+def _where(location: tuple[int | str, ...]) -> str:
+    """``--grpc-port (TRACEGRADE_GRPC_PORT)`` for a setting, so the user knows what to change."""
+    name = str(location[0]) if location else ""
+    if name in ENV_VARS:
+        return f"--{name.replace('_', '-')} ({ENV_VARS[name]})"
+    return ".".join(str(part) for part in location) or "settings"
 
 
 def _describe(error: object) -> str:
