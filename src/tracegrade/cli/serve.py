@@ -81,21 +81,19 @@ def _announce(server: object) -> None:
 )
 @click.option(
     "--worker-rules",
-    type=click.Path(dir_okay=False, path_type=Path),
-    hidden=True,
-    help="Reserved for the online grading worker.",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    envvar=ENV_VARS["worker_rules"],
+    help="Run one online grading worker in-process with this rules.yaml (see `tracegrade worker`).",
 )
 @friendly_errors
-def command(worker_rules: Path | None, **options: object) -> None:
+def command(**options: object) -> None:
     """Receive OTLP traces and logs (gRPC and HTTP) and store them in a DuckDB file.
 
     Every flag can also be set with an environment variable: TRACEGRADE_STORE, TRACEGRADE_HOST,
     TRACEGRADE_GRPC_PORT, TRACEGRADE_HTTP_PORT, TRACEGRADE_TOKEN, TRACEGRADE_TLS_CERT, TRACEGRADE_TLS_KEY,
     TRACEGRADE_MAX_REQUEST_BYTES, TRACEGRADE_QUEUE_SPANS, TRACEGRADE_STORE_MEMORY_LIMIT,
-    TRACEGRADE_MAX_INFLIGHT_REQUESTS, TRACEGRADE_SHUTDOWN_TIMEOUT.
+    TRACEGRADE_MAX_INFLIGHT_REQUESTS, TRACEGRADE_SHUTDOWN_TIMEOUT, TRACEGRADE_WORKER_RULES.
     """
-    if worker_rules is not None:
-        raise UsageProblem("--worker-rules (online grading) is not available in this version of tracegrade serve")
     typos = misspelled_env_vars(os.environ)
     if typos:
         raise UsageProblem("; ".join(typos))

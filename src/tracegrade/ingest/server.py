@@ -25,8 +25,10 @@ from aiohttp import web
 
 from tracegrade.ingest.grpc_services import OtlpGrpcServices
 from tracegrade.ingest.http_app import HttpFrontEnd
+from tracegrade.ingest.inprocess_worker import InProcessWorker, start_inprocess_worker
 from tracegrade.ingest.intake import Intake
 from tracegrade.ingest.metrics import ReceiverMetrics
+from tracegrade.ingest.runs_endpoint import add_runs_route
 from tracegrade.ingest.settings import ServeSettings
 
 __all__ = ["ReceiverServer", "run_server"]
@@ -51,6 +53,7 @@ class ReceiverServer:
         self._intake: Intake | None = None
         self._grpc: grpc.aio.Server | None = None
         self._http: web.AppRunner | None = None
+        self._worker: InProcessWorker | None = None
         self._query_executor = ThreadPoolExecutor(2, thread_name_prefix="tracegrade-query")
         self._stop_requested = asyncio.Event()
         self._stopped = False
@@ -81,6 +84,8 @@ class ReceiverServer:
             batch_spans = max(512, settings.queue_spans // 2)
             self._writer = StoreWriter(self._store, max_queue_spans=settings.queue_spans, max_batch_spans=batch_spans)
             self._writer.start()
+            if settings.worker_rules is not None:
+                self._worker = start_inprocess_worker(self._writer, settings.worker_rules)
             metrics = ReceiverMetrics(
                 queue_depth=lambda: self._writer.queue_depth,
                 inflight=lambda: self.inflight,
@@ -100,7 +105,9 @@ class ReceiverServer:
                 run_query=self._run_query,
                 readiness=self.readiness,
             )
-            await self._start_http(front_end.build_app())
+            app = front_end.build_app()
+            add_runs_route(app, self._store, self._intake.authorize)
+            await self._start_http(app)
         except BaseException:
             await self._shutdown()
             raise
@@ -169,11 +176,13 @@ class ReceiverServer:
 
     async def _shutdown(self) -> None:
         self._stopped = True
+        loop = asyncio.get_running_loop()
+        if self._worker is not None:  # finishes the job in hand before the store closes
+            await loop.run_in_executor(None, self._worker.stop)
         if self._grpc is not None:
             await self._grpc.stop(STOP_GRACE)
         if self._http is not None:
             await self._http.cleanup()
-        loop = asyncio.get_running_loop()
         if self._writer is not None:  # flushes the queue, rebuilds pending trajectories, closes the store
             await loop.run_in_executor(None, self._writer.close)
         elif self._store is not None:

@@ -29,6 +29,7 @@ ENV_VARS: dict[str, str] = {
     "store_memory_limit": "TRACEGRADE_STORE_MEMORY_LIMIT",
     "max_inflight_requests": "TRACEGRADE_MAX_INFLIGHT_REQUESTS",
     "shutdown_timeout": "TRACEGRADE_SHUTDOWN_TIMEOUT",
+    "worker_rules": "TRACEGRADE_WORKER_RULES",
 }
 
 _DUCKDB_SIZE = re.compile(r"^\s*\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$", re.IGNORECASE)
@@ -66,6 +67,7 @@ class ServeSettings(BaseModel):
     store_memory_limit: str = Field("256MB", description="DuckDB memory limit of the store (its buffer cache)")
     max_inflight_requests: int = Field(32, ge=1, description="requests handled at once; more get 429")
     shutdown_timeout: float = Field(30.0, gt=0, description="seconds to wait for in-flight requests on stop")
+    worker_rules: Path | None = Field(None, description="rules.yaml of an online grading worker run in-process")
 
     @field_validator("max_request_bytes", mode="before")
     @classmethod
