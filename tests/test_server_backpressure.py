@@ -1,4 +1,4 @@
-"""Backpressure and draining: a full write queue gives 429/RESOURCE_EXHAUSTED with a retry delay, too many
+"""Backpressure and draining: a full write queue gives 503/RESOURCE_EXHAUSTED with a retry delay, too many
 requests in flight are told to retry, and a stopping receiver answers 503/UNAVAILABLE while it finishes
 what it acknowledged.
 
@@ -89,7 +89,7 @@ def pool() -> Iterator[concurrent.futures.ThreadPoolExecutor]:
         yield executor
 
 
-def test_a_full_queue_is_429_and_resource_exhausted_with_retry_delays(
+def test_a_full_queue_is_503_and_resource_exhausted_with_retry_delays(
     tmp_path: Path, pool: concurrent.futures.ThreadPoolExecutor
 ) -> None:
     with running_server(tmp_path / "store.duckdb", queue_spans=5) as server:
@@ -104,7 +104,7 @@ def test_a_full_queue_is_429_and_resource_exhausted_with_retry_delays(
 
             third_trace, third = _spans(5)
             refused = _post_traces(server, third)
-            assert refused.status == 429
+            assert refused.status == 503
             assert int(refused.headers["Retry-After"]) >= 1
             assert "write queue is full" in status_of(refused).message
             error = _grpc_refusal(server, third)
@@ -132,7 +132,7 @@ def test_requests_beyond_the_inflight_limit_are_told_to_retry(
             pending = pool.submit(_post_traces, server, body)
             _wait_for(lambda: server.server.inflight == 1, "the first request to be in flight")
             refused = _post_traces(server, _spans(1)[1])
-            assert refused.status == 429
+            assert refused.status == 503
             assert "requests in flight" in status_of(refused).message
             assert _grpc_refusal(server, _spans(1)[1]).code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert pending.result(30).status == 200

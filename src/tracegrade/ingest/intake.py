@@ -71,9 +71,13 @@ class PayloadTooLarge(ExportRefused):
 
 
 class Overloaded(ExportRefused):
-    """Retryable: the write queue or the in-flight request limit is full."""
+    """Retryable: the write queue or the in-flight request limit is full.
 
-    http_status = 429
+    OTLP allows 429 or 503 (with Retry-After) for backpressure. 503 is the one every standard exporter
+    retries: the OpenTelemetry Python OTLP/HTTP exporter retries 408 and 5xx but drops a batch on 429.
+    """
+
+    http_status = 503
     grpc_code = grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
