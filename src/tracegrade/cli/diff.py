@@ -11,7 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 from tracegrade.cli.common import UsageProblem, friendly_errors
-from tracegrade.cli.grading_store import open_grading_store, store_options
+from tracegrade.cli.grading_store import open_grading_store
+from tracegrade.cli.store_access import store_options
 from tracegrade.evaluation.run_diff import RunDiff, diff_reports
 from tracegrade.evaluation.run_records import load_run
 

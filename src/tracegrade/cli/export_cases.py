@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from tracegrade.cli.common import UsageProblem, friendly_errors
-from tracegrade.cli.grading_store import open_grading_store, store_options
+from tracegrade.cli.grading_store import open_grading_store
+from tracegrade.cli.store_access import store_options
 from tracegrade.evaluation.case_export import cases_from_traces
 from tracegrade.evaluation.selection import TraceSelection, selection_where
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 from tracegrade.cli.common import UsageProblem, friendly_errors
-from tracegrade.cli.grading_store import open_grading_store, store_options
+from tracegrade.cli.grading_store import open_grading_store
+from tracegrade.cli.store_access import store_options
 from tracegrade.errors import StoreError
 from tracegrade.evaluation.engine import compile_criteria
 from tracegrade.evaluation.offline import TraceGrader

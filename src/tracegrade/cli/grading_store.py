@@ -16,29 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import click
-
 from tracegrade.errors import StoreError, StoreLockedError
 from tracegrade.evaluation.run_records import RunSink, record_report
 from tracegrade.models.results import EvalReport
 
-__all__ = ["GradingStore", "open_grading_store", "store_options"]
-
-
-def store_options(func: Any) -> Any:
-    """``--store`` and ``--token`` as every store command takes them."""
-    func = click.option("--token", envvar="TRACEGRADE_TOKEN", default=None, help="Bearer token of a running server.")(
-        func
-    )
-    return click.option(
-        "--store",
-        "store_path",
-        envvar="TRACEGRADE_STORE",
-        default="tracegrade.duckdb",
-        show_default=True,
-        type=click.Path(dir_okay=False, path_type=Path),
-        help="DuckDB store file (env TRACEGRADE_STORE).",
-    )(func)
+__all__ = ["GradingStore", "open_grading_store"]
 
 
 @dataclass

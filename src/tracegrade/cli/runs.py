@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from tracegrade.cli.common import friendly_errors
-from tracegrade.cli.grading_store import open_grading_store, store_options
+from tracegrade.cli.grading_store import open_grading_store
+from tracegrade.cli.store_access import store_options
 from tracegrade.evaluation.run_records import list_runs
 
 __all__ = ["command"]

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from tracegrade.cli.common import UsageProblem, friendly_errors
+from tracegrade.cli.store_access import store_option
 from tracegrade.errors import StoreLockedError
 from tracegrade.evaluation.worker import GradingWorker, WorkerRules
 
@@ -17,14 +18,7 @@ __all__ = ["command"]
 
 @click.command("worker")
 @click.option("--rules", "rules_path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option(
-    "--store",
-    "store_path",
-    envvar="TRACEGRADE_STORE",
-    default="tracegrade.duckdb",
-    show_default=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-)
+@store_option
 @click.option("--once", is_flag=True, help="Run one enqueue/claim/grade cycle and exit.")
 @click.option("--worker-id", help="Name of this worker in job leases (default host:pid:random).")
 @friendly_errors
