@@ -177,7 +177,10 @@ async def _grade_one(
 ) -> EvalCaseResult:
     started = time.perf_counter()
     criterion_results = await grader.grade(execution, case)
-    result = build_case_result(case, execution, criterion_results, time.perf_counter() - started, detailed=detailed)
+    grading_seconds = time.perf_counter() - started
+    # Like a live run, a case's duration is the agent's (its traces') plus the grading.
+    duration = execution.duration_seconds + grading_seconds
+    result = build_case_result(case, execution, criterion_results, duration, detailed=detailed)
     result.metadata.update(extra_meta)
     return result
 
