@@ -111,3 +111,18 @@ def test_result_survives_a_validating_round_trip():
         again = ExecutionResult.model_validate_json(result.model_dump_json())
         assert again.node_visits == result.node_visits
         assert [t.args for t in again.tool_calls] == [t.args for t in result.tool_calls]
+
+
+async def test_argument_check_on_uncaptured_content_says_so_instead_of_a_mismatch():
+    from tracegrade.criteria import TrajectoryMatchCriterion
+    from tracegrade.models import CriterionConfig, EvalCase, MatchType, ToolCall
+
+    result, _ = _map("google_adk_2.13.0_default")
+    expected = [ToolCall(name="get_weather", args={"city": "Paris"})]
+    case = EvalCase.single_turn("adk", "weather?", expected_tools=expected)
+    checked = TrajectoryMatchCriterion(CriterionConfig.trajectory(match_type=MatchType.IN_ORDER, check_args=True))
+    verdict = await checked.evaluate(result, case)
+    assert verdict.is_error and verdict.error.startswith("arguments not captured")
+    assert "get_weather" in verdict.error
+    names_only = TrajectoryMatchCriterion(CriterionConfig.trajectory(match_type=MatchType.IN_ORDER))
+    assert (await names_only.evaluate(result, case)).score == 1.0  # names were captured; only arguments were not
