@@ -188,7 +188,7 @@ def test_serve_rejects_bad_settings_clearly(tmp_path: Path) -> None:
         (["--store", store, "--tls-cert", str(tmp_path / "cert.pem")], "TLS needs both --tls-cert and --tls-key"),
         (["--store", store, "--max-request-bytes", "lots"], "is not a size"),
         (["--store", store, "--grpc-port", "70000"], "--grpc-port (TRACEGRADE_GRPC_PORT)"),
-        (["--store", store, "--worker-rules", "rules.yaml"], "not available"),
+        (["--store", store, "--worker-rules", str(tmp_path / "missing.yaml")], "does not exist"),
     ]
     for args, fragment in cases:
         result = _invoke_serve(args)

@@ -49,12 +49,16 @@ class RebuildStats:
 
 
 class TrajectoryRebuilder:
-    """One thread running RebuildJobs against ``store``; ``on_idle`` is called after each job."""
+    """One thread running RebuildJobs against ``store``; ``on_idle`` is called after each job, and
+    ``on_failed`` with the trace ids of a job that failed (the writer queues them again)."""
 
-    def __init__(self, store: TraceStore, on_idle: Callable[[], None]) -> None:
+    def __init__(
+        self, store: TraceStore, on_idle: Callable[[], None], on_failed: Callable[[list[str]], None]
+    ) -> None:
         self.store = store
         self.stats = RebuildStats()
         self._on_idle = on_idle
+        self._on_failed = on_failed
         self._jobs: deque[RebuildJob] = deque()
         self._running = 0  # traces in the job being run
         self._stopping = False
@@ -115,10 +119,11 @@ class TrajectoryRebuilder:
             rows = map_traces(spans, logs, job.updated_at)
             clear = [t for t, entry in job.cached.items() if entry.has_rows] + job.stored
             self.store.replace_trajectories(rows, clear=clear)
-        except Exception as exc:  # keep going; the traces stay stale and are rebuilt on the next start
-            log.error("rebuilding trajectories of %d traces failed: %s", len(job), exc)
+        except Exception as exc:  # keep going; the writer retries these traces later
+            log.error("rebuilding trajectories of %d traces failed (will retry): %s", len(job), exc)
             with self._cond:
                 self.stats.rebuild_errors += 1
+            self._on_failed([*job.cached, *job.stored])
             return
         per_trace = (time.monotonic() - started) / max(1, len(job))
         with self._cond:

@@ -134,7 +134,7 @@ class StoreWriter:
         self._queued = 0
         self._dirty = _DirtyTraces()
         self._cache: RecentTraces | None = None  # made in start(): it needs the store's trace ids
-        self._rebuilder = TrajectoryRebuilder(store, on_idle=self._wake)
+        self._rebuilder = TrajectoryRebuilder(store, on_idle=self._wake, on_failed=self._retry_rebuild)
         self._cond = threading.Condition()
         self._stats = _Stats()
         self._thread: threading.Thread | None = None
@@ -246,6 +246,18 @@ class StoreWriter:
     def _wake(self) -> None:
         with self._cond:
             self._cond.notify()
+
+    def _retry_rebuild(self, trace_ids: list[str]) -> None:
+        """A rebuild failed (a transient store error, say): try those traces again once settled.
+
+        While closing, they are left to the next start, which finds them stale.
+        """
+        due = time.monotonic() + self.settle_seconds
+        with self._cond:
+            if self._closing:
+                return
+            for trace_id in trace_ids:
+                self._dirty.mark(trace_id, due, soon=False)
 
     def _rebuild_due(self) -> bool:
         next_due = self._dirty.next_due()
