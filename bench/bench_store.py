@@ -147,16 +147,25 @@ def bench_writer(path: Path, work: list[list[SpanRecord]], producers: int, settl
     writer = StoreWriter(TraceStore(path, memory_limit="256MB"), settle_seconds=settle)
     writer.start()
 
+    errors: list[BaseException] = []
+
     def produce(share: list[list[SpanRecord]]) -> None:
-        for batch in share:
-            while True:
-                try:
-                    writer.submit(batch).result()
-                    break
-                except QueueFull as exc:  # back off like an exporter
-                    time.sleep(exc.retry_after)
+        try:
+            for batch in share:
+                while True:
+                    try:
+                        writer.submit(batch).result()
+                        break
+                    except QueueFull as exc:  # back off like an exporter
+                        time.sleep(exc.retry_after)
+        except BaseException as exc:
+            errors.append(exc)
 
     def current() -> bool:
+        if errors:
+            raise RuntimeError(f"a producer failed: {errors[0]!r}")
+        if time.perf_counter() - wall > 600:
+            raise RuntimeError(f"trajectories not current after 10 minutes: {writer.stats}")
         return writer.query("SELECT count(*), sum(span_count) FROM traces").rows[0] == (traces, total)
 
     with PeakRss() as rss:

@@ -189,3 +189,17 @@ def test_many_small_traces_are_each_rebuilt_once_from_the_cache(tmp_path):
         assert stats["traces_rebuilt"] == 2000 and stats["traces_loaded_for_rebuild"] == 0
     finally:
         writer.close()
+
+
+def test_a_failed_rebuild_is_retried(tmp_path):
+    writer = StoreWriter(TraceStore(tmp_path / "w.duckdb"), settle_seconds=0.05)
+    writer.start()
+    try:
+        writer.store.execute_write("ALTER TABLE traces RENAME TO traces_away")  # replacing rows fails
+        writer.submit([make_span(3, 1)]).result(timeout=_WAIT_SECONDS)
+        wait_for(lambda: writer.stats["rebuild_errors"] >= 1, "a failed rebuild")
+        assert writer.query("SELECT count(*) FROM traces_away").rows == [(0,)]
+        writer.store.execute_write("ALTER TABLE traces_away RENAME TO traces")
+        wait_for(lambda: writer.query("SELECT count(*) FROM traces").rows == [(1,)], "the retried rebuild")
+    finally:
+        writer.close()

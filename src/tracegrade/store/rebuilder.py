@@ -52,9 +52,7 @@ class TrajectoryRebuilder:
     """One thread running RebuildJobs against ``store``; ``on_idle`` is called after each job, and
     ``on_failed`` with the trace ids of a job that failed (the writer queues them again)."""
 
-    def __init__(
-        self, store: TraceStore, on_idle: Callable[[], None], on_failed: Callable[[list[str]], None]
-    ) -> None:
+    def __init__(self, store: TraceStore, on_idle: Callable[[], None], on_failed: Callable[[list[str]], None]) -> None:
         self.store = store
         self.stats = RebuildStats()
         self._on_idle = on_idle
