@@ -64,7 +64,7 @@ class ServeSettings(BaseModel):
         16 * MIB, ge=1024, description="largest request accepted, compressed and after decompression"
     )
     queue_spans: int = Field(10_000, ge=1, description="capacity of the write queue, in spans")
-    store_memory_limit: str = Field("256MB", description="DuckDB memory limit of the store (its buffer cache)")
+    store_memory_limit: str = Field("128MB", description="DuckDB memory limit of the store (its buffer cache)")
     max_inflight_requests: int = Field(32, ge=1, description="requests handled at once; more get 503 + Retry-After")
     shutdown_timeout: float = Field(30.0, gt=0, description="seconds to wait for in-flight requests on stop")
     worker_rules: Path | None = Field(None, description="rules.yaml of an online grading worker run in-process")

@@ -98,55 +98,107 @@ def load_json(value: str, *, expect_json: bool) -> tuple[Any, str | None]:
 
 
 _COMMA = re.compile(r"[ \t\n\r]*,")  # JSON whitespace, then the comma before the next item
+_SPACE = re.compile(r"[ \t\n\r]*")  # JSON whitespace (matches the empty string too)
+_DECODER = json.JSONDecoder()
 _RECENT = 4  # arrays remembered per kind
+_HEAD = 32  # characters of an item compared before the whole overlap is
+
+
+class RecentList:
+    """One array ``convert_json_list`` decoded: its text, where its closing bracket is, its converted items and
+    the offsets where the items start (known for a prefix of the items only when it was decoded whole)."""
+
+    __slots__ = ("close", "items", "starts", "text")
+
+    def __init__(self, text: str, items: list[Any], starts: list[int]) -> None:
+        self.text = text
+        self.close = len(text) - 1
+        self.items = items
+        self.starts = starts
+
+    def overlap(self, text: str, pos: int) -> tuple[int, int] | None:
+        """``(k, end)`` when ``text`` holds this array's items from the ``k``-th on, starting at ``pos`` and
+        ending before ``end`` (what follows is to be checked by the caller); None when it does not."""
+        known = self.text
+        head = text[pos : pos + _HEAD]
+        for k, start in enumerate(self.starts):
+            if known.startswith(head, start) and text.startswith(known[start : self.close], pos):
+                return k, pos + self.close - start
+        return None
 
 
 class RecentLists:
-    """The last few JSON arrays ``convert_json_list`` decoded: text, text without the closing bracket, items."""
+    """The last few arrays ``convert_json_list`` decoded for one kind of value, newest first."""
 
     __slots__ = ("entries",)
 
     def __init__(self) -> None:
-        self.entries: list[tuple[str, str, list[Any]]] = []
+        self.entries: list[RecentList] = []
 
 
 def convert_json_list(text: str, recent: RecentLists, convert: Callable[[Any], Any]) -> list[Any] | None:
     """``[convert(item) for item in json.loads(text)]`` for a non-empty JSON array; None when ``text`` is
     anything else (not an array, empty, invalid: use ``load_json`` to find out what).
 
-    A conversation history repeats the previous model call's history and adds to it: when ``text``
-    extends an array in ``recent`` (same text up to its closing bracket, then a comma), only the added
-    items are decoded and converted. Converted items are shared between the arrays: never modify them.
+    A conversation history repeats the items of the model call before it: all of them and some more (a
+    growing history), or all but the oldest and some more (a sliding window). When ``text`` starts with
+    the items of an array in ``recent`` from one of its item boundaries to its end, those items are reused
+    and only what follows is decoded and converted. Converted items are shared between the arrays:
+    never modify them.
     """
     text = text.strip()
     if text[:1] != "[":
         return None
-    for known, body, items in recent.entries:
-        if text == known:
-            return items
-        if len(text) > len(known) and text.startswith(body):
-            comma = _COMMA.match(text, len(body))
-            if comma is not None:
-                added = _decode_items("[" + text[comma.end() :], convert)
-                return None if added is None else _remember(recent, text, items + added)
-    found = _decode_items(text, convert)
-    return None if found is None else _remember(recent, text, found)
-
-
-def _decode_items(text: str, convert: Callable[[Any], Any]) -> list[Any] | None:
+    first = _SPACE.match(text, 1).end()  # type: ignore[union-attr]
+    for entry in recent.entries:
+        if text == entry.text:
+            return entry.items
+        found = entry.overlap(text, first)
+        if found is None:
+            continue
+        k, end = found
+        offset = first - entry.starts[k]
+        starts = [start + offset for start in entry.starts[k:]]
+        if text[end:] == "]":  # the window shrank: nothing new
+            return _remember(recent, RecentList(text, entry.items[k:], starts))
+        comma = _COMMA.match(text, end)
+        if comma is not None:
+            added = _decode_items_from(text, comma.end(), convert, starts)
+            return None if added is None else _remember(recent, RecentList(text, entry.items[k:] + added, starts))
     try:
         value = json.loads(text)
     except ValueError:
         return None
     if not isinstance(value, list) or not value:
         return None
-    return [convert(item) for item in value]
+    return _remember(recent, RecentList(text, [convert(item) for item in value], [first]))
 
 
-def _remember(recent: RecentLists, text: str, items: list[Any]) -> list[Any]:
-    recent.entries.insert(0, (text, text[:-1], items))
+def _decode_items_from(text: str, pos: int, convert: Callable[[Any], Any], starts: list[int]) -> list[Any] | None:
+    """The converted items of the array ``text`` from ``pos`` (after a comma) to its end, appending where each
+    starts to ``starts``; None unless that is what ``json.loads`` would accept as the rest of an array."""
+    items: list[Any] = []
+    while True:
+        start = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
+        try:
+            value, pos = _DECODER.raw_decode(text, start)
+        except ValueError:
+            return None
+        starts.append(start)
+        items.append(convert(value))
+        pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
+        separator = text[pos : pos + 1]
+        if separator == "]":
+            return items if pos + 1 == len(text) else None
+        if separator != ",":
+            return None
+        pos += 1
+
+
+def _remember(recent: RecentLists, entry: RecentList) -> list[Any]:
+    recent.entries.insert(0, entry)
     del recent.entries[_RECENT:]
-    return items
+    return entry.items
 
 
 def parse_python_literal(text: str) -> Any:
