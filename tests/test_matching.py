@@ -209,3 +209,18 @@ def test_match_cases_answers_in_case_order(store) -> None:
     assert [m.case.eval_id for m in matches] == ["parcel-q", "refund", "nope"]
     assert [m.strategy for m in matches] == ["first_message", "case_id", None]
     assert matches[2].error is not None
+
+
+def test_a_simulated_case_takes_every_turn_of_its_conversation(store) -> None:
+    """A simulated case has one scripted opening but as many traces as the simulated user had turns."""
+    simulated = EvalCase.simulated(
+        "chat",
+        scenario={"starting_prompt": "first question", "goals": ["get answers"]},
+        expected_tools=[tool("search", q="a"), tool("search", q="b")],
+    )
+    scripted = case("chat", ("first question", [tool("search", q="a"), tool("search", q="b")]))
+    assert match_case(store, simulated).trace_ids == [tid(4), tid(5)]
+    assert match_case(store, simulated).error is None
+    assert match_case(store, scripted).error is not None  # one scripted turn cannot stand for two traces
+    result = grade(store, simulated).results[0]
+    assert result.passed and [t.args for t in result.actual_tool_calls] == [{"q": "a"}, {"q": "b"}]

@@ -59,7 +59,7 @@ def match_cases(
     known_ids = _existing_trace_ids(store, [t for c in cases for t in _selector_trace_ids(c)])
     matches = []
     for case in cases:
-        turns = max(1, len(case.conversation))
+        turns = _expected_turns(case)
         match = (
             _by_case_id(case, stamped.get(case.eval_id, []), turns, eval_set_id)
             or _by_selector(store, case, turns, known_ids)
@@ -105,7 +105,9 @@ def _stamped_traces(store: QueryableStore, case_ids: list[str], run_id: str | No
     return grouped
 
 
-def _by_case_id(case: EvalCase, rows: list[tuple[Any, ...]], turns: int, eval_set_id: str | None) -> TraceMatch | None:
+def _by_case_id(
+    case: EvalCase, rows: list[tuple[Any, ...]], turns: int | None, eval_set_id: str | None
+) -> TraceMatch | None:
     if not rows:
         return None
     same_set = [r for r in rows if eval_set_id and r[3] == eval_set_id]
@@ -142,7 +144,9 @@ def _existing_trace_ids(store: QueryableStore, trace_ids: list[str]) -> set[str]
     return {r[0] for r in _rows(store, sql, [])}
 
 
-def _by_selector(store: QueryableStore, case: EvalCase, turns: int, known_ids: set[str]) -> TraceMatch | None:
+def _by_selector(
+    store: QueryableStore, case: EvalCase, turns: int | None, known_ids: set[str]
+) -> TraceMatch | None:
     selector = case.metadata.get("selector")
     if not selector:
         return None
@@ -179,7 +183,7 @@ def _by_selector(store: QueryableStore, case: EvalCase, turns: int, known_ids: s
 # ------------------------------------------------------------------------------ first user message
 
 
-def _by_first_message(store: QueryableStore, case: EvalCase, turns: int) -> TraceMatch | None:
+def _by_first_message(store: QueryableStore, case: EvalCase, turns: int | None) -> TraceMatch | None:
     text = case.first_user_text()
     if not text:
         return None
@@ -215,7 +219,16 @@ def _by_first_message(store: QueryableStore, case: EvalCase, turns: int) -> Trac
     return _check_turns(TraceMatch(case, ids, "first_message"), turns)
 
 
-def _check_turns(match: TraceMatch, turns: int) -> TraceMatch:
+def _expected_turns(case: EvalCase) -> int | None:
+    """How many traces the case stands for: one per turn; None (any number) for a simulated conversation."""
+    if case.is_simulated:
+        return None
+    return max(1, len(case.conversation))
+
+
+def _check_turns(match: TraceMatch, turns: int | None) -> TraceMatch:
+    if turns is None:
+        return match
     found = len(match.trace_ids)
     if turns == 1 and found > 1:
         match.error = (

@@ -96,7 +96,8 @@ class TraceGrader:
                 )
                 continue
             execution = ExecutionResult.merge_turns([executions[t] for t in m.trace_ids])
-            results.append(await _grade_one(grader, execution, m.case, {"match_strategy": m.strategy}))
+            case = _as_graded(m.case)
+            results.append(await _grade_one(grader, execution, case, {"match_strategy": m.strategy}))
         return self._report(eval_set.eval_set_id, eval_set.name, results, {"mode": "eval_set"})
 
     async def grade_traces(self, selection: TraceSelection, extra_criteria: Sequence[BaseCriterion] = ()) -> EvalReport:
@@ -170,6 +171,16 @@ def _load_eval_set(eval_set: EvalSet | str | Path) -> EvalSet:
         source = str(eval_set) if not isinstance(eval_set, EvalSet) else f"<EvalSet {loaded.eval_set_id}>"
         raise EvalSetError(source, [("$.eval_cases", "the eval set has no cases; add at least one EvalCase")])
     return loaded
+
+
+def _as_graded(case: EvalCase) -> EvalCase:
+    """A simulated case is graded with its scenario's goals, exactly as the live run graded it."""
+    if not case.is_simulated:
+        return case
+    from tracegrade.evaluation.simulator import ConversationScenario
+
+    scenario = ConversationScenario.of_case(case)
+    return scenario.grading_case(case) if scenario is not None else case
 
 
 async def _grade_one(

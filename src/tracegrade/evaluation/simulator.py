@@ -31,7 +31,7 @@ from tracegrade.judges import (
     render_prompt,
 )
 from tracegrade.models.config import DEFAULT_JUDGE_MODEL, CriterionConfig, EvalConfig, UserSimulatorConfig
-from tracegrade.models.dataset import EvalCase, Invocation, MessageContent
+from tracegrade.models.dataset import SCENARIO_KEY, EvalCase, Invocation, MessageContent
 from tracegrade.models.execution import ExecutionResult, TurnRecord
 from tracegrade.models.results import CriterionResult, TokenUsage
 
@@ -44,8 +44,6 @@ __all__ = [
     "simulator_config_for",
 ]
 
-SCENARIO_KEY = "scenario"
-"""The ``EvalCase.metadata`` key that makes a case simulated (see :meth:`EvalCase.simulated`)."""
 
 Message = dict[str, str]
 TurnRunner = Callable[[int, str], Awaitable["str | None"]]

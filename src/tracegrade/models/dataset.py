@@ -31,6 +31,10 @@ class _StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+SCENARIO_KEY = "scenario"
+"""The ``EvalCase.metadata`` key that makes a case simulated (see :meth:`EvalCase.simulated`)."""
+
+
 def _new_id() -> str:
     return str(uuid.uuid4())
 
@@ -259,7 +263,7 @@ class EvalCase(_StrictModel):
         expects = expected_tools or expected_response
         conversation = [Invocation.simple(opening, expected_response, expected_tools)] if expects else []
         return cls(eval_id=eval_id, name=name, description=description, conversation=conversation,
-                   metadata={"scenario": data})
+                   metadata={SCENARIO_KEY: data})
 
     # Helpers the criteria share.
     def expected_tools(self) -> list[ToolCall]:
@@ -276,6 +280,11 @@ class EvalCase(_StrictModel):
             if inv.expected_final_response is not None and (text := inv.expected_final_response.get_text()):
                 return text
         return ""
+
+    @property
+    def is_simulated(self) -> bool:
+        """True when a simulated user drives the case (``metadata["scenario"]``)."""
+        return SCENARIO_KEY in self.metadata
 
     def first_user_text(self) -> str:
         return self.conversation[0].user_content.get_text() if self.conversation else ""
