@@ -106,7 +106,7 @@ _HEAD = 32  # characters of an item compared before the whole overlap is
 
 class RecentList:
     """One array ``convert_json_list`` decoded: its text, where its closing bracket is, its converted items and
-    the offsets where the items start (known for a prefix of the items only when it was decoded whole)."""
+    the offset where each item starts (-1 where unknown: an array decoded whole knows only its first)."""
 
     __slots__ = ("close", "items", "starts", "text")
 
@@ -122,7 +122,7 @@ class RecentList:
         known = self.text
         head = text[pos : pos + _HEAD]
         for k, start in enumerate(self.starts):
-            if known.startswith(head, start) and text.startswith(known[start : self.close], pos):
+            if start >= 0 and known.startswith(head, start) and text.startswith(known[start : self.close], pos):
                 return k, pos + self.close - start
         return None
 
@@ -158,7 +158,7 @@ def convert_json_list(text: str, recent: RecentLists, convert: Callable[[Any], A
             continue
         k, end = found
         offset = first - entry.starts[k]
-        starts = [start + offset for start in entry.starts[k:]]
+        starts = [start + offset if start >= 0 else -1 for start in entry.starts[k:]]
         if text[end:] == "]":  # the window shrank: nothing new
             return _remember(recent, RecentList(text, entry.items[k:], starts))
         comma = _COMMA.match(text, end)
@@ -171,7 +171,7 @@ def convert_json_list(text: str, recent: RecentLists, convert: Callable[[Any], A
         return None
     if not isinstance(value, list) or not value:
         return None
-    return _remember(recent, RecentList(text, [convert(item) for item in value], [first]))
+    return _remember(recent, RecentList(text, [convert(item) for item in value], [first] + [-1] * (len(value) - 1)))
 
 
 def _decode_items_from(text: str, pos: int, convert: Callable[[Any], Any], starts: list[int]) -> list[Any] | None:
