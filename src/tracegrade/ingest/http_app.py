@@ -8,12 +8,8 @@ gzip bomb costs at most the cap). Errors carry a ``google.rpc.Status`` body sayi
 
 from __future__ import annotations
 
-import base64
-import datetime as dt
-import decimal
 import json
 import math
-import uuid
 import zlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -36,8 +32,9 @@ from tracegrade.ingest.otlp_responses import (
     encode_export_response,
     encode_status,
 )
+from tracegrade.store.results import json_safe
 
-__all__ = ["MEDIA_TYPES", "HttpFrontEnd", "json_safe"]
+__all__ = ["MEDIA_TYPES", "HttpFrontEnd"]
 
 MEDIA_TYPES: dict[str, WireFormat] = {
     "application/x-protobuf": WireFormat.PROTOBUF,
@@ -105,29 +102,6 @@ async def read_limited_body(request: web.Request, limit: int) -> bytes:
     if inflater is not None and not inflater.eof:
         raise Undecodable("the gzip body is truncated (the stream did not end)")
     return bytes(out)
-
-
-def json_safe(value: Any) -> Any:
-    """A query result value as JSON: timestamps in ISO 8601, decimals as numbers, bytes in base64."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, (dt.datetime, dt.date, dt.time)):
-        return value.isoformat()
-    if isinstance(value, dt.timedelta):
-        return value.total_seconds()
-    if isinstance(value, decimal.Decimal):
-        return float(value)
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return base64.b64encode(bytes(value)).decode()
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return str(value)
 
 
 @web.middleware

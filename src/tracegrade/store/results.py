@@ -7,6 +7,7 @@ import datetime as dt
 import decimal
 import json
 import math
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,7 +79,7 @@ def _parsed_json(value: Any) -> Any:
 
 
 def json_safe(value: Any) -> Any:
-    """A DuckDB result value as a JSON value."""
+    """A DuckDB result value as JSON: timestamps in ISO 8601, decimals as numbers, bytes in base64."""
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
@@ -89,6 +90,8 @@ def json_safe(value: Any) -> Any:
         return value.total_seconds()
     if isinstance(value, decimal.Decimal):
         return float(value)
+    if isinstance(value, uuid.UUID):
+        return str(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return base64.b64encode(bytes(value)).decode("ascii")
     if isinstance(value, dict):
