@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracegrade.models.json_values import json_equal
 from tracegrade.models.results import EvalCaseResult, EvalReport
 
 __all__ = ["CaseDiff", "CriterionChange", "RunDiff", "diff_reports"]
@@ -116,7 +117,7 @@ def _trajectory_changes(a: EvalCaseResult, b: EvalCaseResult) -> list[str]:
         changes.append(f"tool calls: {tools_a} -> {tools_b}")
     else:
         for i, (x, y) in enumerate(zip(a.actual_tool_calls, b.actual_tool_calls)):
-            if x.args != y.args:
+            if not json_equal(x.args, y.args):
                 changes.append(f"tool call {i} ({x.name}) arguments: {x.args} -> {y.args}")
     if a.node_visits != b.node_visits:
         changes.append(f"node order: {a.node_visits} -> {b.node_visits}")
