@@ -18,9 +18,8 @@ import click
 from pydantic import BaseModel, ValidationError
 
 from tracegrade.errors import FileFormatError
-from tracegrade.evaluation.simulator import SCENARIO_KEY, ConversationScenario
 from tracegrade.models.config import EvalConfig
-from tracegrade.models.dataset import EvalCase, EvalSet
+from tracegrade.models.dataset import SCENARIO_KEY, EvalCase, EvalSet
 from tracegrade.models.files import read_json_file, validation_problems
 
 __all__ = ["command", "config_problems", "eval_set_problems"]
@@ -49,8 +48,9 @@ def eval_set_problems(eval_set: EvalSet) -> list[Problem]:
             )
         else:
             first_index[case.eval_id] = i
-        problems += _scenario_problems(case, where)
-        if not case.conversation and SCENARIO_KEY not in case.metadata:
+        if case.is_simulated:
+            problems += _scenario_problems(case, where)
+        elif not case.conversation:
             problems.append(
                 (f"{where}.conversation", f"case {case.eval_id!r} has no turns; add at least one invocation")
             )
@@ -64,6 +64,8 @@ def eval_set_problems(eval_set: EvalSet) -> list[Problem]:
 
 def _scenario_problems(case: EvalCase, where: str) -> list[Problem]:
     """A simulated case's ``metadata.scenario`` must be a valid ConversationScenario."""
+    from tracegrade.evaluation.simulator import ConversationScenario  # heavy: only for simulated cases
+
     try:
         ConversationScenario.of_case(case)
     except ValidationError as exc:

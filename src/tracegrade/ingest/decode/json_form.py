@@ -181,6 +181,12 @@ def _scope_blocks(
     return walked
 
 
+def _rejection(item: Any, where: str, bad: Invalid) -> Rejection:
+    """The Rejection of one refused span or log record, naming its span id when it has a readable one."""
+    span_id = _field(item, "spanId", "span_id") if type(item) is dict else None
+    return Rejection(where, bad.reason, span_id if type(span_id) is str else None)
+
+
 @guarded
 def decode_traces_json(body: bytes | str | dict, limits: DecodeLimits = DEFAULT_LIMITS) -> DecodedTraces:
     """Decode an OTLP/JSON ExportTraceServiceRequest (bytes, text, or an already-parsed dict)."""
@@ -193,10 +199,7 @@ def decode_traces_json(body: bytes | str | dict, limits: DecodeLimits = DEFAULT_
             try:
                 span = _span(item, limits)
             except Invalid as bad:
-                span_id = _field(item, "spanId", "span_id") if type(item) is dict else None
-                rejected.append(
-                    Rejection(f"{items_where}[{index}]", bad.reason, span_id if type(span_id) is str else None)
-                )
+                rejected.append(_rejection(item, f"{items_where}[{index}]", bad))
                 continue
             span.resource = dict(resource)
             span.scope_name = scope_name
@@ -341,10 +344,7 @@ def decode_logs_json(body: bytes | str | dict, limits: DecodeLimits = DEFAULT_LI
             try:
                 record = _log_record(item, limits)
             except Invalid as bad:
-                span_id = _field(item, "spanId", "span_id") if type(item) is dict else None
-                rejected.append(
-                    Rejection(f"{items_where}[{index}]", bad.reason, span_id if type(span_id) is str else None)
-                )
+                rejected.append(_rejection(item, f"{items_where}[{index}]", bad))
                 continue
             record.resource = dict(resource)
             record.scope_name = scope_name
