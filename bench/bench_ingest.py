@@ -52,18 +52,31 @@ STALL_TIMEOUT = 60.0
 
 
 class PeakRss(threading.Thread):
-    """Samples a process's resident set size every 50 ms and keeps the peak."""
+    """Samples the resident set size of a process and its children (the receiver's trajectory mapping
+    process) every 50 ms and keeps the peak of their sum."""
 
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
         self.process = psutil.Process(pid)
         self.peak = 0
+        self.cpu_seconds: dict[str, float] = {}  # CPU time of the receiver and of its children, at the last sample
         self.stopped = threading.Event()
 
     def run(self) -> None:
         while not self.stopped.wait(0.05):
             try:
-                self.peak = max(self.peak, self.process.memory_info().rss)
+                total = self.process.memory_info().rss
+                times = self.process.cpu_times()
+                cpu = {"receiver": times.user + times.system, "children": 0.0}
+                for child in self.process.children(recursive=True):
+                    try:
+                        total += child.memory_info().rss
+                        times = child.cpu_times()
+                        cpu["children"] += times.user + times.system
+                    except psutil.Error:
+                        pass  # a child ending between listing and sampling
+                self.peak = max(self.peak, total)
+                self.cpu_seconds = cpu
             except psutil.Error:
                 return
 
@@ -78,9 +91,11 @@ def _stored_count(http_url: str) -> int:
         return int(json.loads(response.read())["rows"][0][0])
 
 
-def one_run(protocol: str, spans: int, batch: int, concurrency: int, seed: int) -> dict[str, Any]:
+def one_run(
+    protocol: str, spans: int, batch: int, concurrency: int, seed: int, server_args: tuple[str, ...] = ()
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="tracegrade-bench-") as directory:
-        server = ServerProcess(Path(directory) / "bench.duckdb").start()
+        server = ServerProcess(Path(directory) / "bench.duckdb", extra_args=server_args).start()
         rss = PeakRss(server.pid)
         rss.start()
         target = server.grpc_target if protocol == "grpc" else server.http_url
@@ -106,6 +121,7 @@ def one_run(protocol: str, spans: int, batch: int, concurrency: int, seed: int) 
         )
         try:
             stored, all_stored_at = _wait_until_stored(server.http_url, spans, loadgen)
+            cpu_at_stored = dict(rss.cpu_seconds)
             summary = json.loads(loadgen.communicate(timeout=600)[0].strip().splitlines()[-1])
             stopping = time.monotonic()
             exit_code = server.terminate(timeout=1800)
@@ -124,6 +140,8 @@ def one_run(protocol: str, spans: int, batch: int, concurrency: int, seed: int) 
         "seconds": elapsed,
         "acked_seconds": summary["last_ack"] - summary["first_send"],
         "peak_rss_mb": rss.peak / 2**20,
+        "receiver_cpu_seconds": cpu_at_stored.get("receiver", 0.0),
+        "mapping_cpu_seconds": cpu_at_stored.get("children", 0.0),
         "retries": summary["retries"],
         "failed_requests": summary["failed_requests"],
         "shutdown_seconds": shutdown_seconds,
@@ -186,6 +204,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--protocols", nargs="+", default=["grpc", "http"], choices=["grpc", "http"])
     parser.add_argument("--json", type=Path, help="also write every run's figures to this file")
+    parser.add_argument(
+        "--server-arg", action="append", default=[], help="extra `tracegrade serve` argument (repeatable)"
+    )
     args = parser.parse_args()
 
     print(f"machine: {psutil.cpu_count()} CPUs, load average {psutil.getloadavg()[0]:.2f}")
@@ -195,12 +216,15 @@ def main() -> None:
     runs: list[dict[str, Any]] = []
     for protocol in args.protocols:
         for run in range(args.runs):
-            result = one_run(protocol, args.spans, args.batch, args.concurrency, seed=run + 1)
+            result = one_run(
+                protocol, args.spans, args.batch, args.concurrency, seed=run + 1, server_args=tuple(args.server_arg)
+            )
             runs.append(result)
             print(
                 f"{protocol:4} run {run + 1}: {result['spans_per_second']:>9,.0f} spans/s stored+queryable "
                 f"({result['seconds']:.1f} s; acked in {result['acked_seconds']:.1f} s), peak RSS "
-                f"{result['peak_rss_mb']:.0f} MB, lost {result['lost']}, retries {result['retries']}, "
+                f"{result['peak_rss_mb']:.0f} MB, CPU {result['receiver_cpu_seconds']:.1f} s receiver + "
+                f"{result['mapping_cpu_seconds']:.1f} s mapping, lost {result['lost']}, retries {result['retries']}, "
                 f"shutdown {result['shutdown_seconds']:.1f} s (exit {result['exit_code']})"
             )
     for protocol in args.protocols:

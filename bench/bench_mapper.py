@@ -7,7 +7,7 @@ spans with flattened ``llm.input_messages.*`` history, routing and tool spans), 
 trace on average, and reports the median of ``--repeat`` runs of ``map_spans`` over every trace, by
 wall-clock time and by the process's CPU time (the fairer figure on a shared machine).
 
-    python bench/bench_mapper.py [--traces 400] [--spans 30] [--repeat 5] [--profile]
+    python bench/bench_mapper.py [--traces 400] [--spans 30] [--repeat 5] [--profile [--sort tottime]]
 """
 
 from __future__ import annotations
@@ -241,6 +241,9 @@ def main() -> None:
     parser.add_argument("--spans", type=int, default=30, help="average spans per trace")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--profile", action="store_true", help="print the top of a cProfile of one run")
+    parser.add_argument(
+        "--sort", default="cumulative", choices=("cumulative", "tottime", "ncalls"), help="order of --profile"
+    )
     options = parser.parse_args()
 
     traces = build_traces(options.traces, options.spans)
@@ -254,7 +257,7 @@ def main() -> None:
     if options.profile:
         profiler = cProfile.Profile()
         profiler.runcall(run_once, traces)
-        pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
+        pstats.Stats(profiler).sort_stats(options.sort).print_stats(25)
     runs = [run_once(traces) for _ in range(options.repeat)]
     for label, times in (("wall", [w for w, _ in runs]), ("cpu", [c for _, c in runs])):
         median = statistics.median(times)

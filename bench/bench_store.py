@@ -186,7 +186,7 @@ def bench_writer(path: Path, work: list[list[SpanRecord]], producers: int, settl
         "writer_mapped_spans_per_s": total / mapped,
         "writer_cpu_us_per_span": mapped_cpu / total * 1e6,
         "writer_transactions": stats["transactions"],
-        "writer_traces_loaded_for_rebuild": stats["traces_loaded_for_rebuild"],
+
         "peak_rss_mb": rss.peak,
         "rss_increase_mb": rss.peak - rss.before,
     }

@@ -2,8 +2,9 @@
 requests in flight are told to retry, and a stopping receiver answers 503/UNAVAILABLE while it finishes
 what it acknowledged.
 
-The writer is slowed legitimately: the test holds the store's write lock (as a long write transaction
-would), so the writer thread blocks in its next commit while requests keep arriving.
+The receiver is slowed legitimately: the test holds the store's write lock (as a long write transaction
+would), so the writer thread blocks in its next commit while requests keep arriving; or it holds the
+request journal's lock (as a slow disk would), so requests wait to be made durable.
 """
 
 from __future__ import annotations
@@ -38,6 +39,21 @@ def writes_paused(server: RunningServer) -> Iterator[None]:
         yield
     finally:
         lock.release()
+
+
+@contextmanager
+def journal_paused(server: RunningServer) -> Iterator[None]:
+    """Hold the request journal's lock: requests wait, unacknowledged, to be journaled."""
+    lock = server.server.journal._lock
+    lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _journal_bytes(server: RunningServer) -> int:
+    return sum(path.stat().st_size for path in server.server.settings.journal_path.glob("*.tgj"))
 
 
 def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
@@ -89,18 +105,18 @@ def pool() -> Iterator[concurrent.futures.ThreadPoolExecutor]:
         yield executor
 
 
-def test_a_full_queue_is_503_and_resource_exhausted_with_retry_delays(
-    tmp_path: Path, pool: concurrent.futures.ThreadPoolExecutor
-) -> None:
+def test_a_full_queue_is_503_and_resource_exhausted_with_retry_delays(tmp_path: Path) -> None:
     with running_server(tmp_path / "store.duckdb", queue_spans=5) as server:
         with writes_paused(server):
             first_trace, first = _spans(5)
             second_trace, second = _spans(5)
-            first_reply = pool.submit(_post_traces, server, first)  # taken by the writer, which then blocks
-            _wait_for(lambda: _spans_received(server) == 5, "the first batch to be submitted")
+            # acknowledged once journaled; taken by the writer, which then blocks before its commit
+            assert _post_traces(server, first).status == 200
             _wait_for(lambda: server.server.writer.queue_depth == 0, "the writer to take the first batch")
-            second_reply = pool.submit(_post_traces, server, second)  # waits in the queue
-            _wait_for(lambda: server.server.writer.queue_depth == 5, "the second batch to be queued")
+            assert _post_traces(server, second).status == 200  # journaled, waits in the queue
+            assert server.server.writer.queue_depth == 5
+            assert count_spans(server.http_url, first_trace) == 0  # acknowledged, not in DuckDB yet ...
+            assert _journal_bytes(server) > len(first) + len(second)  # ... but on disk in the journal
 
             third_trace, third = _spans(5)
             refused = _post_traces(server, third)
@@ -114,11 +130,10 @@ def test_a_full_queue_is_503_and_resource_exhausted_with_retry_delays(
             status, body = _readyz(server)
             assert (status, body["ready"]) == (503, False)
             assert "write queue" in body["reason"]
-            assert not first_reply.done() and not second_reply.done()  # not acknowledged before durable
-        assert first_reply.result(30).status == 200
-        assert second_reply.result(30).status == 200
+        _wait_for(lambda: server.server.writer.queue_depth == 0, "the queue to drain")
         assert _post_traces(server, third).status == 200  # the retry succeeds
-        for trace_id in (first_trace, second_trace, third_trace):
+        _wait_for(lambda: count_spans(server.http_url, third_trace) == 5, "the retried batch to be stored")
+        for trace_id in (first_trace, second_trace):
             assert count_spans(server.http_url, trace_id) == 5
         assert _readyz(server)[0] == 200
 
@@ -127,16 +142,17 @@ def test_requests_beyond_the_inflight_limit_are_told_to_retry(
     tmp_path: Path, pool: concurrent.futures.ThreadPoolExecutor
 ) -> None:
     with running_server(tmp_path / "store.duckdb", max_inflight_requests=1) as server:
-        with writes_paused(server):
+        with journal_paused(server):
             trace_id, body = _spans(3)
             pending = pool.submit(_post_traces, server, body)
             _wait_for(lambda: server.server.inflight == 1, "the first request to be in flight")
+            assert not pending.done()  # not acknowledged before it is durable
             refused = _post_traces(server, _spans(1)[1])
             assert refused.status == 503
             assert "requests in flight" in status_of(refused).message
             assert _grpc_refusal(server, _spans(1)[1]).code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert pending.result(30).status == 200
-        assert count_spans(server.http_url, trace_id) == 3
+        _wait_for(lambda: count_spans(server.http_url, trace_id) == 3, "the batch to be stored")
 
 
 def test_stopping_refuses_new_requests_but_finishes_acknowledging_admitted_ones(
@@ -145,7 +161,7 @@ def test_stopping_refuses_new_requests_but_finishes_acknowledging_admitted_ones(
     store = tmp_path / "store.duckdb"
     with running_server(store) as server:
         trace_id, body = _spans(4)
-        with writes_paused(server):
+        with journal_paused(server):
             pending = pool.submit(_post_traces, server, body)
             _wait_for(lambda: server.server.inflight == 1, "the request to be in flight")
             stopping = threading.Thread(target=server.stop)

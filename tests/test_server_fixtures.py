@@ -15,6 +15,7 @@ from tests.support.server_otlp import otlp_json_to_proto, post
 from tracegrade.ingest.decode import read_otlp_file
 from tracegrade.models.execution import ExecutionResult
 from tracegrade.store import TraceStore
+from tracegrade.store.rows import decompress_json
 from tracegrade.trajectory import map_spans
 
 FIXTURES = sorted((Path(__file__).parent / "data" / "otlp").glob("*.otlp.json"))
@@ -59,7 +60,7 @@ def test_fixtures_over_the_wire_map_to_the_same_trajectories(tmp_path: Path, wir
             placeholders = ", ".join("?" for _ in trace_ids)
             rows = store.query(f"SELECT execution FROM traces WHERE trace_id IN ({placeholders})", trace_ids).rows
             assert len(rows) == 1, f"expected one trajectory row for {fixture.name}"
-            assert json.loads(rows[0][0]) == _comparable(expected), fixture.name
+            assert json.loads(decompress_json(rows[0][0])) == _comparable(expected), fixture.name
             tool_rows = store.query(
                 f"SELECT name FROM tool_calls WHERE trace_id IN ({placeholders}) ORDER BY trace_id, seq", trace_ids
             ).rows

@@ -55,6 +55,7 @@ def test_health_readiness_and_metrics(tmp_path: Path) -> None:
         assert post(f"{server.http_url}/v1/traces", traces_proto(spans)).status == 200
         assert post(f"{server.http_url}/v1/traces", b"\xff\xff", "application/x-protobuf").status == 400
         assert post(f"{server.http_url}/v1/traces", traces_proto(spans[:1])).status == 200  # a retry: duplicate
+        assert count_spans(server.http_url, trace_id) == 4  # a query sees every acknowledged span committed
 
         status, page = _get(f"{server.http_url}/metrics")
     assert status == 200

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
+from importlib import resources
 
 import duckdb
 import pytest
@@ -13,13 +14,17 @@ from tracegrade.models.span import LogRecordData
 from tracegrade.store import (
     SCHEMA_VERSION,
     TABLES,
+    StoreWriter,
     TraceStore,
     check_read_only,
     open_store_for_read,
 )
+from tracegrade.store.prepared import prepare_write
+from tracegrade.store.rows import decompress_json
 from tracegrade.trajectory import map_spans
 
 from .support.store_records import FIXTURES, decode_fixture, holding_store, make_span, rich_span, trace_hex
+from .test_store_writer import wait_for
 
 
 @pytest.fixture
@@ -38,9 +43,36 @@ def test_new_store_has_every_table_and_records_its_schema_version(tmp_path):
     with TraceStore(path, read_only=True) as store:
         versions = store.query("SELECT version, description, applied_at FROM schema_version").rows
         tables = {r[0] for r in store.query("SELECT table_name FROM information_schema.tables").rows}
-    assert [v[0] for v in versions] == [SCHEMA_VERSION]
+    assert [v[0] for v in versions] == list(range(1, SCHEMA_VERSION + 1))  # every migration, in order
     assert isinstance(versions[0][2], datetime)
     assert set(TABLES) | {"schema_version"} <= tables
+
+
+def test_a_version_1_store_migrates_keeping_spans_and_rebuilding_trajectories(tmp_path):
+    path = tmp_path / "v1.duckdb"
+    with TraceStore(tmp_path / "donor.duckdb") as donor:
+        donor.write([make_span(1, 1), make_span(1, 2, parent=1)])
+        spans = donor.query("SELECT * FROM spans ORDER BY span_id").rows
+    v1 = resources.files("tracegrade.store").joinpath("schema_v1.sql").read_text(encoding="utf-8")
+    con = duckdb.connect(str(path))  # a store as tracegrade 0.1 left it: version 1, JSON executions
+    con.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, description VARCHAR, applied_at TIMESTAMP)")
+    con.execute(v1)
+    con.execute("INSERT INTO schema_version VALUES (1, 'v1', now())")
+    con.executemany(f"INSERT INTO spans VALUES ({', '.join('?' for _ in spans[0])})", spans)
+    con.execute("INSERT INTO node_visits (trace_id, seq, name, status) VALUES (?, 0, 'old', 'OK')", [trace_hex(1)])
+    con.close()
+
+    writer = StoreWriter(TraceStore(path), settle_seconds=0.05)
+    writer.start()  # migrates, then rebuilds the traces that lost their rows
+    try:
+        wait_for(lambda: writer.query("SELECT count(*) FROM traces").rows == [(1,)], "the rebuilt trajectory")
+        assert writer.query("SELECT max(version) FROM schema_version").rows == [(SCHEMA_VERSION,)]
+        assert writer.query("SELECT count(*) FROM spans").rows == [(2,)]
+        assert writer.query("SELECT name FROM node_visits").rows != [("old",)]
+        (blob,) = writer.query("SELECT execution FROM traces").rows[0]
+        assert json.loads(decompress_json(blob))["trace_ids"] == [trace_hex(1)]
+    finally:
+        writer.close()
 
 
 def test_interface_columns_exist(store):
@@ -154,9 +186,10 @@ def test_logs_round_trip_and_a_resent_log_is_stored_once(store):
     assert store.query("SELECT service_name, body->>'content' FROM logs").rows == [("svc-logs", "hi")]
 
 
-def test_write_many_commits_every_submission_in_one_transaction(store):
-    results = store.write_many([([make_span(1, 1)], []), ([make_span(1, 1), make_span(2, 2)], [])])
-    assert [(r.spans_inserted, r.spans_duplicate) for r in results] == [(1, 0), (1, 1)]
+def test_write_batch_commits_every_submission_in_one_transaction(store):
+    written = store.write_batch([prepare_write([make_span(1, 1)]), prepare_write([make_span(1, 1), make_span(2, 2)])])
+    assert [(r.spans_inserted, r.spans_duplicate) for r in written.results] == [(1, 0), (1, 1)]
+    assert store.query("SELECT count(DISTINCT received_at) FROM spans").rows == [(1,)]
 
 
 def test_read_only_store_refuses_writes(tmp_path):
@@ -201,7 +234,7 @@ def test_fixture_trajectory_rows_match_expected(store, fixture):
 
     # the stored execution is exactly what the mapper gives in-process (offline = live parity)
     in_process = map_spans(spans, logs)
-    assert json.loads(trace["execution"]) == json.loads(in_process.model_dump_json())
+    assert json.loads(decompress_json(trace["execution"])) == json.loads(in_process.model_dump_json())
     assert trace["convention"] == in_process.convention
     assert (trace["input_tokens"], trace["output_tokens"]) == (
         in_process.token_usage.input_tokens,

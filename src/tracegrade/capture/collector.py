@@ -24,9 +24,11 @@ a failure in any hook is counted (:attr:`TrajectoryCollector.failures`) and logg
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +52,14 @@ log = logging.getLogger("tracegrade.capture")
 class _Trace:
     spans: list[SpanRecord] = field(default_factory=list)
     key: TurnKey | None = None
+
+
+@functools.cache
+def _mapper() -> Callable[[list[SpanRecord]], ExecutionResult]:
+    """``map_spans``, imported on first use: code that only records spans never loads the mapper."""
+    from tracegrade.trajectory import map_spans
+
+    return map_spans
 
 
 def _turn_key_of(attributes: Any) -> TurnKey | None:
@@ -132,8 +142,7 @@ class TrajectoryCollector(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         try:
-            record = span_from_readable(span)
-            self._add(record)
+            self._add(span_from_readable(span))
         except Exception as exc:
             self._record_failure("on_end", exc)
 
@@ -158,7 +167,8 @@ class TrajectoryCollector(SpanProcessor):
             entry.spans.append(record)
             self._span_count += 1
             self._invalidate()
-            self._evict()
+            if self._span_count > self.max_spans or len(self._traces) > self.max_traces:
+                self._evict()
 
     def _invalidate(self) -> None:
         """The collected spans changed: cached mappings are stale (call with the lock held)."""
@@ -216,7 +226,9 @@ class TrajectoryCollector(SpanProcessor):
     def spans_for(self, case_id: str | None = None, turn: int | None = None, run_id: str | None = None
                   ) -> list[SpanRecord]:
         """Spans of every trace attributed to that case (and turn / run); all spans when ``case_id`` is None."""
-        wanted = TurnKey(case_id, turn, run_id) if case_id is not None else None
+        return self._spans_of(TurnKey(case_id, turn, run_id) if case_id is not None else None)
+
+    def _spans_of(self, wanted: TurnKey | None) -> list[SpanRecord]:
         with self._lock:
             return [
                 s for e in self._traces.values()
@@ -227,15 +239,13 @@ class TrajectoryCollector(SpanProcessor):
     def execution_for(self, case_id: str | None = None, turn: int | None = None, run_id: str | None = None
                       ) -> ExecutionResult:
         """The mapped execution of one case (and turn / run), or of everything since the last reset."""
-        from tracegrade.trajectory import map_spans  # lazily: code that only records spans never loads the mapper
-
         cache_key = TurnKey(case_id, turn, run_id) if case_id is not None else None
         with self._lock:
             cached = self._mapped.get(cache_key)
             version = self._version
         if cached is not None:
             return cached
-        execution = map_spans(self.spans_for(case_id, turn, run_id))
+        execution = _mapper()(self._spans_of(cache_key))
         with self._lock:
             if self._version == version:  # no span arrived while mapping: the result is current
                 self._mapped[cache_key] = execution

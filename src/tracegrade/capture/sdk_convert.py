@@ -4,6 +4,11 @@ Ids become lower-case hex, attribute tuples become lists, kind and status become
 ``flags`` holds the OTLP span flags (trace flags plus the parent-is-remote bits). Works
 across SDK versions: ``instrumentation_scope`` falls back to ``instrumentation_info``, and the dropped
 counts (``dropped_attributes`` ...) read as 0 where the SDK does not have them.
+
+This runs inside the host application for every span it ends, so it reads the SDK's backing
+containers where they exist (``_attributes``, ``_events``, ``_links``): the public properties copy them
+under a lock on every access. Finished spans no longer change, so this is safe; spans without those
+attributes take the public path.
 """
 
 from __future__ import annotations
@@ -28,49 +33,53 @@ def span_from_readable(span: Any) -> SpanRecord:
     resource = span.resource
     trace_state = context.trace_state
     start = span.start_time or 0
+    flags = int(context.trace_flags) | _HAS_IS_REMOTE
+    if parent is not None and parent.is_remote:
+        flags |= _IS_REMOTE
+    events = _backing(span, "_events", "events")
+    links = _backing(span, "_links", "links")
     return SpanRecord(
-        trace_id=format(context.trace_id, "032x"),
-        span_id=format(context.span_id, "016x"),
+        trace_id=f"{context.trace_id:032x}",
+        span_id=f"{context.span_id:016x}",
         name=span.name,
         start_ns=start,
         end_ns=span.end_time or start,
-        parent_span_id=format(parent.span_id, "016x") if parent is not None and parent.span_id else None,
-        kind=span.kind.name,
-        attributes=_plain(getattr(span, "_attributes", None) or span.attributes),
-        events=[_event(event) for event in span.events] if span.events else [],
-        links=[_link(link) for link in span.links] if span.links else [],
-        status_code=status.status_code.name,
+        parent_span_id=f"{parent.span_id:016x}" if parent is not None and parent.span_id else None,
+        kind=span.kind._name_,
+        attributes=_plain(_backing(span, "_attributes", "attributes")),
+        events=[_event(event) for event in events] if events else [],
+        links=[_link(link) for link in links] if links else [],
+        status_code=status.status_code._name_,
         status_message=status.description or "",
         resource=_plain(resource.attributes) if resource is not None else {},
         scope_name=(scope.name or "") if scope is not None else "",
         scope_version=(scope.version or "") if scope is not None else "",
         trace_state=trace_state.to_header() if trace_state else "",
-        flags=_otlp_flags(context.trace_flags, parent),
+        flags=flags,
         dropped_attributes_count=getattr(span, "dropped_attributes", 0),
         dropped_events_count=getattr(span, "dropped_events", 0),
         dropped_links_count=getattr(span, "dropped_links", 0),
     )
 
 
-def _otlp_flags(trace_flags: int, parent: Any) -> int:
-    """OTLP span flags: W3C trace flags in bits 0-7, bit 8 "parent remoteness known", bit 9 "parent is remote"."""
-    flags = int(trace_flags) | _HAS_IS_REMOTE
-    if parent is not None and parent.is_remote:
-        flags |= _IS_REMOTE
-    return flags
+def _backing(span: Any, private: str, public: str) -> Any:
+    """The span's own container ``private`` when it has one, else its public (copying) property."""
+    value = getattr(span, private, None)
+    return value if value is not None else getattr(span, public)
 
 
 def _plain(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
     """Attributes as a plain dict; the SDK stores sequences as tuples, the record keeps lists.
 
     The SDK's ``BoundedAttributes`` copies key by key under a lock through its public mapping interface
-    (about 40 times slower); its backing ``_dict`` is read directly when present. Finished spans no
-    longer change, so this is safe; other mappings take the public path.
+    (about 40 times slower); its backing ``_dict`` is read directly when present. Other mappings take
+    the public path.
     """
-    if not attributes:
-        return {}
     backing = getattr(attributes, "_dict", None)
-    out = dict(backing) if isinstance(backing, dict) else dict(attributes)
+    source = backing if isinstance(backing, dict) else attributes
+    if not source:
+        return {}
+    out = dict(source)
     for key, value in out.items():
         if type(value) is tuple:
             out[key] = list(value)
@@ -90,9 +99,10 @@ def _link(link: Any) -> SpanLink:
     context = link.context
     trace_state = context.trace_state
     return SpanLink(
-        trace_id=format(context.trace_id, "032x"),
-        span_id=format(context.span_id, "016x"),
+        trace_id=f"{context.trace_id:032x}",
+        span_id=f"{context.span_id:016x}",
         attributes=_plain(link.attributes),
         trace_state=trace_state.to_header() if trace_state else "",
         dropped_attributes_count=getattr(link, "dropped_attributes", 0),
     )
+

@@ -14,6 +14,7 @@ from tracegrade.cli.common import UsageProblem, friendly_errors
 from tracegrade.cli.store_access import clip, emit, reading_store, store_options
 from tracegrade.models.execution import ExecutionResult
 from tracegrade.store.access import ReadableStore
+from tracegrade.store.rows import decompress_json
 
 __all__ = ["build_tree", "command", "resolve_trace_id"]
 
@@ -162,11 +163,8 @@ def command(trace_id: str, fmt: str, store_path: Path, token: str | None) -> Non
             "last span; `tracegrade import` maps at once); try again shortly"
         )
     trace = result.json_rows()[0]
-    raw = trace.pop("execution")  # parsed JSON from a file, JSON text from a server
-    if isinstance(raw, str):
-        execution = ExecutionResult.model_validate_json(raw)
-    else:
-        execution = ExecutionResult.model_validate(raw)
+    del trace["execution"]
+    execution = ExecutionResult.model_validate_json(decompress_json(result.to_dicts()[0]["execution"]))
     if fmt == "json":
         emit(json.dumps({"trace": trace, "execution": execution.model_dump(mode="json")}, indent=2), None)
     else:

@@ -19,7 +19,7 @@ from tracegrade.evaluation.timewindow import parse_since
 from tracegrade.models.dataset import ToolCall
 from tracegrade.models.execution import ExecutionResult
 from tracegrade.models.results import TokenUsage
-from tracegrade.store.rows import sql_string_list
+from tracegrade.store.rows import decompress_json, sql_string_list
 
 __all__ = [
     "QueryableStore",
@@ -138,7 +138,7 @@ class _GradingView(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
-def _lean_execution(text: str) -> ExecutionResult:
+def _lean_execution(text: bytes) -> ExecutionResult:
     return ExecutionResult(**dict(_GradingView.model_validate_json(text)))
 
 
@@ -167,7 +167,7 @@ def iter_executions(
             if row is None:
                 yield StoredExecution(tid, None, TokenUsage())
                 continue
-            execution = parse(row[1])
+            execution = parse(decompress_json(row[1]))
             usage = (
                 TokenUsage(input_tokens=row[2], output_tokens=row[3], calls=row[4]) if lean else execution.token_usage
             )

@@ -95,6 +95,15 @@ class StoreUnavailable(ExportRefused):
     grpc_code = grpc.StatusCode.UNAVAILABLE
 
 
+# the journal record kind of each request type (stored on disk: never renumber)
+RECORD_KINDS = {
+    (Signal.TRACES, WireFormat.PROTOBUF): 1,
+    (Signal.TRACES, WireFormat.JSON): 2,
+    (Signal.LOGS, WireFormat.PROTOBUF): 3,
+    (Signal.LOGS, WireFormat.JSON): 4,
+}
+
+
 def _decoders() -> dict[tuple[Signal, WireFormat], Callable[..., Any]]:
     from tracegrade.ingest import decode
 
@@ -106,6 +115,11 @@ def _decoders() -> dict[tuple[Signal, WireFormat], Callable[..., Any]]:
     }
 
 
+def _records(signal: Signal, decoded: Any) -> tuple[list[Any], list[Any]]:
+    """The (spans, log records) of a decoded request of ``signal``."""
+    return (decoded.spans, []) if signal is Signal.TRACES else ([], decoded.records)
+
+
 def summarize_rejections(rejected: Sequence[Any], noun: str) -> str:
     """``"2 spans rejected: resourceSpans[0]…: reason; …"`` listing the first few with where and why."""
     listed = "; ".join(f"{item.where}: {item.reason}" for item in rejected[:MAX_LISTED_REJECTIONS])
@@ -115,7 +129,10 @@ def summarize_rejections(rejected: Sequence[Any], noun: str) -> str:
 
 
 class Intake:
-    """Admission, authorization and the decode -> submit -> durable path shared by both protocols."""
+    """Admission, authorization and the decode -> journal -> acknowledge path shared by both protocols.
+
+    ``writer`` is a :class:`~tracegrade.ingest.journaled_writer.JournaledWriter`.
+    """
 
     def __init__(
         self,
@@ -193,12 +210,18 @@ class Intake:
 
     # -- the export path -------------------------------------------------------------------------------
 
+    def decode_record(self, record: tuple[int, bytes]) -> tuple[list[Any], list[Any]]:
+        """The spans and log records a journal record holds (for replaying the journal at start)."""
+        kind, payload = record
+        signal, fmt = next(key for key, value in RECORD_KINDS.items() if value == kind)
+        return _records(signal, self._decoders[(signal, fmt)](payload, *self._limits))
+
     async def export(self, signal: Signal, payload: bytes, fmt: WireFormat) -> ExportOutcome:
-        """Decode ``payload``, write what is valid, and return once it is durable."""
+        """Decode ``payload``, journal what is valid, and return once it is durable."""
         decoder = self._decoders[(signal, fmt)]
         loop = asyncio.get_running_loop()
         try:
-            decoded = await loop.run_in_executor(self._executor, decoder, payload, *self._limits)
+            decoded, prepared = await loop.run_in_executor(self._executor, self._decode, signal, decoder, payload)
         except DecodeError as exc:
             raise Undecodable(f"undecodable OTLP {fmt.value} {signal.value} request: {exc}") from None
         if signal is Signal.TRACES:
@@ -212,25 +235,36 @@ class Intake:
             self._metrics.logs_rejected.inc(len(decoded.rejected))
             noun = "log record"
         message = summarize_rejections(decoded.rejected, noun) if decoded.rejected else ""
-        if spans or logs:
-            await self._write(spans, logs)
+        if prepared is not None:
+            await self._write(prepared, (RECORD_KINDS[(signal, fmt)], payload))
         return ExportOutcome(accepted=len(spans) + len(logs), rejected=len(decoded.rejected), error_message=message)
 
-    async def _write(self, spans: list[Any], logs: list[Any]) -> None:
+    def _decode(self, signal: Signal, decoder: Callable[..., Any], payload: bytes) -> tuple[Any, Any]:
+        """Decode a request and convert what it holds for the store (on a decode thread)."""
+        from tracegrade.store.prepared import prepare_write
+
+        decoded = decoder(payload, *self._limits)
+        spans, logs = _records(signal, decoded)
+        return decoded, prepare_write(spans, logs) if spans or logs else None
+
+    async def _write(self, prepared: Any, record: tuple[int, bytes]) -> None:
         started = time.perf_counter()
         try:
-            future = self._writer.submit(spans, logs)
+            future = self._writer.submit(prepared, record)
         except self._queue_full as exc:
             retry_after = float(getattr(exc, "retry_after", 1.0) or 1.0)
             raise Overloaded(f"the write queue is full ({exc}); retry later", retry_after) from None
         except Exception as exc:  # the writer is closed or broken: nothing was accepted
             raise StoreUnavailable(f"the store is not accepting writes: {exc}", SHUTDOWN_RETRY_AFTER) from None
         try:
-            # shielded: a client that hangs up must not cancel a write the writer already owns
-            result = await asyncio.shield(asyncio.wrap_future(future))
+            # shielded: a client that hangs up must not cancel a write the journal already owns
+            await asyncio.shield(asyncio.wrap_future(future))
         except Exception as exc:
-            raise StoreUnavailable(f"the store failed to write the batch: {exc}", 1.0) from None
+            raise StoreUnavailable(f"the request could not be made durable: {exc}", 1.0) from None
         self._metrics.write_latency.observe(time.perf_counter() - started)
+
+    def count_stored(self, result: Any) -> None:
+        """Count a committed submission's new and duplicate records (call on the event loop)."""
         self._metrics.spans_stored.inc(result.spans_inserted)
         self._metrics.spans_duplicate.inc(result.spans_duplicate)
         self._metrics.logs_stored.inc(result.logs_inserted)

@@ -203,7 +203,7 @@ class ReceiverMetrics:
         self.write_latency = add(
             Histogram(
                 prefix + "write_latency_seconds",
-                "Time from handing a batch to the writer until it is durable.",
+                "Time from handing a batch to the writer until it is durable (journaled).",
                 _LATENCY_BUCKETS,
             )
         )

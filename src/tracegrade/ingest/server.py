@@ -27,6 +27,7 @@ from tracegrade.ingest.grpc_services import OtlpGrpcServices
 from tracegrade.ingest.http_app import HttpFrontEnd
 from tracegrade.ingest.inprocess_worker import InProcessWorker, start_inprocess_worker
 from tracegrade.ingest.intake import Intake
+from tracegrade.ingest.journaled_writer import JournaledWriter
 from tracegrade.ingest.metrics import ReceiverMetrics
 from tracegrade.ingest.runs_endpoint import add_runs_route
 from tracegrade.ingest.settings import ServeSettings
@@ -35,6 +36,7 @@ __all__ = ["ReceiverServer", "run_server"]
 
 READY_QUEUE_FRACTION = 0.8  # readiness turns false when the write queue is fuller than this
 STOP_GRACE = 2.0  # seconds idle connections get to close once in-flight requests are done
+QUERY_CONSISTENCY_TIMEOUT = 30.0  # longest a query waits for acknowledged spans to be committed
 
 
 def _host_port(host: str, port: int) -> str:
@@ -73,6 +75,7 @@ class ReceiverServer:
 
     async def start(self) -> None:
         from tracegrade.store import StoreWriter, TraceStore
+        from tracegrade.store.journal import RequestJournal
 
         settings = self.settings
         loop = asyncio.get_running_loop()
@@ -82,12 +85,17 @@ class ReceiverServer:
         try:
             # the batch the writer holds while committing counts against memory too: half the queue at most
             batch_spans = max(512, settings.queue_spans // 2)
-            self._writer = StoreWriter(self._store, max_queue_spans=settings.queue_spans, max_batch_spans=batch_spans)
-            self._writer.start()
+            writer = StoreWriter(self._store, max_queue_spans=settings.queue_spans, max_batch_spans=batch_spans)
+            writer.start()
+            self._writer = JournaledWriter(
+                writer,
+                RequestJournal(settings.journal_path),
+                on_stored=lambda result: loop.call_soon_threadsafe(self._count_stored, result),
+            )
             if settings.worker_rules is not None:
-                self._worker = start_inprocess_worker(self._writer, settings.worker_rules)
+                self._worker = start_inprocess_worker(writer, settings.worker_rules)
             metrics = ReceiverMetrics(
-                queue_depth=lambda: self._writer.queue_depth,
+                queue_depth=lambda: writer.queue_depth,
                 inflight=lambda: self.inflight,
                 store_stats=lambda: self._writer.stats,
             )
@@ -97,6 +105,8 @@ class ReceiverServer:
                 token=settings.token,
                 max_inflight_requests=settings.max_inflight_requests,
             )
+            await loop.run_in_executor(None, self._writer.recover, self._intake.decode_record)
+            self._writer.start()
             await self._start_grpc(OtlpGrpcServices(self._intake, metrics))
             front_end = HttpFrontEnd(
                 self._intake,
@@ -209,10 +219,19 @@ class ReceiverServer:
 
     # -- state ------------------------------------------------------------------------------------------
 
+    def _count_stored(self, result: Any) -> None:
+        if self._intake is not None:
+            self._intake.count_stored(result)
+
+    @property
+    def journal(self) -> Any:
+        """The RequestJournal (None before ``start``)."""
+        return None if self._writer is None else self._writer.journal
+
     @property
     def writer(self) -> Any:
         """The StoreWriter (None before ``start``): the online grading worker shares it."""
-        return self._writer
+        return None if self._writer is None else self._writer.writer
 
     @property
     def inflight(self) -> int:
@@ -225,14 +244,19 @@ class ReceiverServer:
             return False, "starting"
         if self._intake.draining:
             return False, "shutting down"
-        depth, capacity = self._writer.queue_depth, self.settings.queue_spans
+        depth, capacity = self._writer.writer.queue_depth, self.settings.queue_spans
         if depth >= READY_QUEUE_FRACTION * capacity:
             return False, f"write queue nearly full ({depth} of {capacity} spans)"
         return True, "ready"
 
     async def _run_query(self, sql: str, params: Sequence[Any] | None) -> Any:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._query_executor, self._writer.query, sql, params)
+        return await loop.run_in_executor(self._query_executor, self._query_stored, sql, params)
+
+    def _query_stored(self, sql: str, params: Sequence[Any] | None) -> Any:
+        """Run a query once every span acknowledged before it is committed (read your acknowledged writes)."""
+        self._writer.wait_stored(QUERY_CONSISTENCY_TIMEOUT)
+        return self._writer.writer.query(sql, params)
 
     def _write_sidecar(self) -> None:
         """``<store>.server.json`` (written atomically) tells other commands where this server listens."""

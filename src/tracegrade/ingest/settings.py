@@ -108,6 +108,11 @@ class ServeSettings(BaseModel):
 
         return sidecar_path(self.store)
 
+    @property
+    def journal_path(self) -> Path:
+        """``<store>.journal/``: the request journal that makes acknowledged exports durable."""
+        return Path(f"{self.store}.journal")
+
     @classmethod
     def build(cls, values: Mapping[str, object], *, source: str = "(serve options)") -> ServeSettings:
         """Validate ``values`` (None means "not given"), turning errors into one ConfigError."""

@@ -1,9 +1,10 @@
 """The trajectory rebuilder: a thread that maps settled traces and replaces their trajectory rows.
 
-The StoreWriter hands it ``RebuildJob``s: trace ids with the records it still holds in memory (others
-are loaded from the store here) and the ``updated_at`` stamp taken when the job was made, between
-two writes. Mapping is pure Python; running it on its own thread lets it overlap the writer's commits
-(DuckDB works and fsyncs without holding the GIL), and a long rebuild never delays a write. Jobs run
+The StoreWriter hands it ``RebuildJob``s: trace ids and the ``updated_at`` stamp taken when the job was
+made, between two writes. For each job the rebuilder reads the traces' spans and logs back from the
+store as Arrow tables (DuckDB works without the GIL), has a child process map them
+(``MappingProcess``: mapping is pure Python and would otherwise compete with the receiver's request
+threads), and replaces their rows in one transaction, so a long rebuild never delays a write. Jobs run
 one at a time, in order, so a trace's newer rows always replace its older ones.
 """
 
@@ -14,13 +15,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
-from tracegrade.models.span import LogRecordData, SpanRecord
-from tracegrade.store.trace_cache import CachedTrace
+from tracegrade.store.mapping_process import MappingProcess
 from tracegrade.store.trace_store import TraceStore
-from tracegrade.store.trajectories import map_traces
 
 __all__ = ["RebuildJob", "TrajectoryRebuilder"]
 
@@ -29,14 +28,13 @@ log = logging.getLogger(__name__)
 
 @dataclass(slots=True)
 class RebuildJob:
-    """Traces to map: ``cached`` ones with their records, ``stored`` ones to load from the store."""
+    """Traces to map, with the ``updated_at`` their new rows get."""
 
     updated_at: datetime
-    cached: dict[str, CachedTrace] = field(default_factory=dict)
-    stored: list[str] = field(default_factory=list)
+    trace_ids: list[str]
 
     def __len__(self) -> int:
-        return len(self.cached) + len(self.stored)
+        return len(self.trace_ids)
 
 
 @dataclass(slots=True)
@@ -44,7 +42,6 @@ class RebuildStats:
     traces_rebuilt: int = 0
     rebuild_batches: int = 0
     rebuild_errors: int = 0
-    traces_loaded: int = 0  # traces read back from the store (not in the writer's cache)
     seconds_per_trace: float = 0.0
 
 
@@ -54,6 +51,7 @@ class TrajectoryRebuilder:
 
     def __init__(self, store: TraceStore, on_idle: Callable[[], None], on_failed: Callable[[list[str]], None]) -> None:
         self.store = store
+        self._mapping = MappingProcess()
         self.stats = RebuildStats()
         self._on_idle = on_idle
         self._on_failed = on_failed
@@ -88,7 +86,9 @@ class TrajectoryRebuilder:
         with self._cond:
             self._stopping = True
             self._cond.notify()
-        self._thread.join()
+        if self._thread.is_alive():
+            self._thread.join()
+        self._mapping.close()
 
     def _run(self) -> None:
         while True:
@@ -109,24 +109,18 @@ class TrajectoryRebuilder:
     def _rebuild(self, job: RebuildJob) -> None:
         started = time.monotonic()
         try:
-            spans: dict[str, list[SpanRecord]] = {t: entry.spans for t, entry in job.cached.items()}
-            logs: dict[str, list[LogRecordData]] = {t: entry.logs for t, entry in job.cached.items()}
-            if job.stored:
-                spans.update(self.store.load_spans(job.stored))
-                logs.update(self.store.load_logs(job.stored))
-            rows = map_traces(spans, logs, job.updated_at)
-            clear = [t for t, entry in job.cached.items() if entry.has_rows] + job.stored
-            self.store.replace_trajectories(rows, clear=clear)
+            spans, logs = self.store.load_arrow(job.trace_ids)
+            tables = self._mapping.map(spans, logs, job.updated_at)
+            self.store.replace_trajectories(tables, clear=job.trace_ids)
         except Exception as exc:  # keep going; the writer retries these traces later
             log.error("rebuilding trajectories of %d traces failed (will retry): %s", len(job), exc)
             with self._cond:
                 self.stats.rebuild_errors += 1
-            self._on_failed([*job.cached, *job.stored])
+            self._on_failed(job.trace_ids)
             return
         per_trace = (time.monotonic() - started) / max(1, len(job))
         with self._cond:
             s = self.stats
-            s.traces_rebuilt += len(spans)
+            s.traces_rebuilt += len(job)
             s.rebuild_batches += 1
-            s.traces_loaded += len(job.stored)
             s.seconds_per_trace = per_trace if not s.seconds_per_trace else 0.7 * s.seconds_per_trace + 0.3 * per_trace

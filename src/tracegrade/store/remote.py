@@ -6,6 +6,7 @@ reader next to it). A small synchronous urllib client: the CLI has no event loop
 
 from __future__ import annotations
 
+import base64
 import json
 import urllib.error
 import urllib.request
@@ -18,6 +19,14 @@ from tracegrade.errors import StoreError
 from tracegrade.store.results import QueryResult
 
 __all__ = ["RemoteStore"]
+
+
+def _with_bytes(row: tuple[Any, ...], blob_columns: list[int]) -> tuple[Any, ...]:
+    values = list(row)
+    for index in blob_columns:
+        if isinstance(values[index], str):
+            values[index] = base64.b64decode(values[index])
+    return tuple(values)
 
 
 def _error_text(body: bytes) -> str:
@@ -88,6 +97,9 @@ class RemoteStore:
         except (KeyError, TypeError) as exc:
             raise StoreError(f"the tracegrade server at {self.url} sent an unexpected query answer: {exc}") from None
         types = data.get("types") if isinstance(data.get("types"), list) else None
+        blobs = [index for index, kind in enumerate(types or []) if kind == "BLOB"]
+        if blobs:  # the server sends bytes as base64 text; give them back as bytes, as a local file would
+            rows = [_with_bytes(row, blobs) for row in rows]
         return QueryResult(columns, rows, types)
 
     def query_arrow(self, sql: str, params: Sequence[Any] | None = None) -> pa.Table:

@@ -11,10 +11,12 @@ import base64
 import hashlib
 import json
 import math
+import struct
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import orjson
 import pyarrow as pa
 
 from tracegrade.models.span import LogRecordData, SpanEvent, SpanLink, SpanRecord
@@ -22,6 +24,8 @@ from tracegrade.models.span import LogRecordData, SpanEvent, SpanLink, SpanRecor
 __all__ = [
     "LOG_SELECT_COLUMNS",
     "SPAN_SELECT_COLUMNS",
+    "compress_json",
+    "decompress_json",
     "dedupe_spans",
     "from_json",
     "log_from_row",
@@ -54,21 +58,45 @@ def _finite(value: Any) -> Any:
     return value
 
 
-# one encoder for every call: ``json.dumps`` with keyword arguments builds a new encoder each time
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_json_default)
+# the exact (slow) path: strings orjson refuses (lone surrogates) and values holding JSON nulls
 _LENIENT_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=_json_default)
 
 
 def to_json(value: Any) -> str:
-    """Compact JSON text for a store JSON column (valid JSON even for bytes and NaN)."""
+    """Compact JSON text for a store JSON column (valid JSON even for bytes and NaN).
+
+    orjson writes NaN and ±Infinity as ``null``; text holding a ``null`` is therefore encoded again by
+    the standard library encoder, which keeps a real None as null and names the non-finite floats.
+    """
     try:
-        return _ENCODER.encode(value)
-    except ValueError:
+        text = orjson.dumps(value, default=_json_default)
+    except TypeError:  # lone surrogates, integers beyond 64 bits
         return _LENIENT_ENCODER.encode(_finite(value))
+    if b"null" in text:
+        return _LENIENT_ENCODER.encode(_finite(value))
+    return text.decode("utf-8")
 
 
 def from_json(text: str | None) -> Any:
     return None if text is None else json.loads(text)
+
+
+# Compressed JSON columns (``traces.execution``): the UTF-8 length as 4 little-endian bytes, then one
+# zstd frame (level 1: about 70 µs and a fifth of the size for a 50 kB agent trajectory).
+_ZSTD = pa.Codec("zstd", compression_level=1)
+_LENGTH = struct.Struct("<I")
+
+
+def compress_json(text: str) -> bytes:
+    """JSON text as stored in a compressed JSON column."""
+    data = text.encode("utf-8")
+    return _LENGTH.pack(len(data)) + _ZSTD.compress(data, asbytes=True)
+
+
+def decompress_json(blob: bytes) -> bytes:
+    """The UTF-8 JSON text of a compressed JSON column value (pydantic and orjson parse bytes directly)."""
+    (length,) = _LENGTH.unpack_from(blob)
+    return _ZSTD.decompress(memoryview(blob)[_LENGTH.size :], decompressed_size=length, asbytes=True)
 
 
 def utc_now() -> datetime:
@@ -158,8 +186,9 @@ def _resource_json(spans: Sequence[SpanRecord]) -> list[str]:
     return out
 
 
-def spans_to_arrow(spans: Sequence[SpanRecord], received_at: datetime) -> pa.Table:
-    """One Arrow table in the column layout of the ``spans`` table (the fast bulk-insert path)."""
+def spans_to_arrow(spans: Sequence[SpanRecord]) -> pa.Table:
+    """One Arrow table in the column layout of the ``spans`` table, but for ``received_at`` (stamped
+    when the write commits)."""
     starts = [s.start_ns for s in spans]
     ends = [s.end_ns for s in spans]
     return pa.table(
@@ -188,7 +217,6 @@ def spans_to_arrow(spans: Sequence[SpanRecord], received_at: datetime) -> pa.Tab
             "dropped_attributes_count": pa.array([s.dropped_attributes_count for s in spans], pa.int32()),
             "dropped_events_count": pa.array([s.dropped_events_count for s in spans], pa.int32()),
             "dropped_links_count": pa.array([s.dropped_links_count for s in spans], pa.int32()),
-            "received_at": pa.array([received_at] * len(spans), pa.timestamp("us")),
         }
     )
 
@@ -211,9 +239,9 @@ def _log_key(record: LogRecordData, body: str, attributes: str, resource: str) -
     return hashlib.blake2b("\x1f".join(parts).encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
-def logs_to_arrow(records: Sequence[LogRecordData], received_at: datetime) -> tuple[list[LogRecordData], pa.Table]:
+def logs_to_arrow(records: Sequence[LogRecordData]) -> tuple[list[LogRecordData], pa.Table]:
     """The unique log records (by content) and an Arrow table of them, row for row, in the layout of
-    the ``logs`` table."""
+    the ``logs`` table but for ``received_at``."""
     unique: list[LogRecordData] = []
     encoded: dict[str, tuple[str, str, str]] = {}  # log_key -> (body, attributes, resource) JSON
     for record in records:
@@ -242,7 +270,6 @@ def logs_to_arrow(records: Sequence[LogRecordData], received_at: datetime) -> tu
             "scope_name": pa.array([r.scope_name for r in unique], pa.string()),
             "flags": pa.array([r.flags for r in unique], pa.int64()),
             "dropped_attributes_count": pa.array([r.dropped_attributes_count for r in unique], pa.int32()),
-            "received_at": pa.array([received_at] * len(unique), pa.timestamp("us")),
         }
     )
     return unique, table

@@ -28,6 +28,7 @@ class Migration:
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "spans, logs, traces, node_visits, tool_calls, llm_calls", "schema_v1.sql"),
+    Migration(2, "traces.execution as zstd-compressed JSON", "schema_v2.sql"),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -25,46 +25,48 @@ import pyarrow as pa
 from tracegrade.errors import StoreError
 from tracegrade.models.span import LogRecordData, SpanRecord
 from tracegrade.store.database import fetch_arrow, insert_arrow, open_duckdb
+from tracegrade.store.prepared import PreparedWrite, prepare_write
 from tracegrade.store.readonly import check_read_only
 from tracegrade.store.results import QueryResult, WriteResult
 from tracegrade.store.rows import (
     LOG_SELECT_COLUMNS,
     SPAN_SELECT_COLUMNS,
     log_from_row,
-    logs_to_arrow,
     span_from_row,
-    spans_to_arrow,
     sql_string_list,
     utc_now,
 )
 from tracegrade.store.schema import check_schema, ensure_schema
-from tracegrade.store.trajectories import TrajectoryRows, map_traces, replace_trajectory_rows
+from tracegrade.store.trajectories import map_traces, replace_trajectory_tables
 
 __all__ = ["DEFAULT_CHECKPOINT_THRESHOLD", "BatchWrite", "TraceStore"]
 
-# DuckDB's default (16 MB of WAL) checkpoints every few thousand 2 KB spans; a larger WAL roughly
-# doubles bulk-insert throughput, at the price of a longer WAL replay when reopening after a crash.
-DEFAULT_CHECKPOINT_THRESHOLD = "64MB"
+# DuckDB's default (16 MB of WAL) checkpoints every few thousand 2 KB spans, and each checkpoint also
+# rewrites the key indexes, so its cost grows with the store. Measured on 300,000 agent spans in
+# 5,000-span transactions: 52 µs per span with a 64 MB WAL, 36 µs with 256 MB. The price is a longer
+# WAL replay when reopening after a crash (seconds).
+DEFAULT_CHECKPOINT_THRESHOLD = "256MB"
 # One DuckDB thread for a read-write store: the writer's statements are small, and on a small, busy
 # machine a second DuckDB thread costs more in coordination than it gains (measured: about half the CPU
 # per span stored). Read-only opens keep DuckDB's default.
 DEFAULT_WRITER_THREADS = 1
+# DuckDB's allocator keeps freed memory for reuse until a task's peak passes this threshold (128 MB by
+# default): a long-running writer then holds far more than its memory limit. Flushing sooner keeps the
+# receiver's resident memory near the limit, for little CPU.
+WRITER_ALLOCATOR_FLUSH = "8MB"
 _LOOKUP_CHUNK = 1000  # trace ids per IN list when loading spans
 _REBUILD_CHUNK = 1000  # traces mapped and replaced per transaction
 _TICK = timedelta(microseconds=1)
-Submission = tuple[Sequence[SpanRecord], Sequence[LogRecordData]]
 
 
 @dataclass(slots=True)
 class BatchWrite:
-    """One committed transaction of several submissions: a WriteResult per submission, the records
-    actually inserted (duplicates left out) and the ``received_at`` they were stored with."""
+    """One committed transaction of several submissions: a WriteResult per submission, the traces whose
+    root span (one without a parent) was among the spans inserted, and the ``received_at`` stamped."""
 
     results: list[WriteResult]
-    spans: list[SpanRecord]
-    logs: list[LogRecordData]
+    rooted: set[str]
     received_at: datetime
-    bytes_per_record: float  # Arrow size of an inserted record, on average (for memory estimates)
 
 
 def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
@@ -91,6 +93,8 @@ class TraceStore:
             config["memory_limit"] = memory_limit
         if threads or not read_only:
             config["threads"] = threads or DEFAULT_WRITER_THREADS
+        if not read_only:
+            config["allocator_flush_threshold"] = WRITER_ALLOCATOR_FLUSH
         self._con = open_duckdb(self.path, read_only=read_only, config=config)
         try:
             (check_schema if read_only else ensure_schema)(self._con, self.path)
@@ -113,78 +117,70 @@ class TraceStore:
 
     def write(self, spans: Sequence[SpanRecord], logs: Sequence[LogRecordData] = ()) -> WriteResult:
         """Store spans and log records in one transaction, committed before returning."""
-        return self.write_many([(spans, logs)])[0]
+        return self.write_batch([prepare_write(spans, logs)]).results[0]
 
-    def write_many(self, submissions: Sequence[Submission]) -> list[WriteResult]:
-        """Store several submissions in ONE transaction (one commit); one WriteResult per submission."""
-        return self.write_batch(submissions).results
-
-    def write_batch(self, submissions: Sequence[Submission]) -> BatchWrite:
-        """Like ``write_many``, also returning the records inserted (for the writer's trace cache).
+    def write_batch(self, submissions: Sequence[PreparedWrite]) -> BatchWrite:
+        """Store several prepared submissions in ONE transaction (one commit); a WriteResult each.
 
         All submissions go into one INSERT per table; a record repeated across submissions is stored
         from (and counted for) the first submission that holds it, a later one counts it a duplicate.
         """
+        results = [WriteResult() for _ in submissions]
         with self._transaction("writing spans"):
             received_at = self._stamp()
-            results = [WriteResult() for _ in submissions]
-            spans, span_bytes = self._insert_spans(submissions, results, received_at)
-            logs, log_bytes = self._insert_logs(submissions, results, received_at)
-        for result, (sent_spans, sent_logs) in zip(results, submissions):
-            result.spans_duplicate = len(sent_spans) - result.spans_inserted
-            result.logs_duplicate = len(sent_logs) - result.logs_inserted
-        records = len(spans) + len(logs)
-        return BatchWrite(results, spans, logs, received_at, (span_bytes + log_bytes) / records if records else 0.0)
+            rooted = self._insert_spans(submissions, results, received_at)
+            self._insert_logs(submissions, results, received_at)
+        for result, sent in zip(results, submissions):
+            result.spans_duplicate = sent.spans_sent - result.spans_inserted
+            result.logs_duplicate = sent.logs_sent - result.logs_inserted
+        return BatchWrite(results, rooted, received_at)
 
     def _insert_spans(
-        self, submissions: Sequence[Submission], results: list[WriteResult], received_at: datetime
-    ) -> tuple[list[SpanRecord], int]:
-        """Insert the first copy of each (trace_id, span_id); the spans inserted and their Arrow size."""
-        seen: set[tuple[str, str]] = set()
-        unique: list[SpanRecord] = []
-        owners: list[WriteResult] = []
-        for (spans, _), result in zip(submissions, results):
-            for span in spans:
-                key = (span.trace_id, span.span_id)
-                if key not in seen:
-                    seen.add(key)
-                    unique.append(span)
-                    owners.append(result)
-        if not unique:
-            return [], 0
-        batch = spans_to_arrow(unique, received_at)
-        returned = insert_arrow(self._con, "spans", batch, skip_existing_returning="trace_id, span_id")
-        if len(returned) < len(unique):  # some were stored already: keep those actually inserted
-            stored = set(returned)
-            kept = [(s, o) for s, o in zip(unique, owners) if (s.trace_id, s.span_id) in stored]
-            unique, owners = [s for s, _ in kept], [o for _, o in kept]
-        for span, result in zip(unique, owners):
-            result.spans_inserted += 1
-            result.trace_ids.add(span.trace_id)
-        return unique, batch.nbytes * len(unique) // batch.num_rows
+        self, submissions: Sequence[PreparedWrite], results: list[WriteResult], received_at: datetime
+    ) -> set[str]:
+        """Insert the first copy of each (trace_id, span_id); the traces whose root span was inserted."""
+        tables = [s.spans for s in submissions if s.spans is not None]
+        if not tables:
+            return set()
+        batch = pa.concat_tables(tables)
+        owners = [r for s, r in zip(submissions, results) if s.spans is not None for _ in range(s.spans.num_rows)]
+        keys = list(zip(batch.column("trace_id").to_pylist(), batch.column("span_id").to_pylist()))
+        first: dict[tuple[str, str], int] = {}
+        for index, key in enumerate(keys):
+            first.setdefault(key, index)
+        if len(first) < len(keys):  # the same span twice in this transaction: keep the first copy
+            batch = batch.take(pa.array(list(first.values())))
+        batch = batch.append_column("received_at", pa.array([received_at] * batch.num_rows, pa.timestamp("us")))
+        inserted = set(insert_arrow(self._con, "spans", batch, skip_existing_returning="trace_id, span_id"))
+        for key, index in first.items():
+            if key in inserted:
+                owners[index].spans_inserted += 1
+                owners[index].trace_ids.add(key[0])
+        parents = batch.column("parent_span_id").to_pylist()
+        return {key[0] for key, parent in zip(first, parents) if parent is None and key in inserted}
 
     def _insert_logs(
-        self, submissions: Sequence[Submission], results: list[WriteResult], received_at: datetime
-    ) -> tuple[list[LogRecordData], int]:
-        """Insert log records not stored yet (by content key); the records inserted and their Arrow size."""
-        owner_of: dict[int, WriteResult] = {}
-        records: list[LogRecordData] = []
-        for (_, logs), result in zip(submissions, results):
-            for record in logs:
-                owner_of.setdefault(id(record), result)
-                records.append(record)
-        if not records:
-            return [], 0
-        unique, batch = logs_to_arrow(records, received_at)
-        returned = insert_arrow(self._con, "logs", batch, skip_existing_returning="log_key")
-        stored = {key for (key,) in returned}
-        inserted = [r for r, key in zip(unique, batch.column("log_key").to_pylist()) if key in stored]
-        for record in inserted:
-            result = owner_of[id(record)]
-            result.logs_inserted += 1
-            if record.trace_id:
-                result.trace_ids.add(record.trace_id)
-        return inserted, batch.nbytes * len(inserted) // batch.num_rows
+        self, submissions: Sequence[PreparedWrite], results: list[WriteResult], received_at: datetime
+    ) -> None:
+        """Insert log records not stored yet (by content key), crediting the first submission of each."""
+        tables = [s.logs for s in submissions if s.logs is not None]
+        if not tables:
+            return
+        batch = pa.concat_tables(tables)
+        owners = [r for s, r in zip(submissions, results) if s.logs is not None for _ in range(s.logs.num_rows)]
+        first: dict[str, int] = {}
+        for index, key in enumerate(batch.column("log_key").to_pylist()):
+            first.setdefault(key, index)
+        if len(first) < batch.num_rows:
+            batch = batch.take(pa.array(list(first.values())))
+        batch = batch.append_column("received_at", pa.array([received_at] * batch.num_rows, pa.timestamp("us")))
+        inserted = {key for (key,) in insert_arrow(self._con, "logs", batch, skip_existing_returning="log_key")}
+        trace_ids = batch.column("trace_id").to_pylist()
+        for (key, index), trace_id in zip(first.items(), trace_ids):
+            if key in inserted:
+                owners[index].logs_inserted += 1
+                if trace_id:
+                    owners[index].trace_ids.add(trace_id)
 
     def execute_write(self, sql: str, params: Sequence[Any] | None = None) -> None:
         """Run one writing statement (grading-result tables) in its own committed transaction."""
@@ -234,18 +230,19 @@ class TraceStore:
         for chunk in _chunks(ids, _REBUILD_CHUNK):
             updated_at = self.stamp()  # before loading: spans received later make the rows stale again
             spans = self.load_spans(chunk)
-            self.replace_trajectories(map_traces(spans, self.load_logs(chunk), updated_at), clear=chunk)
+            self.replace_trajectories(map_traces(spans, self.load_logs(chunk), updated_at).to_arrow(), clear=chunk)
             mapped += len(spans)
         return mapped
 
-    def replace_trajectories(self, rows: TrajectoryRows, *, clear: Sequence[str]) -> None:
-        """In one transaction, delete the trajectory rows of ``clear`` and insert ``rows``.
+    def replace_trajectories(self, tables: dict[str, pa.Table], *, clear: Sequence[str]) -> None:
+        """In one transaction, delete the trajectory rows of ``clear`` and insert ``tables`` (Arrow
+        tables by trajectory table name, as ``TrajectoryRows.to_arrow`` makes them).
 
-        ``clear`` must hold every trace of ``rows`` that may already have rows (and any trace whose
-        rows must go); leaving out traces known to have none saves a scan of the trajectory tables.
+        ``clear`` must hold every trace of ``tables`` that may already have rows (and any trace whose
+        rows must go); leaving out traces known to have none saves work.
         """
         with self._transaction("rebuilding trajectories"):
-            replace_trajectory_rows(self._con, list(clear), rows)
+            replace_trajectory_tables(self._con, list(clear), tables)
 
     def trace_ids(self, chunk_rows: int = 100_000) -> Iterator[list[str]]:
         """Every trace id with stored spans or log records, in chunks (for the writer's trace filter)."""
@@ -295,6 +292,24 @@ class TraceStore:
             for row in self._run(sql, None, check=False).rows:
                 found.setdefault(row[0], []).append(span_from_row(row))
         return found
+
+    def load_arrow(self, trace_ids: Sequence[str]) -> tuple[pa.Table, pa.Table]:
+        """The stored spans and log records of those traces as Arrow tables (``SPAN_SELECT_COLUMNS``
+        and ``LOG_SELECT_COLUMNS``, in the order ``load_spans`` and ``load_logs`` give), no Python rows."""
+        id_list = sql_string_list(dict.fromkeys(trace_ids))
+        spans = self._run(
+            f"SELECT {SPAN_SELECT_COLUMNS} FROM spans WHERE trace_id IN {id_list} ORDER BY trace_id, start_ns, span_id",
+            None,
+            check=False,
+            arrow=True,
+        ).to_arrow()
+        logs = self._run(
+            f"SELECT {LOG_SELECT_COLUMNS} FROM logs WHERE trace_id IN {id_list} ORDER BY trace_id, time_ns, log_key",
+            None,
+            check=False,
+            arrow=True,
+        ).to_arrow()
+        return spans, logs
 
     def load_logs(self, trace_ids: Sequence[str]) -> dict[str, list[LogRecordData]]:
         """The stored log records of those traces (by trace id, ordered by time)."""

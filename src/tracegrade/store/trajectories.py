@@ -17,9 +17,16 @@ import pyarrow as pa
 from tracegrade.models.execution import ExecutionResult
 from tracegrade.models.span import LogRecordData, SpanRecord
 from tracegrade.store.database import insert_arrow
-from tracegrade.store.rows import ns_to_datetime, sql_string_list, to_json
+from tracegrade.store.rows import compress_json, ns_to_datetime, sql_string_list, to_json
 
-__all__ = ["TRAJECTORY_TABLES", "TrajectoryRows", "map_trace", "map_traces", "replace_trajectory_rows"]
+__all__ = [
+    "TRAJECTORY_TABLES",
+    "TrajectoryRows",
+    "map_trace",
+    "map_traces",
+    "replace_trajectory_tables",
+    "rows_to_arrow",
+]
 
 TRAJECTORY_TABLES = ("traces", "node_visits", "tool_calls", "llm_calls")
 
@@ -32,6 +39,10 @@ class TrajectoryRows:
 
     def add(self, table: str, row: dict[str, Any]) -> None:
         self.tables[table].append(row)
+
+    def to_arrow(self) -> dict[str, pa.Table]:
+        """The non-empty tables as Arrow tables, by table name."""
+        return {table: rows_to_arrow(rows) for table, rows in self.tables.items() if rows}
 
 
 def _as_int(value: Any) -> int | None:
@@ -112,7 +123,7 @@ def map_trace(
             "conversation_id": execution.conversation_id,
             "dropped_attributes": sum(s.dropped_attributes_count for s in spans),
             "mapping_issues": to_json(execution.mapping_issues),
-            "execution": execution.model_dump_json(),
+            "execution": compress_json(execution.model_dump_json()),
             "updated_at": updated_at,
         },
     )
@@ -182,19 +193,18 @@ def map_traces(
     return rows
 
 
-def replace_trajectory_rows(con: duckdb.DuckDBPyConnection, clear: list[str], rows: TrajectoryRows) -> None:
-    """Delete the trajectory rows of the traces in ``clear`` and insert ``rows`` (the caller holds a
-    transaction). Traces known to have no rows yet may be left out of ``clear``: deleting by trace id
-    scans the tables."""
+def replace_trajectory_tables(con: duckdb.DuckDBPyConnection, clear: list[str], tables: dict[str, pa.Table]) -> None:
+    """Delete the trajectory rows of the traces in ``clear`` and insert ``tables`` (by table name; the
+    caller holds a transaction). Traces known to have no rows yet may be left out of ``clear``."""
     id_list = sql_string_list(clear) if clear else None
     for table in TRAJECTORY_TABLES:
         if id_list:
             con.execute(f"DELETE FROM {table} WHERE trace_id IN {id_list}")
-        if rows.tables[table]:
-            insert_arrow(con, table, _to_arrow(rows.tables[table]))
+        if table in tables:
+            insert_arrow(con, table, tables[table])
 
 
-def _to_arrow(rows: list[dict[str, Any]]) -> pa.Table:
+def rows_to_arrow(rows: list[dict[str, Any]]) -> pa.Table:
     """Row dicts (all with the same keys) as an Arrow table, a column at a time (faster than
     ``Table.from_pylist``, which looks every key up row by row)."""
     return pa.table({column: [row[column] for row in rows] for column in rows[0]})

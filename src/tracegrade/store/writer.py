@@ -1,15 +1,15 @@
 """StoreWriter: the single writer thread in front of a TraceStore.
 
-Submissions wait in a queue bounded in records (spans + log records); when it is over capacity,
-``submit`` raises QueueFull with a retry delay (the receiver answers 429 / RESOURCE_EXHAUSTED). The
-thread coalesces everything queued into one transaction (group commit: one fsync for all of them) and
-resolves each submission's Future after the commit.
+Submissions are converted to Arrow in the submitting thread (``prepare_write``) and wait in a queue
+bounded in records (spans + log records); when it is over capacity, ``submit`` raises QueueFull with a
+retry delay (the receiver answers 503 / RESOURCE_EXHAUSTED). The thread coalesces everything queued
+into one transaction (group commit: one fsync for all of them) and resolves each submission's Future
+after the commit.
 
 Traces that gained records are rebuilt once they settle: ``root_settle_seconds`` after their last
-record when their root span is stored (an agent's root span ends, and is exported, last), else
-``settle_seconds``. The writer keeps the records it wrote in a bounded cache (``trace_cache``) and hands
-settled traces to the rebuilder thread (``rebuilder``), which maps them and replaces their rows, so
-writes never wait behind a rebuild and settled traces are not read back from the store.
+record when their root span came in that write (an agent's root span ends, and is exported, last),
+else ``settle_seconds``. Settled traces go to the rebuilder thread in jobs; it maps them in a child
+process and replaces their rows, so writes never wait behind a rebuild.
 """
 
 from __future__ import annotations
@@ -18,19 +18,23 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 from tracegrade.errors import StoreError
 from tracegrade.models.span import LogRecordData, SpanRecord
+from tracegrade.store.prepared import PreparedWrite, prepare_write
 from tracegrade.store.rebuilder import RebuildJob, TrajectoryRebuilder
 from tracegrade.store.results import QueryResult, WriteResult
-from tracegrade.store.trace_cache import RecentTraces, SeenTraceIds
 from tracegrade.store.trace_store import BatchWrite, TraceStore
 
 __all__ = ["QueueFull", "StoreWriter"]
+
+# traces mapped and replaced per rebuild transaction: the rows of a few hundred agent traces stay well
+# inside the store's memory limit (1,000 ran a 128 MB store out of memory on 10-span agent traces)
+REBUILD_TRACES = 250
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +53,13 @@ class QueueFull(StoreError):
 
 @dataclass(slots=True)
 class _Submission:
-    spans: Sequence[SpanRecord]
-    logs: Sequence[LogRecordData]
+    prepared: PreparedWrite
     future: Future[WriteResult]
-    size: int
     enqueued_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def size(self) -> int:
+        return self.prepared.size
 
 
 @dataclass(slots=True)
@@ -118,8 +124,7 @@ class StoreWriter:
         settle_seconds: float = 1.0,
         root_settle_seconds: float = 0.1,
         max_batch_spans: int = 50_000,
-        max_rebuild_traces: int = 1000,
-        cache_bytes: int = 64 * 1024 * 1024,
+        max_rebuild_traces: int = REBUILD_TRACES,
     ) -> None:
         if max_queue_spans < 1:
             raise ValueError("max_queue_spans must be at least 1")
@@ -129,11 +134,9 @@ class StoreWriter:
         self.root_settle_seconds = min(root_settle_seconds, settle_seconds)
         self.max_batch_spans = max_batch_spans
         self.max_rebuild_traces = max_rebuild_traces
-        self.cache_bytes = cache_bytes
         self._queue: deque[_Submission] = deque()
         self._queued = 0
         self._dirty = _DirtyTraces()
-        self._cache: RecentTraces | None = None  # made in start(): it needs the store's trace ids
         self._rebuilder = TrajectoryRebuilder(store, on_idle=self._wake, on_failed=self._retry_rebuild)
         self._cond = threading.Condition()
         self._stats = _Stats()
@@ -144,17 +147,9 @@ class StoreWriter:
     # ------------------------------------------------------------ public API
 
     def start(self) -> None:
-        """Start the writer; traces left stale by an earlier crash are queued for rebuild.
-
-        Reads every trace id of the store once (to know which traces are new); on a large store that
-        takes a moment.
-        """
+        """Start the writer; traces left stale by an earlier crash are queued for rebuild."""
         if self._thread is not None:
             raise StoreError("the store writer is already started")
-        seen = SeenTraceIds(self.store.trace_count_estimate())
-        for chunk in self.store.trace_ids():
-            seen.update(chunk)
-        self._cache = RecentTraces(seen, self.cache_bytes)
         due = time.monotonic()
         for trace_id in self.store.stale_trajectories():
             self._dirty.mark(trace_id, due, soon=True)
@@ -162,23 +157,39 @@ class StoreWriter:
         self._thread = threading.Thread(target=self._run, name="tracegrade-store-writer", daemon=True)
         self._thread.start()
 
-    def submit(self, spans: Sequence[SpanRecord], logs: Sequence[LogRecordData] = ()) -> Future[WriteResult]:
+    def submit(
+        self, spans: Sequence[SpanRecord], logs: Sequence[LogRecordData] = (), *, check_capacity: bool = True
+    ) -> Future[WriteResult]:
         """Queue spans and logs; the Future resolves with the WriteResult once they are committed.
 
         Raises QueueFull when the queue is over capacity (a submission larger than the whole queue is
-        accepted when the queue is empty, so it can never be refused forever).
+        accepted when the queue is empty, so it can never be refused forever). ``check_capacity=False``
+        queues regardless: for records already admitted by ``check_room`` (and made durable elsewhere).
         """
-        size = len(spans) + len(logs)
+        if check_capacity:
+            self.check_room(len(spans) + len(logs))
+        return self.submit_prepared(prepare_write(spans, logs))
+
+    def submit_prepared(self, prepared: PreparedWrite) -> Future[WriteResult]:
+        """Queue a write already converted by ``prepare_write`` (no capacity check: see ``check_room``)."""
         future: Future[WriteResult] = Future()
         with self._cond:
             if self._closing or self._thread is None:
                 raise StoreError("the store writer is not running (not started, or closed)")
-            if self._queued and self._queued + size > self.max_queue_spans:
-                raise QueueFull(self._queued, self.max_queue_spans, self._retry_after())
-            self._queue.append(_Submission(spans, logs, future, size))
-            self._queued += size
+            self._queue.append(_Submission(prepared, future))
+            self._queued += prepared.size
             self._cond.notify()
         return future
+
+    def check_room(self, size: int, reserved: int = 0) -> None:
+        """Raise QueueFull unless ``size`` more records fit beside the queue and ``reserved`` promised ones."""
+        with self._cond:
+            self._check_room(size, reserved)
+
+    def _check_room(self, size: int, reserved: int) -> None:
+        queued = self._queued + reserved
+        if queued and queued + size > self.max_queue_spans:
+            raise QueueFull(queued, self.max_queue_spans, self._retry_after())
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> QueryResult:
         """Run read-only SQL on the store's connection (safe from any thread, while writes go on)."""
@@ -196,7 +207,6 @@ class StoreWriter:
         pending_in_jobs = self._rebuilder.pending
         with self._cond:
             s = self._stats
-            cache = self._cache
             return {
                 "spans_written": s.spans_written,
                 "spans_duplicate": s.spans_duplicate,
@@ -213,11 +223,7 @@ class StoreWriter:
                 "traces_rebuilt": rebuilds.traces_rebuilt,
                 "rebuild_batches": rebuilds.rebuild_batches,
                 "rebuild_errors": rebuilds.rebuild_errors,
-                "traces_loaded_for_rebuild": rebuilds.traces_loaded,
                 "pending_rebuilds": len(self._dirty) + pending_in_jobs,
-                "cached_traces": 0 if cache is None else len(cache),
-                "cache_bytes": 0 if cache is None else cache.size_bytes,
-                "cache_evictions": 0 if cache is None else cache.evicted,
             }
 
     def close(self, drain: bool = True) -> None:
@@ -303,27 +309,19 @@ class StoreWriter:
 
     def _rebuild(self, *, everything: bool) -> None:
         """Hand due traces (every dirty trace when ``everything``) to the rebuilder, in jobs."""
-        assert self._cache is not None
         while True:
             with self._cond:
                 due = self._dirty.take(self.max_rebuild_traces, None if everything else time.monotonic())
             if not due:
                 return
-            job = RebuildJob(self.store.stamp())  # between writes: every write so far is in the cache
-            for trace_id in due:
-                cached = self._cache.take_for_mapping(trace_id)
-                if cached is None:
-                    job.stored.append(trace_id)
-                else:
-                    job.cached[trace_id] = cached
-            self._rebuilder.submit(job)
+            self._rebuilder.submit(RebuildJob(self.store.stamp(), due))  # stamped between two writes
             if not everything:
                 return
 
     def _write(self, batch: list[_Submission]) -> None:
         started = time.monotonic()
         try:
-            written = self.store.write_batch([(s.spans, s.logs) for s in batch])
+            written = self.store.write_batch([s.prepared for s in batch])
         except Exception as exc:
             if len(batch) > 1:  # one bad submission must not fail the others: write each alone
                 for submission in batch:
@@ -335,8 +333,6 @@ class StoreWriter:
             batch[0].future.set_exception(exc if isinstance(exc, StoreError) else StoreError(f"write failed: {exc}"))
             return
         finished = time.monotonic()
-        assert self._cache is not None
-        self._cache.add(written.spans, written.logs, written.bytes_per_record)
         with self._cond:
             self._record(batch, written, finished - started, finished)
         for submission, result in zip(batch, written.results):
@@ -349,10 +345,9 @@ class StoreWriter:
             s.spans_duplicate += result.spans_duplicate
             s.logs_written += result.logs_inserted
             s.logs_duplicate += result.logs_duplicate
-        rooted = self._rooted_traces(written.spans)
         for result in written.results:
             for trace_id in result.trace_ids:
-                soon = trace_id in rooted
+                soon = trace_id in written.rooted
                 self._dirty.mark(trace_id, now + (self.root_settle_seconds if soon else self.settle_seconds), soon=soon)
         s.submissions += len(batch)
         s.transactions += 1
@@ -361,12 +356,6 @@ class StoreWriter:
         s.last_submission_latency_seconds = now - batch[0].enqueued_at
         rate = sum(b.size for b in batch) / max(seconds, 1e-6)
         s.records_per_second = rate if not s.records_per_second else 0.8 * s.records_per_second + 0.2 * rate
-
-    def _rooted_traces(self, inserted: Iterable[SpanRecord]) -> set[str]:
-        """Traces whose root span (no parent) is stored: in this write or among their cached records."""
-        assert self._cache is not None
-        rooted = {span.trace_id for span in inserted if not span.parent_span_id}
-        return rooted | self._cache.rooted({span.trace_id for span in inserted} - rooted)
 
     def _fail_queued(self) -> None:
         with self._cond:

@@ -11,23 +11,22 @@ from __future__ import annotations
 from typing import Any
 
 from tracegrade.trajectory.messages import Message, build_messages, normalise_role
+from tracegrade.trajectory.readers import reads
 from tracegrade.trajectory.tree import Role, SpanNode
 from tracegrade.trajectory.values import as_int
 
 _PREFIX = "gcp.vertex.agent."
-_MARKER_KEYS = frozenset(
-    {
-        "gcp.vertex.agent.event_id",
-        "gcp.vertex.agent.invocation_id",
-        "gcp.vertex.agent.session_id",
-        "gcp.vertex.agent.llm_request",
-        "gcp.vertex.agent.tool_call_args",
-    }
+_MARKER_KEYS = (
+    "gcp.vertex.agent.event_id",
+    "gcp.vertex.agent.invocation_id",
+    "gcp.vertex.agent.session_id",
+    "gcp.vertex.agent.llm_request",
+    "gcp.vertex.agent.tool_call_args",
 )
 
 
 def is_adk(node: SpanNode) -> bool:
-    return node.span.scope_name == "gcp.vertex.agent" or not _MARKER_KEYS.isdisjoint(node.attrs)
+    return node.span.scope_name == "gcp.vertex.agent" or node.carries(_MARKER_KEYS)
 
 
 def classify(node: SpanNode) -> str | None:
@@ -83,6 +82,7 @@ def _content_messages(content: Any, default_role: str, keep_ids: bool) -> list[M
     return build_messages(role, _parts_blocks(content.get("parts"), keep_ids))
 
 
+@reads(_PREFIX + "llm_request")
 def request_messages(node: SpanNode) -> list[Message] | None:
     request = node.parsed(_PREFIX + "llm_request", expect_json=True)
     if not isinstance(request, dict) or "contents" not in request:
@@ -105,6 +105,7 @@ def _response(node: SpanNode) -> dict[str, Any] | None:
     return response if isinstance(response, dict) and response else None
 
 
+@reads(_PREFIX + "llm_response")
 def response_messages(node: SpanNode) -> list[Message] | None:
     response = _response(node)
     if response is None or "content" not in response:
@@ -112,6 +113,7 @@ def response_messages(node: SpanNode) -> list[Message] | None:
     return _content_messages(response.get("content"), "assistant", keep_ids=True)
 
 
+@reads(_PREFIX + "llm_response")
 def usage(node: SpanNode) -> dict[str, int] | None:
     """From ``usage_metadata`` (early 1.x wrote the total into ``gen_ai.usage.output_tokens``)."""
     response = _response(node)
@@ -127,16 +129,19 @@ def usage(node: SpanNode) -> dict[str, int] | None:
     return clean or None
 
 
+@reads(_PREFIX + "llm_response")
 def finish_reason(node: SpanNode) -> str | None:
     response = _response(node)
     value = response.get("finish_reason") if response else None
     return value.lower() if isinstance(value, str) and value else None
 
 
+@reads(_PREFIX + "tool_call_args")
 def tool_args(node: SpanNode) -> Any:
     return node.parsed(_PREFIX + "tool_call_args", expect_json=True)
 
 
+@reads(_PREFIX + "tool_response")
 def tool_result(node: SpanNode) -> Any:
     value = node.parsed(_PREFIX + "tool_response", expect_json=True)
     if isinstance(value, dict) and len(value) == 1 and "result" in value and not isinstance(value["result"], dict):
@@ -144,5 +149,6 @@ def tool_result(node: SpanNode) -> Any:
     return value
 
 
+@reads(_PREFIX + "session_id")
 def conversation_id(node: SpanNode) -> str | None:
     return node.first_text(_PREFIX + "session_id")

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracegrade.models.json_values import json_equal, parse_json_maybe
-from tracegrade.models.results import TokenUsage
 from tracegrade.trajectory import sources
 from tracegrade.trajectory.messages import Message
 from tracegrade.trajectory.tree import Role, SpanNode
@@ -77,9 +76,9 @@ def _requests(messages: list[Message]) -> list[dict[str, Any]]:
     ]
 
 
-def _usage(node: SpanNode) -> TokenUsage:
-    found = sources.first(sources.USAGE, node) or {}
-    return TokenUsage(calls=1, **found)
+def _usage(node: SpanNode) -> dict[str, int]:
+    """``TokenUsage`` fields of one model call."""
+    return {"calls": 1, **(sources.first(sources.USAGE, node) or {})}
 
 
 def _read_llm(node: SpanNode, wrappers: list[SpanNode], visit: str | None) -> LLMFields:
@@ -87,6 +86,11 @@ def _read_llm(node: SpanNode, wrappers: list[SpanNode], visit: str | None) -> LL
     inputs = sources.first_of(sources.LLM_INPUT, chain)
     outputs = sources.first_of(sources.LLM_OUTPUT, chain)
     out_messages = outputs or []
+    start, end = node.start, node.end
+    error = span_error(node)
+    for wrapper in wrappers:
+        start, end = min(start, wrapper.start), max(end, wrapper.end)
+        error = error or span_error(wrapper)
     return {
         "model": sources.first_of(sources.MODEL, chain),
         "provider": sources.first_of(sources.PROVIDER, chain),
@@ -98,10 +102,10 @@ def _read_llm(node: SpanNode, wrappers: list[SpanNode], visit: str | None) -> LL
         "token_usage": _usage(node),
         "content_captured": inputs is not None or outputs is not None,
         "span_id": node.span_id,
-        "start_ns": min(n.start for n in chain),
-        "end_ns": max(n.end for n in chain),
+        "start_ns": start,
+        "end_ns": end,
         "finish_reason": sources.first_of(sources.FINISH_REASON, chain),
-        "error": next((e for e in map(span_error, chain) if e), None),
+        "error": error,
     }
 
 

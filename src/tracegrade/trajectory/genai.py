@@ -19,6 +19,7 @@ from tracegrade.trajectory.messages import (
     messages_from_json_list,
     normalise_role,
 )
+from tracegrade.trajectory.readers import reads
 from tracegrade.trajectory.tool_payloads import ToolPayloads
 from tracegrade.trajectory.tree import Role, SpanNode
 from tracegrade.trajectory.values import as_int, as_text, load_json
@@ -41,6 +42,7 @@ _EVENT_ROLES = {
 _CHOICE_EVENT = "gen_ai.choice"
 _DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 _UNKNOWN_MODELS = frozenset({"", "unknown"})
+_SYSTEM_KEY = "gen_ai.system_instructions"
 _TOOL_PAYLOADS = ToolPayloads(
     "#genai",
     input_keys=("gen_ai.tool.call.arguments", "tool_arguments"),
@@ -51,6 +53,7 @@ _TOOL_PAYLOADS = ToolPayloads(
 # -- classification ----------------------------------------------------------------------------
 
 
+@reads("gen_ai.operation.name")
 def classify(node: SpanNode) -> str | None:
     operation = node.attrs.get("gen_ai.operation.name")
     if isinstance(operation, str) and operation:
@@ -88,26 +91,45 @@ def _otel_messages(value: Any, default_role: str) -> list[Message]:
     return found if found is not None else []
 
 
-def _history(node: SpanNode) -> list[Message] | None:
-    """The input messages (None when absent). A history usually repeats the one of the call before it and
+def _history(node: SpanNode, key: str) -> list[Message] | None:
+    """The messages of a conversation attribute (None when absent). A history usually repeats the one read
+    before it (the previous model call's input, the last call's input in a run's whole conversation) and
     adds to it: only what is new is decoded and normalised."""
-    text = node.attrs.get("gen_ai.input.messages")
+    text = node.attrs.get(key)
     if isinstance(text, str):
         found = messages_from_json_list(text, "user", node.shared.recent_lists("genai.input"))
         if found is not NOT_A_LIST:
             return found if found is not None else []
-    value = node.parsed("gen_ai.input.messages", expect_json=True)
+    value = node.parsed(key, expect_json=True)
     return None if value is None else _otel_messages(value, "user")
 
 
+def _system_messages(node: SpanNode) -> list[Message] | None:
+    """The system instructions as messages (None when absent); normalised once per distinct text, as every
+    model call of a run usually repeats them."""
+    value = node.parsed(_SYSTEM_KEY, expect_json=True)
+    if value is None:
+        return None
+    text = node.attrs[_SYSTEM_KEY]
+    if not isinstance(text, str):
+        return _system(value)
+    memo = node.shared.memo("genai.system")
+    found = memo.get(text)
+    if found is None:
+        found = memo[text] = _system(value)
+    return found
+
+
+@reads("gen_ai.input.messages", _SYSTEM_KEY)
 def input_messages(node: SpanNode) -> list[Message] | None:
-    messages = _history(node)
-    system = node.parsed("gen_ai.system_instructions", expect_json=True)
+    messages = _history(node, "gen_ai.input.messages")
+    system = _system_messages(node)
     if messages is None and system is None:
         return None
-    return _system(system) + (messages or [])
+    return (system or []) + (messages or [])
 
 
+@reads("gen_ai.output.messages")
 def output_messages(node: SpanNode) -> list[Message] | None:
     messages = node.parsed("gen_ai.output.messages", expect_json=True)  # decoded once, for finish_reason too
     return None if messages is None else _otel_messages(messages, "assistant")
@@ -176,11 +198,13 @@ def _events(node: SpanNode) -> tuple[list[Message], list[Message]] | None:
     return node.memo("#genai.events", lambda n: _event_messages(_span_and_log_events(n)))
 
 
+@reads(events=True)
 def event_input(node: SpanNode) -> list[Message] | None:
     found = _events(node)
     return found[0] if found and found[0] else None
 
 
+@reads(events=True)
 def event_output(node: SpanNode) -> list[Message] | None:
     found = _events(node)
     return found[1] if found and found[1] else None
@@ -194,11 +218,13 @@ def _attribute_events(node: SpanNode, key: str) -> tuple[list[Message], list[Mes
     return _event_messages((str(item.get("event.name", "")), item) for item in value if isinstance(item, dict))
 
 
+@reads("events")
 def pydantic_event_input(node: SpanNode) -> list[Message] | None:
     found = node.memo("#genai.pydantic_events", lambda n: _attribute_events(n, "events"))
     return found[0] if found and found[0] else None
 
 
+@reads("events")
 def pydantic_event_output(node: SpanNode) -> list[Message] | None:
     found = node.memo("#genai.pydantic_events", lambda n: _attribute_events(n, "events"))
     return found[1] if found and found[1] else None
@@ -207,6 +233,7 @@ def pydantic_event_output(node: SpanNode) -> list[Message] | None:
 # -- LLM facts -----------------------------------------------------------------------------------
 
 
+@reads("gen_ai.response.model", "gen_ai.request.model")
 def model(node: SpanNode) -> str | None:
     for key in ("gen_ai.response.model", "gen_ai.request.model"):
         value = node.attrs.get(key)
@@ -215,6 +242,7 @@ def model(node: SpanNode) -> str | None:
     return None
 
 
+@reads("gen_ai.provider.name", "gen_ai.system")
 def provider(node: SpanNode) -> str | None:
     return node.first_text("gen_ai.provider.name", "gen_ai.system")
 
@@ -231,6 +259,7 @@ _USAGE_KEYS = {
 }
 
 
+@reads(*(key for keys in _USAGE_KEYS.values() for key in keys))
 def usage(node: SpanNode) -> dict[str, int] | None:
     found: dict[str, int] = {}
     attrs = node.attrs
@@ -243,6 +272,7 @@ def usage(node: SpanNode) -> dict[str, int] | None:
     return found or None
 
 
+@reads("gen_ai.response.finish_reasons", "gen_ai.output.messages")
 def finish_reason(node: SpanNode) -> str | None:
     """The last non-empty of ``gen_ai.response.finish_reasons``, else of the output messages' reasons."""
     reasons = node.attrs.get("gen_ai.response.finish_reasons")
@@ -268,14 +298,17 @@ def tool_name(node: SpanNode) -> str | None:
     return None
 
 
+@reads(*_TOOL_PAYLOADS.input_keys)
 def tool_args(node: SpanNode) -> Any:
     return _TOOL_PAYLOADS.args(node)
 
 
+@reads(*_TOOL_PAYLOADS.output_keys)
 def tool_result(node: SpanNode) -> Any:
     return _TOOL_PAYLOADS.result(node)
 
 
+@reads("gen_ai.tool.call.id", *_TOOL_PAYLOADS.input_keys, *_TOOL_PAYLOADS.output_keys)
 def tool_call_id(node: SpanNode) -> str | None:
     return node.first_text("gen_ai.tool.call.id") or _TOOL_PAYLOADS.call_id(node)
 
@@ -318,11 +351,13 @@ def _block_text(value: Any) -> Any:
     return value
 
 
+@reads(events=True)
 def event_tool_args(node: SpanNode) -> Any:
     found = node.memo("#genai.tool_events", _tool_events)
     return found[0] if found else None
 
 
+@reads(events=True)
 def event_tool_result(node: SpanNode) -> Any:
     found = node.memo("#genai.tool_events", _tool_events)
     return found[1] if found else None
@@ -341,11 +376,12 @@ def agent_name(node: SpanNode) -> str | None:
     return None
 
 
+@reads("gen_ai.input.messages", _SYSTEM_KEY, "pydantic_ai.all_messages", "all_messages_events", events=True)
 def run_query(node: SpanNode) -> str | None:
     """The user message an agent/run span answered (its own input messages, pydantic history, events)."""
     for messages in (
         input_messages(node),
-        messages_from_any(node.parsed("pydantic_ai.all_messages", expect_json=True), "user"),
+        _history(node, "pydantic_ai.all_messages"),
         event_input(node),
         _first(node.memo("#genai.all_messages_events", lambda n: _attribute_events(n, "all_messages_events"))),
     ):
@@ -355,6 +391,7 @@ def run_query(node: SpanNode) -> str | None:
     return None
 
 
+@reads("final_result", "gen_ai.output.messages", events=True)
 def run_answer(node: SpanNode) -> str | None:
     """The answer of an agent/run span: pydantic ``final_result``, its output messages, a choice event."""
     final = node.attrs.get("final_result")
@@ -371,5 +408,6 @@ def _first(found: tuple[list[Message], list[Message]] | None) -> list[Message] |
     return found[0] if found else None
 
 
+@reads("gen_ai.conversation.id")
 def conversation_id(node: SpanNode) -> str | None:
     return node.first_text("gen_ai.conversation.id")

@@ -30,7 +30,7 @@ def tool_input(value: Any) -> tuple[Any, str | None] | None:
             return inputs, call_id
         raw = value.get("input_str")
         return (parse_python_literal(raw) if isinstance(raw, str) else inputs), call_id
-    if set(value) == {"args", "kwargs"} and isinstance(value.get("args"), list):  # traceloop SDK decorator
+    if len(value) == 2 and isinstance(value.get("args"), list) and "kwargs" in value:  # traceloop SDK decorator
         args = value["args"]
         return (dict(kwargs) if not args else {"args": args, **kwargs}), None
     return None

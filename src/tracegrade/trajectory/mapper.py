@@ -17,7 +17,6 @@ from typing import Any
 
 from tracegrade.models.dataset import StepType
 from tracegrade.models.execution import ExecutionResult
-from tracegrade.models.results import TokenUsage
 from tracegrade.models.span import LogRecordData, SpanRecord
 from tracegrade.trajectory import calls, native, sources
 from tracegrade.trajectory.calls import LLMFields
@@ -48,7 +47,7 @@ class _Walk:
     """One pass over the spans in execution order: visits, steps, run-level spans, tool and LLM spans."""
 
     def __init__(self, order: list[SpanNode], branches: dict[int, str]) -> None:
-        size = max((n.index for n in order), default=-1) + 1
+        size = len(order)  # every span once: their indexes are 0 .. size - 1
         self.visit_of: list[int] = [-1] * size  # index of the nearest enclosing visit span (or -1)
         self.names: dict[int, str] = {}
         self.visits: list[Fields] = []  # NodeVisit fields
@@ -201,7 +200,7 @@ def _node_responses(llm_calls: list[LLMFields]) -> list[Fields]:
                 "has_tool_calls": bool(requests),
                 "tool_call_names": [r["name"] for r in requests],
                 "timestamp": call.get("start_ns", 0) / 1e9,
-                "token_usage": call["token_usage"] if "token_usage" in call else TokenUsage(),
+                "token_usage": call.get("token_usage", {}),
             }
         )
     if responses and responses[-1]["response_text"] and not responses[-1]["has_tool_calls"]:

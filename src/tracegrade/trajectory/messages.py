@@ -9,11 +9,10 @@ means something a person typed.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
-from tracegrade.trajectory.values import RecentLists, as_text, convert_json_list
+from tracegrade.trajectory.values import RecentLists, as_text, convert_json_list, decode_json
 
 __all__ = [
     "NOT_A_LIST",
@@ -70,7 +69,7 @@ def normalise_role(role: Any, default: str) -> str:
 def _arguments(value: Any) -> Any:
     if isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
         try:
-            return json.loads(value)
+            return decode_json(value)
         except ValueError:
             return value
     return value
@@ -119,20 +118,23 @@ def _first_key(block: dict[str, Any], keys: tuple[str, ...]) -> Any:
     return None
 
 
-def _split_content(content: Any) -> tuple[str, list[Message], list[tuple[Any, str, Any]]]:
+_NONE: tuple[Any, ...] = ()  # no tool calls / no tool results (shared: never modified)
+
+
+def _split_content(content: Any) -> tuple[str, Sequence[Message], Sequence[tuple[Any, str, Any]]]:
     """Text, tool calls and tool results (``(call_id, text, name)``) of any content shape."""
     if isinstance(content, str):
-        return content, [], []
+        return content, _NONE, _NONE
     if content is None:
-        return "", [], []
+        return "", _NONE, _NONE
     if isinstance(content, dict):
         content = [content]
     elif not isinstance(content, list):
-        return as_text(content) or "", [], []
+        return as_text(content) or "", _NONE, _NONE
     if len(content) == 1 and isinstance(content[0], dict) and content[0].get("type") == "text":  # the common case
         text = _first_key(content[0], ("content", "text"))
         if isinstance(text, str):
-            return text, [], []
+            return text, _NONE, _NONE
     texts: list[str] = []
     calls: list[Message] = []
     results: list[tuple[Any, str, Any]] = []
@@ -173,7 +175,7 @@ def build_messages(
     """Normalised message(s) for one source message (tool results split into their own ``tool`` messages)."""
     text, calls, results = _split_content(content)
     if tool_calls:
-        calls.extend(normalise_tool_calls(tool_calls))
+        calls = [*calls, *normalise_tool_calls(tool_calls)]
     out: list[Message] = []
     for call_id, result_text, result_name in results:
         message: Message = {"role": "tool", "content": result_text, "tool_call_id": call_id}
@@ -318,7 +320,7 @@ def _generations(generations: list[Any]) -> list[Message]:
 def message_key(message: Message) -> tuple[Any, ...]:
     """Identity of a message for de-duplication (tool-call ids ignored: ADK history ids are synthetic)."""
     calls = message.get("tool_calls")
-    calls_key = tuple((c.get("name"), repr(c.get("arguments"))) for c in calls) if calls else ()
+    calls_key = tuple([(c.get("name"), repr(c.get("arguments"))) for c in calls]) if calls else ()
     return (message.get("role"), message.get("content"), calls_key, message.get("name"))
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracegrade.trajectory.readers import reads
 from tracegrade.trajectory.tree import Role, SpanNode
 from tracegrade.trajectory.values import as_int, as_text
 
@@ -33,22 +34,27 @@ def classify(node: SpanNode) -> str | None:
     return None
 
 
+@reads("tracegrade.node.name")
 def node_name(node: SpanNode) -> str | None:
     return node.first_text("tracegrade.node.name")
 
 
+@reads("tracegrade.tool.name")
 def tool_name(node: SpanNode) -> str | None:
     return node.first_text("tracegrade.tool.name")
 
 
+@reads("tracegrade.tool.arguments")
 def tool_args(node: SpanNode) -> Any:
     return node.parsed("tracegrade.tool.arguments", expect_json=True)
 
 
+@reads("tracegrade.tool.result")
 def tool_result(node: SpanNode) -> Any:
     return node.parsed("tracegrade.tool.result")
 
 
+@reads("tracegrade.tool.call_id")
 def tool_call_id(node: SpanNode) -> str | None:
     return node.first_text("tracegrade.tool.call_id")
 
@@ -69,5 +75,6 @@ def turn_output(node: SpanNode) -> str | None:
     return as_text(node.attrs.get("tracegrade.turn.output"))
 
 
+@reads("tracegrade.thread_id")
 def conversation_id(node: SpanNode) -> str | None:
     return node.first_text("tracegrade.thread_id")

@@ -8,11 +8,11 @@ its richest source.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from tracegrade.trajectory import adk, genai, langgraph, mlflow, native, openinference, traceloop
+from tracegrade.trajectory.readers import applicable
 from tracegrade.trajectory.tree import Role, SpanNode
 
 Reader = Callable[[SpanNode], Any]
@@ -109,13 +109,18 @@ CONVENTIONS = ("tracegrade", "genai", "openinference", "traceloop", "adk", "mlfl
 _COUNTED_ROLES = frozenset({Role.LLM, Role.TOOL, Role.AGENT, Role.NODE})
 
 
-def first(readers: Iterable[Reader], node: SpanNode) -> Any:
+def first(readers: tuple[Reader, ...], node: SpanNode) -> Any:
     """The first non-None answer of ``readers`` for ``node``.
 
-    A reader that fails on a malformed span is noted as a mapping issue and skipped, so one bad
-    attribute costs only what it holds.
+    Readers that no span of the mapping can feed (``readers.reads``) are left out, once per mapping. A
+    reader that fails on a malformed span is noted as a mapping issue and skipped, so one bad attribute
+    costs only what it holds.
     """
-    for reader in readers:
+    shared = node.shared
+    entry = shared.chains.get(id(readers))
+    if entry is None:  # the entry holds ``readers`` itself, so the id cannot be reused while it is kept
+        entry = shared.chains[id(readers)] = (readers, applicable(readers, shared.trace_keys, shared.has_events))
+    for reader in entry[1]:
         try:
             value = reader(node)
         except Exception as exc:
@@ -200,10 +205,16 @@ def _unwrap_anonymous_root_agent(node: SpanNode) -> None:
         stack.extend(child.children)
 
 
+def _convention_counts(nodes: list[SpanNode]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for node in nodes:
+        if node.convention:
+            counts[node.convention] = counts.get(node.convention, 0) + 1
+    return counts
+
+
 def trace_convention(nodes: list[SpanNode]) -> str | None:
-    counts = Counter(n.convention for n in nodes if n.convention and n.role in _COUNTED_ROLES)
-    if not counts:
-        counts = Counter(n.convention for n in nodes if n.convention)
+    counts = _convention_counts([n for n in nodes if n.role in _COUNTED_ROLES]) or _convention_counts(nodes)
     if not counts:
         return None
     best = max(counts.values())

@@ -16,39 +16,54 @@ __all__ = ["ToolPayloads"]
 Payload = tuple[Any, str | None]
 
 
-def _reader(keys: tuple[str, ...], unwrap: Callable[[Any], Payload | None]) -> Callable[[SpanNode], Payload | None]:
-    """Reads ``(value, call_id)`` from the first of ``keys`` present on a span (None when none is)."""
+class _Side:
+    """The input or the output side: ``(value, call_id)`` from the first of ``keys`` a span carries."""
 
-    def read(node: SpanNode) -> Payload | None:
-        for key in keys:
-            value = node.parsed(key)
-            if value is not None:
-                unwrapped = unwrap(value)
-                return unwrapped if unwrapped is not None else (value, None)
+    __slots__ = ("keys", "memo_key", "unwrap")
+
+    def __init__(self, memo_key: str, keys: tuple[str, ...], unwrap: Callable[[Any], Payload | None]) -> None:
+        self.memo_key = memo_key
+        self.keys = keys
+        self.unwrap = unwrap
+
+    def read(self, node: SpanNode) -> Payload | None:
+        """The payload (None when the span carries none of the keys), decoded once per span."""
+        attrs = node.attrs
+        for key in self.keys:
+            if attrs.get(key) is not None:
+                return node.memo(self.memo_key, self._decode)
         return None
 
-    return read
+    def _decode(self, node: SpanNode) -> Payload | None:
+        for key in self.keys:
+            value = node.parsed(key)
+            if value is not None:
+                unwrapped = self.unwrap(value)
+                return unwrapped if unwrapped is not None else (value, None)
+        return None
 
 
 class ToolPayloads:
     """Tool input and output attributes of one convention; ``memo_prefix`` names their per-span cache."""
 
     def __init__(self, memo_prefix: str, input_keys: tuple[str, ...], output_keys: tuple[str, ...]) -> None:
-        self._input = (f"{memo_prefix}.tool_input", _reader(input_keys, langchain.tool_input))
-        self._output = (f"{memo_prefix}.tool_output", _reader(output_keys, langchain.tool_output))
+        self._input = _Side(f"{memo_prefix}.tool_input", input_keys, langchain.tool_input)
+        self._output = _Side(f"{memo_prefix}.tool_output", output_keys, langchain.tool_output)
+        self.input_keys = input_keys
+        self.output_keys = output_keys
 
     def args(self, node: SpanNode) -> Any:
-        found = node.memo(*self._input)
+        found = self._input.read(node)
         return found[0] if found else None
 
     def result(self, node: SpanNode) -> Any:
-        found = node.memo(*self._output)
+        found = self._output.read(node)
         return found[0] if found else None
 
     def call_id(self, node: SpanNode, *, output_first: bool = False) -> str | None:
         """The call id a LangChain payload carries (input first, unless ``output_first``)."""
-        for key, read in (self._output, self._input) if output_first else (self._input, self._output):
-            found = node.memo(key, read)
+        for side in (self._output, self._input) if output_first else (self._input, self._output):
+            found = side.read(node)
             if found and found[1]:
                 return found[1]
         return None

@@ -6,9 +6,11 @@ Everything broken is repaired to the best usable shape and described in ``Issues
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from tracegrade.models.span import LogRecordData, SpanRecord
+from tracegrade.trajectory.readers import chains_for
 from tracegrade.trajectory.values import Issues, SharedWork, index_families
 
 if TYPE_CHECKING:
@@ -65,7 +67,7 @@ class SpanNode:
         self.role = Role.OTHER
         self.convention: str | None = None
         self.task: GraphTask | None = None
-        self.logs: list[LogRecordData] = []
+        self.logs: list[LogRecordData] = _NO_LOGS  # replaced by a list of its own when a log record joins
         self._memo: dict[str, Any] | None = None
         self.start = span.start_ns
         self.end = span.end_ns
@@ -98,6 +100,10 @@ class SpanNode:
                 return value
         return None
 
+    def carries(self, keys: tuple[str, ...]) -> bool:
+        """Does the span have at least one of ``keys``? (Looks up each of ``keys``, however many attributes.)"""
+        return not self.attrs.keys().isdisjoint(keys)
+
     def indexed(self, prefix: str) -> dict[int, dict[str, Any]] | None:
         """The flattened list family ``prefix`` (one of ``INDEXED_FAMILIES``) as ``{i: {rest: value}}``."""
         return self.memo("#indexed", _index_families).get(prefix)
@@ -120,6 +126,9 @@ class SpanNode:
         while node is not None:
             yield node
             node = node.parent
+
+
+_NO_LOGS: list[LogRecordData] = []  # shared by every span without log records: never appended to
 
 
 def _index_families(node: SpanNode) -> dict[str, dict[int, dict[str, Any]]]:
@@ -146,28 +155,32 @@ class Forest:
 
 
 def build_forest(spans: Iterable[SpanRecord], logs: Iterable[LogRecordData], issues: Issues) -> Forest:
-    nodes, by_key = _unique_nodes(spans, issues)
+    shared = SharedWork(issues)
+    nodes, by_key = _unique_nodes(spans, shared)
     _link_parents(nodes, by_key)
     _break_cycles(nodes)
-    roots = [n for n in nodes if n.parent is None]
+    roots: list[SpanNode] = []
     for node in nodes:
-        if node.parent is not None:
+        if node.parent is None:
+            roots.append(node)
+        else:
             node.parent.children.append(node)
-    _repair_times(roots)
+    _repair_times(nodes, roots)
     roots.sort(key=_start_key)
     _attach_logs(by_key, logs)
-    trace_ids = list(dict.fromkeys(n.span.trace_id for n in roots))
-    trace_ids += [t for t in dict.fromkeys(n.span.trace_id for n in nodes) if t not in trace_ids]
+    shared.trace_keys = frozenset().union(*[n.attrs for n in nodes])
+    shared.has_events = any(n.span.events or n.logs for n in nodes)
+    shared.chains = chains_for(shared.trace_keys, shared.has_events)  # readers no span can feed are left out
+    trace_ids = list(dict.fromkeys([n.span.trace_id for n in roots] + [n.span.trace_id for n in nodes]))
     return Forest(nodes, roots, trace_ids)
 
 
 def _unique_nodes(
-    spans: Iterable[SpanRecord], issues: Issues
+    spans: Iterable[SpanRecord], shared: SharedWork
 ) -> tuple[list[SpanNode], dict[tuple[str, str], SpanNode]]:
     nodes: list[SpanNode] = []
     by_key: dict[tuple[str, str], SpanNode] = {}
     copies: dict[tuple[str, str], int] = {}
-    shared = SharedWork(issues)
     for span in spans:
         key = (span.trace_id, span.span_id)
         if key in by_key:
@@ -201,26 +214,35 @@ def _link_parents(nodes: list[SpanNode], by_key: dict[tuple[str, str], SpanNode]
 
 
 def _break_cycles(nodes: list[SpanNode]) -> None:
-    done: set[int] = set()
+    state = [_UNSEEN] * len(nodes)
     for node in nodes:
+        if state[node.index] == _DONE:
+            continue
         path: list[SpanNode] = []
-        on_path: set[int] = set()
         current: SpanNode | None = node
-        while current is not None and current.index not in done:
-            if current.index in on_path:
-                cycle = path[path.index(current) :]
-                names = ", ".join(n.span_id for n in cycle)
-                current.note(f"parent links form a cycle ({names}); treated this span as a root")
-                current.parent = None
-                break
-            on_path.add(current.index)
+        while current is not None and state[current.index] == _UNSEEN:
+            state[current.index] = _ON_PATH
             path.append(current)
             current = current.parent
-        done.update(on_path)
+        if current is not None and state[current.index] == _ON_PATH:
+            cycle = path[path.index(current) :]
+            names = ", ".join(n.span_id for n in cycle)
+            current.note(f"parent links form a cycle ({names}); treated this span as a root")
+            current.parent = None
+        for walked in path:
+            state[walked.index] = _DONE
 
 
-def _repair_times(roots: list[SpanNode]) -> None:
+_UNSEEN, _ON_PATH, _DONE = 0, 1, 2  # _break_cycles: where each span is in the walk up its parents
+
+
+def _repair_times(nodes: list[SpanNode], roots: list[SpanNode]) -> None:
     """Give spans without times a usable position (their parent's start) and note it."""
+    for node in nodes:
+        if node.start <= 0 or node.end < node.start:
+            break
+    else:
+        return  # every span has a start and ends after it (the usual case): nothing to repair
     stack = [(root, 0) for root in roots]
     while stack:
         node, parent_start = stack.pop()
@@ -242,11 +264,12 @@ def _attach_logs(by_key: dict[tuple[str, str], SpanNode], logs: Iterable[LogReco
         if record.trace_id and record.span_id:
             node = by_key.get((record.trace_id, record.span_id))
             if node is not None:
+                if node.logs is _NO_LOGS:
+                    node.logs = []
                 node.logs.append(record)
 
 
-def _start_key(node: SpanNode) -> tuple[int, int]:
-    return (node.start, node.index)
+_start_key = attrgetter("start", "index")  # (start, index): execution order of siblings and roots
 
 
 def _ordered(children: list[SpanNode]) -> list[SpanNode]:

@@ -15,6 +15,7 @@ __all__ = [
     "as_int",
     "as_text",
     "convert_json_list",
+    "decode_json",
     "group_indexed",
     "index_families",
     "load_json",
@@ -43,13 +44,17 @@ class SharedWork:
 
     Traces repeat attribute texts a lot (the same system instructions, LangGraph metadata and history on
     every span of a run); decoded values are shared between the spans that carry the same text, so
-    nothing downstream may modify them in place.
+    nothing downstream may modify them in place. It also knows which attribute keys the spans carry, which
+    decides the reader chains ``sources`` applies to them (see ``readers``).
     """
 
-    __slots__ = ("_lists", "_loose", "_memos", "_strict", "issues")
+    __slots__ = ("_lists", "_loose", "_memos", "_strict", "chains", "has_events", "issues", "trace_keys")
 
     def __init__(self, issues: Issues) -> None:
         self.issues = issues
+        self.trace_keys: frozenset[str] | None = None  # every attribute key of the spans (None: not known yet)
+        self.has_events = True  # whether any span has events or log records
+        self.chains: dict[int, tuple[Any, Any]] = {}  # the reader chains ``sources`` applies to these spans
         self._strict: dict[str, tuple[Any, str | None]] = {}
         self._loose: dict[str, tuple[Any, str | None]] = {}
         self._lists: dict[str, RecentLists] = {}
@@ -89,7 +94,7 @@ def load_json(value: str, *, expect_json: bool) -> tuple[Any, str | None]:
     head = text[:1]
     if head in ("{", "[") or (expect_json and text):
         try:
-            return json.loads(text), None
+            return decode_json(text), None
         except ValueError:
             if head in ("{", "["):
                 return value, f"is not valid JSON (truncated? {len(value)} characters); kept the raw text"
@@ -99,7 +104,26 @@ def load_json(value: str, *, expect_json: bool) -> tuple[Any, str | None]:
 
 _COMMA = re.compile(r"[ \t\n\r]*,")  # JSON whitespace, then the comma before the next item
 _SPACE = re.compile(r"[ \t\n\r]*")  # JSON whitespace (matches the empty string too)
-_DECODER = json.JSONDecoder()
+_SCAN = json.JSONDecoder().scan_once  # the C scanner ``json.loads`` runs, without its Python wrappers
+_JSON_SPACE = " \t\n\r"
+
+
+def decode_json(text: str) -> Any:
+    """``json.loads(text)`` for a str: the same value, or a ``ValueError`` where it raises one.
+
+    Mappings decode a lot of small JSON texts; calling the scanner directly saves the Python-level
+    wrappers around each one (``loads``, ``JSONDecoder.decode`` and ``raw_decode``).
+    """
+    start = _SPACE.match(text).end() if text[:1] in _JSON_SPACE else 0  # type: ignore[union-attr]
+    try:
+        value, end = _SCAN(text, start)
+    except StopIteration:
+        raise ValueError("not a JSON value") from None
+    if end != len(text) and _SPACE.match(text, end).end() != len(text):  # type: ignore[union-attr]
+        raise ValueError("extra data after the JSON value")
+    return value
+
+
 _RECENT = 4  # arrays remembered per kind
 _HEAD = 32  # characters of an item compared before the whole overlap is
 
@@ -166,7 +190,7 @@ def convert_json_list(text: str, recent: RecentLists, convert: Callable[[Any], A
             added = _decode_items_from(text, comma.end(), convert, starts)
             return None if added is None else _remember(recent, RecentList(text, entry.items[k:] + added, starts))
     try:
-        value = json.loads(text)
+        value = decode_json(text)
     except ValueError:
         return None
     if not isinstance(value, list) or not value:
@@ -181,8 +205,8 @@ def _decode_items_from(text: str, pos: int, convert: Callable[[Any], Any], start
     while True:
         start = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
         try:
-            value, pos = _DECODER.raw_decode(text, start)
-        except ValueError:
+            value, pos = _SCAN(text, start)
+        except (StopIteration, ValueError):
             return None
         starts.append(start)
         items.append(convert(value))
@@ -309,5 +333,11 @@ def index_families(attributes: dict[str, Any]) -> dict[str, dict[int, dict[str, 
             parts = known[key] = _indexed_key(key)
         if parts is not _NOT_INDEXED:
             family, index, rest = parts
-            found.setdefault(family, {}).setdefault(index, {})[rest] = value
+            groups = found.get(family)
+            if groups is None:
+                groups = found[family] = {}
+            fields = groups.get(index)
+            if fields is None:
+                fields = groups[index] = {}
+            fields[rest] = value
     return found

@@ -1,0 +1,89 @@
+"""The request journal: records survive a reopen, a torn tail is cut off, committed segments are deleted,
+and a receiver started on a store with a leftover journal writes its records before it serves."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from tests.support.server_inprocess import running_server
+from tests.support.server_requests import count_spans, span_json, traces_json, traces_proto, unique_trace_id
+from tracegrade.store.journal import RequestJournal
+
+
+def _segments(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.glob("*.tgj"))
+
+
+def test_records_survive_a_reopen_in_order(tmp_path: Path) -> None:
+    journal = RequestJournal(tmp_path / "j")
+    assert journal.append([(1, b"first"), (2, b"second")]) == 1
+    assert journal.append([(3, b"")]) == 1
+    # no close: as after a crash
+    reopened = RequestJournal(tmp_path / "j")
+    assert list(reopened.recovered_records()) == [(1, b"first"), (2, b"second"), (3, b"")]
+    reopened.drop_recovered()
+    assert _segments(tmp_path / "j") == []
+    assert reopened.append([(1, b"next")]) == 2  # numbering continues past the recovered segments
+
+
+def test_a_record_cut_short_by_a_crash_is_ignored_with_a_warning(tmp_path: Path, caplog) -> None:
+    journal = RequestJournal(tmp_path / "j")
+    journal.append([(1, b"whole record")])
+    journal.append([(1, b"torn record that the crash cut")])
+    segment = tmp_path / "j" / "1.tgj"
+    segment.write_bytes(segment.read_bytes()[:-5])
+    with caplog.at_level(logging.WARNING):
+        assert list(RequestJournal(tmp_path / "j").recovered_records()) == [(1, b"whole record")]
+    assert "cut short by a crash" in caplog.text
+
+
+def test_a_corrupted_record_stops_recovery_of_its_segment(tmp_path: Path) -> None:
+    journal = RequestJournal(tmp_path / "j")
+    journal.append([(1, b"good"), (1, b"flipped"), (1, b"after")])
+    segment = tmp_path / "j" / "1.tgj"
+    data = bytearray(segment.read_bytes())
+    data[data.index(b"flipped")] ^= 0xFF
+    segment.write_bytes(bytes(data))
+    assert list(RequestJournal(tmp_path / "j").recovered_records()) == [(1, b"good")]
+
+
+def test_segments_rotate_and_are_deleted_once_every_record_is_committed(tmp_path: Path) -> None:
+    journal = RequestJournal(tmp_path / "j", segment_bytes=100)
+    first = journal.append([(1, b"x" * 120)])
+    second = journal.append([(1, b"y" * 10), (1, b"z" * 10)])  # the first segment is full: a new one
+    assert (first, second) == (1, 2)
+    assert _segments(tmp_path / "j") == ["1.tgj", "2.tgj"]
+    journal.release(first, 1)
+    assert _segments(tmp_path / "j") == ["2.tgj"]
+    journal.release(second, 1)
+    assert _segments(tmp_path / "j") == ["2.tgj"]  # one record of it still uncommitted
+    journal.release(second, 1)
+    assert _segments(tmp_path / "j") == ["2.tgj"]  # the active segment stays open ...
+    journal.close()
+    assert _segments(tmp_path / "j") == []  # ... until close
+
+
+def test_close_keeps_a_segment_with_uncommitted_records(tmp_path: Path) -> None:
+    journal = RequestJournal(tmp_path / "j")
+    journal.append([(1, b"never committed")])
+    journal.close()
+    assert list(RequestJournal(tmp_path / "j").recovered_records()) == [(1, b"never committed")]
+
+
+def test_the_receiver_replays_a_leftover_journal_before_serving(tmp_path: Path) -> None:
+    store = tmp_path / "store.duckdb"
+    proto_trace, json_trace = unique_trace_id(), unique_trace_id()
+    journal = RequestJournal(Path(f"{store}.journal"))
+    journal.append(
+        [
+            (1, traces_proto([span_json(proto_trace, i) for i in range(3)])),
+            (2, json.dumps(traces_json([span_json(json_trace, i) for i in range(2)])).encode()),
+        ]
+    )
+    del journal  # left behind, as by a receiver killed before committing
+    with running_server(store) as server:
+        assert count_spans(server.http_url, proto_trace) == 3
+        assert count_spans(server.http_url, json_trace) == 2
+        assert _segments(Path(f"{store}.journal")) == []
