@@ -126,7 +126,7 @@ def test_a_full_queue_is_503_and_resource_exhausted_with_retry_delays(tmp_path: 
             error = _grpc_refusal(server, third)
             assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
             assert "write queue is full" in error.details()
-            assert _retry_delay(error) >= 1.0
+            assert _retry_delay(error) >= 0.25  # how long the queue takes to drain, a quarter second at least
             status, body = _readyz(server)
             assert (status, body["ready"]) == (503, False)
             assert "write queue" in body["reason"]

@@ -35,6 +35,9 @@ __all__ = ["QueueFull", "StoreWriter"]
 # traces mapped and replaced per rebuild transaction: the rows of a few hundred agent traces stay well
 # inside the store's memory limit (1,000 ran a 128 MB store out of memory on 10-span agent traces)
 REBUILD_TRACES = 250
+# shortest retry delay suggested to a refused exporter (gRPC RetryInfo carries it exactly; the HTTP
+# Retry-After header rounds it up to whole seconds)
+MIN_RETRY_AFTER = 0.25
 
 log = logging.getLogger(__name__)
 
@@ -246,8 +249,9 @@ class StoreWriter:
     # --------------------------------------------------------- writer thread
 
     def _retry_after(self) -> float:
+        """About how long the queue takes to drain at the recent write rate (a quarter second at least)."""
         rate = self._stats.records_per_second or 10_000.0
-        return min(30.0, max(1.0, self._queued / rate))
+        return min(30.0, max(MIN_RETRY_AFTER, self._queued / rate))
 
     def _wake(self) -> None:
         with self._cond:
