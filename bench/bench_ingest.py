@@ -3,8 +3,11 @@
 For each protocol (OTLP/gRPC, OTLP/HTTP protobuf) and run: start a receiver on a fresh store, send
 ``--spans`` realistic agent spans (batches of 512, 4 exporter processes, requests pre-serialized), and
 measure spans/s from the first send until every span is stored AND queryable (``count(*)`` polled
-through the server's /v1/query endpoint), the server's peak RSS (sampled), and spans lost. The
-decode-only and store-write-only ceilings are measured in this process on the same kind of requests.
+through the server's /v1/query endpoint), the server's peak RSS (sampled every 50 ms until it has
+exited: the receiver plus its trajectory-mapping child, and the receiver alone), its CPU time, and spans
+lost. The decode-only and store-write-only ceilings are measured in this process on the same kind of
+requests. Trajectory mapping runs behind ingestion at low priority; ``shutdown`` is how long SIGTERM
+took (committing, then rebuilding pending trajectories for up to the shutdown timeout).
 
     python bench/bench_ingest.py                      # 3 runs x 2 protocols x 200,000 spans
     python bench/bench_ingest.py --runs 1 --spans 50000 --protocols http
@@ -58,7 +61,8 @@ class PeakRss(threading.Thread):
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
         self.process = psutil.Process(pid)
-        self.peak = 0
+        self.peak = 0  # receiver + children, sampled together
+        self.peak_receiver = 0
         self.cpu_seconds: dict[str, float] = {}  # CPU time of the receiver and of its children, at the last sample
         self.stopped = threading.Event()
 
@@ -66,6 +70,7 @@ class PeakRss(threading.Thread):
         while not self.stopped.wait(0.05):
             try:
                 total = self.process.memory_info().rss
+                self.peak_receiver = max(self.peak_receiver, total)
                 times = self.process.cpu_times()
                 cpu = {"receiver": times.user + times.system, "children": 0.0}
                 for child in self.process.children(recursive=True):
@@ -140,6 +145,7 @@ def one_run(
         "seconds": elapsed,
         "acked_seconds": summary["last_ack"] - summary["first_send"],
         "peak_rss_mb": rss.peak / 2**20,
+        "peak_receiver_rss_mb": rss.peak_receiver / 2**20,
         "receiver_cpu_seconds": cpu_at_stored.get("receiver", 0.0),
         "mapping_cpu_seconds": cpu_at_stored.get("children", 0.0),
         "retries": summary["retries"],
@@ -223,7 +229,7 @@ def main() -> None:
             print(
                 f"{protocol:4} run {run + 1}: {result['spans_per_second']:>9,.0f} spans/s stored+queryable "
                 f"({result['seconds']:.1f} s; acked in {result['acked_seconds']:.1f} s), peak RSS "
-                f"{result['peak_rss_mb']:.0f} MB, CPU {result['receiver_cpu_seconds']:.1f} s receiver + "
+                f"{result['peak_rss_mb']:.0f} MB (receiver alone {result['peak_receiver_rss_mb']:.0f}), CPU {result['receiver_cpu_seconds']:.1f} s receiver + "
                 f"{result['mapping_cpu_seconds']:.1f} s mapping, lost {result['lost']}, retries {result['retries']}, "
                 f"shutdown {result['shutdown_seconds']:.1f} s (exit {result['exit_code']})"
             )

@@ -79,6 +79,25 @@ def test_close_drains_queue_and_rebuilds_pending_trajectories(tmp_path):
         writer.submit([make_span(1, 1)])
 
 
+def test_close_with_no_time_for_rebuilds_stores_every_span_and_leaves_rebuilds_to_the_next_start(tmp_path):
+    path = tmp_path / "hurried.duckdb"
+    writer = StoreWriter(TraceStore(path), settle_seconds=3600, max_rebuild_traces=1)  # one job per trace
+    writer.start()
+    futures = [writer.submit([make_span(t, t * 10 + i) for i in range(5)]) for t in range(1, 21)]
+    writer.close(drain=True, rebuild_seconds=0)  # a job may be under way; none starts after the deadline
+    assert all(f.result(timeout=0).spans_inserted == 5 for f in futures)
+    with TraceStore(path) as store:
+        assert store.query("SELECT count(*) FROM spans").rows == [(100,)]
+        assert store.query("SELECT count(*) FROM traces").rows[0][0] <= 1
+        assert len(store.stale_trajectories()) >= 19
+    writer = StoreWriter(TraceStore(path), settle_seconds=3600)
+    writer.start()  # rebuilds what was left
+    try:
+        wait_for(lambda: writer.query("SELECT count(*) FROM traces").rows == [(20,)], "the rebuilds left over")
+    finally:
+        writer.close()
+
+
 def test_stale_trajectories_are_rebuilt_when_the_writer_starts(tmp_path):
     path = tmp_path / "stale.duckdb"
     with TraceStore(path) as store:

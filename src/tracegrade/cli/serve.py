@@ -77,7 +77,8 @@ def _announce(server: object) -> None:
     "--shutdown-timeout",
     type=float,
     envvar=ENV_VARS["shutdown_timeout"],
-    help="Seconds to let in-flight requests finish when stopping (default 30).",
+    help="Seconds to let in-flight requests finish when stopping, then again for pending trajectory rebuilds "
+    "(the rest are rebuilt at the next start; default 30).",
 )
 @click.option(
     "--worker-rules",

@@ -99,15 +99,16 @@ class JournaledWriter:
     def start(self) -> None:
         self._thread.start()
 
-    def close(self, drain: bool = True) -> None:
+    def close(self, drain: bool = True, rebuild_seconds: float | None = None) -> None:
         """Journal what was submitted, stop the thread, close the store writer (committing everything
-        queued when ``drain``) and delete the journal segments that are fully committed."""
+        queued when ``drain``; see ``StoreWriter.close``) and delete the journal segments that are
+        fully committed."""
         with self._cond:
             self._closing = True
             self._cond.notify_all()
         if self._thread.is_alive():
             self._thread.join()
-        self.writer.close(drain=drain)
+        self.writer.close(drain=drain, rebuild_seconds=rebuild_seconds)
         self.journal.close()
 
     # -- the export path --------------------------------------------------------------------------------

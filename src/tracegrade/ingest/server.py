@@ -194,7 +194,8 @@ class ReceiverServer:
         if self._http is not None:
             await self._http.cleanup()
         if self._writer is not None:  # flushes the queue, rebuilds pending trajectories, closes the store
-            await loop.run_in_executor(None, self._writer.close)
+            close = functools.partial(self._writer.close, rebuild_seconds=self.settings.shutdown_timeout)
+            await loop.run_in_executor(None, close)
         elif self._store is not None:
             await loop.run_in_executor(None, self._store.close)
         if self._intake is not None:

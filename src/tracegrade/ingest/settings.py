@@ -66,7 +66,9 @@ class ServeSettings(BaseModel):
     queue_spans: int = Field(10_000, ge=1, description="capacity of the write queue, in spans")
     store_memory_limit: str = Field("128MB", description="DuckDB memory limit of the store (its buffer cache)")
     max_inflight_requests: int = Field(32, ge=1, description="requests handled at once; more get 503 + Retry-After")
-    shutdown_timeout: float = Field(30.0, gt=0, description="seconds to wait for in-flight requests on stop")
+    shutdown_timeout: float = Field(
+        30.0, gt=0, description="seconds to wait for in-flight requests on stop, then for pending trajectory rebuilds"
+    )
     worker_rules: Path | None = Field(None, description="rules.yaml of an online grading worker run in-process")
 
     @field_validator("max_request_bytes", mode="before")

@@ -58,6 +58,7 @@ class TrajectoryRebuilder:
         self._jobs: deque[RebuildJob] = deque()
         self._running = 0  # traces in the job being run
         self._stopping = False
+        self._deadline: float | None = None
         self._cond = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="tracegrade-trajectory-rebuilder", daemon=True)
 
@@ -81,10 +82,13 @@ class TrajectoryRebuilder:
             self._jobs.append(job)
             self._cond.notify()
 
-    def stop(self) -> None:
-        """Finish the jobs already submitted, then end the thread."""
+    def stop(self, deadline: float | None = None) -> None:
+        """Finish the jobs already submitted, then end the thread. With a ``deadline`` (a
+        ``time.monotonic()`` value), jobs not started by then are dropped: their traces stay stale
+        and the next start rebuilds them (``TraceStore.stale_trajectories``)."""
         with self._cond:
             self._stopping = True
+            self._deadline = deadline
             self._cond.notify()
         if self._thread.is_alive():
             self._thread.join()
@@ -95,6 +99,11 @@ class TrajectoryRebuilder:
             with self._cond:
                 while not self._jobs and not self._stopping:
                     self._cond.wait()
+                if self._stopping and self._deadline is not None and time.monotonic() > self._deadline:
+                    dropped = sum(map(len, self._jobs))
+                    if dropped:
+                        log.warning("stopping: %d trajectory rebuilds left to the next start", dropped)
+                    self._jobs.clear()
                 if not self._jobs:
                     return
                 job = self._jobs.popleft()

@@ -146,6 +146,7 @@ class StoreWriter:
         self._thread: threading.Thread | None = None
         self._closing = False
         self._drain = True
+        self._rebuild_deadline: float | None = None
 
     # ------------------------------------------------------------ public API
 
@@ -229,18 +230,19 @@ class StoreWriter:
                 "pending_rebuilds": len(self._dirty) + pending_in_jobs,
             }
 
-    def close(self, drain: bool = True) -> None:
+    def close(self, drain: bool = True, rebuild_seconds: float | None = None) -> None:
         """Stop the writer and close the store.
 
-        ``drain=True`` writes everything queued and rebuilds every pending trajectory first;
-        ``drain=False`` fails queued submissions with StoreError and leaves pending rebuilds to the
-        next start (they are found again by ``TraceStore.stale_trajectories``).
+        ``drain=True`` writes everything queued and rebuilds every pending trajectory first (for at
+        most ``rebuild_seconds`` when given); ``drain=False`` fails queued submissions with StoreError.
+        Rebuilds not done are left to the next start (``TraceStore.stale_trajectories`` finds them).
         """
         with self._cond:
             if self._closing:
                 return
             self._closing = True
             self._drain = drain
+            self._rebuild_deadline = None if rebuild_seconds is None else time.monotonic() + rebuild_seconds
             self._cond.notify()
         if self._thread is not None:
             self._thread.join()
@@ -297,7 +299,7 @@ class StoreWriter:
                 if self._rebuilder.idle:
                     self._rebuild(everything=False)
         finally:
-            self._rebuilder.stop()
+            self._rebuilder.stop(self._rebuild_deadline)
             self._fail_queued()
 
     def _take_batch(self) -> list[_Submission]:
