@@ -229,7 +229,8 @@ def main() -> None:
             print(
                 f"{protocol:4} run {run + 1}: {result['spans_per_second']:>9,.0f} spans/s stored+queryable "
                 f"({result['seconds']:.1f} s; acked in {result['acked_seconds']:.1f} s), peak RSS "
-                f"{result['peak_rss_mb']:.0f} MB (receiver alone {result['peak_receiver_rss_mb']:.0f}), CPU {result['receiver_cpu_seconds']:.1f} s receiver + "
+                f"{result['peak_rss_mb']:.0f} MB (receiver alone {result['peak_receiver_rss_mb']:.0f}), "
+                f"CPU {result['receiver_cpu_seconds']:.1f} s receiver + "
                 f"{result['mapping_cpu_seconds']:.1f} s mapping, lost {result['lost']}, retries {result['retries']}, "
                 f"shutdown {result['shutdown_seconds']:.1f} s (exit {result['exit_code']})"
             )
