@@ -102,3 +102,30 @@ def test_acknowledged_spans_survive_sigkill_and_are_stored_exactly_once(tmp_path
     assert all(count == 1 for count in stored.values())
     every_acked = {ids for load in loads for ids in load.acked}
     assert every_acked <= set(stored)
+
+
+def test_the_mapping_process_ends_when_the_receiver_is_killed(tmp_path: Path) -> None:
+    """A receiver killed with SIGKILL cannot stop its trajectory-mapping child; the child must notice and
+    end, not linger holding memory and the receiver's inherited pipes."""
+    import psutil
+
+    from tests.support.server_otlp import post
+    from tests.support.server_requests import count_spans, span_json, traces_proto, unique_trace_id
+
+    server = ServerProcess(tmp_path / "store.duckdb").start()
+    try:
+        trace_id = unique_trace_id()
+        assert post(f"{server.http_url}/v1/traces", traces_proto([span_json(trace_id, 0)])).status == 200
+        assert count_spans(server.http_url, trace_id) == 1
+        receiver = psutil.Process(server.pid)
+        deadline = time.monotonic() + 30
+        while True:  # the mapping process is spawned at the first rebuild
+            children = receiver.children(recursive=True)
+            if any("spawn_main" in " ".join(child.cmdline()) for child in children):
+                break
+            assert time.monotonic() < deadline, "the mapping process never started"
+            time.sleep(0.05)
+    finally:
+        server.kill()
+    _, alive = psutil.wait_procs(children, timeout=10)
+    assert not alive, f"still running after the receiver was killed: {[p.cmdline()[-3:] for p in alive]}"
