@@ -117,6 +117,8 @@ def test_many_small_traces_are_each_rebuilt_once(tmp_path):
                 timeout=_WAIT_SECONDS
             )
         wait_for(lambda: writer.query("SELECT count(*) FROM traces").rows == [(2000,)], "every rebuild")
+        # the rebuilder counts a job after committing its rows: wait for the counters to settle too
+        wait_for(lambda: writer.stats["pending_rebuilds"] == 0, "the rebuild counters")
         stats = writer.stats
         assert stats["spans_written"] == 2000 and stats["rebuild_errors"] == 0
         assert stats["traces_rebuilt"] == 2000
