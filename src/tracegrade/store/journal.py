@@ -68,11 +68,6 @@ class RequestJournal:
 
     # -- recovery ---------------------------------------------------------------------------------------
 
-    @property
-    def recovered_segments(self) -> list[Path]:
-        """Segments found at open: written before a crash (or an unclean stop), possibly not committed."""
-        return list(self._recovered)
-
     def recovered_records(self) -> Iterator[JournalRecord]:
         """Every whole record of the recovered segments, oldest first."""
         for path in self._recovered:

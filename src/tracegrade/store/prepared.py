@@ -34,10 +34,6 @@ class PreparedWrite:
         """Records as sent (what the write queue counts)."""
         return self.spans_sent + self.logs_sent
 
-    @property
-    def nbytes(self) -> int:
-        return (self.spans.nbytes if self.spans is not None else 0) + (self.logs.nbytes if self.logs is not None else 0)
-
 
 def prepare_write(spans: Sequence[SpanRecord], logs: Sequence[LogRecordData] = ()) -> PreparedWrite:
     """Convert records for a write (no ``received_at`` column yet)."""

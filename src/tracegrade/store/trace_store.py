@@ -50,10 +50,6 @@ DEFAULT_CHECKPOINT_THRESHOLD = "256MB"
 # machine a second DuckDB thread costs more in coordination than it gains (measured: about half the CPU
 # per span stored). Read-only opens keep DuckDB's default.
 DEFAULT_WRITER_THREADS = 1
-# DuckDB's allocator keeps freed memory for reuse until a task's peak passes this threshold (128 MB by
-# default): a long-running writer then holds far more than its memory limit. Flushing sooner keeps the
-# receiver's resident memory near the limit, for little CPU.
-WRITER_ALLOCATOR_FLUSH = "8MB"
 _LOOKUP_CHUNK = 1000  # trace ids per IN list when loading spans
 _REBUILD_CHUNK = 1000  # traces mapped and replaced per transaction
 _TICK = timedelta(microseconds=1)
@@ -93,8 +89,6 @@ class TraceStore:
             config["memory_limit"] = memory_limit
         if threads or not read_only:
             config["threads"] = threads or DEFAULT_WRITER_THREADS
-        if not read_only:
-            config["allocator_flush_threshold"] = WRITER_ALLOCATOR_FLUSH
         self._con = open_duckdb(self.path, read_only=read_only, config=config)
         try:
             (check_schema if read_only else ensure_schema)(self._con, self.path)
@@ -242,10 +236,10 @@ class TraceStore:
         rows must go); leaving out traces known to have none saves work.
         """
         # Only traces with a ``traces`` row have rows elsewhere (a rebuild writes them together), and most
-        # traces being mapped are new: deleting by every id would run four DELETEs (about 10 ms each for
-        # 250 ids on a store of 100,000 spans) that find nothing. One join with ``traces`` finds the few
-        # that need them. It runs before the transaction: only rebuilds write these tables, one at a
-        # time, so nothing adds rows in between.
+        # traces being mapped are new: deleting by every id would run four DELETEs that find nothing
+        # (8-11 ms each for 1,000 ids, measured). One join with ``traces`` finds the few that need them.
+        # It runs before the transaction: only rebuilds write these tables, one at a time, so nothing
+        # adds rows in between.
         with_rows = self._traces_with_rows(clear)
         with self._transaction("rebuilding trajectories"):
             replace_trajectory_tables(self._con, with_rows, tables)
@@ -264,23 +258,6 @@ class TraceStore:
             raise StoreError(f"looking up trajectories in store {self.path} failed: {exc}") from None
         finally:
             cursor.close()
-
-    def trace_ids(self, chunk_rows: int = 100_000) -> Iterator[list[str]]:
-        """Every trace id with stored spans or log records, in chunks (for the writer's trace filter)."""
-        self._require_open()
-        with self._cursor_lock:
-            cursor = self._cursor_source.cursor()
-        try:
-            cursor.execute("SELECT trace_id FROM spans UNION SELECT trace_id FROM logs WHERE trace_id IS NOT NULL")
-            while rows := cursor.fetchmany(chunk_rows):
-                yield [row[0] for row in rows]
-        finally:
-            cursor.close()
-
-    def trace_count_estimate(self) -> int:
-        """About how many traces the store holds (HyperLogLog; sizes the writer's trace filter)."""
-        sql = "SELECT approx_count_distinct(trace_id) FROM spans"
-        return int(self._run(sql, None, check=False).rows[0][0] or 0)
 
     def stale_trajectories(self) -> list[str]:
         """Traces whose trajectory rows are missing or older than their newest span or log record.
