@@ -15,6 +15,7 @@ import pytest
 
 from tracegrade.errors import StoreError
 from tracegrade.store import QueueFull, StoreWriter, TraceStore, open_store_for_read
+from tracegrade.store.prepared import prepare_write
 
 from .support.store_crash_writer import SPANS_PER_BATCH
 from .support.store_records import FIXTURES, decode_fixture, make_span, trace_hex
@@ -209,3 +210,49 @@ def test_sigkill_mid_load_keeps_every_acknowledged_span_exactly_once(tmp_path):
                 assert per_trace.get(trace_hex(batch)) == (SPANS_PER_BATCH, SPANS_PER_BATCH), batch
             duplicates = store.query("SELECT count(*) - count(DISTINCT (trace_id, span_id)) FROM spans").rows
             assert duplicates == [(0,)]
+
+
+def test_without_wal_a_write_is_durable_only_after_the_checkpoint_that_follows_its_commit(tmp_path):
+    store = TraceStore(tmp_path / "nowal.duckdb", wal=False)
+    assert not store.wal
+    writer = StoreWriter(store, settle_seconds=0.1)
+    writer.start()
+    durable = threading.Event()
+    try:
+        result = writer.submit_prepared(prepare_write([make_span(5, 1)]), durable.set).result(timeout=_WAIT_SECONDS)
+        assert result.spans_inserted == 1
+        assert writer.query("SELECT count(*) FROM spans").rows == [(1,)]  # committed: visible at once
+        assert durable.wait(_WAIT_SECONDS), "when_durable was never called"
+        assert store.uncheckpointed_since is None  # ... and called after the checkpoint
+    finally:
+        writer.close()
+
+
+_NO_WAL_CRASH = """
+import sys, time
+sys.path.insert(0, {root!r})
+from tests.support.store_records import make_span
+from tracegrade.store import TraceStore
+store = TraceStore(sys.argv[1], wal=False)
+store.write([make_span(1, n) for n in range(1, 4)])
+store.checkpoint()
+store.write([make_span(2, n) for n in range(1, 4)])
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_without_wal_a_crash_loses_exactly_what_was_committed_after_the_last_checkpoint(tmp_path):
+    path = tmp_path / "nowal-crash.duckdb"
+    code = _NO_WAL_CRASH.format(root=str(Path(__file__).resolve().parents[1]))
+    process = subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=_WAIT_SECONDS)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    with TraceStore(path) as store:  # the receiver's journal replays the lost commits; here nothing does
+        rows = store.query("SELECT trace_id, count(*) FROM spans GROUP BY trace_id").rows
+    assert rows == [(trace_hex(1), 3)]

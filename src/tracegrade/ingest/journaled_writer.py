@@ -4,7 +4,9 @@ Waiting for a DuckDB commit before every acknowledgement ties throughput to the 
 (a few requests in flight means a few small transactions in flight). Here an export is durable, and
 acknowledged, once its payload is in the fsync'd :class:`~tracegrade.store.journal.RequestJournal`; its
 decoded records then join the StoreWriter's queue, which commits whatever has gathered in one
-transaction. Journal segments are deleted as their records are committed.
+transaction. A journal segment is deleted once its records are durable in the store: committed, or
+checkpointed when the store writes no WAL of its own (the receiver's store does not: the journal is the
+log, so each span is written to disk once as a record and once into the database file).
 
 One thread (``tracegrade-journal``) appends: everything submitted while the previous fsync ran goes
 into the next append, so one fsync covers many requests. Memory stays bounded by the store writer's
@@ -16,6 +18,7 @@ a reader see everything acknowledged so far (the receiver's query endpoint calls
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections import deque
@@ -91,6 +94,8 @@ class JournaledWriter:
                 waiting -= size
         for _, future in in_flight:
             future.result()  # a failure propagates: the segments stay for the next start
+        if replayed and not self.writer.store.wal:
+            self.writer.store.checkpoint()  # durable before the segments go
         self.journal.drop_recovered()
         if replayed:
             log.warning("replayed %d journaled export requests left by an unclean stop", replayed)
@@ -157,7 +162,7 @@ class JournaledWriter:
             return
         for item in batch:
             try:
-                stored = self.writer.submit_prepared(item.prepared)
+                stored = self.writer.submit_prepared(item.prepared, functools.partial(self.journal.release, segment, 1))
             except StoreError as exc:  # the writer closed under us: the record stays journaled
                 item.acknowledged.set_exception(exc)
                 continue
@@ -166,22 +171,18 @@ class JournaledWriter:
                     self._pending_records -= item.prepared.size
             with self._cond:
                 self._handed += 1
-            stored.add_done_callback(self._committed_callback(segment))
+            stored.add_done_callback(self._committed)
             item.acknowledged.set_result(None)
 
-    def _committed_callback(self, segment: int) -> Callable[[Future[WriteResult]], None]:
-        def committed(stored: Future[WriteResult]) -> None:
-            failed = stored.cancelled() or stored.exception() is not None
-            if failed:  # left in the journal: replayed into the store at the next start
-                log.error("journaled records could not be committed to the store: %s", stored.exception())
-            else:
-                self._on_stored(stored.result())
-                self.journal.release(segment, 1)
-            with self._cond:
-                self._settled += 1
-                self._cond.notify_all()
-
-        return committed
+    def _committed(self, stored: Future[WriteResult]) -> None:
+        failed = stored.cancelled() or stored.exception() is not None
+        if failed:  # left in the journal: replayed into the store at the next start
+            log.error("journaled records could not be committed to the store: %s", stored.exception())
+        else:
+            self._on_stored(stored.result())
+        with self._cond:
+            self._settled += 1
+            self._cond.notify_all()
 
     @property
     def stats(self) -> dict[str, Any]:

@@ -80,7 +80,8 @@ class ReceiverServer:
         settings = self.settings
         loop = asyncio.get_running_loop()
         self._store = await loop.run_in_executor(
-            None, functools.partial(TraceStore, settings.store, memory_limit=settings.store_memory_limit)
+            # the request journal is the store's log: DuckDB writes no WAL of its own (see TraceStore)
+            None, functools.partial(TraceStore, settings.store, memory_limit=settings.store_memory_limit, wal=False)
         )
         try:
             # the batch the writer holds while committing counts against memory too: half the queue at most

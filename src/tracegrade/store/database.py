@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +13,16 @@ import pyarrow as pa
 
 from tracegrade.errors import StoreError, StoreLockedError
 
-__all__ = ["fetch_arrow", "insert_arrow", "lock_holder_pid", "locked_error", "open_duckdb", "store_not_found"]
+__all__ = [
+    "attach_duckdb",
+    "fetch_arrow",
+    "insert_arrow",
+    "lock_holder_pid",
+    "locked_error",
+    "open_duckdb",
+    "quote_identifier",
+    "store_not_found",
+]
 
 _LOCK_PID = re.compile(r"Conflicting lock is held in .*?\(PID (\d+)\)", re.S)
 
@@ -40,10 +51,70 @@ def open_duckdb(path: Path, *, read_only: bool, config: dict[str, Any] | None = 
     """Connect to the store file; a lock, a corrupt file or a missing read-only store is a StoreError."""
     if read_only and not path.exists():
         raise store_not_found(path)
+    _refuse_directory(path)
+    with _opening(path):
+        con = duckdb.connect(str(path), read_only=read_only, config=config or {})
+    return con
+
+
+# What a read-write store asks of ATTACH, most wanted first; older DuckDB releases know fewer options.
+ATTACH_OPTION_SETS: tuple[tuple[str, ...], ...] = (
+    ("RECOVERY_MODE no_wal_writes", "ROW_GROUP_SIZE {row_group_size}"),
+    ("ROW_GROUP_SIZE {row_group_size}",),
+    (),
+)
+
+
+def attach_duckdb(
+    path: Path, alias: str, *, wal: bool, row_group_size: int, config: dict[str, Any] | None = None
+) -> tuple[duckdb.DuckDBPyConnection, bool]:
+    """Open the store file read-write as database ``alias`` of an in-memory connection (``USE``d).
+
+    ATTACH is the only way to pass per-database options: ``ROW_GROUP_SIZE`` and, when ``wal`` is
+    False, ``RECOVERY_MODE no_wal_writes`` (commits then stay in memory until a CHECKPOINT writes them
+    to the file). Returns the connection and whether DuckDB's WAL is in use: True when asked for, or
+    when this DuckDB release cannot turn it off. Cursors of the connection must ``USE`` ``alias`` too.
+    """
+    _refuse_directory(path)
+    settings = {"temp_directory": f"{path}.tmp", **(config or {})}
+    with _opening(path):
+        con = duckdb.connect(":memory:", config=settings)
+    for options in ATTACH_OPTION_SETS:
+        if wal and any(option.startswith("RECOVERY_MODE") for option in options):
+            continue
+        listed = ", ".join(option.format(row_group_size=row_group_size) for option in options)
+        statement = f"ATTACH '{_sql_text(str(path))}' AS {quote_identifier(alias)}" + (f" ({listed})" if listed else "")
+        try:
+            with _opening(path):
+                con.execute(statement)
+        except StoreError as exc:
+            if "option" in str(exc).lower() and options:
+                continue  # this DuckDB does not know one of the options: try with fewer
+            con.close()
+            raise
+        con.execute(f"USE {quote_identifier(alias)}")
+        return con, not any(option.startswith("RECOVERY_MODE") for option in options)
+    raise AssertionError("unreachable")  # the last option set is empty
+
+
+def quote_identifier(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _sql_text(text: str) -> str:
+    return text.replace("'", "''")
+
+
+def _refuse_directory(path: Path) -> None:
     if path.is_dir():
         raise StoreError(f"store path {path} is a directory; give a file name such as {path / 'tracegrade.duckdb'}")
+
+
+@contextmanager
+def _opening(path: Path) -> Iterator[None]:
+    """Turn DuckDB's errors while opening ``path`` into StoreErrors that say what to do."""
     try:
-        return duckdb.connect(str(path), read_only=read_only, config=config or {})
+        yield
     except duckdb.IOException as exc:
         message = str(exc)
         if "lock" in message.lower():

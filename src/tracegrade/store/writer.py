@@ -6,6 +6,11 @@ retry delay (the receiver answers 503 / RESOURCE_EXHAUSTED). The thread coalesce
 into one transaction (group commit: one fsync for all of them) and resolves each submission's Future
 after the commit.
 
+With a store that writes no WAL (``TraceStore(wal=False)``, under the receiver's request journal) a
+commit is durable only after a checkpoint: the thread checkpoints once ``CHECKPOINT_RECORDS`` records
+and trajectory rows are committed, or ``CHECKPOINT_SECONDS`` after the oldest of them, and then calls
+each submission's ``when_durable`` (with a WAL, right after its commit).
+
 Traces that gained records are rebuilt once they settle: ``root_settle_seconds`` after their last
 record when their root span came in that write (an agent's root span ends, and is exported, last),
 else ``settle_seconds``. Settled traces go to the rebuilder thread in jobs; it maps them in a child
@@ -18,7 +23,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +43,12 @@ REBUILD_TRACES = 250
 # shortest retry delay suggested to a refused exporter (gRPC RetryInfo carries it exactly; the HTTP
 # Retry-After header rounds it up to whole seconds)
 MIN_RETRY_AFTER = 0.25
+# checkpoint policy of a store without WAL: the records committed between checkpoints stay in DuckDB's
+# memory (spilling to its temp file past the memory limit), and a checkpoint costs a fixed part plus a
+# part per record. Measured on 200,000 agent spans: 45 µs per span checkpointing every 4,096, 15 µs
+# every 16,384.
+CHECKPOINT_RECORDS = 16_384
+CHECKPOINT_SECONDS = 1.0
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +69,7 @@ class QueueFull(StoreError):
 class _Submission:
     prepared: PreparedWrite
     future: Future[WriteResult]
+    when_durable: Callable[[], None] | None
     enqueued_at: float = field(default_factory=time.monotonic)
 
     @property
@@ -147,6 +159,7 @@ class StoreWriter:
         self._closing = False
         self._drain = True
         self._rebuild_deadline: float | None = None
+        self._awaiting_checkpoint: list[Callable[[], None]] = []  # when_durable of commits not checkpointed
 
     # ------------------------------------------------------------ public API
 
@@ -174,13 +187,19 @@ class StoreWriter:
             self.check_room(len(spans) + len(logs))
         return self.submit_prepared(prepare_write(spans, logs))
 
-    def submit_prepared(self, prepared: PreparedWrite) -> Future[WriteResult]:
-        """Queue a write already converted by ``prepare_write`` (no capacity check: see ``check_room``)."""
+    def submit_prepared(
+        self, prepared: PreparedWrite, when_durable: Callable[[], None] | None = None
+    ) -> Future[WriteResult]:
+        """Queue a write already converted by ``prepare_write`` (no capacity check: see ``check_room``).
+
+        ``when_durable`` is called (on the writer thread) once the write is in the database file or its
+        WAL: at once after the commit, or after the next checkpoint of a store without WAL.
+        """
         future: Future[WriteResult] = Future()
         with self._cond:
             if self._closing or self._thread is None:
                 raise StoreError("the store writer is not running (not started, or closed)")
-            self._queue.append(_Submission(prepared, future))
+            self._queue.append(_Submission(prepared, future, when_durable))
             self._queued += prepared.size
             self._cond.notify()
         return future
@@ -276,16 +295,41 @@ class StoreWriter:
         return next_due is not None and next_due <= time.monotonic() and self._rebuilder.idle
 
     def _wait_seconds(self) -> float | None:
-        next_due = self._dirty.next_due()
-        if next_due is None or not self._rebuilder.idle:
-            return None  # the rebuilder wakes us when it is idle again
-        return max(0.0, next_due - time.monotonic())
+        times = [self._checkpoint_at()]
+        if self._rebuilder.idle:  # else the rebuilder wakes us when it is idle again
+            times.append(self._dirty.next_due())
+        known = [at for at in times if at is not None]
+        return max(0.0, min(known) - time.monotonic()) if known else None
+
+    def _checkpoint_at(self) -> float | None:
+        """When the store is next due a checkpoint (None: it writes a WAL, or holds nothing new)."""
+        since = self.store.uncheckpointed_since
+        if self.store.wal or since is None:
+            return None
+        return since if self.store.uncheckpointed >= CHECKPOINT_RECORDS else since + CHECKPOINT_SECONDS
+
+    def _checkpoint_due(self) -> bool:
+        at = self._checkpoint_at()
+        return at is not None and at <= time.monotonic()
+
+    def _checkpoint(self) -> None:
+        """Checkpoint the store and tell the writes it made durable (a failure is retried next time)."""
+        try:
+            self.store.checkpoint()
+        except StoreError as exc:
+            log.error("%s", exc)
+            return
+        durable, self._awaiting_checkpoint = self._awaiting_checkpoint, []
+        for when_durable in durable:
+            when_durable()
 
     def _run(self) -> None:
         try:
             while True:
                 with self._cond:
-                    while not self._queue and not self._rebuild_due() and not self._closing:
+                    while (
+                        not self._queue and not self._rebuild_due() and not self._checkpoint_due() and not self._closing
+                    ):
                         self._cond.wait(self._wait_seconds())
                     if self._closing and not self._drain:
                         break
@@ -298,8 +342,12 @@ class StoreWriter:
                     break
                 if self._rebuilder.idle:
                     self._rebuild(everything=False)
+                if self._checkpoint_due():
+                    self._checkpoint()
         finally:
             self._rebuilder.stop(self._rebuild_deadline)
+            if not self.store.wal and not self.store.closed:
+                self._checkpoint()
             self._fail_queued()
 
     def _take_batch(self) -> list[_Submission]:
@@ -343,6 +391,12 @@ class StoreWriter:
             self._record(batch, written, finished - started, finished)
         for submission, result in zip(batch, written.results):
             submission.future.set_result(result)
+        durable = [s.when_durable for s in batch if s.when_durable is not None]
+        if self.store.wal:
+            for when_durable in durable:
+                when_durable()
+        else:
+            self._awaiting_checkpoint += durable
 
     def _record(self, batch: list[_Submission], written: BatchWrite, seconds: float, now: float) -> None:
         s = self._stats

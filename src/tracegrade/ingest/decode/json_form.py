@@ -201,7 +201,7 @@ def decode_traces_json(body: bytes | str | dict, limits: DecodeLimits = DEFAULT_
             except Invalid as bad:
                 rejected.append(_rejection(item, f"{items_where}[{index}]", bad))
                 continue
-            span.resource = dict(resource)
+            span.resource = resource  # shared by the spans of one resource block
             span.scope_name = scope_name
             span.scope_version = scope_version
             spans.append(span)
@@ -346,7 +346,7 @@ def decode_logs_json(body: bytes | str | dict, limits: DecodeLimits = DEFAULT_LI
             except Invalid as bad:
                 rejected.append(_rejection(item, f"{items_where}[{index}]", bad))
                 continue
-            record.resource = dict(resource)
+            record.resource = resource  # shared by the records of one resource block
             record.scope_name = scope_name
             records.append(record)
     return DecodedLogs(records, rejected)
