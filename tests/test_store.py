@@ -366,3 +366,15 @@ def test_corrupt_missing_and_foreign_files_give_clear_errors(tmp_path):
     for opener in (lambda: open_store_for_read(foreign), lambda: TraceStore(foreign)):
         with pytest.raises(StoreError, match="not a tracegrade store"):
             opener()
+
+
+def test_a_duckdb_without_an_attach_option_falls_back_to_the_options_it_knows(tmp_path, monkeypatch):
+    from tracegrade.store import database
+
+    sets = (("NOT_A_DUCKDB_OPTION 1", "ROW_GROUP_SIZE {row_group_size}"), ("ROW_GROUP_SIZE {row_group_size}",), ())
+    monkeypatch.setattr(database, "ATTACH_OPTION_SETS", sets)
+    with TraceStore(tmp_path / "fallback.duckdb", wal=False) as store:
+        assert store.wal  # the WAL could not be turned off: commits are durable on their own
+        assert store.write([make_span(1, 1)]).spans_inserted == 1
+    with TraceStore(tmp_path / "fallback.duckdb", read_only=True) as store:
+        assert store.query("SELECT count(*) FROM spans").rows == [(1,)]

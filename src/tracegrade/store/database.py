@@ -88,8 +88,8 @@ def attach_duckdb(
             with _opening(path):
                 con.execute(statement)
         except StoreError as exc:
-            if "option" in str(exc).lower() and options:
-                continue  # this DuckDB does not know one of the options: try with fewer
+            if "unrecognized" in str(exc).lower() and options:
+                continue  # this DuckDB does not know one of the options (or its value): try with fewer
             con.close()
             raise
         con.execute(f"USE {quote_identifier(alias)}")
