@@ -142,6 +142,30 @@ def test_identical_repeated_messages_are_kept_in_the_conversation():
     assert [m["role"] for m in result.messages] == ["user", "assistant", "tool", "assistant", "tool"]
 
 
+def test_a_history_repeating_the_previous_output_reads_it_as_its_own_message():
+    """The next call's history repeats the last output; reused, it must read as if decoded afresh. A message
+    without a role takes each side's default (assistant as output, user in a history)."""
+    b = SpanBuilder()
+    user = {"role": "user", "parts": [{"type": "text", "content": "go"}]}
+    ask = {"role": "assistant", "parts": [{"type": "tool_call", "id": "x", "name": "f", "arguments": {"a": 1}}]}
+    roleless = {"parts": [{"type": "text", "content": "no role"}]}
+    with b.span("invoke_agent a", _agent("a")):
+        for history, output in (([user], ask), ([user, ask], roleless), ([user, ask, roleless], user)):
+            b.leaf(
+                "chat m",
+                {
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.input.messages": js(history),
+                    "gen_ai.output.messages": js([output]),
+                },
+            )
+    calls = map_spans(b.spans).llm_calls
+    asked = {"role": "assistant", "content": "", "tool_calls": [{"id": "x", "name": "f", "arguments": {"a": 1}}]}
+    assert calls[0].output_messages == [asked] and calls[1].input_messages[1] == asked
+    assert calls[1].output_messages == [{"role": "assistant", "content": "no role"}]
+    assert calls[2].input_messages[2] == {"role": "user", "content": "no role"}
+
+
 def test_overlapping_sibling_agents_form_a_parallel_group():
     b = SpanBuilder()
     root = b.add("invoke_workflow w", {"gen_ai.operation.name": "invoke_workflow"}, parent=None, start=0, end=100)

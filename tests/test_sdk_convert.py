@@ -127,3 +127,20 @@ def test_live_conversion_matches_the_otlp_decoder():
         assert live_record.flags & 0x300 == received_record.flags & 0x300
         live_record.flags = received_record.flags  # the SDK's encoder leaves the W3C trace flags out
         assert live_record == received_record
+
+
+def test_each_record_gets_its_own_copy_of_its_own_resource():
+    first_provider, first_exporter = _provider()
+    second_exporter = InMemorySpanExporter()
+    second_provider = TracerProvider(resource=Resource.create({"service.name": "other"}))
+    second_provider.add_span_processor(SimpleSpanProcessor(second_exporter))
+    for provider in (first_provider, second_provider, first_provider):
+        with provider.get_tracer("t").start_as_current_span("step"):
+            pass
+    first_spans, (second_span,) = first_exporter.get_finished_spans(), second_exporter.get_finished_spans()
+    a, b, c = (span_from_readable(span) for span in (first_spans[0], second_span, first_spans[1]))  # alternating
+    assert a.resource["service.name"] == c.resource["service.name"] == "sdk-convert"
+    assert b.resource["service.name"] == "other" and "team" not in b.resource
+    a.resource["service.name"] = "changed"  # a record's resource is its own
+    assert c.resource["service.name"] == "sdk-convert"
+    assert span_from_readable(first_exporter.get_finished_spans()[0]).resource["service.name"] == "sdk-convert"

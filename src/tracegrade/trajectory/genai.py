@@ -18,6 +18,7 @@ from tracegrade.trajectory.messages import (
     messages_from_any,
     messages_from_json_list,
     normalise_role,
+    share_single_message,
 )
 from tracegrade.trajectory.readers import reads
 from tracegrade.trajectory.tool_payloads import ToolPayloads
@@ -43,6 +44,8 @@ _CHOICE_EVENT = "gen_ai.choice"
 _DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 _UNKNOWN_MODELS = frozenset({"", "unknown"})
 _SYSTEM_KEY = "gen_ai.system_instructions"
+_OUTPUT_KEY = "gen_ai.output.messages"
+_INPUT_HISTORY = "genai.input"  # the ``recent_lists`` kind of conversation histories
 _TOOL_PAYLOADS = ToolPayloads(
     "#genai",
     input_keys=("gen_ai.tool.call.arguments", "tool_arguments"),
@@ -97,7 +100,7 @@ def _history(node: SpanNode, key: str) -> list[Message] | None:
     adds to it: only what is new is decoded and normalised."""
     text = node.attrs.get(key)
     if isinstance(text, str):
-        found = messages_from_json_list(text, "user", node.shared.recent_lists("genai.input"))
+        found = messages_from_json_list(text, "user", node.shared.recent_lists(_INPUT_HISTORY))
         if found is not NOT_A_LIST:
             return found if found is not None else []
     value = node.parsed(key, expect_json=True)
@@ -131,8 +134,15 @@ def input_messages(node: SpanNode) -> list[Message] | None:
 
 @reads("gen_ai.output.messages")
 def output_messages(node: SpanNode) -> list[Message] | None:
-    messages = node.parsed("gen_ai.output.messages", expect_json=True)  # decoded once, for finish_reason too
-    return None if messages is None else _otel_messages(messages, "assistant")
+    """The output messages; a single one is offered to the next call's input history, which repeats it."""
+    value = node.parsed(_OUTPUT_KEY, expect_json=True)  # decoded once, for finish_reason too
+    if value is None:
+        return None
+    messages = _otel_messages(value, "assistant")
+    text = node.attrs[_OUTPUT_KEY]
+    if isinstance(text, str):
+        share_single_message(text, value, messages, node.shared.recent_lists(_INPUT_HISTORY))
+    return messages
 
 
 def _content(value: Any) -> Any:

@@ -26,6 +26,7 @@ __all__ = [
     "normalise_role",
     "normalise_tool_calls",
     "query_in",
+    "share_single_message",
     "tool_call",
 ]
 
@@ -292,6 +293,21 @@ def messages_from_json_list(text: str, default_role: str, recent: RecentLists) -
     """
     subs = convert_json_list(text, recent, lambda item: _list_item(item, default_role, 0))
     return NOT_A_LIST if subs is None else _joined(subs)
+
+
+def share_single_message(text: str, value: Any, messages: list[Message], recent: RecentLists) -> None:
+    """Offer ``messages``, converted from ``value`` (``text`` decoded: a one-message array, such as a model
+    call's output), to the histories ``messages_from_json_list`` reads through ``recent``: the next call's
+    input repeats that message, with the same text. Only a message that names its own role is offered (GenAI
+    ``parts`` and a role), as it converts the same whatever the default role."""
+    if not (isinstance(value, list) and len(value) == 1):
+        return
+    item = value[0]
+    if isinstance(item, dict) and "parts" in item and normalise_role(item.get("role"), ""):
+        recent.known[text.strip()[1:-1].strip(_JSON_SPACE)] = messages
+
+
+_JSON_SPACE = " \t\n\r"
 
 
 class NotAList:

@@ -49,9 +49,17 @@ def metadata(node: SpanNode) -> dict[str, Any]:
 
 
 def task(node: SpanNode) -> GraphTask | None:
+    """The LangGraph task of the span's metadata: one per distinct metadata value (shared: never modify)."""
     if "metadata" not in node.attrs:
         return None
-    return graph_task(metadata(node))
+    value = node.parsed("metadata")  # decoded once per distinct text: spans of one task share the value
+    if not isinstance(value, dict):
+        return None
+    memo = node.shared.memo("openinference.task")
+    key = id(value)  # the decoded value is kept by the mapping's shared work (or the span) while it runs
+    if key not in memo:
+        memo[key] = graph_task(value)
+    return memo[key]
 
 
 def has_agent_identity(node: SpanNode) -> bool:

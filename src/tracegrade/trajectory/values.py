@@ -152,12 +152,14 @@ class RecentList:
 
 
 class RecentLists:
-    """The last few arrays ``convert_json_list`` decoded for one kind of value, newest first."""
+    """The last few arrays ``convert_json_list`` decoded for one kind of value, newest first, and items converted
+    elsewhere (``known``: converted item by its exact JSON text), reused where an array repeats them."""
 
-    __slots__ = ("entries",)
+    __slots__ = ("entries", "known")
 
     def __init__(self) -> None:
         self.entries: list[RecentList] = []
+        self.known: dict[str, Any] = {}
 
 
 def convert_json_list(text: str, recent: RecentLists, convert: Callable[[Any], Any]) -> list[Any] | None:
@@ -167,8 +169,8 @@ def convert_json_list(text: str, recent: RecentLists, convert: Callable[[Any], A
     A conversation history repeats the items of the model call before it: all of them and some more (a
     growing history), or all but the oldest and some more (a sliding window). When ``text`` starts with
     the items of an array in ``recent`` from one of its item boundaries to its end, those items are reused
-    and only what follows is decoded and converted. Converted items are shared between the arrays:
-    never modify them.
+    and only what follows is decoded and converted, except items in ``recent.known``. Converted items are
+    shared between the arrays: never modify them.
     """
     text = text.strip()
     if text[:1] != "[":
@@ -187,7 +189,7 @@ def convert_json_list(text: str, recent: RecentLists, convert: Callable[[Any], A
             return _remember(recent, RecentList(text, entry.items[k:], starts))
         comma = _COMMA.match(text, end)
         if comma is not None:
-            added = _decode_items_from(text, comma.end(), convert, starts)
+            added = _decode_items_from(text, comma.end(), convert, starts, recent.known)
             return None if added is None else _remember(recent, RecentList(text, entry.items[k:] + added, starts))
     try:
         value = decode_json(text)
@@ -198,9 +200,12 @@ def convert_json_list(text: str, recent: RecentLists, convert: Callable[[Any], A
     return _remember(recent, RecentList(text, [convert(item) for item in value], [first] + [-1] * (len(value) - 1)))
 
 
-def _decode_items_from(text: str, pos: int, convert: Callable[[Any], Any], starts: list[int]) -> list[Any] | None:
-    """The converted items of the array ``text`` from ``pos`` (after a comma) to its end, appending where each
-    starts to ``starts``; None unless that is what ``json.loads`` would accept as the rest of an array."""
+def _decode_items_from(
+    text: str, pos: int, convert: Callable[[Any], Any], starts: list[int], known: dict[str, Any]
+) -> list[Any] | None:
+    """The converted items of the array ``text`` from ``pos`` (after a comma) to its end (``known`` items as
+    they are), appending where each starts to ``starts``; None unless that is what ``json.loads`` would
+    accept as the rest of an array."""
     items: list[Any] = []
     while True:
         start = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
@@ -209,7 +214,8 @@ def _decode_items_from(text: str, pos: int, convert: Callable[[Any], Any], start
         except (StopIteration, ValueError):
             return None
         starts.append(start)
-        items.append(convert(value))
+        found = known.get(text[start:pos]) if known else None
+        items.append(found if found is not None else convert(value))
         pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
         separator = text[pos : pos + 1]
         if separator == "]":
