@@ -256,3 +256,23 @@ def test_without_wal_a_crash_loses_exactly_what_was_committed_after_the_last_che
     with TraceStore(path) as store:  # the receiver's journal replays the lost commits; here nothing does
         rows = store.query("SELECT trace_id, count(*) FROM spans GROUP BY trace_id").rows
     assert rows == [(trace_hex(1), 3)]
+
+
+def test_a_store_that_duckdb_invalidated_refuses_writes_with_a_clear_error(tmp_path):
+    # 24MB cannot hold the checkpoint of 20,000 spans of 2 KB: DuckDB fails it and invalidates the database.
+    # No rebuilds here: DuckDB 1.5 can abort the process when a read races that failure.
+    store = TraceStore(tmp_path / "small.duckdb", wal=False, memory_limit="24MB")
+    writer = StoreWriter(store, settle_seconds=1e6, root_settle_seconds=1e6)
+    writer.start()
+    durable = threading.Event()
+    try:
+        for batch in range(1, 21):
+            spans = [make_span(batch, n, attributes={"payload": "x" * 2000 + str(n)}) for n in range(1, 1001)]
+            writer.submit_prepared(prepare_write(spans), durable.set)
+        wait_for(lambda: store.failure is not None, "the failed checkpoint")
+        assert "invalidated" in store.failure or "Checkpoint failed" in store.failure
+        with pytest.raises(StoreError, match="restart `tracegrade serve`"):
+            writer.submit([make_span(99, 1)])
+        assert not durable.is_set()  # nothing was reported durable: the journal would keep it all
+    finally:
+        writer.close()

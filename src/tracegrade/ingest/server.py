@@ -246,6 +246,8 @@ class ReceiverServer:
             return False, "starting"
         if self._intake.draining:
             return False, "shutting down"
+        if self._writer.writer.store.failure is not None:
+            return False, f"store failed, restart needed: {self._writer.writer.store.failure}"
         depth, capacity = self._writer.writer.queue_depth, self.settings.queue_spans
         if depth >= READY_QUEUE_FRACTION * capacity:
             return False, f"write queue nearly full ({depth} of {capacity} spans)"

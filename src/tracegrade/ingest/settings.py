@@ -32,7 +32,8 @@ ENV_VARS: dict[str, str] = {
     "worker_rules": "TRACEGRADE_WORKER_RULES",
 }
 
-_DUCKDB_SIZE = re.compile(r"^\s*\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$", re.IGNORECASE)
+_DUCKDB_SIZE = re.compile(r"^\s*(\d+(\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$", re.IGNORECASE)
+MIN_STORE_MEMORY = 64 * 1000**2  # measured: 32MB fails the 16,384-span checkpoints of 2 KB agent spans
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmg]i?b?|b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": MIB, "g": 1024 * MIB}
 
@@ -64,7 +65,9 @@ class ServeSettings(BaseModel):
         16 * MIB, ge=1024, description="largest request accepted, compressed and after decompression"
     )
     queue_spans: int = Field(10_000, ge=1, description="capacity of the write queue, in spans")
-    store_memory_limit: str = Field("128MB", description="DuckDB memory limit of the store (its buffer cache)")
+    store_memory_limit: str = Field(
+        "64MB", description="DuckDB memory limit of the store (its buffer cache; at least 64MB)"
+    )
     max_inflight_requests: int = Field(32, ge=1, description="requests handled at once; more get 503 + Retry-After")
     shutdown_timeout: float = Field(
         30.0, gt=0, description="seconds to wait for in-flight requests on stop, then for pending trajectory rebuilds"
@@ -79,8 +82,16 @@ class ServeSettings(BaseModel):
     @field_validator("store_memory_limit")
     @classmethod
     def _memory_limit(cls, value: str) -> str:
-        if not _DUCKDB_SIZE.match(value):
+        match = _DUCKDB_SIZE.match(value)
+        if not match:
             raise ValueError(f"{value!r} is not a DuckDB memory size; write e.g. 256MB, 1GB or 512MiB")
+        number, unit = float(match.group(1)), match.group(3).upper()
+        size = number * (1024 if "I" in unit else 1000) ** "BKMGT".index(unit[0])
+        if size < MIN_STORE_MEMORY:
+            raise ValueError(
+                f"store memory limit {value.strip()} is too small: a checkpoint of the receiver's store needs "
+                "at least 64MB (DuckDB fails the checkpoint and stops the store below that)"
+            )
         return value.strip()
 
     @field_validator("token")

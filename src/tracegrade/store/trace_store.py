@@ -131,6 +131,7 @@ class TraceStore:
                 self.path, alias, wal=wal, row_group_size=ROW_GROUP_SIZE, config=config
             )
             self._use = f"USE {quote_identifier(alias)}"
+        self.failure: str | None = None  # why DuckDB invalidated the database (it then refuses every write)
         self.uncheckpointed = 0  # records and rows committed since the last checkpoint (``wal=False``)
         self.uncheckpointed_since: float | None = None  # monotonic time of the first of them
         try:
@@ -272,6 +273,7 @@ class TraceStore:
         if self.read_only:
             raise StoreError(f"store {self.path} is open read-only; {doing} needs a read-write TraceStore")
         with self._write_lock:
+            self._refuse_if_failed()
             self._con.execute("BEGIN TRANSACTION")
             try:
                 yield
@@ -284,8 +286,20 @@ class TraceStore:
                 except duckdb.Error:
                     pass  # DuckDB already aborted the transaction
                 if isinstance(exc, duckdb.Error):
+                    self._note_failure(exc)
                     raise StoreError(f"{doing} in store {self.path} failed: {exc}") from exc
                 raise
+
+    def _refuse_if_failed(self) -> None:
+        # DuckDB 1.5 can abort the whole process when an invalidated database is used again
+        if self.failure is not None:
+            raise StoreError(f"store {self.path} failed and must be reopened: {self.failure}")
+
+    def _note_failure(self, exc: duckdb.Error) -> None:
+        """Remember a DuckDB error that invalidated the database: nothing can be written until it is
+        reopened (a failed checkpoint does this, for instance when the memory limit is too small)."""
+        if self.failure is None and "invalidated" in str(exc):
+            self.failure = str(exc).splitlines()[0]
 
     # ------------------------------------------------------------ trajectories
 
@@ -412,6 +426,7 @@ class TraceStore:
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         """A new cursor on the store's database (cursors of an attached store start elsewhere)."""
+        self._refuse_if_failed()
         with self._cursor_lock:
             cursor = self._cursor_source.cursor()
         if self._use:
@@ -425,9 +440,11 @@ class TraceStore:
         commits durable. Waits for running queries rather than aborting them."""
         with self._write_lock:
             self._require_open()
+            self._refuse_if_failed()
             try:
                 self._con.execute("FORCE CHECKPOINT")
             except duckdb.Error as exc:
+                self._note_failure(exc)
                 raise StoreError(f"checkpointing store {self.path} failed: {exc}") from exc
             self.uncheckpointed = 0
             self.uncheckpointed_since = None

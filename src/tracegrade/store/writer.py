@@ -210,6 +210,11 @@ class StoreWriter:
             self._check_room(size, reserved)
 
     def _check_room(self, size: int, reserved: int) -> None:
+        if self.store.failure is not None:
+            raise StoreError(
+                f"the store failed and accepts no writes ({self.store.failure}); restart `tracegrade serve`: "
+                "spans already acknowledged are in its journal and are stored when it starts"
+            )
         queued = self._queued + reserved
         if queued and queued + size > self.max_queue_spans:
             raise QueueFull(queued, self.max_queue_spans, self._retry_after())
@@ -291,12 +296,14 @@ class StoreWriter:
                 self._dirty.mark(trace_id, due, soon=False)
 
     def _rebuild_due(self) -> bool:
+        if self.store.failure is not None:
+            return False
         next_due = self._dirty.next_due()
         return next_due is not None and next_due <= time.monotonic() and self._rebuilder.idle
 
     def _wait_seconds(self) -> float | None:
         times = [self._checkpoint_at()]
-        if self._rebuilder.idle:  # else the rebuilder wakes us when it is idle again
+        if self._rebuilder.idle and self.store.failure is None:  # else the rebuilder wakes us when it is idle again
             times.append(self._dirty.next_due())
         known = [at for at in times if at is not None]
         return max(0.0, min(known) - time.monotonic()) if known else None
@@ -304,7 +311,7 @@ class StoreWriter:
     def _checkpoint_at(self) -> float | None:
         """When the store is next due a checkpoint (None: it writes a WAL, or holds nothing new)."""
         since = self.store.uncheckpointed_since
-        if self.store.wal or since is None:
+        if self.store.wal or since is None or self.store.failure is not None:
             return None
         return since if self.store.uncheckpointed >= CHECKPOINT_RECORDS else since + CHECKPOINT_SECONDS
 
@@ -363,7 +370,7 @@ class StoreWriter:
 
     def _rebuild(self, *, everything: bool) -> None:
         """Hand due traces (every dirty trace when ``everything``) to the rebuilder, in jobs."""
-        while True:
+        while self.store.failure is None:  # a failed store's traces are rebuilt at the next start
             with self._cond:
                 due = self._dirty.take(self.max_rebuild_traces, None if everything else time.monotonic())
             if not due:
