@@ -60,7 +60,7 @@ def _announce(server: object) -> None:
     "--queue-spans",
     type=int,
     envvar=ENV_VARS["queue_spans"],
-    help="Write-queue capacity in spans; beyond it exporters are told to retry (default 10000).",
+    help="Write-queue capacity in spans; beyond it exporters are told to retry (default 30000).",
 )
 @click.option(
     "--store-memory-limit",

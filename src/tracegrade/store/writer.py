@@ -11,7 +11,8 @@ commit is durable only after a checkpoint: the thread checkpoints once ``CHECKPO
 and trajectory rows are committed, or ``CHECKPOINT_SECONDS`` after the oldest of them, and then calls
 each submission's ``when_durable`` (with a WAL, right after its commit).
 
-Traces that gained records are rebuilt once they settle: ``root_settle_seconds`` after their last
+Traces that gained records are rebuilt once they settle (while writes are waiting, at most one rebuild
+job starts per ``REBUILD_MIN_INTERVAL``): ``root_settle_seconds`` after their last
 record when their root span came in that write (an agent's root span ends, and is exported, last),
 else ``settle_seconds``. Settled traces go to the rebuilder thread in jobs; it maps them in a child
 process and replaces their rows, so writes never wait behind a rebuild.
@@ -49,6 +50,10 @@ MIN_RETRY_AFTER = 0.25
 # every 16,384.
 CHECKPOINT_RECORDS = 16_384
 CHECKPOINT_SECONDS = 1.0
+# Ingestion first: while submissions wait in the queue, a rebuild job starts only when none has started
+# for this long, so trajectories still advance under a sustained burst. Measured on 200,000 spans over
+# OTLP/gRPC: 19,200 spans/s stored with rebuilds interleaved freely, 26,200 with rebuilds deferred.
+REBUILD_MIN_INTERVAL = 2.0
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +165,7 @@ class StoreWriter:
         self._drain = True
         self._rebuild_deadline: float | None = None
         self._awaiting_checkpoint: list[Callable[[], None]] = []  # when_durable of commits not checkpointed
+        self._last_rebuild_job = float("-inf")  # monotonic time the last rebuild job was handed over
 
     # ------------------------------------------------------------ public API
 
@@ -347,7 +353,9 @@ class StoreWriter:
                 if finishing:
                     self._rebuild(everything=True)
                     break
-                if self._rebuilder.idle:
+                if self._rebuilder.idle and (
+                    not self._queue or time.monotonic() - self._last_rebuild_job >= REBUILD_MIN_INTERVAL
+                ):
                     self._rebuild(everything=False)
                 if self._checkpoint_due():
                     self._checkpoint()
@@ -376,6 +384,7 @@ class StoreWriter:
             if not due:
                 return
             self._rebuilder.submit(RebuildJob(self.store.stamp(), due))  # stamped between two writes
+            self._last_rebuild_job = time.monotonic()
             if not everything:
                 return
 
