@@ -182,12 +182,12 @@ def decode_ceiling(spans: int, batch: int) -> float:
 
 def store_write_ceiling(spans: int, batch: int) -> float:
     """Spans/s of the store writer's own work alone: the receiver's store (no WAL, under the journal),
-    transactions of 4 requests, a checkpoint every CHECKPOINT_RECORDS records, on a fresh file. The
+    transactions of 4 requests, a checkpoint every DEFAULT_CHECKPOINT_BYTES, on a fresh file. The
     Arrow conversion, done on the receiver's decode threads, is done before the clock starts."""
     from tracegrade.ingest.decode import decode_traces_proto
     from tracegrade.store import TraceStore
     from tracegrade.store.prepared import prepare_write
-    from tracegrade.store.writer import CHECKPOINT_RECORDS
+    from tracegrade.store.writer import DEFAULT_CHECKPOINT_BYTES
 
     prepared = [prepare_write(decode_traces_proto(body).spans) for body in build_requests(spans, batch, seed=98)]
     with tempfile.TemporaryDirectory(prefix="tracegrade-bench-") as directory:
@@ -196,7 +196,7 @@ def store_write_ceiling(spans: int, batch: int) -> float:
             started = time.perf_counter()
             for first in range(0, len(prepared), 4):
                 store.write_batch(prepared[first : first + 4])
-                if store.uncheckpointed >= CHECKPOINT_RECORDS:
+                if store.uncheckpointed_bytes >= DEFAULT_CHECKPOINT_BYTES:
                     store.checkpoint()
             store.checkpoint()
             seconds = time.perf_counter() - started

@@ -30,7 +30,7 @@ from tracegrade.ingest.intake import Intake
 from tracegrade.ingest.journaled_writer import JournaledWriter
 from tracegrade.ingest.metrics import ReceiverMetrics
 from tracegrade.ingest.runs_endpoint import add_runs_route
-from tracegrade.ingest.settings import ServeSettings
+from tracegrade.ingest.settings import ServeSettings, duckdb_size_bytes
 
 __all__ = ["ReceiverServer", "run_server"]
 
@@ -86,7 +86,13 @@ class ReceiverServer:
         try:
             # the batch the writer holds while committing counts against memory too: half the queue at most
             batch_spans = max(512, settings.queue_spans // 2)
-            writer = StoreWriter(self._store, max_queue_spans=settings.queue_spans, max_batch_spans=batch_spans)
+            writer = StoreWriter(
+                self._store,
+                max_queue_spans=settings.queue_spans,
+                max_batch_spans=batch_spans,
+                # a checkpoint needs about as much memory again as it writes: a quarter of the limit each
+                checkpoint_bytes=duckdb_size_bytes(settings.store_memory_limit) // 4,
+            )
             writer.start()
             self._writer = JournaledWriter(
                 writer,

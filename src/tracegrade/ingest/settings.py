@@ -33,7 +33,16 @@ ENV_VARS: dict[str, str] = {
 }
 
 _DUCKDB_SIZE = re.compile(r"^\s*(\d+(\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$", re.IGNORECASE)
-MIN_STORE_MEMORY = 64 * 1000**2  # measured: 32MB fails the 16,384-span checkpoints of 2 KB agent spans
+MIN_STORE_MEMORY = 64 * 1000**2  # below this, DuckDB failed the receiver's checkpoints (measured at 32MB)
+
+
+def duckdb_size_bytes(value: str) -> int:
+    """``"128MB"`` (DuckDB's units: KB/MB/GB are powers of 1000, KiB/MiB/GiB of 1024) -> bytes."""
+    match = _DUCKDB_SIZE.match(value)
+    if not match:
+        raise ValueError(f"{value!r} is not a DuckDB memory size; write e.g. 256MB, 1GB or 512MiB")
+    number, unit = float(match.group(1)), match.group(3).upper()
+    return int(number * (1024 if "I" in unit else 1000) ** "BKMGT".index(unit[0]))
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmg]i?b?|b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": MIB, "g": 1024 * MIB}
 
@@ -68,7 +77,7 @@ class ServeSettings(BaseModel):
     # exporters back off (15,000 spans/s over gRPC, measured); 30,000 absorbs it (21,000 spans/s)
     queue_spans: int = Field(30_000, ge=1, description="capacity of the write queue, in spans")
     store_memory_limit: str = Field(
-        "64MB", description="DuckDB memory limit of the store (its buffer cache; at least 64MB)"
+        "128MB", description="DuckDB memory limit of the store (its buffer cache; at least 64MB)"
     )
     max_inflight_requests: int = Field(32, ge=1, description="requests handled at once; more get 503 + Retry-After")
     shutdown_timeout: float = Field(
@@ -84,15 +93,10 @@ class ServeSettings(BaseModel):
     @field_validator("store_memory_limit")
     @classmethod
     def _memory_limit(cls, value: str) -> str:
-        match = _DUCKDB_SIZE.match(value)
-        if not match:
-            raise ValueError(f"{value!r} is not a DuckDB memory size; write e.g. 256MB, 1GB or 512MiB")
-        number, unit = float(match.group(1)), match.group(3).upper()
-        size = number * (1024 if "I" in unit else 1000) ** "BKMGT".index(unit[0])
-        if size < MIN_STORE_MEMORY:
+        if duckdb_size_bytes(value) < MIN_STORE_MEMORY:
             raise ValueError(
-                f"store memory limit {value.strip()} is too small: a checkpoint of the receiver's store needs "
-                "at least 64MB (DuckDB fails the checkpoint and stops the store below that)"
+                f"store memory limit {value.strip()} is too small: the receiver's store needs at least 64MB "
+                "(DuckDB fails its checkpoints below that)"
             )
         return value.strip()
 

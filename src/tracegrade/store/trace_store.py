@@ -132,7 +132,7 @@ class TraceStore:
             )
             self._use = f"USE {quote_identifier(alias)}"
         self.failure: str | None = None  # why DuckDB invalidated the database (it then refuses every write)
-        self.uncheckpointed = 0  # records and rows committed since the last checkpoint (``wal=False``)
+        self.uncheckpointed_bytes = 0  # Arrow bytes committed since the last checkpoint (``wal=False``)
         self.uncheckpointed_since: float | None = None  # monotonic time of the first of them
         try:
             (check_schema if read_only else ensure_schema)(self._con, self.path)
@@ -170,7 +170,7 @@ class TraceStore:
             received_at = self._stamp()
             rooted = self._insert_spans(submissions, results, received_at)
             self._insert_logs(submissions, results, received_at)
-            self.uncheckpointed += sum(r.spans_inserted + r.logs_inserted for r in results)
+            self.uncheckpointed_bytes += sum(t.nbytes for s in submissions for t in (s.spans, s.logs) if t is not None)
         for result, sent in zip(results, submissions):
             result.spans_duplicate = sent.spans_sent - result.spans_inserted
             result.logs_duplicate = sent.logs_sent - result.logs_inserted
@@ -332,7 +332,7 @@ class TraceStore:
         with_rows = self._traces_with_rows(clear)
         with self._transaction("rebuilding trajectories"):
             replace_trajectory_tables(self._con, with_rows, tables)
-            self.uncheckpointed += sum(table.num_rows for table in tables.values())
+            self.uncheckpointed_bytes += sum(table.nbytes for table in tables.values())
 
     def _traces_with_rows(self, trace_ids: Sequence[str]) -> list[str]:
         """Those of ``trace_ids`` that have trajectory rows."""
@@ -446,7 +446,7 @@ class TraceStore:
             except duckdb.Error as exc:
                 self._note_failure(exc)
                 raise StoreError(f"checkpointing store {self.path} failed: {exc}") from exc
-            self.uncheckpointed = 0
+            self.uncheckpointed_bytes = 0
             self.uncheckpointed_since = None
 
     def _require_open(self) -> None:
