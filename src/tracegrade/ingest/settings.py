@@ -74,7 +74,7 @@ class ServeSettings(BaseModel):
         16 * MIB, ge=1024, description="largest request accepted, compressed and after decompression"
     )
     # a checkpoint stops the writer for 0.2-1 s while exports keep coming: 10,000 spans of room made the
-    # exporters back off (15,000 spans/s over gRPC, measured); 30,000 absorbs it (21,000 spans/s)
+    # exporters back off (15,000 spans/s acknowledged over gRPC, measured); 30,000 absorbs it (21,000)
     queue_spans: int = Field(30_000, ge=1, description="capacity of the write queue, in spans")
     store_memory_limit: str = Field(
         "128MB", description="DuckDB memory limit of the store (its buffer cache; at least 64MB)"

@@ -12,6 +12,7 @@ import duckdb
 import pyarrow as pa
 
 from tracegrade.errors import StoreError, StoreLockedError
+from tracegrade.store.rows import sql_string
 
 __all__ = [
     "attach_duckdb",
@@ -83,7 +84,7 @@ def attach_duckdb(
         if wal and any(option.startswith("RECOVERY_MODE") for option in options):
             continue
         listed = ", ".join(option.format(row_group_size=row_group_size) for option in options)
-        statement = f"ATTACH '{_sql_text(str(path))}' AS {quote_identifier(alias)}" + (f" ({listed})" if listed else "")
+        statement = f"ATTACH {sql_string(str(path))} AS {quote_identifier(alias)}" + (f" ({listed})" if listed else "")
         try:
             with _opening(path):
                 con.execute(statement)
@@ -99,10 +100,6 @@ def attach_duckdb(
 
 def quote_identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
-
-
-def _sql_text(text: str) -> str:
-    return text.replace("'", "''")
 
 
 def _refuse_directory(path: Path) -> None:

@@ -116,9 +116,14 @@ def _ns_to_timestamps(values: list[int]) -> pa.Array:
     return pa.array(values, pa.int64()).cast(pa.timestamp("ns")).cast(pa.timestamp("us"), safe=False)
 
 
+def sql_string(value: str) -> str:
+    """A SQL string literal ``'a''b'``."""
+    return "'" + value.replace("'", "''") + "'"
+
+
 def sql_string_list(values: Iterable[str]) -> str:
-    """A SQL literal list ``('a','b')``; literal IN lists let DuckDB use the trace_id indexes."""
-    quoted = ["'" + v.replace("'", "''") + "'" for v in values]
+    """A SQL literal list ``('a','b')`` (``(NULL)`` when empty, which matches nothing)."""
+    quoted = [sql_string(v) for v in values]
     return "(" + ",".join(quoted) + ")" if quoted else "(NULL)"
 
 

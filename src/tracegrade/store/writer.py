@@ -369,7 +369,7 @@ class StoreWriter:
                     self._checkpoint()
         finally:
             self._rebuilder.stop(self._rebuild_deadline)
-            if not self.store.wal and not self.store.closed:
+            if not self.store.wal and not self.store.closed and self.store.failure is None:
                 self._checkpoint()
             self._fail_queued()
 
