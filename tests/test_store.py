@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from datetime import datetime, timedelta
 from importlib import resources
 
@@ -19,6 +21,7 @@ from tracegrade.store import (
     check_read_only,
     open_store_for_read,
 )
+from tracegrade.store.database import ARROW_BATCH_ROWS
 from tracegrade.store.prepared import prepare_write
 from tracegrade.store.rows import decompress_json
 from tracegrade.trajectory import map_spans
@@ -378,3 +381,18 @@ def test_a_duckdb_without_an_attach_option_falls_back_to_the_options_it_knows(tm
         assert store.write([make_span(1, 1)]).spans_inserted == 1
     with TraceStore(tmp_path / "fallback.duckdb", read_only=True) as store:
         assert store.query("SELECT count(*) FROM spans").rows == [(1,)]
+
+
+def test_the_mapping_process_imports_no_duckdb():
+    # The receiver's trajectory mapping runs in a child process; DuckDB would add ~30 MB to it.
+    probe = "import sys, tracegrade.store.mapping_process as m; m.map_arrow; print('duckdb' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_arrow_results_come_in_bounded_record_batches(store):
+    rows = 3 * ARROW_BATCH_ROWS + 5
+    table = store.query_arrow(f"SELECT range AS n FROM range({rows})")
+    batches = table.to_batches()
+    assert table.num_rows == rows
+    assert max(len(batch) for batch in batches) <= ARROW_BATCH_ROWS

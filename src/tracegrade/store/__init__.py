@@ -4,13 +4,38 @@ Schema: see SCHEMA.md in this package. Entry points: ``TraceStore`` (the file), 
 receiver's single writer thread), ``open_store_for_read`` (CLI readers: the file, or the server holding it).
 """
 
-from tracegrade.store.access import ReadableStore, ServerInfo, open_store_for_read, read_sidecar, sidecar_path
-from tracegrade.store.readonly import check_read_only
-from tracegrade.store.remote import RemoteStore
-from tracegrade.store.results import QueryResult, WriteResult
-from tracegrade.store.schema import SCHEMA_VERSION, TABLES
-from tracegrade.store.trace_store import TraceStore
-from tracegrade.store.writer import QueueFull, StoreWriter
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tracegrade.store.access import ReadableStore, ServerInfo, open_store_for_read, read_sidecar, sidecar_path
+    from tracegrade.store.readonly import check_read_only
+    from tracegrade.store.remote import RemoteStore
+    from tracegrade.store.results import QueryResult, WriteResult
+    from tracegrade.store.schema import SCHEMA_VERSION, TABLES
+    from tracegrade.store.trace_store import TraceStore
+    from tracegrade.store.writer import QueueFull, StoreWriter
+
+# Names resolve on first use (PEP 562), so a process that needs one submodule (the receiver's mapping
+# process needs only the trajectory rows) does not load DuckDB with the rest.
+_HOMES = {
+    "SCHEMA_VERSION": "schema",
+    "TABLES": "schema",
+    "QueryResult": "results",
+    "QueueFull": "writer",
+    "ReadableStore": "access",
+    "RemoteStore": "remote",
+    "ServerInfo": "access",
+    "StoreWriter": "writer",
+    "TraceStore": "trace_store",
+    "WriteResult": "results",
+    "check_read_only": "readonly",
+    "open_store_for_read": "access",
+    "read_sidecar": "access",
+    "sidecar_path": "access",
+}
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -28,3 +53,16 @@ __all__ = [
     "read_sidecar",
     "sidecar_path",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOMES])

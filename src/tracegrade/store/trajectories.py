@@ -2,7 +2,8 @@
 
 The same mapper as live capture (``tracegrade.trajectory.map_spans``) produces the ExecutionResult;
 this module only flattens it into rows of ``traces``, ``node_visits``, ``tool_calls`` and ``llm_calls``
-and replaces a trace's previous rows in one transaction.
+(the trace store replaces a trace's previous rows with them). It imports no DuckDB: the receiver's
+mapping process runs it.
 """
 
 from __future__ import annotations
@@ -11,12 +12,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 
 from tracegrade.models.execution import ExecutionResult
 from tracegrade.models.span import LogRecordData, SpanRecord
-from tracegrade.store.database import insert_arrow
 from tracegrade.store.rows import compress_json, ns_to_datetime, to_json
 
 __all__ = [
@@ -24,12 +23,10 @@ __all__ = [
     "TrajectoryRows",
     "map_trace",
     "map_traces",
-    "replace_trajectory_tables",
     "rows_to_arrow",
 ]
 
 TRAJECTORY_TABLES = ("traces", "node_visits", "tool_calls", "llm_calls")
-_DELETE_VIEW = "_tracegrade_replaced_trace_ids"
 
 
 @dataclass
@@ -192,22 +189,6 @@ def map_traces(
     for trace_id, trace_spans in spans.items():
         map_trace(trace_id, trace_spans, logs.get(trace_id, []), updated_at, rows)
     return rows
-
-
-def replace_trajectory_tables(con: duckdb.DuckDBPyConnection, delete: list[str], tables: dict[str, pa.Table]) -> None:
-    """Delete the trajectory rows of the traces in ``delete`` and insert ``tables`` (by table name; the
-    caller holds a transaction). The ids go in as a registered Arrow table: DuckDB plans a long literal
-    IN list far more slowly."""
-    if delete:
-        con.register(_DELETE_VIEW, pa.table({"trace_id": pa.array(delete, pa.string())}))
-        try:
-            for table in TRAJECTORY_TABLES:
-                con.execute(f"DELETE FROM {table} WHERE trace_id IN (SELECT trace_id FROM {_DELETE_VIEW})")
-        finally:
-            con.unregister(_DELETE_VIEW)
-    for table in TRAJECTORY_TABLES:
-        if table in tables:
-            insert_arrow(con, table, tables[table])
 
 
 def rows_to_arrow(rows: list[dict[str, Any]]) -> pa.Table:
