@@ -37,8 +37,12 @@ def _model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     last = messages[-1]
     if isinstance(last, ModelRequest) and any(isinstance(p, ToolReturnPart) for p in last.parts):
         return ModelResponse(parts=[TextPart("Both items are in stock.")])
-    return ModelResponse(parts=[ToolCallPart("stock", {"sku": "sku-1"}, tool_call_id="c1"),
-                                ToolCallPart("stock", {"sku": "sku-2"}, tool_call_id="c2")])
+    return ModelResponse(
+        parts=[
+            ToolCallPart("stock", {"sku": "sku-1"}, tool_call_id="c1"),
+            ToolCallPart("stock", {"sku": "sku-2"}, tool_call_id="c2"),
+        ]
+    )
 
 
 def pydantic_ai_workload(provider: TracerProvider) -> Callable[[], Awaitable[object]]:
@@ -81,8 +85,9 @@ def function_graph_workload(provider: TracerProvider) -> Callable[[], Awaitable[
 class _Setup:
     """One provider (with or without the collector) and the workload bound to it."""
 
-    def __init__(self, make_workload: Callable[[TracerProvider], Callable[[], Awaitable[object]]],
-                 with_collector: bool) -> None:
+    def __init__(
+        self, make_workload: Callable[[TracerProvider], Callable[[], Awaitable[object]]], with_collector: bool
+    ) -> None:
         self.provider = TracerProvider()
         self.collector = TrajectoryCollector() if with_collector else None
         if self.collector is not None:
@@ -114,8 +119,10 @@ async def _measure(make_workload, runs: int, chunk: int = 10) -> tuple[float, fl
 
 
 async def main(runs: int, repeats: int) -> None:
-    for name, workload in (("pydantic-ai FunctionModel agent", pydantic_ai_workload),
-                           ("trace_node/trace_tool function graph", function_graph_workload)):
+    for name, workload in (
+        ("pydantic-ai FunctionModel agent", pydantic_ai_workload),
+        ("trace_node/trace_tool function graph", function_graph_workload),
+    ):
         overheads, base_times, with_times = [], [], []
         for _ in range(repeats):
             base, with_collector = await _measure(workload, runs)
@@ -125,8 +132,10 @@ async def main(runs: int, repeats: int) -> None:
         print(f"{name}: {runs} runs x {repeats} repeats")
         print(f"  CPU per run without processor: {statistics.median(base_times) / runs * 1e3:.3f} ms")
         print(f"  CPU per run with collector   : {statistics.median(with_times) / runs * 1e3:.3f} ms")
-        print(f"  overhead (median of {repeats}): {statistics.median(overheads):.1f}%  "
-              f"(all: {', '.join(f'{o:.1f}' for o in overheads)})")
+        print(
+            f"  overhead (median of {repeats}): {statistics.median(overheads):.1f}%  "
+            f"(all: {', '.join(f'{o:.1f}' for o in overheads)})"
+        )
 
 
 if __name__ == "__main__":

@@ -98,8 +98,10 @@ def test_turn_baggage_attributes_fresh_traces_and_lost_context_threads():
         root.set_attribute(tg.TURN_OUTPUT, "bye")
         with tracer.start_as_current_span("in-turn"):
             pass
-        with (tracer.start_as_current_span("forced-new-trace", context=otel_context.Context()),
-              tracer.start_as_current_span("forced-child")):
+        with (
+            tracer.start_as_current_span("forced-new-trace", context=otel_context.Context()),
+            tracer.start_as_current_span("forced-child"),
+        ):
             pass
         worker = threading.Thread(target=lost_context_work)
         worker.start()

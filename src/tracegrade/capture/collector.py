@@ -195,8 +195,11 @@ class TrajectoryCollector(SpanProcessor):
             self.failures += 1
             first = self.failures == 1
         if first:
-            log.warning("TrajectoryCollector.%s failed; the span is skipped (further failures logged at debug)",
-                        hook, exc_info=exc)
+            log.warning(
+                "TrajectoryCollector.%s failed; the span is skipped (further failures logged at debug)",
+                hook,
+                exc_info=exc,
+            )
         else:
             log.debug("TrajectoryCollector.%s failed: %s", hook, exc)
 
@@ -223,21 +226,24 @@ class TrajectoryCollector(SpanProcessor):
             entry = self._traces.get(trace_id)
             return list(entry.spans) if entry else []
 
-    def spans_for(self, case_id: str | None = None, turn: int | None = None, run_id: str | None = None
-                  ) -> list[SpanRecord]:
+    def spans_for(
+        self, case_id: str | None = None, turn: int | None = None, run_id: str | None = None
+    ) -> list[SpanRecord]:
         """Spans of every trace attributed to that case (and turn / run); all spans when ``case_id`` is None."""
         return self._spans_of(TurnKey(case_id, turn, run_id) if case_id is not None else None)
 
     def _spans_of(self, wanted: TurnKey | None) -> list[SpanRecord]:
         with self._lock:
             return [
-                s for e in self._traces.values()
+                s
+                for e in self._traces.values()
                 if wanted is None or (e.key is not None and wanted.covers(e.key))
                 for s in e.spans
             ]
 
-    def execution_for(self, case_id: str | None = None, turn: int | None = None, run_id: str | None = None
-                      ) -> ExecutionResult:
+    def execution_for(
+        self, case_id: str | None = None, turn: int | None = None, run_id: str | None = None
+    ) -> ExecutionResult:
         """The mapped execution of one case (and turn / run), or of everything since the last reset."""
         cache_key = TurnKey(case_id, turn, run_id) if case_id is not None else None
         with self._lock:

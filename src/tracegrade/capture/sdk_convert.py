@@ -121,4 +121,3 @@ def _link(link: Any) -> SpanLink:
         trace_state=trace_state.to_header() if trace_state else "",
         dropped_attributes_count=getattr(link, "dropped_attributes", 0),
     )
-

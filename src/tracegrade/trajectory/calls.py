@@ -15,6 +15,7 @@ from typing import Any
 from tracegrade.models.json_values import json_equal, parse_json_maybe
 from tracegrade.trajectory import sources
 from tracegrade.trajectory.messages import Message
+from tracegrade.trajectory.readers import Chain
 from tracegrade.trajectory.tree import Role, SpanNode
 from tracegrade.trajectory.values import as_args
 
@@ -81,10 +82,15 @@ def _usage(node: SpanNode) -> dict[str, int]:
     return {"calls": 1, **(sources.first(sources.USAGE, node) or {})}
 
 
+def _read(chain: Chain, node: SpanNode, wrappers: list[SpanNode]) -> Any:
+    """What ``chain`` reads from the model call ``node``, else from its wrappers (innermost first)."""
+    value = sources.first(chain, node)
+    return sources.first_of(chain, wrappers) if value is None and wrappers else value
+
+
 def _read_llm(node: SpanNode, wrappers: list[SpanNode], visit: str | None) -> LLMFields:
-    chain = [node, *wrappers] if wrappers else [node]
-    inputs = sources.first_of(sources.LLM_INPUT, chain)
-    outputs = sources.first_of(sources.LLM_OUTPUT, chain)
+    inputs = _read(sources.LLM_INPUT, node, wrappers)
+    outputs = _read(sources.LLM_OUTPUT, node, wrappers)
     out_messages = outputs or []
     start, end = node.start, node.end
     error = span_error(node)
@@ -92,8 +98,8 @@ def _read_llm(node: SpanNode, wrappers: list[SpanNode], visit: str | None) -> LL
         start, end = min(start, wrapper.start), max(end, wrapper.end)
         error = error or span_error(wrapper)
     return {
-        "model": sources.first_of(sources.MODEL, chain),
-        "provider": sources.first_of(sources.PROVIDER, chain),
+        "model": _read(sources.MODEL, node, wrappers),
+        "provider": _read(sources.PROVIDER, node, wrappers),
         "node": visit,
         "input_messages": inputs or [],
         "output_messages": out_messages,
@@ -104,7 +110,7 @@ def _read_llm(node: SpanNode, wrappers: list[SpanNode], visit: str | None) -> LL
         "span_id": node.span_id,
         "start_ns": start,
         "end_ns": end,
-        "finish_reason": sources.first_of(sources.FINISH_REASON, chain),
+        "finish_reason": _read(sources.FINISH_REASON, node, wrappers),
         "error": error,
     }
 
@@ -152,13 +158,13 @@ def read_tool_spans(order: list[SpanNode]) -> list[ToolSpan]:
             continue
         try:
             tools.append(
-                ToolSpan(
-                    node=node,
-                    name=sources.first(sources.TOOL_NAME, node) or node.name,
-                    args=sources.first(sources.TOOL_ARGS, node),
-                    result=sources.first(sources.TOOL_RESULT, node),
-                    call_id=sources.first(sources.TOOL_CALL_ID, node),
-                    error=span_error(node),
+                ToolSpan(  # positional: node, name, args, result, call_id, error
+                    node,
+                    sources.first(sources.TOOL_NAME, node) or node.name,
+                    sources.first(sources.TOOL_ARGS, node),
+                    sources.first(sources.TOOL_RESULT, node),
+                    sources.first(sources.TOOL_CALL_ID, node),
+                    span_error(node),
                 )
             )
         except Exception as exc:  # a malformed span must not stop the mapping

@@ -242,12 +242,15 @@ def map_spans(spans: Iterable[SpanRecord], logs: Iterable[LogRecordData] = ()) -
     if not forest.nodes:
         return _empty(issues)
     try:
-        return _map_forest(forest, issues)
+        fields = _execution_fields(forest, issues)
     finally:
         forest.release()
+    del forest  # the spans' tree and everything read from it are freed before the result is built
+    return ExecutionResult.model_validate(fields)
 
 
-def _map_forest(forest: Forest, issues: Issues) -> ExecutionResult:
+def _execution_fields(forest: Forest, issues: Issues) -> Fields:
+    """The ``ExecutionResult`` fields, validated by the caller once the tree is released."""
     branches = sources.classify_all(forest.nodes)
     order = preorder(forest)
     walk = _Walk(order, branches)
@@ -274,26 +277,24 @@ def _map_forest(forest: Forest, issues: Issues) -> ExecutionResult:
     status, error = _root_status(forest)
     start = min(r.start for r in forest.roots)
     end = max(r.end for r in forest.roots)
-    return ExecutionResult.model_validate(
-        {
-            "tool_calls": tool_calls,
-            "trajectory": steps,
-            "messages": _conversation(llm_calls),
-            "actual_response": answer or "",
-            "node_responses": _node_responses(llm_calls),
-            "node_visits": [v["name"] for v in walk.visits],
-            "duration_seconds": max(0, end - start) / 1e9,
-            "user_query": query,
-            "response_captured": answer is not None,
-            "content_captured": content_captured,
-            "visits": walk.visits,
-            "llm_calls": llm_calls,
-            "convention": sources.trace_convention(forest.nodes),
-            "trace_ids": forest.trace_ids,
-            "conversation_id": sources.first_of(sources.CONVERSATION_ID, order),
-            "status": status,
-            "error": error,
-            "mapping_issues": issues.as_list(),
-            "metadata": native.turn_metadata(turn) if turn is not None else {},
-        }
-    )
+    return {
+        "tool_calls": tool_calls,
+        "trajectory": steps,
+        "messages": _conversation(llm_calls),
+        "actual_response": answer or "",
+        "node_responses": _node_responses(llm_calls),
+        "node_visits": [v["name"] for v in walk.visits],
+        "duration_seconds": max(0, end - start) / 1e9,
+        "user_query": query,
+        "response_captured": answer is not None,
+        "content_captured": content_captured,
+        "visits": walk.visits,
+        "llm_calls": llm_calls,
+        "convention": sources.trace_convention(forest.nodes),
+        "trace_ids": forest.trace_ids,
+        "conversation_id": sources.first_of(sources.CONVERSATION_ID, order),
+        "status": status,
+        "error": error,
+        "mapping_issues": issues.as_list(),
+        "metadata": native.turn_metadata(turn) if turn is not None else {},
+    }

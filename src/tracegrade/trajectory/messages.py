@@ -304,7 +304,7 @@ def share_single_message(text: str, value: Any, messages: list[Message], recent:
         return
     item = value[0]
     if isinstance(item, dict) and "parts" in item and normalise_role(item.get("role"), ""):
-        recent.known[text.strip()[1:-1].strip(_JSON_SPACE)] = messages
+        recent.add_known(text.strip()[1:-1].strip(_JSON_SPACE), messages)
 
 
 _JSON_SPACE = " \t\n\r"

@@ -20,9 +20,13 @@ _METADATA_KEYS = {
 }
 
 
+_TURN_NAME_START = TURN_PREFIX + " "
+
+
 def is_turn(node: SpanNode) -> bool:
     # by name only: the collector also stamps tracegrade.case.id on every span started inside a case
-    return node.name == TURN_PREFIX or node.name.startswith(TURN_PREFIX + " ")
+    name = node.name
+    return name.startswith(TURN_PREFIX) and (name == TURN_PREFIX or name.startswith(_TURN_NAME_START))
 
 
 def classify(node: SpanNode) -> str | None:

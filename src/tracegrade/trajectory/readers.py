@@ -11,15 +11,33 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-__all__ = ["Chains", "applicable", "chains_for", "reads"]
+__all__ = ["Chain", "Chains", "applicable", "chains_for", "reads"]
 
 R = TypeVar("R", bound=Callable[..., Any])
 
-Chains = dict[int, tuple[Any, tuple[Any, ...]]]  # id(chain) -> (chain, its applicable readers)
+Chains = list[tuple[Any, ...] | None]  # by ``Chain.slot``: the chain's applicable readers (None: not worked out)
 
 _NEEDS: dict[Callable[..., Any], tuple[frozenset[str], bool]] = {}
 _CHAINS: dict[tuple[frozenset[str], bool], Chains] = {}  # for every trace, keyed by what its spans carry
 _CHAINS_MAX = 256  # distinct key sets remembered (flattened message keys make many); then start afresh
+
+
+class Chain:
+    """A precedence chain: its readers are asked in order and the first answer wins (``sources.first``).
+
+    Every chain has a ``slot`` in the ``Chains`` of a mapping, where its applicable readers are kept.
+    """
+
+    __slots__ = ("readers", "slot")
+
+    def __init__(self, *readers: Callable[..., Any]) -> None:
+        self.readers = readers
+        self.slot = len(_ALL_CHAINS)
+        _ALL_CHAINS.append(self)
+        _CHAINS.clear()  # remembered ``Chains`` have no slot for this chain
+
+
+_ALL_CHAINS: list[Chain] = []
 
 
 def reads(*keys: str, events: bool = False) -> Callable[[R], R]:
@@ -42,7 +60,7 @@ def chains_for(keys: frozenset[str], has_events: bool) -> Chains:
     if found is None:
         if len(_CHAINS) >= _CHAINS_MAX:
             _CHAINS.clear()
-        found = _CHAINS[keys, has_events] = {}
+        found = _CHAINS[keys, has_events] = [None] * len(_ALL_CHAINS)
     return found
 
 

@@ -12,12 +12,13 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from tracegrade.trajectory import adk, genai, langgraph, mlflow, native, openinference, traceloop
-from tracegrade.trajectory.readers import applicable
+from tracegrade.trajectory.readers import Chain, applicable
 from tracegrade.trajectory.tree import Role, SpanNode
+from tracegrade.trajectory.values import SharedWork
 
 Reader = Callable[[SpanNode], Any]
 
-CLASSIFIERS: tuple[Reader, ...] = (
+CLASSIFIERS = Chain(
     native.classify,
     genai.classify,
     openinference.classify,
@@ -26,7 +27,7 @@ CLASSIFIERS: tuple[Reader, ...] = (
     adk.classify,
     genai.classify_by_name,
 )
-LLM_INPUT: tuple[Reader, ...] = (
+LLM_INPUT = Chain(
     genai.input_messages,
     openinference.input_messages,
     traceloop.prompt_messages,
@@ -36,7 +37,7 @@ LLM_INPUT: tuple[Reader, ...] = (
     mlflow.input_messages,
     openinference.io_input_messages,
 )
-LLM_OUTPUT: tuple[Reader, ...] = (
+LLM_OUTPUT = Chain(
     genai.output_messages,
     openinference.output_messages,
     traceloop.completion_messages,
@@ -46,23 +47,23 @@ LLM_OUTPUT: tuple[Reader, ...] = (
     mlflow.output_messages,
     openinference.io_output_messages,
 )
-MODEL: tuple[Reader, ...] = (genai.model, openinference.model, mlflow.model)
-PROVIDER: tuple[Reader, ...] = (genai.provider, openinference.provider, mlflow.provider)
-USAGE: tuple[Reader, ...] = (adk.usage, genai.usage, openinference.usage, mlflow.usage)
-FINISH_REASON: tuple[Reader, ...] = (
+MODEL = Chain(genai.model, openinference.model, mlflow.model)
+PROVIDER = Chain(genai.provider, openinference.provider, mlflow.provider)
+USAGE = Chain(adk.usage, genai.usage, openinference.usage, mlflow.usage)
+FINISH_REASON = Chain(
     genai.finish_reason,
     openinference.finish_reason,
     traceloop.finish_reason,
     adk.finish_reason,
 )
-TOOL_NAME: tuple[Reader, ...] = (
+TOOL_NAME = Chain(
     native.tool_name,
     genai.tool_name,
     openinference.tool_name,
     traceloop.tool_name,
     mlflow.tool_name,
 )
-TOOL_ARGS: tuple[Reader, ...] = (
+TOOL_ARGS = Chain(
     native.tool_args,
     genai.tool_args,
     genai.event_tool_args,
@@ -71,7 +72,7 @@ TOOL_ARGS: tuple[Reader, ...] = (
     mlflow.tool_args,
     openinference.tool_args,
 )
-TOOL_RESULT: tuple[Reader, ...] = (
+TOOL_RESULT = Chain(
     native.tool_result,
     genai.tool_result,
     genai.event_tool_result,
@@ -80,47 +81,44 @@ TOOL_RESULT: tuple[Reader, ...] = (
     mlflow.tool_result,
     openinference.tool_result,
 )
-TOOL_CALL_ID: tuple[Reader, ...] = (
+TOOL_CALL_ID = Chain(
     native.tool_call_id,
     genai.tool_call_id,
     openinference.tool_call_id,
     traceloop.tool_call_id,
 )
-AGENT_NAME: tuple[Reader, ...] = (
+AGENT_NAME = Chain(
     native.node_name,
     genai.agent_name,
     openinference.agent_name,
     traceloop.agent_name,
     adk.agent_name,
 )
-RUN_QUERY: tuple[Reader, ...] = (genai.run_query, openinference.run_query, traceloop.run_query, mlflow.run_query)
-RUN_ANSWER: tuple[Reader, ...] = (genai.run_answer, openinference.run_answer, traceloop.run_answer, mlflow.run_answer)
-CONVERSATION_ID: tuple[Reader, ...] = (
+RUN_QUERY = Chain(genai.run_query, openinference.run_query, traceloop.run_query, mlflow.run_query)
+RUN_ANSWER = Chain(genai.run_answer, openinference.run_answer, traceloop.run_answer, mlflow.run_answer)
+CONVERSATION_ID = Chain(
     genai.conversation_id,
     openinference.conversation_id,
     traceloop.conversation_id,
     adk.conversation_id,
     native.conversation_id,
 )
-ROUTING_OUTPUT: tuple[Reader, ...] = (traceloop.routing_output, openinference.routing_output)
+ROUTING_OUTPUT = Chain(traceloop.routing_output, openinference.routing_output)
 
 # trace-level convention ids, in the order that breaks ties
 CONVENTIONS = ("tracegrade", "genai", "openinference", "traceloop", "adk", "mlflow")
 _COUNTED_ROLES = frozenset({Role.LLM, Role.TOOL, Role.AGENT, Role.NODE})
 
 
-def first(readers: tuple[Reader, ...], node: SpanNode) -> Any:
-    """The first non-None answer of ``readers`` for ``node``.
+def first(chain: Chain, node: SpanNode) -> Any:
+    """The first non-None answer of the ``chain``'s readers for ``node``.
 
     Readers that no span of the mapping can feed (``readers.reads``) are left out, once per mapping. A
     reader that fails on a malformed span is noted as a mapping issue and skipped, so one bad attribute
     costs only what it holds.
     """
     shared = node.shared
-    entry = shared.chains.get(id(readers))
-    if entry is None:  # the entry holds ``readers`` itself, so the id cannot be reused while it is kept
-        entry = shared.chains[id(readers)] = (readers, applicable(readers, shared.trace_keys, shared.has_events))
-    for reader in entry[1]:
+    for reader in shared.chains[chain.slot] or _applicable(chain, shared):
         try:
             value = reader(node)
         except Exception as exc:
@@ -131,14 +129,24 @@ def first(readers: tuple[Reader, ...], node: SpanNode) -> Any:
     return None
 
 
+def _applicable(chain: Chain, shared: SharedWork) -> tuple[Reader, ...]:
+    """The readers of ``chain`` that the spans of this mapping can feed (worked out once per mapping)."""
+    readers = shared.chains[chain.slot]
+    if readers is None:
+        readers = shared.chains[chain.slot] = applicable(chain.readers, shared.trace_keys, shared.has_events)
+    return readers
+
+
 def _reader_name(reader: Reader) -> str:
     return f"{reader.__module__.rsplit('.', 1)[-1]}.{getattr(reader, '__name__', 'reader')}"
 
 
-def first_of(readers: tuple[Reader, ...], nodes: Iterable[SpanNode]) -> Any:
+def first_of(chain: Chain, nodes: Iterable[SpanNode]) -> Any:
     """The first non-None answer over ``nodes`` (in order), each asked the whole chain."""
     for node in nodes:
-        value = first(readers, node)
+        if not _applicable(chain, node.shared):
+            return None  # no span of this mapping can feed the chain
+        value = first(chain, node)
         if value is not None:
             return value
     return None
@@ -185,6 +193,8 @@ def classify_all(nodes: list[SpanNode]) -> dict[int, str]:
 
 def _collapse_workflow_twin(node: SpanNode) -> None:
     """Traceloop 0.62 ``invoke_agent X`` -> ``X.workflow``: keep the outer span, as the graph-run wrapper."""
+    if not node.shared.may_carry(traceloop.WORKFLOW_KIND_KEY):
+        return
     for child in node.children:
         if traceloop.is_workflow_twin(node, child):
             node.role = Role.WORKFLOW

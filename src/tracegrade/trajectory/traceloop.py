@@ -23,6 +23,7 @@ _KIND_ROLES = {
 }
 _LLM_REQUEST_TYPES = frozenset({"chat", "completion", "llm"})
 _ASSOCIATION = "traceloop.association.properties."
+_GRAPH_NODE_KEY = _ASSOCIATION + "langgraph_node"
 _TOOL_PAYLOADS = ToolPayloads(
     "#traceloop", input_keys=("traceloop.entity.input",), output_keys=("traceloop.entity.output",)
 )
@@ -51,14 +52,17 @@ def association(node: SpanNode) -> dict[str, Any]:
 
 
 def task(node: SpanNode) -> GraphTask | None:
-    if _ASSOCIATION + "langgraph_node" not in node.attrs:
+    if _GRAPH_NODE_KEY not in node.attrs:
         return None
     return graph_task(association(node))
 
 
+WORKFLOW_KIND_KEY = "traceloop.span.kind"  # a workflow twin has it (see ``is_workflow_twin``)
+
+
 def is_workflow_twin(outer: SpanNode, inner: SpanNode) -> bool:
     """``invoke_agent X`` whose child ``X.workflow`` repeats it (Traceloop 0.62): one graph run."""
-    return inner.attrs.get("traceloop.span.kind") == "workflow" and (
+    return inner.attrs.get(WORKFLOW_KIND_KEY) == "workflow" and (
         inner.name == f"{agent_label(outer)}.workflow" or inner.attrs.get("traceloop.entity.name") == agent_label(outer)
     )
 

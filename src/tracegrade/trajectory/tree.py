@@ -63,7 +63,7 @@ class SpanNode:
         self.index = index
         self.shared = shared
         self.parent: SpanNode | None = None
-        self.children: list[SpanNode] = []
+        self.children: list[SpanNode] = _NO_CHILDREN  # replaced by a list of its own when a child joins
         self.role = Role.OTHER
         self.convention: str | None = None
         self.task: GraphTask | None = None
@@ -129,6 +129,7 @@ class SpanNode:
 
 
 _NO_LOGS: list[LogRecordData] = []  # shared by every span without log records: never appended to
+_NO_CHILDREN: list[SpanNode] = []  # shared by every leaf span: never appended to
 
 
 def _index_families(node: SpanNode) -> dict[str, dict[int, dict[str, Any]]]:
@@ -151,7 +152,7 @@ class Forest:
         the cyclic garbage collector, which then has to walk them again and again."""
         for node in self.nodes:
             node.parent = None
-            node.children = []
+            node.children = _NO_CHILDREN
 
 
 def build_forest(spans: Iterable[SpanRecord], logs: Iterable[LogRecordData], issues: Issues) -> Forest:
@@ -161,10 +162,13 @@ def build_forest(spans: Iterable[SpanRecord], logs: Iterable[LogRecordData], iss
     _break_cycles(nodes)
     roots: list[SpanNode] = []
     for node in nodes:
-        if node.parent is None:
+        parent = node.parent
+        if parent is None:
             roots.append(node)
+        elif parent.children is _NO_CHILDREN:
+            parent.children = [node]
         else:
-            node.parent.children.append(node)
+            parent.children.append(node)
     _repair_times(nodes, roots)
     roots.sort(key=_start_key)
     _attach_logs(by_key, logs)

@@ -38,9 +38,13 @@ class Issues:
         return list(self._seen)
 
 
+_UNREAD = object()  # not in a decode cache yet
+
+
 class SharedWork:
-    """Work shared by every span of one mapping: each distinct JSON text is decoded once, and a value derived
-    from a text (the normalised messages of a conversation history, say) is computed once per text.
+    """Work shared by every span of one mapping: each distinct JSON text is decoded once (the few that cannot be
+    are remembered apart), and a value derived from a text (the normalised messages of a conversation
+    history, say) is computed once per text.
 
     Traces repeat attribute texts a lot (the same system instructions, LangGraph metadata and history on
     every span of a run); decoded values are shared between the spans that carry the same text, so
@@ -48,25 +52,35 @@ class SharedWork:
     decides the reader chains ``sources`` applies to them (see ``readers``).
     """
 
-    __slots__ = ("_lists", "_loose", "_memos", "_strict", "chains", "has_events", "issues", "trace_keys")
+    __slots__ = ("_lists", "_loose", "_memos", "_problems", "_strict", "chains", "has_events", "issues", "trace_keys")
 
     def __init__(self, issues: Issues) -> None:
         self.issues = issues
         self.trace_keys: frozenset[str] | None = None  # every attribute key of the spans (None: not known yet)
         self.has_events = True  # whether any span has events or log records
-        self.chains: dict[int, tuple[Any, Any]] = {}  # the reader chains ``sources`` applies to these spans
-        self._strict: dict[str, tuple[Any, str | None]] = {}
-        self._loose: dict[str, tuple[Any, str | None]] = {}
+        self.chains: list[Any] = []  # the reader chains ``sources`` applies to these spans (``readers.Chains``)
+        self._strict: dict[str, Any] = {}
+        self._loose: dict[str, Any] = {}
+        self._problems: dict[tuple[str, bool], str] = {}  # only texts that could not be decoded as expected
         self._lists: dict[str, RecentLists] = {}
         self._memos: dict[str, dict[Any, Any]] = {}
 
     def decode(self, text: str, expect_json: bool) -> tuple[Any, str | None]:
         """``load_json(text, expect_json=...)``, once per distinct text."""
         cache = self._strict if expect_json else self._loose
-        found = cache.get(text)
-        if found is None:
-            found = cache[text] = load_json(text, expect_json=expect_json)
-        return found
+        value = cache.get(text, _UNREAD)
+        if value is _UNREAD:
+            value, problem = load_json(text, expect_json=expect_json)
+            cache[text] = value
+            if problem:
+                self._problems[text, expect_json] = problem
+                return value, problem
+        # a text that could not be decoded comes back as it is (no decoded value is the text itself)
+        return value, (self._problems.get((text, expect_json)) if value is text else None)
+
+    def may_carry(self, key: str) -> bool:
+        """Can a span of this mapping carry attribute ``key``? (True while the keys are not known.)"""
+        return self.trace_keys is None or key in self.trace_keys
 
     def recent_lists(self, kind: str) -> RecentLists:
         """The JSON arrays last converted one way (``kind``), for ``convert_json_list``."""
@@ -153,13 +167,31 @@ class RecentList:
 
 class RecentLists:
     """The last few arrays ``convert_json_list`` decoded for one kind of value, newest first, and items converted
-    elsewhere (``known``: converted item by its exact JSON text), reused where an array repeats them."""
+    elsewhere (``add_known``), reused where an array repeats them."""
 
-    __slots__ = ("entries", "known")
+    __slots__ = ("_known", "entries")
 
     def __init__(self) -> None:
         self.entries: list[RecentList] = []
-        self.known: dict[str, Any] = {}
+        self._known: dict[str, list[tuple[str, Any]]] = {}  # the first characters -> (item text, converted)
+
+    def add_known(self, text: str, item: Any) -> None:
+        """Offer ``item``, the conversion of ``text`` (the text of one JSON value: an object or an array), to the
+        arrays that repeat that text as one of their items. Texts shorter than ``_KNOWN_HEAD`` are not kept."""
+        if len(text) >= _KNOWN_HEAD:
+            self._known.setdefault(text[:_KNOWN_HEAD], []).append((text, item))
+
+    def known_at(self, text: str, start: int) -> tuple[Any, int] | None:
+        """``(converted item, end)`` when ``text`` holds a known item at ``start`` (decoding it would read exactly
+        the item's text: an object or an array ends with its own closing bracket); None when it does not."""
+        if self._known:
+            for known, item in self._known.get(text[start : start + _KNOWN_HEAD], ()):
+                if text.startswith(known, start):
+                    return item, start + len(known)
+        return None
+
+
+_KNOWN_HEAD = 96  # characters that pick a known item's candidates (enough to tell model outputs apart)
 
 
 def convert_json_list(text: str, recent: RecentLists, convert: Callable[[Any], Any]) -> list[Any] | None:
@@ -169,7 +201,7 @@ def convert_json_list(text: str, recent: RecentLists, convert: Callable[[Any], A
     A conversation history repeats the items of the model call before it: all of them and some more (a
     growing history), or all but the oldest and some more (a sliding window). When ``text`` starts with
     the items of an array in ``recent`` from one of its item boundaries to its end, those items are reused
-    and only what follows is decoded and converted, except items in ``recent.known``. Converted items are
+    and only what follows is decoded and converted, except known items (``recent.add_known``). Converted items are
     shared between the arrays: never modify them.
     """
     text = text.strip()
@@ -189,7 +221,7 @@ def convert_json_list(text: str, recent: RecentLists, convert: Callable[[Any], A
             return _remember(recent, RecentList(text, entry.items[k:], starts))
         comma = _COMMA.match(text, end)
         if comma is not None:
-            added = _decode_items_from(text, comma.end(), convert, starts, recent.known)
+            added = _decode_items_from(text, comma.end(), convert, starts, recent)
             return None if added is None else _remember(recent, RecentList(text, entry.items[k:] + added, starts))
     try:
         value = decode_json(text)
@@ -201,21 +233,25 @@ def convert_json_list(text: str, recent: RecentLists, convert: Callable[[Any], A
 
 
 def _decode_items_from(
-    text: str, pos: int, convert: Callable[[Any], Any], starts: list[int], known: dict[str, Any]
+    text: str, pos: int, convert: Callable[[Any], Any], starts: list[int], recent: RecentLists
 ) -> list[Any] | None:
-    """The converted items of the array ``text`` from ``pos`` (after a comma) to its end (``known`` items as
-    they are), appending where each starts to ``starts``; None unless that is what ``json.loads`` would
-    accept as the rest of an array."""
+    """The converted items of the array ``text`` from ``pos`` (after a comma) to its end (known items as they
+    are), appending where each starts to ``starts``; None unless that is what ``json.loads`` would accept as
+    the rest of an array."""
     items: list[Any] = []
     while True:
         start = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
-        try:
-            value, pos = _SCAN(text, start)
-        except (StopIteration, ValueError):
-            return None
+        known = recent.known_at(text, start)
+        if known is not None:
+            item, pos = known
+        else:
+            try:
+                value, pos = _SCAN(text, start)
+            except (StopIteration, ValueError):
+                return None
+            item = convert(value)
         starts.append(start)
-        found = known.get(text[start:pos]) if known else None
-        items.append(found if found is not None else convert(value))
+        items.append(item)
         pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
         separator = text[pos : pos + 1]
         if separator == "]":
@@ -319,6 +355,8 @@ _INDEXED_KEYS_MAX = 100_000
 
 
 def _indexed_key(key: str) -> tuple[str, int, str]:
+    if not key.startswith(INDEXED_FAMILIES):
+        return _NOT_INDEXED
     pieces = key.split(".", 3)  # every family is two dotted words: "llm.input_messages.3.message.role"
     if len(pieces) == 4 and pieces[2].isdigit():
         return f"{pieces[0]}.{pieces[1]}.", int(pieces[2]), pieces[3]
@@ -326,12 +364,13 @@ def _indexed_key(key: str) -> tuple[str, int, str]:
 
 
 def index_families(attributes: dict[str, Any]) -> dict[str, dict[int, dict[str, Any]]]:
-    """Every ``INDEXED_FAMILIES`` member present, reassembled like ``group_indexed``, in one pass."""
+    """Every ``INDEXED_FAMILIES`` member present, reassembled like ``group_indexed``, in one pass.
+
+    What each attribute key is (indexed or not) is remembered for every trace: agents repeat their keys.
+    """
     found: dict[str, dict[int, dict[str, Any]]] = {}
     known = _INDEXED_KEYS
     for key, value in attributes.items():
-        if not key.startswith(INDEXED_FAMILIES):
-            continue
         parts = known.get(key)
         if parts is None:
             if len(known) >= _INDEXED_KEYS_MAX:
