@@ -31,7 +31,6 @@ from tracegrade.ingest.journaled_writer import JournaledWriter
 from tracegrade.ingest.metrics import ReceiverMetrics
 from tracegrade.ingest.runs_endpoint import add_runs_route
 from tracegrade.ingest.settings import ServeSettings, duckdb_size_bytes
-from tracegrade.store.arrow_pool import use_system_allocator
 
 __all__ = ["ReceiverServer", "run_server"]
 
@@ -293,6 +292,5 @@ async def _serve(settings: ServeSettings, announce: Any) -> None:
 
 def run_server(settings: ServeSettings, announce: Any = lambda server: None) -> None:
     """Run a receiver in this thread until signalled; ``announce(server)`` is called once it listens."""
-    use_system_allocator()
     Path(settings.store).parent.mkdir(parents=True, exist_ok=True)
     asyncio.run(_serve(settings, announce))
