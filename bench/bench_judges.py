@@ -45,8 +45,10 @@ def serve(latency: float, port_queue: multiprocessing.Queue, stop: multiprocessi
 
 def make_cases(n: int) -> list[tuple[ExecutionResult, EvalCase]]:
     return [
-        (ExecutionResult(actual_response=f"Order {i} ships on day {i % 7}."),
-         EvalCase.single_turn(f"case-{i}", f"When does order {i} ship?", expected_response=f"Day {i % 7}."))
+        (
+            ExecutionResult(actual_response=f"Order {i} ships on day {i % 7}."),
+            EvalCase.single_turn(f"case-{i}", f"When does order {i} ship?", expected_response=f"Day {i % 7}."),
+        )
         for i in range(n)
     ]
 
@@ -101,11 +103,23 @@ def main() -> None:
     litellm = load_litellm()
     print(f"litellm import: {time.perf_counter() - t0:.2f} s (once per process, not counted below)")
     if not args.unpriced:  # real judge models are in the cost map; an unmapped one sends litellm searching
-        litellm.register_model({"openai/bench-judge": {
-            "input_cost_per_token": 3e-7, "output_cost_per_token": 2.5e-6, "litellm_provider": "openai", "mode": "chat",
-        }})
-    config = CriterionConfig(judge_model="openai/bench-judge", api_base=f"http://127.0.0.1:{port}/v1",
-                             api_key="bench", api_style=args.api_style, num_samples=args.samples)
+        litellm.register_model(
+            {
+                "openai/bench-judge": {
+                    "input_cost_per_token": 3e-7,
+                    "output_cost_per_token": 2.5e-6,
+                    "litellm_provider": "openai",
+                    "mode": "chat",
+                }
+            }
+        )
+    config = CriterionConfig(
+        judge_model="openai/bench-judge",
+        api_base=f"http://127.0.0.1:{port}/v1",
+        api_key="bench",
+        api_style=args.api_style,
+        num_samples=args.samples,
+    )
     cases = make_cases(args.cases)
     asyncio.run(grade_all(config, cases[:4], args.concurrency))  # warm up litellm's lazy imports
     ideal = args.cases * args.samples * args.latency / args.concurrency
@@ -116,17 +130,21 @@ def main() -> None:
             baselines.append(baseline)
             wall, cpu, calls = asyncio.run(grade_all(config, cases, args.concurrency))
             walls.append(wall)
-            print(f"run {run + 1}: {calls} calls, wall {wall:.2f} s ({wall / ideal:.2f}x ideal), "
-                  f"process CPU {cpu:.2f} s = {cpu / calls * 1000:.1f} ms/call; "
-                  f"plain httpx baseline {baseline:.2f} s ({baseline / ideal:.2f}x)")
+            print(
+                f"run {run + 1}: {calls} calls, wall {wall:.2f} s ({wall / ideal:.2f}x ideal), "
+                f"process CPU {cpu:.2f} s = {cpu / calls * 1000:.1f} ms/call; "
+                f"plain httpx baseline {baseline:.2f} s ({baseline / ideal:.2f}x)"
+            )
     finally:
         stop.set()
         server.join(10)
     median = statistics.median(walls)
     verdict = "within" if median <= 1.25 * ideal else "OVER"
-    print(f"median wall {median:.2f} s vs ideal {ideal:.2f} s = {median / ideal:.2f}x ({verdict} the 1.25x target); "
-          f"CPU budget per call at this concurrency: {args.latency / args.concurrency * 1000:.1f} ms; "
-          f"median plain-httpx baseline {statistics.median(baselines):.2f} s")
+    print(
+        f"median wall {median:.2f} s vs ideal {ideal:.2f} s = {median / ideal:.2f}x ({verdict} the 1.25x target); "
+        f"CPU budget per call at this concurrency: {args.latency / args.concurrency * 1000:.1f} ms; "
+        f"median plain-httpx baseline {statistics.median(baselines):.2f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -186,7 +186,6 @@ def bench_writer(path: Path, work: list[list[SpanRecord]], producers: int, settl
         "writer_mapped_spans_per_s": total / mapped,
         "writer_cpu_us_per_span": mapped_cpu / total * 1e6,
         "writer_transactions": stats["transactions"],
-
         "peak_rss_mb": rss.peak,
         "rss_increase_mb": rss.peak - rss.before,
     }

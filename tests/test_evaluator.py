@@ -55,8 +55,11 @@ def graded_config(**overrides: Any) -> EvalConfig:
 
 
 def trajectory_only(**overrides: Any) -> EvalConfig:
-    return EvalConfig(criteria=CriteriaConfig(trajectory=CriterionConfig.trajectory(check_args=True)),
-                      reporter=NO_REPORTS, **overrides)
+    return EvalConfig(
+        criteria=CriteriaConfig(trajectory=CriterionConfig.trajectory(check_args=True)),
+        reporter=NO_REPORTS,
+        **overrides,
+    )
 
 
 def scores(result) -> dict[str, float]:
@@ -64,14 +67,32 @@ def scores(result) -> dict[str, float]:
 
 
 async def test_function_graph_is_graded_on_tools_nodes_and_response():
-    eval_set = EvalSet(eval_set_id="fg", eval_cases=[
-        single_case("search", "find cats", "Answer: ['cats-0', 'cats-1']",
-                    [ToolCall(name="search", args={"query": "cats", "limit": 2})], ["planner", "responder"]),
-        single_case("add", "add 2 and 3", "Answer: 5.0",
-                    [ToolCall(name="calculator", args={"a": 2.0, "b": 3.0})], ["planner", "responder"]),
-        single_case("wrong", "find dogs", "Answer: 42",
-                    [ToolCall(name="calculator", args={"a": 1, "b": 1})], ["planner", "calculator", "responder"]),
-    ])
+    eval_set = EvalSet(
+        eval_set_id="fg",
+        eval_cases=[
+            single_case(
+                "search",
+                "find cats",
+                "Answer: ['cats-0', 'cats-1']",
+                [ToolCall(name="search", args={"query": "cats", "limit": 2})],
+                ["planner", "responder"],
+            ),
+            single_case(
+                "add",
+                "add 2 and 3",
+                "Answer: 5.0",
+                [ToolCall(name="calculator", args={"a": 2.0, "b": 3.0})],
+                ["planner", "responder"],
+            ),
+            single_case(
+                "wrong",
+                "find dogs",
+                "Answer: 42",
+                [ToolCall(name="calculator", args={"a": 1, "b": 1})],
+                ["planner", "calculator", "responder"],
+            ),
+        ],
+    )
     report = await AgentEvaluator(function_graph, config=graded_config()).evaluate(eval_set)
 
     search, add, wrong = report.results
@@ -108,23 +129,33 @@ async def test_fifty_parallel_cases_are_each_attributed_to_their_own_spans():
         handled.append(item)
         return f"{first} {second}"
 
-    cases = [single_case(f"case-{i}", f"fetch item-{i}", f"item-{i}@{i % 7} item-{i}-again@{i % 7}",
-                         [ToolCall(name="fetch", args={"item": f"item-{i}", "shard": i % 7}),
-                          ToolCall(name="fetch", args={"item": f"item-{i}-again", "shard": i % 7})],
-                         ["worker"])
-             for i in range(50)]
+    cases = [
+        single_case(
+            f"case-{i}",
+            f"fetch item-{i}",
+            f"item-{i}@{i % 7} item-{i}-again@{i % 7}",
+            [
+                ToolCall(name="fetch", args={"item": f"item-{i}", "shard": i % 7}),
+                ToolCall(name="fetch", args={"item": f"item-{i}-again", "shard": i % 7}),
+            ],
+            ["worker"],
+        )
+        for i in range(50)
+    ]
     config = graded_config()
     report = await AgentEvaluator(worker, config=config).evaluate(
-        EvalSet(eval_set_id="par", eval_cases=cases), parallel=True, max_concurrency=8)
+        EvalSet(eval_set_id="par", eval_cases=cases), parallel=True, max_concurrency=8
+    )
 
     assert len(handled) == 50
     assert [r.eval_id for r in report.results] == [c.eval_id for c in cases]
     for i, result in enumerate(report.results):
         assert [tc.args for tc in result.actual_tool_calls] == [
-            {"item": f"item-{i}", "shard": i % 7}, {"item": f"item-{i}-again", "shard": i % 7}], result.eval_id
+            {"item": f"item-{i}", "shard": i % 7},
+            {"item": f"item-{i}-again", "shard": i % 7},
+        ], result.eval_id
         assert result.passed, (result.eval_id, scores(result))
         assert len(result.trace_ids) == 2  # the turn's trace and the fresh one
-
 
 
 async def test_a_timed_out_case_is_an_error_and_the_others_continue():
@@ -146,7 +177,8 @@ async def test_a_timed_out_case_is_an_error_and_the_others_continue():
     for candidate in (agent, sync_agent):
         cases = [single_case(m, m, m, [ToolCall(name="echo", args={"message": m})]) for m in ("a", "hang", "b")]
         report = await AgentEvaluator(candidate, config=trajectory_only(timeout=0.3)).evaluate(
-            EvalSet(eval_set_id="t", eval_cases=cases), parallel=True)
+            EvalSet(eval_set_id="t", eval_cases=cases), parallel=True
+        )
         a, hung, b = report.results
         assert a.passed and b.passed
         assert hung.error == "timed out after 0.3s" and not hung.passed and hung.criterion_results == []
@@ -165,7 +197,8 @@ async def test_an_agent_exception_becomes_that_cases_error_with_what_was_capture
     broken = EvalCase(eval_id="broken", conversation=[Invocation.simple("hello"), Invocation.simple("explode")])
     ok = single_case("ok", "hello", "fine", [ToolCall(name="step", args={"message": "hello"})])
     report = await AgentEvaluator(agent, config=trajectory_only()).evaluate(
-        EvalSet(eval_set_id="e", eval_cases=[broken, ok]))
+        EvalSet(eval_set_id="e", eval_cases=[broken, ok])
+    )
     failed, passed = report.results
     assert failed.error == "Agent error on turn 1: RuntimeError: kaboom" and not failed.passed
     assert [tc.args["message"] for tc in failed.actual_tool_calls] == ["hello", "explode"]
@@ -199,19 +232,26 @@ async def test_multi_turn_executions_accumulate_across_turns():
             pass
         return f"reply {len(history) // 2}: {message}"
 
-    case = EvalCase(eval_id="conv", conversation=[
-        Invocation.simple("first", "reply 0: first", [ToolCall(name="remember", args={"turn": 0, "text": "first"})],
-                          ["chat"]),
-        Invocation.simple("second", "reply 1: second", [ToolCall(name="remember", args={"turn": 1, "text": "second"})],
-                          ["chat"]),
-    ])
+    case = EvalCase(
+        eval_id="conv",
+        conversation=[
+            Invocation.simple(
+                "first", "reply 0: first", [ToolCall(name="remember", args={"turn": 0, "text": "first"})], ["chat"]
+            ),
+            Invocation.simple(
+                "second", "reply 1: second", [ToolCall(name="remember", args={"turn": 1, "text": "second"})], ["chat"]
+            ),
+        ],
+    )
     result = await AgentEvaluator(agent, config=graded_config()).evaluate_case(case)
     assert result.passed, scores(result)
     assert [tc.args for tc in result.actual_tool_calls] == [{"turn": 0, "text": "first"}, {"turn": 1, "text": "second"}]
     assert result.node_visits == ["chat", "chat"]
     assert result.actual_response == "reply 1: second"
     assert [(t["turn_index"], t["user_input"], t["agent_response"]) for t in result.turn_results] == [
-        (0, "first", "reply 0: first"), (1, "second", "reply 1: second")]
+        (0, "first", "reply 0: first"),
+        (1, "second", "reply 1: second"),
+    ]
     assert len(set(result.trace_ids)) == 2
 
 
@@ -223,10 +263,14 @@ async def test_session_state_config_and_user_id_reach_a_plain_callable():
         state["visits"] = state.get("visits", 0) + 1  # state persists across the case's turns
         return "ok"
 
-    case = EvalCase(eval_id="s1", conversation=[Invocation.simple("a"), Invocation.simple("b")],
-                    session_input=SessionInput(user_id="alice", state={"tier": "gold"}, config={"locale": "fr"}))
-    config = EvalConfig(criteria=CriteriaConfig(contains_keywords=CriterionConfig.contains_keywords(["ok"])),
-                        reporter=NO_REPORTS)
+    case = EvalCase(
+        eval_id="s1",
+        conversation=[Invocation.simple("a"), Invocation.simple("b")],
+        session_input=SessionInput(user_id="alice", state={"tier": "gold"}, config={"locale": "fr"}),
+    )
+    config = EvalConfig(
+        criteria=CriteriaConfig(contains_keywords=CriterionConfig.contains_keywords(["ok"])), reporter=NO_REPORTS
+    )
     result = await AgentEvaluator(agent, config=config).evaluate_case(case)
     assert result.passed
     (state0, config0), (state1, config1) = seen
@@ -246,8 +290,9 @@ async def test_a_collector_attached_by_hand_and_sequential_lost_context_threads(
 
         def background() -> None:  # a plain thread: the case context (and the helpers' provider) is lost
             with tracer.start_as_current_span("bg_tool") as span:
-                span.set_attributes({tg.SPAN_KIND: "tool", tg.TOOL_NAME: "bg_tool",
-                                     tg.TOOL_ARGUMENTS: json.dumps({"m": message})})
+                span.set_attributes(
+                    {tg.SPAN_KIND: "tool", tg.TOOL_NAME: "bg_tool", tg.TOOL_ARGUMENTS: json.dumps({"m": message})}
+                )
 
         worker = threading.Thread(target=background)
         worker.start()
@@ -256,7 +301,8 @@ async def test_a_collector_attached_by_hand_and_sequential_lost_context_threads(
 
     cases = [single_case(f"c{i}", f"m{i}", "done", [ToolCall(name="bg_tool", args={"m": f"m{i}"})]) for i in range(3)]
     report = await AgentEvaluator(agent, collector, config=trajectory_only()).evaluate(
-        EvalSet(eval_set_id="bg", eval_cases=cases), parallel=False)
+        EvalSet(eval_set_id="bg", eval_cases=cases), parallel=False
+    )
     assert [r.passed for r in report.results] == [True, True, True]
     assert report.metadata["run_id"] == "run-fixed"
     assert collector.spans_for() == []  # graded cases are released
@@ -273,13 +319,17 @@ async def test_reporters_run_into_output_dir_and_evaluate_file_wires_capture(tmp
         "    return shout(message)\n"
     )
     eval_file = tmp_path / "set.json"
-    EvalSet(eval_set_id="file-set", eval_cases=[
-        single_case("c1", "hey", "HEY", [ToolCall(name="shout", args={"text": "hey"})])]).to_file(eval_file)
+    EvalSet(
+        eval_set_id="file-set",
+        eval_cases=[single_case("c1", "hey", "HEY", [ToolCall(name="shout", args={"text": "hey"})])],
+    ).to_file(eval_file)
     config_file = tmp_path / "config.json"
-    config = EvalConfig(criteria=CriteriaConfig(trajectory=CriterionConfig.trajectory(check_args=True),
-                                                rouge_match=CriterionConfig.rouge_match(1.0)),
-                        reporter=ReporterConfig(output_dir=str(tmp_path / "reports"), console=False,
-                                                timestamp_files=False))
+    config = EvalConfig(
+        criteria=CriteriaConfig(
+            trajectory=CriterionConfig.trajectory(check_args=True), rouge_match=CriterionConfig.rouge_match(1.0)
+        ),
+        reporter=ReporterConfig(output_dir=str(tmp_path / "reports"), console=False, timestamp_files=False),
+    )
     config.to_file(config_file)
     monkeypatch.chdir(tmp_path)
     report = await AgentEvaluator.evaluate_file(str(module), str(eval_file), str(config_file))
@@ -295,8 +345,10 @@ def test_evaluate_sync_runs_the_reporters_into_output_dir(tmp_path: Path):
     eval_file = tmp_path / "set.json"
     EvalSet(eval_set_id="sync-set", eval_cases=[single_case("c1", "hey", "HEY")]).to_file(eval_file)
     out = tmp_path / "reports"
-    config = EvalConfig(criteria=CriteriaConfig(rouge_match=CriterionConfig.rouge_match(1.0)),
-                        reporter=ReporterConfig(output_dir=str(out), console=False, html=False, timestamp_files=False))
+    config = EvalConfig(
+        criteria=CriteriaConfig(rouge_match=CriterionConfig.rouge_match(1.0)),
+        reporter=ReporterConfig(output_dir=str(out), console=False, html=False, timestamp_files=False),
+    )
     report = AgentEvaluator.evaluate_sync(str.upper, None, eval_file, config)
     assert report.passed and report.results[0].actual_response == "HEY"
     assert json.loads(next(out.glob("*.json")).read_text())["eval_set_id"] == "sync-set"

@@ -17,8 +17,10 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 EXPECTED = {
     "langgraph_weather": ({"berlin-forecast"}, {"paris-weather", "compare-two-cities", "greeting", "two-turns"}),
     "pydantic_ai_support": ({"cancel-shipped"}, {"order-status", "cancel-processing"}),
-    "recorded": ({"pydantic-ai-wrong-city", "adk-content-off"},
-                 {"langgraph-openinference", "langgraph-traceloop", "adk-content-captured"}),
+    "recorded": (
+        {"pydantic-ai-wrong-city", "adk-content-off"},
+        {"langgraph-openinference", "langgraph-traceloop", "adk-content-captured"},
+    ),
 }
 
 
@@ -27,7 +29,11 @@ def test_example_runs_offline_and_reports_its_designed_failure(example: str, tmp
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "NO_COLOR": "1"}
     done = subprocess.run(
         [sys.executable, str(EXAMPLES / example / "run.py"), str(tmp_path)],
-        capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     must_fail, must_pass = EXPECTED[example]

@@ -36,7 +36,8 @@ def test_scores_are_clamped_and_every_clamp_is_recorded():
     assert reader.score(-0.5, "categories.privacy") == 0.0
     assert reader.score("0.4", "score") == 0.4
     assert [(c.field, c.value, c.clamped_to) for c in reader.clamped] == [
-        ("score", 7.0, 1.0), ("categories.privacy", -0.5, 0.0),
+        ("score", 7.0, 1.0),
+        ("categories.privacy", -0.5, 0.0),
     ]
 
 

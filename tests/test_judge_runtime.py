@@ -139,8 +139,7 @@ async def test_one_concurrency_limit_spans_every_criterion_of_the_run(server):
 
 async def test_usage_and_cost_come_from_the_cost_map(server):
     register_priced_model()
-    server.responder = lambda request: Reply(text='{"score": 1, "reasoning": "ok"}', input_tokens=150,
-                                             output_tokens=30)
+    server.responder = lambda request: Reply(text='{"score": 1, "reasoning": "ok"}', input_tokens=150, output_tokens=30)
     runtime = fast_runtime()
     result = await grade(server, runtime=runtime, judge_model=PRICED_MODEL, num_samples=2)
     usage = result.token_usage
@@ -184,8 +183,9 @@ async def test_judge_calls_emit_no_spans_into_the_graded_run(server):
         with tracer.start_as_current_span("graded-run"):
             result = await grade(server)
             # the control: a call made outside the judge layer does produce the span
-            await litellm.acompletion(model="openai/x", api_base=server.base_url, api_key="k",
-                                      messages=[{"role": "user", "content": "hi"}])
+            await litellm.acompletion(
+                model="openai/x", api_base=server.base_url, api_key="k", messages=[{"role": "user", "content": "hi"}]
+            )
         import asyncio
 
         await asyncio.sleep(0.2)  # litellm runs success callbacks as background tasks

@@ -44,18 +44,37 @@ def temp(city: str) -> ToolCall:
 async def test_langgraph_agent_graded_through_openinference_spans():
     seen: list[dict[str, Any]] = []
     app, collector = create_eval_app(build_weather_graph(seen))
-    with_state = single_case("paris", "Temperature in Paris?", "Report: Paris is 22 degrees.", [temp("Paris")],
-                             ["agent", "tools", "agent", "summarize"])
-    with_state.session_input = SessionInput(user_id="bob", state={"unit": "C"},
-                                            config={"configurable": {"tenant": "acme"}, "recursion_limit": 10})
-    eval_set = EvalSet(eval_set_id="lg", eval_cases=[
-        with_state,
-        single_case("two-in-one-step", "Compare Paris and Tokyo", "Report: Paris is 22 degrees; Tokyo is 18 degrees.",
-                    [temp("Paris"), temp("Tokyo")], ["agent", "tools", "agent", "summarize"]),
-        single_case("no-tools", "Hello", "I only know the weather..", [], ["agent", "summarize"]),
-        single_case("wrong-city", "Temperature in Rome?", "Report: Oslo is 4 degrees.", [temp("Oslo")],
-                    ["agent", "tools", "agent", "summarize"]),
-    ])
+    with_state = single_case(
+        "paris",
+        "Temperature in Paris?",
+        "Report: Paris is 22 degrees.",
+        [temp("Paris")],
+        ["agent", "tools", "agent", "summarize"],
+    )
+    with_state.session_input = SessionInput(
+        user_id="bob", state={"unit": "C"}, config={"configurable": {"tenant": "acme"}, "recursion_limit": 10}
+    )
+    eval_set = EvalSet(
+        eval_set_id="lg",
+        eval_cases=[
+            with_state,
+            single_case(
+                "two-in-one-step",
+                "Compare Paris and Tokyo",
+                "Report: Paris is 22 degrees; Tokyo is 18 degrees.",
+                [temp("Paris"), temp("Tokyo")],
+                ["agent", "tools", "agent", "summarize"],
+            ),
+            single_case("no-tools", "Hello", "I only know the weather..", [], ["agent", "summarize"]),
+            single_case(
+                "wrong-city",
+                "Temperature in Rome?",
+                "Report: Oslo is 4 degrees.",
+                [temp("Oslo")],
+                ["agent", "tools", "agent", "summarize"],
+            ),
+        ],
+    )
     report = await AgentEvaluator(app, collector, config=config()).evaluate(eval_set)
     paris, both, hello, wrong = report.results
 
@@ -83,12 +102,20 @@ async def test_langgraph_agent_graded_through_openinference_spans():
 
 async def test_langgraph_multi_turn_keeps_the_thread_and_accumulates():
     app, collector = create_eval_app(build_weather_graph())
-    case = EvalCase(eval_id="conv", conversation=[
-        Invocation.simple("Temperature in Paris?", "Report: Paris is 22 degrees.", [temp("Paris")],
-                          ["agent", "tools", "agent", "summarize"]),
-        Invocation.simple("Now Rome?", "Report: Rome is 27 degrees.", [temp("Rome")],
-                          ["agent", "tools", "agent", "summarize"]),
-    ])
+    case = EvalCase(
+        eval_id="conv",
+        conversation=[
+            Invocation.simple(
+                "Temperature in Paris?",
+                "Report: Paris is 22 degrees.",
+                [temp("Paris")],
+                ["agent", "tools", "agent", "summarize"],
+            ),
+            Invocation.simple(
+                "Now Rome?", "Report: Rome is 27 degrees.", [temp("Rome")], ["agent", "tools", "agent", "summarize"]
+            ),
+        ],
+    )
     result = await AgentEvaluator(app, collector, config=config()).evaluate_case(case)
     assert result.passed, scores(result)
     assert [tc.args["city"] for tc in result.actual_tool_calls] == ["Paris", "Rome"]
@@ -112,19 +139,31 @@ async def test_langchain_is_never_instrumented_twice():
 
 async def test_pydantic_ai_agent_tools_retries_errors_and_deps():
     agent = build_support_agent()
-    retried = single_case("retried", "strict please", "Found: fallback in stock",
-                          [ToolCall(name="strict_lookup", args={"sku": "bad"}),
-                           ToolCall(name="lookup", args={"sku": "fallback"})])
+    retried = single_case(
+        "retried",
+        "strict please",
+        "Found: fallback in stock",
+        [ToolCall(name="strict_lookup", args={"sku": "bad"}), ToolCall(name="lookup", args={"sku": "fallback"})],
+    )
     whoami = single_case("deps", "whoami", "Found: you are Ada", [ToolCall(name="whoami")])
     whoami.session_input = SessionInput(state={"name": "Ada"})
-    eval_set = EvalSet(eval_set_id="pa", eval_cases=[
-        single_case("two-skus", "check sku-1 and sku-2", "Found: sku-1 in stock, sku-2 in stock",
-                    [ToolCall(name="lookup", args={"sku": "sku-1"}), ToolCall(name="lookup", args={"sku": "sku-2"})]),
-        retried,
-        single_case("raises", "explode now", "never", [ToolCall(name="explode")]),
-        whoami,
-        single_case("wrong", "check sku-9", "Found: sku-9 in stock", [ToolCall(name="lookup", args={"sku": "sku-1"})]),
-    ])
+    eval_set = EvalSet(
+        eval_set_id="pa",
+        eval_cases=[
+            single_case(
+                "two-skus",
+                "check sku-1 and sku-2",
+                "Found: sku-1 in stock, sku-2 in stock",
+                [ToolCall(name="lookup", args={"sku": "sku-1"}), ToolCall(name="lookup", args={"sku": "sku-2"})],
+            ),
+            retried,
+            single_case("raises", "explode now", "never", [ToolCall(name="explode")]),
+            whoami,
+            single_case(
+                "wrong", "check sku-9", "Found: sku-9 in stock", [ToolCall(name="lookup", args={"sku": "sku-1"})]
+            ),
+        ],
+    )
     report = await AgentEvaluator(agent, config=config(with_nodes=False)).evaluate(eval_set, parallel=True)
     two, retry, raises, deps, wrong = report.results
 
@@ -147,14 +186,22 @@ async def test_pydantic_ai_agent_tools_retries_errors_and_deps():
 
 async def test_pydantic_ai_multi_turn_carries_message_history_and_parallel_cases_stay_apart():
     agent = build_support_agent()
-    conv = EvalCase(eval_id="conv", conversation=[
-        Invocation.simple("check sku-a", "Found: sku-a in stock", [ToolCall(name="lookup", args={"sku": "sku-a"})]),
-        Invocation.simple("check sku-b", "Found: sku-b in stock", [ToolCall(name="lookup", args={"sku": "sku-b"})]),
-    ])
-    others = [single_case(f"c{i}", f"check sku-{i}", f"Found: sku-{i} in stock",
-                          [ToolCall(name="lookup", args={"sku": f"sku-{i}"})]) for i in range(12)]
+    conv = EvalCase(
+        eval_id="conv",
+        conversation=[
+            Invocation.simple("check sku-a", "Found: sku-a in stock", [ToolCall(name="lookup", args={"sku": "sku-a"})]),
+            Invocation.simple("check sku-b", "Found: sku-b in stock", [ToolCall(name="lookup", args={"sku": "sku-b"})]),
+        ],
+    )
+    others = [
+        single_case(
+            f"c{i}", f"check sku-{i}", f"Found: sku-{i} in stock", [ToolCall(name="lookup", args={"sku": f"sku-{i}"})]
+        )
+        for i in range(12)
+    ]
     report = await AgentEvaluator(agent, config=config(with_nodes=False)).evaluate(
-        EvalSet(eval_set_id="pm", eval_cases=[conv, *others]), parallel=True, max_concurrency=4)
+        EvalSet(eval_set_id="pm", eval_cases=[conv, *others]), parallel=True, max_concurrency=4
+    )
     assert all(r.passed for r in report.results), [(r.eval_id, scores(r), r.error) for r in report.results]
     conv_result = report.results[0]
     assert [tc.args["sku"] for tc in conv_result.actual_tool_calls] == ["sku-a", "sku-b"]

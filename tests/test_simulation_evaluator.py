@@ -71,16 +71,24 @@ def run_config(server: LLMServer, *, simulator: bool = True, max_turns: int = 10
         tool_name_match=CriterionConfig.tool_name_match(),
         simulation_goals=judge_config(server, threshold=0.5),
     )
-    user = UserSimulatorConfig(model=JUDGE_MODEL, api_base=server.base_url, api_key="test-key", api_style="chat",
-                               max_invocations=max_turns)
-    return EvalConfig(criteria=criteria, user_simulator_config=user if simulator else None,
-                      reporter=ReporterConfig(enabled=False), judge_cache=False, judge_retry_base_seconds=0.01)
+    user = UserSimulatorConfig(
+        model=JUDGE_MODEL, api_base=server.base_url, api_key="test-key", api_style="chat", max_invocations=max_turns
+    )
+    return EvalConfig(
+        criteria=criteria,
+        user_simulator_config=user if simulator else None,
+        reporter=ReporterConfig(enabled=False),
+        judge_cache=False,
+        judge_retry_base_seconds=0.01,
+    )
 
 
 def order_case(eval_id: str = "order-42", **scenario_changes: Any) -> EvalCase:
     settings: dict[str, Any] = {
-        "description": "A customer wants to know when their order ships", "starting_prompt": "Where is my order 42?",
-        "goals": [GOAL], "persona": "impatient customer",
+        "description": "A customer wants to know when their order ships",
+        "starting_prompt": "Where is my order 42?",
+        "goals": [GOAL],
+        "persona": "impatient customer",
     }
     scenario = ConversationScenario(**{**settings, **scenario_changes})
     return EvalCase.simulated(eval_id, scenario, expected_tools=[ToolCall(name="track_order")], name="order status")
@@ -101,8 +109,9 @@ def scores(result) -> dict[str, float]:
 async def test_a_simulated_case_ends_on_the_stop_signal_and_is_graded(server):
     server.responder = scripted_user(
         ["And order 7?", "Great, thanks! </finished>"],
-        Reply.score(1.0, "both answered", achieved_goals=[GOAL], unachieved_goals=[], input_tokens=300,
-                    output_tokens=30),
+        Reply.score(
+            1.0, "both answered", achieved_goals=[GOAL], unachieved_goals=[], input_tokens=300, output_tokens=30
+        ),
     )
     agent_evaluator, witness = evaluator(server)
     report = await agent_evaluator.evaluate(EvalSet(eval_set_id="sim", eval_cases=[order_case()]))
@@ -116,7 +125,9 @@ async def test_a_simulated_case_ends_on_the_stop_signal_and_is_graded(server):
     assert [tc.name for tc in result.actual_tool_calls] == ["track_order", "track_order"]
     assert [tc.args for tc in result.actual_tool_calls] == [{"order_id": "42"}, {"order_id": "7"}]
     assert [(t["user_input"], t["agent_response"]) for t in result.turn_results] == [
-        ("Where is my order 42?", "Order 42 ships tomorrow."), ("And order 7?", "Order 7 ships tomorrow.")]
+        ("Where is my order 42?", "Order 42 ships tomorrow."),
+        ("And order 7?", "Order 7 ships tomorrow."),
+    ]
     assert result.actual_response == "Order 7 ships tomorrow."
 
     # the simulated user saw the conversation; the goals judge got the goals and the whole transcript
@@ -125,8 +136,12 @@ async def test_a_simulated_case_ends_on_the_stop_signal_and_is_graded(server):
     assert "impatient customer" in sim_prompts[0] and "ASSISTANT: Order 42 ships tomorrow." in sim_prompts[0]
     goals_prompt = next(r.prompt for r in server.requests if GOALS_MARKER in r.prompt)
     assert GOAL in goals_prompt
-    for line in ("USER: Where is my order 42?", "ASSISTANT: Order 42 ships tomorrow.", "USER: And order 7?",
-                 "ASSISTANT: Order 7 ships tomorrow."):
+    for line in (
+        "USER: Where is my order 42?",
+        "ASSISTANT: Order 42 ships tomorrow.",
+        "USER: And order 7?",
+        "ASSISTANT: Order 7 ships tomorrow.",
+    ):
         assert line in goals_prompt
 
     # two simulated-user calls (50 + 10 tokens each) are judge usage, not agent usage
@@ -168,7 +183,10 @@ async def test_a_simulated_case_stops_at_the_scenario_turn_limit(server):
     assert (simulation["stopped_by"], simulation["turns"], simulation["completed"]) == ("turn_limit", 3, False)
     assert simulation["goals_achieved"] == [] and simulation["goals"] == ["get a refund"]
     assert [t["user_input"] for t in result.turn_results] == [
-        "Where is my order 42?", "Is there an update?", "Still nothing?"]
+        "Where is my order 42?",
+        "Is there an update?",
+        "Still nothing?",
+    ]
     assert [t["agent_response"] for t in result.turn_results][1:] == ["Which order do you mean?"] * 2
     assert [tc.name for tc in result.actual_tool_calls] == ["track_order"]
     assert len([r for r in server.requests if SIM_MARKER in r.prompt]) == 2  # none after the last allowed turn
@@ -196,8 +214,9 @@ async def test_a_scenario_model_a_plain_callable_and_an_agent_error(server):
     config = run_config(server, simulator=False)
     config.criteria.tool_name_match = None
     # the scenarios name the model; its endpoint comes from the environment variables litellm reads
-    eval_set = EvalSet(eval_set_id="sim", eval_cases=[order_case("plain", model=JUDGE_MODEL),
-                                                      order_case("flaky", model=JUDGE_MODEL)])
+    eval_set = EvalSet(
+        eval_set_id="sim", eval_cases=[order_case("plain", model=JUDGE_MODEL), order_case("flaky", model=JUDGE_MODEL)]
+    )
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("OPENAI_API_BASE", server.base_url)
         patch.setenv("OPENAI_API_KEY", "test-key")
@@ -258,8 +277,14 @@ async def test_simulated_cases_are_refused_before_any_agent_runs(server):
         calls.append(message)
         return "ok"
 
-    eval_set = EvalSet(eval_set_id="sim", eval_cases=[
-        EvalCase(eval_id="plain", conversation=[Invocation.simple("hi")]), order_case("a"), order_case("b")])
+    eval_set = EvalSet(
+        eval_set_id="sim",
+        eval_cases=[
+            EvalCase(eval_id="plain", conversation=[Invocation.simple("hi")]),
+            order_case("a"),
+            order_case("b"),
+        ],
+    )
     with pytest.raises(ConfigError) as refused:
         await AgentEvaluator(agent, config=run_config(server, simulator=False)).evaluate(eval_set)
     message = str(refused.value)

@@ -42,8 +42,9 @@ def scripted_user(user_lines: list[str], goals_verdict: Reply) -> Responder:
 
 
 def simulator(server: LLMServer, max_turns: int = 10, **kwargs) -> UserSimulator:
-    config = UserSimulatorConfig(model=JUDGE_MODEL, api_base=server.base_url, api_key="test-key",
-                                 api_style="chat", max_invocations=max_turns)
+    config = UserSimulatorConfig(
+        model=JUDGE_MODEL, api_base=server.base_url, api_key="test-key", api_style="chat", max_invocations=max_turns
+    )
     return UserSimulator(config=config, runtime=fast_runtime(), **kwargs)
 
 
@@ -97,8 +98,10 @@ async def test_conversation_stops_at_the_turn_limit_with_history_carried(server)
 
 
 async def test_a_generated_opening_and_a_plain_async_callable(server):
-    server.responder = scripted_user(["Hi, where is order 42?", "Perfect </finished>"],
-                                     Reply.score(1.0, achieved_goals=["learn when order 42 ships"]))
+    server.responder = scripted_user(
+        ["Hi, where is order 42?", "Perfect </finished>"],
+        Reply.score(1.0, achieved_goals=["learn when order 42 ships"]),
+    )
     seen: list[tuple[str, list[dict]]] = []
 
     async def agent(message, history):  # the AgentEvaluator calling convention: user text (+ history)
@@ -140,10 +143,12 @@ async def test_a_simulated_conversation_is_graded_by_other_criteria(server):
 
 
 def test_simulator_settings_come_from_the_eval_config():
-    config = EvalConfig(user_simulator_config=UserSimulatorConfig(model="openai/sim", max_invocations=4,
-                                                                  temperature=0.2, stop_signal="[done]"))
+    config = EvalConfig(
+        user_simulator_config=UserSimulatorConfig(
+            model="openai/sim", max_invocations=4, temperature=0.2, stop_signal="[done]"
+        )
+    )
     sim = UserSimulator.from_eval_config(config)
     settings = (sim.model, sim.max_turns, sim.config.temperature, sim.config.stop_signal)
     assert settings == ("openai/sim", 4, 0.2, "[done]")
     assert UserSimulator(model="openai/x", max_turns=2).max_turns == 2
-

@@ -39,27 +39,30 @@ class ScriptedWeatherModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "scripted-weather"
 
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
-                  **kwargs: Any) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
         reply = self._reply(messages)
         prompt_tokens = sum(len(str(m.content).split()) for m in messages)  # a word count stands in for tokens
         output_tokens = len(str(reply.content).split()) + 8 * len(reply.tool_calls)
-        reply.usage_metadata = {"input_tokens": prompt_tokens, "output_tokens": output_tokens,
-                                "total_tokens": prompt_tokens + output_tokens}
+        reply.usage_metadata = {
+            "input_tokens": prompt_tokens,
+            "output_tokens": output_tokens,
+            "total_tokens": prompt_tokens + output_tokens,
+        }
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
     @staticmethod
     def _reply(messages: list[BaseMessage]) -> AIMessage:
         last_human = max(i for i, m in enumerate(messages) if isinstance(m, HumanMessage))
-        results = [m for m in messages[last_human + 1:] if isinstance(m, ToolMessage)]
+        results = [m for m in messages[last_human + 1 :] if isinstance(m, ToolMessage)]
         if results:  # the tools have answered: summarise
             return AIMessage(content=" ".join(f"{r.content}." for r in results))
         text = str(messages[last_human].content)
         cities = [c for c in re.findall(r"[A-Z][a-z]+", text) if c in WEATHER]
         if not cities:
             return AIMessage(content="Hello! Ask me about the weather in Paris, Tokyo, Rome or Berlin.")
-        calls = [{"name": "get_weather", "args": {"city": c}, "id": f"call_{c.lower()}_{last_human}"}
-                 for c in cities]
+        calls = [{"name": "get_weather", "args": {"city": c}, "id": f"call_{c.lower()}_{last_human}"} for c in cities]
         return AIMessage(content="", tool_calls=calls)
 
 

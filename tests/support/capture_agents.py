@@ -38,23 +38,24 @@ class ScriptedChatModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "scripted"
 
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
-                  **kwargs: Any) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
         return ChatResult(generations=[ChatGeneration(message=self.script(messages))])
 
 
 def weather_script(messages: list[BaseMessage]) -> AIMessage:
     """One ``temperature`` call per known city in the last user message (all in one step), then a summary."""
     last_human = max(i for i, m in enumerate(messages) if isinstance(m, HumanMessage))
-    results = [m for m in messages[last_human + 1:] if isinstance(m, ToolMessage)]
+    results = [m for m in messages[last_human + 1 :] if isinstance(m, ToolMessage)]
     if results:
         return AIMessage(content="Report: " + "; ".join(str(r.content) for r in results))
     cities = [c for c in re.findall(r"[A-Z][a-z]+", str(messages[last_human].content)) if c in CITY_TEMPERATURE]
     if not cities:
         return AIMessage(content="I only know the weather.")
-    return AIMessage(content="", tool_calls=[
-        {"name": "temperature", "args": {"city": c}, "id": f"call_{c.lower()}"} for c in cities
-    ])
+    return AIMessage(
+        content="", tool_calls=[{"name": "temperature", "args": {"city": c}, "id": f"call_{c.lower()}"} for c in cities]
+    )
 
 
 @tool
@@ -176,6 +177,11 @@ async def function_graph(message: str) -> str:
     return respond(findings)
 
 
-def single_case(eval_id: str, query: str, response: str | None = None, tools: list[ToolCall] | None = None,
-                nodes: list[str] | None = None) -> EvalCase:
+def single_case(
+    eval_id: str,
+    query: str,
+    response: str | None = None,
+    tools: list[ToolCall] | None = None,
+    nodes: list[str] | None = None,
+) -> EvalCase:
     return EvalCase(eval_id=eval_id, conversation=[Invocation.simple(query, response, tools, nodes)])

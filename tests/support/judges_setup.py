@@ -39,17 +39,27 @@ def register_priced_model() -> None:
     """Give PRICED_MODEL a price in litellm's cost map."""
     from tracegrade.judges.llm import load_litellm
 
-    load_litellm().register_model({PRICED_MODEL: {
-        "input_cost_per_token": INPUT_PRICE, "output_cost_per_token": OUTPUT_PRICE,
-        "litellm_provider": "openai", "mode": "chat",
-    }})
+    load_litellm().register_model(
+        {
+            PRICED_MODEL: {
+                "input_cost_per_token": INPUT_PRICE,
+                "output_cost_per_token": OUTPUT_PRICE,
+                "litellm_provider": "openai",
+                "mode": "chat",
+            }
+        }
+    )
 
 
 def judge_config(server: LLMServer, **overrides: Any) -> CriterionConfig:
     """A criterion config whose judge is the scripted server (chat style, one sample unless overridden)."""
     settings: dict[str, Any] = {
-        "judge_model": JUDGE_MODEL, "api_base": server.base_url, "api_key": "test-key",
-        "api_style": "chat", "num_samples": 1, "timeout_seconds": 5.0,
+        "judge_model": JUDGE_MODEL,
+        "api_base": server.base_url,
+        "api_key": "test-key",
+        "api_style": "chat",
+        "num_samples": 1,
+        "timeout_seconds": 5.0,
     }
     settings.update(overrides)
     return CriterionConfig(**settings)
@@ -58,6 +68,7 @@ def judge_config(server: LLMServer, **overrides: Any) -> CriterionConfig:
 def fast_runtime(cache: JudgeCache | None = None, max_retries: int = 3, max_concurrency: int = 16) -> JudgeRuntime:
     """A runtime with millisecond backoff so fault tests stay fast."""
     return JudgeRuntime(
-        max_concurrency=max_concurrency, cache=cache,
+        max_concurrency=max_concurrency,
+        cache=cache,
         retry=RetryPolicy(max_retries=max_retries, base_delay=0.01, max_delay=0.05),
     )

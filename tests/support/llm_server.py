@@ -160,8 +160,13 @@ class LLMServer:
         finally:
             self.in_flight -= 1
         if reply.status != 200:
-            error = {"error": {"message": f"scripted HTTP {reply.status}", "type": "scripted_fault",
-                               "code": str(reply.status)}}
+            error = {
+                "error": {
+                    "message": f"scripted HTTP {reply.status}",
+                    "type": "scripted_fault",
+                    "code": str(reply.status),
+                }
+            }
             return web.json_response(error, status=reply.status, headers=reply.headers)
         if reply.raw_body is not None:
             return web.Response(text=reply.raw_body, content_type="application/json")
@@ -216,10 +221,12 @@ def _chat_payload(n: int, model: str, reply: Reply) -> dict[str, Any]:
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": reply.text},
-                     "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": reply.input_tokens, "completion_tokens": reply.output_tokens,
-                  "total_tokens": reply.input_tokens + reply.output_tokens},
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": reply.text}, "finish_reason": "stop"}],
+        "usage": {
+            "prompt_tokens": reply.input_tokens,
+            "completion_tokens": reply.output_tokens,
+            "total_tokens": reply.input_tokens + reply.output_tokens,
+        },
     }
 
 
@@ -230,13 +237,21 @@ def _responses_payload(n: int, model: str, reply: Reply) -> dict[str, Any]:
         "created_at": int(time.time()),
         "status": "completed",
         "model": model,
-        "output": [{
-            "type": "message", "id": f"msg_{n}", "status": "completed", "role": "assistant",
-            "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
-        }],
+        "output": [
+            {
+                "type": "message",
+                "id": f"msg_{n}",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
+            }
+        ],
         "parallel_tool_calls": True,
         "tool_choice": "auto",
         "tools": [],
-        "usage": {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens,
-                  "total_tokens": reply.input_tokens + reply.output_tokens},
+        "usage": {
+            "input_tokens": reply.input_tokens,
+            "output_tokens": reply.output_tokens,
+            "total_tokens": reply.input_tokens + reply.output_tokens,
+        },
     }

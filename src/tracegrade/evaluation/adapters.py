@@ -142,8 +142,9 @@ class LangGraphAdapter(AgentAdapter):
     go to ``configurable``).
     """
 
-    _TOP_LEVEL = frozenset({"configurable", "metadata", "tags", "recursion_limit", "run_name", "callbacks",
-                            "max_concurrency", "run_id"})
+    _TOP_LEVEL = frozenset(
+        {"configurable", "metadata", "tags", "recursion_limit", "run_name", "callbacks", "max_concurrency", "run_id"}
+    )
 
     def __init__(self, graph: Any) -> None:
         self.graph = compile_if_needed(graph)

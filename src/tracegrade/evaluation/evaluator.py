@@ -108,13 +108,18 @@ def _check_simulated_cases(cases: Sequence[tuple[str, EvalCase]], source: str, c
     if problems:
         raise EvalSetError(source, problems)
     if unserved:
-        raise ConfigError("<EvalConfig>", [(
-            "$.user_simulator_config",
-            f"case{'s' if len(unserved) != 1 else ''} {', '.join(map(repr, unserved))} "
-            f"{'are' if len(unserved) != 1 else 'is'} simulated (metadata.{SCENARIO_KEY}) but no simulated-user "
-            "model is set; set EvalConfig.user_simulator_config (e.g. UserSimulatorConfig(model=...)) or give "
-            'each scenario a "model"',
-        )])
+        raise ConfigError(
+            "<EvalConfig>",
+            [
+                (
+                    "$.user_simulator_config",
+                    f"case{'s' if len(unserved) != 1 else ''} {', '.join(map(repr, unserved))} "
+                    f"{'are' if len(unserved) != 1 else 'is'} simulated (metadata.{SCENARIO_KEY}) but no "
+                    "simulated-user model is set; set EvalConfig.user_simulator_config "
+                    '(e.g. UserSimulatorConfig(model=...)) or give each scenario a "model"',
+                )
+            ],
+        )
 
 
 class AgentEvaluator:
@@ -177,8 +182,9 @@ class AgentEvaluator:
         """
         loaded, source = _load_eval_set(eval_set)
         grader = create_grader(self.config, self.evaluator_factory, self.extra_criteria)
-        _check_simulated_cases([(f"$.eval_cases[{i}]", c) for i, c in enumerate(loaded.eval_cases)], source,
-                               self.config)
+        _check_simulated_cases(
+            [(f"$.eval_cases[{i}]", c) for i, c in enumerate(loaded.eval_cases)], source, self.config
+        )
         parallel = self.config.parallel if parallel is None else parallel
         limit = max_concurrency or self.config.max_concurrency
         if limit < 1:
@@ -272,7 +278,9 @@ class _Run:
         except Exception as exc:  # never let one case take the run down
             log.exception("case %s failed unexpectedly", case.eval_id)
             result = EvalCaseResult.failure(
-                case.eval_id, f"internal error: {type(exc).__name__}: {exc}", name=case.name,
+                case.eval_id,
+                f"internal error: {type(exc).__name__}: {exc}",
+                name=case.name,
                 duration_seconds=time.perf_counter() - start,
             )
         finally:
@@ -377,7 +385,9 @@ class _SimulatedConversation:
         """How the conversation ended, in the case metadata; the simulated user's usage counts as judge usage."""
         self.result.record_grades(result.criterion_results, self.scenario.goals)
         outcome = {**self.result.outcome(), "goals": list(self.scenario.goals), "model": self.simulator.model}
-        return result.model_copy(update={
-            "metadata": {**result.metadata, "simulation": outcome},
-            "token_usage": result.token_usage + self.result.simulator_token_usage,
-        })
+        return result.model_copy(
+            update={
+                "metadata": {**result.metadata, "simulation": outcome},
+                "token_usage": result.token_usage + self.result.simulator_token_usage,
+            }
+        )

@@ -144,9 +144,7 @@ def _existing_trace_ids(store: QueryableStore, trace_ids: list[str]) -> set[str]
     return {r[0] for r in _rows(store, sql, [])}
 
 
-def _by_selector(
-    store: QueryableStore, case: EvalCase, turns: int | None, known_ids: set[str]
-) -> TraceMatch | None:
+def _by_selector(store: QueryableStore, case: EvalCase, turns: int | None, known_ids: set[str]) -> TraceMatch | None:
     selector = case.metadata.get("selector")
     if not selector:
         return None

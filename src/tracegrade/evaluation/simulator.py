@@ -122,8 +122,11 @@ class SimulationResult(BaseModel):
         simulated user ended the conversation)."""
         self.criterion_results = list(criterion_results)
         verdict = next(
-            (r for r in criterion_results
-             if r.criterion == SimulationGoalsCriterion.name and not r.is_error and not r.skipped),
+            (
+                r
+                for r in criterion_results
+                if r.criterion == SimulationGoalsCriterion.name and not r.is_error and not r.skipped
+            ),
             None,
         )
         self.goals_achieved = list(verdict.details.get("achieved_goals", [])) if verdict is not None else []
@@ -142,8 +145,9 @@ class SimulationResult(BaseModel):
             if message["role"] == "user":
                 pending_user = message["content"]
             elif message["role"] == "assistant":
-                turns.append(TurnRecord(turn_index=len(turns), user_input=pending_user,
-                                        agent_response=message["content"]))
+                turns.append(
+                    TurnRecord(turn_index=len(turns), user_input=pending_user, agent_response=message["content"])
+                )
         return ExecutionResult(
             messages=[dict(m) for m in self.conversation],
             turns=turns,
@@ -206,10 +210,15 @@ class UserSimulator:
 
     def _goals_criterion(self) -> SimulationGoalsCriterion:
         cfg = self.config
-        return SimulationGoalsCriterion(CriterionConfig(
-            judge_model=cfg.model, num_samples=1, api_style=cfg.api_style, api_base=cfg.api_base,
-            api_key=cfg.api_key,
-        ))
+        return SimulationGoalsCriterion(
+            CriterionConfig(
+                judge_model=cfg.model,
+                num_samples=1,
+                api_style=cfg.api_style,
+                api_base=cfg.api_base,
+                api_key=cfg.api_key,
+            )
+        )
 
     async def _next_user_message(
         self, scenario: ConversationScenario, result: SimulationResult, stop_signal: str
@@ -229,8 +238,14 @@ class UserSimulator:
         )
         cfg = self.config
         request = JudgeRequest(
-            model=cfg.model, prompt=prompt.text, cache_text=prompt.cache_text, api_style=cfg.api_style,
-            temperature=cfg.temperature, json_mode=False, api_base=cfg.api_base, api_key=cfg.api_key,
+            model=cfg.model,
+            prompt=prompt.text,
+            cache_text=prompt.cache_text,
+            api_style=cfg.api_style,
+            temperature=cfg.temperature,
+            json_mode=False,
+            api_base=cfg.api_base,
+            api_key=cfg.api_key,
         )
 
         def parse(text: str) -> str:
@@ -288,8 +303,9 @@ class UserSimulator:
         """Converse with ``agent`` (anything ``AgentEvaluator`` accepts: a callable taking the user text, a
         pydantic-ai ``Agent``, a LangGraph graph, an ``AgentAdapter``), then grade the conversation."""
         adapter = adapter_for(agent)
-        session = CaseSession(thread_id=f"{scenario.scenario_id or 'simulation'}-{uuid.uuid4().hex[:8]}",
-                              user_id="simulated_user")
+        session = CaseSession(
+            thread_id=f"{scenario.scenario_id or 'simulation'}-{uuid.uuid4().hex[:8]}", user_id="simulated_user"
+        )
 
         async def run_turn(index: int, text: str) -> str | None:
             return await run_agent_turn(adapter, session, index, text)

@@ -81,7 +81,8 @@ class ReceiverServer:
         loop = asyncio.get_running_loop()
         self._store = await loop.run_in_executor(
             # the request journal is the store's log: DuckDB writes no WAL of its own (see TraceStore)
-            None, functools.partial(TraceStore, settings.store, memory_limit=settings.store_memory_limit, wal=False)
+            None,
+            functools.partial(TraceStore, settings.store, memory_limit=settings.store_memory_limit, wal=False),
         )
         try:
             # the batch the writer holds while committing counts against memory too: half the queue at most

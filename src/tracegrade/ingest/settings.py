@@ -43,6 +43,8 @@ def duckdb_size_bytes(value: str) -> int:
         raise ValueError(f"{value!r} is not a DuckDB memory size; write e.g. 256MB, 1GB or 512MiB")
     number, unit = float(match.group(1)), match.group(3).upper()
     return int(number * (1024 if "I" in unit else 1000) ** "BKMGT".index(unit[0]))
+
+
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmg]i?b?|b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": MIB, "g": 1024 * MIB}
 

@@ -262,8 +262,13 @@ class EvalCase(_StrictModel):
         opening = str(data.get("starting_prompt") or data.get("description") or "")
         expects = expected_tools or expected_response
         conversation = [Invocation.simple(opening, expected_response, expected_tools)] if expects else []
-        return cls(eval_id=eval_id, name=name, description=description, conversation=conversation,
-                   metadata={SCENARIO_KEY: data})
+        return cls(
+            eval_id=eval_id,
+            name=name,
+            description=description,
+            conversation=conversation,
+            metadata={SCENARIO_KEY: data},
+        )
 
     # Helpers the criteria share.
     def expected_tools(self) -> list[ToolCall]:

@@ -193,8 +193,9 @@ class TemplatedLLMCriterion(BaseCriterion):
         return outcome
 
     def _no_provider(self, problem: str) -> CriterionResult:
-        result = self._result(0.5, {"reason": NO_PROVIDER_REASON, "problem": problem,
-                                    "judge_model": self.config.judge_model})
+        result = self._result(
+            0.5, {"reason": NO_PROVIDER_REASON, "problem": problem, "judge_model": self.config.judge_model}
+        )
         result.warnings.append(f"{NO_PROVIDER_REASON} for judge model {self.config.judge_model!r}: {problem}")
         return result
 
@@ -205,10 +206,14 @@ class TemplatedLLMCriterion(BaseCriterion):
         if not kept and all(o.provider_missing for o in outcomes):
             return self._no_provider(outcomes[0].error or "")
         if not kept:
-            result = self._failure("All LLM samples failed", {
-                "errors": [d["error"] for d in dropped], "dropped_samples": dropped,
-                "judge_model": self.config.judge_model,
-            })
+            result = self._failure(
+                "All LLM samples failed",
+                {
+                    "errors": [d["error"] for d in dropped],
+                    "dropped_samples": dropped,
+                    "judge_model": self.config.judge_model,
+                },
+            )
             result.token_usage = usage
             return result
         verdicts = [o.verdict for o in kept if o.verdict is not None]
@@ -216,10 +221,16 @@ class TemplatedLLMCriterion(BaseCriterion):
         clamped = [c for o in kept for c in o.clamped]
         details: dict[str, Any] = {
             "samples": [
-                {"index": o.index, "score": o.verdict.score, "reasoning": o.verdict.reasoning,
-                 "raw_reply": o.reply.text if o.reply else None, "cached": bool(o.reply and o.reply.cached),
-                 **o.verdict.extras}
-                for o in kept if o.verdict is not None
+                {
+                    "index": o.index,
+                    "score": o.verdict.score,
+                    "reasoning": o.verdict.reasoning,
+                    "raw_reply": o.reply.text if o.reply else None,
+                    "cached": bool(o.reply and o.reply.cached),
+                    **o.verdict.extras,
+                }
+                for o in kept
+                if o.verdict is not None
             ],
             "individual_scores": [v.score for v in verdicts],
             "reasonings": [v.reasoning for v in verdicts],
