@@ -113,3 +113,11 @@ def test_import_is_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_every_name_the_store_package_exports_resolves() -> None:
+    """``tracegrade.store`` loads its names on first use; each one listed in ``__all__`` must load."""
+    import tracegrade.store as store
+
+    for name in store.__all__:
+        assert getattr(store, name) is not None, name
