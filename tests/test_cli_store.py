@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from tracegrade.cli.main import cli
 from tracegrade.store import TABLES, TraceStore
+from tracegrade.store.journal import RequestJournal, journal_directory
 
 from .support.server_otlp import otlp_json_to_proto
 from .support.store_records import FIXTURES, holding_store, make_span, trace_hex
@@ -297,3 +298,21 @@ def test_commands_go_through_the_running_server(store_path, tmp_path):
         assert code == 0 and pq.read_table(tmp_path / "remote" / "traces.parquet").num_rows == 7
         code, _, err = run("import", "--store", copy, LANGGRAPH)
         assert code == 2 and "held by `tracegrade serve`" in err and f"{server.http_url}/v1/traces" in err
+
+
+def test_reading_the_file_warns_of_exports_left_in_the_request_journal(tmp_path):
+    path = tmp_path / "store.duckdb"
+    with TraceStore(path) as store:
+        store.write([make_span(950, 1, name="stored")])
+    code, out, err = run("sql", "--store", path, "--format", "csv", "SELECT count(*) AS n FROM spans")
+    assert (code, out, err) == (0, "n\n1\n", "")
+
+    journal = RequestJournal(journal_directory(path))  # what a receiver killed before committing leaves
+    journal.append([(1, b"\x0a\x00" * 50)])
+    journal.close()
+    code, out, err = run("sql", "--store", path, "--format", "csv", "SELECT count(*) AS n FROM spans")
+    assert code == 0 and out == "n\n1\n"
+    assert f"{journal_directory(path)} holds 113 bytes of acknowledged exports that are not in the store" in err
+    assert f"`tracegrade serve --store {path}`" in err
+    code, out, err = run("traces", "--store", path, "--format", "json")
+    assert code == 0 and "holds 113 bytes" in err

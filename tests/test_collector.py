@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from tracegrade.capture import (
     TrajectoryCollector,
     TurnScope,
+    current_tracer,
     make_trajectory_callback,
     trace_node,
     trace_tool,
@@ -206,6 +207,40 @@ async def test_helpers_record_exceptions_and_reraise_sync_and_async():
         assert [e.attributes.get("exception.type") for e in span.events if e.name == "exception"] == [exc_type]
     assert tg.TOOL_RESULT not in spans["failing_tool"].attributes
     assert spans["tracegrade.turn c"].status_code == "UNSET"  # the exceptions were handled inside the turn
+
+
+def test_each_provider_keeps_one_tracer_and_later_processors_still_see_its_spans():
+    first, second = TrajectoryCollector(), TrajectoryCollector()
+    provider = _provider(first)
+
+    class SlottedProvider:  # a provider that cannot be weakly referenced (it hands out the inner one's tracers)
+        __slots__ = ("inner",)
+
+        def __init__(self, inner: TracerProvider) -> None:
+            self.inner = inner
+
+        def get_tracer(self, *args: object, **kwargs: object) -> object:
+            return self.inner.get_tracer(*args, **kwargs)
+
+    @trace_node("step")
+    def step() -> None:
+        return None
+
+    with turn_span(provider, TurnScope("c", 0, "r"), "q"):
+        assert current_tracer() is current_tracer()
+        step()
+        provider.add_span_processor(second)  # added after the tracer was made and cached
+        step()
+    assert [s.name for s in first.spans_for("c") if s.name == "step"] == ["step", "step"]
+    assert [s.name for s in second.spans_for("c") if s.name == "step"] == ["step"]
+    other = TrajectoryCollector()
+    with turn_span(_provider(other), TurnScope("d", 0, "r"), "q"):
+        step()
+    assert [s.name for s in other.spans_for("d")] == ["step", "tracegrade.turn d"]
+    assert not any(s.name == "step" for s in first.spans_for("d"))
+    with turn_span(SlottedProvider(provider), TurnScope("e", 0, "r"), "q"):  # type: ignore[arg-type]
+        step()
+    assert sorted(s.name for s in first.spans_for("e")) == ["step", "tracegrade.turn e"]
 
 
 def test_trace_tool_needs_a_name_as_a_context_manager():

@@ -23,7 +23,7 @@ from tracegrade.store import (
 )
 from tracegrade.store.database import ARROW_BATCH_ROWS
 from tracegrade.store.prepared import prepare_write
-from tracegrade.store.rows import decompress_json
+from tracegrade.store.rows import decompress_json, span_from_row
 from tracegrade.trajectory import map_spans
 
 from .support.store_records import FIXTURES, decode_fixture, holding_store, make_span, rich_span, trace_hex
@@ -163,6 +163,18 @@ def test_values_json_cannot_hold_are_stored_as_text(store):
     store.write([span])
     stored = store.load_spans([trace_hex(1)])[trace_hex(1)][0].attributes
     assert stored == {"blob": "AP8=", "nan": "NaN", "inf": "-Infinity"}
+
+
+def test_integers_beyond_64_bits_and_shared_resources_come_back_from_both_read_paths(store):
+    attributes = {"big": 2**70 + 1, "small": -(2**63) - 1, "plain": [1, 2.5, "x"], "nested": {"k": [2**64 + 3]}}
+    spans = [make_span(1, i, attributes=attributes, resource={"service.name": "svc"}) for i in (1, 2)]
+    store.write(spans)
+    assert [s.attributes for s in store.load_spans([trace_hex(1)])[trace_hex(1)]] == [attributes] * 2
+    table, _ = store.load_arrow([trace_hex(1)])
+    shared: dict[str, dict] = {}
+    read = [span_from_row(row, shared) for row in zip(*(c.to_pylist() for c in table.columns))]
+    assert [s.attributes for s in read] == [attributes] * 2
+    assert read[0].resource == {"service.name": "svc"} and read[0].resource is read[1].resource
 
 
 def test_logs_round_trip_and_a_resent_log_is_stored_once(store):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tracegrade.cli.store_access import warn_of_unstored_journal
 from tracegrade.errors import StoreError, StoreLockedError
 from tracegrade.evaluation.run_records import RunSink, record_report
 from tracegrade.models.results import EvalReport
@@ -75,6 +76,7 @@ def open_grading_store(path: Path, token: str | None, writable: bool = True) -> 
         except StoreLockedError:
             pass
         else:
+            warn_of_unstored_journal(path)
             try:
                 yield GradingStore(store, store)
             finally:
@@ -85,6 +87,7 @@ def open_grading_store(path: Path, token: str | None, writable: bool = True) -> 
         if isinstance(reader, RemoteStore):
             yield GradingStore(reader, None, reader.url, reader.token)
         else:
+            warn_of_unstored_journal(path)
             yield GradingStore(reader, None)
     finally:
         close = getattr(reader, "close", None)

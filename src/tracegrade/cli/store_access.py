@@ -14,7 +14,9 @@ from typing import Any, TypeVar
 import click
 
 from tracegrade.store.access import ReadableStore, open_store_for_read
+from tracegrade.store.journal import journal_directory, unstored_journal_bytes
 from tracegrade.store.results import QueryResult
+from tracegrade.store.trace_store import TraceStore
 
 __all__ = [
     "DEFAULT_STORE",
@@ -27,6 +29,7 @@ __all__ = [
     "store_option",
     "store_options",
     "token_option",
+    "warn_of_unstored_journal",
 ]
 
 DEFAULT_STORE = "tracegrade.duckdb"
@@ -59,12 +62,30 @@ def store_options(func: F) -> F:
 
 @contextmanager
 def reading_store(store_path: Path, token: str | None) -> Iterator[ReadableStore]:
-    """The store opened for reading (the file, or the server holding it); closed afterwards."""
+    """The store opened for reading (the file, or the server holding it); closed afterwards.
+
+    Read from the file while its request journal still holds exports (a receiver that stopped before
+    committing them), the results miss those spans: a warning on stderr says so and how to store them.
+    """
     store = open_store_for_read(store_path, token)
+    if isinstance(store, TraceStore):
+        warn_of_unstored_journal(store_path)
     try:
         yield store
     finally:
         store.close()
+
+
+def warn_of_unstored_journal(store_path: Path) -> None:
+    """Say on stderr when the store's request journal holds exports the file does not have yet."""
+    pending = unstored_journal_bytes(store_path)
+    if pending:
+        click.echo(
+            f"warning: {journal_directory(store_path)} holds {pending:,} bytes of acknowledged exports that are "
+            "not in the store yet (`tracegrade serve` stopped before committing them); these results miss "
+            f"their spans until `tracegrade serve --store {store_path}` starts and stores them",
+            err=True,
+        )
 
 
 def clip(text: str, limit: int) -> str:

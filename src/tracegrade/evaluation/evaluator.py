@@ -38,6 +38,7 @@ from tracegrade.evaluation.adapters import (
 )
 from tracegrade.evaluation.agent_loading import load_agent
 from tracegrade.evaluation.engine import EvaluatorFactory, RunGrader, build_case_result, create_grader
+from tracegrade.evaluation.mock_mode import expected_execution
 from tracegrade.evaluation.simulator import (
     SCENARIO_KEY,
     ConversationScenario,
@@ -90,12 +91,14 @@ def _load_eval_set(eval_set: EvalSet | str | Path) -> tuple[EvalSet, str]:
 
 
 def _check_simulated_cases(cases: Sequence[tuple[str, EvalCase]], source: str, config: EvalConfig) -> None:
-    """Refuse malformed scenarios and simulated cases no simulated-user model can serve (before any agent runs).
+    """Refuse malformed scenarios, simulated cases no simulated-user model can serve and simulated cases in
+    ``mock_mode`` (before any agent runs).
 
     ``cases`` pairs each case with its JSON path in ``source``.
     """
     problems: list[tuple[str, str]] = []
     unserved: list[str] = []
+    mocked: list[str] = []
     for where, case in cases:
         try:
             scenario = ConversationScenario.of_case(case)
@@ -105,8 +108,23 @@ def _check_simulated_cases(cases: Sequence[tuple[str, EvalCase]], source: str, c
             continue
         if scenario is not None and simulator_config_for(scenario, config.user_simulator_config) is None:
             unserved.append(case.eval_id)
+        if scenario is not None and config.mock_mode:
+            mocked.append(case.eval_id)
     if problems:
         raise EvalSetError(source, problems)
+    if mocked:
+        raise ConfigError(
+            "<EvalConfig>",
+            [
+                (
+                    "$.mock_mode",
+                    f"mock_mode grades each turn's expectations instead of running the agent, but "
+                    f"{', '.join(map(repr, mocked))} {'are' if len(mocked) != 1 else 'is'} simulated "
+                    f"(metadata.{SCENARIO_KEY}) and has no scripted turns; set mock_mode to false or leave "
+                    "simulated cases out of this run",
+                )
+            ],
+        )
     if unserved:
         raise ConfigError(
             "<EvalConfig>",
@@ -336,7 +354,11 @@ class _Run:
         return _SimulatedConversation(scenario, UserSimulator(config=settings, runtime=self.grader.runtime))
 
     async def _drive(self, case: EvalCase, session: CaseSession, executions: list[ExecutionResult]) -> None:
-        """A scripted conversation: the case's user messages, one per turn."""
+        """A scripted conversation: the case's user messages, one per turn (in ``mock_mode``, what each turn
+        expects stands in for the agent)."""
+        if self.owner.config.mock_mode:
+            executions.extend(expected_execution(invocation) for invocation in case.conversation)
+            return
         for index, invocation in enumerate(case.conversation):
             await self._turn(case, session, executions, index, invocation.user_content.get_text())
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tracegrade.errors import ConfigError
+from tracegrade.store.journal import journal_directory
 
 __all__ = ["ENV_VARS", "ServeSettings", "misspelled_env_vars", "parse_byte_size"]
 
@@ -132,7 +133,7 @@ class ServeSettings(BaseModel):
     @property
     def journal_path(self) -> Path:
         """``<store>.journal/``: the request journal that makes acknowledged exports durable."""
-        return Path(f"{self.store}.journal")
+        return journal_directory(self.store)
 
     @classmethod
     def build(cls, values: Mapping[str, object], *, source: str = "(serve options)") -> ServeSettings:

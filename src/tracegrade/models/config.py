@@ -249,7 +249,11 @@ class ReporterConfig(_Strict):
 
 
 class EvalConfig(_Strict):
-    """Criteria plus run-level settings; ``parallel``, ``max_concurrency`` and ``timeout`` are honoured."""
+    """Criteria plus run-level settings; ``parallel``, ``max_concurrency`` and ``timeout`` are honoured.
+
+    ``mock_mode`` skips running the agent: each turn is graded as if the agent had done exactly what the
+    invocation expects (see :mod:`tracegrade.evaluation.mock_mode`), a dry run of the eval set and config.
+    """
 
     criteria: CriteriaConfig = Field(default_factory=CriteriaConfig)
     user_simulator_config: UserSimulatorConfig | None = None

@@ -27,7 +27,7 @@ from typing import Any
 
 from tracegrade.errors import StoreError
 
-__all__ = ["DEFAULT_SEGMENT_BYTES", "JournalRecord", "RequestJournal"]
+__all__ = ["DEFAULT_SEGMENT_BYTES", "JournalRecord", "RequestJournal", "journal_directory", "unstored_journal_bytes"]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,24 @@ def _fsync_directory(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def journal_directory(store_path: str | Path) -> Path:
+    """The request journal of the store at ``store_path``: ``<store>.journal/``."""
+    return Path(f"{store_path}.journal")
+
+
+def unstored_journal_bytes(store_path: str | Path) -> int:
+    """Bytes of journaled export requests the store at ``store_path`` may not hold yet (0: none).
+
+    Segments outlive the receiver only when it stopped before committing them (a crash, a kill); the next
+    ``tracegrade serve`` on the store writes them before it serves. A running receiver's active segment
+    counts too: read through the server then, which sees everything it acknowledged.
+    """
+    try:
+        return sum(path.stat().st_size for path in journal_directory(store_path).glob(f"*{_SUFFIX}"))
+    except OSError:  # a segment deleted while we looked, or an unreadable directory
+        return 0
 
 
 class RequestJournal:

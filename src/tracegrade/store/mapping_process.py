@@ -21,6 +21,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from datetime import datetime
+from typing import Any
 
 import pyarrow as pa
 
@@ -64,8 +65,9 @@ def map_arrow(spans: pa.Table, logs: pa.Table, updated_at: datetime) -> ArrowTab
     ``spans`` and ``logs`` have the columns of ``SPAN_SELECT_COLUMNS`` and ``LOG_SELECT_COLUMNS``.
     """
     by_trace: dict[str, list[SpanRecord]] = {}
+    resources: dict[str, dict[str, Any]] = {}
     for row in _rows(spans):
-        by_trace.setdefault(row[0], []).append(span_from_row(row))
+        by_trace.setdefault(row[0], []).append(span_from_row(row, resources))
     logs_by_trace: dict[str, list[LogRecordData]] = {}
     for row in _rows(logs):
         logs_by_trace.setdefault(row[0], []).append(log_from_row(row))
