@@ -111,15 +111,18 @@ def test_the_mapping_process_ends_when_the_receiver_is_killed(tmp_path: Path) ->
 
     from tests.support.server_otlp import post
     from tests.support.server_requests import count_spans, span_json, traces_proto, unique_trace_id
+    from tracegrade.store.mapping_process import IN_PROCESS_SPANS
 
     server = ServerProcess(tmp_path / "store.duckdb").start()
     try:
         trace_id = unique_trace_id()
-        assert post(f"{server.http_url}/v1/traces", traces_proto([span_json(trace_id, 0)])).status == 200
-        assert count_spans(server.http_url, trace_id) == 1
+        size = IN_PROCESS_SPANS + 1  # a rebuild job the receiver hands to its mapping process
+        spans = [span_json(trace_id, i) for i in range(size)]
+        assert post(f"{server.http_url}/v1/traces", traces_proto(spans)).status == 200
+        assert count_spans(server.http_url, trace_id) == size
         receiver = psutil.Process(server.pid)
         deadline = time.monotonic() + 30
-        while True:  # the mapping process is spawned at the first rebuild
+        while True:  # the mapping process is spawned at the first large rebuild
             children = receiver.children(recursive=True)
             if any("spawn_main" in " ".join(child.cmdline()) for child in children):
                 break

@@ -6,10 +6,13 @@ process the stored spans and logs of a set of traces as Arrow tables (read from 
 objects, pickled as Arrow IPC buffers) and gets the four trajectory tables back the same way; the
 receiver's process only moves buffers between DuckDB and the pipe.
 
-The child runs at a lower CPU priority (``CHILD_NICENESS``) and starts on first use (``spawn``: a fork
-of a process running gRPC threads is not safe), and ends by itself when the receiver's process is
-gone. If it dies, the job fails (the rebuilder retries those traces later) and the next job starts a
-new one.
+Small jobs (``IN_PROCESS_SPANS`` spans at most: the few traces that settle at a time under light load)
+are mapped in the receiver's process instead: they take milliseconds, and a child kept for them costs
+about 70 MB. The child serves the large jobs of a backlog (after a burst, or under sustained load),
+starts on the first one (``spawn``: a fork of a process running gRPC threads is not safe), runs at a
+lower CPU priority (``CHILD_NICENESS``), exits after ``CHILD_IDLE_SECONDS`` without a job
+(``close_if_idle``) and ends by itself when the receiver's process is gone. If it dies, the job fails
+(the rebuilder retries those traces later) and the next large job starts a new one.
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ __all__ = ["CHILD_NICENESS", "MappingProcess", "map_arrow"]
 # and the trajectories catch up once it has cycles to spare.
 CHILD_NICENESS = 10
 PARENT_CHECK_SECONDS = 0.2
+# Mapping costs about 40-70 µs per span of an agent trace, so a job this size holds the receiver's
+# interpreter lock for a few tens of milliseconds at most.
+IN_PROCESS_SPANS = 500
+CHILD_IDLE_SECONDS = 60.0
 
 ArrowTables = dict[str, pa.Table]
 
@@ -75,14 +82,25 @@ def map_arrow(spans: pa.Table, logs: pa.Table, updated_at: datetime) -> ArrowTab
 
 
 class MappingProcess:
-    """One child process running ``map_arrow``; ``map`` blocks until its answer (call from one thread)."""
+    """``map_arrow`` for the rebuilder: small jobs in process, large ones in one child process; ``map``
+    blocks until the answer (call from one thread)."""
 
-    def __init__(self) -> None:
+    def __init__(self, in_process_spans: int = IN_PROCESS_SPANS, idle_seconds: float = CHILD_IDLE_SECONDS) -> None:
+        self.in_process_spans = in_process_spans
+        self.idle_seconds = idle_seconds
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self._last_used = time.monotonic()
+
+    @property
+    def child_running(self) -> bool:
+        return self._pool is not None
 
     def map(self, spans: pa.Table, logs: pa.Table, updated_at: datetime) -> ArrowTables:
+        """The trajectory tables of a job: here when it is small, else in the child."""
+        if spans.num_rows <= self.in_process_spans:
+            return map_arrow(spans, logs, updated_at)
         pool = self._ensure_pool()
         try:
             return pool.submit(map_arrow, spans, logs, updated_at).result()
@@ -92,6 +110,19 @@ class MappingProcess:
                     self._pool = None
             pool.shutdown(wait=False, cancel_futures=True)
             raise StoreError(f"the trajectory mapping process died: {exc}") from None
+        finally:
+            self._last_used = time.monotonic()
+
+    def close_if_idle(self) -> bool:
+        """End the child when it has had no job for ``idle_seconds`` (the next large job starts another);
+        True when it was ended."""
+        with self._lock:
+            pool = self._pool
+            if pool is None or time.monotonic() - self._last_used < self.idle_seconds:
+                return False
+            self._pool = None
+        pool.shutdown(wait=True)
+        return True
 
     def _ensure_pool(self) -> ProcessPoolExecutor:
         with self._lock:

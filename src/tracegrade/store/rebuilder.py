@@ -2,10 +2,11 @@
 
 The StoreWriter hands it ``RebuildJob``s: trace ids and the ``updated_at`` stamp taken when the job was
 made, between two writes. For each job the rebuilder reads the traces' spans and logs back from the
-store as Arrow tables (DuckDB works without the GIL), has a child process map them
-(``MappingProcess``: mapping is pure Python and would otherwise compete with the receiver's request
-threads), and replaces their rows in one transaction, so a long rebuild never delays a write. Jobs run
-one at a time, in order, so a trace's newer rows always replace its older ones.
+store as Arrow tables (DuckDB works without the GIL), has them mapped (``MappingProcess``: large jobs
+in a child process, since mapping is pure Python and would otherwise compete with the receiver's
+request threads; small ones in process), and replaces their rows in one transaction, so a long rebuild
+never delays a write. Jobs run one at a time, in order, so a trace's newer rows always replace its older
+ones.
 """
 
 from __future__ import annotations
@@ -49,9 +50,15 @@ class TrajectoryRebuilder:
     """One thread running RebuildJobs against ``store``; ``on_idle`` is called after each job, and
     ``on_failed`` with the trace ids of a job that failed (the writer queues them again)."""
 
-    def __init__(self, store: TraceStore, on_idle: Callable[[], None], on_failed: Callable[[list[str]], None]) -> None:
+    def __init__(
+        self,
+        store: TraceStore,
+        on_idle: Callable[[], None],
+        on_failed: Callable[[list[str]], None],
+        mapping: MappingProcess | None = None,
+    ) -> None:
         self.store = store
-        self._mapping = MappingProcess()
+        self._mapping = mapping or MappingProcess()
         self.stats = RebuildStats()
         self._on_idle = on_idle
         self._on_failed = on_failed
@@ -98,7 +105,8 @@ class TrajectoryRebuilder:
         while True:
             with self._cond:
                 while not self._jobs and not self._stopping:
-                    self._cond.wait()
+                    if not self._cond.wait(self._mapping.idle_seconds):
+                        self._mapping.close_if_idle()  # no job for a while: free the child's memory
                 if self._stopping and self._deadline is not None and time.monotonic() > self._deadline:
                     dropped = sum(map(len, self._jobs))
                     if dropped:
