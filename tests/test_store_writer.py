@@ -109,6 +109,40 @@ def test_stale_trajectories_are_rebuilt_when_the_writer_starts(tmp_path):
     writer.close()
 
 
+def test_pending_rebuilds_beyond_the_limit_are_read_back_from_the_store(tmp_path):
+    writer = StoreWriter(
+        TraceStore(tmp_path / "bounded.duckdb"), settle_seconds=0.05, max_pending_rebuilds=4, max_rebuild_traces=3
+    )
+    pending: list[int] = []
+    writer.start()
+    future = writer.submit([make_span(t, t * 10 + i) for t in range(1, 16) for i in range(2)])  # 15 traces at once
+    assert future.result(timeout=_WAIT_SECONDS).spans_inserted == 30
+    try:
+        deadline = time.monotonic() + _WAIT_SECONDS
+        while writer.query("SELECT count(*) FROM traces").rows != [(15,)]:
+            pending.append(writer.stats["pending_rebuilds"])
+            assert time.monotonic() < deadline, "the traces beyond the limit were never rebuilt"
+            time.sleep(0.01)
+        assert writer.store.stale_trajectories() == []
+    finally:
+        writer.close()
+    assert max(pending, default=0) <= 4 + 3  # the dirty queues, plus the job being mapped
+
+
+def test_the_start_up_scan_keeps_only_as_many_stale_traces_as_the_limit_and_rebuilds_the_rest(tmp_path):
+    path = tmp_path / "stale-many.duckdb"
+    with TraceStore(path) as store:
+        store.write([make_span(t, t * 10) for t in range(1, 11)])  # never mapped
+        assert store.stale_trajectories(limit=3) == [trace_hex(t) for t in (1, 2, 3)]  # oldest first
+    writer = StoreWriter(TraceStore(path), settle_seconds=3600, max_pending_rebuilds=3, max_rebuild_traces=2)
+    writer.start()
+    try:
+        assert writer.stats["pending_rebuilds"] <= 3
+        wait_for(lambda: writer.query("SELECT count(*) FROM traces").rows == [(10,)], "every stale trace rebuilt")
+    finally:
+        writer.close()
+
+
 def test_queue_over_capacity_raises_queue_full(tmp_path):
     store = TraceStore(tmp_path / "full.duckdb")
     writer = StoreWriter(store, max_queue_spans=5)

@@ -347,10 +347,12 @@ class TraceStore:
         finally:
             cursor.close()
 
-    def stale_trajectories(self) -> list[str]:
-        """Traces whose trajectory rows are missing or older than their newest span or log record.
+    def stale_trajectories(self, limit: int | None = None) -> list[str]:
+        """Traces whose trajectory rows are missing or older than their newest span or log record, the
+        longest-waiting first (at most ``limit`` of them).
 
-        After a crash these are the rebuilds that were still pending; the writer rebuilds them on start.
+        After a crash these are the rebuilds that were still pending; the writer rebuilds them on start,
+        and asks again whenever it had more pending rebuilds than it keeps track of.
         """
         sql = """
             WITH received AS (
@@ -361,8 +363,10 @@ class TraceStore:
             SELECT r.trace_id FROM received r LEFT JOIN traces t USING (trace_id)
             GROUP BY r.trace_id, t.updated_at
             HAVING t.updated_at IS NULL OR max(r.last_received) > t.updated_at
-            ORDER BY r.trace_id
+            ORDER BY max(r.last_received), r.trace_id
         """
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
         return [row[0] for row in self._run(sql, None, check=False).rows]
 
     # ----------------------------------------------------------------- reads

@@ -14,8 +14,10 @@ each submission's ``when_durable`` (with a WAL, right after its commit).
 Traces that gained records are rebuilt once they settle (while the writer is behind, at most one
 rebuild job starts per ``REBUILD_MIN_INTERVAL``): ``root_settle_seconds`` after their last
 record when their root span came in that write (an agent's root span ends, and is exported, last),
-else ``settle_seconds``. Settled traces go to the rebuilder thread in jobs; it maps them in a child
-process and replaces their rows, so writes never wait behind a rebuild.
+else ``settle_seconds``. Settled traces go to the rebuilder thread in jobs; it maps them (a backlog in a
+child process) and replaces their rows, so writes never wait behind a rebuild. At most
+``max_pending_rebuilds`` waiting traces are kept in memory; beyond that the store's own record of stale
+trajectories is read back, oldest first, once those have been rebuilt.
 """
 
 from __future__ import annotations
@@ -59,6 +61,9 @@ CHECKPOINT_SECONDS = 1.0
 # spans/s stored with rebuilds interleaved freely, 26,200 with rebuilds deferred.
 REBUILD_MIN_INTERVAL = 2.0
 BEHIND_FRACTION = 0.1
+# traces waiting for a rebuild that the writer keeps in memory (about 150 bytes each); beyond it the store's
+# own record of stale traces takes over (see _DirtyTraces)
+MAX_PENDING_REBUILDS = 100_000
 
 log = logging.getLogger(__name__)
 
@@ -103,20 +108,29 @@ class _Stats:
 
 
 class _DirtyTraces:
-    """Traces waiting for a rebuild, each with the monotonic time it is due.
+    """Traces waiting for a rebuild, each with the monotonic time it is due; at most ``capacity`` of them.
 
-    Two queues, one per settle delay, so each stays in due order by appending alone.
+    Two queues, one per settle delay, so each stays in due order by appending alone. A trace marked
+    while the queues are full is not kept, only ``overflowed`` is set: the store still knows it is stale
+    (``TraceStore.stale_trajectories``), and the writer asks for it once the queues have drained, so memory
+    stays bounded however far mapping falls behind the exports.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.overflowed = False
         self._queues: tuple[dict[str, float], dict[str, float]] = ({}, {})
 
     def __len__(self) -> int:
         return sum(map(len, self._queues))
 
     def mark(self, trace_id: str, due: float, *, soon: bool) -> None:
+        known = False
         for queue in self._queues:
-            queue.pop(trace_id, None)
+            known = queue.pop(trace_id, None) is not None or known
+        if not known and len(self) >= self.capacity:
+            self.overflowed = True
+            return
         self._queues[0 if soon else 1][trace_id] = due
 
     def next_due(self) -> float | None:
@@ -151,6 +165,7 @@ class StoreWriter:
         max_batch_spans: int = 50_000,
         max_rebuild_traces: int = REBUILD_TRACES,
         checkpoint_bytes: int = DEFAULT_CHECKPOINT_BYTES,
+        max_pending_rebuilds: int = MAX_PENDING_REBUILDS,
     ) -> None:
         if max_queue_spans < 1:
             raise ValueError("max_queue_spans must be at least 1")
@@ -163,7 +178,7 @@ class StoreWriter:
         self.checkpoint_bytes = checkpoint_bytes
         self._queue: deque[_Submission] = deque()
         self._queued = 0
-        self._dirty = _DirtyTraces()
+        self._dirty = _DirtyTraces(max_pending_rebuilds)
         self._rebuilder = TrajectoryRebuilder(store, on_idle=self._wake, on_failed=self._retry_rebuild)
         self._cond = threading.Condition()
         self._stats = _Stats()
@@ -173,6 +188,7 @@ class StoreWriter:
         self._rebuild_deadline: float | None = None
         self._awaiting_checkpoint: list[Callable[[], None]] = []  # when_durable of commits not checkpointed
         self._last_rebuild_job = float("-inf")  # monotonic time the last rebuild job was handed over
+        self._stale_scan_after = float("-inf")  # no scan for stale traces before (after a failed one)
 
     # ------------------------------------------------------------ public API
 
@@ -180,9 +196,7 @@ class StoreWriter:
         """Start the writer; traces left stale by an earlier crash are queued for rebuild."""
         if self._thread is not None:
             raise StoreError("the store writer is already started")
-        due = time.monotonic()
-        for trace_id in self.store.stale_trajectories():
-            self._dirty.mark(trace_id, due, soon=True)
+        self._mark_stale()
         self._rebuilder.start()
         self._thread = threading.Thread(target=self._run, name="tracegrade-store-writer", daemon=True)
         self._thread.start()
@@ -308,16 +322,36 @@ class StoreWriter:
             for trace_id in trace_ids:
                 self._dirty.mark(trace_id, due, soon=False)
 
+    def _mark_stale(self) -> None:
+        """Queue the traces the store knows are stale, as many as the dirty queues keep, oldest first."""
+        due = time.monotonic()
+        try:
+            stale = self.store.stale_trajectories(limit=self._dirty.capacity - len(self._dirty))
+        except StoreError as exc:
+            log.error("finding the traces that wait for a rebuild failed (will retry): %s", exc)
+            self._stale_scan_after = due + self.settle_seconds
+            return
+        with self._cond:
+            self._dirty.overflowed = False
+            for trace_id in stale:
+                self._dirty.mark(trace_id, due, soon=True)
+            if len(self._dirty) >= self._dirty.capacity:
+                self._dirty.overflowed = True
+
     def _rebuild_due(self) -> bool:
-        if self.store.failure is not None:
+        if self.store.failure is not None or not self._rebuilder.idle:
             return False
+        if self._dirty.overflowed and not self._dirty:  # the store holds stale traces the queues had no room for
+            return time.monotonic() >= self._stale_scan_after
         next_due = self._dirty.next_due()
-        return next_due is not None and next_due <= time.monotonic() and self._rebuilder.idle
+        return next_due is not None and next_due <= time.monotonic()
 
     def _wait_seconds(self) -> float | None:
         times = [self._checkpoint_at()]
         if self._rebuilder.idle and self.store.failure is None:  # else the rebuilder wakes us when it is idle again
             times.append(self._dirty.next_due())
+            if self._dirty.overflowed and not self._dirty:
+                times.append(self._stale_scan_after)
         known = [at for at in times if at is not None]
         return max(0.0, min(known) - time.monotonic()) if known else None
 
@@ -364,6 +398,8 @@ class StoreWriter:
                     self._queued <= BEHIND_FRACTION * self.max_queue_spans
                     or time.monotonic() - self._last_rebuild_job >= REBUILD_MIN_INTERVAL
                 ):
+                    if self._rebuild_due() and self._dirty.overflowed and not self._dirty:
+                        self._mark_stale()  # the traces left out while the dirty queues were full
                     self._rebuild(everything=False)
                 if self._checkpoint_due():
                     self._checkpoint()
