@@ -323,20 +323,26 @@ class StoreWriter:
                 self._dirty.mark(trace_id, due, soon=False)
 
     def _mark_stale(self) -> None:
-        """Queue the traces the store knows are stale, as many as the dirty queues keep, oldest first."""
+        """Queue the traces the store knows are stale, as many as the dirty queues keep, oldest first.
+
+        Raises StoreError when the store cannot be read.
+        """
         due = time.monotonic()
-        try:
-            stale = self.store.stale_trajectories(limit=self._dirty.capacity - len(self._dirty))
-        except StoreError as exc:
-            log.error("finding the traces that wait for a rebuild failed (will retry): %s", exc)
-            self._stale_scan_after = due + self.settle_seconds
-            return
+        stale = self.store.stale_trajectories(limit=self._dirty.capacity - len(self._dirty))
         with self._cond:
             self._dirty.overflowed = False
             for trace_id in stale:
                 self._dirty.mark(trace_id, due, soon=True)
             if len(self._dirty) >= self._dirty.capacity:
                 self._dirty.overflowed = True
+
+    def _mark_overflowed_stale(self) -> None:
+        """Queue the traces left out while the dirty queues were full (a failed scan is retried later)."""
+        try:
+            self._mark_stale()
+        except StoreError as exc:
+            log.error("finding the traces that wait for a rebuild failed (will retry): %s", exc)
+            self._stale_scan_after = time.monotonic() + self.settle_seconds
 
     def _rebuild_due(self) -> bool:
         if self.store.failure is not None or not self._rebuilder.idle:
@@ -399,7 +405,7 @@ class StoreWriter:
                     or time.monotonic() - self._last_rebuild_job >= REBUILD_MIN_INTERVAL
                 ):
                     if self._rebuild_due() and self._dirty.overflowed and not self._dirty:
-                        self._mark_stale()  # the traces left out while the dirty queues were full
+                        self._mark_overflowed_stale()
                     self._rebuild(everything=False)
                 if self._checkpoint_due():
                     self._checkpoint()
