@@ -86,14 +86,17 @@ class PeakRss(threading.Thread):
                 return
 
 
-def _stored_count(http_url: str) -> int:
+def query_number(http_url: str, sql: str) -> int:
+    """The single number ``sql`` selects, asked through the running server's query endpoint."""
     request = urllib.request.Request(
-        f"{http_url}/v1/query",
-        data=json.dumps({"sql": "SELECT count(*) FROM spans"}).encode(),
-        headers={"Content-Type": "application/json"},
+        f"{http_url}/v1/query", data=json.dumps({"sql": sql}).encode(), headers={"Content-Type": "application/json"}
     )
     with urllib.request.urlopen(request, timeout=60) as response:
         return int(json.loads(response.read())["rows"][0][0])
+
+
+def _stored_count(http_url: str) -> int:
+    return query_number(http_url, "SELECT count(*) FROM spans")
 
 
 def one_run(
