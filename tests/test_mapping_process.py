@@ -99,26 +99,3 @@ def test_the_rebuilder_ends_an_idle_child(stored):
     assert not failed
     assert store.query("SELECT count(*) FROM tool_calls").rows == [(6,)]
     assert not spawned_children()
-
-
-def test_jobs_in_flight_together_replace_rows_in_the_order_they_came(stored):
-    store, trace_ids = stored
-    first = RebuildJob(store.stamp(), [trace_ids[0]])
-    store.write([make_span(1, 4, parent=1, name="late", attributes={"tracegrade.span.kind": "node"})])
-    second = RebuildJob(store.stamp(), [trace_ids[0]])  # read after the late span, like a rebuild it triggered
-    failed: list[list[str]] = []
-    mapping = MappingProcess(in_process_spans=0)  # both in the child: one maps while the other is read
-    rebuilder = TrajectoryRebuilder(store, on_idle=lambda: None, on_failed=failed.append, mapping=mapping)
-    rebuilder.submit(first)
-    rebuilder.submit(second)
-    rebuilder.start()
-    try:
-        deadline = time.monotonic() + 30
-        while rebuilder.stats.traces_rebuilt < 2:
-            assert time.monotonic() < deadline, "the two jobs never finished"
-            time.sleep(0.05)
-    finally:
-        rebuilder.stop()
-    assert not failed and rebuilder.idle
-    rows = store.query("SELECT span_count, updated_at FROM traces WHERE trace_id = ?", [trace_ids[0]]).rows
-    assert rows == [(4, second.updated_at)]

@@ -16,7 +16,6 @@ import pytest
 from tracegrade.errors import StoreError
 from tracegrade.store import QueueFull, StoreWriter, TraceStore, open_store_for_read
 from tracegrade.store.prepared import prepare_write
-from tracegrade.store.rebuilder import PIPELINE_DEPTH
 
 from .support.store_crash_writer import SPANS_PER_BATCH
 from .support.store_records import FIXTURES, decode_fixture, make_span, trace_hex
@@ -127,7 +126,7 @@ def test_pending_rebuilds_beyond_the_limit_are_read_back_from_the_store(tmp_path
         assert writer.store.stale_trajectories() == []
     finally:
         writer.close()
-    assert max(pending, default=0) <= 4 + PIPELINE_DEPTH * 3  # the dirty queues, plus the jobs in flight
+    assert max(pending, default=0) <= 4 + 3  # the dirty queues, plus the job being mapped
 
 
 def test_the_start_up_scan_keeps_only_as_many_stale_traces_as_the_limit_and_rebuilds_the_rest(tmp_path):

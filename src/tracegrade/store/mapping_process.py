@@ -21,9 +21,8 @@ import multiprocessing
 import os
 import threading
 import time
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -35,7 +34,7 @@ from tracegrade.store.arrow_pool import use_system_allocator
 from tracegrade.store.rows import log_from_row, span_from_row
 from tracegrade.store.trajectories import map_traces
 
-__all__ = ["CHILD_NICENESS", "MappingProcess", "PendingMap", "map_arrow"]
+__all__ = ["CHILD_NICENESS", "MappingProcess", "map_arrow"]
 
 # Mapping is background work: under a burst of exports the receiver's own threads get the CPU first,
 # and the trajectories catch up once it has cycles to spare.
@@ -82,15 +81,6 @@ def map_arrow(spans: pa.Table, logs: pa.Table, updated_at: datetime) -> ArrowTab
     return map_traces(by_trace, logs_by_trace, updated_at).to_arrow()
 
 
-@dataclass(slots=True)
-class PendingMap:
-    """A job handed to ``MappingProcess.submit``: its future and the child pool running it (None: mapped
-    in process)."""
-
-    future: Future[ArrowTables]
-    pool: ProcessPoolExecutor | None
-
-
 class MappingProcess:
     """``map_arrow`` for the rebuilder: small jobs in process, large ones in one child process; ``map``
     blocks until the answer (call from one thread)."""
@@ -108,34 +98,17 @@ class MappingProcess:
         return self._pool is not None
 
     def map(self, spans: pa.Table, logs: pa.Table, updated_at: datetime) -> ArrowTables:
-        """The trajectory tables of a job (``submit``, then ``result``)."""
-        return self.result(self.submit(spans, logs, updated_at))
-
-    def submit(self, spans: pa.Table, logs: pa.Table, updated_at: datetime) -> PendingMap:
-        """Start mapping a job: a small one here and now (its future is done), a large one in the child,
-        where jobs run one after another in the order they were submitted."""
+        """The trajectory tables of a job: here when it is small, else in the child."""
         if spans.num_rows <= self.in_process_spans:
-            done: Future[ArrowTables] = Future()
-            try:
-                done.set_result(map_arrow(spans, logs, updated_at))
-            except Exception as exc:
-                done.set_exception(exc)
-            return PendingMap(done, None)
-        self._last_used = time.monotonic()
+            return map_arrow(spans, logs, updated_at)
         pool = self._ensure_pool()
-        return PendingMap(pool.submit(map_arrow, spans, logs, updated_at), pool)
-
-    def result(self, pending: PendingMap) -> ArrowTables:
-        """The tables a submitted job became; StoreError when the child died (the next large job starts
-        another)."""
         try:
-            return pending.future.result()
+            return pool.submit(map_arrow, spans, logs, updated_at).result()
         except BrokenProcessPool as exc:
             with self._lock:
-                if self._pool is pending.pool:
+                if self._pool is pool:
                     self._pool = None
-            if pending.pool is not None:
-                pending.pool.shutdown(wait=False, cancel_futures=True)
+            pool.shutdown(wait=False, cancel_futures=True)
             raise StoreError(f"the trajectory mapping process died: {exc}") from None
         finally:
             self._last_used = time.monotonic()

@@ -5,10 +5,8 @@ made, between two writes. For each job the rebuilder reads the traces' spans and
 store as Arrow tables (DuckDB works without the GIL), has them mapped (``MappingProcess``: large jobs
 in a child process, since mapping is pure Python and would otherwise compete with the receiver's
 request threads; small ones in process), and replaces their rows in one transaction, so a long rebuild
-never delays a write. Two jobs are in flight at once: while the mapping process maps one, the rebuilder
-reads the next one's spans and replaces the previous one's rows, so the mapping process never waits for the
-store. Rows are replaced in the order the jobs came, so a trace's newer rows always replace its older ones
-(a job read before the previous one's rows were replaced still holds every span that one held).
+never delays a write. Jobs run one at a time, in order, so a trace's newer rows always replace its older
+ones.
 """
 
 from __future__ import annotations
@@ -21,14 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from tracegrade.store.mapping_process import MappingProcess, PendingMap
+from tracegrade.store.mapping_process import MappingProcess
 from tracegrade.store.trace_store import TraceStore
 
 __all__ = ["RebuildJob", "TrajectoryRebuilder"]
 
 log = logging.getLogger(__name__)
-
-PIPELINE_DEPTH = 2  # jobs in flight: one being mapped while the rebuilder reads or replaces another
 
 
 @dataclass(slots=True)
@@ -40,15 +36,6 @@ class RebuildJob:
 
     def __len__(self) -> int:
         return len(self.trace_ids)
-
-
-@dataclass(slots=True)
-class _InFlight:
-    """A job whose spans are read and handed to the mapping (``mapped`` None: reading them failed)."""
-
-    job: RebuildJob
-    started: float
-    mapped: PendingMap | None
 
 
 @dataclass(slots=True)
@@ -76,7 +63,7 @@ class TrajectoryRebuilder:
         self._on_idle = on_idle
         self._on_failed = on_failed
         self._jobs: deque[RebuildJob] = deque()
-        self._running: deque[int] = deque()  # traces of each job in flight
+        self._running = 0  # traces in the job being run
         self._stopping = False
         self._deadline: float | None = None
         self._cond = threading.Condition()
@@ -87,21 +74,15 @@ class TrajectoryRebuilder:
 
     @property
     def idle(self) -> bool:
-        """No job waiting or in flight."""
+        """No job waiting or running (the writer hands over the next one only then)."""
         with self._cond:
             return not self._jobs and not self._running
 
     @property
-    def ready(self) -> bool:
-        """No job waiting and room for another in flight (the writer hands over the next one only then)."""
-        with self._cond:
-            return not self._jobs and len(self._running) < PIPELINE_DEPTH
-
-    @property
     def pending(self) -> int:
-        """Traces in jobs waiting or in flight."""
+        """Traces in jobs waiting or running."""
         with self._cond:
-            return sum(map(len, self._jobs)) + sum(self._running)
+            return sum(map(len, self._jobs)) + self._running
 
     def submit(self, job: RebuildJob) -> None:
         with self._cond:
@@ -121,68 +102,40 @@ class TrajectoryRebuilder:
         self._mapping.close()
 
     def _run(self) -> None:
-        in_flight: deque[_InFlight] = deque()
         while True:
-            job = self._next_job(wait=not in_flight)
-            if job is not None:
-                in_flight.append(self._begin(job))
-                if len(in_flight) < PIPELINE_DEPTH:
-                    continue  # read the next job's spans while this one is being mapped
-            if in_flight:
-                self._finish(in_flight.popleft())
-            elif job is None:
-                return
+            with self._cond:
+                while not self._jobs and not self._stopping:
+                    if not self._cond.wait(self._mapping.idle_seconds):
+                        self._mapping.close_if_idle()  # no job for a while: free the child's memory
+                if self._stopping and self._deadline is not None and time.monotonic() > self._deadline:
+                    dropped = sum(map(len, self._jobs))
+                    if dropped:
+                        log.warning("stopping: %d trajectory rebuilds left to the next start", dropped)
+                    self._jobs.clear()
+                if not self._jobs:
+                    return
+                job = self._jobs.popleft()
+                self._running = max(1, len(job))
+            try:
+                self._rebuild(job)
+            finally:
+                with self._cond:
+                    self._running = 0
+                self._on_idle()
 
-    def _next_job(self, *, wait: bool) -> RebuildJob | None:
-        """The next job to begin; None when there is none (waiting for one when ``wait``) or when stopping."""
-        with self._cond:
-            while wait and not self._jobs and not self._stopping:
-                if not self._cond.wait(self._mapping.idle_seconds):
-                    self._mapping.close_if_idle()  # no job for a while: free the child's memory
-            if self._stopping and self._deadline is not None and time.monotonic() > self._deadline:
-                dropped = sum(map(len, self._jobs))
-                if dropped:
-                    log.warning("stopping: %d trajectory rebuilds left to the next start", dropped)
-                self._jobs.clear()
-            if not self._jobs:
-                return None
-            job = self._jobs.popleft()
-            self._running.append(max(1, len(job)))
-            return job
-
-    def _begin(self, job: RebuildJob) -> _InFlight:
-        """Read the job's spans and logs and hand them to the mapping (which maps a small job at once)."""
+    def _rebuild(self, job: RebuildJob) -> None:
         started = time.monotonic()
         try:
             spans, logs = self.store.load_arrow(job.trace_ids)
-            return _InFlight(job, started, self._mapping.submit(spans, logs, job.updated_at))
-        except Exception as exc:
-            self._failed(job, exc)
-            return _InFlight(job, started, None)
-
-    def _finish(self, flight: _InFlight) -> None:
-        """Replace the job's rows with what the mapping made of them; then the writer may hand another."""
-        job = flight.job
-        try:
-            if flight.mapped is not None:
-                tables = self._mapping.result(flight.mapped)
-                self.store.replace_trajectories(tables, clear=job.trace_ids)
-                self._count(job, time.monotonic() - flight.started)
+            tables = self._mapping.map(spans, logs, job.updated_at)
+            self.store.replace_trajectories(tables, clear=job.trace_ids)
         except Exception as exc:  # keep going; the writer retries these traces later
-            self._failed(job, exc)
-        finally:
+            log.error("rebuilding trajectories of %d traces failed (will retry): %s", len(job), exc)
             with self._cond:
-                self._running.popleft()
-            self._on_idle()
-
-    def _failed(self, job: RebuildJob, exc: Exception) -> None:
-        log.error("rebuilding trajectories of %d traces failed (will retry): %s", len(job), exc)
-        with self._cond:
-            self.stats.rebuild_errors += 1
-        self._on_failed(job.trace_ids)
-
-    def _count(self, job: RebuildJob, seconds: float) -> None:
-        per_trace = seconds / max(1, len(job))
+                self.stats.rebuild_errors += 1
+            self._on_failed(job.trace_ids)
+            return
+        per_trace = (time.monotonic() - started) / max(1, len(job))
         with self._cond:
             s = self.stats
             s.traces_rebuilt += len(job)

@@ -344,28 +344,19 @@ class StoreWriter:
             log.error("finding the traces that wait for a rebuild failed (will retry): %s", exc)
             self._stale_scan_after = time.monotonic() + self.settle_seconds
 
-    def _overflow_scan_due(self) -> bool:
-        """The dirty queues overflowed and have drained, and no rebuild is in flight (a scan then would find
-        the traces being rebuilt stale too): time to read the left-out traces back from the store."""
-        return (
-            self._dirty.overflowed
-            and not self._dirty
-            and self.store.failure is None
-            and self._rebuilder.idle
-            and time.monotonic() >= self._stale_scan_after
-        )
-
     def _rebuild_due(self) -> bool:
-        if self.store.failure is not None or not self._rebuilder.ready:
+        if self.store.failure is not None or not self._rebuilder.idle:
             return False
+        if self._dirty.overflowed and not self._dirty:  # the store holds stale traces the queues had no room for
+            return time.monotonic() >= self._stale_scan_after
         next_due = self._dirty.next_due()
-        return (next_due is not None and next_due <= time.monotonic()) or self._overflow_scan_due()
+        return next_due is not None and next_due <= time.monotonic()
 
     def _wait_seconds(self) -> float | None:
         times = [self._checkpoint_at()]
-        if self._rebuilder.ready and self.store.failure is None:  # else the rebuilder wakes us when it can take more
+        if self._rebuilder.idle and self.store.failure is None:  # else the rebuilder wakes us when it is idle again
             times.append(self._dirty.next_due())
-            if self._dirty.overflowed and not self._dirty and self._rebuilder.idle:
+            if self._dirty.overflowed and not self._dirty:
                 times.append(self._stale_scan_after)
         known = [at for at in times if at is not None]
         return max(0.0, min(known) - time.monotonic()) if known else None
@@ -409,11 +400,11 @@ class StoreWriter:
                 if finishing:
                     self._rebuild(everything=True)
                     break
-                if self._rebuilder.ready and (
+                if self._rebuilder.idle and (
                     self._queued <= BEHIND_FRACTION * self.max_queue_spans
                     or time.monotonic() - self._last_rebuild_job >= REBUILD_MIN_INTERVAL
                 ):
-                    if self._overflow_scan_due():
+                    if self._rebuild_due() and self._dirty.overflowed and not self._dirty:
                         self._mark_overflowed_stale()
                     self._rebuild(everything=False)
                 if self._checkpoint_due():
