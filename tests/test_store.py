@@ -177,6 +177,18 @@ def test_integers_beyond_64_bits_and_shared_resources_come_back_from_both_read_p
     assert read[0].resource == {"service.name": "svc"} and read[0].resource is read[1].resource
 
 
+def test_text_that_is_not_valid_unicode_is_refused_by_name_and_nothing_is_written(store):
+    store.write([make_span(1, 1)])
+    bad_span = make_span(1, 3, name="lookup", attributes={"q": "half \ud800 pair"})
+    with pytest.raises(StoreError, match=r"span 0+1/0+3 \('lookup'\): its attributes hold an unpaired surrogate"):
+        store.write([make_span(1, 2), bad_span])
+    bad_log = LogRecordData(time_ns=5, trace_id=trace_hex(1), span_id=f"{1:016x}", body="\udfff")
+    with pytest.raises(StoreError, match=r"log record of span .* its body hold an unpaired surrogate"):
+        store.write([make_span(1, 4)], [bad_log])
+    assert store.query("SELECT count(*) FROM spans").rows == [(1,)]
+    assert store.query("SELECT count(*) FROM logs").rows == [(0,)]
+
+
 def test_logs_round_trip_and_a_resent_log_is_stored_once(store):
     log = LogRecordData(
         time_ns=1_760_000_000_000_000_001,

@@ -8,11 +8,13 @@ commit time (it is stamped under the store's write lock).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields, is_dataclass
 
 import pyarrow as pa
 
+from tracegrade.errors import StoreError
 from tracegrade.models.span import LogRecordData, SpanRecord
 from tracegrade.store.rows import logs_to_arrow, spans_to_arrow
 
@@ -36,7 +38,38 @@ class PreparedWrite:
 
 
 def prepare_write(spans: Sequence[SpanRecord], logs: Sequence[LogRecordData] = ()) -> PreparedWrite:
-    """Convert records for a write (no ``received_at`` column yet)."""
-    span_table = spans_to_arrow(spans) if spans else None
-    log_table = logs_to_arrow(logs)[1] if logs else None
+    """Convert records for a write (no ``received_at`` column yet).
+
+    Raises StoreError, naming the record and field, when a string holds an unpaired surrogate: it is not
+    valid Unicode and cannot be stored. (The OTLP decoders refuse such input; only records built in Python
+    can carry one.)
+    """
+    try:
+        span_table = spans_to_arrow(spans) if spans else None
+        log_table = logs_to_arrow(logs)[1] if logs else None
+    except UnicodeEncodeError:
+        raise StoreError(_describe_unencodable([*spans, *logs])) from None
     return PreparedWrite(span_table, log_table, len(spans), len(logs))
+
+
+def _describe_unencodable(records: Sequence[SpanRecord | LogRecordData]) -> str:
+    """Which record and field hold text that UTF-8 cannot encode."""
+    for record in records:
+        for field in fields(record):
+            value = getattr(record, field.name)
+            if isinstance(value, list):
+                value = [asdict(item) if is_dataclass(item) else item for item in value]  # type: ignore[arg-type]
+            try:
+                json.dumps(value, ensure_ascii=False, default=str).encode("utf-8")
+            except UnicodeEncodeError:
+                what = (
+                    f"span {record.trace_id}/{record.span_id} ({record.name!r})"
+                    if isinstance(record, SpanRecord)
+                    else f"log record of span {record.trace_id}/{record.span_id} at {record.time_ns}"
+                )
+                return (
+                    f"{what}: its {field.name} hold an unpaired surrogate (\\ud800-\\udfff), which is not valid "
+                    "Unicode and cannot be stored; nothing of this write was stored (replace the surrogate, e.g. "
+                    "with text.encode('utf-16', 'surrogatepass').decode('utf-16', 'replace'))"
+                )
+    return "a record holds text that cannot be encoded as UTF-8; nothing of this write was stored"
