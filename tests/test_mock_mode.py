@@ -99,5 +99,5 @@ async def test_expectations_that_cannot_be_met_fail_in_mock_mode():
 async def test_a_simulated_case_is_refused_before_anything_runs(tmp_path: Path):
     simulated = EvalCase.simulated("chat", ConversationScenario(starting_prompt="hi", goals=["say hello"]))
     config = mock_config(rouge_match=CriterionConfig.rouge_match())
-    with pytest.raises(ConfigError, match=r"\$\.mock_mode: .*'chat' is simulated"):
+    with pytest.raises(ConfigError, match=r"\$\.mock_mode: .*'chat' is a simulated case"):
         await AgentEvaluator(refusing_agent, config=config).evaluate(EvalSet(eval_set_id="dry", eval_cases=[simulated]))

@@ -118,9 +118,10 @@ def _check_simulated_cases(cases: Sequence[tuple[str, EvalCase]], source: str, c
             [
                 (
                     "$.mock_mode",
-                    f"mock_mode grades each turn's expectations instead of running the agent, but "
-                    f"{', '.join(map(repr, mocked))} {'are' if len(mocked) != 1 else 'is'} simulated "
-                    f"(metadata.{SCENARIO_KEY}) and has no scripted turns; set mock_mode to false or leave "
+                    "mock_mode grades each turn's expectations instead of running the agent, but "
+                    f"{', '.join(map(repr, mocked))} "
+                    f"{'are simulated cases' if len(mocked) != 1 else 'is a simulated case'} "
+                    f"(metadata.{SCENARIO_KEY}) with no scripted turns; set mock_mode to false or leave "
                     "simulated cases out of this run",
                 )
             ],
