@@ -11,7 +11,7 @@ A simulated case has no scripted turns to stand in for the agent, so it is refus
 
 from __future__ import annotations
 
-from tracegrade.models.dataset import Invocation, StepType, TrajectoryStep
+from tracegrade.models.dataset import Invocation, TrajectoryStep
 from tracegrade.models.execution import ExecutionResult, NodeResponseData
 
 __all__ = ["MOCK_CONVENTION", "expected_execution"]
@@ -28,7 +28,7 @@ def expected_execution(invocation: Invocation) -> ExecutionResult:
     ]
     if answer is not None:
         node_responses.append(NodeResponseData(response_text=answer, is_final=True))
-    steps = [TrajectoryStep(step_type=StepType.NODE, name=name) for name in invocation.expected_node_order]
+    steps = [TrajectoryStep.node(name) for name in invocation.expected_node_order]
     steps += [TrajectoryStep.tool(call.name, dict(call.args)) for call in invocation.expected_tool_trajectory]
     return ExecutionResult(
         tool_calls=[call.model_copy(deep=True) for call in invocation.expected_tool_trajectory],

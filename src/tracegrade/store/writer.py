@@ -124,6 +124,11 @@ class _DirtyTraces:
     def __len__(self) -> int:
         return sum(map(len, self._queues))
 
+    @property
+    def drained_after_overflow(self) -> bool:
+        """Empty, and traces were left out while full: time to read them back from the store."""
+        return self.overflowed and not len(self)
+
     def mark(self, trace_id: str, due: float, *, soon: bool) -> None:
         known = False
         for queue in self._queues:
@@ -347,7 +352,7 @@ class StoreWriter:
     def _rebuild_due(self) -> bool:
         if self.store.failure is not None or not self._rebuilder.idle:
             return False
-        if self._dirty.overflowed and not self._dirty:  # the store holds stale traces the queues had no room for
+        if self._dirty.drained_after_overflow:  # the store holds stale traces the queues had no room for
             return time.monotonic() >= self._stale_scan_after
         next_due = self._dirty.next_due()
         return next_due is not None and next_due <= time.monotonic()
@@ -356,7 +361,7 @@ class StoreWriter:
         times = [self._checkpoint_at()]
         if self._rebuilder.idle and self.store.failure is None:  # else the rebuilder wakes us when it is idle again
             times.append(self._dirty.next_due())
-            if self._dirty.overflowed and not self._dirty:
+            if self._dirty.drained_after_overflow:
                 times.append(self._stale_scan_after)
         known = [at for at in times if at is not None]
         return max(0.0, min(known) - time.monotonic()) if known else None
@@ -404,7 +409,7 @@ class StoreWriter:
                     self._queued <= BEHIND_FRACTION * self.max_queue_spans
                     or time.monotonic() - self._last_rebuild_job >= REBUILD_MIN_INTERVAL
                 ):
-                    if self._rebuild_due() and self._dirty.overflowed and not self._dirty:
+                    if self._rebuild_due() and self._dirty.drained_after_overflow:
                         self._mark_overflowed_stale()
                     self._rebuild(everything=False)
                 if self._checkpoint_due():
