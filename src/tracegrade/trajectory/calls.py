@@ -179,6 +179,7 @@ def _match_requests(tools: list[ToolSpan], calls: list[LLMFields]) -> None:
         return
     used = [False] * len(requests)
     by_id: dict[str, int] = {}
+    i: int | None
     for i, (_, request) in enumerate(requests):
         if request["call_id"]:
             by_id.setdefault(request["call_id"], i)

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from tracegrade.trajectory.messages import (
-    NOT_A_LIST,
     Message,
+    NotAList,
     build_messages,
     last_assistant_text,
     last_user_text,
@@ -101,7 +101,7 @@ def _history(node: SpanNode, key: str) -> list[Message] | None:
     text = node.attrs.get(key)
     if isinstance(text, str):
         found = messages_from_json_list(text, "user", node.shared.recent_lists(_INPUT_HISTORY))
-        if found is not NOT_A_LIST:
+        if not isinstance(found, NotAList):
             return found if found is not None else []
     value = node.parsed(key, expect_json=True)
     return None if value is None else _otel_messages(value, "user")

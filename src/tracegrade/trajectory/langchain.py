@@ -22,7 +22,9 @@ def tool_input(value: Any) -> tuple[Any, str | None] | None:
     if value.get("__type") == "tool_call_with_context" and isinstance(value.get("tool_call"), dict):
         call = value["tool_call"]
         return call.get("args"), _str_or_none(call.get("id"))
-    kwargs = value.get("kwargs") if isinstance(value.get("kwargs"), dict) else {}
+    kwargs = value.get("kwargs")
+    if not isinstance(kwargs, dict):
+        kwargs = {}
     if "input_str" in value or ("inputs" in value and ("metadata" in value or "tags" in value)):
         call_id = _str_or_none(kwargs.get("tool_call_id"))
         inputs = value.get("inputs")

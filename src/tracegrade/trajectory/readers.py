@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 __all__ = ["Chain", "Chains", "applicable", "chains_for", "reads"]
 
 R = TypeVar("R", bound=Callable[..., Any])
+# not generic: mypyc cannot type a function, used from another module, that a generic decorator returns
+_Reader = Callable[..., Any]
 
 Chains = list[tuple[Any, ...] | None]  # by ``Chain.slot``: the chain's applicable readers (None: not worked out)
 
@@ -40,12 +42,12 @@ class Chain:
 _ALL_CHAINS: list[Chain] = []
 
 
-def reads(*keys: str, events: bool = False) -> Callable[[R], R]:
+def reads(*keys: str, events: bool = False) -> Callable[[_Reader], _Reader]:
     """Declare that the reader returns None for a span that has none of the attribute ``keys`` (and, with
     ``events``, no span events or log records either)."""
     needs = (frozenset(keys), events)
 
-    def declare(reader: R) -> R:
+    def declare(reader: _Reader) -> _Reader:
         _NEEDS[reader] = needs
         return reader
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from tracegrade.models.span import LogRecordData, SpanRecord
 from tracegrade.trajectory.readers import chains_for
@@ -22,16 +22,16 @@ __all__ = ["Forest", "Role", "SpanNode", "build_forest", "preorder"]
 class Role:
     """What a span is to the trajectory (decided once per span, see ``sources.classify``)."""
 
-    LLM = "llm"
-    TOOL = "tool"
-    AGENT = "agent"  # an agent visit
-    NODE = "node"  # a graph node / task visit
-    WORKFLOW = "workflow"  # a wrapper around a whole run (not a visit)
-    ROUTER = "router"  # a routing function (conditional edge)
-    CHAIN = "chain"  # some other step, transparent
-    OTHER = "other"
+    LLM: Final = "llm"
+    TOOL: Final = "tool"
+    AGENT: Final = "agent"  # an agent visit
+    NODE: Final = "node"  # a graph node / task visit
+    WORKFLOW: Final = "workflow"  # a wrapper around a whole run (not a visit)
+    ROUTER: Final = "router"  # a routing function (conditional edge)
+    CHAIN: Final = "chain"  # some other step, transparent
+    OTHER: Final = "other"
 
-    VISITS = frozenset({AGENT, NODE})
+    VISITS: Final = frozenset({AGENT, NODE})
 
 
 class SpanNode:

@@ -118,7 +118,8 @@ def load_json(value: str, *, expect_json: bool) -> tuple[Any, str | None]:
 
 _COMMA = re.compile(r"[ \t\n\r]*,")  # JSON whitespace, then the comma before the next item
 _SPACE = re.compile(r"[ \t\n\r]*")  # JSON whitespace (matches the empty string too)
-_SCAN = json.JSONDecoder().scan_once  # the C scanner ``json.loads`` runs, without its Python wrappers
+# the C scanner ``json.loads`` runs, without its Python wrappers
+_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 _JSON_SPACE = " \t\n\r"
 
 
