@@ -28,6 +28,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.instrumented import InstrumentationSettings
 
 from tracegrade.capture import TrajectoryCollector, TurnScope, trace_node, trace_tool, turn_span
+from tracegrade.trajectory import COMPILED
 
 # about the size of one tool's or one model's HTTP response body (~14 kB of JSON)
 PAYLOAD = {"items": [{"sku": f"sku-{i}", "qty": i, "tags": ["a", "b", "c"], "price": i * 1.5} for i in range(200)]}
@@ -119,6 +120,7 @@ async def _measure(make_workload, runs: int, chunk: int = 10) -> tuple[float, fl
 
 
 async def main(runs: int, repeats: int) -> None:
+    print(f"mapper {'compiled (mypyc)' if COMPILED else 'pure Python'}")
     for name, workload in (
         ("pydantic-ai FunctionModel agent", pydantic_ai_workload),
         ("trace_node/trace_tool function graph", function_graph_workload),

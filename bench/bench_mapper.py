@@ -21,7 +21,7 @@ import statistics
 import time
 
 from tracegrade.models.span import SpanRecord
-from tracegrade.trajectory import map_spans
+from tracegrade.trajectory import COMPILED, map_spans
 
 _WORDS = ("find", "the", "cheapest", "flight", "to", "lisbon", "book", "a", "window", "seat", "email", "itinerary")
 
@@ -251,7 +251,8 @@ def main() -> None:
     attr_bytes = sum(len(v) for t in traces for s in t for v in s.attributes.values() if isinstance(v, str))
     print(
         f"{len(traces)} traces, {total} spans ({total / len(traces):.1f} per trace), "
-        f"{attr_bytes / total / 1024:.2f} KiB of string attributes per span"
+        f"{attr_bytes / total / 1024:.2f} KiB of string attributes per span; "
+        f"mapper {'compiled (mypyc)' if COMPILED else 'pure Python'}"
     )
     run_once(traces[:20])  # warm-up
     if options.profile:

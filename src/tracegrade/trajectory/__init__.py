@@ -1,9 +1,13 @@
 """Span-to-trajectory mapping: the spans of one trace (or case) become the ``ExecutionResult`` criteria grade.
 
 One module per convention (``genai``, ``openinference``, ``traceloop``, ``adk``, ``mlflow``, ``native``);
-``sources`` holds the precedence between them and ``mapper`` the orchestration.
+``sources`` holds the precedence between them and ``mapper`` the orchestration. The package is compiled
+with mypyc where it was built so (``setup.py``); ``COMPILED`` says whether this copy runs compiled.
 """
 
+from tracegrade.trajectory import mapper
 from tracegrade.trajectory.mapper import group_traces, map_spans
 
-__all__ = ["group_traces", "map_spans"]
+COMPILED: bool = not (mapper.__file__ or "").endswith(".py")
+
+__all__ = ["COMPILED", "group_traces", "map_spans"]
