@@ -102,26 +102,39 @@ class TrajectoryRebuilder:
         self._mapping.close()
 
     def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._jobs and not self._stopping:
-                    if not self._cond.wait(self._mapping.idle_seconds):
-                        self._mapping.close_if_idle()  # no job for a while: free the child's memory
-                if self._stopping and self._deadline is not None and time.monotonic() > self._deadline:
-                    dropped = sum(map(len, self._jobs))
-                    if dropped:
-                        log.warning("stopping: %d trajectory rebuilds left to the next start", dropped)
-                    self._jobs.clear()
-                if not self._jobs:
-                    return
-                job = self._jobs.popleft()
-                self._running = max(1, len(job))
+        while (job := self._next_job()) is not None:
             try:
                 self._rebuild(job)
             finally:
                 with self._cond:
                     self._running = 0
                 self._on_idle()
+
+    def _next_job(self) -> RebuildJob | None:
+        """Wait for the next job; None once stopping with nothing left to run. After a wait with no job,
+        the mapping child is closed if it has been idle long enough (freeing its memory), outside the
+        lock: a job submitted meanwhile does not wait for the child's shutdown. Only this thread uses
+        the mapping process."""
+        while True:
+            with self._cond:
+                if self._jobs or self._stopping:
+                    return self._take_job()
+                woken = self._cond.wait(self._mapping.idle_seconds)
+            if not woken:
+                self._mapping.close_if_idle()
+
+    def _take_job(self) -> RebuildJob | None:
+        """Pop the next job, dropping every job once a stop's deadline has passed (call with the lock held)."""
+        if self._stopping and self._deadline is not None and time.monotonic() > self._deadline:
+            dropped = sum(map(len, self._jobs))
+            if dropped:
+                log.warning("stopping: %d trajectory rebuilds left to the next start", dropped)
+            self._jobs.clear()
+        if not self._jobs:
+            return None
+        job = self._jobs.popleft()
+        self._running = max(1, len(job))
+        return job
 
     def _rebuild(self, job: RebuildJob) -> None:
         started = time.monotonic()
