@@ -99,9 +99,6 @@ def command(**options: object) -> None:
     if typos:
         raise UsageProblem("; ".join(typos))
     settings = ServeSettings.build(options, source="(tracegrade serve options and TRACEGRADE_* variables)")
-    from tracegrade.ingest.allocators import return_freed_memory_sooner
-
-    return_freed_memory_sooner()  # before the server's imports load pyarrow
     from tracegrade.ingest.server import run_server
 
     try:
