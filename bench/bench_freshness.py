@@ -9,6 +9,7 @@ current, and the server's peak RSS (receiver plus its mapping process).
 
     python bench/bench_freshness.py                       # 3,000, 6,000 and 9,000 spans/s for 30 s each
     python bench/bench_freshness.py --rates 5000 --seconds 60
+    python bench/bench_freshness.py --rates 6000 --server-arg=--mapping-process   # mapping in a child
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ LAG_SQL = """
 """
 
 
-def one_rate(rate: int, seconds: float) -> dict[str, float]:
+def one_rate(rate: int, seconds: float, server_args: tuple[str, ...] = ()) -> dict[str, float]:
     bodies = build_requests(int(rate * seconds), BATCH, seed=5)
     with tempfile.TemporaryDirectory(prefix="tracegrade-bench-") as directory:
-        server = ServerProcess(Path(directory) / "fresh.duckdb").start()
+        server = ServerProcess(Path(directory) / "fresh.duckdb", extra_args=server_args).start()
         rss = PeakRss(server.pid)
         rss.start()
         try:
@@ -81,9 +82,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rates", type=int, nargs="+", default=[3000, 6000, 9000])
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument(
+        "--server-arg", action="append", default=[], help="extra `tracegrade serve` argument (repeatable)"
+    )
     options = parser.parse_args()
     for rate in options.rates:
-        r = one_rate(rate, options.seconds)
+        r = one_rate(rate, options.seconds, tuple(options.server_arg))
         print(
             f"{rate:>6,} spans/s for {options.seconds:.0f} s: lag median {r['lag_median']:>8,.0f} spans "
             f"({r['lag_median'] / rate:.1f} s of load), max {r['lag_max']:>8,.0f} ({r['lag_max'] / rate:.1f} s); "

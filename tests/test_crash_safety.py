@@ -113,7 +113,7 @@ def test_the_mapping_process_ends_when_the_receiver_is_killed(tmp_path: Path) ->
     from tests.support.server_requests import count_spans, span_json, traces_proto, unique_trace_id
     from tracegrade.store.mapping_process import IN_PROCESS_SPANS
 
-    server = ServerProcess(tmp_path / "store.duckdb").start()
+    server = ServerProcess(tmp_path / "store.duckdb", extra_args=("--mapping-process",)).start()
     try:
         trace_id = unique_trace_id()
         size = IN_PROCESS_SPANS + 1  # a rebuild job the receiver hands to its mapping process

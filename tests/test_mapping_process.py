@@ -1,5 +1,6 @@
-"""MappingProcess: small rebuild jobs are mapped in process, large ones in a child process that exits when
-idle; the rebuilder ends an idle child. Results are the same either way."""
+"""MappingProcess: small rebuild jobs (every job with ``in_process_spans=None``) are mapped in process,
+large ones in a child process that exits when idle; the rebuilder ends an idle child. Results are the
+same either way."""
 
 from __future__ import annotations
 
@@ -53,6 +54,10 @@ def test_small_jobs_map_in_process_and_large_ones_in_a_child_with_the_same_rows(
     in_process = MappingProcess(in_process_spans=spans.num_rows)
     assert in_process.map(spans, logs, UPDATED_AT) == expected
     assert not in_process.child_running and not spawned_children()
+
+    never_a_child = MappingProcess(in_process_spans=None)  # what `tracegrade serve` uses by default
+    assert never_a_child.map(spans, logs, UPDATED_AT) == expected
+    assert not never_a_child.child_running and not spawned_children()
 
     child = MappingProcess(in_process_spans=spans.num_rows - 1)
     try:

@@ -10,6 +10,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import grpc
 import pytest
 from click.testing import CliRunner
@@ -177,6 +178,45 @@ def test_sigterm_flushes_everything_acknowledged_and_removes_the_sidecar(tmp_pat
         assert built == [(5,)]
     finally:
         reader.close()
+
+
+def test_the_receiver_process_is_set_up_for_low_memory(tmp_path: Path) -> None:
+    """By default ``serve`` maps even a large rebuild job in its own process (no child), its DuckDB returns
+    bulk frees to the system, and its Arrow allocations go through jemalloc."""
+    import time
+
+    import psutil
+
+    from tracegrade.store.database import BULK_FREE_FLUSH
+    from tracegrade.store.mapping_process import IN_PROCESS_SPANS
+
+    with ServerProcess(tmp_path / "store.duckdb") as server:
+        trace_id = unique_trace_id()
+        spans = [span_json(trace_id, i) for i in range(IN_PROCESS_SPANS + 1)]  # more than a child would take
+        spans[0].pop("parentSpanId", None)
+        assert post(f"{server.http_url}/v1/traces", traces_proto(spans)).status == 200
+        deadline = time.monotonic() + 30
+        while not query(server.http_url, "SELECT count(*) FROM traces WHERE trace_id = ?", [trace_id])[0][0]:
+            assert time.monotonic() < deadline, "the trace's trajectory was never built"
+            time.sleep(0.1)
+        assert psutil.Process(server.pid).children(recursive=True) == []
+        setting = "SELECT current_setting('allocator_bulk_deallocation_flush_threshold')"
+        reference = duckdb.connect()  # how this DuckDB renders the value the store sets (1MB -> 976.5 KiB)
+        reference.execute(f"SET allocator_bulk_deallocation_flush_threshold = '{BULK_FREE_FLUSH}'")
+        assert query(server.http_url, setting)[0][0] == reference.execute(setting).fetchone()[0]
+        assert server.terminate() == 0
+
+
+def test_the_receiver_allocator_is_jemalloc_with_a_decay() -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "import pyarrow as pa; from tracegrade.store.arrow_pool import use_receiver_allocator; "
+        "use_receiver_allocator(); print(pa.default_memory_pool().backend_name)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "jemalloc"
 
 
 def _invoke_serve(args: list[str], env: dict[str, str] | None = None) -> Any:

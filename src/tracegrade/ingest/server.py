@@ -76,6 +76,7 @@ class ReceiverServer:
     async def start(self) -> None:
         from tracegrade.store import StoreWriter, TraceStore
         from tracegrade.store.journal import RequestJournal
+        from tracegrade.store.mapping_process import MappingProcess
 
         settings = self.settings
         loop = asyncio.get_running_loop()
@@ -93,6 +94,8 @@ class ReceiverServer:
                 max_batch_spans=batch_spans,
                 # a checkpoint needs about as much memory again as it writes: a quarter of the limit each
                 checkpoint_bytes=duckdb_size_bytes(settings.store_memory_limit) // 4,
+                # no mapping child unless asked for: it costs about 100 MB while a backlog keeps it running
+                mapping=MappingProcess() if settings.mapping_process else MappingProcess(in_process_spans=None),
             )
             writer.start()
             self._writer = JournaledWriter(
@@ -292,6 +295,11 @@ async def _serve(settings: ServeSettings, announce: Any) -> None:
 
 
 def run_server(settings: ServeSettings, announce: Any = lambda server: None) -> None:
-    """Run a receiver in this thread until signalled; ``announce(server)`` is called once it listens."""
+    """Run a receiver in this thread until signalled; ``announce(server)`` is called once it listens.
+
+    The process is the receiver's own (``tracegrade serve``): Arrow's allocator is set for it."""
+    from tracegrade.store.arrow_pool import use_receiver_allocator
+
+    use_receiver_allocator()
     Path(settings.store).parent.mkdir(parents=True, exist_ok=True)
     asyncio.run(_serve(settings, announce))

@@ -31,6 +31,7 @@ ENV_VARS: dict[str, str] = {
     "max_inflight_requests": "TRACEGRADE_MAX_INFLIGHT_REQUESTS",
     "shutdown_timeout": "TRACEGRADE_SHUTDOWN_TIMEOUT",
     "worker_rules": "TRACEGRADE_WORKER_RULES",
+    "mapping_process": "TRACEGRADE_MAPPING_PROCESS",
 }
 
 _DUCKDB_SIZE = re.compile(r"^\s*(\d+(\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$", re.IGNORECASE)
@@ -87,6 +88,10 @@ class ServeSettings(BaseModel):
         30.0, gt=0, description="seconds to wait for in-flight requests on stop, then for pending trajectory rebuilds"
     )
     worker_rules: Path | None = Field(None, description="rules.yaml of an online grading worker run in-process")
+    mapping_process: bool = Field(
+        False,
+        description="map large trajectory backlogs in a child process (faster catch-up after a burst, ~100 MB more)",
+    )
 
     @field_validator("max_request_bytes", mode="before")
     @classmethod

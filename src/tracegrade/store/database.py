@@ -64,6 +64,12 @@ def open_duckdb(path: Path, *, read_only: bool, config: dict[str, Any] | None = 
 # 200 MB of memory it never used.
 ARROW_BATCH_ROWS = 8_192
 
+# A checkpoint frees the in-memory row groups it wrote in one go. By default DuckDB's allocator keeps
+# such bulk frees (up to 512 MiB) for reuse; a read-write store hands every bulk free over this size back
+# to the system at once. Under bench/bench_ingest.py this lowered the receiver's peak RSS by 90-110 MB
+# (686 -> 593 and 700 -> 601 MB over HTTP, interleaved runs) at no measurable CPU cost.
+BULK_FREE_FLUSH = "1MB"
+
 # What a read-write store asks of ATTACH, most wanted first; older DuckDB releases know fewer options.
 ATTACH_OPTION_SETS: tuple[tuple[str, ...], ...] = (
     ("RECOVERY_MODE no_wal_writes", "ROW_GROUP_SIZE {row_group_size}"),
@@ -86,6 +92,7 @@ def attach_duckdb(
     settings = {"temp_directory": f"{path}.tmp", **(config or {})}
     with _opening(path):
         con = duckdb.connect(":memory:", config=settings)
+    _return_bulk_frees(con)
     for options in ATTACH_OPTION_SETS:
         if wal and any(option.startswith("RECOVERY_MODE") for option in options):
             continue
@@ -102,6 +109,14 @@ def attach_duckdb(
         con.execute(f"USE {quote_identifier(alias)}")
         return con, not any(option.startswith("RECOVERY_MODE") for option in options)
     raise AssertionError("unreachable")  # the last option set is empty
+
+
+def _return_bulk_frees(con: duckdb.DuckDBPyConnection) -> None:
+    """Have DuckDB's allocator return bulk frees over ``BULK_FREE_FLUSH`` to the system (DuckDB 1.2+)."""
+    try:
+        con.execute(f"SET allocator_bulk_deallocation_flush_threshold = '{BULK_FREE_FLUSH}'")
+    except duckdb.Error:
+        pass  # an older DuckDB has no such setting and keeps its own policy
 
 
 def quote_identifier(name: str) -> str:

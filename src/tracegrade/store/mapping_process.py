@@ -8,11 +8,15 @@ receiver's process only moves buffers between DuckDB and the pipe.
 
 Small jobs (``IN_PROCESS_SPANS`` spans at most: the few traces that settle at a time under light load)
 are mapped in the receiver's process instead: they take milliseconds, and a child kept for them costs
-about 70 MB. The child serves the large jobs of a backlog (after a burst, or under sustained load),
-starts on the first one (``spawn``: a fork of a process running gRPC threads is not safe), runs at a
-lower CPU priority (``CHILD_NICENESS``), exits after ``CHILD_IDLE_SECONDS`` without a job
-(``close_if_idle``) and ends by itself when the receiver's process is gone. If it dies, the job fails
-(the rebuilder retries those traces later) and the next large job starts a new one.
+about 70 MB. ``in_process_spans=None`` maps every job in process and never starts a child: what
+``tracegrade serve`` does unless given ``--mapping-process``, trading trajectory catch-up speed after a
+burst for about 100 MB less peak memory.
+
+The child serves the large jobs of a backlog (after a burst, or under sustained load). It starts on the
+first one (``spawn``: a fork of a process running gRPC threads is not safe), runs at a lower CPU priority
+(``CHILD_NICENESS``), exits after ``CHILD_IDLE_SECONDS`` without a job (``close_if_idle``) and ends by
+itself when the receiver's process is gone. If it dies, the job fails (the rebuilder retries those traces
+later) and the next large job starts a new one.
 """
 
 from __future__ import annotations
@@ -82,10 +86,12 @@ def map_arrow(spans: pa.Table, logs: pa.Table, updated_at: datetime) -> ArrowTab
 
 
 class MappingProcess:
-    """``map_arrow`` for the rebuilder: small jobs in process, large ones in one child process; ``map``
-    blocks until the answer (call from one thread)."""
+    """``map_arrow`` for the rebuilder: small jobs (all with ``in_process_spans=None``) in process, large
+    ones in one child process; ``map`` blocks until the answer (call from one thread)."""
 
-    def __init__(self, in_process_spans: int = IN_PROCESS_SPANS, idle_seconds: float = CHILD_IDLE_SECONDS) -> None:
+    def __init__(
+        self, in_process_spans: int | None = IN_PROCESS_SPANS, idle_seconds: float = CHILD_IDLE_SECONDS
+    ) -> None:
         self.in_process_spans = in_process_spans
         self.idle_seconds = idle_seconds
         self._pool: ProcessPoolExecutor | None = None
@@ -99,7 +105,7 @@ class MappingProcess:
 
     def map(self, spans: pa.Table, logs: pa.Table, updated_at: datetime) -> ArrowTables:
         """The trajectory tables of a job: here when it is small, else in the child."""
-        if spans.num_rows <= self.in_process_spans:
+        if self.in_process_spans is None or spans.num_rows <= self.in_process_spans:
             return map_arrow(spans, logs, updated_at)
         pool = self._ensure_pool()
         try:

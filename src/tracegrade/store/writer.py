@@ -14,8 +14,8 @@ each submission's ``when_durable`` (with a WAL, right after its commit).
 Traces that gained records are rebuilt once they settle (while the writer is behind, at most one
 rebuild job starts per ``REBUILD_MIN_INTERVAL``): ``root_settle_seconds`` after their last
 record when their root span came in that write (an agent's root span ends, and is exported, last),
-else ``settle_seconds``. Settled traces go to the rebuilder thread in jobs; it maps them (a backlog in a
-child process) and replaces their rows, so writes never wait behind a rebuild. At most
+else ``settle_seconds``. Settled traces go to the rebuilder thread in jobs; it maps them (through ``mapping``:
+by default a backlog in a child process) and replaces their rows, so writes never wait behind a rebuild. At most
 ``max_pending_rebuilds`` waiting traces are kept in memory; beyond that the store's own record of stale
 trajectories is read back, oldest first, once those have been rebuilt.
 """
@@ -33,6 +33,7 @@ from typing import Any
 
 from tracegrade.errors import StoreError
 from tracegrade.models.span import LogRecordData, SpanRecord
+from tracegrade.store.mapping_process import MappingProcess
 from tracegrade.store.prepared import PreparedWrite, prepare_write
 from tracegrade.store.rebuilder import RebuildJob, TrajectoryRebuilder
 from tracegrade.store.results import QueryResult, WriteResult
@@ -171,6 +172,7 @@ class StoreWriter:
         max_rebuild_traces: int = REBUILD_TRACES,
         checkpoint_bytes: int = DEFAULT_CHECKPOINT_BYTES,
         max_pending_rebuilds: int = MAX_PENDING_REBUILDS,
+        mapping: MappingProcess | None = None,
     ) -> None:
         if max_queue_spans < 1:
             raise ValueError("max_queue_spans must be at least 1")
@@ -184,7 +186,7 @@ class StoreWriter:
         self._queue: deque[_Submission] = deque()
         self._queued = 0
         self._dirty = _DirtyTraces(max_pending_rebuilds)
-        self._rebuilder = TrajectoryRebuilder(store, on_idle=self._wake, on_failed=self._retry_rebuild)
+        self._rebuilder = TrajectoryRebuilder(store, on_idle=self._wake, on_failed=self._retry_rebuild, mapping=mapping)
         self._cond = threading.Condition()
         self._stats = _Stats()
         self._thread: threading.Thread | None = None
