@@ -72,6 +72,17 @@ def test_memory_is_bounded_by_traces_and_spans():
     assert [s.name for s in small.spans_for()] == [f"big.{i}" for i in range(9)] + ["big"]  # the root is kept
 
 
+def test_ended_spans_are_filed_in_batches_even_when_nobody_reads():
+    from tracegrade.capture.collector import FILE_EVERY
+
+    collector = TrajectoryCollector(max_spans=10)
+    provider = _provider(collector)
+    for i in range(3):
+        _emit_trace(provider, f"t{i}", FILE_EVERY - 1)  # FILE_EVERY spans each, nothing read in between
+        assert len(collector._ended) < FILE_EVERY  # on_end filed the queue itself: memory stays bounded
+    assert collector.span_count == 10 and collector.dropped_spans == 3 * FILE_EVERY - 10
+
+
 def test_a_span_that_cannot_be_converted_never_reaches_the_host(caplog):
     collector = TrajectoryCollector()
     provider = _provider(collector)
