@@ -6,9 +6,11 @@ queued spans are converted and filed by trace together, when the collector is ne
 ``FILE_EVERY`` have gathered). Done in one go, between the host's runs rather than inside them, this costs
 less: on the function-graph workload of ``bench/bench_collector_overhead.py`` the collector's overhead was
 about a point lower (median of six interleaved runs 10.2% against 11.1% when each span was filed in
-``on_end``). The trajectory, tool calls, node
-visits and final response are computed by :func:`tracegrade.trajectory.map_spans` over the spans collected
-since the last :meth:`TrajectoryCollector.reset` (the mapping is cached until a new span arrives).
+``on_end``).
+
+The trajectory, tool calls, node visits and final response are computed by
+:func:`tracegrade.trajectory.map_spans` over the spans collected since the last
+:meth:`TrajectoryCollector.reset` (the mapping is cached until a new span arrives).
 
 **Attribution to eval cases.** ``AgentEvaluator`` runs each case turn under a root span
 ``tracegrade.turn {case_id}`` carrying ``tracegrade.case.id``/``tracegrade.turn.index``/``tracegrade.run.id``
