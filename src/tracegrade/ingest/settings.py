@@ -90,7 +90,7 @@ class ServeSettings(BaseModel):
     worker_rules: Path | None = Field(None, description="rules.yaml of an online grading worker run in-process")
     mapping_process: bool = Field(
         False,
-        description="map large trajectory backlogs in a child process (faster catch-up after a burst, ~100 MB more)",
+        description="map large trajectory backlogs in a child process, off the receiver's GIL (~100 MB more)",
     )
 
     @field_validator("max_request_bytes", mode="before")

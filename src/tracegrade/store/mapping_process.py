@@ -9,8 +9,8 @@ receiver's process only moves buffers between DuckDB and the pipe.
 Small jobs (``IN_PROCESS_SPANS`` spans at most: the few traces that settle at a time under light load)
 are mapped in the receiver's process instead: they take milliseconds, and a child kept for them costs
 about 70 MB. ``in_process_spans=None`` maps every job in process and never starts a child: what
-``tracegrade serve`` does unless given ``--mapping-process``, trading trajectory catch-up speed after a
-burst for about 100 MB less peak memory.
+``tracegrade serve`` does unless given ``--mapping-process``: it saves about 100 MB of peak memory, and
+mapping then holds the receiver's interpreter lock.
 
 The child serves the large jobs of a backlog (after a burst, or under sustained load). It starts on the
 first one (``spawn``: a fork of a process running gRPC threads is not safe), runs at a lower CPU priority
