@@ -181,8 +181,8 @@ def test_sigterm_flushes_everything_acknowledged_and_removes_the_sidecar(tmp_pat
 
 
 def test_the_receiver_process_is_set_up_for_low_memory(tmp_path: Path) -> None:
-    """By default ``serve`` maps even a large rebuild job in its own process (no child), its DuckDB returns
-    bulk frees to the system, and its Arrow allocations go through jemalloc."""
+    """By default ``serve`` maps even a large rebuild job in its own process (no child), and its DuckDB
+    returns bulk frees to the system."""
     import time
 
     import psutil
@@ -207,7 +207,7 @@ def test_the_receiver_process_is_set_up_for_low_memory(tmp_path: Path) -> None:
         assert server.terminate() == 0
 
 
-def test_the_receiver_allocator_is_jemalloc_with_a_decay() -> None:
+def test_the_receiver_allocator_is_jemalloc() -> None:
     import subprocess
     import sys
 

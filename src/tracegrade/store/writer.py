@@ -14,10 +14,10 @@ each submission's ``when_durable`` (with a WAL, right after its commit).
 Traces that gained records are rebuilt once they settle (while the writer is behind, at most one
 rebuild job starts per ``REBUILD_MIN_INTERVAL``): ``root_settle_seconds`` after their last
 record when their root span came in that write (an agent's root span ends, and is exported, last),
-else ``settle_seconds``. Settled traces go to the rebuilder thread in jobs; it maps them (through ``mapping``:
-by default a backlog in a child process) and replaces their rows, so writes never wait behind a rebuild. At most
-``max_pending_rebuilds`` waiting traces are kept in memory; beyond that the store's own record of stale
-trajectories is read back, oldest first, once those have been rebuilt.
+else ``settle_seconds``. Settled traces go to the rebuilder thread in jobs; it maps them (through
+``mapping``: by default a backlog in a child process) and replaces their rows, so writes never wait behind
+a rebuild. At most ``max_pending_rebuilds`` waiting traces are kept in memory; beyond that the store's own
+record of stale trajectories is read back, oldest first, once those have been rebuilt.
 """
 
 from __future__ import annotations
