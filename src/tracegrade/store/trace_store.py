@@ -36,6 +36,7 @@ from tracegrade.store.database import attach_duckdb, fetch_arrow, insert_arrow, 
 from tracegrade.store.prepared import PreparedWrite, prepare_write
 from tracegrade.store.readonly import check_read_only
 from tracegrade.store.results import QueryResult, WriteResult
+from tracegrade.store.row_groups import RowGroupFill, last_row_group_rows
 from tracegrade.store.rows import (
     LOG_SELECT_COLUMNS,
     SPAN_SELECT_COLUMNS,
@@ -61,8 +62,10 @@ DEFAULT_CHECKPOINT_THRESHOLD = "256MB"
 DEFAULT_WRITER_THREADS = 1
 # Rows per row group of a read-write store (DuckDB's default is 122,880). A checkpoint rewrites the
 # row groups that gained rows, whole, and 122,880 agent spans of 2 KB are some 300 MB: measured on
-# 200,000 such spans, peak RSS 510-560 MB with the default and 340 MB with 16,384 rows.
-ROW_GROUP_SIZE = 16_384
+# 200,000 such spans, peak RSS 510-560 MB with the default and 340 MB with 16,384 rows. The writer
+# checkpoints when the spans table's last group is full (see row_groups), so this is also about how
+# many spans a checkpoint writes.
+ROW_GROUP_SIZE = 8_192
 _LOOKUP_CHUNK = 1000  # trace ids per IN list when loading spans
 _REBUILD_CHUNK = 1000  # traces mapped and replaced per transaction
 _TICK = timedelta(microseconds=1)
@@ -133,10 +136,13 @@ class TraceStore:
         self.failure: str | None = None  # why DuckDB invalidated the database (it then refuses every write)
         self.uncheckpointed_bytes = 0  # Arrow bytes committed since the last checkpoint (``wal=False``)
         self.uncheckpointed_since: float | None = None  # monotonic time of the first of them
+        self.span_group = RowGroupFill(ROW_GROUP_SIZE)  # the spans table's last row group
         try:
             (check_schema if read_only else ensure_schema)(self._con, self.path)
             if not self.wal:
                 self._con.execute("CHECKPOINT")  # a new or migrated schema is durable before any write
+            if not read_only:
+                self.span_group.rows = last_row_group_rows(self._con, "spans") or 0
         except BaseException:
             self._con.close()
             raise
@@ -170,6 +176,7 @@ class TraceStore:
             rooted = self._insert_spans(submissions, results, received_at)
             self._insert_logs(submissions, results, received_at)
             self.uncheckpointed_bytes += sum(t.nbytes for s in submissions for t in (s.spans, s.logs) if t is not None)
+        self.span_group.appended(sum(result.spans_inserted for result in results))
         for result, sent in zip(results, submissions):
             result.spans_duplicate = sent.spans_sent - result.spans_inserted
             result.logs_duplicate = sent.logs_sent - result.logs_inserted
@@ -451,6 +458,7 @@ class TraceStore:
                 raise StoreError(f"checkpointing store {self.path} failed: {exc}") from exc
             self.uncheckpointed_bytes = 0
             self.uncheckpointed_since = None
+            self.span_group.checkpointed()
 
     def _require_open(self) -> None:
         if self._closed:

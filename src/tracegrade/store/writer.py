@@ -7,9 +7,10 @@ into one transaction (group commit: one fsync for all of them) and resolves each
 after the commit.
 
 With a store that writes no WAL (``TraceStore(wal=False)``, under the receiver's request journal) a
-commit is durable only after a checkpoint: the thread checkpoints once ``checkpoint_bytes`` of records
-and trajectory rows are committed, or ``CHECKPOINT_SECONDS`` after the oldest of them, and then calls
-each submission's ``when_durable`` (with a WAL, right after its commit).
+commit is durable only after a checkpoint: the thread checkpoints once the spans table's last row group
+is full (a transaction takes no more spans than it has room for; see ``row_groups``), once
+``checkpoint_bytes`` of records and trajectory rows are committed, or ``CHECKPOINT_SECONDS`` after the
+oldest of them, and then calls each submission's ``when_durable`` (with a WAL, right after its commit).
 
 Traces that gained records are rebuilt once they settle (while the writer is behind, at most one
 rebuild job starts per ``REBUILD_MIN_INTERVAL``): ``root_settle_seconds`` after their last
@@ -373,7 +374,10 @@ class StoreWriter:
         since = self.store.uncheckpointed_since
         if self.store.wal or since is None or self.store.failure is not None:
             return None
-        return since if self.store.uncheckpointed_bytes >= self.checkpoint_bytes else since + CHECKPOINT_SECONDS
+        group = self.store.span_group
+        if (group.full and group.unsaved) or self.store.uncheckpointed_bytes >= self.checkpoint_bytes:
+            return since
+        return since + CHECKPOINT_SECONDS
 
     def _checkpoint_due(self) -> bool:
         at = self._checkpoint_at()
@@ -423,15 +427,33 @@ class StoreWriter:
             self._fail_queued()
 
     def _take_batch(self) -> list[_Submission]:
+        """The next transaction's submissions: up to ``max_batch_spans`` records, and (without WAL) no
+        more spans than the row group they go into has room for."""
         batch: list[_Submission] = []
-        taken = 0
-        while self._queue and (not batch or taken + self._queue[0].size <= self.max_batch_spans):
+        taken = spans = 0
+        span_room = self._span_room()
+        while self._queue and (
+            not batch
+            or (
+                taken + self._queue[0].size <= self.max_batch_spans
+                and spans + self._queue[0].prepared.spans_sent <= span_room
+            )
+        ):
             submission = self._queue.popleft()
             self._queued -= submission.size
             if submission.future.set_running_or_notify_cancel():
                 batch.append(submission)
                 taken += submission.size
+                spans += submission.prepared.spans_sent
         return batch
+
+    def _span_room(self) -> int:
+        """Spans the next transaction may take: the room left in the last row group, or a whole group
+        when the first queued submission does not fit there (it starts a new one)."""
+        group = self.store.span_group
+        if self.store.wal:
+            return self.max_batch_spans
+        return group.room if self._queue and group.fits(self._queue[0].prepared.spans_sent) else group.size
 
     def _rebuild(self, *, everything: bool) -> None:
         """Hand due traces (every dirty trace when ``everything``) to the rebuilder, in jobs."""
@@ -446,6 +468,9 @@ class StoreWriter:
                 return
 
     def _write(self, batch: list[_Submission]) -> None:
+        group = self.store.span_group
+        if not self.store.wal and group.unsaved and not group.fits(sum(s.prepared.spans_sent for s in batch)):
+            self._checkpoint()  # the group is as full as it gets: write it once, before the next one starts
         started = time.monotonic()
         try:
             written = self.store.write_batch([s.prepared for s in batch])
