@@ -65,7 +65,7 @@ def _announce(server: object) -> None:
 @click.option(
     "--store-memory-limit",
     envvar=ENV_VARS["store_memory_limit"],
-    help="DuckDB memory limit for the store's cache (default 128MB, at least 64MB).",
+    help="DuckDB memory limit for the store's cache (default 96MB, at least 64MB).",
 )
 @click.option(
     "--max-inflight-requests",

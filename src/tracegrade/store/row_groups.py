@@ -23,9 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import duckdb
-
-__all__ = ["RowGroupFill", "last_row_group_rows"]
+__all__ = ["RowGroupFill"]
 
 
 @dataclass(slots=True)
@@ -59,16 +57,3 @@ class RowGroupFill:
 
     def checkpointed(self) -> None:
         self.unsaved = False
-
-
-def last_row_group_rows(con: duckdb.DuckDBPyConnection, table: str) -> int | None:
-    """Rows in ``table``'s last row group as stored (None when DuckDB cannot say). Reads the table's
-    storage layout, which takes milliseconds per 100,000 rows: for opening a store, not for every write."""
-    try:
-        row = con.execute(
-            f"SELECT max(count) FROM pragma_storage_info('{table}') WHERE column_id = 0 "
-            "GROUP BY row_group_id ORDER BY row_group_id DESC LIMIT 1"
-        ).fetchone()
-    except duckdb.Error:
-        return None
-    return int(row[0]) if row is not None else 0

@@ -36,7 +36,7 @@ from tracegrade.store.database import attach_duckdb, fetch_arrow, insert_arrow, 
 from tracegrade.store.prepared import PreparedWrite, prepare_write
 from tracegrade.store.readonly import check_read_only
 from tracegrade.store.results import QueryResult, WriteResult
-from tracegrade.store.row_groups import RowGroupFill, last_row_group_rows
+from tracegrade.store.row_groups import RowGroupFill
 from tracegrade.store.rows import (
     LOG_SELECT_COLUMNS,
     SPAN_SELECT_COLUMNS,
@@ -136,13 +136,12 @@ class TraceStore:
         self.failure: str | None = None  # why DuckDB invalidated the database (it then refuses every write)
         self.uncheckpointed_bytes = 0  # Arrow bytes committed since the last checkpoint (``wal=False``)
         self.uncheckpointed_since: float | None = None  # monotonic time of the first of them
-        self.span_group = RowGroupFill(ROW_GROUP_SIZE)  # the spans table's last row group
+        # the spans table's last row group; what an earlier run left is never appended to (see row_groups)
+        self.span_group = RowGroupFill(ROW_GROUP_SIZE)
         try:
             (check_schema if read_only else ensure_schema)(self._con, self.path)
             if not self.wal:
                 self._con.execute("CHECKPOINT")  # a new or migrated schema is durable before any write
-            if not read_only:
-                self.span_group.rows = last_row_group_rows(self._con, "spans") or 0
         except BaseException:
             self._con.close()
             raise
