@@ -77,9 +77,10 @@ class ServeSettings(BaseModel):
     max_request_bytes: int = Field(
         16 * MIB, ge=1024, description="largest request accepted, compressed and after decompression"
     )
-    # Refused exporters wait a second or more (HTTP's Retry-After is whole seconds) while the writer goes
-    # on at 20,000-30,000 spans/s: the queue must cover that wait. Measured over 200,000 spans: 16,000 and
-    # 10,000 spans of room cut throughput to 9,000-16,000 spans/s, from 18,000-23,000 with 30,000.
+    # Refused exporters wait before they retry (over HTTP a second at least: Retry-After is whole seconds)
+    # while the writer goes on at 20,000-30,000 spans/s: the queue must cover that wait. Measured over
+    # 200,000 spans (128MB store, retry delay then the whole queue's drain time): 16,000 and 10,000 spans
+    # of room cut throughput to 9,000-16,000 spans/s, from 18,000-23,000 with 30,000.
     queue_spans: int = Field(30_000, ge=1, description="capacity of the write queue, in spans")
     # A quarter of it is committed before a checkpoint (StoreWriter.checkpoint_bytes): 24 MB still holds
     # a whole row group of 2 KB agent spans (8,192 of them are 16 MB as Arrow), so checkpoints stay on
