@@ -1,6 +1,6 @@
-"""Backpressure and draining: a full write queue gives 503/RESOURCE_EXHAUSTED with a retry delay, too many
-requests in flight are told to retry, and a stopping receiver answers 503/UNAVAILABLE while it finishes
-what it acknowledged.
+"""Backpressure and draining: a request that finds the write queue full waits (undecoded) for room, and
+one that waited too long gets 503/RESOURCE_EXHAUSTED with a retry delay; too many requests in flight are
+told to retry; a stopping receiver answers 503/UNAVAILABLE while it finishes what it acknowledged.
 
 The receiver is slowed legitimately: the test holds the store's write lock (as a long write transaction
 would), so the writer thread blocks in its next commit while requests keep arriving; or it holds the
@@ -71,10 +71,10 @@ def _readyz(server: RunningServer) -> tuple[int, dict[str, Any]]:
         return error.code, json.loads(error.read())
 
 
-def _spans_received(server: RunningServer) -> float:
+def _metric(server: RunningServer, name: str) -> float:
     with urllib.request.urlopen(f"{server.http_url}/metrics", timeout=10) as response:
         page = response.read().decode()
-    line = next(x for x in page.splitlines() if x.startswith("tracegrade_receiver_spans_received_total "))
+    line = next(x for x in page.splitlines() if x.startswith(f"tracegrade_receiver_{name} "))
     return float(line.split()[1])
 
 
@@ -106,7 +106,7 @@ def pool() -> Iterator[concurrent.futures.ThreadPoolExecutor]:
 
 
 def test_a_full_queue_is_503_and_resource_exhausted_with_retry_delays(tmp_path: Path) -> None:
-    with running_server(tmp_path / "store.duckdb", queue_spans=5) as server:
+    with running_server(tmp_path / "store.duckdb", queue_spans=5, queue_wait=0.1) as server:
         with writes_paused(server):
             first_trace, first = _spans(5)
             second_trace, second = _spans(5)
@@ -136,6 +136,25 @@ def test_a_full_queue_is_503_and_resource_exhausted_with_retry_delays(tmp_path: 
         for trace_id in (first_trace, second_trace):
             assert count_spans(server.http_url, trace_id) == 5
         assert _readyz(server)[0] == 200
+
+
+def test_a_request_that_finds_the_queue_full_waits_undecoded_for_room_instead_of_being_refused(
+    tmp_path: Path, pool: concurrent.futures.ThreadPoolExecutor
+) -> None:
+    with running_server(tmp_path / "store.duckdb", queue_spans=5, queue_wait=60) as server:
+        with writes_paused(server):
+            _, first = _spans(5)
+            assert _post_traces(server, first).status == 200
+            _wait_for(lambda: server.server.writer.queue_depth == 0, "the writer to take the first batch")
+            assert _post_traces(server, _spans(5)[1]).status == 200  # the queue is full now
+            third_trace, third = _spans(5)
+            pending = pool.submit(_post_traces, server, third)
+            _wait_for(lambda: _metric(server, "requests_waiting_for_room") == 1, "the third request to wait")
+            assert _metric(server, "spans_received_total") == 10  # held before decoding
+            assert not pending.done()
+        assert pending.result(30).status == 200  # let on once the writer took the queued batch: no retry
+        assert _metric(server, "requests_waiting_for_room") == 0
+        _wait_for(lambda: count_spans(server.http_url, third_trace) == 5, "the held batch to be stored")
 
 
 def test_requests_beyond_the_inflight_limit_are_told_to_retry(

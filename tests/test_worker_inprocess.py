@@ -23,10 +23,12 @@ from tracegrade.evaluation.selection import TraceSelection
 from tracegrade.evaluation.worker import WorkerRules
 from tracegrade.ingest.inprocess_worker import start_inprocess_worker
 from tracegrade.ingest.intake import Intake
+from tracegrade.ingest.journaled_writer import JournaledWriter
 from tracegrade.ingest.metrics import ReceiverMetrics
 from tracegrade.ingest.runs_endpoint import add_runs_route
 from tracegrade.models.config import CriteriaConfig, CriterionConfig, EvalConfig
 from tracegrade.store import StoreWriter, TraceStore
+from tracegrade.store.journal import RequestJournal
 
 TOKEN = "s3cret"
 
@@ -74,10 +76,10 @@ def test_inprocess_worker_grades_traces_as_they_arrive(writer: StoreWriter) -> N
 
 
 @contextmanager
-def runs_server(writer: StoreWriter) -> Iterator[str]:
+def runs_server(writer: StoreWriter, journal: Path) -> Iterator[str]:
     """An aiohttp app with only the runs route (the receiver adds it to its own app) on a loopback port."""
     metrics = ReceiverMetrics(queue_depth=lambda: 0, inflight=lambda: 0)
-    intake = Intake(writer, metrics, token=TOKEN, max_inflight_requests=4)
+    intake = Intake(JournaledWriter(writer, RequestJournal(journal)), metrics, token=TOKEN, max_inflight_requests=4)
     app = web.Application()
     add_runs_route(app, writer.store, intake.authorize)
     loop = asyncio.new_event_loop()
@@ -100,12 +102,12 @@ def runs_server(writer: StoreWriter) -> Iterator[str]:
         intake.close()
 
 
-def test_runs_endpoint_records_a_report_through_the_writer(writer: StoreWriter) -> None:
+def test_runs_endpoint_records_a_report_through_the_writer(writer: StoreWriter, tmp_path: Path) -> None:
     writer.submit([s for n in (1, 2) for s in run_spans(AgentRun(n, f"q{n}", "ok", []))]).result(30)
     _wait(lambda: _count(writer, "SELECT count(*) FROM traces") == 2)
     config = EvalConfig(criteria=CriteriaConfig(contains_keywords=CriterionConfig.contains_keywords(["ok"])))
     report = TraceGrader(writer, config).grade_traces_sync(TraceSelection())
-    with runs_server(writer) as url:
+    with runs_server(writer, tmp_path / "journal") as url:
         remote = GradingStore(reader=writer, sink=None, remote_url=url, token=TOKEN)
         assert remote.record(report, "reference_free", "run-remote") == "run-remote"
         assert remote.record(report, "reference_free", "run-remote") == "run-remote"  # idempotent

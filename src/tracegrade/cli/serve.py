@@ -60,7 +60,13 @@ def _announce(server: object) -> None:
     "--queue-spans",
     type=int,
     envvar=ENV_VARS["queue_spans"],
-    help="Write-queue capacity in spans; beyond it exporters are told to retry (default 30000).",
+    help="Write-queue capacity in spans; requests wait for room, then are told to retry (default 10000).",
+)
+@click.option(
+    "--queue-wait",
+    type=float,
+    envvar=ENV_VARS["queue_wait"],
+    help="Seconds a request waits, undecoded, for room in a full write queue before it is told to retry (default 1).",
 )
 @click.option(
     "--store-memory-limit",
@@ -99,7 +105,7 @@ def command(**options: object) -> None:
 
     Every flag can also be set with an environment variable: TRACEGRADE_STORE, TRACEGRADE_HOST,
     TRACEGRADE_GRPC_PORT, TRACEGRADE_HTTP_PORT, TRACEGRADE_TOKEN, TRACEGRADE_TLS_CERT, TRACEGRADE_TLS_KEY,
-    TRACEGRADE_MAX_REQUEST_BYTES, TRACEGRADE_QUEUE_SPANS, TRACEGRADE_STORE_MEMORY_LIMIT,
+    TRACEGRADE_MAX_REQUEST_BYTES, TRACEGRADE_QUEUE_SPANS, TRACEGRADE_QUEUE_WAIT, TRACEGRADE_STORE_MEMORY_LIMIT,
     TRACEGRADE_MAX_INFLIGHT_REQUESTS, TRACEGRADE_SHUTDOWN_TIMEOUT, TRACEGRADE_WORKER_RULES,
     TRACEGRADE_MAPPING_PROCESS.
     """

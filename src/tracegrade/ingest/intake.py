@@ -21,6 +21,7 @@ import grpc
 from tracegrade.errors import DecodeError
 from tracegrade.ingest.metrics import ReceiverMetrics
 from tracegrade.ingest.otlp_responses import ExportOutcome, Signal, WireFormat
+from tracegrade.ingest.queue_gate import QueueGate, QueueGateTimeout
 
 __all__ = [
     "ExportRefused",
@@ -143,6 +144,7 @@ class Intake:
         max_inflight_requests: int,
         decode_threads: int = 2,
         decode_limits: Any = None,
+        queue_wait: float = 0.0,
     ) -> None:
         from tracegrade.store import QueueFull
 
@@ -154,6 +156,7 @@ class Intake:
         self._limits = () if decode_limits is None else (decode_limits,)
         self._decoders = _decoders()
         self._executor = ThreadPoolExecutor(decode_threads, thread_name_prefix="tracegrade-decode")
+        self._gate = QueueGate(writer.free_records, writer.writer.max_queue_spans, queue_wait)
         self._inflight = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -162,6 +165,11 @@ class Intake:
     @property
     def inflight(self) -> int:
         return self._inflight
+
+    @property
+    def waiting_for_room(self) -> int:
+        """Admitted requests held until the write queue has room for them."""
+        return self._gate.waiting
 
     # -- admission -------------------------------------------------------------------------------------
 
@@ -216,30 +224,41 @@ class Intake:
         signal, fmt = next(key for key, value in RECORD_KINDS.items() if value == kind)
         return _records(signal, self._decoders[(signal, fmt)](payload, *self._limits))
 
+    def room_freed(self) -> None:
+        """The writer took records from its queue: requests waiting for room may go on (on the loop)."""
+        self._gate.room_freed()
+
     async def export(self, signal: Signal, payload: bytes, fmt: WireFormat) -> ExportOutcome:
-        """Decode ``payload``, journal what is valid, and return once it is durable."""
+        """Wait for room in the write queue, decode ``payload``, journal what is valid, and return once it
+        is durable."""
+        try:
+            reserved = await self._gate.enter()
+        except QueueGateTimeout as exc:
+            retry_after = self._writer.retry_after(self._gate.estimate)
+            raise Overloaded(f"the write queue is full ({exc}); retry later", retry_after) from None
+        queued: int | None = None
+        try:
+            decoded, prepared = await self._decode(signal, payload, fmt)
+            message = self._count_received(signal, decoded)
+            if prepared is not None:
+                durable = self._submit(prepared, (RECORD_KINDS[(signal, fmt)], payload))
+                queued = prepared.size
+        finally:
+            self._gate.leave(reserved, queued)
+        if prepared is not None:
+            await self._until_durable(durable)
+        accepted = len(decoded.spans) if signal is Signal.TRACES else len(decoded.records)
+        return ExportOutcome(accepted=accepted, rejected=len(decoded.rejected), error_message=message)
+
+    async def _decode(self, signal: Signal, payload: bytes, fmt: WireFormat) -> tuple[Any, Any]:
         decoder = self._decoders[(signal, fmt)]
         loop = asyncio.get_running_loop()
         try:
-            decoded, prepared = await loop.run_in_executor(self._executor, self._decode, signal, decoder, payload)
+            return await loop.run_in_executor(self._executor, self._decode_and_prepare, signal, decoder, payload)
         except DecodeError as exc:
             raise Undecodable(f"undecodable OTLP {fmt.value} {signal.value} request: {exc}") from None
-        if signal is Signal.TRACES:
-            spans, logs = decoded.spans, []
-            self._metrics.spans_received.inc(len(spans) + len(decoded.rejected))
-            self._metrics.spans_rejected.inc(len(decoded.rejected))
-            noun = "span"
-        else:
-            spans, logs = [], decoded.records
-            self._metrics.logs_received.inc(len(logs) + len(decoded.rejected))
-            self._metrics.logs_rejected.inc(len(decoded.rejected))
-            noun = "log record"
-        message = summarize_rejections(decoded.rejected, noun) if decoded.rejected else ""
-        if prepared is not None:
-            await self._write(prepared, (RECORD_KINDS[(signal, fmt)], payload))
-        return ExportOutcome(accepted=len(spans) + len(logs), rejected=len(decoded.rejected), error_message=message)
 
-    def _decode(self, signal: Signal, decoder: Callable[..., Any], payload: bytes) -> tuple[Any, Any]:
+    def _decode_and_prepare(self, signal: Signal, decoder: Callable[..., Any], payload: bytes) -> tuple[Any, Any]:
         """Decode a request and convert what it holds for the store (on a decode thread)."""
         from tracegrade.store.prepared import prepare_write
 
@@ -247,15 +266,31 @@ class Intake:
         spans, logs = _records(signal, decoded)
         return decoded, prepare_write(spans, logs) if spans or logs else None
 
-    async def _write(self, prepared: Any, record: tuple[int, bytes]) -> None:
+    def _count_received(self, signal: Signal, decoded: Any) -> str:
+        """Count a decoded request's records; returns the message listing its rejected ones ("" if none)."""
+        if signal is Signal.TRACES:
+            self._metrics.spans_received.inc(len(decoded.spans) + len(decoded.rejected))
+            self._metrics.spans_rejected.inc(len(decoded.rejected))
+            noun = "span"
+        else:
+            self._metrics.logs_received.inc(len(decoded.records) + len(decoded.rejected))
+            self._metrics.logs_rejected.inc(len(decoded.rejected))
+            noun = "log record"
+        return summarize_rejections(decoded.rejected, noun) if decoded.rejected else ""
+
+    def _submit(self, prepared: Any, record: tuple[int, bytes]) -> tuple[Any, float]:
+        """Hand a prepared request to the writer; returns its durability Future and when it was handed."""
         started = time.perf_counter()
         try:
-            future = self._writer.submit(prepared, record)
+            return self._writer.submit(prepared, record), started
         except self._queue_full as exc:
             retry_after = float(getattr(exc, "retry_after", 1.0) or 1.0)
             raise Overloaded(f"the write queue is full ({exc}); retry later", retry_after) from None
         except Exception as exc:  # the writer is closed or broken: nothing was accepted
             raise StoreUnavailable(f"the store is not accepting writes: {exc}", SHUTDOWN_RETRY_AFTER) from None
+
+    async def _until_durable(self, submitted: tuple[Any, float]) -> None:
+        future, started = submitted
         try:
             # shielded: a client that hangs up must not cancel a write the journal already owns
             await asyncio.shield(asyncio.wrap_future(future))

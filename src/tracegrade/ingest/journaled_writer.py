@@ -134,6 +134,14 @@ class JournaledWriter:
             self._cond.notify_all()
         return acknowledged
 
+    def free_records(self) -> int:
+        """Records the store writer's queue can still take, beside those waiting to be journaled."""
+        return self.writer.max_queue_spans - self.writer.queue_depth - self._pending_records
+
+    def retry_after(self, records: int) -> float:
+        """About how long until the queue has room for ``records`` more (see ``StoreWriter.retry_after``)."""
+        return self.writer.retry_after(max(1, records - self.free_records()))
+
     def _run(self) -> None:
         while True:
             with self._cond:

@@ -170,6 +170,7 @@ class ReceiverMetrics:
         queue_depth: Callable[[], float],
         inflight: Callable[[], float],
         store_stats: Callable[[], dict[str, object]] = dict,
+        waiting_for_room: Callable[[], float] = lambda: 0,
     ) -> None:
         self.registry = MetricsRegistry()
         add = self.registry.add
@@ -209,6 +210,13 @@ class ReceiverMetrics:
         )
         add(Gauge(prefix + "queue_depth_spans", "Spans waiting in the write queue.", queue_depth))
         add(Gauge(prefix + "inflight_requests", "Export requests being handled now.", inflight))
+        add(
+            Gauge(
+                prefix + "requests_waiting_for_room",
+                "Export requests held, undecoded, until the write queue has room.",
+                waiting_for_room,
+            )
+        )
         add(StatsGauges("tracegrade_store_", "Store writer statistic", store_stats))
 
     def render(self) -> str:

@@ -86,16 +86,16 @@ class ReceiverServer:
             functools.partial(TraceStore, settings.store, memory_limit=settings.store_memory_limit, wal=False),
         )
         try:
-            # the batch the writer holds while committing counts against memory too: half the queue at most
-            batch_spans = max(512, settings.queue_spans // 2)
             writer = StoreWriter(
                 self._store,
                 max_queue_spans=settings.queue_spans,
-                max_batch_spans=batch_spans,
+                # the whole queue may go into one transaction (spans stop at the row group's end anyway)
+                max_batch_spans=settings.queue_spans,
                 # a checkpoint needs about as much memory again as it writes: a quarter of the limit each
                 checkpoint_bytes=duckdb_size_bytes(settings.store_memory_limit) // 4,
                 # no mapping child unless asked for: it costs about 100 MB while a backlog keeps it running
                 mapping=MappingProcess() if settings.mapping_process else MappingProcess(in_process_spans=None),
+                on_dequeued=functools.partial(self._report_room, loop),
             )
             writer.start()
             self._writer = JournaledWriter(
@@ -109,12 +109,14 @@ class ReceiverServer:
                 queue_depth=lambda: writer.queue_depth,
                 inflight=lambda: self.inflight,
                 store_stats=lambda: self._writer.stats,
+                waiting_for_room=lambda: self._intake.waiting_for_room if self._intake is not None else 0,
             )
             self._intake = Intake(
                 self._writer,
                 metrics,
                 token=settings.token,
                 max_inflight_requests=settings.max_inflight_requests,
+                queue_wait=settings.queue_wait,
             )
             await loop.run_in_executor(None, self._writer.recover, self._intake.decode_record)
             self._writer.start()
@@ -250,6 +252,17 @@ class ReceiverServer:
         """Export requests being handled now."""
         return self._intake.inflight if self._intake is not None else 0
 
+    def _report_room(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The writer took records from its queue (called on its thread): wake requests waiting for room."""
+        try:
+            loop.call_soon_threadsafe(self._room_freed)
+        except RuntimeError:  # the loop has closed: no request is waiting any more
+            pass
+
+    def _room_freed(self) -> None:
+        if self._intake is not None:
+            self._intake.room_freed()
+
     def readiness(self) -> tuple[bool, str]:
         """(ready, why): ready while started, not stopping, and the write queue has room."""
         if self._intake is None or self._writer is None:
@@ -297,9 +310,12 @@ async def _serve(settings: ServeSettings, announce: Any) -> None:
 def run_server(settings: ServeSettings, announce: Any = lambda server: None) -> None:
     """Run a receiver in this thread until signalled; ``announce(server)`` is called once it listens.
 
-    The process is the receiver's own (``tracegrade serve``): Arrow's allocator is set for it."""
+    The process is the receiver's own (``tracegrade serve``): Arrow's allocator and glibc's thresholds
+    are set for it."""
+    from tracegrade.ingest.malloc_tuning import fix_malloc_thresholds
     from tracegrade.store.arrow_pool import use_receiver_allocator
 
     use_receiver_allocator()
+    fix_malloc_thresholds()
     Path(settings.store).parent.mkdir(parents=True, exist_ok=True)
     asyncio.run(_serve(settings, announce))

@@ -27,6 +27,7 @@ ENV_VARS: dict[str, str] = {
     "tls_key": "TRACEGRADE_TLS_KEY",
     "max_request_bytes": "TRACEGRADE_MAX_REQUEST_BYTES",
     "queue_spans": "TRACEGRADE_QUEUE_SPANS",
+    "queue_wait": "TRACEGRADE_QUEUE_WAIT",
     "store_memory_limit": "TRACEGRADE_STORE_MEMORY_LIMIT",
     "max_inflight_requests": "TRACEGRADE_MAX_INFLIGHT_REQUESTS",
     "shutdown_timeout": "TRACEGRADE_SHUTDOWN_TIMEOUT",
@@ -77,11 +78,15 @@ class ServeSettings(BaseModel):
     max_request_bytes: int = Field(
         16 * MIB, ge=1024, description="largest request accepted, compressed and after decompression"
     )
-    # Refused exporters wait before they retry (over HTTP a second at least: Retry-After is whole seconds)
-    # while the writer goes on at 20,000-30,000 spans/s: the queue must cover that wait. Measured over
-    # 200,000 spans (128MB store, retry delay then the whole queue's drain time): 16,000 and 10,000 spans
-    # of room cut throughput to 9,000-16,000 spans/s, from 18,000-23,000 with 30,000.
-    queue_spans: int = Field(30_000, ge=1, description="capacity of the write queue, in spans")
+    # A request that finds the queue full waits for room (queue_wait) rather than being sent away, so the
+    # queue only has to hold the writer's next transaction (8,192 spans at most, a row group) while it
+    # commits the current one. Measured over 200,000 agent spans (bench/bench_ingest.py): 10,000 spans of
+    # room kept 23,500-25,600 spans/s with a peak RSS of 366-401 MB; 30,000 (the default while refused
+    # exporters had to be covered for their whole retry delay) peaked at 435-441 MB at the same speed.
+    queue_spans: int = Field(10_000, ge=1, description="capacity of the write queue, in spans")
+    queue_wait: float = Field(
+        1.0, ge=0, description="seconds a request waits for room in a full write queue before it is refused"
+    )
     # A quarter of it is committed before a checkpoint (StoreWriter.checkpoint_bytes): 24 MB still holds
     # a whole row group of 2 KB agent spans (8,192 of them are 16 MB as Arrow), so checkpoints stay on
     # row-group boundaries. Measured against 128MB: peak RSS 420-431 MB against 429-460, same throughput.

@@ -160,7 +160,11 @@ class _DirtyTraces:
 
 
 class StoreWriter:
-    """One writer thread owning ``store`` (closing the writer closes the store)."""
+    """One writer thread owning ``store`` (closing the writer closes the store).
+
+    ``on_dequeued`` is called on the writer's thread each time it takes a transaction's records from the
+    queue (the receiver lets requests that wait for room go on).
+    """
 
     def __init__(
         self,
@@ -174,6 +178,7 @@ class StoreWriter:
         checkpoint_bytes: int = DEFAULT_CHECKPOINT_BYTES,
         max_pending_rebuilds: int = MAX_PENDING_REBUILDS,
         mapping: MappingProcess | None = None,
+        on_dequeued: Callable[[], None] | None = None,
     ) -> None:
         if max_queue_spans < 1:
             raise ValueError("max_queue_spans must be at least 1")
@@ -184,6 +189,7 @@ class StoreWriter:
         self.max_batch_spans = max_batch_spans
         self.max_rebuild_traces = max_rebuild_traces
         self.checkpoint_bytes = checkpoint_bytes
+        self._on_dequeued = on_dequeued
         self._queue: deque[_Submission] = deque()
         self._queued = 0
         self._dirty = _DirtyTraces(max_pending_rebuilds)
@@ -252,7 +258,7 @@ class StoreWriter:
             )
         queued = self._queued + reserved
         if queued and queued + size > self.max_queue_spans:
-            raise QueueFull(queued, self.max_queue_spans, self._retry_after(queued + size - self.max_queue_spans))
+            raise QueueFull(queued, self.max_queue_spans, self.retry_after(queued + size - self.max_queue_spans))
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> QueryResult:
         """Run read-only SQL on the store's connection (safe from any thread, while writes go on)."""
@@ -309,7 +315,7 @@ class StoreWriter:
 
     # --------------------------------------------------------- writer thread
 
-    def _retry_after(self, excess: int) -> float:
+    def retry_after(self, excess: int) -> float:
         """About how long the writer takes to free room for ``excess`` more records at its recent rate (a
         quarter second at least). Not the whole queue's drain time: exporters told to wait that long came
         back to a writer that had run dry (measured over gRPC, which passes the delay on exactly: 19,100 and
@@ -410,6 +416,8 @@ class StoreWriter:
                     batch = self._take_batch()
                     finishing = self._closing and not batch
                 if batch:
+                    if self._on_dequeued is not None:
+                        self._on_dequeued()
                     self._write(batch)
                 if finishing:
                     self._rebuild(everything=True)
