@@ -2,8 +2,9 @@
 
 Both front ends (OTLP/HTTP and OTLP/gRPC) call :class:`Intake`; they only translate its outcome and its
 :class:`ExportRefused` errors into their own status codes. Memory stays bounded: a fixed number of
-requests are admitted at once (the rest are told to retry), decoding runs on a small thread pool, and
-the writer's queue has a capacity in spans.
+requests are admitted at once (the rest are told to retry), an admitted request waits undecoded while
+the writer's queue (a capacity in spans) is full (:class:`~tracegrade.ingest.queue_gate.QueueGate`; told
+to retry after ``queue_wait`` seconds), and decoding runs on a small thread pool.
 """
 
 from __future__ import annotations
@@ -237,6 +238,7 @@ class Intake:
             retry_after = self._writer.retry_after(self._gate.estimate)
             raise Overloaded(f"the write queue is full ({exc}); retry later", retry_after) from None
         queued: int | None = None
+        durable: tuple[Any, float] | None = None
         try:
             decoded, prepared = await self._decode(signal, payload, fmt)
             message = self._count_received(signal, decoded)
@@ -245,7 +247,7 @@ class Intake:
                 queued = prepared.size
         finally:
             self._gate.leave(reserved, queued)
-        if prepared is not None:
+        if durable is not None:
             await self._until_durable(durable)
         accepted = len(decoded.spans) if signal is Signal.TRACES else len(decoded.records)
         return ExportOutcome(accepted=accepted, rejected=len(decoded.rejected), error_message=message)
