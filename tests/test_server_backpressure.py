@@ -26,6 +26,7 @@ from google.rpc import error_details_pb2
 from tests.support.server_inprocess import RunningServer, running_server
 from tests.support.server_otlp import HttpReply, post
 from tests.support.server_requests import count_spans, span_json, status_of, traces_proto, unique_trace_id
+from tracegrade.ingest import server as server_module
 
 TRACE_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
@@ -105,7 +106,11 @@ def pool() -> Iterator[concurrent.futures.ThreadPoolExecutor]:
         yield executor
 
 
-def test_a_full_queue_is_503_and_resource_exhausted_with_retry_delays(tmp_path: Path) -> None:
+def test_a_full_queue_is_503_and_resource_exhausted_with_retry_delays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a query waits this long for acknowledged spans to be committed, then answers with what is committed
+    monkeypatch.setattr(server_module, "QUERY_CONSISTENCY_TIMEOUT", 0.2)
     with running_server(tmp_path / "store.duckdb", queue_spans=5, queue_wait=0.1) as server:
         with writes_paused(server):
             first_trace, first = _spans(5)
