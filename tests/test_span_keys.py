@@ -52,3 +52,15 @@ def test_the_same_span_twice_in_one_batch_is_stored_once_and_credited_to_the_fir
             ("0000000000000001",),
             ("0000000000000002",),
         ]
+
+
+def test_a_resent_batch_spread_over_sixteen_ranges_is_checked_within_a_small_memory_limit(tmp_path):
+    # Sixteen start-time ranges; the lookup joins them with the batch once, so it fits in 24 MB
+    # (a hash join per range took about 7.5 MB each: 120 MB).
+    spread = [_span(trace, n, trace * 100 + n) for trace in range(1, 17) for n in range(1, 33)]
+    assert len(start_ranges([span.start_ns for span in spread])) == 16
+    with TraceStore(tmp_path / "keys.duckdb", memory_limit="24MB") as store:
+        assert store.write(spread).spans_inserted == len(spread)
+        again = store.write(spread)
+        assert (again.spans_inserted, again.spans_duplicate) == (0, len(spread))
+        assert store.query("SELECT count(*) FROM spans").rows == [(len(spread),)]

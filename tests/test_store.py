@@ -219,6 +219,20 @@ def test_write_batch_commits_every_submission_in_one_transaction(store):
     assert store.query("SELECT count(DISTINCT received_at) FROM spans").rows == [(1,)]
 
 
+def test_a_write_out_of_memory_names_the_limit_and_how_to_raise_it_and_the_store_still_works(tmp_path):
+    with TraceStore(tmp_path / "small.duckdb", memory_limit="16MB") as store:
+        store.write([make_span(1, 1)])
+        hungry = "SELECT max(length(l)) FROM (SELECT list(i::VARCHAR) AS l FROM range(5000000) t(i))"
+        with pytest.raises(StoreError) as raised:
+            store.execute_write(hungry)
+        message = str(raised.value)
+        assert "ran out of memory" in message and "its limit of 16MB" in message
+        assert "--store-memory-limit" in message and "TRACEGRADE_STORE_MEMORY_LIMIT" in message
+        assert "Possible solutions" not in message  # DuckDB's advice (threads, insertion order) does not apply
+        assert store.write([make_span(1, 2)]).spans_inserted == 1
+        assert store.query("SELECT count(*) FROM spans").rows == [(2,)]
+
+
 def test_read_only_store_refuses_writes(tmp_path):
     path = tmp_path / "ro.duckdb"
     TraceStore(path).close()

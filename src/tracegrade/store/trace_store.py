@@ -120,6 +120,7 @@ class TraceStore:
     ) -> None:
         self.path = Path(path)
         self.read_only = read_only
+        self.memory_limit = memory_limit  # None: DuckDB's default (80% of the machine's memory)
         config: dict[str, Any] = {} if read_only else {"checkpoint_threshold": checkpoint_threshold}
         if memory_limit:
             config["memory_limit"] = memory_limit
@@ -291,8 +292,7 @@ class TraceStore:
                 except duckdb.Error:
                     pass  # DuckDB already aborted the transaction
                 if isinstance(exc, duckdb.Error):
-                    self._note_failure(exc)
-                    raise StoreError(f"{doing} in store {self.path} failed: {exc}") from exc
+                    raise self._failed(f"{doing} in store {self.path}", exc) from exc
                 raise
 
     def _refuse_if_failed(self) -> None:
@@ -300,11 +300,19 @@ class TraceStore:
         if self.failure is not None:
             raise StoreError(f"store {self.path} failed and must be reopened: {self.failure}")
 
-    def _note_failure(self, exc: duckdb.Error) -> None:
-        """Remember a DuckDB error that invalidated the database: nothing can be written until it is
-        reopened (a failed checkpoint does this, for instance when the memory limit is too small)."""
+    def _failed(self, doing: str, exc: duckdb.Error) -> StoreError:
+        """The StoreError for a DuckDB error while ``doing``, remembering one that invalidated the
+        database: nothing can be written until it is reopened (a failed checkpoint does this, for
+        instance when the memory limit is too small)."""
         if self.failure is None and "invalidated" in str(exc):
             self.failure = str(exc).splitlines()[0]
+        if isinstance(exc, duckdb.OutOfMemoryException):
+            limit = f"its limit of {self.memory_limit}" if self.memory_limit else "DuckDB's default limit"
+            return StoreError(
+                f"{doing} failed: DuckDB ran out of memory ({str(exc).splitlines()[0]}). Give the store more "
+                f"than {limit}: tracegrade serve --store-memory-limit, or TRACEGRADE_STORE_MEMORY_LIMIT"
+            )
+        return StoreError(f"{doing} failed: {exc}")
 
     # ------------------------------------------------------------ trajectories
 
@@ -453,8 +461,7 @@ class TraceStore:
             try:
                 self._con.execute("FORCE CHECKPOINT")
             except duckdb.Error as exc:
-                self._note_failure(exc)
-                raise StoreError(f"checkpointing store {self.path} failed: {exc}") from exc
+                raise self._failed(f"checkpointing store {self.path}", exc) from exc
             self.uncheckpointed_bytes = 0
             self.uncheckpointed_since = None
             self.span_group.checkpointed()
