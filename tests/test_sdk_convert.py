@@ -5,7 +5,7 @@ from __future__ import annotations
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, StatusCode, TraceFlags, TraceState
@@ -144,3 +144,48 @@ def test_each_record_gets_its_own_copy_of_its_own_resource():
     a.resource["service.name"] = "changed"  # a record's resource is its own
     assert c.resource["service.name"] == "sdk-convert"
     assert span_from_readable(first_exporter.get_finished_spans()[0]).resource["service.name"] == "sdk-convert"
+
+
+class _PublicOnly:
+    """A span object with only ReadableSpan's public interface (as a wrapper or another SDK might be)."""
+
+    def __init__(self, span):
+        self._span = span
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._span, name)
+
+
+def test_the_sdk_fast_path_and_the_public_interface_give_the_same_records():
+    """SDK spans are read through their fields; anything else through the public properties. Both must agree,
+    over spans that switch scope, trace state, resource and trace from one to the next."""
+    provider, exporter = _provider(span_limits=SpanLimits(max_span_attributes=3, max_events=1, max_links=1))
+    other_provider = TracerProvider(resource=Resource.create({"service.name": "other"}))
+    other_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    remote = SpanContext(
+        0x0AF7651916CD43DD8448EB211C80319C, 0x00F067AA0BA902B7, True, TraceFlags(1), TraceState([("v", "1")])
+    )
+    for index, (tracer_provider, scope) in enumerate([(provider, "a"), (provider, "b"), (other_provider, "a")]):
+        tracer = tracer_provider.get_tracer(scope, f"0.{index}")
+        parent = trace.set_span_in_context(NonRecordingSpan(remote)) if index == 1 else None
+        with tracer.start_as_current_span(
+            f"root-{index}", context=parent, links=[Link(remote, {"k": index}), Link(remote)], kind=SpanKind.CLIENT
+        ) as root:
+            root.set_attributes({"a": 1, "b": ("x", "y"), "c": 3.5, "d": True})
+            root.add_event("first", {"n": index})
+            root.add_event("second")
+            with tracer.start_as_current_span(f"child-{index}") as child:
+                child.set_status(StatusCode.ERROR, "broken")
+    provider.shutdown()
+    finished = exporter.get_finished_spans()
+    assert len(finished) == 6 and all(type(span) is ReadableSpan for span in finished)
+    fast = [span_from_readable(span) for span in finished]
+    public = [span_from_readable(_PublicOnly(span)) for span in finished]
+    assert fast == public
+    assert [record.scope_name for record in fast] == ["a", "a", "b", "b", "a", "a"]
+    assert [record.trace_state for record in fast] == ["", "", "v=1", "v=1", "", ""]
+    assert fast[1].dropped_attributes_count == 1 and fast[1].dropped_events_count == fast[1].dropped_links_count == 1
+    assert fast[3].parent_span_id == "00f067aa0ba902b7" and fast[3].flags & 0x200
+    assert fast[0].status_code == "ERROR" and fast[4].resource["service.name"] == "other"

@@ -183,6 +183,9 @@ class TrajectoryCollector(SpanProcessor):
     def _file_ended(self) -> None:
         """Convert the queued ended spans and file them by trace (call with the lock held). A span that
         cannot be converted is counted as a failure and skipped."""
+        if not self._ended:
+            return
+        traces = self._traces
         while self._ended:
             span = self._ended.popleft()
             try:
@@ -191,20 +194,16 @@ class TrajectoryCollector(SpanProcessor):
                 self._failures += 1
                 _log_failure("on_end", exc, first=self._failures == 1)
                 continue
-            self._add(record)
-
-    def _add(self, record: SpanRecord) -> None:
-        """File one span record under its trace (call with the lock held)."""
-        entry = self._traces.get(record.trace_id)
-        if entry is None:
-            entry = self._traces[record.trace_id] = _Trace()
-        if entry.key is None:
-            entry.key = _turn_key_of(record.attributes)
-        entry.spans.append(record)
-        self._span_count += 1
+            entry = traces.get(record.trace_id)
+            if entry is None:
+                entry = traces[record.trace_id] = _Trace()
+            if entry.key is None and semconv.CASE_ID in record.attributes:
+                entry.key = _turn_key_of(record.attributes)
+            entry.spans.append(record)
+            self._span_count += 1
+            if self._span_count > self.max_spans or len(traces) > self.max_traces:
+                self._evict()
         self._invalidate()
-        if self._span_count > self.max_spans or len(self._traces) > self.max_traces:
-            self._evict()
 
     def _invalidate(self) -> None:
         """The collected spans changed: cached mappings are stale (call with the lock held)."""

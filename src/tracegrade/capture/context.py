@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from opentelemetry import baggage, trace
 from opentelemetry import context as otel_context
@@ -30,9 +30,12 @@ _active_provider: ContextVar[trace.TracerProvider | None] = ContextVar("tracegra
 _tracers: weakref.WeakKeyDictionary[trace.TracerProvider, trace.Tracer] = weakref.WeakKeyDictionary()
 
 
-@dataclass(frozen=True, slots=True)
-class TurnKey:
-    """Which run, case and turn a span belongs to (``turn_index`` None: every turn of the case)."""
+class TurnKey(NamedTuple):
+    """Which run, case and turn a span belongs to (``turn_index`` None: every turn of the case).
+
+    A named tuple: the collector hashes and compares a few for every turn, and a tuple does both in C (a
+    frozen dataclass runs generated Python code for each).
+    """
 
     case_id: str
     turn_index: int | None = None

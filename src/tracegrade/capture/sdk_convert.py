@@ -5,16 +5,22 @@ Ids become lower-case hex, attribute tuples become lists, kind and status become
 across SDK versions: ``instrumentation_scope`` falls back to ``instrumentation_info``, and the dropped
 counts (``dropped_attributes`` ...) read as 0 where the SDK does not have them.
 
-This runs inside the host application for every span it ends, so it reads the SDK's backing
-containers where they exist (``_attributes``, ``_events``, ``_links``): the public properties copy them
-under a lock on every access. Finished spans no longer change, so this is safe; spans without those
-attributes take the public path.
+This runs inside the host application for every span it ends, so it avoids Python-level calls where it
+can. For the SDK's own span classes it reads the fields the public properties return (``_context``,
+``_attributes`` ...) and the deques inside the ``BoundedList`` of events and links directly: each property
+is a Python call, and ``attributes``/``events``/``links`` copy under a lock. Finished spans no longer
+change, so this is safe. Whether a class has those fields is checked once per class; any other span object
+(a subclass, a stand-in) takes the public properties. A ``SpanContext`` is read as the tuple the API
+declares it to be, and the conversions of the resource, scope and trace state last seen are reused.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan, Span
+from opentelemetry.trace import SpanContext
 
 from tracegrade.models.span import SpanEvent, SpanLink, SpanRecord
 
@@ -23,51 +29,178 @@ __all__ = ["span_from_readable"]
 _HAS_IS_REMOTE = 0x100
 _IS_REMOTE = 0x200
 
+# the fields behind ReadableSpan's properties, in every SDK release we support (1.25 on)
+_FIELDS = (
+    "_name",
+    "_context",
+    "_kind",
+    "_parent",
+    "_start_time",
+    "_end_time",
+    "_attributes",
+    "_events",
+    "_links",
+    "_resource",
+    "_status",
+    "_instrumentation_scope",
+    "_instrumentation_info",
+)
+_SDK_CLASSES = (ReadableSpan, Span)
+_reads_fields: dict[type, bool] = {}  # span class -> are its fields read directly (decided on its first span)
+
 
 def span_from_readable(span: Any) -> SpanRecord:
     """Convert one finished SDK span (``opentelemetry.sdk.trace.ReadableSpan``)."""
-    context = span.context
-    parent = span.parent
-    status = span.status
-    scope = getattr(span, "instrumentation_scope", None) or getattr(span, "instrumentation_info", None)
-    trace_state = context.trace_state
-    start = span.start_time or 0
-    flags = int(context.trace_flags) | _HAS_IS_REMOTE
-    if parent is not None and parent.is_remote:
-        flags |= _IS_REMOTE
-    events = _backing(span, "_events", "events")
-    links = _backing(span, "_links", "links")
+    direct = _reads_fields.get(type(span))
+    if direct is None:
+        direct = _reads_fields[type(span)] = type(span) in _SDK_CLASSES and all(hasattr(span, f) for f in _FIELDS)
+    if direct:
+        attributes = span._attributes
+        events = span._events
+        links = span._links
+        return _record(
+            span._name,
+            span._context,
+            span._kind,
+            span._parent,
+            span._start_time,
+            span._end_time,
+            attributes,
+            getattr(events, "_dq", events),  # a BoundedList's deque: its len and iteration are Python calls
+            getattr(links, "_dq", links),
+            span._resource,
+            span._status,
+            span._instrumentation_scope or span._instrumentation_info,
+            getattr(attributes, "dropped", 0),
+            getattr(events, "dropped", 0),
+            getattr(links, "dropped", 0),
+        )
+    return _record(
+        span.name,
+        span.context,
+        span.kind,
+        span.parent,
+        span.start_time,
+        span.end_time,
+        _backing(span, "_attributes", "attributes"),
+        _backing(span, "_events", "events"),
+        _backing(span, "_links", "links"),
+        span.resource,
+        span.status,
+        getattr(span, "instrumentation_scope", None) or getattr(span, "instrumentation_info", None),
+        getattr(span, "dropped_attributes", 0),
+        getattr(span, "dropped_events", 0),
+        getattr(span, "dropped_links", 0),
+    )
+
+
+def _record(
+    name: str,
+    context: Any,
+    kind: Any,
+    parent: Any,
+    start_time: int | None,
+    end_time: int | None,
+    attributes: Any,
+    events: Any,
+    links: Any,
+    resource: Any,
+    status: Any,
+    scope: Any,
+    dropped_attributes: int,
+    dropped_events: int,
+    dropped_links: int,
+) -> SpanRecord:
+    trace_id, span_id, _, trace_flags, trace_state = _context_fields(context)
+    start = start_time or 0
+    flags = trace_flags | _HAS_IS_REMOTE
+    parent_span_id = None
+    if parent is not None:
+        _, parent_id, parent_is_remote, _, _ = _context_fields(parent)
+        if parent_is_remote:
+            flags |= _IS_REMOTE
+        if parent_id:
+            # %-formatting: compiled, it takes under half the time of a format spec (115 against 290 ns)
+            parent_span_id = "%016x" % parent_id  # noqa: UP031
+    scope_name, scope_version = _scope_fields(scope)
     # positional, in field order: a keyword call with all twenty fields costs twice as much
     return SpanRecord(
-        f"{context.trace_id:032x}",  # trace_id
-        f"{context.span_id:016x}",  # span_id
-        span.name,
+        _trace_hex(trace_id),
+        "%016x" % span_id,  # noqa: UP031
+        name,
         start,  # start_ns
-        span.end_time or start,  # end_ns
-        f"{parent.span_id:016x}" if parent is not None and parent.span_id else None,  # parent_span_id
-        span.kind._name_,  # kind
-        _plain(_backing(span, "_attributes", "attributes")),  # attributes
+        end_time or start,  # end_ns
+        parent_span_id,
+        kind._name_,  # kind
+        _plain(attributes),  # attributes
         [_event(event) for event in events] if events else [],  # events
         [_link(link) for link in links] if links else [],  # links
         status.status_code._name_,  # status_code
         status.description or "",  # status_message
-        _resource_attributes(span.resource),  # resource
-        (scope.name or "") if scope is not None else "",  # scope_name
-        (scope.version or "") if scope is not None else "",  # scope_version
-        trace_state.to_header() if trace_state else "",  # trace_state
-        flags,
-        getattr(span, "dropped_attributes", 0),  # dropped_attributes_count
-        getattr(span, "dropped_events", 0),  # dropped_events_count
-        getattr(span, "dropped_links", 0),  # dropped_links_count
+        _resource_attributes(resource),  # resource
+        scope_name,
+        scope_version,
+        _trace_state_header(trace_state),
+        int(flags),
+        dropped_attributes,  # dropped_attributes_count
+        dropped_events,  # dropped_events_count
+        dropped_links,  # dropped_links_count
     )
 
 
-_last_resource: tuple[Any, dict[str, Any]] = (None, {})  # the last resource converted and its attributes
+def _context_fields(context: Any) -> tuple[Any, Any, Any, Any, Any]:
+    """``(trace_id, span_id, is_remote, trace_flags, trace_state)`` of a ``SpanContext``: the API declares it a
+    tuple of those (and ``is_valid``), read here by position rather than through a property each."""
+    if type(context) is SpanContext:
+        fields: tuple[Any, ...] = context
+        return fields[0], fields[1], fields[2], fields[3], fields[4]
+    return context.trace_id, context.span_id, context.is_remote, context.trace_flags, context.trace_state
+
+
+_last_trace: tuple[int, str] = (0, "0" * 32)  # the last trace id converted and its hex: a trace's spans end together
+
+
+def _trace_hex(trace_id: int) -> str:
+    global _last_trace
+    last, text = _last_trace
+    if last != trace_id:
+        text = "%032x" % trace_id  # noqa: UP031
+        _last_trace = (trace_id, text)
+    return text
+
+
+# Resources, scopes and trace states are immutable and shared: by a provider's spans, a tracer's spans and a
+# trace's spans. The last one of each converted is kept with its conversion.
+_last_resource: tuple[Any, dict[str, Any]] = (None, {})
+_last_scope: tuple[Any, str, str] = (None, "", "")
+_last_trace_state: tuple[Any, str] = (None, "")
+
+
+def _scope_fields(scope: Any) -> tuple[str, str]:
+    """The instrumentation scope's ``(name, version)``."""
+    global _last_scope
+    if scope is None:
+        return "", ""
+    last, name, version = _last_scope
+    if last is not scope:
+        name, version = scope.name or "", scope.version or ""
+        _last_scope = (scope, name, version)
+    return name, version
+
+
+def _trace_state_header(trace_state: Any) -> str:
+    global _last_trace_state
+    if trace_state is None:
+        return ""
+    last, header = _last_trace_state
+    if last is not trace_state:
+        header = trace_state.to_header() if trace_state else ""
+        _last_trace_state = (trace_state, header)
+    return header
 
 
 def _resource_attributes(resource: Any) -> dict[str, Any]:
-    """A copy of the resource's attributes. Resources are immutable and one provider's spans share one, so
-    the last one's conversion is kept and copied."""
+    """A copy of the resource's attributes (each record's own: records may be changed)."""
     global _last_resource
     if resource is None:
         return {}
@@ -112,12 +245,11 @@ def _event(event: Any) -> SpanEvent:
 
 
 def _link(link: Any) -> SpanLink:
-    context = link.context
-    trace_state = context.trace_state
+    trace_id, span_id, _, _, trace_state = _context_fields(link.context)
     return SpanLink(
-        trace_id=f"{context.trace_id:032x}",
-        span_id=f"{context.span_id:016x}",
+        trace_id=_trace_hex(trace_id),
+        span_id="%016x" % span_id,  # noqa: UP031
         attributes=_plain(link.attributes),
-        trace_state=trace_state.to_header() if trace_state else "",
+        trace_state=_trace_state_header(trace_state),
         dropped_attributes_count=getattr(link, "dropped_attributes", 0),
     )
