@@ -88,6 +88,13 @@ def _turn_key_of(attributes: Any) -> TurnKey | None:
     return TurnKey(str(case_id), turn_index, str(run_id) if run_id else None)
 
 
+def _attributes_of(span: Any) -> Any:
+    """A starting span's attributes, from the SDK's backing dict where it has one: ``span.attributes`` wraps
+    them in a new read-only proxy, and every read through ``BoundedAttributes`` is a Python call."""
+    backing = getattr(getattr(span, "_attributes", None), "_dict", None)
+    return backing if isinstance(backing, dict) else span.attributes
+
+
 def _log_failure(hook: str, exc: Exception, *, first: bool) -> None:
     if first:
         log.warning(
@@ -133,7 +140,7 @@ class TrajectoryCollector(SpanProcessor):
         try:
             if span.context.trace_id in self._turn_traces:
                 return  # inside a running turn's own trace: attributed through the trace's root
-            key = _turn_key_of(span.attributes)
+            key = _turn_key_of(_attributes_of(span))
             if key is not None:
                 if span.name.startswith(semconv.TURN_SPAN_PREFIX):
                     with self._lock:
