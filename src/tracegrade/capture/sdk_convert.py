@@ -125,12 +125,12 @@ def _record(
     scope_name, scope_version = _scope_fields(scope)
     # positional, in field order: a keyword call with all twenty fields costs twice as much
     return SpanRecord(
-        _trace_hex(trace_id),
-        "%016x" % span_id,  # noqa: UP031
+        _trace_hex(trace_id),  # trace_id
+        "%016x" % span_id,  # noqa: UP031  (span_id)
         name,
         start,  # start_ns
         end_time or start,  # end_ns
-        parent_span_id,
+        parent_span_id,  # parent_span_id
         kind._name_,  # kind
         _plain(attributes),  # attributes
         [_event(event) for event in events] if events else [],  # events
@@ -138,10 +138,10 @@ def _record(
         status.status_code._name_,  # status_code
         status.description or "",  # status_message
         _resource_attributes(resource),  # resource
-        scope_name,
-        scope_version,
-        _trace_state_header(trace_state),
-        int(flags),
+        scope_name,  # scope_name
+        scope_version,  # scope_version
+        _trace_state_header(trace_state),  # trace_state
+        int(flags),  # flags
         dropped_attributes,  # dropped_attributes_count
         dropped_events,  # dropped_events_count
         dropped_links,  # dropped_links_count
