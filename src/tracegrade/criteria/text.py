@@ -8,6 +8,7 @@ than scoring an empty string.
 from __future__ import annotations
 
 import re
+import unicodedata
 from abc import abstractmethod
 
 from tracegrade.criteria.base import SyncCriterion
@@ -95,13 +96,15 @@ class ContainsKeywordsCriterion(_ResponseCriterion):
 
 
 def _tokens(text: str) -> set[str]:
-    if text.isascii():
+    if text.isascii():  # ASCII is already NFKC
         return set(text.lower().translate(_ASCII_NON_WORD_TO_SPACE).split())
-    return set(_TOKEN.findall(text.lower()))
+    # NFKC first: a decomposed accent, a ligature or a full-width digit is the same word as its plain
+    # form, and a combining mark is not a word character, so without it "cafe\u0301" would tokenise as "cafe".
+    return set(_TOKEN.findall(unicodedata.normalize("NFKC", text).lower()))
 
 
 def rouge1(actual: str, expected: str) -> tuple[float, float, float]:
-    """ROUGE-1 ``(precision, recall, f1)`` over lowercased, punctuation-stripped unigram sets."""
+    """ROUGE-1 ``(precision, recall, f1)`` over NFKC-normalised, lowercased, punctuation-stripped unigram sets."""
     actual_tokens, expected_tokens = _tokens(actual), _tokens(expected)
     if not expected_tokens:
         return (1.0, 1.0, 1.0) if not actual_tokens else (0.0, 0.0, 0.0)
