@@ -2,29 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from abc import ABC, abstractmethod
 from pathlib import Path
 
+from tracegrade.models.files import write_text_file
 from tracegrade.models.results import EvalReport
 
 __all__ = ["BaseReporter", "FileReporter", "write_text_file"]
-
-
-def write_text_file(path: str | Path, text: str) -> Path:
-    """Write UTF-8 ``text`` atomically (parent directories created); returns the absolute path."""
-    target = Path(path).expanduser().absolute()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
 
 
 class BaseReporter(ABC):
