@@ -49,7 +49,10 @@ def _element(parent: ET.Element, tag: str, text: str | None = None, **attrs: Any
 
 
 def _criterion_line(c: CriterionResult) -> str:
-    line = f"  [{STATUS_LABELS[criterion_status(c)]}] {c.criterion}: {c.score:.2f} (threshold: {c.threshold})"
+    status = criterion_status(c)
+    if status == "skipped":  # a skip has no meaningful score: say why it did not run
+        return f"  [{STATUS_LABELS[status]}] {c.criterion}: {c.reason or 'not applicable'}"
+    line = f"  [{STATUS_LABELS[status]}] {c.criterion}: {c.score:.2f} (threshold: {c.threshold})"
     if not c.token_usage.is_zero():
         line += f" - judge: {format_usage(c.token_usage)}"
     return line

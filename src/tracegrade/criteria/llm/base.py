@@ -33,6 +33,7 @@ from tracegrade.models.results import CriterionResult, TokenUsage
 
 __all__ = [
     "NO_PROVIDER_REASON",
+    "NO_RESPONSE_NOTE",
     "NO_RESPONSE_REASON",
     "SampleVerdict",
     "TemplatedLLMCriterion",
@@ -45,6 +46,7 @@ log = logging.getLogger("tracegrade.evaluation")
 
 NO_PROVIDER_REASON = "No LLM provider available"
 NO_RESPONSE_REASON = "agent produced no response"
+NO_RESPONSE_NOTE = "No response to evaluate"
 
 
 @dataclass
@@ -92,6 +94,8 @@ class TemplatedLLMCriterion(BaseCriterion):
 
     template: ClassVar[str]
     grades_response: ClassVar[bool] = True  # an empty/uncaptured agent response cannot be graded
+    # The seed's rule for some criteria: an empty response is "not applicable" (1.0, skipped) rather than 0.0.
+    skips_empty_response: ClassVar[bool] = False
 
     # -- hooks -----------------------------------------------------------------------------------
     def not_applicable(self, actual: ExecutionResult, expected: EvalCase) -> str | None:
@@ -157,6 +161,8 @@ class TemplatedLLMCriterion(BaseCriterion):
                     {"reason": "the trace did not record the agent's response (content capture off?)"},
                 )
             if not self.response_text(actual).strip():
+                if self.skips_empty_response:
+                    return self._not_applicable(NO_RESPONSE_NOTE)
                 return self._result(0.0, {"reason": NO_RESPONSE_REASON, "judge_model": self.config.judge_model})
         cfg = self.config
         problem = provider_problem(cfg.judge_model, cfg.api_key, cfg.api_base, cfg.use_vertex_ai)
