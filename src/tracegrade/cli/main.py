@@ -10,23 +10,24 @@ import click
 
 __all__ = ["cli", "main"]
 
-# command name -> "module:attribute"; each module holds one command (see cli/<name>.py).
-COMMANDS: dict[str, str] = {
-    "run-example": "tracegrade.cli.run_example:command",
-    "validate": "tracegrade.cli.validate:command",
-    "schema": "tracegrade.cli.schema:command",
-    "report": "tracegrade.cli.report:command",
-    "serve": "tracegrade.cli.serve:command",
-    "sql": "tracegrade.cli.sql:command",
-    "traces": "tracegrade.cli.traces:command",
-    "show": "tracegrade.cli.show:command",
-    "import": "tracegrade.cli.import_cmd:command",
-    "export": "tracegrade.cli.export:command",
-    "grade": "tracegrade.cli.grade:command",
-    "runs": "tracegrade.cli.runs:command",
-    "diff": "tracegrade.cli.diff:command",
-    "export-cases": "tracegrade.cli.export_cases:command",
-    "worker": "tracegrade.cli.worker:command",
+# command name -> ("module:attribute", one-line summary). `tracegrade --help` lists the summaries from here,
+# so it imports no command module (they pull in duckdb, pyarrow, pydantic…); each module holds one command.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run-example": ("tracegrade.cli.run_example:command", "Run a bundled example agent and grade it."),
+    "validate": ("tracegrade.cli.validate:command", "Check eval-set and config files and explain every problem."),
+    "schema": ("tracegrade.cli.schema:command", "Print the JSON Schema of an eval set, config or report."),
+    "report": ("tracegrade.cli.report:command", "Re-render a saved report as console, html, junit or json."),
+    "serve": ("tracegrade.cli.serve:command", "Receive OTLP traces and logs (gRPC and HTTP) into a store."),
+    "sql": ("tracegrade.cli.sql:command", "Run one read-only SQL query over the store."),
+    "traces": ("tracegrade.cli.traces:command", "List recent traces, newest first."),
+    "show": ("tracegrade.cli.show:command", "Show one trace's trajectory as a tree."),
+    "import": ("tracegrade.cli.import_cmd:command", "Import OTLP files (JSON, JSON lines, protobuf) into the store."),
+    "export": ("tracegrade.cli.export:command", "Export store tables as parquet files."),
+    "grade": ("tracegrade.cli.grade:command", "Grade stored traces with the criteria of a config."),
+    "runs": ("tracegrade.cli.runs:command", "List recorded grading runs, newest first."),
+    "diff": ("tracegrade.cli.diff:command", "Compare two recorded runs: regressions, improvements, changes."),
+    "export-cases": ("tracegrade.cli.export_cases:command", "Write one eval case per selected trace."),
+    "worker": ("tracegrade.cli.worker:command", "Keep grading settled traces through durable jobs."),
 }
 
 
@@ -38,15 +39,21 @@ class LazyGroup(click.Group):
 
     @staticmethod
     def _available(name: str) -> bool:
-        module = COMMANDS[name].split(":")[0]
+        module = COMMANDS[name][0].split(":")[0]
         return importlib.util.find_spec(module) is not None
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = COMMANDS.get(cmd_name)
-        if target is None or not self._available(cmd_name):
+        if cmd_name not in COMMANDS or not self._available(cmd_name):
             return None
-        module, attr = target.split(":")
+        module, attr = COMMANDS[cmd_name][0].split(":")
         return getattr(importlib.import_module(module), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list from the summaries above: click's default would import every command."""
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
