@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -141,6 +141,33 @@ def _check_simulated_cases(cases: Sequence[tuple[str, EvalCase]], source: str, c
         )
 
 
+def _run_blocking(run: Coroutine[Any, Any, EvalReport]) -> EvalReport:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(run)
+    run.close()  # never awaited: close it so Python does not warn about it
+    raise RuntimeError("evaluate_sync cannot run inside a running event loop; use `await evaluate(...)`")
+
+
+class _ClassOrInstanceMethod:
+    """A method with one form on the class and another on an instance.
+
+    The seed documents ``evaluate_sync`` as a classmethod that builds the evaluator, while an instance's
+    natural blocking call takes :meth:`AgentEvaluator.evaluate`'s arguments; one name serves both.
+    """
+
+    def __init__(self, on_class: classmethod[Any, Any, Any], on_instance: Callable[..., Any]) -> None:
+        self.on_class = on_class
+        self.on_instance = on_instance
+        self.__doc__ = on_instance.__doc__
+
+    def __get__(self, instance: object | None, owner: type) -> Callable[..., Any]:
+        if instance is None:
+            return self.on_class.__get__(None, owner)
+        return self.on_instance.__get__(instance, owner)
+
+
 class AgentEvaluator:
     """Evaluates an agent against eval sets.
 
@@ -235,8 +262,20 @@ class AgentEvaluator:
         _check_simulated_cases([("$", case)], f"<EvalCase {case.eval_id}>", self.config)
         return await _Run(self, grader, "", self.config.verbose, 1).case(case)
 
+    def _evaluate_sync_on_instance(
+        self,
+        eval_set: EvalSet | str | Path,
+        parallel: bool | None = None,
+        max_concurrency: int | None = None,
+        verbose: bool = False,
+        output_dir: str | Path | None = None,
+    ) -> EvalReport:
+        """Blocking :meth:`evaluate` with its arguments: ``AgentEvaluator(app, collector).evaluate_sync(eval_set)``
+        (not usable inside a running event loop)."""
+        return _run_blocking(self.evaluate(eval_set, parallel, max_concurrency, verbose, output_dir))
+
     @classmethod
-    def evaluate_sync(
+    def _evaluate_sync_on_class(
         cls,
         agent: Any,
         collector: TrajectoryCollector | None,
@@ -244,12 +283,9 @@ class AgentEvaluator:
         config: EvalConfig | None = None,
         verbose: bool = False,
     ) -> EvalReport:
-        """Blocking wrapper around :meth:`evaluate` (not usable inside a running event loop)."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(cls(agent, collector, config).evaluate(eval_set, verbose=verbose))
-        raise RuntimeError("evaluate_sync cannot run inside a running event loop; use `await evaluate(...)`")
+        """The seed's form, ``AgentEvaluator.evaluate_sync(app, collector, eval_set, config)``: build the
+        evaluator and run :meth:`evaluate` to the end (not usable inside a running event loop)."""
+        return cls(agent, collector, config).evaluate_sync(eval_set, verbose=verbose)
 
     @classmethod
     async def evaluate_file(
@@ -260,6 +296,9 @@ class AgentEvaluator:
         config = EvalConfig.from_file(config_file) if config_file else None
         app, collector = create_eval_app(load_agent(agent_module))
         return await cls(app, collector, config).evaluate(eval_file)
+
+    evaluate_sync = _ClassOrInstanceMethod(_evaluate_sync_on_class, _evaluate_sync_on_instance)
+    del _evaluate_sync_on_class, _evaluate_sync_on_instance  # reachable only as evaluate_sync
 
     # ---- internals ----
 
