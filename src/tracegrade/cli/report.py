@@ -6,8 +6,12 @@ from pathlib import Path
 from typing import TextIO
 
 import click
+from pydantic import ValidationError
 
 from tracegrade.cli.common import UsageProblem, friendly_errors
+from tracegrade.cli.file_kinds import KIND_NAMES, document_kind, file_kind
+from tracegrade.errors import FileFormatError
+from tracegrade.models.files import read_json_file, validation_problems
 from tracegrade.models.results import EvalReport
 from tracegrade.reporters import ConsoleReporter, HTMLReporter, JSONReporter, JUnitXMLReporter
 from tracegrade.reporters.base import FileReporter, write_text_file
@@ -15,6 +19,49 @@ from tracegrade.reporters.base import FileReporter, write_text_file
 __all__ = ["command"]
 
 FORMATS = ("console", "html", "junit", "json")
+_KIND = "report"
+# what to do instead with a file that is not a report, by its kind
+_INSTEAD = {
+    "evalset": "grade it with `tracegrade grade --evalset FILE` (or check it with `tracegrade validate`)",
+    "config": "pass it to `tracegrade grade --config FILE` (or check it with `tracegrade validate`)",
+    "otlp-traces": "load it with `tracegrade import FILE`",
+    "otlp-logs": "load it with `tracegrade import FILE`",
+    "otlp-json-lines": "load it with `tracegrade import FILE`",
+    "binary": "`tracegrade import FILE` loads OTLP protobuf files",
+}
+
+
+def load_report(path: Path) -> EvalReport:
+    """The saved report at ``path``; any other kind of file is refused, naming what it looks like instead."""
+    try:
+        data = read_json_file(path, _KIND)
+    except FileFormatError:
+        kind = file_kind(path)
+        if kind is None:
+            raise
+        raise _not_a_report(path, kind) from None
+    kind = document_kind(data)
+    if kind != "report":
+        if kind is None:
+            keys = sorted(data)[:8] if isinstance(data, dict) else type(data).__name__
+            raise FileFormatError(
+                str(path),
+                [("$", f"not a tracegrade report: it has none of a report's keys (results, summary); found {keys}")],
+                _KIND,
+            )
+        raise _not_a_report(path, kind)
+    try:
+        return EvalReport.model_validate(data)
+    except ValidationError as exc:
+        raise FileFormatError(str(path), validation_problems(exc), _KIND) from None
+
+
+def _not_a_report(path: Path, kind: str) -> FileFormatError:
+    instead = _INSTEAD.get(kind)
+    hint = f"; {instead}" if instead else ""
+    return FileFormatError(
+        str(path), [("$", f"not a tracegrade report: it looks like {KIND_NAMES[kind]}{hint}")], _KIND
+    )
 
 
 def _console_reporter(stream: TextIO | None, *, use_color: bool, verbose: bool) -> ConsoleReporter:
@@ -63,7 +110,7 @@ def command(report_file: Path, fmt: str, output: Path | None, verbose: bool, no_
       tracegrade report eval_reports/capitals.json -f html -o report.html
       tracegrade report eval_reports/capitals.json -f junit > junit.xml
     """
-    report = EvalReport.from_file(report_file)
+    report = load_report(report_file)
     try:
         _render(report, fmt, output, verbose=verbose, no_color=no_color, suite_name=suite_name)
     except OSError as exc:

@@ -17,6 +17,7 @@ from typing import Any
 import click
 from pydantic import BaseModel, ValidationError
 
+from tracegrade.cli.file_kinds import KIND_NAMES, document_kind
 from tracegrade.errors import FileFormatError
 from tracegrade.models.config import EvalConfig
 from tracegrade.models.dataset import SCENARIO_KEY, EvalCase, EvalSet
@@ -112,14 +113,6 @@ def _criterion_setting_problems(enabled: list[tuple[str, Any]]) -> list[Problem]
     return problems
 
 
-def _detect_kind(data: dict[str, Any]) -> str | None:
-    if "eval_cases" in data or "eval_set_id" in data:
-        return "evalset"
-    if "criteria" in data or set(data) & (set(EvalConfig.model_fields) - set(EvalSet.model_fields)):
-        return "config"
-    return None
-
-
 def check_file(path: Path, kind: str) -> tuple[str, str | list[Problem]]:
     """``(kind, summary)`` for a valid file, ``(kind, problems)`` otherwise."""
     try:
@@ -131,7 +124,9 @@ def check_file(path: Path, kind: str) -> tuple[str, str | list[Problem]]:
     if not isinstance(data, dict):
         return kind, [("$", f"expected a JSON object, got {type(data).__name__}")]
     if kind == "auto":
-        detected = _detect_kind(data)
+        detected = document_kind(data)
+        if detected is not None and detected not in _KINDS:
+            return kind, [("$", f"not an eval set or a config: it looks like {KIND_NAMES[detected]}")]
         if detected is None:
             return kind, [
                 (
