@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from tracegrade.cli.common import friendly_errors
+from tracegrade.cli.progress import track
 from tracegrade.cli.store_access import reading_store, store_options
 from tracegrade.store.schema import TABLES
 
@@ -41,7 +42,7 @@ def command(fmt: str, output_dir: Path, tables: tuple[str, ...], store_path: Pat
     chosen = list(TABLES) if "all" in tables else list(dict.fromkeys(tables))
     output_dir.mkdir(parents=True, exist_ok=True)
     with reading_store(store_path, token) as store:
-        for table_name in chosen:
+        for table_name in track(chosen, "exporting", unit="tables"):
             table = store.query_arrow(f"SELECT * FROM {table_name}")
             path = output_dir / f"{table_name}.{fmt}"
             pq.write_table(table, path)

@@ -8,6 +8,7 @@ import click
 
 from tracegrade.cli.common import UsageProblem, friendly_errors
 from tracegrade.cli.grading_store import open_grading_store
+from tracegrade.cli.progress import ProgressBar
 from tracegrade.cli.store_access import store_options
 from tracegrade.evaluation.case_export import cases_from_traces
 from tracegrade.evaluation.selection import TraceSelection, selection_where
@@ -37,6 +38,7 @@ def command(
             store.reader.query(f"SELECT count(*) FROM traces WHERE {clause}", params)
         except Exception as exc:
             raise UsageProblem(f"--where {where!r} is not a valid predicate over the traces table: {exc}") from None
-        eval_set = cases_from_traces(store.reader, selection, name=name)
+        with ProgressBar("exporting cases", unit="traces") as bar:
+            eval_set = cases_from_traces(store.reader, selection, name=name, progress=bar.update)
     eval_set.to_file(output)
     click.echo(f"wrote {len(eval_set)} case(s) to {output}")

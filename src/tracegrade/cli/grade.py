@@ -9,6 +9,7 @@ import click
 
 from tracegrade.cli.common import UsageProblem, friendly_errors
 from tracegrade.cli.grading_store import open_grading_store
+from tracegrade.cli.progress import ProgressBar
 from tracegrade.cli.store_access import store_options
 from tracegrade.errors import StoreError
 from tracegrade.evaluation.engine import compile_criteria
@@ -83,11 +84,12 @@ def command(
     with open_grading_store(store_path, token, writable=record) as store:
         if reference_free:
             _check_predicate(store.reader, selection)
-        grader = TraceGrader(store.reader, config)
-        if eval_set is not None:
-            report = grader.grade_eval_set_sync(eval_set, run_id=run_id)
-        else:
-            report = grader.grade_traces_sync(selection)
+        with ProgressBar("grading", unit="cases") as bar:
+            grader = TraceGrader(store.reader, config, progress=bar.update)
+            if eval_set is not None:
+                report = grader.grade_eval_set_sync(eval_set, run_id=run_id)
+            else:
+                report = grader.grade_traces_sync(selection)
         if reference_free and not report.results:
             click.echo("no traces matched the selection; nothing graded", err=True)
         if record:

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from tracegrade.cli.common import UsageProblem, friendly_errors
+from tracegrade.cli.progress import ProgressBar, track
 from tracegrade.cli.store_access import store_option
 from tracegrade.errors import StoreLockedError
 from tracegrade.store.access import read_sidecar
@@ -49,7 +50,8 @@ def command(files: tuple[Path, ...], store_path: Path) -> None:
     """
     from tracegrade.ingest.decode import read_otlp_file
 
-    decoded = [(path, *read_otlp_file(path)) for path in files]  # decode everything before writing anything
+    # Decode everything before writing anything.
+    decoded = [(path, *read_otlp_file(path)) for path in track(files, "decoding", unit="files")]
     rejected_total = 0
     store_path.parent.mkdir(parents=True, exist_ok=True)
     with _open_for_import(store_path) as store:
@@ -67,7 +69,8 @@ def command(files: tuple[Path, ...], store_path: Path) -> None:
                 click.echo(f"  rejected at {rejection.where}: {rejection.reason}", err=True)
             if len(rejections) > _SHOWN_REJECTIONS:
                 click.echo(f"  … and {len(rejections) - _SHOWN_REJECTIONS} more rejected", err=True)
-        mapped = store.rebuild_trajectories(sorted(touched))
+        with ProgressBar(f"mapping {len(touched):,} traces"):
+            mapped = store.rebuild_trajectories(sorted(touched))
     click.echo(f"{mapped} trace{'s' if mapped != 1 else ''} mapped into {store_path}")
     if rejected_total:
         raise SystemExit(1)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 from pathlib import Path
 
 import click
 
 from tracegrade.cli.common import UsageProblem, friendly_errors
+from tracegrade.cli.progress import ProgressBar
 from tracegrade.cli.store_access import store_option
 from tracegrade.errors import StoreLockedError
 from tracegrade.evaluation.worker import GradingWorker, WorkerRules
@@ -59,4 +61,16 @@ async def _serve(worker: GradingWorker) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     click.echo(f"worker {worker.worker_id} grading; stop with Ctrl-C", err=True)
-    await worker.run_forever(stop)
+    with ProgressBar("grading jobs", unit="jobs") as bar:
+        watcher = asyncio.create_task(_show_backlog(worker, bar, stop))
+        await worker.run_forever(stop)
+        await watcher
+
+
+async def _show_backlog(worker: GradingWorker, bar: ProgressBar, stop: asyncio.Event) -> None:
+    """Every second, the jobs finished (done or failed) out of all jobs enqueued so far."""
+    while bar.active and not stop.is_set():
+        counts = worker.job_counts()
+        bar.update(counts.get("done", 0) + counts.get("failed", 0), sum(counts.values()))
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), 1.0)

@@ -2,21 +2,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tracegrade.evaluation.selection import QueryableStore, TraceSelection, iter_executions, selected_trace_ids
 from tracegrade.models.dataset import EvalCase, EvalSet, Invocation, MessageContent, ToolCall
 
 __all__ = ["cases_from_traces"]
 
 
-def cases_from_traces(store: QueryableStore, selection: TraceSelection, name: str = "exported") -> EvalSet:
+def cases_from_traces(
+    store: QueryableStore,
+    selection: TraceSelection,
+    name: str = "exported",
+    progress: Callable[[int, int], None] | None = None,
+) -> EvalSet:
     """One single-turn case per selected trace, expecting exactly what the trace did.
 
     Each case carries ``metadata.selector.trace_id`` so that grading the exported set against the same
     store finds its trace directly. Tool calls whose arguments were not captured are exported with
-    ``args={}`` (any arguments accepted) and flagged in the case metadata.
+    ``args={}`` (any arguments accepted) and flagged in the case metadata. ``progress(done, total)`` is
+    told how many traces are read.
     """
     cases = []
-    for tid, ex, _ in iter_executions(store, selected_trace_ids(store, selection)):
+    trace_ids = selected_trace_ids(store, selection)
+    for done, (tid, ex, _) in enumerate(iter_executions(store, trace_ids)):
+        if progress is not None:
+            progress(done, len(trace_ids))
         if ex is None:
             continue
         uncaptured = [tc.name for tc in ex.tool_calls if not tc.args_captured]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -53,7 +53,7 @@ class TraceGrader:
 
     ``store`` is anything with ``query(sql, params)``: a :class:`~tracegrade.store.TraceStore` or the
     :class:`~tracegrade.store.RemoteStore` of a running server. The evaluator factory is called once per
-    grading run, exactly as for live runs.
+    grading run, exactly as for live runs. ``progress(done, total)`` is told how many cases are graded.
     """
 
     def __init__(
@@ -61,10 +61,12 @@ class TraceGrader:
         store: QueryableStore,
         config: EvalConfig | None = None,
         evaluator_factory: EvaluatorFactory | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> None:
         self.store = store
         self.config = config or EvalConfig.default()
         self.evaluator_factory = evaluator_factory
+        self.progress = progress or (lambda done, total: None)
 
     async def grade_eval_set(
         self,
@@ -83,6 +85,7 @@ class TraceGrader:
         executions = load_executions(self.store, [t for m in matches if not m.error for t in m.trace_ids])
         results = []
         for m in matches:
+            self.progress(len(results), len(matches))
             missing = [t for t in m.trace_ids if t not in executions]
             if m.error or missing:
                 error = m.error or (
@@ -98,6 +101,7 @@ class TraceGrader:
             execution = ExecutionResult.merge_turns([executions[t] for t in m.trace_ids])
             case = _as_graded(m.case)
             results.append(await _grade_one(grader, execution, case, {"match_strategy": m.strategy}))
+        self.progress(len(results), len(matches))
         return self._report(eval_set.eval_set_id, eval_set.name, results, {"mode": "eval_set"})
 
     async def grade_traces(self, selection: TraceSelection, extra_criteria: Sequence[BaseCriterion] = ()) -> EvalReport:
@@ -117,6 +121,7 @@ class TraceGrader:
         results = []
         trace_ids = selected_trace_ids(self.store, selection)
         for trace_id, execution, usage in iter_executions(self.store, trace_ids, lean=lean):
+            self.progress(len(results), len(trace_ids))
             case = _reference_free_case(trace_id, execution)
             if execution is None:
                 results.append(
@@ -129,6 +134,7 @@ class TraceGrader:
                 result.token_usage = result.token_usage + usage
             result.criterion_results += [r.model_copy() for r in skipped_results]
             results.append(result)
+        self.progress(len(results), len(trace_ids))
         meta = {
             "mode": "reference_free",
             "selection": {k: v for k, v in vars(selection).items() if v is not None},
