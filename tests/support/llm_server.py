@@ -4,7 +4,12 @@ It answers ``POST /v1/chat/completions`` and ``POST /v1/responses`` with replies
 (``server.script(...)``) or, when the queue is empty, from a responder function of the request (so a
 test can answer by prompt content). Every request is recorded (``server.requests``). Faults are
 scripted replies: :meth:`Reply.rate_limited`, :meth:`Reply.server_error`, :meth:`Reply.hang`,
-:meth:`Reply.malformed_body`. The server runs in a background thread with its own event loop.
+:meth:`Reply.malformed_body`. ``LLMServer(apis={"chat"})`` serves chat completions only, as llama.cpp's
+server or TGI do: ``/v1/responses`` is then answered 404 (still recorded, without taking a scripted reply).
+Each server mounts its API under a path of its own (``base_url`` ends ``/llm<N>/v1``; recorded paths
+start at ``/v1``): the judges remember per endpoint which API it serves, and a port a later server reuses
+must not inherit what an earlier one taught them.
+The server runs in a background thread with its own event loop.
 """
 
 from __future__ import annotations
@@ -15,13 +20,17 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
-__all__ = ["LLMServer", "ReceivedRequest", "Reply"]
+__all__ = ["API_PATHS", "LLMServer", "ReceivedRequest", "Reply"]
+
+#: the path of each API the server can serve
+API_PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses"}
+_MOUNTS = itertools.count(1)
 
 
 @dataclass
@@ -98,7 +107,14 @@ Responder = Callable[[ReceivedRequest], "Reply | str"]
 class LLMServer:
     """The scripted server; use as a context manager (``with LLMServer() as server: ...``)."""
 
-    def __init__(self, responder: Responder | None = None, latency: float = 0.0) -> None:
+    def __init__(
+        self, responder: Responder | None = None, latency: float = 0.0, apis: Collection[str] = tuple(API_PATHS)
+    ) -> None:
+        unknown = set(apis) - set(API_PATHS)
+        if unknown:
+            raise ValueError(f"unknown APIs {sorted(unknown)}; choose from {sorted(API_PATHS)}")
+        self.apis = frozenset(apis)
+        self.mount = f"/llm{next(_MOUNTS)}"
         self.responder = responder
         self.latency = latency
         self.requests: list[ReceivedRequest] = []
@@ -132,7 +148,7 @@ class LLMServer:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"http://127.0.0.1:{self.port}{self.mount}/v1"
 
     def _next_reply(self, request: ReceivedRequest) -> Reply:
         with self._lock:
@@ -150,7 +166,7 @@ class LLMServer:
             body = await request.json()
         except json.JSONDecodeError:
             return web.json_response({"error": {"message": "body is not JSON"}}, status=400)
-        received = ReceivedRequest(request.path, body, dict(request.headers), time.monotonic())
+        received = self._received(request, body)
         reply = self._next_reply(received)
         self.in_flight += 1  # only touched on the server's loop thread
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
@@ -173,10 +189,26 @@ class LLMServer:
         build = _chat_payload if request.path.endswith("/chat/completions") else _responses_payload
         return web.json_response(build(next(self._ids), received.model, reply))
 
+    async def _not_served(self, request: web.Request) -> web.StreamResponse:
+        """An API this server lacks: recorded, then answered the way llama.cpp's server answers it."""
+        body = await request.json()
+        with self._lock:
+            self.requests.append(self._received(request, body))
+        error = {"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}}
+        return web.json_response(error, status=404)
+
+    def _received(self, request: web.Request, body: dict[str, Any]) -> ReceivedRequest:
+        return ReceivedRequest(request.path.removeprefix(self.mount), body, dict(request.headers), time.monotonic())
+
+    def requests_to(self, api: str) -> list[ReceivedRequest]:
+        """The recorded requests to one API (``"chat"`` or ``"responses"``)."""
+        with self._lock:
+            return [r for r in self.requests if r.path == API_PATHS[api]]
+
     def _build_app(self) -> web.Application:
         app = web.Application()
-        app.router.add_post("/v1/chat/completions", self._handle)
-        app.router.add_post("/v1/responses", self._handle)
+        for api, path in API_PATHS.items():
+            app.router.add_post(self.mount + path, self._handle if api in self.apis else self._not_served)
         return app
 
     # -- lifecycle -----------------------------------------------------------------------------

@@ -1,9 +1,10 @@
 """One judge call through litellm, and the retry loop around it.
 
-``call_model`` makes a single call (chat completions or the responses API) with instrumentation
-suppressed and litellm's logging callbacks off for it, and returns the reply text with its token usage
-and cost (from litellm's cost map; 0 when the model has no price). ``retry_delay`` classifies a
-failure: 429 and 5xx are retried with exponential backoff plus jitter, honouring ``Retry-After``.
+``call_model`` makes a single call (chat completions or the responses API, falling back to chat
+completions on an endpoint without the responses API) with instrumentation suppressed and litellm's
+logging callbacks off for it, and returns the reply text with its token usage and cost (from litellm's
+cost map; 0 when the model has no price). ``retry_delay`` classifies a failure: 429 and 5xx other than
+501 are retried with exponential backoff plus jitter, honouring ``Retry-After``; nothing else is.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 
+from tracegrade.judges.endpoints import ENDPOINT_STYLES, EndpointKey, is_responses_object, no_responses_api_reason
 from tracegrade.judges.llm import load_litellm
 from tracegrade.judges.providers import resolve_model
 from tracegrade.models.results import TokenUsage
@@ -139,7 +141,8 @@ def retry_delay(exc: BaseException, attempt: int, policy: RetryPolicy) -> float 
     litellm = load_litellm()
     if isinstance(exc, litellm.Timeout) or attempt >= policy.max_retries:
         return None
-    if not (status == 429 or (status is not None and status >= 500) or isinstance(exc, litellm.APIConnectionError)):
+    server_fault = status is not None and status >= 500 and status != 501  # 501: not implemented stays so
+    if not (status == 429 or server_fault or isinstance(exc, litellm.APIConnectionError)):
         return None
     retry_after = _retry_after(exc)
     if retry_after is not None:
@@ -184,7 +187,11 @@ def _cost(response: Any, litellm_model: str, input_tokens: int, output_tokens: i
 
 
 async def call_model(request: JudgeRequest) -> JudgeReply:
-    """One litellm call for ``request`` (no retries); raises litellm's errors or ProviderUnavailable."""
+    """One litellm call for ``request`` (no retries); raises litellm's errors or ProviderUnavailable.
+
+    ``api_style="responses"`` falls back to chat completions on an endpoint without the responses API
+    (see :mod:`tracegrade.judges.endpoints`): the probe and the fallback are one attempt, never retried.
+    """
     litellm = load_litellm()
     resolved = resolve_model(request.model, request.use_vertex_ai)
     common: dict[str, Any] = {
@@ -199,24 +206,17 @@ async def call_model(request: JudgeRequest) -> JudgeReply:
         common["api_base"] = request.api_base
     if request.api_key:
         common["api_key"] = request.api_key
-    use_responses = request.api_style == "responses" and hasattr(litellm, "aresponses")
     with suppressed_instrumentation():
         try:
-            if use_responses:
-                if request.json_mode:
-                    common["text"] = {"format": {"type": "json_object"}}
-                call = litellm.aresponses(input=request.prompt, max_output_tokens=request.max_output_tokens, **common)
+            if request.api_style == "responses" and hasattr(litellm, "aresponses"):
+                response, style = await _responses_or_chat(request, common, (resolved.provider, request.api_base))
             else:
-                if request.json_mode:
-                    common["response_format"] = {"type": "json_object"}
-                messages = [{"role": "user", "content": request.prompt}]
-                call = litellm.acompletion(messages=messages, max_tokens=request.max_output_tokens, **common)
-            response = await asyncio.wait_for(call, timeout=request.timeout_seconds)
+                response, style = await _chat_call(request, common), "chat"
         except Exception as exc:
             if _is_missing_credentials(exc):
                 raise ProviderUnavailable(str(exc)) from exc
             raise
-    text, input_tokens, output_tokens = _reply_text_and_tokens(response, "responses" if use_responses else "chat")
+    text, input_tokens, output_tokens = _reply_text_and_tokens(response, style)
     usage = TokenUsage(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
@@ -224,3 +224,43 @@ async def call_model(request: JudgeRequest) -> JudgeReply:
         calls=1,
     )
     return JudgeReply(text=text, usage=usage)
+
+
+async def _responses_or_chat(request: JudgeRequest, common: dict[str, Any], endpoint: EndpointKey) -> tuple[Any, str]:
+    """The reply and its API style: responses, unless ``endpoint`` is known (or now found) to lack it."""
+    serves = ENDPOINT_STYLES.serves_responses(endpoint)
+    if serves is None:
+        async with ENDPOINT_STYLES.probe_lock(endpoint):  # the other calls wait for this probe's verdict
+            serves = ENDPOINT_STYLES.serves_responses(endpoint)
+            if serves is None:
+                try:
+                    response = await _responses_call(request, common)
+                except Exception as exc:
+                    reason = no_responses_api_reason(exc)
+                    if reason is None:
+                        raise
+                    ENDPOINT_STYLES.record(endpoint, False, reason)
+                    return await _chat_call(request, common), "chat"
+                if not is_responses_object(response):
+                    ENDPOINT_STYLES.record(endpoint, False, "its reply to POST /responses is not a responses object")
+                    return await _chat_call(request, common), "chat"
+                ENDPOINT_STYLES.record(endpoint, True)
+                return response, "responses"
+    if serves:
+        return await _responses_call(request, common), "responses"
+    return await _chat_call(request, common), "chat"
+
+
+async def _responses_call(request: JudgeRequest, common: dict[str, Any]) -> Any:
+    options = {"text": {"format": {"type": "json_object"}}} if request.json_mode else {}
+    call = load_litellm().aresponses(
+        input=request.prompt, max_output_tokens=request.max_output_tokens, **common, **options
+    )
+    return await asyncio.wait_for(call, timeout=request.timeout_seconds)
+
+
+async def _chat_call(request: JudgeRequest, common: dict[str, Any]) -> Any:
+    options = {"response_format": {"type": "json_object"}} if request.json_mode else {}
+    messages = [{"role": "user", "content": request.prompt}]
+    call = load_litellm().acompletion(messages=messages, max_tokens=request.max_output_tokens, **common, **options)
+    return await asyncio.wait_for(call, timeout=request.timeout_seconds)
