@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 
+import duckdb
 import pytest
 
 from tracegrade.store import StoreWriter, TraceStore
+from tracegrade.store.database import BULK_FREE_FLUSH
 from tracegrade.store.prepared import prepare_write
 from tracegrade.store.rows import decompress_json
 
@@ -47,9 +49,17 @@ def test_stamps_order_writes_and_rebuilds_exactly(tmp_path):
 def test_read_write_store_runs_duckdb_on_one_thread_and_readers_keep_the_default(tmp_path):
     path = tmp_path / "s.duckdb"
     with TraceStore(path) as store:
-        assert store.query("SELECT current_setting('threads')").rows == [(1,)]
+        assert store._run("SELECT current_setting('threads')", None, check=False).rows == [(1,)]
     with TraceStore(path, threads=2) as store:
-        assert store.query("SELECT current_setting('threads')").rows == [(2,)]
+        assert store._run("SELECT current_setting('threads')", None, check=False).rows == [(2,)]
+
+
+def test_read_write_store_hands_bulk_frees_back_to_the_system(tmp_path):
+    setting = "SELECT current_setting('allocator_bulk_deallocation_flush_threshold')"
+    reference = duckdb.connect()  # how this DuckDB renders the value the store sets (1MB -> 976.5 KiB)
+    reference.execute(f"SET allocator_bulk_deallocation_flush_threshold = '{BULK_FREE_FLUSH}'")
+    with TraceStore(tmp_path / "s.duckdb") as store:
+        assert store._run(setting, None, check=False).rows == reference.execute(setting).fetchall()
 
 
 # --------------------------------------------------------------------------------- StoreWriter

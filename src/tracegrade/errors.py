@@ -8,6 +8,8 @@ __all__ = [
     "EvalSetError",
     "FileFormatError",
     "NoCriteriaError",
+    "QueryCancelled",
+    "QueryRefused",
     "StoreError",
     "StoreLockedError",
     "TracegradeError",
@@ -69,3 +71,11 @@ class StoreError(TracegradeError):
 
 class StoreLockedError(StoreError):
     """Another process holds the DuckDB file for writing and no server answers for it."""
+
+
+class QueryRefused(StoreError):
+    """A query the read-only sandbox does not run: not one SELECT, or it reaches outside the store."""
+
+
+class QueryCancelled(StoreError):
+    """A query stopped before it finished: it ran past its time limit, or its client went away."""

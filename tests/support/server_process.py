@@ -23,8 +23,17 @@ class ServerProcess:
     ``start()`` waits until ``/readyz`` answers 200 and reads the real ports from the sidecar file.
     """
 
-    def __init__(self, store: Path, *, grpc_port: int = 0, http_port: int = 0, extra_args: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        store: Path,
+        *,
+        grpc_port: int = 0,
+        http_port: int = 0,
+        extra_args: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
+    ):
         self.store = Path(store)
+        self.extra_env = env or {}
         self.grpc_port = grpc_port
         self.http_port = http_port
         self.extra_args = extra_args
@@ -59,7 +68,7 @@ class ServerProcess:
             str(self.http_port),
             *self.extra_args,
         ]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TRACEGRADE_")}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TRACEGRADE_")} | self.extra_env
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + timeout

@@ -10,6 +10,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tracegrade.errors import ConfigError
+from tracegrade.store.database import duckdb_size_bytes
 from tracegrade.store.journal import journal_directory
 
 __all__ = ["ENV_VARS", "ServeSettings", "misspelled_env_vars", "parse_byte_size"]
@@ -35,17 +36,7 @@ ENV_VARS: dict[str, str] = {
     "mapping_process": "TRACEGRADE_MAPPING_PROCESS",
 }
 
-_DUCKDB_SIZE = re.compile(r"^\s*(\d+(\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$", re.IGNORECASE)
 MIN_STORE_MEMORY = 64 * 1000**2  # below this, DuckDB failed the receiver's checkpoints (measured at 32MB)
-
-
-def duckdb_size_bytes(value: str) -> int:
-    """``"128MB"`` (DuckDB's units: KB/MB/GB are powers of 1000, KiB/MiB/GiB of 1024) -> bytes."""
-    match = _DUCKDB_SIZE.match(value)
-    if not match:
-        raise ValueError(f"{value!r} is not a DuckDB memory size; write e.g. 256MB, 1GB or 512MiB")
-    number, unit = float(match.group(1)), match.group(3).upper()
-    return int(number * (1024 if "I" in unit else 1000) ** "BKMGT".index(unit[0]))
 
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmg]i?b?|b)?\s*$", re.IGNORECASE)

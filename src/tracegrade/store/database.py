@@ -17,6 +17,7 @@ from tracegrade.store.rows import sql_string
 __all__ = [
     "ARROW_BATCH_ROWS",
     "attach_duckdb",
+    "duckdb_size_bytes",
     "fetch_arrow",
     "insert_arrow",
     "lock_holder_pid",
@@ -26,7 +27,17 @@ __all__ = [
     "store_not_found",
 ]
 
+_DUCKDB_SIZE = re.compile(r"^\s*(\d+(\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$", re.IGNORECASE)
 _LOCK_PID = re.compile(r"Conflicting lock is held in .*?\(PID (\d+)\)", re.S)
+
+
+def duckdb_size_bytes(value: str) -> int:
+    """``"128MB"`` (DuckDB's units: KB/MB/GB are powers of 1000, KiB/MiB/GiB of 1024) -> bytes."""
+    match = _DUCKDB_SIZE.match(value)
+    if not match:
+        raise ValueError(f"{value!r} is not a DuckDB memory size; write e.g. 256MB, 1GB or 512MiB")
+    number, unit = float(match.group(1)), match.group(3).upper()
+    return int(number * (1024 if "I" in unit else 1000) ** "BKMGT".index(unit[0]))
 
 
 def lock_holder_pid(message: str) -> int | None:

@@ -30,11 +30,19 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracegrade.errors import StoreError
+from tracegrade.errors import QueryCancelled, StoreError
 from tracegrade.models.span import LogRecordData, SpanRecord
-from tracegrade.store.database import attach_duckdb, fetch_arrow, insert_arrow, open_duckdb, quote_identifier
+from tracegrade.store.database import (
+    attach_duckdb,
+    duckdb_size_bytes,
+    fetch_arrow,
+    insert_arrow,
+    open_duckdb,
+    quote_identifier,
+)
 from tracegrade.store.prepared import PreparedWrite, prepare_write
-from tracegrade.store.readonly import check_read_only
+from tracegrade.store.query_control import QueryControl
+from tracegrade.store.readonly import check_read_only, lock_down, refusal
 from tracegrade.store.results import QueryResult, WriteResult
 from tracegrade.store.row_groups import RowGroupFill
 from tracegrade.store.rows import (
@@ -66,6 +74,9 @@ DEFAULT_WRITER_THREADS = 1
 # checkpoints when the spans table's last group is full (see row_groups), so this is also about how
 # many spans a checkpoint writes.
 ROW_GROUP_SIZE = 8_192
+# Disk a query may fill with spilled intermediate results (DuckDB's default is 90% of the free space,
+# which would leave the request journal, on the same disk, nothing to append to).
+QUERY_SPILL_LIMIT = "2GiB"
 _LOOKUP_CHUNK = 1000  # trace ids per IN list when loading spans
 _REBUILD_CHUNK = 1000  # traces mapped and replaced per transaction
 _TICK = timedelta(microseconds=1)
@@ -83,6 +94,13 @@ class BatchWrite:
     results: list[WriteResult]
     rooted: set[str]
     received_at: datetime
+
+
+def _added_sizes(first: str, second: str | None) -> str:
+    """Two DuckDB memory sizes added up, as bytes (``second`` may be None)."""
+    if not second:
+        return first
+    return f"{duckdb_size_bytes(first) + duckdb_size_bytes(second)}B"
 
 
 def _rows_of_traces_sql(table: str, columns: str, id_list: str, order: str) -> str:
@@ -115,6 +133,7 @@ class TraceStore:
         read_only: bool = False,
         checkpoint_threshold: str = DEFAULT_CHECKPOINT_THRESHOLD,
         memory_limit: str | None = None,
+        query_memory_limit: str | None = None,
         threads: int | None = None,
         wal: bool = True,
     ) -> None:
@@ -123,7 +142,9 @@ class TraceStore:
         self.memory_limit = memory_limit  # None: DuckDB's default (80% of the machine's memory)
         config: dict[str, Any] = {} if read_only else {"checkpoint_threshold": checkpoint_threshold}
         if memory_limit:
-            config["memory_limit"] = memory_limit
+            # DuckDB has one buffer pool per database: queries get their budget on top of the writer's
+            config["memory_limit"] = _added_sizes(memory_limit, query_memory_limit)
+        config["max_temp_directory_size"] = QUERY_SPILL_LIMIT
         if threads or not read_only:
             config["threads"] = threads or DEFAULT_WRITER_THREADS
         self._use: str | None = None  # the USE statement every cursor runs first (attached stores)
@@ -143,6 +164,7 @@ class TraceStore:
             (check_schema if read_only else ensure_schema)(self._con, self.path)
             if not self.wal:
                 self._con.execute("CHECKPOINT")  # a new or migrated schema is durable before any write
+            lock_down(self._con)  # the file is attached: from now on no statement can open another
         except BaseException:
             self._con.close()
             raise
@@ -415,19 +437,35 @@ class TraceStore:
                 found.setdefault(row[0], []).append(log_from_row(row))
         return found
 
-    def query(self, sql: str, params: Sequence[Any] | None = None) -> QueryResult:
-        """Run one read-only statement (anything else raises StoreError) on a fresh cursor."""
-        return self._run(sql, params, check=True)
+    def query(
+        self, sql: str, params: Sequence[Any] | None = None, *, control: QueryControl | None = None
+    ) -> QueryResult:
+        """Run one read-only statement on a fresh cursor. A statement that is not one SELECT, or reaches
+        outside the store, raises QueryRefused; one stopped through ``control`` raises QueryCancelled."""
+        return self._run(sql, params, check=True, control=control)
 
-    def query_arrow(self, sql: str, params: Sequence[Any] | None = None) -> pa.Table:
+    def query_arrow(
+        self, sql: str, params: Sequence[Any] | None = None, *, control: QueryControl | None = None
+    ) -> pa.Table:
         """Like ``query`` but returns DuckDB's result as an Arrow table (exports, parquet output)."""
-        return self._run(sql, params, check=True, arrow=True).to_arrow()
+        return self._run(sql, params, check=True, arrow=True, control=control).to_arrow()
 
-    def _run(self, sql: str, params: Sequence[Any] | None, *, check: bool, arrow: bool = False) -> QueryResult:
+    def _run(
+        self,
+        sql: str,
+        params: Sequence[Any] | None,
+        *,
+        check: bool,
+        arrow: bool = False,
+        control: QueryControl | None = None,
+    ) -> QueryResult:
         if check:
             check_read_only(sql)
         self._require_open()
         cursor = self._cursor()
+        if control is not None and not control.attach(cursor):
+            cursor.close()
+            raise QueryCancelled(f"the query was cancelled before it started: {control.reason}")
         try:
             cursor.begin()  # rolled back below: a query can never change stored data
             cursor.execute(sql, list(params) if params is not None else None)
@@ -436,9 +474,21 @@ class TraceStore:
             if arrow:
                 return QueryResult(columns, [], types, arrow=fetch_arrow(cursor))
             return QueryResult(columns, cursor.fetchall(), types)
+        except duckdb.InterruptException:
+            reason = control.reason if control is not None and control.reason else "it was interrupted"
+            raise QueryCancelled(f"the query was cancelled: {reason}") from None
+        except duckdb.PermissionException as exc:
+            raise refusal(exc) from None
+        except duckdb.OutOfMemoryException as exc:
+            raise StoreError(
+                f"the query needs more memory than the store gives queries ({str(exc).splitlines()[0]}); "
+                "narrow it (filter, LIMIT, fewer columns) or raise --query-memory-limit"
+            ) from None
         except duckdb.Error as exc:
             raise StoreError(f"query failed: {exc}") from None
         finally:
+            if control is not None:
+                control.detach()
             cursor.close()  # closing rolls back the open transaction
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:

@@ -1,0 +1,53 @@
+"""QueryControl: stop one running store query from another thread (a time limit, a client gone, shutdown).
+
+DuckDB checks for an interrupt between the chunks it processes, so ``cancel`` stops even a runaway cross
+join within milliseconds; the query then fails with :class:`~tracegrade.errors.QueryCancelled` naming why.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+__all__ = ["QueryControl"]
+
+
+class QueryControl:
+    """Handed to ``TraceStore.query``; ``cancel(reason)`` interrupts the query it runs (or refuses it
+    before it starts). ``timeout`` seconds after it starts, the store cancels the query itself."""
+
+    def __init__(self, timeout: float | None = None) -> None:
+        self.timeout = timeout
+        self.reason: str | None = None
+        self._cursor: Any = None
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+
+    def attach(self, cursor: Any) -> bool:
+        """The query starts on ``cursor``; False if it was cancelled already (do not run it)."""
+        with self._lock:
+            if self.reason is not None:
+                return False
+            self._cursor = cursor
+            if self.timeout is not None:
+                reason = f"it ran longer than its time limit of {self.timeout:g} s (--query-timeout)"
+                self._timer = threading.Timer(self.timeout, self.cancel, (reason,))
+                self._timer.daemon = True
+                self._timer.start()
+            return True
+
+    def detach(self) -> None:
+        """The query is over (finished, failed or interrupted)."""
+        with self._lock:
+            self._cursor = None
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+    def cancel(self, reason: str) -> None:
+        """Stop the query (the first reason given is the one reported)."""
+        with self._lock:
+            if self.reason is None:
+                self.reason = reason
+            if self._cursor is not None:
+                self._cursor.interrupt()
