@@ -21,6 +21,7 @@ from tracegrade.store.trace_store import TraceStore
 __all__ = [
     "DEFAULT_STORE",
     "clip",
+    "display",
     "emit",
     "reading_store",
     "render_csv",
@@ -95,7 +96,8 @@ def clip(text: str, limit: int) -> str:
     return f"{text[:limit]}… ({len(text)} chars)"
 
 
-def _display(value: Any) -> str:
+def display(value: Any) -> str:
+    """One cell as text: timestamps ISO 8601, floats to 6 significant digits, lists and dicts as JSON."""
     if value is None:
         return ""
     if isinstance(value, datetime):
@@ -118,7 +120,7 @@ def render_table(result: QueryResult, *, max_width: int = 80) -> Any:
     for column in result.columns:
         table.add_column(column, overflow="fold")
     for row in result.rows:
-        table.add_row(*(Text(clip(_display(v), max_width)) for v in row))
+        table.add_row(*(Text(clip(display(v), max_width)) for v in row))
     return table
 
 
@@ -126,7 +128,7 @@ def render_csv(result: QueryResult) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(result.columns)
-    writer.writerows([_display(v) for v in row] for row in result.rows)
+    writer.writerows([display(v) for v in row] for row in result.rows)
     return buffer.getvalue()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -10,20 +11,59 @@ from typing import Any
 import click
 
 from tracegrade.cli.common import UsageProblem, friendly_errors
-from tracegrade.cli.store_access import emit, reading_store, render_json, render_table, store_options
+from tracegrade.cli.store_access import display, emit, reading_store, render_csv, render_json, store_options
 
-__all__ = ["command", "parse_since"]
+__all__ = ["command", "parse_since", "table_columns"]
 
-_JSON_COLUMNS = (
+# json and csv: every column the traces table has for a trace list (the trajectory is left to `show`)
+_DATA_COLUMNS = (
     "trace_id, start_time, duration_ms, service_name, root_name, status, convention, case_id, span_count, "
     "llm_calls, tool_calls, total_tokens, user_query, final_response"
 )
-# the table is for eyes: a 16-character id prefix (`tracegrade show` accepts it), seconds, fewer columns
-_TABLE_COLUMNS = (
-    "left(trace_id, 16) AS trace, strftime(start_time, '%Y-%m-%d %H:%M:%S') AS started_utc, "
-    "round(duration_ms, 1) AS ms, service_name AS service, root_name AS root, status, case_id AS case, "
-    "llm_calls AS llm, tool_calls AS tools, total_tokens AS tokens, user_query"
+
+
+@dataclass(frozen=True)
+class _Column:
+    """One column of the table: its SQL, header, width in characters, and whether it is text to cut."""
+
+    sql: str
+    header: str
+    width: int
+    text: bool = False
+
+
+# the table is for eyes: whole trace ids (they never wrap, so they can be copied into `show`), then what
+# the terminal has room for, the user query taking the rest of the line
+_ID = _Column("trace_id", "trace_id", 32)
+_ALWAYS = (
+    _ID,
+    _Column("strftime(start_time, '%m-%d %H:%M:%S')", "started (UTC)", 14),
+    _Column("CAST(round(duration_ms) AS BIGINT)", "ms", 7),
+    _Column("status", "status", 6),
 )
+_QUERY = _Column("user_query", "user query", 24, text=True)
+_OPTIONAL = (  # added in this order while the user query keeps at least _QUERY.width characters
+    _Column("tool_calls", "tools", 5),
+    _Column("root_name", "root", 30, text=True),
+    _Column("total_tokens", "tokens", 7),
+    _Column("service_name", "service", 20, text=True),
+    _Column("case_id", "case", 16, text=True),
+)
+_QUERY_MIN = 8  # the user query's width on a terminal too narrow for the rest
+_GAP = 2  # characters between two columns: the separator and one of padding
+
+
+def table_columns(width: int) -> list[_Column]:
+    """The table's columns for a terminal ``width`` characters wide, the user query last with the rest of it."""
+    columns = list(_ALWAYS)
+    used = sum(c.width + _GAP for c in columns)
+    for column in _OPTIONAL:
+        if used + column.width + _GAP + _QUERY.width <= width:
+            columns.append(column)
+            used += column.width + _GAP
+    return [*columns, replace(_QUERY, width=max(_QUERY_MIN, width - used - 1))]
+
+
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w)\s*$", re.IGNORECASE)
 _UNIT_SECONDS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -85,7 +125,14 @@ def build_query(
 @click.option("--status", type=click.Choice(["ok", "error"]), help="ok: not ERROR; error: ERROR status.")
 @click.option("--case", "case", help="Only traces tagged with this eval case id.")
 @click.option("--where", help='Extra SQL condition on the traces table, e.g. "total_tokens > 1000".')
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "csv"]),
+    default="table",
+    show_default=True,
+    help="table: whole trace ids and the columns the terminal has room for; json and csv: every column.",
+)
 @store_options
 @friendly_errors
 def command(
@@ -100,10 +147,46 @@ def command(
     token: str | None,
 ) -> None:
     """List recent traces, newest first (their trajectories are in the traces table)."""
-    columns = _JSON_COLUMNS if fmt == "json" else _TABLE_COLUMNS
+    from rich.console import Console
+
+    console = Console(soft_wrap=False)
+    columns = table_columns(console.width) if fmt == "table" else None
+    if columns:  # narrower than the fixed columns: let the terminal wrap lines rather than rich cut the ids
+        console.width = max(console.width, sum(c.width + _GAP for c in columns))
     sql, params = build_query(
-        columns=columns, limit=limit, since=since, service=service, status=status, case=case, where=where
+        columns=", ".join(f'{c.sql} AS "{c.header}"' for c in columns) if columns else _DATA_COLUMNS,
+        limit=limit,
+        since=since,
+        service=service,
+        status=status,
+        case=case,
+        where=where,
     )
     with reading_store(store_path, token) as store:
         result = store.query(sql, params)
-    emit(render_json(result) if fmt == "json" else render_table(result, max_width=50), None)
+    if columns is None:
+        emit(render_json(result) if fmt == "json" else render_csv(result), None)
+        return
+    console.print(_table(columns, result.rows))
+
+
+def _table(columns: list[_Column], rows: list[tuple[Any, ...]]) -> Any:
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        padding=(0, 1, 0, 0),
+        header_style="bold",
+        caption=f"{len(rows)} rows",
+    )
+    for column in columns:
+        if column.text:
+            table.add_column(column.header, no_wrap=True, overflow="ellipsis", width=column.width)
+        else:  # ids, times and numbers are never cut
+            table.add_column(column.header, no_wrap=True, min_width=column.width)
+    for row in rows:
+        table.add_row(*(Text(display(value).replace("\n", " ")) for value in row))  # Text: no markup
+    return table
