@@ -9,6 +9,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from tracegrade.models import (
+    CRITERIA_SLOTS,
     DEFAULT_JUDGE_MODEL,
     ArgMatchMode,
     CriteriaConfig,
@@ -205,7 +206,7 @@ def test_eval_config_presets_round_trip_through_files(preset, tmp_path: Path):
 
 def test_full_eval_config_round_trip(tmp_path: Path):
     config = EvalConfig(
-        criteria=CriteriaConfig(**{slot: full_criterion_config() for slot in CriteriaConfig.model_fields}),
+        criteria=CriteriaConfig(**{slot: full_criterion_config() for slot in CRITERIA_SLOTS}),
         user_simulator_config=UserSimulatorConfig(model="m", max_invocations=3, api_style="chat"),
         parallel=True,
         max_concurrency=8,

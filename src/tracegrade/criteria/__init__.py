@@ -13,6 +13,7 @@ from tracegrade.criteria import llm as _llm  # noqa: F401  (registers the LLM cr
 from tracegrade.criteria.base import BaseCriterion, SyncCriterion
 from tracegrade.criteria.composite import CompositeCriterion, WeightedCriterion
 from tracegrade.criteria.registry import CRITERIA_REGISTRY, build_criteria, register_criterion
+from tracegrade.criteria.sql_assertion import SqlAssertionCriterion
 from tracegrade.criteria.text import ContainsKeywordsCriterion, ExactMatchCriterion, RougeMatchCriterion
 from tracegrade.criteria.trajectory_match import (
     NodeOrderMatchCriterion,
@@ -28,6 +29,7 @@ __all__ = [
     "ExactMatchCriterion",
     "NodeOrderMatchCriterion",
     "RougeMatchCriterion",
+    "SqlAssertionCriterion",
     "SyncCriterion",
     "ToolNameMatchCriterion",
     "TrajectoryMatchCriterion",

@@ -32,13 +32,16 @@ def register_criterion(*names: str) -> Callable[[C], C]:
 
 
 def build_criteria(criteria: CriteriaConfig) -> list[BaseCriterion]:
-    """One criterion instance per enabled slot, in slot order (the order results appear in)."""
+    """One criterion instance per enabled slot, in slot order (the order results appear in), then one per
+    enabled SQL assertion."""
     import tracegrade.criteria  # noqa: F401  (registers the built-in criteria)
+    from tracegrade.criteria.sql_assertion import SqlAssertionCriterion
 
-    built = []
+    built: list[BaseCriterion] = []
     for slot, cfg in criteria.enabled_slots():
         cls = CRITERIA_REGISTRY.get(slot)
         if cls is None:
             raise KeyError(f"no criterion class is registered for slot {slot!r}")
         built.append(cls(config=cfg))
+    built += [SqlAssertionCriterion.from_config(a) for a in criteria.sql_assertions if a.enabled]
     return built

@@ -168,6 +168,7 @@ def iter_executions(
                 yield StoredExecution(tid, None, TokenUsage())
                 continue
             execution = parse(decompress_json(row[1]))
+            execution.attach_store(store)  # criteria that query the trace itself read its rows there
             usage = (
                 TokenUsage(input_tokens=row[2], output_tokens=row[3], calls=row[4]) if lean else execution.token_usage
             )

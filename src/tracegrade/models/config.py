@@ -4,22 +4,34 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidatorFunctionWrapHandler, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 __all__ = [
     "CRITERIA_SLOTS",
     "DEFAULT_JUDGE_MODEL",
     "ArgMatchMode",
+    "BudgetConfig",
     "CriteriaConfig",
     "CriterionConfig",
     "EvalConfig",
     "MatchType",
     "ReporterConfig",
     "Rubric",
+    "SqlAssertion",
     "ToolArgsRule",
+    "ToolSchemaConfig",
     "UserSimulatorConfig",
 ]
 
@@ -94,6 +106,13 @@ class CriterionConfig(_Strict):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
+    def coerce(cls, config: CriterionConfig | None) -> Self:
+        """``config`` as this settings class (a plain CriterionConfig keeps the fields it set)."""
+        if isinstance(config, cls):
+            return config
+        return cls(**(config.model_dump(exclude_unset=True) if config is not None else {}))
+
+    @classmethod
     def tool_name_match(cls, threshold: float = 1.0) -> CriterionConfig:
         return cls(threshold=threshold)
 
@@ -166,8 +185,54 @@ class CriterionConfig(_Strict):
         return cls(threshold=threshold, judge_model=judge_model, num_samples=num_samples)
 
 
+class BudgetConfig(CriterionConfig):
+    """Limits for the ``budget`` criterion; a limit left unset is not checked. Durations in seconds, cost
+    in USD (agent cost from the LLM calls' tokens and litellm's cost map; judge cost from the judges'
+    reported usage). The score is the fraction of set limits that are met."""
+
+    threshold: float = Field(default=1.0, ge=0.0, le=1.0)
+    max_duration_seconds: float | None = Field(default=None, ge=0)
+    max_tool_latency_seconds: float | None = Field(default=None, ge=0)  # slowest call of each tool
+    max_tool_p95_seconds: float | None = Field(default=None, ge=0)  # 95th percentile of each tool's calls
+    max_input_tokens: int | None = Field(default=None, ge=0)
+    max_output_tokens: int | None = Field(default=None, ge=0)
+    max_total_tokens: int | None = Field(default=None, ge=0)
+    max_agent_cost_usd: float | None = Field(default=None, ge=0)
+    max_judge_cost_usd: float | None = Field(default=None, ge=0)
+    max_llm_calls: int | None = Field(default=None, ge=0)
+    max_tool_errors: int | None = Field(default=None, ge=0)
+    max_error_spans: int | None = Field(default=None, ge=0)
+
+
+class ToolSchemaConfig(CriterionConfig):
+    """Settings of the ``tool_schema`` criterion: ``schemas`` (tool name -> JSON Schema of its arguments)
+    take precedence over the definitions captured in the trace; ``undefined_tools`` says whether a call of
+    a tool with no definition anywhere fails (``fail``) or is left out (``skip``)."""
+
+    threshold: float = Field(default=1.0, ge=0.0, le=1.0)
+    schemas: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    undefined_tools: Literal["fail", "skip"] = "fail"
+
+
+class SqlAssertion(_Strict):
+    """One SQL assertion: a query over the case's trajectory tables that selects the violations."""
+
+    name: str = Field(min_length=1)
+    query: str = Field(min_length=1)
+    description: str = ""
+    enabled: bool = True
+
+    @model_validator(mode="after")
+    def _query_binds(self) -> SqlAssertion:
+        """Bad SQL is refused when the config loads (parsed and bound against the trajectory tables)."""
+        from tracegrade.criteria.trajectory_db import check_assertion_sql
+
+        check_assertion_sql(self.name, self.query)
+        return self
+
+
 class CriteriaConfig(_Strict):
-    """The twelve criterion slots, in the order criteria run and appear in results."""
+    """The criterion slots, in the order criteria run and appear in results, then the SQL assertions."""
 
     tool_name_match: CriterionConfig | None = None
     trajectory: CriterionConfig | None = None
@@ -181,6 +246,26 @@ class CriteriaConfig(_Strict):
     hallucination: CriterionConfig | None = None
     safety: CriterionConfig | None = None
     simulation_goals: CriterionConfig | None = None
+    budget: BudgetConfig | None = None
+    tool_schema: ToolSchemaConfig | None = None
+    sql_assertions: list[SqlAssertion] = Field(default_factory=list)
+
+    @field_validator("budget", "tool_schema", mode="before")
+    @classmethod
+    def _specialised(cls, value: Any, info: ValidationInfo) -> Any:
+        """A plain CriterionConfig given for a slot with its own settings class becomes that class."""
+        if isinstance(value, CriterionConfig):
+            return {"budget": BudgetConfig, "tool_schema": ToolSchemaConfig}[info.field_name].coerce(value)
+        return value
+
+    @field_validator("sql_assertions")
+    @classmethod
+    def _distinct_names(cls, assertions: list[SqlAssertion]) -> list[SqlAssertion]:
+        names = [a.name for a in assertions]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"SQL assertion names must be distinct (their results are keyed by name): {repeated}")
+        return assertions
 
     def enabled_slots(self) -> list[tuple[str, CriterionConfig]]:
         """``(slot, config)`` for every slot that is set and enabled, in declaration order."""
@@ -213,7 +298,7 @@ class CriteriaConfig(_Strict):
             raise ValidationError.from_exception_data(exc.title, errors) from None
 
 
-CRITERIA_SLOTS: tuple[str, ...] = tuple(CriteriaConfig.model_fields)
+CRITERIA_SLOTS: tuple[str, ...] = tuple(f for f in CriteriaConfig.model_fields if f != "sql_assertions")
 
 
 class UserSimulatorConfig(_Strict):
@@ -331,4 +416,4 @@ class EvalConfig(_Strict):
         return copy
 
     def has_enabled_criteria(self) -> bool:
-        return bool(self.criteria.enabled_slots())
+        return bool(self.criteria.enabled_slots()) or any(a.enabled for a in self.criteria.sql_assertions)

@@ -1,18 +1,22 @@
 """What an agent actually did in one case: the execution record every criterion grades.
 
 The trajectory mapper fills it from spans (live capture and stored traces alike); criteria only read it.
+Besides its fields, an execution knows where it came from (never serialized): the spans it was mapped
+from (live capture) or the store it was read from (offline grading). Criteria that query the trace
+itself (SQL assertions) build their tables from that source.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from tracegrade.models.dataset import ToolCall, TrajectoryStep
 from tracegrade.models.results import TokenUsage
+from tracegrade.models.span import SpanRecord
 
-__all__ = ["ExecutionResult", "LLMCall", "NodeResponseData", "NodeVisit", "TurnRecord"]
+__all__ = ["ExecutionResult", "LLMCall", "NodeResponseData", "NodeVisit", "ToolDefinition", "TurnRecord"]
 
 
 class NodeResponseData(BaseModel):
@@ -60,6 +64,14 @@ class LLMCall(BaseModel):
     error: str | None = None
 
 
+class ToolDefinition(BaseModel):
+    """A tool the model was offered, as the trace recorded it; ``parameters`` is its arguments' JSON Schema."""
+
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
 class TurnRecord(BaseModel):
     """Per-turn data of a multi-turn run."""
 
@@ -93,6 +105,7 @@ class ExecutionResult(BaseModel):
     content_captured: bool = True
     visits: list[NodeVisit] = Field(default_factory=list)
     llm_calls: list[LLMCall] = Field(default_factory=list)
+    tool_definitions: list[ToolDefinition] = Field(default_factory=list)
     turns: list[TurnRecord] = Field(default_factory=list)
     convention: str | None = None
     trace_ids: list[str] = Field(default_factory=list)
@@ -101,6 +114,30 @@ class ExecutionResult(BaseModel):
     error: str | None = None
     mapping_issues: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    _source_spans: list[SpanRecord] = PrivateAttr(default_factory=list)
+    _source_store: Any = PrivateAttr(default=None)
+
+    @property
+    def source_spans(self) -> list[SpanRecord]:
+        """The spans this execution was mapped from (empty when it was read from a store or built by hand)."""
+        return self._source_spans
+
+    @property
+    def source_store(self) -> Any:
+        """The trace store (``query_arrow``) this execution was read from, for offline grading; else None."""
+        return self._source_store
+
+    def attach_spans(self, spans: list[SpanRecord]) -> None:
+        """Record the spans this execution was mapped from."""
+        self._source_spans = spans
+
+    def attach_store(self, store: Any) -> None:
+        """Record the store this execution was read from (its ``trace_ids`` are rows of that store)."""
+        self._source_store = store
+
+    def tool_definition(self, name: str) -> ToolDefinition | None:
+        """The captured definition of tool ``name`` (the last one recorded wins), if any."""
+        return next((d for d in reversed(self.tool_definitions) if d.name == name), None)
 
     @property
     def token_usage(self) -> TokenUsage:
@@ -127,6 +164,8 @@ class ExecutionResult(BaseModel):
             merged.node_visits += ex.node_visits
             merged.visits += ex.visits
             merged.llm_calls += ex.llm_calls
+            merged.tool_definitions += ex.tool_definitions
+            merged._source_spans += ex.source_spans
             merged.trace_ids += ex.trace_ids
             merged.mapping_issues += ex.mapping_issues
             merged.duration_seconds += ex.duration_seconds
@@ -155,4 +194,7 @@ class ExecutionResult(BaseModel):
         merged.conversation_id = first.conversation_id
         merged.status = "ERROR" if any(e.status == "ERROR" for e in executions) else last.status
         merged.error = next((e.error for e in executions if e.error), None)
+        stores = {id(e.source_store): e.source_store for e in executions}
+        if len(stores) == 1:  # turns read from one store can be queried there together
+            merged._source_store = first.source_store
         return merged

@@ -21,6 +21,7 @@ from tracegrade.store.rows import compress_json, ns_to_datetime, to_json
 __all__ = [
     "TRAJECTORY_TABLES",
     "TrajectoryRows",
+    "execution_rows",
     "map_trace",
     "map_traces",
     "rows_to_arrow",
@@ -85,21 +86,31 @@ def map_trace(
     trace_id: str, spans: list[SpanRecord], logs: list[LogRecordData], updated_at: datetime, out: TrajectoryRows
 ) -> None:
     """Map one trace and append its rows to ``out``."""
-    execution = _execute(spans, logs)
-    root = _root_span(spans)
-    start_ns = min(s.start_ns for s in spans)
-    end_ns = max(s.end_ns for s in spans)
+    execution_rows(trace_id, _execute(spans, logs), spans, updated_at, out)
+
+
+def execution_rows(
+    trace_id: str, execution: ExecutionResult, spans: list[SpanRecord], updated_at: datetime, out: TrajectoryRows
+) -> None:
+    """Append the rows of one trace's mapped ``execution`` to ``out``; ``spans`` are the trace's spans.
+
+    Without spans (an execution built by hand, or a dry run) the span-derived columns of the ``traces``
+    row are NULL and its ``span_count`` is 0.
+    """
+    root = _root_span(spans) if spans else None
+    start_ns = min(s.start_ns for s in spans) if spans else None
+    end_ns = max(s.end_ns for s in spans) if spans else None
     usage = execution.token_usage
     meta = execution.metadata
     out.add(
         "traces",
         {
             "trace_id": trace_id,
-            "root_name": root.name,
-            "service_name": root.service_name,
+            "root_name": root.name if root else None,
+            "service_name": root.service_name if root else None,
             "start_time": ns_to_datetime(start_ns),
             "end_time": ns_to_datetime(end_ns),
-            "duration_ms": (end_ns - start_ns) / 1e6,
+            "duration_ms": (end_ns - start_ns) / 1e6 if start_ns is not None and end_ns is not None else None,
             "status": execution.status,
             "error": execution.error,
             "convention": execution.convention,

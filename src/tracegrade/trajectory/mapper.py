@@ -236,9 +236,13 @@ def _empty(issues: Issues) -> ExecutionResult:
 
 
 def map_spans(spans: Iterable[SpanRecord], logs: Iterable[LogRecordData] = ()) -> ExecutionResult:
-    """Rebuild what an agent did from its spans (and the log records that carry content for them)."""
+    """Rebuild what an agent did from its spans (and the log records that carry content for them).
+
+    The result keeps the span list as its ``source_spans`` (SQL assertions query them).
+    """
+    span_list = spans if isinstance(spans, list) else list(spans)
     issues = Issues()
-    forest = build_forest(spans, logs, issues)
+    forest = build_forest(span_list, logs, issues)
     if not forest.nodes:
         return _empty(issues)
     try:
@@ -246,7 +250,9 @@ def map_spans(spans: Iterable[SpanRecord], logs: Iterable[LogRecordData] = ()) -
     finally:
         forest.release()
     del forest  # the spans' tree and everything read from it are freed before the result is built
-    return ExecutionResult.model_validate(fields)
+    result = ExecutionResult.model_validate(fields)
+    result.attach_spans(span_list)
+    return result
 
 
 def _execution_fields(forest: Forest, issues: Issues) -> Fields:

@@ -1,0 +1,86 @@
+"""SQL assertions: a query over the case's own trajectory that selects the violations (the dbt convention).
+
+No rows means the assertion holds (score 1); any row is a violation (score 0) and the reason shows the
+first ones. The query sees the case's traces as the store's tables (``tool_calls``, ``llm_calls``,
+``node_visits``, ``spans``, ``traces``) in a locked-down in-memory database, built the same way live and
+offline (see :mod:`tracegrade.criteria.trajectory_db`). A query that does not parse or bind, or is not one
+read-only SELECT, is refused when the criterion is built.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+from typing import Any
+
+from tracegrade.criteria.base import SyncCriterion
+from tracegrade.criteria.registry import register_criterion
+from tracegrade.criteria.trajectory_db import check_assertion_sql, sandbox
+from tracegrade.models.config import CriterionConfig, SqlAssertion
+from tracegrade.models.dataset import EvalCase
+from tracegrade.models.execution import ExecutionResult
+from tracegrade.models.results import CriterionResult
+
+__all__ = ["SHOWN_VIOLATIONS", "SqlAssertionCriterion"]
+
+SHOWN_VIOLATIONS = 5  # violating rows quoted in the reason and details
+
+
+def _plain(value: Any) -> Any:
+    """A DuckDB result value as JSON can hold it (results and reports are JSON)."""
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return f"<{len(value)} bytes>"
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)  # UUID, timedelta, intervals …
+
+
+@register_criterion()
+class SqlAssertionCriterion(SyncCriterion):
+    """One SQL assertion; its results are named ``sql_assertion:<name>``."""
+
+    name = "sql_assertion"
+    description = "A SQL query over the case's trajectory finds no violating rows"
+    requires_reference = False
+
+    def __init__(self, name: str, query: str, description: str = "", config: CriterionConfig | None = None) -> None:
+        super().__init__(config or CriterionConfig(threshold=1.0))
+        check_assertion_sql(name, query)
+        self.assertion = name
+        self.query = query
+        self.assertion_description = description
+        self.name = f"sql_assertion:{name}"  # type: ignore[misc]  (one result key per assertion)
+
+    @classmethod
+    def from_config(cls, assertion: SqlAssertion) -> SqlAssertionCriterion:
+        return cls(assertion.name, assertion.query, assertion.description)
+
+    def evaluate_sync(self, actual: ExecutionResult, expected: EvalCase) -> CriterionResult:
+        box = sandbox()
+        box.load(actual)
+        columns, rows = box.run(self.query)
+        shown = [dict(zip(columns, map(_plain, row))) for row in rows[:SHOWN_VIOLATIONS]]
+        details: dict[str, Any] = {
+            "assertion": self.assertion,
+            "query": self.query,
+            "violations": len(rows),
+            "violating_rows": shown,
+        }
+        if self.assertion_description:
+            details["description"] = self.assertion_description
+        if rows:
+            more = f" (first {len(shown)} shown)" if len(rows) > len(shown) else ""
+            details["reason"] = (
+                f"{self.assertion}: {len(rows)} violating row{'s' if len(rows) != 1 else ''}{more}: {shown}"
+            )
+        else:
+            details["reason"] = f"{self.assertion}: no violating rows"
+        return self._result(0.0 if rows else 1.0, details)
