@@ -1,0 +1,170 @@
+"""Offline checks of deploy/ that need only Python and PyYAML: what the CLI validators cannot see.
+
+Run from anywhere: ``python deploy/check_files.py [--root REPO]``; prints each problem and exits 1 if any.
+It also provides the readers of the deploy files that ``collector/check.py`` matches endpoints against.
+Checked: every resource kustomization.yaml lists exists; the k8s ConfigMaps hold exactly the files they copy
+(kustomize cannot read outside deploy/k8s/); compose has no top-level ``name:``, has the profiles ``single``
+and ``lake``, and mounts only files that exist; the Dockerfile keeps its promises (ARG base image, wheels
+only, non-root, HEALTHCHECK on /healthz, a volume); the systemd units are all there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = ["check_deploy", "compose_services", "k8s_documents", "k8s_services", "kustomization_resources"]
+
+# ConfigMap (name, key) -> the repository file it must hold verbatim
+CONFIGMAP_SOURCES = {
+    ("otel-collector-config", "fanout-loadbalancing.yaml"): "collector/fanout-loadbalancing.yaml",
+    ("otel-collector-config", "fanout-k8s.yaml"): "collector/fanout-k8s.yaml",
+    ("tracegrade-worker-rules", "rules.yaml"): "deploy/rules.yaml",
+}
+SYSTEMD_UNITS = (
+    "tracegrade-receiver@.service",
+    "tracegrade-worker.service",
+    "tracegrade-maintain.service",
+    "tracegrade-maintain.timer",
+)
+COMPOSE_PROFILES = {"single", "lake"}
+
+
+def _load_yaml(path: Path) -> Any:
+    with path.open(encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def compose_services(root: Path) -> dict[str, dict[str, Any]]:
+    """deploy/compose.yaml's services by name."""
+    return _load_yaml(root / "deploy" / "compose.yaml").get("services") or {}
+
+
+def kustomization_resources(root: Path) -> tuple[dict[str, Any], list[Path]]:
+    """deploy/k8s/kustomization.yaml and the resource files it lists (which may not exist)."""
+    k8s = root / "deploy" / "k8s"
+    kustomization = _load_yaml(k8s / "kustomization.yaml")
+    return kustomization, [k8s / name for name in kustomization.get("resources") or []]
+
+
+def k8s_documents(root: Path) -> list[dict[str, Any]]:
+    """Every manifest the kustomization lists (existing files only), with its namespace filled in."""
+    kustomization, files = kustomization_resources(root)
+    namespace = kustomization.get("namespace", "default")
+    documents = []
+    for path in files:
+        if not path.is_file():
+            continue
+        with path.open(encoding="utf-8") as handle:
+            for document in yaml.safe_load_all(handle):
+                if document:
+                    document.setdefault("metadata", {}).setdefault("namespace", namespace)
+                    documents.append(document)
+    return documents
+
+
+def k8s_services(root: Path) -> dict[str, dict[str, Any]]:
+    """The kustomization's Services by name: namespace, headless or not, ports."""
+    return {
+        doc["metadata"]["name"]: {
+            "namespace": doc["metadata"]["namespace"],
+            "headless": doc.get("spec", {}).get("clusterIP") == "None",
+            "ports": {port["port"] for port in doc.get("spec", {}).get("ports", [])},
+        }
+        for doc in k8s_documents(root)
+        if doc.get("kind") == "Service"
+    }
+
+
+def _check_kustomization(root: Path) -> list[str]:
+    _, files = kustomization_resources(root)
+    return [
+        f"{path.relative_to(root)}: listed in kustomization.yaml but missing" for path in files if not path.is_file()
+    ]
+
+
+def _check_configmaps(root: Path) -> list[str]:
+    problems = []
+    maps = {
+        doc["metadata"]["name"]: doc.get("data") or {} for doc in k8s_documents(root) if doc.get("kind") == "ConfigMap"
+    }
+    for (name, key), source in CONFIGMAP_SOURCES.items():
+        held = maps.get(name, {}).get(key)
+        if held is None:
+            problems.append(f"deploy/k8s: ConfigMap {name} has no key {key} (a copy of {source})")
+        elif held != (root / source).read_text(encoding="utf-8"):
+            problems.append(f"deploy/k8s: ConfigMap {name} key {key} differs from {source}; copy the file in again")
+    return problems
+
+
+def _check_compose(root: Path) -> list[str]:
+    document = _load_yaml(root / "deploy" / "compose.yaml")
+    problems = []
+    if "name" in document:
+        problems.append("deploy/compose.yaml: top-level `name:` (Debian's docker-compose 1.29 refuses it)")
+    profiles = {profile for service in compose_services(root).values() for profile in service.get("profiles", [])}
+    if missing := COMPOSE_PROFILES - profiles:
+        problems.append(f"deploy/compose.yaml: no service in profile(s) {sorted(missing)}")
+    for name, service in compose_services(root).items():
+        for volume in service.get("volumes", []):
+            source = volume.split(":", 1)[0] if isinstance(volume, str) else volume.get("source", "")
+            if source.startswith((".", "/")) and not (root / "deploy" / source).exists():
+                problems.append(f"deploy/compose.yaml: service {name} mounts {source}, which does not exist")
+    return problems
+
+
+def _check_dockerfile(root: Path) -> list[str]:
+    text = (root / "deploy" / "Dockerfile").read_text(encoding="utf-8")
+    instructions = [line.split(None, 1) for line in re.sub(r"\\\n", " ", text).splitlines() if line.strip()]
+    instructions = [
+        (parts[0].upper(), parts[1] if len(parts) > 1 else "") for parts in instructions if parts[0][0] != "#"
+    ]
+    problems = []
+    if not instructions or instructions[0][0] != "ARG" or "BASE_IMAGE" not in instructions[0][1]:
+        problems.append("deploy/Dockerfile: must start with `ARG BASE_IMAGE=...` (the base image is a build argument)")
+    if sum(1 for op, _ in instructions if op == "FROM") < 2:
+        problems.append("deploy/Dockerfile: must be multi-stage (install stage, then the runtime stage)")
+    if not any(op == "RUN" and "--no-index" in arg and "--find-links" in arg for op, arg in instructions):
+        problems.append("deploy/Dockerfile: must install with `pip install --no-index --find-links` (wheels only)")
+    users = [arg.strip() for op, arg in instructions if op == "USER"]
+    if not users or users[-1].split(":")[0] in {"root", "0"}:
+        problems.append("deploy/Dockerfile: the last USER must be a non-root user")
+    if not any(op == "HEALTHCHECK" and "/healthz" in arg for op, arg in instructions):
+        problems.append("deploy/Dockerfile: needs a HEALTHCHECK on /healthz")
+    if not any(op == "VOLUME" for op, _ in instructions):
+        problems.append("deploy/Dockerfile: needs a VOLUME for the store and its journal")
+    return problems
+
+
+def _check_systemd(root: Path) -> list[str]:
+    unit_dir = root / "deploy" / "systemd"
+    return [f"deploy/systemd/{unit}: missing" for unit in SYSTEMD_UNITS if not (unit_dir / unit).is_file()]
+
+
+def check_deploy(root: Path) -> list[str]:
+    """Every problem found in ``root``/deploy, as one line each (empty: all good)."""
+    problems = []
+    for check in (_check_kustomization, _check_configmaps, _check_compose, _check_dockerfile, _check_systemd):
+        try:
+            problems += check(root)
+        except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError) as exc:
+            problems.append(f"{check.__name__.lstrip('_')}: cannot read the files: {exc}")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1], help="repository root")
+    problems = check_deploy(parser.parse_args(argv).root)
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
