@@ -11,6 +11,7 @@ LLM client library: the judge criteria load theirs on first use.
 # ------------------------------------------------------------------------------------------------------
 from tracegrade.criteria import llm as _llm  # noqa: F401  (registers the LLM criteria)
 from tracegrade.criteria.base import BaseCriterion, SyncCriterion
+from tracegrade.criteria.budget import BudgetCriterion
 from tracegrade.criteria.composite import CompositeCriterion, WeightedCriterion
 from tracegrade.criteria.registry import CRITERIA_REGISTRY, build_criteria, register_criterion
 from tracegrade.criteria.sql_assertion import SqlAssertionCriterion
@@ -24,6 +25,7 @@ from tracegrade.criteria.trajectory_match import (
 __all__ = [
     "CRITERIA_REGISTRY",
     "BaseCriterion",
+    "BudgetCriterion",
     "CompositeCriterion",
     "ContainsKeywordsCriterion",
     "ExactMatchCriterion",

@@ -24,6 +24,8 @@ class BaseCriterion(ABC):
     name: ClassVar[str] = "base_criterion"
     description: ClassVar[str] = ""
     requires_reference: ClassVar[bool] = True
+    # True: graded after the case's other criteria, by ``evaluate_after`` (a budget on what judging cost)
+    sees_other_results: ClassVar[bool] = False
 
     def __init__(self, config: CriterionConfig | None = None) -> None:
         self.config = config or CriterionConfig()
@@ -39,6 +41,12 @@ class BaseCriterion(ABC):
     @abstractmethod
     async def evaluate(self, actual: ExecutionResult, expected: EvalCase) -> CriterionResult:
         """Score one case."""
+
+    def evaluate_after(
+        self, actual: ExecutionResult, expected: EvalCase, others: list[CriterionResult]
+    ) -> CriterionResult:
+        """Score one case knowing the results of its other criteria (``sees_other_results`` criteria only)."""
+        raise NotImplementedError(f"{type(self).__name__} sets sees_other_results without evaluate_after")
 
     def validate_config(self) -> list[str]:
         """Problems with this criterion's configuration; empty when valid."""

@@ -2,6 +2,7 @@
 
 Pure criteria (``SyncCriterion`` that keep the inherited ``evaluate``) run inline, without creating a
 task per criterion; criteria that await (LLM judges, composites) run concurrently with each other.
+Criteria that ``sees_other_results`` (budgets on judging cost) run last, given the others' results.
 Used by the grading engine and by :class:`~tracegrade.criteria.composite.CompositeCriterion`.
 """
 
@@ -52,8 +53,11 @@ async def evaluate_all(
     """One result per criterion, in the criteria's order."""
     results: list[CriterionResult | None] = [None] * len(criteria)
     awaiting = []
+    last = []
     for index, criterion in enumerate(criteria):
-        if runs_inline(criterion):
+        if criterion.sees_other_results:
+            last.append(index)
+        elif runs_inline(criterion):
             results[index] = _evaluate_inline(criterion, actual, case)  # type: ignore[arg-type]
         else:
             awaiting.append(index)
@@ -63,4 +67,17 @@ async def evaluate_all(
         done = await asyncio.gather(*(evaluate_guarded(criteria[i], actual, case) for i in awaiting))
         for index, result in zip(awaiting, done):
             results[index] = result
+    if last:
+        others = [r for r in results if r is not None]
+        for index in last:
+            results[index] = _evaluate_after(criteria[index], actual, case, others)
     return results  # type: ignore[return-value]
+
+
+def _evaluate_after(
+    criterion: BaseCriterion, actual: ExecutionResult, case: EvalCase, others: list[CriterionResult]
+) -> CriterionResult:
+    try:
+        return criterion.evaluate_after(actual, case, others)
+    except Exception as exc:
+        return _error_result(criterion, case, exc)
