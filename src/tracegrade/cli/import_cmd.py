@@ -7,70 +7,109 @@ the file: it then says so and suggests sending the file to that server instead.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from tracegrade.cli.common import UsageProblem, friendly_errors
+from tracegrade.cli.common import friendly_errors
 from tracegrade.cli.progress import ProgressBar, track
-from tracegrade.cli.store_access import store_option
+from tracegrade.cli.store_access import store_options
 from tracegrade.errors import StoreLockedError
-from tracegrade.store.access import read_sidecar
-from tracegrade.store.trace_store import TraceStore
+
+if TYPE_CHECKING:
+    from tracegrade.ingest.decode.results import DecodedLogs, DecodedTraces, Rejection
+    from tracegrade.store.trace_store import TraceStore
 
 __all__ = ["command"]
 
 _SHOWN_REJECTIONS = 20
-
-
-def _open_for_import(store_path: Path) -> TraceStore:
-    try:
-        return TraceStore(store_path)
-    except StoreLockedError as exc:
-        server = read_sidecar(store_path)
-        if server is None:
-            raise
-        raise UsageProblem(
-            f"store {store_path} is held by `tracegrade serve` (pid {server.pid}, {server.http_url}); import "
-            f"cannot write to it while the server runs. Send the file to the server instead, e.g. "
-            f"`curl -H 'Content-Type: application/json' --data-binary @FILE.json {server.http_url}/v1/traces` "
-            "(use application/x-protobuf for .pb files), or stop the server and import again"
-        ) from exc
+Decoded = list[tuple[Path, "DecodedTraces", "DecodedLogs"]]
 
 
 @click.command("import")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@store_option
+@store_options
 @friendly_errors
-def command(files: tuple[Path, ...], store_path: Path) -> None:
+def command(files: tuple[Path, ...], store_path: Path, token: str | None) -> None:
     """Import OTLP files (JSON, JSON lines, protobuf) into the store and map their trajectories.
 
     Prints, per file, the spans and log records imported, duplicates skipped (already stored), and
-    rejected records with the reason. Exits 1 when any record was rejected.
+    rejected records with the reason. While `tracegrade serve` holds the store, the records are sent
+    through it (with --token) and it reports what it accepted and rejected. Exits 1 when any record
+    was rejected.
     """
     from tracegrade.ingest.decode import read_otlp_file
+    from tracegrade.store.trace_store import TraceStore
 
     # Decode everything before writing anything.
     decoded = [(path, *read_otlp_file(path)) for path in track(files, "decoding", unit="files")]
-    rejected_total = 0
     store_path.parent.mkdir(parents=True, exist_ok=True)
-    with _open_for_import(store_path) as store:
-        touched: set[str] = set()
-        for path, traces, logs in decoded:
-            result = store.write(traces.spans, logs.records)
-            touched |= result.trace_ids
-            rejections = [*traces.rejected, *logs.rejected]
-            rejected_total += len(rejections)
-            click.echo(
-                f"{path}: {result.spans_inserted} spans imported, {result.spans_duplicate} duplicates skipped, "
-                f"{result.logs_inserted} log records imported, {len(rejections)} rejected"
-            )
-            for rejection in rejections[:_SHOWN_REJECTIONS]:
-                click.echo(f"  rejected at {rejection.where}: {rejection.reason}", err=True)
-            if len(rejections) > _SHOWN_REJECTIONS:
-                click.echo(f"  … and {len(rejections) - _SHOWN_REJECTIONS} more rejected", err=True)
-        with ProgressBar(f"mapping {len(touched):,} traces"):
-            mapped = store.rebuild_trajectories(sorted(touched))
-    click.echo(f"{mapped} trace{'s' if mapped != 1 else ''} mapped into {store_path}")
+    try:
+        store = TraceStore(store_path)
+    except StoreLockedError as locked:
+        rejected_total = _through_server(store_path, token, decoded, locked)
+    else:
+        with store:
+            rejected_total = _into_file(store, store_path, decoded)
     if rejected_total:
         raise SystemExit(1)
+
+
+def _into_file(store: TraceStore, store_path: Path, decoded: Decoded) -> int:
+    """Write every file into the open store and map the traces they touched; the number of rejected records."""
+    rejected_total = 0
+    touched: set[str] = set()
+    for path, traces, logs in decoded:
+        result = store.write(traces.spans, logs.records)
+        touched |= result.trace_ids
+        rejections = [*traces.rejected, *logs.rejected]
+        rejected_total += len(rejections)
+        click.echo(
+            f"{path}: {result.spans_inserted} spans imported, {result.spans_duplicate} duplicates skipped, "
+            f"{result.logs_inserted} log records imported, {len(rejections)} rejected"
+        )
+        _show_rejections(rejections)
+    with ProgressBar(f"mapping {len(touched):,} traces"):
+        mapped = store.rebuild_trajectories(sorted(touched))
+    click.echo(f"{mapped} trace{'s' if mapped != 1 else ''} mapped into {store_path}")
+    return rejected_total
+
+
+def _through_server(store_path: Path, token: str | None, decoded: Decoded, locked: StoreLockedError) -> int:
+    """Send every file through the server that holds ``store_path``; the number of rejected records.
+
+    With no live server announced for the file (another process holds it), ``locked`` is raised as is.
+    """
+    from tracegrade.cli.remote_import import send_to_server
+    from tracegrade.store.access import read_sidecar, server_holding
+
+    token = token or os.environ.get("TRACEGRADE_TOKEN") or None
+    server = read_sidecar(store_path)
+    if server is None or server_holding(store_path, token) is None:
+        raise locked
+    click.echo(f"store {store_path} is held by `tracegrade serve` (pid {server.pid}); sending to {server.http_url}")
+    rejected_total = 0
+    for path, traces, logs in decoded:
+        with ProgressBar(f"sending {len(traces.spans):,} spans and {len(logs.records):,} log records"):
+            sent = send_to_server(server.http_url, token, traces.spans, logs.records)
+        rejections = [*traces.rejected, *logs.rejected]
+        rejected = len(rejections) + sent.spans_rejected + sent.logs_rejected
+        rejected_total += rejected
+        click.echo(
+            f"{path}: {sent.spans_accepted} spans accepted, {sent.logs_accepted} log records accepted, "
+            f"{rejected} rejected"
+        )
+        _show_rejections(rejections)
+        for message in sent.messages:
+            click.echo(f"  rejected by the server: {message}", err=True)
+    click.echo("the server stores them (a span it already has is kept once) and maps their trajectories")
+    return rejected_total
+
+
+def _show_rejections(rejections: list[Rejection]) -> None:
+    for rejection in rejections[:_SHOWN_REJECTIONS]:
+        click.echo(f"  rejected at {rejection.where}: {rejection.reason}", err=True)
+    if len(rejections) > _SHOWN_REJECTIONS:
+        click.echo(f"  … and {len(rejections) - _SHOWN_REJECTIONS} more rejected", err=True)
