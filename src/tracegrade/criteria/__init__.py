@@ -16,6 +16,7 @@ from tracegrade.criteria.composite import CompositeCriterion, WeightedCriterion
 from tracegrade.criteria.registry import CRITERIA_REGISTRY, build_criteria, register_criterion
 from tracegrade.criteria.sql_assertion import SqlAssertionCriterion
 from tracegrade.criteria.text import ContainsKeywordsCriterion, ExactMatchCriterion, RougeMatchCriterion
+from tracegrade.criteria.tool_schema import ToolSchemaCriterion
 from tracegrade.criteria.trajectory_match import (
     NodeOrderMatchCriterion,
     ToolNameMatchCriterion,
@@ -34,6 +35,7 @@ __all__ = [
     "SqlAssertionCriterion",
     "SyncCriterion",
     "ToolNameMatchCriterion",
+    "ToolSchemaCriterion",
     "TrajectoryMatchCriterion",
     "WeightedCriterion",
     "build_criteria",

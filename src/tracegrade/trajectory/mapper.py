@@ -21,6 +21,7 @@ from tracegrade.models.span import LogRecordData, SpanRecord
 from tracegrade.trajectory import calls, native, sources
 from tracegrade.trajectory.calls import LLMFields
 from tracegrade.trajectory.messages import Message, last_user_text, message_key
+from tracegrade.trajectory.tool_definitions import read_tool_definitions
 from tracegrade.trajectory.tree import Forest, Role, SpanNode, build_forest, preorder
 from tracegrade.trajectory.values import Issues
 
@@ -296,6 +297,7 @@ def _execution_fields(forest: Forest, issues: Issues) -> Fields:
         "content_captured": content_captured,
         "visits": walk.visits,
         "llm_calls": llm_calls,
+        "tool_definitions": read_tool_definitions(order),
         "convention": sources.trace_convention(forest.nodes),
         "trace_ids": forest.trace_ids,
         "conversation_id": sources.first_of(sources.CONVERSATION_ID, order),
