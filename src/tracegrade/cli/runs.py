@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.table import Table
+from rich.measure import Measurement
+from rich.table import Column, Table
 
 from tracegrade.cli.common import friendly_errors
 from tracegrade.cli.grading_store import open_grading_store
@@ -35,7 +36,10 @@ def command(store_path: Path, token: str | None, limit: int, kind: str | None, f
     if not runs:
         click.echo("no grading runs recorded yet (run `tracegrade grade`)")
         return
-    table = Table("run id", "recorded", "kind", "eval set", "cases", "passed", "failed", "errors", "pass rate")
+    console = Console()
+    # a run id is copied into `report`/`diff`: no cell wraps, the table is as wide as it needs to be
+    headers = ("run id", "recorded", "kind", "eval set", "cases", "passed", "failed", "errors", "pass rate")
+    table = Table(*(Column(h, no_wrap=True) for h in headers))
     for r in runs:
         table.add_row(
             r.run_id,
@@ -48,4 +52,6 @@ def command(store_path: Path, token: str | None, limit: int, kind: str | None, f
             str(r.error_cases),
             f"{r.pass_rate:.0%}",
         )
-    Console().print(table)
+    needed = Measurement.get(console, console.options.update_width(10_000), table).maximum
+    console.width = max(console.width, needed)
+    console.print(table)

@@ -9,6 +9,11 @@ joinable in SQL with ``traces``, ``tool_calls`` and the other trajectory tables:
 Rows are keyed by (run_id, eval_id[, criterion]) and written with ``INSERT OR REPLACE``, so writing the
 same run twice (a retried grading job) never duplicates results. The ``eval_runs`` row is written last:
 a run that was interrupted while being recorded is not listed, and recording it again completes it.
+
+A run is recorded whole (``record_report``: its report JSON in ``eval_runs.report``) or case by case
+(``record_cases``, an online worker's window of jobs): then each case's result JSON is in
+``eval_run_cases``, the run's counts are recomputed over all its cases each time, and ``load_run``
+puts the report together when it is read.
 """
 
 from __future__ import annotations
@@ -17,10 +22,11 @@ import json
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import timezone
 from typing import Any, Protocol
 
 from tracegrade.evaluation.timewindow import utc_now
-from tracegrade.models.results import EvalReport
+from tracegrade.models.results import EvalCaseResult, EvalReport
 
 __all__ = [
     "EVAL_TABLES_DDL",
@@ -30,6 +36,7 @@ __all__ = [
     "list_runs",
     "load_run",
     "new_run_id",
+    "record_cases",
     "record_report",
 ]
 
@@ -44,7 +51,8 @@ CREATE TABLE IF NOT EXISTS eval_runs (
     pass_rate DOUBLE,
     config JSON,                     -- the EvalConfig used
     metadata JSON,
-    report JSON                      -- the whole EvalReport (what `tracegrade report` re-renders)
+    report JSON                      -- the whole EvalReport (what `tracegrade report` re-renders),
+                                     -- NULL for a run recorded case by case (see eval_run_cases)
 );
 CREATE TABLE IF NOT EXISTS eval_case_results (
     run_id VARCHAR, eval_id VARCHAR, name VARCHAR,
@@ -60,6 +68,20 @@ CREATE TABLE IF NOT EXISTS eval_results (
     reason VARCHAR, details JSON, input_tokens BIGINT, output_tokens BIGINT, cost_usd DOUBLE,
     PRIMARY KEY (run_id, eval_id, criterion)
 );
+CREATE TABLE IF NOT EXISTS eval_run_cases (
+    run_id VARCHAR, eval_id VARCHAR,
+    result JSON,                     -- the whole EvalCaseResult, for runs recorded case by case
+    PRIMARY KEY (run_id, eval_id)
+);
+"""
+
+# The row of a run recorded case by case, its counts over every case recorded in it so far.
+_CASEWISE_RUN_ROW_SQL = """
+INSERT OR REPLACE INTO eval_runs
+SELECT ?::VARCHAR, ?::TIMESTAMP, ?::VARCHAR, ?::VARCHAR, ?::VARCHAR,
+       count(*), count_if(passed), count(*) - count_if(passed) - count_if(error IS NOT NULL),
+       count_if(error IS NOT NULL), count_if(passed) / count(*), ?::JSON, ?::JSON, NULL
+FROM eval_case_results WHERE run_id = ?
 """
 
 
@@ -109,6 +131,34 @@ def record_report(store: RunSink, report: EvalReport, kind: str, run_id: str | N
         json.dumps(report.metadata, default=str),
         report.model_dump_json(),
     ]
+    _insert_case_rows(store, run_id, report)
+    _insert_many(store, "eval_runs", [run_row], 13)
+    return run_id
+
+
+def record_cases(store: RunSink, report: EvalReport, kind: str, run_id: str, metadata: dict[str, Any]) -> str:
+    """Add ``report``'s cases to run ``run_id``, recorded case by case; returns ``run_id``.
+
+    A case already in the run (same ``eval_id``) is replaced, every row of it, so recording a case again
+    never duplicates it. The run's row then counts every case recorded in it; ``metadata`` and the
+    report's config become the run's.
+    """
+    ensure_eval_tables(store)
+    eval_ids = [r.eval_id for r in report.results]
+    if eval_ids:  # a case graded again may have fewer criteria than before: drop the old ones
+        marks = ", ".join("?" * len(eval_ids))
+        store.execute_write(f"DELETE FROM eval_results WHERE run_id = ? AND eval_id IN ({marks})", [run_id, *eval_ids])
+    _insert_case_rows(store, run_id, report)
+    _insert_many(store, "eval_run_cases", [[run_id, r.eval_id, r.model_dump_json()] for r in report.results], 3)
+    config, meta = json.dumps(report.config_used, default=str), json.dumps(metadata, default=str)
+    store.execute_write(
+        _CASEWISE_RUN_ROW_SQL, [run_id, utc_now(), kind, report.eval_set_id, report.eval_set_name, config, meta, run_id]
+    )
+    return run_id
+
+
+def _insert_case_rows(store: RunSink, run_id: str, report: EvalReport) -> None:
+    """The ``eval_results`` and ``eval_case_results`` rows of every case of ``report``, under ``run_id``."""
     case_rows, result_rows = [], []
     for r in report.results:
         trace_id = r.trace_ids[0] if r.trace_ids else None
@@ -149,8 +199,6 @@ def record_report(store: RunSink, report: EvalReport, kind: str, run_id: str | N
             )
     _insert_many(store, "eval_results", result_rows, 14)
     _insert_many(store, "eval_case_results", case_rows, 12)
-    _insert_many(store, "eval_runs", [run_row], 13)
-    return run_id
 
 
 def new_run_id() -> str:
@@ -191,7 +239,25 @@ def load_run(store: RunSink, run_id: str) -> EvalReport:
         raise KeyError(f"no grading run {run_id!r} in the store (list them with `tracegrade runs`)")
     if len(rows) > 1:
         raise KeyError(f"run id prefix {run_id!r} is ambiguous: {', '.join(r[0] for r in rows[:5])}")
-    return EvalReport.model_validate_json(rows[0][1])
+    found, report = rows[0]
+    return EvalReport.model_validate_json(report) if report is not None else _casewise_report(store, found)
+
+
+def _casewise_report(store: RunSink, run_id: str) -> EvalReport:
+    """The report of a run recorded case by case, from its row and its cases (in eval id order)."""
+    eval_set_id, name, config, metadata, created_at = store.query(
+        "SELECT eval_set_id, eval_set_name, config, metadata, created_at FROM eval_runs WHERE run_id = ?", [run_id]
+    ).rows[0]
+    cases = store.query("SELECT result FROM eval_run_cases WHERE run_id = ? ORDER BY eval_id", [run_id]).rows
+    report = EvalReport.create(
+        eval_set_id,
+        [EvalCaseResult.model_validate_json(row[0]) for row in cases],
+        name or "",
+        config_used=json.loads(config) if config else {},
+        metadata=json.loads(metadata) if metadata else {},
+    )
+    report.timestamp = created_at.replace(tzinfo=timezone.utc).timestamp()
+    return report
 
 
 def _has_table(store: RunSink, name: str) -> bool:

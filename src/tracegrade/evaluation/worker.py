@@ -3,9 +3,11 @@
 ``rules.yaml`` says which traces (a SQL predicate over ``traces`` and a sample rate), with which criteria,
 once a trace has been quiet for ``settle_seconds``. Each (rule, trace) pair becomes one row of
 ``grading_jobs``; a worker claims jobs by taking a lease, grades them reference-free, records the result
-as run ``job:<rule>:<trace_id>`` and marks the job done. A job whose worker died is taken over when its
-lease expires; because a job's results are keyed by its run id and written with ``INSERT OR REPLACE``,
-a retried job never writes duplicate results.
+and marks the job done. A rule's jobs are grouped into one run per window of ``run_window_minutes``
+(by when the job was enqueued): run ``worker:<rule>:<window start, UTC>``, one case per job, so
+``tracegrade runs`` lists a row per rule and window rather than one per trace. A job whose worker died is
+taken over when its lease expires; a job always lands in the same run, where its case (keyed by trace)
+is replaced, so a retried job never writes duplicate results.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import logging
 import os
 import socket
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,7 @@ from tracegrade.criteria.registry import CRITERIA_REGISTRY
 from tracegrade.errors import NoCriteriaError
 from tracegrade.evaluation.engine import EvaluatorFactory, compile_criteria
 from tracegrade.evaluation.offline import TraceGrader
-from tracegrade.evaluation.run_records import RunSink, ensure_eval_tables, record_report
+from tracegrade.evaluation.run_records import RunSink, ensure_eval_tables, record_cases
 from tracegrade.evaluation.selection import TraceSelection, sample_predicate
 from tracegrade.evaluation.timewindow import utc_now
 from tracegrade.models.config import CriteriaConfig, CriterionConfig, EvalConfig
@@ -36,6 +38,8 @@ from tracegrade.models.files import load_model
 __all__ = ["GradingRule", "GradingWorker", "NamedCriterion", "WorkerRules"]
 
 log = logging.getLogger("tracegrade.worker")
+
+_EPOCH = datetime(1970, 1, 1)  # run windows are aligned to it (whole hours for the default hour)
 
 JOBS_DDL = """
 CREATE TABLE IF NOT EXISTS grading_jobs (
@@ -46,7 +50,7 @@ CREATE TABLE IF NOT EXISTS grading_jobs (
     lease_expires TIMESTAMP,
     attempts INTEGER,
     created_at TIMESTAMP, updated_at TIMESTAMP,
-    run_id VARCHAR,                  -- eval_runs.run_id of the results
+    run_id VARCHAR,                  -- eval_runs.run_id of the rule's window holding the job's case
     error VARCHAR
 )
 """
@@ -84,6 +88,7 @@ class WorkerRules(BaseModel):
     poll_seconds: float = Field(default=2.0, gt=0)
     batch_size: int = Field(default=20, ge=1)
     max_attempts: int = Field(default=3, ge=1)
+    run_window_minutes: float = Field(default=60.0, gt=0)  # a rule's jobs enqueued in one window: one run
     plugins: list[str] = Field(default_factory=list)  # modules imported first (they register user criteria)
 
     @classmethod
@@ -196,16 +201,17 @@ class GradingWorker:
     async def run_job(self, job_id: str, rule_name: str, trace_id: str) -> str | None:
         """Grade one job and record it; returns the run id, or None when the job failed."""
         rule = self.rules.get(rule_name)
-        run_id = f"job:{job_id}"
         try:
             if rule is None:
                 raise KeyError(f"rule {rule_name!r} is no longer in the rules file")
+            run_id, window = self._window_run(rule_name, self._created_at(job_id))
             grader = TraceGrader(self.store, EvalConfig(criteria=rule.criteria), self.evaluator_factory)
             report = await grader.grade_traces(
                 TraceSelection(trace_ids=[trace_id]), extra_criteria=self._extra[rule_name]
             )
-            report.metadata.update({"rule": rule_name, "job_id": job_id, "worker": self.worker_id})
-            record_report(self.store, report, kind="worker", run_id=run_id)
+            for case in report.results:
+                case.metadata.update({"job_id": job_id, "worker": self.worker_id})
+            record_cases(self.store, report, "worker", run_id, {"rule": rule_name, **window})
         except Exception as exc:
             log.warning("grading job %s failed: %s", job_id, exc)
             self._finish(
@@ -217,6 +223,19 @@ class GradingWorker:
             return None
         self._finish(job_id, "done", run_id, None)
         return run_id
+
+    def _window_run(self, rule_name: str, enqueued: datetime) -> tuple[str, dict[str, Any]]:
+        """The run id of the window ``enqueued`` falls in, and the window's bounds for the run's metadata."""
+        width = timedelta(minutes=self.settings.run_window_minutes)
+        start = _EPOCH + ((enqueued - _EPOCH) // width) * width
+        window = {"window_start": start.isoformat(), "window_end": (start + width).isoformat()}
+        return f"worker:{rule_name}:{start:%Y%m%dT%H%M%SZ}", window
+
+    def _created_at(self, job_id: str) -> datetime:
+        created: datetime = self.store.query("SELECT created_at FROM grading_jobs WHERE job_id = ?", [job_id]).rows[0][
+            0
+        ]
+        return created
 
     def _attempts(self, job_id: str) -> int:
         return int(self.store.query("SELECT attempts FROM grading_jobs WHERE job_id = ?", [job_id]).rows[0][0])
