@@ -3,69 +3,23 @@ let the real OTLP exporters retry, and check every span acknowledged before the 
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from tests.support.export_load import ExportLoad, assert_stored_once, make_batches
 from tests.support.server_process import ServerProcess
-from tracegrade.store import TraceStore
 
 BATCHES_PER_EXPORTER = 60
 SPANS_PER_BATCH = 40
 KILL_AFTER_ACKED_BATCHES = 16
-PAUSE_BETWEEN_EXPORTS = 0.02  # pacing, so the kill lands mid-load rather than after it
-
-
-def _batches(count: int) -> list[list[ReadableSpan]]:
-    """``count`` traces of SPANS_PER_BATCH spans each, one trace per export call."""
-    memory = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create({"service.name": "crash-test"}))
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    tracer = provider.get_tracer("tests.crash")
-    batches = []
-    for index in range(count):
-        memory.clear()
-        with tracer.start_as_current_span(f"invoke_agent run-{index}"):
-            for step in range(SPANS_PER_BATCH - 1):
-                with tracer.start_as_current_span(f"step {step}") as span:
-                    span.set_attribute("payload", "x" * 200)
-        batches.append(list(memory.get_finished_spans()))
-    return batches
-
-
-class ExportLoad(threading.Thread):
-    """Exports batches one by one with a real exporter, recording the span ids of acknowledged ones."""
-
-    def __init__(self, exporter: SpanExporter, batches: Sequence[list[ReadableSpan]]) -> None:
-        super().__init__(daemon=True)
-        self.exporter = exporter
-        self.batches = batches
-        self.acked: list[tuple[str, str]] = []
-        self.acked_batches = 0
-        self.failed_batches = 0
-
-    def run(self) -> None:
-        for batch in self.batches:
-            if self.exporter.export(batch) == SpanExportResult.SUCCESS:
-                self.acked.extend((f"{s.context.trace_id:032x}", f"{s.context.span_id:016x}") for s in batch)
-                self.acked_batches += 1
-            else:
-                self.failed_batches += 1
-            time.sleep(PAUSE_BETWEEN_EXPORTS)
-        self.exporter.shutdown()
 
 
 def test_acknowledged_spans_survive_sigkill_and_are_stored_exactly_once(tmp_path: Path) -> None:
     store = tmp_path / "crash.duckdb"
-    batches = _batches(2 * BATCHES_PER_EXPORTER)
+    batches = make_batches(2 * BATCHES_PER_EXPORTER, SPANS_PER_BATCH)
     first = ServerProcess(store).start()
     loads = [
         ExportLoad(HttpSpanExporter(endpoint=f"{first.http_url}/v1/traces", timeout=30), batches[0::2]),
@@ -90,16 +44,7 @@ def test_acknowledged_spans_survive_sigkill_and_are_stored_exactly_once(tmp_path
     assert all(
         load.acked_batches > len(acked) // SPANS_PER_BATCH for load, acked in zip(loads, acked_before_kill, strict=True)
     )
-    reader = TraceStore(store, read_only=True)
-    try:
-        rows = reader.query("SELECT trace_id, span_id, count(*) FROM spans GROUP BY trace_id, span_id").rows
-    finally:
-        reader.close()
-    stored = {(trace_id, span_id): count for trace_id, span_id, count in rows}
-    for acked in acked_before_kill:
-        missing = [ids for ids in acked if ids not in stored]
-        assert not missing, f"{len(missing)} acknowledged spans lost, e.g. {missing[:3]}"
-    assert all(count == 1 for count in stored.values())
+    stored = assert_stored_once(store, [ids for acked in acked_before_kill for ids in acked])
     every_acked = {ids for load in loads for ids in load.acked}
     assert every_acked <= set(stored)
 

@@ -24,6 +24,8 @@ def _announce(server: object) -> None:
     click.echo(f"  health     {server.http_url}/healthz  /readyz  /metrics")
     if settings.token:
         click.echo("  a bearer token is required on every request")
+    if settings.host in ("0.0.0.0", "::"):
+        click.echo("  (a wildcard address: gRPC listens on IPv4 and IPv6 alike, HTTP on the family given)")
     click.echo("Stop with Ctrl-C or SIGTERM (pending spans are flushed first).", err=False)
 
 
@@ -99,6 +101,29 @@ def _announce(server: object) -> None:
     help="Map large trajectory backlogs in a child process, off the receiver's interpreter lock, at about "
     "100 MB more memory (default: off, everything is mapped in the receiver's process).",
 )
+@click.option(
+    "--query-timeout",
+    type=float,
+    envvar=ENV_VARS["query_timeout"],
+    help="Seconds a query (POST /v1/query) may run before it is cancelled (default 30).",
+)
+@click.option(
+    "--max-queries",
+    type=int,
+    envvar=ENV_VARS["max_queries"],
+    help="Queries run at once; more wait for a turn, up to --query-timeout (default 2).",
+)
+@click.option(
+    "--query-memory-limit",
+    envvar=ENV_VARS["query_memory_limit"],
+    help="DuckDB memory queries may use on top of --store-memory-limit; beyond it they spill to disk (default 256MB).",
+)
+@click.option(
+    "--require-auth/--no-require-auth",
+    default=None,
+    envvar=ENV_VARS["require_auth"],
+    help="Refuse to start without --token, or without TLS when --host is not a loopback address.",
+)
 @friendly_errors
 def command(**options: object) -> None:
     """Receive OTLP traces and logs (gRPC and HTTP) and store them in a DuckDB file.
@@ -107,12 +132,18 @@ def command(**options: object) -> None:
     TRACEGRADE_GRPC_PORT, TRACEGRADE_HTTP_PORT, TRACEGRADE_TOKEN, TRACEGRADE_TLS_CERT, TRACEGRADE_TLS_KEY,
     TRACEGRADE_MAX_REQUEST_BYTES, TRACEGRADE_QUEUE_SPANS, TRACEGRADE_QUEUE_WAIT, TRACEGRADE_STORE_MEMORY_LIMIT,
     TRACEGRADE_MAX_INFLIGHT_REQUESTS, TRACEGRADE_SHUTDOWN_TIMEOUT, TRACEGRADE_WORKER_RULES,
-    TRACEGRADE_MAPPING_PROCESS.
+    TRACEGRADE_MAPPING_PROCESS, TRACEGRADE_QUERY_TIMEOUT, TRACEGRADE_MAX_QUERIES,
+    TRACEGRADE_QUERY_MEMORY_LIMIT, TRACEGRADE_REQUIRE_AUTH.
     """
     typos = misspelled_env_vars(os.environ)
     if typos:
         raise UsageProblem("; ".join(typos))
     settings = ServeSettings.build(options, source="(tracegrade serve options and TRACEGRADE_* variables)")
+    exposures = settings.exposures()
+    if exposures and settings.require_auth:
+        raise UsageProblem("refusing to start (--require-auth): " + "; ".join(exposures))
+    for exposure in exposures:
+        click.echo(f"warning: {exposure}", err=True)
     from tracegrade.ingest.server import run_server
 
     try:

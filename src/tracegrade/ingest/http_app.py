@@ -8,6 +8,7 @@ gzip bomb costs at most the cap). Errors carry a ``google.rpc.Status`` body sayi
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import zlib
@@ -45,8 +46,15 @@ SUPPORTED_ENCODINGS = ("gzip", "identity")
 TOO_LARGE_HINT = "send smaller batches (the exporter's max export batch size) or raise --max-request-bytes"
 READ_CHUNK = 64 * 1024
 
-QueryRunner = Callable[[str, Sequence[Any] | None], Awaitable[Any]]
+# (sql, params, is the client still connected?) -> QueryResult
+QueryRunner = Callable[[str, Sequence[Any] | None, Callable[[], bool]], Awaitable[Any]]
 Readiness = Callable[[], tuple[bool, str]]
+
+
+def _connected(request: web.Request) -> bool:
+    """Is the client that sent ``request`` still connected?"""
+    transport = request.transport
+    return transport is not None and not transport.is_closing()
 
 
 def _media_type(request: web.Request) -> str:
@@ -189,7 +197,7 @@ class HttpFrontEnd:
         try:
             self._intake.authorize(request.headers.get("Authorization"))
             sql, params = await self._query_arguments(request)
-            result = await self._run_query(sql, params)
+            result = await self._run_query(sql, params, functools.partial(_connected, request))
         except ExportRefused as refused:
             self._count("query", refused.http_status)
             return self._refusal(refused, WireFormat.JSON)

@@ -38,6 +38,7 @@ __all__ = [
 
 MAX_LISTED_REJECTIONS = 5
 SHUTDOWN_RETRY_AFTER = 5.0
+RECOVERY_RETRY_AFTER = 1.0  # a store reopens in about a second plus its journal's replay
 
 
 class ExportRefused(Exception):
@@ -146,10 +147,11 @@ class Intake:
         decode_threads: int = 2,
         decode_limits: Any = None,
         queue_wait: float = 0.0,
+        max_queue_spans: int | None = None,
     ) -> None:
         from tracegrade.store import QueueFull
 
-        self._writer = writer
+        self._writer = writer  # None until ``replace_writer`` (a receiver opens its store after binding)
         self._queue_full = QueueFull
         self._metrics = metrics
         self._token = token.encode() if token else None
@@ -157,11 +159,28 @@ class Intake:
         self._limits = () if decode_limits is None else (decode_limits,)
         self._decoders = _decoders()
         self._executor = ThreadPoolExecutor(decode_threads, thread_name_prefix="tracegrade-decode")
-        self._gate = QueueGate(writer.free_records, writer.writer.max_queue_spans, queue_wait)
+        capacity = max_queue_spans if max_queue_spans is not None else writer.writer.max_queue_spans
+        self._gate = QueueGate(self._free_records, capacity, queue_wait)
         self._inflight = 0
         self._idle = asyncio.Event()
         self._idle.set()
         self.draining = False
+        self.recovering: str | None = None  # why exports are refused while the store is reopened
+
+    def _free_records(self) -> int:
+        return self._writer.free_records() if self._writer is not None else 0
+
+    def replace_writer(self, writer: Any) -> None:
+        """Hand exports to ``writer`` (a JournaledWriter) from now on: the store was (re)opened."""
+        self._writer = writer
+        self._gate.room_freed()
+
+    def begin_recovery(self, reason: str) -> None:
+        """Refuse exports retryably (503 / UNAVAILABLE) until ``end_recovery``: the store is reopened."""
+        self.recovering = reason
+
+    def end_recovery(self) -> None:
+        self.recovering = None
 
     @property
     def inflight(self) -> int:
@@ -191,6 +210,8 @@ class Intake:
         """Hold one of the in-flight slots for the duration of a request, or refuse it (retryably)."""
         if self.draining:
             raise ShuttingDown("the receiver is shutting down; retry later", SHUTDOWN_RETRY_AFTER)
+        if self.recovering is not None or self._writer is None:
+            raise StoreUnavailable(f"{self.recovering or 'the store is opening'}; retry shortly", RECOVERY_RETRY_AFTER)
         if self._inflight >= self._max_inflight:
             raise Overloaded(f"{self._inflight} requests in flight (the limit); retry later", 1.0)
         self._inflight += 1
@@ -222,7 +243,10 @@ class Intake:
     def decode_record(self, record: tuple[int, bytes]) -> tuple[list[Any], list[Any]]:
         """The spans and log records a journal record holds (for replaying the journal at start)."""
         kind, payload = record
-        signal, fmt = next(key for key, value in RECORD_KINDS.items() if value == kind)
+        found = [key for key, value in RECORD_KINDS.items() if value == kind]
+        if not found:
+            raise DecodeError(f"unknown journal record kind {kind} (known: {sorted(RECORD_KINDS.values())})")
+        signal, fmt = found[0]
         return _records(signal, self._decoders[(signal, fmt)](payload, *self._limits))
 
     def room_freed(self) -> None:

@@ -81,7 +81,20 @@ class JournaledWriter:
         in_flight: deque[tuple[int, Future[WriteResult]]] = deque()
         waiting = replayed = 0
         for record in self.journal.recovered_records():
-            spans, logs = decode(record)
+            try:
+                spans, logs = decode((record.kind, record.payload))
+            except Exception as exc:  # intact on disk, yet not a request this receiver can read
+                log.error(
+                    "request journal %s: the record at offset %d (kind %d, %d bytes) cannot be decoded and is "
+                    "skipped: %s",
+                    record.segment,
+                    record.offset,
+                    record.kind,
+                    len(record.payload),
+                    exc,
+                )
+                self.journal.keep_aside(record.segment, f"an undecodable record at offset {record.offset}")
+                continue
             if not spans and not logs:
                 continue
             prepared = prepare_write(spans, logs)

@@ -28,8 +28,11 @@ RUN_KINDS = ("eval_set", "reference_free", "worker", "live")
 Authorize = Callable[[str | None], None]  # raises (an ExportRefused with http_status) to refuse
 
 
-def add_runs_route(app: web.Application, store: RunSink, authorize: Authorize | None = None) -> None:
-    """Add ``POST /v1/runs`` to ``app`` (before it starts), recording into ``store``.
+def add_runs_route(
+    app: web.Application, store: RunSink | Callable[[], RunSink], authorize: Authorize | None = None
+) -> None:
+    """Add ``POST /v1/runs`` to ``app`` (before it starts), recording into ``store`` (or the store that
+    ``store()`` returns at the time: a receiver reopens its store after a failure).
 
     ``authorize`` receives the ``Authorization`` header and raises to refuse (the receiver's
     ``Intake.authorize``, so the endpoint takes the same bearer token as every other one).
@@ -49,7 +52,11 @@ def add_runs_route(app: web.Application, store: RunSink, authorize: Authorize | 
             return _error(413, f"the report is too large for this server ({exc.text}); grade with --no-record")
         loop = asyncio.get_running_loop()
         try:
-            recorded = await loop.run_in_executor(None, record_report, store, report, kind, run_id)
+            sink = store() if callable(store) else store
+        except Exception as exc:  # the store is being reopened: retryable
+            return _error(getattr(exc, "http_status", 503), str(exc))
+        try:
+            recorded = await loop.run_in_executor(None, record_report, sink, report, kind, run_id)
         except StoreError as exc:
             return _error(500, f"recording the run failed: {exc}")
         return web.json_response({"run_id": recorded})

@@ -1,9 +1,13 @@
-"""The OTLP receiver behind ``tracegrade serve``: store writer, gRPC and HTTP front ends on one asyncio loop.
+"""The OTLP receiver behind ``tracegrade serve``: storage, gRPC and HTTP front ends on one asyncio loop.
 
-Start-up opens the store, starts the writer, binds both listeners and writes the ``<store>.server.json``
-sidecar. Stopping (SIGTERM/SIGINT or :meth:`ReceiverServer.stop`) turns readiness off and refuses new
-requests (503 / UNAVAILABLE, both retryable), lets admitted requests finish, flushes the writer, closes
-the store and removes the sidecar: everything acknowledged is on disk.
+Start-up binds both ports (so a port in use fails before anything is created), opens the storage (which
+replays the request journal), starts both listeners and writes the ``<store>.server.json`` sidecar. While
+it runs, a watch reopens the storage whenever the store fails (a full disk, an I/O error), answering
+503 / UNAVAILABLE with ``Retry-After`` meanwhile, and replays the journal: nothing acknowledged is lost.
+Queries run at most ``--max-queries`` at a time, each cancelled after ``--query-timeout`` or when its
+client hangs up. Stopping (SIGTERM/SIGINT or :meth:`ReceiverServer.stop`) turns readiness off, refuses
+new requests (retryably), cancels running queries, lets admitted requests finish, flushes the writer,
+closes the store and removes the sidecar: everything acknowledged is on disk.
 """
 
 from __future__ import annotations
@@ -11,11 +15,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import logging
 import os
 import signal
 import socket
 import ssl
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -23,20 +28,26 @@ from typing import Any
 import grpc
 from aiohttp import web
 
+from tracegrade.errors import StoreError
 from tracegrade.ingest.grpc_services import OtlpGrpcServices
 from tracegrade.ingest.http_app import HttpFrontEnd
-from tracegrade.ingest.inprocess_worker import InProcessWorker, start_inprocess_worker
-from tracegrade.ingest.intake import Intake
-from tracegrade.ingest.journaled_writer import JournaledWriter
+from tracegrade.ingest.intake import Intake, Overloaded, ShuttingDown, StoreUnavailable
 from tracegrade.ingest.metrics import ReceiverMetrics
 from tracegrade.ingest.runs_endpoint import add_runs_route
-from tracegrade.ingest.settings import ServeSettings, duckdb_size_bytes
+from tracegrade.ingest.settings import ServeSettings
+from tracegrade.ingest.storage import Storage, StorageHooks
+from tracegrade.store.query_control import QueryControl
 
 __all__ = ["ReceiverServer", "run_server"]
 
 READY_QUEUE_FRACTION = 0.8  # readiness turns false when the write queue is fuller than this
 STOP_GRACE = 2.0  # seconds idle connections get to close once in-flight requests are done
+STORE_WATCH_SECONDS = 0.25  # how often the receiver checks whether its store failed
+REOPEN_RETRY_SECONDS = 2.0  # between attempts to reopen a failed store (the disk may still be full)
 QUERY_CONSISTENCY_TIMEOUT = 30.0  # longest a query waits for acknowledged spans to be committed
+CLIENT_CHECK_SECONDS = 0.2  # how often a running query checks that its client is still there
+
+log = logging.getLogger(__name__)
 
 
 def _host_port(host: str, port: int) -> str:
@@ -50,15 +61,18 @@ class ReceiverServer:
         self.settings = settings
         self.http_port: int | None = None
         self.grpc_port: int | None = None
-        self._store: Any = None
-        self._writer: Any = None
+        self._storage: Storage | None = None
         self._intake: Intake | None = None
         self._grpc: grpc.aio.Server | None = None
         self._http: web.AppRunner | None = None
-        self._worker: InProcessWorker | None = None
-        self._query_executor = ThreadPoolExecutor(2, thread_name_prefix="tracegrade-query")
+        self._http_socket: socket.socket | None = None
+        self._query_executor = ThreadPoolExecutor(settings.max_queries, thread_name_prefix="tracegrade-query")
+        self._query_slots = asyncio.Semaphore(settings.max_queries)
+        self._running_queries: set[QueryControl] = set()
+        self._watch: asyncio.Task[None] | None = None
         self._stop_requested = asyncio.Event()
         self._stopped = False
+        self.reopened = 0  # times the store was reopened after a failure
 
     # -- addresses --------------------------------------------------------------------------------------
 
@@ -74,69 +88,55 @@ class ReceiverServer:
     # -- lifecycle --------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        from tracegrade.store import StoreWriter, TraceStore
-        from tracegrade.store.journal import RequestJournal
-        from tracegrade.store.mapping_process import MappingProcess
-
-        settings = self.settings
         loop = asyncio.get_running_loop()
-        self._store = await loop.run_in_executor(
-            # the request journal is the store's log: DuckDB writes no WAL of its own (see TraceStore)
-            None,
-            functools.partial(TraceStore, settings.store, memory_limit=settings.store_memory_limit, wal=False),
-        )
         try:
-            writer = StoreWriter(
-                self._store,
-                max_queue_spans=settings.queue_spans,
-                # the whole queue may go into one transaction (spans stop at the row group's end anyway)
-                max_batch_spans=settings.queue_spans,
-                # a checkpoint needs about as much memory again as it writes: a quarter of the limit each
-                checkpoint_bytes=duckdb_size_bytes(settings.store_memory_limit) // 4,
-                # no mapping child unless asked for: it costs about 100 MB while a backlog keeps it running
-                mapping=MappingProcess() if settings.mapping_process else MappingProcess(in_process_spans=None),
-                on_dequeued=functools.partial(self._report_room, loop),
-            )
-            writer.start()
-            self._writer = JournaledWriter(
-                writer,
-                RequestJournal(settings.journal_path),
-                on_stored=lambda result: loop.call_soon_threadsafe(self._count_stored, result),
-            )
-            if settings.worker_rules is not None:
-                self._worker = start_inprocess_worker(writer, settings.worker_rules)
+            self._bind_grpc()
+            self._bind_http()
             metrics = ReceiverMetrics(
-                queue_depth=lambda: writer.queue_depth,
+                queue_depth=lambda: self.writer.queue_depth if self.writer is not None else 0,
                 inflight=lambda: self.inflight,
-                store_stats=lambda: self._writer.stats,
+                store_stats=lambda: self._storage.journaled.stats if self._storage is not None else {},
                 waiting_for_room=lambda: self._intake.waiting_for_room if self._intake is not None else 0,
             )
             self._intake = Intake(
-                self._writer,
+                None,
                 metrics,
-                token=settings.token,
-                max_inflight_requests=settings.max_inflight_requests,
-                queue_wait=settings.queue_wait,
+                token=self.settings.token,
+                max_inflight_requests=self.settings.max_inflight_requests,
+                queue_wait=self.settings.queue_wait,
+                max_queue_spans=self.settings.queue_spans,
             )
-            await loop.run_in_executor(None, self._writer.recover, self._intake.decode_record)
-            self._writer.start()
-            await self._start_grpc(OtlpGrpcServices(self._intake, metrics))
+            self._storage = await loop.run_in_executor(None, Storage.open, self.settings, self._hooks(loop))
+            self._intake.replace_writer(self._storage.journaled)
+            assert self._grpc is not None
+            self._grpc.add_generic_rpc_handlers(OtlpGrpcServices(self._intake, metrics).handlers())
+            await self._grpc.start()
             front_end = HttpFrontEnd(
                 self._intake,
                 metrics,
-                max_request_bytes=settings.max_request_bytes,
+                max_request_bytes=self.settings.max_request_bytes,
                 run_query=self._run_query,
                 readiness=self.readiness,
             )
             app = front_end.build_app()
-            add_runs_route(app, self._store, self._intake.authorize)
+            add_runs_route(app, lambda: self._usable_storage().store, self._intake.authorize)
             await self._start_http(app)
         except BaseException:
             await self._shutdown()
             raise
+        self._watch = asyncio.create_task(self._watch_store())
         self._write_sidecar()
 
-    async def _start_grpc(self, services: OtlpGrpcServices) -> None:
+    def _hooks(self, loop: asyncio.AbstractEventLoop) -> StorageHooks:
+        assert self._intake is not None
+        return StorageHooks(
+            on_dequeued=functools.partial(self._report_room, loop),
+            on_stored=lambda result: loop.call_soon_threadsafe(self._count_stored, result),
+            decode=self._intake.decode_record,
+        )
+
+    def _bind_grpc(self) -> None:
+        """Create the gRPC server and bind its port (services are added once the storage is open)."""
         limit = self.settings.max_request_bytes
         server = grpc.aio.server(
             options=[
@@ -146,7 +146,7 @@ class ReceiverServer:
             ],
             maximum_concurrent_rpcs=2 * self.settings.max_inflight_requests,
         )
-        server.add_generic_rpc_handlers(services.handlers())
+        self._grpc = server
         address = _host_port(self.settings.host, self.settings.grpc_port)
         if self.settings.tls_enabled:
             credentials = grpc.ssl_server_credentials(
@@ -156,16 +156,13 @@ class ReceiverServer:
         else:
             port = server.add_insecure_port(address)
         if port == 0:
-            raise OSError(f"cannot listen for OTLP/gRPC on {address} (port in use or address not local)")
-        self._grpc = server
+            raise OSError(
+                f"cannot listen for OTLP/gRPC on {address}: the port is in use or the address is not local; "
+                "choose another with --grpc-port (0 picks a free one) or --host"
+            )
         self.grpc_port = port
-        await server.start()
 
-    async def _start_http(self, app: web.Application) -> None:
-        self._http = web.AppRunner(
-            app, handle_signals=False, access_log=None, auto_decompress=False, shutdown_timeout=STOP_GRACE
-        )
-        await self._http.setup()
+    def _bind_http(self) -> None:
         family = socket.AF_INET6 if ":" in self.settings.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
@@ -173,11 +170,21 @@ class ReceiverServer:
             sock.bind((self.settings.host, self.settings.http_port))
         except OSError as exc:
             sock.close()
+            address = _host_port(self.settings.host, self.settings.http_port)
             raise OSError(
-                f"cannot listen for OTLP/HTTP on {self.settings.host}:{self.settings.http_port}: {exc}"
+                f"cannot listen for OTLP/HTTP on {address}: {exc.strerror or exc}; "
+                "choose another with --http-port (0 picks a free one) or --host"
             ) from None
+        self._http_socket = sock
         self.http_port = sock.getsockname()[1]
-        site = web.SockSite(self._http, sock, ssl_context=self._ssl_context())
+
+    async def _start_http(self, app: web.Application) -> None:
+        self._http = web.AppRunner(
+            app, handle_signals=False, access_log=None, auto_decompress=False, shutdown_timeout=STOP_GRACE
+        )
+        await self._http.setup()
+        assert self._http_socket is not None
+        site = web.SockSite(self._http, self._http_socket, ssl_context=self._ssl_context())
         await site.start()
 
     def _ssl_context(self) -> ssl.SSLContext | None:
@@ -191,6 +198,7 @@ class ReceiverServer:
         """Graceful stop: refuse new work, finish admitted requests, flush the writer, remove the sidecar."""
         if self._stopped:
             return
+        self._cancel_queries("the receiver is shutting down")
         if self._intake is not None:
             self._intake.begin_drain()
             await self._intake.wait_idle(self.settings.shutdown_timeout)
@@ -200,17 +208,20 @@ class ReceiverServer:
     async def _shutdown(self) -> None:
         self._stopped = True
         loop = asyncio.get_running_loop()
-        if self._worker is not None:  # finishes the job in hand before the store closes
-            await loop.run_in_executor(None, self._worker.stop)
+        if self._watch is not None:
+            self._watch.cancel()
+        self._cancel_queries("the receiver is shutting down")
         if self._grpc is not None:
             await self._grpc.stop(STOP_GRACE)
         if self._http is not None:
             await self._http.cleanup()
-        if self._writer is not None:  # flushes the queue, rebuilds pending trajectories, closes the store
-            close = functools.partial(self._writer.close, rebuild_seconds=self.settings.shutdown_timeout)
+        elif self._http_socket is not None:
+            self._http_socket.close()
+        if self._storage is not None:  # flushes the queue, rebuilds pending trajectories, closes the store
+            storage = self._storage
+            drain = storage.failure is None
+            close = functools.partial(storage.close, drain=drain, rebuild_seconds=self.settings.shutdown_timeout)
             await loop.run_in_executor(None, close)
-        elif self._store is not None:
-            await loop.run_in_executor(None, self._store.close)
         if self._intake is not None:
             self._intake.close()
         self._query_executor.shutdown(wait=True)
@@ -231,6 +242,51 @@ class ReceiverServer:
                 loop.remove_signal_handler(sig)
             await self.stop()
 
+    # -- a failed store -----------------------------------------------------------------------------------
+
+    async def _watch_store(self) -> None:
+        while not self._stopped:
+            await asyncio.sleep(STORE_WATCH_SECONDS)
+            storage = self._storage
+            if storage is not None and storage.failure is not None and not self._stopped:
+                await self._reopen(storage)
+
+    async def _reopen(self, failed: Storage) -> None:
+        """Close the failed storage and open a new one on the same store and journal, retrying until it
+        opens; exports and queries are told to retry meanwhile."""
+        assert self._intake is not None
+        loop = asyncio.get_running_loop()
+        reason = failed.failure
+        log.error("the store failed (%s); reopening it and replaying the request journal", reason)
+        self._intake.begin_recovery(f"the store is being reopened after a failure ({reason})")
+        self._cancel_queries("the store failed and is being reopened")
+        await self._intake.wait_idle(self.settings.shutdown_timeout)
+        self._storage = None
+        await loop.run_in_executor(None, functools.partial(failed.close, drain=False))
+        while not self._stopped:
+            try:
+                storage = await loop.run_in_executor(None, Storage.open, self.settings, self._hooks(loop))
+            except StoreError as exc:
+                log.error("reopening the store failed (%s); trying again in %g s", exc, REOPEN_RETRY_SECONDS)
+                await asyncio.sleep(REOPEN_RETRY_SECONDS)
+                continue
+            if self._stopped:  # stopped while it opened: close it as a stop would
+                await loop.run_in_executor(None, storage.close)
+                return
+            self._storage = storage
+            self._intake.replace_writer(storage.journaled)
+            self._intake.end_recovery()
+            self.reopened += 1
+            log.warning("the store is open again; every acknowledged request in the journal was replayed")
+            return
+
+    def _usable_storage(self) -> Storage:
+        """The open storage, or a retryable refusal while it is being reopened."""
+        storage = self._storage
+        if storage is None or (self._intake is not None and self._intake.recovering):
+            raise StoreUnavailable("the store is being reopened after a failure; retry shortly", 1.0)
+        return storage
+
     # -- state ------------------------------------------------------------------------------------------
 
     def _count_stored(self, result: Any) -> None:
@@ -239,13 +295,13 @@ class ReceiverServer:
 
     @property
     def journal(self) -> Any:
-        """The RequestJournal (None before ``start``)."""
-        return None if self._writer is None else self._writer.journal
+        """The RequestJournal (None before ``start`` and while the store is reopened)."""
+        return None if self._storage is None else self._storage.journaled.journal
 
     @property
     def writer(self) -> Any:
-        """The StoreWriter (None before ``start``): the online grading worker shares it."""
-        return None if self._writer is None else self._writer.writer
+        """The StoreWriter (None before ``start`` and while the store is reopened)."""
+        return None if self._storage is None else self._storage.writer
 
     @property
     def inflight(self) -> int:
@@ -264,26 +320,62 @@ class ReceiverServer:
             self._intake.room_freed()
 
     def readiness(self) -> tuple[bool, str]:
-        """(ready, why): ready while started, not stopping, and the write queue has room."""
-        if self._intake is None or self._writer is None:
+        """(ready, why): ready while started, not stopping, the store open and the write queue has room."""
+        if self._intake is None:
             return False, "starting"
         if self._intake.draining:
             return False, "shutting down"
-        if self._writer.writer.store.failure is not None:
-            return False, f"store failed, restart needed: {self._writer.writer.store.failure}"
-        depth, capacity = self._writer.writer.queue_depth, self.settings.queue_spans
+        if self._intake.recovering:
+            return False, self._intake.recovering
+        storage = self._storage
+        if storage is None:
+            return False, "starting"
+        if storage.failure is not None:
+            return False, f"store failed, reopening: {storage.failure}"
+        depth, capacity = storage.writer.queue_depth, self.settings.queue_spans
         if depth >= READY_QUEUE_FRACTION * capacity:
             return False, f"write queue nearly full ({depth} of {capacity} spans)"
         return True, "ready"
 
-    async def _run_query(self, sql: str, params: Sequence[Any] | None) -> Any:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._query_executor, self._query_stored, sql, params)
+    # -- queries ----------------------------------------------------------------------------------------
 
-    def _query_stored(self, sql: str, params: Sequence[Any] | None) -> Any:
+    async def _run_query(self, sql: str, params: Sequence[Any] | None, connected: Callable[[], bool]) -> Any:
+        """Run a query once a turn is free; cancel it at its time limit, when ``connected()`` turns False
+        (the client hung up) or when the receiver stops."""
+        if self._intake is not None and self._intake.draining:
+            raise ShuttingDown("the receiver is shutting down; retry later", 5.0)
+        timeout = self.settings.query_timeout
+        try:
+            await asyncio.wait_for(self._query_slots.acquire(), timeout)
+        except asyncio.TimeoutError:
+            raise Overloaded(
+                f"{self.settings.max_queries} queries have been running for {timeout:g} s (--max-queries); retry later",
+                timeout,
+            ) from None
+        control = QueryControl(timeout)
+        self._running_queries.add(control)
+        try:
+            storage = self._usable_storage()
+            loop = asyncio.get_running_loop()
+            running = loop.run_in_executor(self._query_executor, self._query_stored, storage, sql, params, control)
+            while True:
+                done, _ = await asyncio.wait({running}, timeout=CLIENT_CHECK_SECONDS)
+                if done:
+                    return running.result()
+                if not connected():
+                    control.cancel("its client closed the connection")
+        finally:
+            self._running_queries.discard(control)
+            self._query_slots.release()
+
+    def _query_stored(self, storage: Storage, sql: str, params: Sequence[Any] | None, control: QueryControl) -> Any:
         """Run a query once every span acknowledged before it is committed (read your acknowledged writes)."""
-        self._writer.wait_stored(QUERY_CONSISTENCY_TIMEOUT)
-        return self._writer.writer.query(sql, params)
+        storage.journaled.wait_stored(min(QUERY_CONSISTENCY_TIMEOUT, self.settings.query_timeout))
+        return storage.store.query(sql, params, control=control)
+
+    def _cancel_queries(self, reason: str) -> None:
+        for control in list(self._running_queries):
+            control.cancel(reason)
 
     def _write_sidecar(self) -> None:
         """``<store>.server.json`` (written atomically) tells other commands where this server listens."""

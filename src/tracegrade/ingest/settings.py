@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,6 +35,10 @@ ENV_VARS: dict[str, str] = {
     "shutdown_timeout": "TRACEGRADE_SHUTDOWN_TIMEOUT",
     "worker_rules": "TRACEGRADE_WORKER_RULES",
     "mapping_process": "TRACEGRADE_MAPPING_PROCESS",
+    "query_timeout": "TRACEGRADE_QUERY_TIMEOUT",
+    "max_queries": "TRACEGRADE_MAX_QUERIES",
+    "query_memory_limit": "TRACEGRADE_QUERY_MEMORY_LIMIT",
+    "require_auth": "TRACEGRADE_REQUIRE_AUTH",
 }
 
 MIN_STORE_MEMORY = 64 * 1000**2  # below this, DuckDB failed the receiver's checkpoints (measured at 32MB)
@@ -84,6 +89,14 @@ class ServeSettings(BaseModel):
     store_memory_limit: str = Field(
         "96MB", description="DuckDB memory limit of the store (its buffer cache; at least 64MB)"
     )
+    query_memory_limit: str = Field(
+        "256MB", description="DuckDB memory that queries may use on top of --store-memory-limit (they spill beyond)"
+    )
+    query_timeout: float = Field(30.0, gt=0, description="seconds a query may run before it is cancelled")
+    max_queries: int = Field(2, ge=1, description="queries run at once; more wait (up to --query-timeout) for a turn")
+    require_auth: bool = Field(
+        False, description="refuse to start without --token, and without TLS when listening beyond loopback"
+    )
     max_inflight_requests: int = Field(32, ge=1, description="requests handled at once; more get 503 + Retry-After")
     shutdown_timeout: float = Field(
         30.0, gt=0, description="seconds to wait for in-flight requests on stop, then for pending trajectory rebuilds"
@@ -109,6 +122,12 @@ class ServeSettings(BaseModel):
             )
         return value.strip()
 
+    @field_validator("query_memory_limit")
+    @classmethod
+    def _query_memory(cls, value: str) -> str:
+        duckdb_size_bytes(value)  # a ValueError names the accepted forms
+        return value.strip()
+
     @field_validator("token")
     @classmethod
     def _token(cls, value: str | None) -> str | None:
@@ -124,6 +143,23 @@ class ServeSettings(BaseModel):
             if path is not None and not path.is_file():
                 raise ValueError(f"TLS file {path} does not exist")
         return self
+
+    def exposures(self) -> list[str]:
+        """What leaves this receiver open to others, each with how to close it (empty on loopback)."""
+        if _is_loopback(self.host):
+            return []
+        found = []
+        if self.token is None:
+            found.append(
+                f"--host {self.host} accepts connections from other machines but no --token is set: anyone who "
+                "reaches it can send spans and query every stored trace; set --token (TRACEGRADE_TOKEN)"
+            )
+        elif not self.tls_enabled:
+            found.append(
+                f"--host {self.host} accepts connections from other machines without TLS: the bearer token and "
+                "the traces cross the network in clear text; set --tls-cert and --tls-key"
+            )
+        return found
 
     @property
     def tls_enabled(self) -> bool:
@@ -150,6 +186,15 @@ class ServeSettings(BaseModel):
         except ValidationError as exc:
             problems = [(_where(err["loc"]), _describe(err)) for err in exc.errors()]
             raise ConfigError(source, problems) from None
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name: it may resolve to anything
+        return False
 
 
 def _where(location: tuple[int | str, ...]) -> str:

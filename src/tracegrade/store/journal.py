@@ -2,14 +2,24 @@
 
 The receiver acknowledges an export once the request's payload is appended here and flushed to disk
 (``fdatasync``); the store writer commits its spans to DuckDB later, in large transactions. A segment
-file is deleted once every record in it is committed to the store. After a crash, the segments left
-behind hold every acknowledged request not yet known to be committed: the receiver decodes them again
+file is deleted once every record in it is durable in the store. After a crash, the segments left
+behind hold every acknowledged request not yet known to be stored: the receiver decodes them again
 and writes them before it serves (the ``spans`` key and the logs' content key make a record that was
-committed just before the crash a no-op).
+stored just before the crash a no-op).
 
-A record is a 13-byte header (magic ``TGJ1``, payload length, CRC-32 of the payload, record kind)
-followed by the payload. A record cut short by a crash is at a segment's tail and was never
-acknowledged (its fsync never returned); recovery stops reading that segment there.
+A record is a 13-byte header (magic ``TGJ2``, payload length, record kind, CRC-32 of length, kind and
+payload) followed by the payload; segments of the first format (``TGJ1``, whose CRC covered the payload
+only) are still read. What recovery finds:
+
+* a record cut short at a segment's tail: a crash during its append, whose fsync never returned, so it
+  was never acknowledged (ignored with a note);
+* damage anywhere else (a flipped bit, a bad sector): recovery skips to the next intact record and
+  reports the segment, offset and bytes skipped as possibly acknowledged data lost; the segment is kept
+  aside (``N.tgj.damaged``) for inspection instead of being deleted.
+
+An append that fails (a full disk, an I/O error) is cut back to the segment's last good length before
+the error is reported, so no partial record sits between acknowledged ones; if even that fails, the
+next append starts a new segment. Nothing of a failed append is acknowledged.
 
 Thread-safe: the receiver's journal thread appends, the store writer's thread releases.
 """
@@ -18,25 +28,47 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import struct
 import threading
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from tracegrade.errors import StoreError
 
-__all__ = ["DEFAULT_SEGMENT_BYTES", "JournalRecord", "RequestJournal", "journal_directory", "unstored_journal_bytes"]
+__all__ = [
+    "DEFAULT_SEGMENT_BYTES",
+    "JournalRecord",
+    "RecoveredRecord",
+    "RequestJournal",
+    "journal_directory",
+    "unstored_journal_bytes",
+]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
-_MAGIC = b"TGJ1"
-_HEADER = struct.Struct("<4sIIB")  # magic, payload length, crc32(payload), kind
+_MAGIC = b"TGJ2"
+_HEADER = struct.Struct("<4sIBI")  # magic, payload length, kind, crc32(length, kind, payload)
+_LEGACY_MAGIC = b"TGJ1"
+_LEGACY_HEADER = struct.Struct("<4sIIB")  # magic, payload length, crc32(payload), kind
 _SUFFIX = ".tgj"
+_DAMAGED_SUFFIX = ".damaged"
+_SEGMENT_NAME = re.compile(r"^(\d+)\.tgj$")
+MAX_RECORD_BYTES = 1 << 31  # larger than any request the receiver accepts: a length beyond it is damage
 
 JournalRecord = tuple[int, bytes]  # (kind, payload); the kind is the caller's (signal and wire format)
+
+
+class RecoveredRecord(NamedTuple):
+    """A record read back at start: where it lies (for precise warnings) and what it holds."""
+
+    segment: Path
+    offset: int
+    kind: int
+    payload: bytes
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -48,9 +80,35 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
+def _checksum(length: int, kind: int, payload: bytes) -> int:
+    return zlib.crc32(payload, zlib.crc32(struct.pack("<IB", length, kind)))
+
+
+def encode_record(kind: int, payload: bytes) -> bytes:
+    """One record as it is written to a segment."""
+    return _HEADER.pack(_MAGIC, len(payload), kind, _checksum(len(payload), kind, payload)) + payload
+
+
 def journal_directory(store_path: str | Path) -> Path:
     """The request journal of the store at ``store_path``: ``<store>.journal/``."""
     return Path(f"{store_path}.journal")
+
+
+def _segment_number(path: Path) -> int | None:
+    match = _SEGMENT_NAME.match(path.name)
+    return int(match.group(1)) if match else None
+
+
+def _segments(directory: Path) -> list[Path]:
+    """The segment files in ``directory``, oldest first; anything else there is left alone, with a warning."""
+    segments: list[tuple[int, Path]] = []
+    for path in directory.iterdir():
+        number = _segment_number(path)
+        if number is not None and path.is_file():
+            segments.append((number, path))
+        elif not path.name.endswith(_DAMAGED_SUFFIX):
+            log.warning("request journal %s: ignoring %s, which is not a journal segment", directory, path.name)
+    return [path for _, path in sorted(segments)]
 
 
 def unstored_journal_bytes(store_path: str | Path) -> int:
@@ -73,63 +131,120 @@ class RequestJournal:
         self.directory = Path(directory)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
+            self._recovered = _segments(self.directory)
         except OSError as exc:
-            raise StoreError(f"cannot create the request journal directory {self.directory}: {exc}") from None
+            raise StoreError(f"cannot open the request journal directory {self.directory}: {exc}") from None
         self.segment_bytes = segment_bytes
-        self._recovered = sorted(self.directory.glob(f"*{_SUFFIX}"), key=lambda p: int(p.stem))
-        self._next_number = int(self._recovered[-1].stem) + 1 if self._recovered else 1
-        self._pending: dict[int, int] = {}  # segment number -> records not committed to the store yet
+        self._next_number = (_segment_number(self._recovered[-1]) or 0) + 1 if self._recovered else 1
+        self._damaged: set[Path] = set()  # recovered segments to keep aside rather than delete
+        self._pending: dict[int, int] = {}  # segment number -> records not durable in the store yet
         self._active: int | None = None
         self._file: Any = None
         self._size = 0
+        self._broken = False  # the active segment's tail could not be cut back: start a new one
         self._lock = threading.Lock()
 
     # -- recovery ---------------------------------------------------------------------------------------
 
-    def recovered_records(self) -> Iterator[JournalRecord]:
-        """Every whole record of the recovered segments, oldest first."""
+    def recovered_records(self) -> Iterator[RecoveredRecord]:
+        """Every intact record of the recovered segments, oldest first (damage is skipped and reported)."""
         for path in self._recovered:
-            yield from _read_segment(path)
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                log.error("request journal: cannot read segment %s (%s); it is kept for inspection", path, exc)
+                self._damaged.add(path)
+                continue
+            yield from self._read_segment(path, data)
+
+    def keep_aside(self, segment: Path, why: str) -> None:
+        """Keep a recovered segment for inspection (renamed ``N.tgj.damaged``) instead of deleting it."""
+        if segment not in self._damaged:
+            log.warning("request journal: segment %s is kept as %s%s: %s", segment, segment.name, _DAMAGED_SUFFIX, why)
+        self._damaged.add(segment)
 
     def drop_recovered(self) -> None:
-        """Delete the recovered segments (call once their records are committed to the store)."""
+        """Delete the recovered segments (call once their records are durable in the store); damaged ones
+        are renamed aside."""
         for path in self._recovered:
-            path.unlink(missing_ok=True)
+            if path in self._damaged:
+                path.replace(path.with_name(path.name + _DAMAGED_SUFFIX))
+            else:
+                path.unlink(missing_ok=True)
         if self._recovered:
             _fsync_directory(self.directory)
         self._recovered = []
+
+    def _read_segment(self, path: Path, data: bytes) -> Iterator[RecoveredRecord]:
+        offset = 0
+        while offset < len(data):
+            record = _record_at(data, offset)
+            if record is not None:
+                kind, payload, end = record
+                yield RecoveredRecord(path, offset, kind, payload)
+                offset = end
+                continue
+            resume = _next_record(data, offset + 1)
+            if resume is None and _torn_tail(data, offset):
+                log.warning(
+                    "request journal %s: ignoring %d bytes after offset %d (a record cut short by a crash; "
+                    "it was never acknowledged)",
+                    path,
+                    len(data) - offset,
+                    offset,
+                )
+                return
+            end = len(data) if resume is None else resume
+            log.error(
+                "request journal %s: %d damaged bytes at offset %d skipped; they may hold acknowledged spans "
+                "that are now lost (%s)",
+                path,
+                end - offset,
+                offset,
+                "recovery went on at the next intact record" if resume is not None else "up to the segment's end",
+            )
+            self.keep_aside(path, f"{end - offset} damaged bytes at offset {offset}")
+            offset = end
 
     # -- appending --------------------------------------------------------------------------------------
 
     def append(self, records: list[JournalRecord]) -> int:
         """Append ``records`` and flush them to disk; returns the segment number that holds them.
 
-        Raises StoreError when the disk refuses (the caller must not acknowledge those records).
+        Raises StoreError when the disk refuses (nothing of those records is then in the journal, and the
+        caller must not acknowledge them).
         """
         with self._lock:
             return self._append(records)
 
     def _append(self, records: list[JournalRecord]) -> int:
+        data = b"".join(encode_record(kind, payload) for kind, payload in records)
         try:
-            if self._file is None or self._size >= self.segment_bytes:
+            if self._file is None or self._broken or self._size >= self.segment_bytes:
                 self._rotate()
-            chunks: list[bytes] = []
-            for kind, payload in records:
-                chunks.append(_HEADER.pack(_MAGIC, len(payload), zlib.crc32(payload), kind))
-                chunks.append(payload)
-            data = b"".join(chunks)
-            self._file.write(data)
-            self._file.flush()
+            _write_all(self._file.fileno(), data)
             os.fdatasync(self._file.fileno())
         except OSError as exc:
+            self._cut_back()
             raise StoreError(f"cannot write the request journal in {self.directory}: {exc}") from None
         self._size += len(data)
         assert self._active is not None
         self._pending[self._active] = self._pending.get(self._active, 0) + len(records)
         return self._active
 
+    def _cut_back(self) -> None:
+        """Remove what a failed append left of itself, so later records follow the last good one."""
+        if self._file is None:
+            return
+        try:
+            os.ftruncate(self._file.fileno(), self._size)
+            os.fdatasync(self._file.fileno())
+        except OSError as exc:
+            log.error("request journal: cannot cut segment %s back after a failed append (%s)", self._active, exc)
+            self._broken = True  # recovery skips the torn bytes; new records go to a new segment
+
     def release(self, segment: int, records: int) -> None:
-        """``records`` records of ``segment`` are committed to the store; delete segments fully committed."""
+        """``records`` records of ``segment`` are durable in the store; delete segments fully stored."""
         with self._lock:
             self._release(segment, records)
 
@@ -143,7 +258,7 @@ class RequestJournal:
             (self.directory / f"{segment}{_SUFFIX}").unlink(missing_ok=True)
 
     def close(self) -> None:
-        """Close the active segment; delete it when everything in it is committed."""
+        """Close the active segment; delete it when everything in it is stored."""
         with self._lock:
             self._close()
 
@@ -160,31 +275,63 @@ class RequestJournal:
         previous = self._active
         if self._file is not None:
             self._file.close()
+            self._file = None
         number = self._next_number
         self._next_number += 1
-        self._file = open(self.directory / f"{number}{_SUFFIX}", "ab")  # noqa: SIM115 (kept open for appends)
+        # unbuffered: a failed write leaves nothing behind in a buffer to be flushed later
+        self._file = open(self.directory / f"{number}{_SUFFIX}", "ab", buffering=0)  # noqa: SIM115
         _fsync_directory(self.directory)
-        self._active, self._size = number, 0
+        self._active, self._size, self._broken = number, 0, False
         if previous is not None and not self._pending.get(previous):
             (self.directory / f"{previous}{_SUFFIX}").unlink(missing_ok=True)
 
 
-def _read_segment(path: Path) -> Iterator[JournalRecord]:
-    data = path.read_bytes()
-    offset = 0
-    while offset + _HEADER.size <= len(data):
-        magic, length, crc, kind = _HEADER.unpack_from(data, offset)
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _record_at(data: bytes, offset: int) -> tuple[int, bytes, int] | None:
+    """(kind, payload, end offset) of an intact record starting at ``offset``, or None."""
+    magic = data[offset : offset + 4]
+    if magic == _MAGIC and offset + _HEADER.size <= len(data):
+        _, length, kind, crc = _HEADER.unpack_from(data, offset)
         start = offset + _HEADER.size
         payload = data[start : start + length]
-        if magic != _MAGIC or len(payload) < length or zlib.crc32(payload) != crc:
-            break
-        yield kind, payload
-        offset = start + length
-    if offset < len(data):
-        log.warning(
-            "request journal %s: ignoring %d bytes after offset %d (a record cut short by a crash; "
-            "it was never acknowledged)",
-            path,
-            len(data) - offset,
-            offset,
-        )
+        if length <= MAX_RECORD_BYTES and len(payload) == length and _checksum(length, kind, payload) == crc:
+            return kind, payload, start + length
+    elif magic == _LEGACY_MAGIC and offset + _LEGACY_HEADER.size <= len(data):
+        _, length, crc, kind = _LEGACY_HEADER.unpack_from(data, offset)
+        start = offset + _LEGACY_HEADER.size
+        payload = data[start : start + length]
+        if len(payload) == length and zlib.crc32(payload) == crc:
+            return kind, payload, start + length
+    return None
+
+
+def _next_record(data: bytes, offset: int) -> int | None:
+    """The offset of the next intact record at or after ``offset``, or None."""
+    while True:
+        candidates = [at for at in (data.find(_MAGIC, offset), data.find(_LEGACY_MAGIC, offset)) if at >= 0]
+        if not candidates:
+            return None
+        at = min(candidates)
+        if _record_at(data, at) is not None:
+            return at
+        offset = at + 1
+
+
+def _torn_tail(data: bytes, offset: int) -> bool:
+    """Is what starts at ``offset`` (with no intact record after it) a record cut short by the segment's end?"""
+    rest = data[offset:]
+    if len(rest) < _HEADER.size:
+        return _MAGIC.startswith(rest[:4]) or _LEGACY_MAGIC.startswith(rest[:4])
+    if rest[:4] == _MAGIC:
+        _, length, _, _ = _HEADER.unpack_from(rest)
+        return len(rest) - _HEADER.size < length <= MAX_RECORD_BYTES
+    if rest[:4] == _LEGACY_MAGIC:
+        _, length, _, _ = _LEGACY_HEADER.unpack_from(rest)
+        return len(rest) - _LEGACY_HEADER.size < length
+    return False

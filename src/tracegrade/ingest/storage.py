@@ -1,0 +1,106 @@
+"""Storage: the write path of one receiver on one open store, opened at start and again after a failure.
+
+TraceStore -> StoreWriter -> JournaledWriter (and an in-process grading worker, if configured), opened in
+that order and closed in reverse. ``Storage.open`` replays the request journal before it returns, so a
+Storage that exists holds every request acknowledged before it: after a crash at start-up, and after the
+store failed under a running receiver (DuckDB invalidates a database whose write or checkpoint failed:
+a full disk, an I/O error, memory exhausted mid-write). The receiver then closes the failed Storage and
+opens a new one on the same file and journal (``ReceiverServer`` does this by itself).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tracegrade.ingest.inprocess_worker import InProcessWorker, start_inprocess_worker
+from tracegrade.ingest.journaled_writer import Decoded, JournaledWriter
+from tracegrade.ingest.settings import ServeSettings, duckdb_size_bytes
+from tracegrade.store.journal import JournalRecord, RequestJournal
+from tracegrade.store.results import WriteResult
+
+__all__ = ["Storage", "StorageHooks"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StorageHooks:
+    """What the receiver wants to hear from its storage (called on the store writer's thread)."""
+
+    on_dequeued: Callable[[], None]  # the writer took records from its queue: room for waiting requests
+    on_stored: Callable[[WriteResult], None]  # a submission is committed
+    decode: Callable[[JournalRecord], Decoded]  # a journal record's spans and log records
+
+
+class Storage:
+    """An open store with its writer, journal and (optional) worker; see ``open``."""
+
+    def __init__(self, journaled: JournaledWriter, worker: InProcessWorker | None) -> None:
+        self.journaled = journaled
+        self.worker = worker
+
+    @property
+    def store(self) -> Any:
+        """The TraceStore."""
+        return self.journaled.writer.store
+
+    @property
+    def writer(self) -> Any:
+        """The StoreWriter."""
+        return self.journaled.writer
+
+    @property
+    def failure(self) -> str | None:
+        """Why the store accepts no more writes (it must be reopened), or None."""
+        return self.store.failure
+
+    @classmethod
+    def open(cls, settings: ServeSettings, hooks: StorageHooks) -> Storage:
+        """Open the store, start its writer, replay the journal, start journaling; raises StoreError."""
+        from tracegrade.store import StoreWriter, TraceStore
+        from tracegrade.store.mapping_process import MappingProcess
+
+        store = TraceStore(
+            settings.store,
+            memory_limit=settings.store_memory_limit,
+            query_memory_limit=settings.query_memory_limit,
+            wal=False,  # the request journal is the store's log: DuckDB writes no WAL of its own
+        )
+        try:
+            writer = StoreWriter(
+                store,
+                max_queue_spans=settings.queue_spans,
+                # the whole queue may go into one transaction (spans stop at the row group's end anyway)
+                max_batch_spans=settings.queue_spans,
+                # a checkpoint needs about as much memory again as it writes: a quarter of the limit each
+                checkpoint_bytes=duckdb_size_bytes(settings.store_memory_limit) // 4,
+                # no mapping child unless asked for: it costs about 100 MB while a backlog keeps it running
+                mapping=MappingProcess() if settings.mapping_process else MappingProcess(in_process_spans=None),
+                on_dequeued=hooks.on_dequeued,
+            )
+        except BaseException:
+            store.close()
+            raise
+        writer.start()
+        journaled = JournaledWriter(writer, RequestJournal(settings.journal_path), on_stored=hooks.on_stored)
+        try:
+            journaled.recover(hooks.decode)
+        except BaseException:
+            journaled.close(drain=False)
+            raise
+        journaled.start()
+        worker = start_inprocess_worker(writer, settings.worker_rules) if settings.worker_rules is not None else None
+        return cls(journaled, worker)
+
+    def close(self, *, drain: bool = True, rebuild_seconds: float | None = None) -> None:
+        """Stop the worker, then the writer (committing what is queued when ``drain``), then the store.
+
+        With ``drain=False`` (a failed store) queued records are not written; they stay in the journal,
+        which the next ``open`` replays.
+        """
+        if self.worker is not None:  # finishes the job in hand before the store closes
+            self.worker.stop()
+        self.journaled.close(drain=drain, rebuild_seconds=rebuild_seconds)
