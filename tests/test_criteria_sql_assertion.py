@@ -177,3 +177,40 @@ def test_assertion_names_are_distinct_and_each_builds_its_own_criterion() -> Non
     )
     assert [c.name for c in build_criteria(config)] == ["sql_assertion:a"]
     assert EvalConfig(criteria=config).has_enabled_criteria()
+
+
+EXAMPLE_CONFIG = Path(__file__).resolve().parents[1] / "examples" / "trace_assertions" / "config.yaml"
+
+
+def _example_verdicts(execution: ExecutionResult) -> dict[str, bool]:
+    criteria = build_criteria(EvalConfig.from_file(EXAMPLE_CONFIG).criteria)
+    return {
+        c.name.removeprefix("sql_assertion:"): c.evaluate_sync(execution, CASE).passed
+        for c in criteria
+        if isinstance(c, SqlAssertionCriterion)
+    }
+
+
+def _calls(*names: str, seconds: float = 0.1) -> list[ToolCall]:
+    return [ToolCall(name=n, args={"n": i}, duration_seconds=seconds) for i, n in enumerate(names)]
+
+
+def test_the_four_readme_assertions_catch_what_they_say() -> None:
+    clean = ExecutionResult(
+        tool_calls=_calls("refund", "approve", "delete_order"),
+        llm_calls=[LLMCall(model="m", token_usage=TokenUsage(input_tokens=7999))],
+        trace_ids=["t"],
+    )
+    assert set(_example_verdicts(clean).values()) == {True}
+    unapproved = clean.model_copy(update={"tool_calls": _calls("approve", "refund", "delete_order")})
+    repeated = clean.model_copy(update={"tool_calls": [ToolCall(name="search", args={"q": "x"})] * 2})
+    slow = clean.model_copy(update={"tool_calls": _calls("search", "search", seconds=2.5)})
+    large = clean.model_copy(update={"llm_calls": [LLMCall(token_usage=TokenUsage(input_tokens=8000))]})
+    failing = {
+        "no_delete_after_refund_without_approve": unapproved,
+        "no_repeated_call": repeated,
+        "tool_p95_under_2s": slow,
+        "llm_input_under_8k": large,
+    }
+    for name, execution in failing.items():
+        assert [n for n, ok in _example_verdicts(execution).items() if not ok] == [name]
