@@ -132,10 +132,12 @@ class RequestJournal:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._recovered = _segments(self.directory)
+            # past every numbered name, so a new segment never collides with anything left there
+            taken = [number for path in self.directory.iterdir() if (number := _segment_number(path)) is not None]
         except OSError as exc:
             raise StoreError(f"cannot open the request journal directory {self.directory}: {exc}") from None
         self.segment_bytes = segment_bytes
-        self._next_number = (_segment_number(self._recovered[-1]) or 0) + 1 if self._recovered else 1
+        self._next_number = max(taken, default=0) + 1
         self._damaged: set[Path] = set()  # recovered segments to keep aside rather than delete
         self._pending: dict[int, int] = {}  # segment number -> records not durable in the store yet
         self._active: int | None = None
