@@ -14,6 +14,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]  # this example's modules, then the
 
 from agent import agent  # noqa: E402
 from example_cli import run_example  # noqa: E402
+from otlp_export import exporting  # noqa: E402
 
 from tracegrade import AgentEvaluator, EvalConfig, EvalReport, create_eval_app  # noqa: E402
 
@@ -21,7 +22,8 @@ from tracegrade import AgentEvaluator, EvalConfig, EvalReport, create_eval_app  
 async def evaluate(out_dir: str) -> EvalReport:
     app, collector = create_eval_app(agent)  # instruments the agent with a provider feeding the collector
     evaluator = AgentEvaluator(app, collector, config=EvalConfig.from_file(HERE / "config.json"))
-    return await evaluator.evaluate(HERE / "eval_set.json", output_dir=out_dir)
+    with exporting(collector):  # also to OTEL_EXPORTER_OTLP_ENDPOINT when it is set
+        return await evaluator.evaluate(HERE / "eval_set.json", output_dir=out_dir)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # the shared example_cli
 
 from example_cli import run_example  # noqa: E402
+from otlp_export import export_recorded  # noqa: E402
 
 
 async def grade_recorded(out_dir: str) -> EvalReport:
@@ -28,6 +29,7 @@ async def grade_recorded(out_dir: str) -> EvalReport:
     results = []
     for case in eval_set:
         traces, logs = read_otlp_file(HERE / case.metadata["trace_file"])
+        export_recorded(traces.spans)  # to OTEL_EXPORTER_OTLP_ENDPOINT when it is set
         execution = map_spans(traces.spans, logs.records)
         criterion_results = await grader.grade(execution, case)
         results.append(build_case_result(case, execution, criterion_results, execution.duration_seconds))
