@@ -46,6 +46,7 @@ def _formats(value: str) -> list[str]:
 @click.option("--sample", type=float, help="Reference-free: grade this fraction of the selected traces (0-1].")
 @click.option("--limit", type=int, help="Reference-free: at most this many traces (newest first).")
 @click.option("--record/--no-record", default=True, show_default=True, help="Record the run in the store.")
+@click.option("-v", "--verbose", is_flag=True, help="Console: list every case in full (default: failing ones).")
 @friendly_errors
 def command(
     store_path: Path,
@@ -60,6 +61,7 @@ def command(
     sample: float | None,
     limit: int | None,
     record: bool,
+    verbose: bool,
 ) -> None:
     """Grade traces in a store with the criteria of --config.
 
@@ -94,7 +96,7 @@ def command(
             click.echo("no traces matched the selection; nothing graded", err=True)
         if record:
             report.metadata["run_id"] = new_run_id()
-        _write_reports(report, out_dir, chosen)
+        _write_reports(report, out_dir, chosen, verbose)
         if record:
             try:
                 recorded = store.record(
@@ -118,7 +120,7 @@ def _check_predicate(reader: object, selection: TraceSelection) -> None:
         ) from None
 
 
-def _write_reports(report: object, out_dir: Path, formats: list[str]) -> None:
+def _write_reports(report: object, out_dir: Path, formats: list[str], verbose: bool) -> None:
     from tracegrade.models.config import ReporterConfig
     from tracegrade.reporters import ReporterManager
 
@@ -128,7 +130,7 @@ def _write_reports(report: object, out_dir: Path, formats: list[str]) -> None:
         json_report="json" in formats,
         html="html" in formats,
         junit_xml="junit" in formats,
-        verbose=False,
+        verbose=verbose,
     )
     output = ReporterManager(config).run_all(report)  # type: ignore[arg-type]
     for path in output.generated_files:

@@ -152,10 +152,19 @@ class ConsoleReporter(BaseReporter):
         if report.summary.criterion_stats:
             parts += [Text(), self._criteria_table(report)]
         if report.results:
-            parts += [Text(), self._cases_table(report)]
-            for result in report.results:
-                if self.verbose or case_status(result) != "pass" or case_warnings(result):
-                    parts.append(self._case_details(result))
+            # A clean pass says nothing the summary does not: only verbose lists them (large runs stay readable).
+            shown = [r for r in report.results if self.verbose or case_status(r) != "pass" or case_warnings(r)]
+            if shown:
+                parts += [Text(), self._cases_table(shown)]
+            hidden = len(report.results) - len(shown)
+            if hidden:
+                parts.append(
+                    Text(
+                        f"{hidden:,} passing case{'s' if hidden != 1 else ''} not listed (verbose lists every case)",
+                        style="dim",
+                    )
+                )
+            parts += [self._case_details(r) for r in shown]
         parts.append(Text(f"Report generated: {format_timestamp(time.time())}", style="dim"))
         return parts
 
@@ -230,7 +239,7 @@ class ConsoleReporter(BaseReporter):
             table.add_row(*row)
         return table
 
-    def _cases_table(self, report: EvalReport) -> Table:
+    def _cases_table(self, results: list[EvalCaseResult]) -> Table:
         table = Table(title="Cases", title_justify="left", box=box.SIMPLE_HEAVY, title_style="bold")
         table.add_column("Status", no_wrap=True)
         table.add_column("Case", overflow="fold")
@@ -239,7 +248,7 @@ class ConsoleReporter(BaseReporter):
         if self.verbose:
             table.add_column("Tokens", justify="right")
         table.add_column("Notes", overflow="fold")
-        for result in report.results:
+        for result in results:
             row: list[Any] = [
                 _status_text(case_status(result)),
                 Text(shorten(clean_text(case_display_name(result)), 80)),

@@ -1,13 +1,20 @@
-"""HTML report: one self-contained page (inline CSS and a few lines of inline JS, nothing fetched).
+"""HTML report: one self-contained page (inline CSS and a short inline script, nothing fetched).
 
 Every piece of report text passes through :func:`_esc` (control characters made visible, then
 ``html.escape(quote=True)``); the script is a constant and reads nothing but escaped attributes; a
 Content-Security-Policy meta tag forbids loading anything from elsewhere.
+
+Runs of any size stay small and quick to open: each case is rendered once, by :meth:`HTMLReporter._case`;
+the first page of cases is in the document, and all of them ride along gzip-compressed in one attribute,
+from which the script pages, filters and searches (case HTML compresses about 40 times).
 """
 
 from __future__ import annotations
 
+import base64
+import gzip
 import html
+import json
 import time
 from collections.abc import Collection
 from importlib import resources
@@ -51,41 +58,88 @@ from tracegrade.reporters.text import (
 __all__ = ["HTMLReporter"]
 
 VALUE_LIMIT = 20_000  # characters per value shown on the page (the JSON report keeps everything)
+PAGE_SIZE = 50  # cases in the document at once: a page of any run size opens and paints quickly
 
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 
-_SCRIPT = """
+_SCRIPT = r"""
 (function () {
-  var cases = Array.prototype.slice.call(document.querySelectorAll('.case'));
+  var list = document.getElementById('case-list');
+  if (!list) { return; }
   var buttons = Array.prototype.slice.call(document.querySelectorAll('.filters button[data-filter]'));
   var search = document.getElementById('case-search');
-  var filter = 'all';
-  function apply() {
+  var pager = document.getElementById('case-pager');
+  var size = parseInt(list.getAttribute('data-page-size'), 10);
+  var filter = 'all', page = 0, cases = null, shown = [];
+  function keep(c) {
     var query = search ? search.value.toLowerCase() : '';
-    cases.forEach(function (c) {
-      var status = filter === 'all' || c.getAttribute('data-status') === filter ||
-        (filter === 'warn' && c.hasAttribute('data-warn'));
-      var text = !query || (c.getAttribute('data-search') || '').indexOf(query) !== -1;
-      c.classList.toggle('hidden', !(status && text));
-    });
+    var status = filter === 'all' || c[0] === filter || (filter === 'warn' && c[1]);
+    return status && (!query || c[2].indexOf(query) !== -1);
   }
-  buttons.forEach(function (b) {
-    b.addEventListener('click', function () {
-      filter = b.getAttribute('data-filter');
-      buttons.forEach(function (x) { x.classList.toggle('active', x === b); });
-      apply();
+  function render() {
+    shown = cases.filter(keep);
+    var pages = Math.max(1, Math.ceil(shown.length / size));
+    page = Math.min(page, pages - 1);
+    var first = page * size, slice = shown.slice(first, first + size);
+    list.innerHTML = slice.map(function (c) { return c[3]; }).join('');
+    pager.querySelector('.range').textContent = shown.length ?
+      'cases ' + (first + 1) + '-' + (first + slice.length) + ' of ' + shown.length : 'no matching cases';
+    pager.querySelector('[data-page=prev]').disabled = page === 0;
+    pager.querySelector('[data-page=next]').disabled = page >= pages - 1;
+  }
+  function ready(data) {
+    cases = data;
+    list.setAttribute('data-ready', String(cases.length));
+    var wanted = /filter=(\w+)/.exec(location.hash), at = /page=(\d+)/.exec(location.hash);  // a link to a page
+    if (wanted) { filter = wanted[1]; }
+    if (at) { page = Math.max(0, parseInt(at[1], 10) - 1); }
+    buttons.forEach(function (x) { x.classList.toggle('active', x.getAttribute('data-filter') === filter); });
+    buttons.forEach(function (b) {
+      b.addEventListener('click', function () {
+        filter = b.getAttribute('data-filter');
+        page = 0;
+        buttons.forEach(function (x) { x.classList.toggle('active', x === b); });
+        render();
+      });
     });
-  });
-  if (search) { search.addEventListener('input', apply); }
+    if (search) { search.addEventListener('input', function () { page = 0; render(); }); }
+    pager.addEventListener('click', function (e) {
+      var step = e.target.getAttribute && e.target.getAttribute('data-page');
+      if (step) { page += step === 'next' ? 1 : -1; render(); window.scrollTo(0, list.offsetTop - 80); }
+    });
+    render();
+  }
   var toggle = document.getElementById('expand-all');
   if (toggle) {
     toggle.addEventListener('click', function () {
-      var open = !cases.every(function (c) { return c.open; });
-      cases.forEach(function (c) { c.open = open; });
+      var open = Array.prototype.slice.call(list.querySelectorAll('.case'));
+      var state = !open.every(function (c) { return c.open; });
+      open.forEach(function (c) { c.open = state; });
     });
   }
+  // The cases travel gzip-compressed (base64) so that a run of any size stays a small page; the first page
+  // is already in the document, so nothing waits for this.
+  var packed = list.getAttribute('data-cases');
+  if (!window.DecompressionStream) {
+    pager.querySelector('.range').textContent = 'this browser cannot unpack the other cases';
+    return;
+  }
+  var raw = atob(packed), bytes = new Uint8Array(raw.length);
+  for (var i = 0; i < raw.length; i++) { bytes[i] = raw.charCodeAt(i); }
+  var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'));
+  new Response(stream).text().then(function (text) { ready(JSON.parse(text)); });
 })();
 """
+
+
+def _packed_cases(results: list[EvalCaseResult], rendered: list[str]) -> str:
+    """Every case as ``[status, has warnings, search text, its HTML]``: JSON, gzip, base64 (attribute-safe)."""
+    index = [
+        [case_status(r), bool(case_warnings(r)), f"{case_display_name(r)} {r.eval_id}".lower(), html_text]
+        for r, html_text in zip(results, rendered)
+    ]
+    data = json.dumps(index, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return base64.b64encode(gzip.compress(data, compresslevel=6, mtime=0)).decode("ascii")
 
 
 def _stylesheet() -> str:
@@ -278,8 +332,18 @@ class HTMLReporter(FileReporter):
             'placeholder="Filter by case name or id" aria-label="Filter cases">'
             '<button type="button" id="expand-all">Expand / collapse all</button></div>'
         )
-        cases = "\n".join(self._case(r) for r in report.results)
-        return f'<section><h2>Cases ({len(report.results)})</h2>{bar}<div class="case-list">{cases}</div></section>'
+        rendered = [self._case(r) for r in report.results]
+        pager = (
+            '<div class="pager" id="case-pager"><button type="button" data-page="prev" disabled>‹ Previous</button>'
+            f'<span class="range">cases 1-{min(PAGE_SIZE, len(rendered))} of {len(rendered)}</span>'
+            f'<button type="button" data-page="next"{"" if len(rendered) > PAGE_SIZE else " disabled"}>Next ›</button>'
+            "</div>"
+        )
+        return (
+            f"<section><h2>Cases ({len(report.results)})</h2>{bar}{pager}"
+            f'<div class="case-list" id="case-list" data-page-size="{PAGE_SIZE}" '
+            f'data-cases="{_packed_cases(report.results, rendered)}">{"".join(rendered[:PAGE_SIZE])}</div></section>'
+        )
 
     # --- one case ---------------------------------------------------------------------------------
 
