@@ -148,13 +148,16 @@ class ReceiverServer:
         )
         self._grpc = server
         address = _host_port(self.settings.host, self.settings.grpc_port)
-        if self.settings.tls_enabled:
-            credentials = grpc.ssl_server_credentials(
-                [(self.settings.tls_key.read_bytes(), self.settings.tls_cert.read_bytes())]  # type: ignore[union-attr]
-            )
-            port = server.add_secure_port(address, credentials)
-        else:
-            port = server.add_insecure_port(address)
+        try:
+            if self.settings.tls_enabled:
+                credentials = grpc.ssl_server_credentials(
+                    [(self.settings.tls_key.read_bytes(), self.settings.tls_cert.read_bytes())]  # type: ignore[union-attr]
+                )
+                port = server.add_secure_port(address, credentials)
+            else:
+                port = server.add_insecure_port(address)
+        except RuntimeError:  # grpcio 1.60+ raises where older releases returned 0
+            port = 0
         if port == 0:
             raise OSError(
                 f"cannot listen for OTLP/gRPC on {address}: the port is in use or the address is not local; "
