@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from tracegrade.errors import StoreError, TracegradeError
 from tracegrade.models.execution import ExecutionResult
-from tracegrade.store.readonly import check_read_only
+from tracegrade.store.readonly import check_read_only, lock_down
 from tracegrade.store.rows import dedupe_spans, spans_to_arrow, sql_string_list, utc_now
 from tracegrade.store.trajectories import TrajectoryRows, execution_rows, map_traces
 
@@ -37,13 +37,6 @@ __all__ = ["SANDBOX_TABLES", "SqlAssertionError", "TrajectorySandbox", "check_as
 
 SANDBOX_TABLES: tuple[str, ...] = ("spans", "traces", "node_visits", "tool_calls", "llm_calls")
 
-# ``lock_configuration`` last: it freezes every setting, itself included.
-_LOCKDOWN = (
-    "SET enable_external_access = false",
-    "SET autoinstall_known_extensions = false",
-    "SET autoload_known_extensions = false",
-    "SET lock_configuration = true",
-)
 _EXPLAIN = "EXPLAIN "
 _LOCATION = re.compile(r"\n*LINE (\d+): (.*)\n( *)\^\s*$")
 
@@ -133,8 +126,7 @@ class TrajectorySandbox:
     def __init__(self) -> None:
         self._con = duckdb.connect(":memory:")
         self._con.execute(_schema_ddl())
-        for statement in _LOCKDOWN:
-            self._con.execute(statement)
+        lock_down(self._con)
         self._loaded: ExecutionResult | None = None
 
     def check(self, assertion: str, sql: str) -> None:
