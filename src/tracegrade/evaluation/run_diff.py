@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracegrade.models.dataset import ToolCall
 from tracegrade.models.json_values import json_equal
 from tracegrade.models.results import EvalCaseResult, EvalReport
 
-__all__ = ["CaseDiff", "CriterionChange", "RunDiff", "diff_reports"]
+__all__ = ["CaseDiff", "CriterionChange", "RunDiff", "diff_reports", "first_divergence"]
 
 _EPS = 1e-9
 
@@ -124,6 +126,35 @@ def _trajectory_changes(a: EvalCaseResult, b: EvalCaseResult) -> list[str]:
     if a.actual_response != b.actual_response:
         changes.append(f"final response changed: {_short(a.actual_response)!r} -> {_short(b.actual_response)!r}")
     return changes
+
+
+def first_divergence(a: EvalCaseResult, b: EvalCaseResult) -> str | None:
+    """Where B's trajectory first leaves A's, in words ("call 3: search(q=a) became search(q=b)"); None
+    when the tool calls, the node order and the final response are all the same."""
+    calls_a, calls_b = a.actual_tool_calls, b.actual_tool_calls
+    for i in range(max(len(calls_a), len(calls_b))):
+        x = calls_a[i] if i < len(calls_a) else None
+        y = calls_b[i] if i < len(calls_b) else None
+        if x is None:
+            return f"call {i + 1}: {_call(y)} was added"
+        if y is None:
+            return f"call {i + 1}: {_call(x)} was dropped"
+        if x.name != y.name or not json_equal(x.args, y.args):
+            return f"call {i + 1}: {_call(x)} became {_call(y)}"
+    for i in range(max(len(a.node_visits), len(b.node_visits))):
+        x_node = a.node_visits[i] if i < len(a.node_visits) else "(nothing)"
+        y_node = b.node_visits[i] if i < len(b.node_visits) else "(nothing)"
+        if x_node != y_node:
+            return f"step {i + 1}: node {x_node} became {y_node}"
+    if a.actual_response != b.actual_response:
+        return f"final response: {_short(a.actual_response)!r} became {_short(b.actual_response)!r}"
+    return None
+
+
+def _call(call: ToolCall) -> str:
+    """``name(key=value, ...)``: strings bare, other values as compact JSON."""
+    shown = ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v, default=str)}" for k, v in call.args.items())
+    return _short(f"{call.name}({shown})")
 
 
 def _short(text: str, limit: int = 80) -> str:

@@ -1,0 +1,354 @@
+"""Comparing a candidate run with a baseline honestly: paired statistics, flipped cases and a gate verdict.
+
+Cases are paired by eval id (only cases both runs graded count). For the case pass rate and for each
+criterion's pass rate the test is an exact McNemar test on the cases whose verdict flipped; for a
+criterion with graded (non-0/1) scores, also a paired bootstrap of the mean score delta. All these
+tests form one family whose p-values are Holm-adjusted, so grading more criteria does not make a false
+alarm more likely. The verdict is ``fail`` only for a significant regression (or one larger than
+``max_drop``, or with ``strict`` any case that went from pass to fail), ``inconclusive`` when the runs
+cannot support a verdict (and why), ``pass`` otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal
+
+from tracegrade.evaluation.run_diff import first_divergence
+from tracegrade.evaluation.statistics import holm_adjust, mcnemar_exact, min_mcnemar_p, percentile_bootstrap
+from tracegrade.models.results import EvalCaseResult, EvalReport
+
+__all__ = ["CASES", "Flip", "MetricComparison", "RunComparison", "compare_runs"]
+
+CASES = "cases"  # the name of the case pass-rate metric (criteria have their own names)
+
+Verdict = Literal["pass", "fail", "inconclusive"]
+
+
+@dataclass(frozen=True)
+class MetricComparison:
+    """One metric (the case pass rate, or one criterion) over the paired cases.
+
+    ``delta``, ``low`` and ``high`` are the candidate's mean minus the baseline's, with its paired bootstrap
+    interval at ``1 - alpha``: of the score for a criterion, of the pass fraction for :data:`CASES`.
+    """
+
+    name: str
+    pairs: int
+    pass_rate_baseline: float
+    pass_rate_candidate: float
+    pass_to_fail: int
+    fail_to_pass: int
+    mcnemar_p: float
+    mean_baseline: float
+    mean_candidate: float
+    delta: float
+    low: float
+    high: float
+    bootstrap_p: float | None  # None when the scores are pass/fail only (McNemar already tests them)
+    mcnemar_p_adjusted: float = 1.0
+    bootstrap_p_adjusted: float | None = None
+    significant_regression: bool = False
+    exceeds_max_drop: bool = False
+
+    @property
+    def pass_rate_delta(self) -> float:
+        return self.pass_rate_candidate - self.pass_rate_baseline
+
+
+@dataclass(frozen=True)
+class Flip:
+    """A case whose verdict changed, the criteria that changed with it and where the trajectories part."""
+
+    eval_id: str
+    name: str
+    direction: Literal["pass->fail", "fail->pass"]
+    criteria: list[str]
+    divergence: str | None
+
+
+@dataclass
+class RunComparison:
+    """The typed result of :func:`compare_runs`; ``verdict`` and ``reasons`` say what a gate should do."""
+
+    baseline: str
+    candidate: str
+    alpha: float
+    max_drop: float | None
+    strict: bool
+    paired_cases: int
+    only_baseline: list[str]
+    only_candidate: list[str]
+    metrics: list[MetricComparison]
+    flips: list[Flip]
+    verdict: Verdict
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def cases(self) -> MetricComparison:
+        """The case pass-rate comparison (always the first metric)."""
+        return self.metrics[0]
+
+    @property
+    def criteria(self) -> list[MetricComparison]:
+        return self.metrics[1:]
+
+    @property
+    def regressions(self) -> list[MetricComparison]:
+        return [m for m in self.metrics if m.significant_regression or m.exceeds_max_drop]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        for metric in data["metrics"]:
+            metric["pass_rate_delta"] = metric["pass_rate_candidate"] - metric["pass_rate_baseline"]
+        return data
+
+    def to_markdown(self) -> str:
+        """A summary for a pull-request comment: the verdict, why, the metrics table and the flips."""
+        icon = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️"}[self.verdict]
+        lines = [
+            f"### {icon} tracegrade gate: {self.verdict}",
+            "",
+            f"Baseline `{self.baseline}` → candidate `{self.candidate}`: {self.paired_cases} paired cases, "
+            f"alpha {self.alpha:g}" + (f", max drop {self.max_drop:g}" if self.max_drop is not None else "") + ".",
+        ]
+        if self.reasons:
+            lines += ["", *(f"- {r}" for r in self.reasons)]
+        lines += [
+            "",
+            f"| metric | pass rate | flips (↓/↑) | McNemar p (adj.) | mean | Δ [{1 - self.alpha:.0%} interval] | |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for m in self.metrics:
+            mark = "❌" if m.significant_regression or m.exceeds_max_drop else ""
+            lines.append(
+                f"| {m.name} | {m.pass_rate_baseline:.0%} → {m.pass_rate_candidate:.0%} | "
+                f"{m.pass_to_fail}/{m.fail_to_pass} | {m.mcnemar_p_adjusted:.3g} | "
+                f"{m.mean_baseline:.3f} → {m.mean_candidate:.3f} | {m.delta:+.3f} [{m.low:+.3f}, {m.high:+.3f}] | "
+                f"{mark} |"
+            )
+        if self.flips:
+            lines += ["", "| case | flip | criteria | where the trajectories part |", "|---|---|---|---|"]
+            for f in self.flips:
+                where = (f.divergence or "same trajectory").replace("|", "\\|")
+                lines.append(f"| {f.name or f.eval_id} | {f.direction} | {', '.join(f.criteria)} | {where} |")
+        if self.only_baseline or self.only_candidate:
+            lines += [
+                "",
+                f"Not compared: {len(self.only_baseline)} case(s) only in the baseline, "
+                f"{len(self.only_candidate)} only in the candidate.",
+            ]
+        return "\n".join(lines) + "\n"
+
+
+def compare_runs(
+    baseline: EvalReport,
+    candidate: EvalReport,
+    *,
+    alpha: float = 0.05,
+    max_drop: float | None = None,
+    strict: bool = False,
+    baseline_name: str = "baseline",
+    candidate_name: str = "candidate",
+    resamples: int = 2000,
+    seed: int = 0,
+) -> RunComparison:
+    """Compare ``candidate`` with ``baseline`` case by case and decide whether it regressed.
+
+    ``max_drop`` (a fraction, e.g. 0.05) fails the comparison on an observed drop of the case pass rate or
+    of a criterion's mean score larger than it, significant or not. Raises ``ValueError`` for an ``alpha``
+    outside (0, 1) or a negative ``max_drop``.
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be between 0 and 1 (exclusive), got {alpha}")
+    if max_drop is not None and max_drop < 0:
+        raise ValueError(f"max_drop must be a non-negative fraction, got {max_drop}")
+    by_base = {r.eval_id: r for r in baseline.results}
+    by_cand = {r.eval_id: r for r in candidate.results}
+    paired = [(by_base[k], by_cand[k]) for k in by_base if k in by_cand]
+    confidence = 1 - alpha
+    metrics = [_metric(CASES, [(_case_pass(a), _case_pass(b), _case_score(a), _case_score(b)) for a, b in paired])]
+    metrics[0] = _with_bootstrap(metrics[0], _case_deltas(paired), confidence, resamples, seed, test=False)
+    for name in _criterion_names(paired):
+        rows = _criterion_rows(paired, name)
+        if not rows:
+            continue
+        metric = _metric(name, rows)
+        graded = any(s not in (0.0, 1.0) for _, _, sa, sb in rows for s in (sa, sb))
+        deltas = [sb - sa for _, _, sa, sb in rows]
+        metrics.append(_with_bootstrap(metric, deltas, confidence, resamples, seed, test=graded))
+    metrics = _judge(metrics, alpha, max_drop)
+    flips = _flips(paired)
+    verdict, reasons = _verdict(metrics, flips, len(paired), alpha, max_drop, strict)
+    return RunComparison(
+        baseline=baseline_name,
+        candidate=candidate_name,
+        alpha=alpha,
+        max_drop=max_drop,
+        strict=strict,
+        paired_cases=len(paired),
+        only_baseline=[k for k in by_base if k not in by_cand],
+        only_candidate=[k for k in by_cand if k not in by_base],
+        metrics=metrics,
+        flips=flips,
+        verdict=verdict,
+        reasons=reasons,
+    )
+
+
+Row = tuple[bool, bool, float, float]  # passed in baseline, in candidate; score in baseline, in candidate
+
+
+def _case_pass(r: EvalCaseResult) -> bool:
+    return r.passed and not r.is_error
+
+
+def _case_score(r: EvalCaseResult) -> float:
+    return 1.0 if _case_pass(r) else 0.0
+
+
+def _case_deltas(paired: list[tuple[EvalCaseResult, EvalCaseResult]]) -> list[float]:
+    return [_case_score(b) - _case_score(a) for a, b in paired]
+
+
+def _criterion_names(paired: list[tuple[EvalCaseResult, EvalCaseResult]]) -> list[str]:
+    names: dict[str, None] = {}
+    for a, _ in paired:
+        names.update((c.criterion, None) for c in a.criterion_results)
+    return list(names)
+
+
+def _criterion_rows(paired: list[tuple[EvalCaseResult, EvalCaseResult]], name: str) -> list[Row]:
+    """The cases where both runs graded ``name`` (a skipped criterion is not graded)."""
+    rows = []
+    for a, b in paired:
+        ca, cb = a.get_criterion_result(name), b.get_criterion_result(name)
+        if ca is None or cb is None or ca.skipped or cb.skipped:
+            continue
+        rows.append((ca.passed, cb.passed, ca.score, cb.score))
+    return rows
+
+
+def _metric(name: str, rows: list[Row]) -> MetricComparison:
+    n = len(rows)
+    pass_to_fail = sum(1 for pa, pb, _, _ in rows if pa and not pb)
+    fail_to_pass = sum(1 for pa, pb, _, _ in rows if pb and not pa)
+    return MetricComparison(
+        name=name,
+        pairs=n,
+        pass_rate_baseline=sum(pa for pa, _, _, _ in rows) / n if n else 0.0,
+        pass_rate_candidate=sum(pb for _, pb, _, _ in rows) / n if n else 0.0,
+        pass_to_fail=pass_to_fail,
+        fail_to_pass=fail_to_pass,
+        mcnemar_p=mcnemar_exact(pass_to_fail, fail_to_pass),
+        mean_baseline=sum(sa for _, _, sa, _ in rows) / n if n else 0.0,
+        mean_candidate=sum(sb for _, _, _, sb in rows) / n if n else 0.0,
+        delta=0.0,
+        low=0.0,
+        high=0.0,
+        bootstrap_p=None,
+    )
+
+
+def _with_bootstrap(
+    metric: MetricComparison, deltas: list[float], confidence: float, resamples: int, seed: int, test: bool
+) -> MetricComparison:
+    """``metric`` with its paired bootstrap interval; its p-value joins the tests only when ``test``."""
+    if not deltas:
+        return metric
+    boot = percentile_bootstrap(deltas, confidence, resamples, seed)
+    return replace(
+        metric, delta=boot.estimate, low=boot.low, high=boot.high, bootstrap_p=boot.p_value if test else None
+    )
+
+
+def _judge(metrics: list[MetricComparison], alpha: float, max_drop: float | None) -> list[MetricComparison]:
+    """Holm-adjust every test of the family and mark significant regressions and drops past ``max_drop``."""
+    tests: list[tuple[int, str, float]] = [(i, "mcnemar", m.mcnemar_p) for i, m in enumerate(metrics)]
+    tests += [(i, "bootstrap", m.bootstrap_p) for i, m in enumerate(metrics) if m.bootstrap_p is not None]
+    adjusted = holm_adjust([p for _, _, p in tests])
+    updates: list[dict[str, Any]] = [{} for _ in metrics]
+    for (i, kind, _), p in zip(tests, adjusted):
+        updates[i][f"{kind}_p_adjusted"] = p
+    judged = []
+    for m, update in zip(metrics, updates):
+        m = replace(m, **update)
+        worse_verdicts = m.pass_to_fail > m.fail_to_pass and m.mcnemar_p_adjusted < alpha
+        worse_scores = m.bootstrap_p_adjusted is not None and m.bootstrap_p_adjusted < alpha and m.delta < 0
+        drop = m.pass_rate_delta if m.name == CASES else m.delta
+        judged.append(
+            replace(
+                m,
+                significant_regression=worse_verdicts or worse_scores,
+                exceeds_max_drop=max_drop is not None and m.pairs > 0 and drop < -max_drop - 1e-12,
+            )
+        )
+    return judged
+
+
+def _flips(paired: list[tuple[EvalCaseResult, EvalCaseResult]]) -> list[Flip]:
+    flips = []
+    for a, b in paired:
+        before, after = _case_pass(a), _case_pass(b)
+        if before == after:
+            continue
+        changed = [
+            c.criterion
+            for c in a.criterion_results
+            if (other := b.get_criterion_result(c.criterion)) is not None
+            and not (c.skipped or other.skipped)
+            and c.passed == before
+            and other.passed == after
+        ]
+        if b.is_error != a.is_error:
+            changed.append("error" if b.is_error else "error cleared")
+        direction: Literal["pass->fail", "fail->pass"] = "pass->fail" if before else "fail->pass"
+        flips.append(Flip(a.eval_id, b.name or a.name, direction, changed, first_divergence(a, b)))
+    return flips
+
+
+def _verdict(
+    metrics: list[MetricComparison],
+    flips: list[Flip],
+    pairs: int,
+    alpha: float,
+    max_drop: float | None,
+    strict: bool,
+) -> tuple[Verdict, list[str]]:
+    failing = []
+    for m in metrics:
+        label = "case pass rate" if m.name == CASES else f"criterion {m.name}"
+        if m.significant_regression:
+            p = min(m.mcnemar_p_adjusted, m.bootstrap_p_adjusted if m.bootstrap_p_adjusted is not None else 1.0)
+            failing.append(
+                f"{label} regressed significantly: pass rate {m.pass_rate_baseline:.0%} → {m.pass_rate_candidate:.0%}, "
+                f"mean {m.delta:+.3f} [{m.low:+.3f}, {m.high:+.3f}], adjusted p = {p:.3g} < {alpha:g}"
+            )
+        if m.exceeds_max_drop:
+            drop = m.pass_rate_delta if m.name == CASES else m.delta
+            failing.append(f"{label} dropped by {-drop:.3f}, more than --max-drop {max_drop:g}")
+    regressed_cases = [f for f in flips if f.direction == "pass->fail"]
+    if strict and regressed_cases:
+        names = ", ".join(f.eval_id for f in regressed_cases[:5]) + ("…" if len(regressed_cases) > 5 else "")
+        failing.append(f"strict: {len(regressed_cases)} case(s) went from pass to fail ({names})")
+    if failing:
+        return "fail", failing
+    doubts = []
+    if pairs == 0:
+        doubts.append("no case was graded in both runs: nothing to compare (are these runs of the same eval set?)")
+    elif min_mcnemar_p(pairs) >= alpha:
+        needed = next(n for n in range(1, 64) if min_mcnemar_p(n) < alpha)
+        doubts.append(
+            f"only {pairs} case(s) were graded in both runs: at alpha {alpha:g} an exact McNemar test needs at "
+            f"least {needed} paired cases to call any change significant; grade more cases"
+        )
+    if max_drop is not None and pairs:
+        cases = metrics[0]
+        if cases.low < -max_drop and not cases.significant_regression:
+            doubts.append(
+                f"the {1 - alpha:.0%} interval of the pass-rate change [{cases.low:+.3f}, {cases.high:+.3f}] still "
+                f"allows a drop larger than --max-drop {max_drop:g}; grade more cases or run more trials"
+            )
+    if doubts:
+        return "inconclusive", doubts
+    return "pass", []

@@ -1,0 +1,203 @@
+"""The statistics behind tracegrade's intervals and verdicts, in pure Python (no NumPy or SciPy at run time).
+
+Everything here is deterministic: the bootstrap draws from ``random.Random(seed)``, so the same inputs
+always give the same interval. Intervals are two-sided at ``confidence``; p-values are two-sided.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+__all__ = [
+    "BootstrapResult",
+    "cohens_kappa",
+    "holm_adjust",
+    "mcnemar_exact",
+    "min_mcnemar_p",
+    "pass_at_k",
+    "pass_hat_k",
+    "percentile_bootstrap",
+    "spearman",
+    "wilson_interval",
+]
+
+
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval of a proportion ``successes / n`` (``(0, 1)`` when ``n`` is 0).
+
+    Preferred over the normal approximation because it stays inside [0, 1] and behaves at 0/n and n/n.
+    """
+    if n <= 0:
+        return 0.0, 1.0
+    if not 0 <= successes <= n:
+        raise ValueError(f"successes must be within 0..{n}, got {successes}")
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    p = successes / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    # At 0/n and n/n the bound is exactly 0 or 1; rounding must not leave it a hair off.
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return low, high
+
+
+@dataclass(frozen=True)
+class BootstrapResult:
+    """A statistic (the mean), its percentile interval and a two-sided p-value for "the mean is 0"."""
+
+    estimate: float
+    low: float
+    high: float
+    p_value: float
+
+
+def percentile_bootstrap(
+    values: Sequence[float], confidence: float = 0.95, resamples: int = 2000, seed: int = 0
+) -> BootstrapResult:
+    """The mean of ``values`` with a percentile-bootstrap interval.
+
+    Given the per-case differences of two paired runs, this is the paired bootstrap of the mean delta:
+    resampling whole cases keeps each case's two scores together. The p-value is twice the smaller
+    share of resampled means on either side of zero (when every value is the same: 1.0 if they are 0,
+    else 0.0).
+    """
+    n = len(values)
+    if n == 0:
+        raise ValueError("the bootstrap needs at least one value")
+    estimate = math.fsum(values) / n
+    if all(v == values[0] for v in values):
+        return BootstrapResult(estimate, estimate, estimate, 1.0 if estimate == 0 else 0.0)
+    rng = random.Random(seed)
+    pick = rng.choices
+    means = sorted(math.fsum(pick(values, k=n)) / n for _ in range(resamples))
+    alpha = 1 - confidence
+    low, high = _quantile(means, alpha / 2), _quantile(means, 1 - alpha / 2)
+    # (count + 1) / (resamples + 1): a p-value the resamples can support, never an impossible 0
+    at_or_below = (sum(1 for m in means if m <= 0) + 1) / (resamples + 1)
+    at_or_above = (sum(1 for m in means if m >= 0) + 1) / (resamples + 1)
+    return BootstrapResult(estimate, low, high, min(1.0, 2 * min(at_or_below, at_or_above)))
+
+
+def mcnemar_exact(pass_to_fail: int, fail_to_pass: int) -> float:
+    """Exact McNemar test: the two-sided binomial p-value of the discordant pairs under p = 1/2.
+
+    Only the cases whose verdict changed between two paired runs carry information; with none, 1.0.
+    """
+    n = pass_to_fail + fail_to_pass
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(pass_to_fail, fail_to_pass) + 1))
+    return min(1.0, 2 * tail / 2**n)
+
+
+def min_mcnemar_p(pairs: int) -> float:
+    """The smallest p-value :func:`mcnemar_exact` can give over ``pairs`` paired cases (every one flipping
+    the same way): below ``alpha`` only with enough cases."""
+    return mcnemar_exact(pairs, 0) if pairs > 0 else 1.0
+
+
+def holm_adjust(p_values: Sequence[float]) -> list[float]:
+    """Holm–Bonferroni adjusted p-values (same order as given): controls the chance of any false
+    verdict across a family of tests, under any dependence between them."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted = [1.0] * len(p_values)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The chance that at least one of ``k`` trials drawn from ``n`` (``c`` of them passing) passes
+    (the unbiased estimator of Chen et al.; with ``k == n`` it is 1 when any trial passed)."""
+    _check_trials(n, c, k)
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """pass^k: the chance that all of ``k`` trials drawn from ``n`` (``c`` passing) pass (with ``k == n``,
+    1 only when every trial passed)."""
+    _check_trials(n, c, k)
+    return math.comb(c, k) / math.comb(n, k)
+
+
+def cohens_kappa(a: Sequence[Hashable], b: Sequence[Hashable], weights: str | None = None) -> float:
+    """Cohen's kappa between two raters' labels, item by item.
+
+    ``weights`` None treats labels as categories; ``"linear"`` or ``"quadratic"`` weighs disagreements by
+    distance, for ordinal labels (numbers, or labels whose sorted order is their order). 1.0 when both
+    raters use one and the same label throughout (nothing to disagree on).
+    """
+    if len(a) != len(b):
+        raise ValueError(f"both raters must label the same items: {len(a)} labels against {len(b)}")
+    if not a:
+        raise ValueError("kappa needs at least one labelled item")
+    labels = sorted(set(a) | set(b))  # type: ignore[type-var]
+    index = {label: i for i, label in enumerate(labels)}
+    k, n = len(labels), len(a)
+    if k == 1:
+        return 1.0
+    observed = [[0.0] * k for _ in range(k)]
+    for x, y in zip(a, b):
+        observed[index[x]][index[y]] += 1 / n
+    rows = [sum(r) for r in observed]
+    cols = [sum(observed[i][j] for i in range(k)) for j in range(k)]
+
+    def weight(i: int, j: int) -> float:
+        if weights is None:
+            return 0.0 if i == j else 1.0
+        distance = abs(i - j) / (k - 1)
+        if weights == "linear":
+            return distance
+        if weights == "quadratic":
+            return distance * distance
+        raise ValueError(f"weights must be None, 'linear' or 'quadratic', got {weights!r}")
+
+    disagreement = sum(weight(i, j) * observed[i][j] for i in range(k) for j in range(k))
+    chance = sum(weight(i, j) * rows[i] * cols[j] for i in range(k) for j in range(k))
+    return 1.0 if chance == 0 else 1.0 - disagreement / chance
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+    """Spearman's rank correlation (ties get their average rank); NaN when either side is constant."""
+    if len(x) != len(y):
+        raise ValueError(f"spearman needs paired values: {len(x)} against {len(y)}")
+    rx, ry = _ranks(x), _ranks(y)
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    sxx = sum((a - mx) ** 2 for a in rx)
+    syy = sum((b - my) ** 2 for b in ry)
+    return sxy / math.sqrt(sxx * syy) if sxx and syy else math.nan
+
+
+def _ranks(values: Sequence[float]) -> list[float]:
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for i in order[start : end + 1]:
+            ranks[i] = (start + end) / 2 + 1
+        start = end + 1
+    return ranks
+
+
+def _check_trials(n: int, c: int, k: int) -> None:
+    if not (0 <= c <= n and 1 <= k <= n):
+        raise ValueError(f"need 0 <= passing ({c}) <= trials ({n}) and 1 <= k ({k}) <= trials")
+
+
+def _quantile(ordered: Sequence[float], q: float) -> float:
+    """Linear interpolation between order statistics (NumPy's default method)."""
+    position = q * (len(ordered) - 1)
+    below = math.floor(position)
+    above = min(below + 1, len(ordered) - 1)
+    return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
