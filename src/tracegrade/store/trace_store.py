@@ -40,6 +40,7 @@ from tracegrade.store.database import (
     open_duckdb,
     quote_identifier,
 )
+from tracegrade.store.key_repair import damaged_keys, repair_keys
 from tracegrade.store.prepared import PreparedWrite, prepare_write
 from tracegrade.store.query_control import QueryControl
 from tracegrade.store.readonly import check_read_only, lock_down, refusal
@@ -162,6 +163,9 @@ class TraceStore:
         self.span_group = RowGroupFill(ROW_GROUP_SIZE)
         try:
             (check_schema if read_only else ensure_schema)(self._con, self.path)
+            if not read_only:
+                for table, why in damaged_keys(self._con).items():
+                    repair_keys(self._con, table, why)
             if not self.wal:
                 self._con.execute("CHECKPOINT")  # a new or migrated schema is durable before any write
             lock_down(self._con)  # the file is attached: from now on no statement can open another
@@ -365,9 +369,18 @@ class TraceStore:
         # It runs before the transaction: only rebuilds write these tables, one at a time, so nothing
         # adds rows in between.
         with_rows = self._traces_with_rows(clear)
-        with self._transaction("rebuilding trajectories"):
-            _replace_trajectory_rows(self._con, with_rows, tables)
-            self.uncheckpointed_bytes += sum(table.nbytes for table in tables.values())
+        try:
+            with self._transaction("rebuilding trajectories"):
+                _replace_trajectory_rows(self._con, with_rows, tables)
+        except StoreError as exc:
+            if "Duplicate key" not in str(exc) or self.failure is not None:
+                raise
+            # the rows were deleted, yet the key index still knows them: it is damaged
+            with self._write_lock:
+                repair_keys(self._con, "traces", f"a rebuild was refused: {str(exc).splitlines()[0]}")
+            with self._transaction("rebuilding trajectories"):
+                _replace_trajectory_rows(self._con, self._traces_with_rows(clear), tables)
+        self.uncheckpointed_bytes += sum(table.nbytes for table in tables.values())
 
     def _traces_with_rows(self, trace_ids: Sequence[str]) -> list[str]:
         """Those of ``trace_ids`` that have trajectory rows."""
