@@ -93,6 +93,21 @@ _EXPORTS: dict[str, str] = {
     "UserSimulator": "tracegrade.evaluation.simulator",
     "ConversationScenario": "tracegrade.evaluation.simulator",
     "SimulationResult": "tracegrade.evaluation.simulator",
+    # harness and presets
+    "EvaluationRunner": "tracegrade.evaluation.harness",
+    "EvalPresets": "tracegrade.evaluation.presets",
+    "QuickEval": "tracegrade.evaluation.quick_eval",
+    "BatchSimulator": "tracegrade.evaluation.batch_simulator",
+    "Colors": "tracegrade.reporters.colors",
+    # testing helpers (the pytest plugin is tracegrade.pytest_plugin)
+    "EvalTestCase": "tracegrade.testing.cases",
+    "create_simple_eval_set": "tracegrade.testing.cases",
+    "parametrize_eval_cases": "tracegrade.testing.cases",
+    "assert_eval_passed": "tracegrade.testing.assertions",
+    "assert_criterion_passed": "tracegrade.testing.assertions",
+    "eval_test": "tracegrade.testing.running",
+    "run_eval": "tracegrade.testing.running",
+    "run_eval_sync": "tracegrade.testing.running",
     # store and offline grading
     "TraceStore": "tracegrade.store",
     "TraceGrader": "tracegrade.evaluation.offline",

@@ -22,7 +22,10 @@ from tracegrade.models.dataset import EvalCase, ToolCall
 from tracegrade.models.execution import ExecutionResult
 from tracegrade.models.results import CriterionResult
 
-__all__ = ["NodeOrderMatchCriterion", "ToolNameMatchCriterion", "TrajectoryMatchCriterion"]
+__all__ = ["ARGS_NOT_COMPARED", "NodeOrderMatchCriterion", "ToolNameMatchCriterion", "TrajectoryMatchCriterion"]
+
+#: appended to the reason when expected calls list arguments that ``check_args=False`` leaves uncompared
+ARGS_NOT_COMPARED = "Arguments were not compared (check_args is off); set check_args=true to compare them."
 
 
 def _reason(score: float, noun: str, expected: list[str], actual: list[str]) -> str:
@@ -83,8 +86,12 @@ class TrajectoryMatchCriterion(SyncCriterion):
         match = match_sequences(expected_calls, actual_calls, self.config.match_type, same)
         expected_names = [c.name for c in expected_calls]
         actual_names = [c.name for c in actual_calls]
+        reason = _reason(match.score, "tools", expected_names, actual_names)
+        if not check_args and any(c.args for c in expected_calls):
+            # check_args=False is the seed's default; say so, or an expected city=Bergen "passes" against Oslo
+            reason += f" {ARGS_NOT_COMPARED}"
         details = {
-            "reason": _reason(match.score, "tools", expected_names, actual_names),
+            "reason": reason,
             "match_type": self.config.match_type.value,
             "check_args": check_args,
             "matches": _match_details(match, expected_names),

@@ -1,0 +1,266 @@
+"""tracegrade's pytest plugin (entry point ``pytest11``): fixtures, one report per session, a baseline gate.
+
+* Fixtures: ``tracegrade_collector`` (a fresh ``TrajectoryCollector`` on its own ``TracerProvider``),
+  ``tracegrade_app`` (a factory: ``app, collector = tracegrade_app(agent)``, what ``create_eval_app``
+  returns) and ``tracegrade_store`` (a ``TraceStore`` on a temporary DuckDB file).
+* Every case graded through ``tracegrade.testing.run_eval`` / ``eval_test`` is recorded; with pytest-xdist
+  each worker sends its cases to the controller, which merges them (in collection order) into one report.
+* ``--tracegrade-report DIR`` writes that report as ``<id>.json``, ``<id>.html`` and ``<id>_junit.xml``.
+* ``--tracegrade-baseline REPORT.json`` compares the session's cases with a saved report (as
+  ``--tracegrade-report`` writes it) and fails the session when a case regressed.
+* ``--tracegrade-num-runs N`` is recorded in the report's metadata; repeated trials are not implemented
+  yet (``EvalConfig`` has no number of runs), so each case runs once and the summary says so.
+
+The terminal summary counts the graded cases and explains the ones that failed inside tests marked
+``xfail`` (whose failure pytest itself does not print).
+
+This module loads in every pytest run of every tracegrade user, so it imports only the standard library,
+pytest and :mod:`tracegrade.testing.recording` at load time; everything else loads when a fixture or a
+session with graded cases needs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tracegrade.testing.recording import SessionRecorder, active_recorder, set_active_recorder
+
+__all__ = [
+    "pytest_addoption",
+    "pytest_configure",
+    "tracegrade_app",
+    "tracegrade_collector",
+    "tracegrade_store",
+]
+
+_WORKER_OUTPUT_KEY = "tracegrade_cases"
+_STATE = pytest.StashKey["_SessionState"]()
+
+
+class _SessionState:
+    """What one pytest process keeps for tracegrade: the recorder, test order and outcomes, the results."""
+
+    def __init__(self, previous: SessionRecorder | None) -> None:
+        self.recorder = SessionRecorder()
+        self.previous = previous  # restored at unconfigure (pytester runs sessions inside sessions)
+        self.order: dict[str, int] = {}
+        self.xfailed: set[str] = set()
+        self.report: Any = None  # the merged EvalReport, once the session finished
+        self.written: list[str] = []
+        self.problems: list[str] = []
+        self.regressions: list[str] = []
+        self.baseline_summary: str = ""
+
+
+# the configured sessions, innermost last (pytester runs sessions inside a session)
+_STATES: list[_SessionState] = []
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("tracegrade", "tracegrade agent evaluations")
+    group.addoption(
+        "--tracegrade-report",
+        metavar="DIR",
+        default=None,
+        help="write the session's evaluation report (JSON, HTML, JUnit XML) into DIR",
+    )
+    group.addoption(
+        "--tracegrade-baseline",
+        metavar="REPORT",
+        default=None,
+        help="fail the session when a case regressed against this saved report (a JSON report, e.g. one "
+        "written by --tracegrade-report)",
+    )
+    group.addoption(
+        "--tracegrade-num-runs",
+        metavar="N",
+        type=int,
+        default=None,
+        help="number of runs per case, recorded in the report (repeated trials are not implemented yet: "
+        "each case runs once)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    baseline = config.getoption("tracegrade_baseline", None)
+    if baseline is not None and not Path(baseline).is_file():
+        raise pytest.UsageError(
+            f"--tracegrade-baseline: no report file {baseline!r}; give the JSON report of an earlier run "
+            "(--tracegrade-report DIR writes DIR/<eval set id>.json)"
+        )
+    num_runs = config.getoption("tracegrade_num_runs", None)
+    if num_runs is not None and num_runs < 1:
+        raise pytest.UsageError(f"--tracegrade-num-runs must be at least 1, got {num_runs}")
+    state = _SessionState(active_recorder())
+    config.stash[_STATE] = state
+    _STATES.append(state)
+    set_active_recorder(state.recorder)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(_STATE, None)
+    if state is not None:
+        set_active_recorder(state.previous)
+        if state in _STATES:
+            _STATES.remove(state)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    session.config.stash[_STATE].order = {item.nodeid: i for i, item in enumerate(session.items)}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    state = item.config.stash[_STATE]
+    state.recorder.current_test = (state.order.get(item.nodeid, len(state.order)), item.nodeid)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # pytest passes no config here; the innermost session being run is the one reporting
+    if _STATES and report.skipped and getattr(report, "wasxfail", None) is not None:  # failed as expected
+        _STATES[-1].xfailed.add(report.nodeid)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """pytest-xdist: a worker finished; add the cases it graded."""
+    payload = getattr(node, "workeroutput", {}).get(_WORKER_OUTPUT_KEY)
+    if payload:
+        node.config.stash[_STATE].recorder.add_payload(payload)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    state = config.stash[_STATE]
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller reports
+        config.workeroutput[_WORKER_OUTPUT_KEY] = state.recorder.to_payload()  # type: ignore[attr-defined]
+        return
+    if not state.recorder.cases:
+        return
+    num_runs = config.getoption("tracegrade_num_runs", None)
+    state.report = state.recorder.merged_report({"num_runs_requested": num_runs} if num_runs else None)
+    report_dir = config.getoption("tracegrade_report", None)
+    if report_dir is not None:
+        _write_reports(state, Path(report_dir))
+    baseline = config.getoption("tracegrade_baseline", None)
+    if baseline is not None:
+        _gate(state, Path(baseline))
+        if state.regressions and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _write_reports(state: _SessionState, directory: Path) -> None:
+    from tracegrade.models.config import ReporterConfig
+    from tracegrade.reporters import ReporterManager
+
+    settings = ReporterConfig(console=False, json_report=True, html=True, junit_xml=True, timestamp_files=False)
+    output = ReporterManager(settings).run_all(state.report, directory)
+    state.written = output.generated_files
+    state.problems += [f"{name}: {message}" for name, message in output.errors]
+
+
+def _gate(state: _SessionState, baseline_file: Path) -> None:
+    """Regressed cases against the baseline (cases missing from either side never fail the gate)."""
+    from tracegrade.errors import TracegradeError
+    from tracegrade.evaluation.run_diff import diff_reports
+    from tracegrade.models.results import EvalReport
+
+    try:
+        baseline = EvalReport.from_file(baseline_file)
+    except TracegradeError as exc:
+        state.problems.append(f"baseline {baseline_file}: {exc}")
+        state.regressions.append("(the baseline report could not be read)")
+        return
+    diff = diff_reports(baseline, state.report, str(baseline_file), "this session")
+    counts = {k: diff.count(k) for k in ("regressed", "improved", "unchanged", "changed", "added", "removed")}
+    state.baseline_summary = f"against {baseline_file}: " + ", ".join(f"{n} {k}" for k, n in counts.items() if n)
+    for case in diff.cases:
+        if case.kind != "regressed":
+            continue
+        changes = [
+            f"{c.criterion} {_score(c.score_a)} -> {_score(c.score_b)}" for c in case.criteria if c.kind == "regressed"
+        ]
+        state.regressions.append(
+            f"{case.eval_id}: {case.status_a} -> {case.status_b}" + (f" ({'; '.join(changes)})" if changes else "")
+        )
+
+
+def _score(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    state = config.stash.get(_STATE, None)
+    if state is None or state.report is None:
+        return
+    from tracegrade.testing.explain import explain_case
+
+    write = terminalreporter.write_line
+    terminalreporter.section("tracegrade")
+    s = state.report.summary
+    write(f"{s.total_cases} case(s) graded: {s.passed_cases} passed, {s.failed_cases} failed, {s.error_cases} errors")
+    by_test = {r.metadata.get("pytest_test"): r for r in state.report.failed_cases}
+    expected = [r for test, r in by_test.items() if test in state.xfailed]
+    for result in expected:
+        write(f"expected to fail ({result.metadata['pytest_test']}):")
+        for line in explain_case(result).splitlines():
+            write("  " + line)
+    num_runs = config.getoption("tracegrade_num_runs", None)
+    if num_runs and num_runs > 1:
+        write(f"--tracegrade-num-runs {num_runs}: repeated trials are not implemented yet; each case ran once")
+    for path in state.written:
+        write(f"report: {path}")
+    if state.baseline_summary:
+        write(f"baseline {state.baseline_summary}")
+    for line in state.regressions:
+        write(f"REGRESSED {line}", red=True)
+    for problem in state.problems:
+        write(f"problem: {problem}", red=True)
+
+
+# ---- fixtures ----
+
+
+@pytest.fixture
+def tracegrade_collector() -> Iterator[Any]:
+    """A fresh ``TrajectoryCollector`` attached to its own ``TracerProvider`` (``collector.tracer_provider``);
+    the provider is shut down after the test."""
+    from tracegrade.capture.collector import TrajectoryCollector, make_trajectory_callback
+
+    collector = TrajectoryCollector()
+    _, provider = make_trajectory_callback(collector)
+    yield collector
+    provider.shutdown()
+
+
+@pytest.fixture
+def tracegrade_app() -> Iterator[Callable[..., tuple[Any, Any]]]:
+    """A factory: ``app, collector = tracegrade_app(agent, **create_eval_app_options)``; every provider it
+    made is shut down after the test."""
+    from tracegrade.evaluation.evaluator import create_eval_app
+
+    made: list[Any] = []
+
+    def make(agent: Any, **options: Any) -> tuple[Any, Any]:
+        app, collector = create_eval_app(agent, **options)
+        made.append(collector)
+        return app, collector
+
+    yield make
+    for collector in made:
+        if collector.tracer_provider is not None:
+            collector.tracer_provider.shutdown()
+
+
+@pytest.fixture
+def tracegrade_store(tmp_path: Path) -> Iterator[Any]:
+    """A ``TraceStore`` on a DuckDB file in the test's temporary directory, closed after the test."""
+    from tracegrade.store import TraceStore
+
+    store = TraceStore(tmp_path / "tracegrade.duckdb")
+    yield store
+    store.close()

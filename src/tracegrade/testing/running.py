@@ -1,0 +1,158 @@
+"""Running evaluations from tests: ``run_eval`` / ``run_eval_sync`` and the ``eval_test`` decorator.
+
+Every report they produce goes to the pytest session's recorder (when the tracegrade plugin is loaded), so
+``--tracegrade-report`` writes the session's cases once, in one report. They never write report files or
+print on their own: in the reference every call printed a console report and wrote files into
+``./eval_reports``, once per test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tracegrade.criteria.base import BaseCriterion
+from tracegrade.models.config import EvalConfig
+from tracegrade.models.dataset import EvalCase, EvalSet
+from tracegrade.models.results import EvalReport
+from tracegrade.testing.assertions import assert_eval_passed
+from tracegrade.testing.cases import case_origin
+from tracegrade.testing.recording import active_recorder
+
+__all__ = ["EVAL_FILE_CANDIDATES", "eval_test", "run_eval", "run_eval_sync"]
+
+#: where ``eval_test`` looks for ``<name>.evalset.json`` (name = the test function's name without ``test_``)
+EVAL_FILE_CANDIDATES = ("tests/fixtures/{}.evalset.json", "tests/eval/{}.evalset.json", "eval/{}.evalset.json")
+
+EvalTarget = EvalSet | EvalCase | Sequence[EvalCase] | str | Path
+
+
+def _as_eval_set(target: EvalTarget) -> EvalSet | str | Path:
+    if isinstance(target, EvalCase):
+        eval_set_id, name = case_origin(target) or (target.eval_id, target.name)
+        return EvalSet(eval_set_id=eval_set_id, name=name, eval_cases=[target])
+    if isinstance(target, (EvalSet, str, Path)):
+        return target
+    cases = list(target)
+    return EvalSet(eval_set_id=cases[0].eval_id if len(cases) == 1 else "cases", eval_cases=cases)
+
+
+def _quiet(config: EvalConfig | None) -> EvalConfig:
+    config = config or EvalConfig.default()
+    return config.model_copy(update={"reporter": config.reporter.model_copy(update={"enabled": False})})
+
+
+async def run_eval(
+    agent: Any,
+    collector: Any = None,
+    eval_set: EvalTarget | None = None,
+    config: EvalConfig | None = None,
+    verbose: bool = False,
+    *,
+    extra_criteria: Sequence[BaseCriterion] = (),
+) -> EvalReport:
+    """Evaluate ``agent`` (an app from ``create_eval_app``/``tracegrade_app`` and its collector, or any agent
+    ``AgentEvaluator`` takes) on an eval set, a file, one case or a list of cases; returns the report.
+
+    ``config`` defaults to ``EvalConfig.default()``; its reporters are switched off (the plugin reports).
+    """
+    from tracegrade.evaluation.evaluator import AgentEvaluator
+
+    if eval_set is None:
+        raise TypeError("run_eval needs the eval set (an EvalSet, a file path, an EvalCase or a list of cases)")
+    evaluator = AgentEvaluator(agent, collector, config=_quiet(config), extra_criteria=extra_criteria)
+    report = await evaluator.evaluate(_as_eval_set(eval_set), verbose=verbose)
+    recorder = active_recorder()
+    if recorder is not None:
+        recorder.record(report)
+    return report
+
+
+def run_eval_sync(
+    agent: Any,
+    collector: Any = None,
+    eval_set: EvalTarget | None = None,
+    config: EvalConfig | None = None,
+    verbose: bool = False,
+    *,
+    extra_criteria: Sequence[BaseCriterion] = (),
+) -> EvalReport:
+    """:func:`run_eval` for a plain (non-async) test; not usable inside a running event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(run_eval(agent, collector, eval_set, config, verbose, extra_criteria=extra_criteria))
+    raise RuntimeError("run_eval_sync cannot run inside a running event loop; use `await run_eval(...)`")
+
+
+def _find_eval_file(eval_file: str | Path | None, test: Callable[..., Any]) -> Path:
+    import pytest
+
+    here = Path(inspect.getfile(test)).resolve().parent
+    if eval_file is not None:
+        names = [Path(eval_file)]
+    else:
+        stem = test.__name__.removeprefix("test_")
+        names = [Path(pattern.format(stem)) for pattern in EVAL_FILE_CANDIDATES]
+    tried = []
+    for name in names:
+        for candidate in [name] if name.is_absolute() else [here / name, Path.cwd() / name]:
+            tried.append(str(candidate))
+            if candidate.is_file():
+                return candidate
+    pytest.fail(f"Eval file not found: tried {', '.join(tried)}", pytrace=False)
+
+
+def _agent_of(returned: Any) -> tuple[Any, Any]:
+    import pytest
+
+    if returned is None:
+        pytest.skip("the test returned no agent")
+    if isinstance(returned, tuple):
+        if len(returned) != 2:
+            pytest.fail(f"an eval_test must return (app, collector) or an agent, got a {len(returned)}-tuple")
+        return returned
+    return returned, None
+
+
+def eval_test(
+    eval_file: str | Path | None = None, config: EvalConfig | None = None, threshold: float = 1.0
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate a test (sync or async) that returns ``(app, collector)`` or an agent: the agent is evaluated on
+    ``eval_file`` (else the first of :data:`EVAL_FILE_CANDIDATES` that exists, next to the test file or in the
+    working directory) and the test fails, with every failed case explained, when fewer than ``threshold``
+    of the cases pass. Returning None skips the test.
+    """
+
+    def decorate(test: Callable[..., Any]) -> Callable[..., Any]:
+        def check(report: EvalReport) -> None:
+            import pytest
+
+            try:
+                assert_eval_passed(report, threshold)
+            except AssertionError as exc:
+                pytest.fail(str(exc), pytrace=False)
+
+        if inspect.iscoroutinefunction(test):
+
+            @functools.wraps(test)
+            async def run_async(*args: Any, **kwargs: Any) -> None:
+                agent, collector = _agent_of(await test(*args, **kwargs))
+                path = _find_eval_file(eval_file, test)
+                check(await run_eval(agent, collector, path, config, verbose=True))
+
+            return run_async
+
+        @functools.wraps(test)
+        def run(*args: Any, **kwargs: Any) -> None:
+            agent, collector = _agent_of(test(*args, **kwargs))
+            path = _find_eval_file(eval_file, test)
+            check(run_eval_sync(agent, collector, path, config, verbose=True))
+
+        return run
+
+    return decorate
