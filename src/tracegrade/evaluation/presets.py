@@ -8,7 +8,14 @@ and the trajectory criterion's reason says when arguments were not compared.
 
 from __future__ import annotations
 
-from tracegrade.models.config import DEFAULT_JUDGE_MODEL, CriteriaConfig, CriterionConfig, EvalConfig, MatchType
+from tracegrade.models.config import (
+    CRITERIA_SLOTS,
+    DEFAULT_JUDGE_MODEL,
+    CriteriaConfig,
+    CriterionConfig,
+    EvalConfig,
+    MatchType,
+)
 
 __all__ = ["EvalPresets"]
 
@@ -101,7 +108,7 @@ class EvalPresets:
         are the defaults."""
         slots: dict[str, CriterionConfig] = {}
         for config in configs:
-            for slot in CriteriaConfig.model_fields:
+            for slot in CRITERIA_SLOTS:
                 if (value := getattr(config.criteria, slot)) is not None:
                     slots[slot] = value.model_copy(deep=True)
         return EvalConfig(criteria=CriteriaConfig(**slots))
