@@ -279,3 +279,50 @@ def test_unknown_paths_are_404(server: RunningServer) -> None:
     reply = post(f"{server.http_url}/v1/metrics", b"")
     assert reply.status == 404
     assert "/v1/traces" in status_of(reply).message
+
+
+def _logs_json(records: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"resourceLogs": [{"resource": {}, "scopeLogs": [{"scope": {"name": "tests"}, "logRecords": records}]}]}
+
+
+@pytest.mark.parametrize("encoding", ["json", "protobuf"])
+def test_log_records_with_times_beyond_int64_are_rejected_one_by_one(server: RunningServer, encoding: str) -> None:
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+        ExportLogsServiceRequest,
+        ExportLogsServiceResponse,
+    )
+
+    trace_id = unique_trace_id()
+    good = {"timeUnixNano": "1700000000000000000", "traceId": trace_id, "body": {"stringValue": "kept"}}
+    too_late = {"timeUnixNano": str(2**64 - 1), "traceId": trace_id, "body": {"stringValue": "too late"}}
+    observed_too_late = {"observedTimeUnixNano": str(2**63), "traceId": trace_id, "body": {"stringValue": "late"}}
+    document = _logs_json([good, too_late, observed_too_late])
+    if encoding == "json":
+        reply = post(f"{server.http_url}/v1/logs", json.dumps(document).encode(), "application/json")
+        assert reply.status == 200, reply.body
+        partial = reply.json()["partialSuccess"]
+        rejected, message = int(partial["rejectedLogRecords"]), partial["errorMessage"]
+    else:
+        from google.protobuf import json_format
+
+        request = json_format.ParseDict(_hex_ids_to_base64_logs(document), ExportLogsServiceRequest())
+        reply = post(f"{server.http_url}/v1/logs", request.SerializeToString())
+        assert reply.status == 200, reply.body
+        answer = ExportLogsServiceResponse.FromString(reply.body)
+        rejected, message = answer.partial_success.rejected_log_records, answer.partial_success.error_message
+    assert rejected == 2
+    assert "timeUnixNano" in message and "observedTimeUnixNano" in message and "larger than int64" in message
+    assert query(server.http_url, "SELECT count(*) FROM logs WHERE trace_id = ?", [trace_id]) == [[1]]
+
+
+def _hex_ids_to_base64_logs(document: dict[str, Any]) -> dict[str, Any]:
+    import base64
+    import copy
+
+    converted = copy.deepcopy(document)
+    for resource in converted["resourceLogs"]:
+        for scope in resource["scopeLogs"]:
+            for record in scope["logRecords"]:
+                if "traceId" in record:
+                    record["traceId"] = base64.b64encode(bytes.fromhex(record["traceId"])).decode()
+    return converted

@@ -12,7 +12,7 @@ import functools
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
-from tracegrade.errors import DecodeError
+from tracegrade.errors import DecodeError, TracegradeError
 
 __all__ = [
     "KIND_BY_NAME",
@@ -24,6 +24,7 @@ __all__ = [
     "bad_id_bytes",
     "guarded",
     "hex_id",
+    "log_times_problem",
     "quote",
     "short_value",
     "span_times_problem",
@@ -45,7 +46,7 @@ STATUS_BY_NAME = {name: name for name in STATUS_BY_NUMBER.values()} | {
 }
 
 
-class Invalid(Exception):
+class Invalid(TracegradeError):
     """A part of one span or log record is malformed; ``reason`` names the field path inside it."""
 
     def __init__(self, reason: str) -> None:
@@ -133,6 +134,14 @@ def span_times_problem(start: int, end: int) -> str | None:
         return f"endTimeUnixNano ({end}) is before startTimeUnixNano ({start})"
     if end > MAX_INT64:
         return f"endTimeUnixNano ({end}) is beyond the year 2262 (larger than int64)"
+    return None
+
+
+def log_times_problem(time_ns: int, observed_ns: int) -> str | None:
+    """Why a log record's times cannot be stored (beyond int64, as spans' end times), or None."""
+    for field, value in (("timeUnixNano", time_ns), ("observedTimeUnixNano", observed_ns)):
+        if value > MAX_INT64:
+            return f"{field} ({value}) is beyond the year 2262 (larger than int64)"
     return None
 
 

@@ -20,6 +20,7 @@ from tracegrade.ingest.decode.checks import (
     Invalid,
     guarded,
     hex_id,
+    log_times_problem,
     short_value,
     span_times_problem,
     type_name,
@@ -369,6 +370,9 @@ def _log_record(item: Any, limits: DecodeLimits) -> LogRecordData:
     observed = json_int(
         _field(item, "observedTimeUnixNano", "observed_time_unix_nano", 0), "observedTimeUnixNano", unsigned=True
     )
+    problem = log_times_problem(time_ns, observed)
+    if problem:
+        raise Invalid(problem)
     event_name = _string(_field(item, "eventName", "event_name"), "eventName") or attributes.get("event.name") or ""
     severity = _field(item, "severityNumber", "severity_number")
     return LogRecordData(

@@ -11,12 +11,13 @@ from typing import Any
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tracegrade.errors import DecodeError
+from tracegrade.errors import DecodeError, TracegradeError
 from tracegrade.ingest.decode.checks import (
     KIND_BY_NUMBER,
     STATUS_BY_NUMBER,
     bad_id_bytes,
     guarded,
+    log_times_problem,
     span_times_problem,
 )
 from tracegrade.ingest.decode.limits import DEFAULT_LIMITS, DecodeLimits
@@ -143,7 +144,7 @@ def _bad_parent(parent: bytes) -> str | None:
     return None
 
 
-class _BadLink(Exception):
+class _BadLink(TracegradeError):
     def __init__(self, reason: str) -> None:
         self.reason = reason
 
@@ -208,8 +209,10 @@ def decode_logs_message(msg: Any, limits: DecodeLimits = DEFAULT_LIMITS) -> Deco
             for li, record in enumerate(scope_logs.log_records):
                 trace_id = record.trace_id
                 span_id = record.span_id
-                problem = (bad_id_bytes(trace_id, "traceId", 16) if trace_id.strip(b"\0") else None) or (
-                    bad_id_bytes(span_id, "spanId", 8) if span_id.strip(b"\0") else None
+                problem = (
+                    (bad_id_bytes(trace_id, "traceId", 16) if trace_id.strip(b"\0") else None)
+                    or (bad_id_bytes(span_id, "spanId", 8) if span_id.strip(b"\0") else None)
+                    or log_times_problem(record.time_unix_nano, record.observed_time_unix_nano)
                 )
                 if problem:
                     rejected.append(

@@ -11,12 +11,14 @@ from typing import Any
 
 from google.protobuf.descriptor import FieldDescriptor
 
+from tracegrade.errors import TracegradeError
+
 __all__ = ["explain_parse_failure"]
 
 _MAX_DEPTH = 100  # the protobuf runtimes' default recursion limit
 
 
-class _Found(Exception):
+class _Found(TracegradeError):
     """The first problem found; long field paths are shortened to their start and end."""
 
     def __init__(self, message: str) -> None:
