@@ -1,4 +1,6 @@
-"""``tracegrade diff RUN_A RUN_B``: per case and criterion, what regressed, what improved, what changed."""
+"""``tracegrade diff RUN_A RUN_B``: per case and criterion, what regressed, what improved, what changed; per
+criterion the paired statistics (mean delta with its bootstrap interval, exact McNemar) and the flipped cases
+with the call where their trajectories part (see :mod:`tracegrade.evaluation.compare`)."""
 
 from __future__ import annotations
 
@@ -10,11 +12,11 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from tracegrade.cli.common import UsageProblem, friendly_errors
-from tracegrade.cli.grading_store import open_grading_store
+from tracegrade.cli.common import friendly_errors
+from tracegrade.cli.run_refs import load_runs
 from tracegrade.cli.store_access import store_options
+from tracegrade.evaluation.compare import RunComparison, compare_runs
 from tracegrade.evaluation.run_diff import RunDiff, diff_reports
-from tracegrade.evaluation.run_records import load_run
 
 __all__ = ["command"]
 
@@ -28,21 +30,28 @@ _STYLE = {"regressed": "bold red", "improved": "green", "changed": "yellow", "ad
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--all", "show_all", is_flag=True, help="Also list unchanged cases.")
 @click.option("--fail-on-regression", is_flag=True, help="Exit with code 1 when any case regressed.")
+@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05, show_default=True)
 @friendly_errors
 def command(
-    store_path: Path, token: str | None, run_a: str, run_b: str, fmt: str, show_all: bool, fail_on_regression: bool
+    store_path: Path,
+    token: str | None,
+    run_a: str,
+    run_b: str,
+    fmt: str,
+    show_all: bool,
+    fail_on_regression: bool,
+    alpha: float,
 ) -> None:
-    """Compare two recorded runs (ids or unique prefixes, see `tracegrade runs`)."""
-    with open_grading_store(store_path, token, writable=False) as store:
-        try:
-            report_a, report_b = load_run(store.reader, run_a), load_run(store.reader, run_b)
-        except KeyError as exc:
-            raise UsageProblem(str(exc.args[0])) from None
-    diff = diff_reports(report_a, report_b, run_a, run_b)
+    """Compare two runs: recorded ids or unique prefixes (see `tracegrade runs`), latest, latest~N, or report
+    JSON files."""
+    (name_a, report_a), (name_b, report_b) = load_runs([run_a, run_b], store_path, token)
+    diff = diff_reports(report_a, report_b, name_a, name_b)
+    stats = compare_runs(report_a, report_b, alpha=alpha, baseline_name=name_a, candidate_name=name_b)
     if fmt == "json":
-        click.echo(json.dumps(diff.to_dict(), indent=2, default=str))
+        click.echo(json.dumps({**diff.to_dict(), "statistics": stats.to_dict()}, indent=2, default=str))
     else:
         _print(diff, show_all)
+        _print_statistics(stats)
     if fail_on_regression and diff.count("regressed"):
         sys.exit(1)
 
@@ -71,6 +80,42 @@ def _print(diff: RunDiff, show_all: bool) -> None:
             "\n".join(case.trajectory_changes),
         )
     console.print(table)
+
+
+def _print_statistics(stats: RunComparison) -> None:
+    """Per metric the paired statistics, then every flipped case and where its trajectory parted."""
+    console = Console()
+    table = Table(
+        "metric",
+        "paired",
+        "pass rate",
+        "pass->fail / fail->pass",
+        "McNemar p (adj.)",
+        "mean delta",
+        f"{1 - stats.alpha:.0%} interval",
+        title="Paired statistics",
+    )
+    for m in stats.metrics:
+        style = "bold red" if m.significant_regression else ""
+        table.add_row(
+            f"[{style}]{m.name}[/]" if style else m.name,
+            str(m.pairs),
+            f"{m.pass_rate_baseline:.0%} -> {m.pass_rate_candidate:.0%}",
+            f"{m.pass_to_fail} / {m.fail_to_pass}",
+            f"{m.mcnemar_p_adjusted:.3g}",
+            f"{m.delta:+.3f}",
+            f"[{m.low:+.3f}, {m.high:+.3f}]",
+        )
+    console.print(table)
+    for flip in stats.flips:
+        style = "red" if flip.direction == "pass->fail" else "green"
+        criteria = f" ({', '.join(flip.criteria)})" if flip.criteria else ""
+        where = flip.divergence or "same trajectory"
+        console.print(f"[{style}]{flip.direction}[/] {flip.name or flip.eval_id}{criteria}: {where}", highlight=False)
+    verdict_style = {"pass": "green", "fail": "bold red", "inconclusive": "yellow"}[stats.verdict]
+    console.print(f"verdict at alpha {stats.alpha:g}: [{verdict_style}]{stats.verdict}[/]")
+    for reason in stats.reasons:
+        console.print(f"  {reason}", highlight=False)
 
 
 def _fmt(score: float | None) -> str:

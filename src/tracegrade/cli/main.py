@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "grade": ("tracegrade.cli.grade:command", "Grade stored traces with the criteria of a config."),
     "runs": ("tracegrade.cli.runs:command", "List recorded grading runs, newest first."),
     "diff": ("tracegrade.cli.diff:command", "Compare two recorded runs: regressions, improvements, changes."),
+    "gate": ("tracegrade.cli.gate:command", "CI gate: fail only on a significant regression vs a baseline."),
     "export-cases": ("tracegrade.cli.export_cases:command", "Write one eval case per selected trace."),
     "worker": ("tracegrade.cli.worker:command", "Keep grading settled traces through durable jobs."),
 }

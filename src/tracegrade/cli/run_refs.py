@@ -1,0 +1,54 @@
+"""What ``diff`` and ``gate`` accept as a run: a recorded run id (or unique prefix), ``latest`` / ``latest~N``
+(the newest recorded run, the one N before it), or a saved report JSON file."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tracegrade.cli.common import UsageProblem
+from tracegrade.cli.grading_store import open_grading_store
+from tracegrade.cli.report import load_report
+from tracegrade.evaluation.run_records import list_runs, load_run
+from tracegrade.models.results import EvalReport
+
+__all__ = ["load_runs"]
+
+_LATEST = re.compile(r"latest(?:~(\d+))?")
+
+
+def load_runs(refs: list[str], store_path: Path, token: str | None) -> list[tuple[str, EvalReport]]:
+    """Each reference's ``(display name, report)``, in order; the store is opened only when a reference needs it.
+
+    A reference that names an existing file is read as a report; anything else is looked up in the store.
+    """
+    loaded: dict[int, tuple[str, EvalReport]] = {}
+    stored = []
+    for i, ref in enumerate(refs):
+        if Path(ref).is_file():
+            loaded[i] = (ref, load_report(Path(ref)))
+        else:
+            stored.append(i)
+    if stored:
+        with open_grading_store(store_path, token, writable=False) as store:
+            for i in stored:
+                run_id = _run_id(store.reader, refs[i])
+                try:
+                    loaded[i] = (run_id, load_run(store.reader, run_id))
+                except KeyError as exc:
+                    raise UsageProblem(f"{exc.args[0]} (or give a report JSON file)") from None
+    return [loaded[i] for i in range(len(refs))]
+
+
+def _run_id(reader: object, ref: str) -> str:
+    match = _LATEST.fullmatch(ref)
+    if match is None:
+        return ref
+    back = int(match.group(1) or 0)
+    runs = list_runs(reader, limit=back + 1)  # type: ignore[arg-type]
+    if len(runs) <= back:
+        raise UsageProblem(
+            f"{ref!r} needs at least {back + 1} recorded run(s), the store has {len(runs)} "
+            "(list them with `tracegrade runs`)"
+        )
+    return runs[back].run_id
