@@ -6,8 +6,14 @@ __all__ = [
     "ConfigError",
     "DecodeError",
     "EvalSetError",
+    "EventLoopError",
     "FileFormatError",
+    "InvalidStateError",
+    "InvalidValueError",
+    "JudgeError",
+    "MissingFileError",
     "NoCriteriaError",
+    "NotFoundError",
     "QueryCancelled",
     "QueryRefused",
     "StoreError",
@@ -18,6 +24,34 @@ __all__ = [
 
 class TracegradeError(Exception):
     """Base class of every error tracegrade raises on purpose."""
+
+
+class InvalidValueError(TracegradeError, ValueError):
+    """An argument, option or setting has a value tracegrade cannot use; the message names it and what it accepts."""
+
+
+class InvalidStateError(TracegradeError, RuntimeError):
+    """An API was called where it cannot act (outside the block it belongs to, inside an event loop...)."""
+
+
+class EventLoopError(InvalidStateError):
+    """A blocking ``*_sync`` call was made inside a running event loop; await the async form there instead."""
+
+
+class MissingFileError(TracegradeError, FileNotFoundError):
+    """A file tracegrade was pointed at does not exist; the message names it."""
+
+
+class NotFoundError(TracegradeError, KeyError):
+    """Something looked up by name or id is not there (a run, a rule, a criterion slot)."""
+
+    def __str__(self) -> str:
+        # KeyError's str() is the repr of its argument (quotes and escapes): show the message as written
+        return str(self.args[0]) if len(self.args) == 1 else super().__str__()
+
+
+class JudgeError(TracegradeError, RuntimeError):
+    """An LLM judge could not give a verdict: no provider serves its model, or its calls failed for good."""
 
 
 class FileFormatError(TracegradeError, ValueError):

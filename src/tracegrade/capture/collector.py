@@ -46,6 +46,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from tracegrade.capture import semconv
 from tracegrade.capture.context import TurnKey, case_baggage
 from tracegrade.capture.sdk_convert import span_from_readable
+from tracegrade.errors import InvalidValueError
 from tracegrade.models.dataset import ToolCall, TrajectoryStep
 from tracegrade.models.execution import ExecutionResult, NodeResponseData
 from tracegrade.models.span import SpanRecord
@@ -115,7 +116,7 @@ class TrajectoryCollector(SpanProcessor):
 
     def __init__(self, capture_all_events: bool = False, max_spans: int = 100_000, max_traces: int = 10_000) -> None:
         if max_spans < 1 or max_traces < 1:
-            raise ValueError(f"max_spans and max_traces must be at least 1, got {max_spans} and {max_traces}")
+            raise InvalidValueError(f"max_spans and max_traces must be at least 1, got {max_spans} and {max_traces}")
         self.capture_all_events = capture_all_events
         self.max_spans = max_spans
         self.max_traces = max_traces

@@ -32,6 +32,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from tracegrade.capture import semconv
 from tracegrade.capture.context import current_tracer
+from tracegrade.errors import InvalidStateError, InvalidValueError
 
 __all__ = ["TracedSpan", "to_json_text", "trace_node", "trace_tool"]
 
@@ -105,7 +106,7 @@ class TracedSpan:
 
     def __enter__(self) -> TracedSpan:
         if not self.name:
-            raise ValueError(f"trace_{self.kind} needs a name when used as a context manager")
+            raise InvalidValueError(f"trace_{self.kind} needs a name when used as a context manager")
         self._scope = current_tracer().start_as_current_span(
             self.name, record_exception=False, set_status_on_exception=False
         )
@@ -142,7 +143,7 @@ class TracedSpan:
     def set_result(self, value: Any) -> None:
         """Record the tool's result or the node's output (inside the ``with`` block)."""
         if self.span is None:
-            raise RuntimeError("set_result is only valid inside the traced block")
+            raise InvalidStateError("set_result is only valid inside the traced block")
         attribute = semconv.TOOL_RESULT if self.kind == "tool" else semconv.NODE_OUTPUT
         self.span.set_attribute(attribute, to_json_text(value, keep_strings=True))
 

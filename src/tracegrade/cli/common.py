@@ -15,7 +15,7 @@ __all__ = ["UsageProblem", "friendly_errors"]
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class UsageProblem(click.ClickException):
+class UsageProblem(TracegradeError, click.ClickException):
     """A clean, one-message failure with exit code 2 (bad input, missing store, locked file…)."""
 
     exit_code = 2

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from tracegrade.criteria.base import BaseCriterion
+from tracegrade.errors import NotFoundError
 from tracegrade.models.config import CriteriaConfig
 
 __all__ = ["CRITERIA_REGISTRY", "build_criteria", "register_criterion"]
@@ -41,7 +42,7 @@ def build_criteria(criteria: CriteriaConfig) -> list[BaseCriterion]:
     for slot, cfg in criteria.enabled_slots():
         cls = CRITERIA_REGISTRY.get(slot)
         if cls is None:
-            raise KeyError(f"no criterion class is registered for slot {slot!r}")
+            raise NotFoundError(f"no criterion class is registered for slot {slot!r}")
         built.append(cls(config=cfg))
     built += [SqlAssertionCriterion.from_config(a) for a in criteria.sql_assertions if a.enabled]
     return built

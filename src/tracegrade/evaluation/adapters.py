@@ -19,6 +19,7 @@ from typing import Any
 from opentelemetry.trace import TracerProvider
 
 from tracegrade.capture.instrumentation import instrument_langchain, instrument_pydantic_ai
+from tracegrade.errors import TracegradeError
 
 __all__ = [
     "AgentAdapter",
@@ -202,7 +203,7 @@ class PydanticAIAdapter(AgentAdapter):
         return response_text(result)
 
 
-class AgentTurnError(Exception):
+class AgentTurnError(TracegradeError):
     """The agent raised during one turn (the conversation stops there; other cases continue)."""
 
 

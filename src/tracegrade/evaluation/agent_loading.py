@@ -9,6 +9,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from tracegrade.errors import MissingFileError
+
 __all__ = ["AGENT_ATTRIBUTES", "load_agent"]
 
 #: the module attributes searched, in order, for the agent to evaluate
@@ -19,7 +21,7 @@ def _import(agent_module: str | Path) -> ModuleType:
     path = Path(agent_module)
     if path.suffix == ".py" or path.exists():
         if not path.is_file():
-            raise FileNotFoundError(f"Agent module file not found: {path}")
+            raise MissingFileError(f"Agent module file not found: {path}")
         name = f"tracegrade_agent_{path.stem}"
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:

@@ -14,7 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 from tracegrade.criteria.base import BaseCriterion
 from tracegrade.criteria.registry import build_criteria
 from tracegrade.criteria.running import evaluate_all
-from tracegrade.errors import NoCriteriaError
+from tracegrade.errors import InvalidValueError, NoCriteriaError
 from tracegrade.models.config import EvalConfig
 from tracegrade.models.dataset import EvalCase
 from tracegrade.models.execution import ExecutionResult
@@ -71,7 +71,7 @@ def compile_criteria(config: EvalConfig, extra: Sequence[BaseCriterion] = ()) ->
         raise NoCriteriaError()
     problems = [f"{c.name}: {p}" for c in criteria for p in c.validate_config()]
     if problems:
-        raise ValueError("invalid criterion configuration: " + "; ".join(problems))
+        raise InvalidValueError("invalid criterion configuration: " + "; ".join(problems))
     return criteria
 
 

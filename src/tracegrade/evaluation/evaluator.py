@@ -27,7 +27,7 @@ from tracegrade.capture import semconv
 from tracegrade.capture.collector import TrajectoryCollector, make_trajectory_callback
 from tracegrade.capture.context import TurnScope, turn_span
 from tracegrade.criteria.base import BaseCriterion
-from tracegrade.errors import ConfigError, EvalSetError
+from tracegrade.errors import ConfigError, EvalSetError, EventLoopError, InvalidValueError, MissingFileError
 from tracegrade.evaluation.adapters import (
     AgentAdapter,
     AgentTurnError,
@@ -83,7 +83,7 @@ def _load_eval_set(eval_set: EvalSet | str | Path) -> tuple[EvalSet, str]:
         loaded, source = eval_set, f"<EvalSet {eval_set.eval_set_id}>"
     else:
         if not Path(eval_set).exists():
-            raise FileNotFoundError(f"Eval set file not found: {eval_set}")
+            raise MissingFileError(f"Eval set file not found: {eval_set}")
         loaded, source = EvalSet.from_file(eval_set), str(eval_set)
     if not loaded.eval_cases:
         raise EvalSetError(source, [("$.eval_cases", "the eval set has no cases; add at least one EvalCase")])
@@ -147,7 +147,7 @@ def _run_blocking(run: Coroutine[Any, Any, EvalReport]) -> EvalReport:
     except RuntimeError:
         return asyncio.run(run)
     run.close()  # never awaited: close it so Python does not warn about it
-    raise RuntimeError("evaluate_sync cannot run inside a running event loop; use `await evaluate(...)`")
+    raise EventLoopError("evaluate_sync cannot run inside a running event loop; use `await evaluate(...)`")
 
 
 class _ClassOrInstanceMethod:
@@ -234,7 +234,7 @@ class AgentEvaluator:
         parallel = self.config.parallel if parallel is None else parallel
         limit = max_concurrency or self.config.max_concurrency
         if limit < 1:
-            raise ValueError(f"max_concurrency must be at least 1, got {limit}")
+            raise InvalidValueError(f"max_concurrency must be at least 1, got {limit}")
         run = _Run(self, grader, loaded.eval_set_id, verbose or self.config.verbose, len(loaded.eval_cases))
         if parallel and len(loaded.eval_cases) > 1:
             semaphore = asyncio.Semaphore(limit)

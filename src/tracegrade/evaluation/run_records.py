@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import timezone
 from typing import Any, Protocol
 
+from tracegrade.errors import NotFoundError
 from tracegrade.evaluation.timewindow import utc_now
 from tracegrade.models.results import EvalCaseResult, EvalReport
 
@@ -230,15 +231,15 @@ def list_runs(store: RunSink, limit: int = 20, kind: str | None = None) -> list[
 def load_run(store: RunSink, run_id: str) -> EvalReport:
     """The recorded report of a run (an id prefix is accepted when unique)."""
     if not _has_table(store, "eval_runs"):
-        raise KeyError("the store has no recorded grading runs yet (run `tracegrade grade` first)")
+        raise NotFoundError("the store has no recorded grading runs yet (run `tracegrade grade` first)")
     rows = store.query("SELECT run_id, report FROM eval_runs WHERE starts_with(run_id, ?)", [run_id]).rows
     exact = [r for r in rows if r[0] == run_id]
     if exact:
         rows = exact
     if not rows:
-        raise KeyError(f"no grading run {run_id!r} in the store (list them with `tracegrade runs`)")
+        raise NotFoundError(f"no grading run {run_id!r} in the store (list them with `tracegrade runs`)")
     if len(rows) > 1:
-        raise KeyError(f"run id prefix {run_id!r} is ambiguous: {', '.join(r[0] for r in rows[:5])}")
+        raise NotFoundError(f"run id prefix {run_id!r} is ambiguous: {', '.join(r[0] for r in rows[:5])}")
     found, report = rows[0]
     return EvalReport.model_validate_json(report) if report is not None else _casewise_report(store, found)
 

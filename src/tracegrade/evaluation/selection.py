@@ -15,6 +15,7 @@ from typing import Any, NamedTuple, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tracegrade.errors import InvalidValueError
 from tracegrade.evaluation.timewindow import parse_since
 from tracegrade.models.dataset import ToolCall
 from tracegrade.models.execution import ExecutionResult
@@ -62,7 +63,7 @@ class TraceSelection:
 
 def _check_rate(rate: float) -> None:
     if not 0 < rate <= 1:
-        raise ValueError(f"--sample must be a fraction in (0, 1], got {rate}")
+        raise InvalidValueError(f"--sample must be a fraction in (0, 1], got {rate}")
 
 
 def sample_predicate(rate: float, column: str = "trace_id") -> str:
@@ -90,7 +91,7 @@ def selection_where(sel: TraceSelection) -> tuple[str, list[object]]:
     if sel.sample is not None:
         clauses.append(sample_predicate(sel.sample))
     if sel.limit is not None and sel.limit < 1:
-        raise ValueError(f"--limit must be at least 1, got {sel.limit}")
+        raise InvalidValueError(f"--limit must be at least 1, got {sel.limit}")
     return " AND ".join(clauses), params
 
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tracegrade.criteria.base import BaseCriterion
 from tracegrade.criteria.llm import SimulationGoalsCriterion
+from tracegrade.errors import TracegradeError
 from tracegrade.evaluation.adapters import AgentTurnError, CaseSession, adapter_for, run_agent_turn
 from tracegrade.evaluation.engine import CriteriaGrader
 from tracegrade.judges import (
@@ -174,8 +175,8 @@ def simulator_config_for(
     return settings.model_copy(update={"model": scenario.model}) if scenario.model else settings
 
 
-class _SimulatedUserError(RuntimeError):
-    pass
+class _SimulatedUserError(TracegradeError, RuntimeError):
+    """The simulated user's model failed or has no provider; the conversation ends there."""
 
 
 class UserSimulator:

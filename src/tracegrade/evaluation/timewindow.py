@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta, timezone
 
+from tracegrade.errors import InvalidValueError
+
 __all__ = ["parse_since", "utc_now"]
 
 _UNITS = {
@@ -46,7 +48,7 @@ def parse_since(value: str) -> datetime:
     try:
         parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
     except ValueError:
-        raise ValueError(
+        raise InvalidValueError(
             f"cannot read --since {value!r}: use a duration such as 30m, 2h, 7d or '2 hours', "
             "or an ISO time such as 2026-11-30T08:00:00Z"
         ) from None

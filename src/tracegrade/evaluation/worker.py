@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tracegrade.criteria.base import BaseCriterion
 from tracegrade.criteria.registry import CRITERIA_REGISTRY
-from tracegrade.errors import NoCriteriaError
+from tracegrade.errors import InvalidValueError, NoCriteriaError, NotFoundError
 from tracegrade.evaluation.engine import EvaluatorFactory, compile_criteria
 from tracegrade.evaluation.offline import TraceGrader
 from tracegrade.evaluation.run_records import RunSink, ensure_eval_tables, record_cases
@@ -115,7 +115,7 @@ class GradingWorker:
             try:
                 importlib.import_module(module)
             except ImportError as exc:
-                raise ValueError(f"rules plugins: cannot import {module!r}: {exc}") from None
+                raise InvalidValueError(f"rules plugins: cannot import {module!r}: {exc}") from None
         self._extra = {r.name: [self._named(n) for n in r.extra_criteria] for r in rules.rules}
         for rule in rules.rules:
             self._check_rule(rule)
@@ -128,7 +128,7 @@ class GradingWorker:
 
         cls = CRITERIA_REGISTRY.get(spec.name)
         if cls is None:
-            raise ValueError(
+            raise InvalidValueError(
                 f"rules name an unknown criterion {spec.name!r} in extra_criteria; registered: "
                 f"{', '.join(sorted(CRITERIA_REGISTRY))} (list the module that registers it under `plugins:`)"
             )
@@ -139,9 +139,9 @@ class GradingWorker:
         try:
             criteria = compile_criteria(EvalConfig(criteria=rule.criteria), self._extra[rule.name])
         except (NoCriteriaError, ValueError) as exc:
-            raise ValueError(f"rule {rule.name!r}: {exc}") from None
+            raise InvalidValueError(f"rule {rule.name!r}: {exc}") from None
         if all(c.requires_reference for c in criteria):
-            raise ValueError(
+            raise InvalidValueError(
                 f"rule {rule.name!r}: every criterion ({', '.join(c.name for c in criteria)}) needs an eval case; "
                 "online grading is reference-free, so enable one such as contains_keywords or safety"
             )
@@ -203,7 +203,7 @@ class GradingWorker:
         rule = self.rules.get(rule_name)
         try:
             if rule is None:
-                raise KeyError(f"rule {rule_name!r} is no longer in the rules file")
+                raise NotFoundError(f"rule {rule_name!r} is no longer in the rules file")
             run_id, window = self._window_run(rule_name, self._created_at(job_id))
             grader = TraceGrader(self.store, EvalConfig(criteria=rule.criteria), self.evaluator_factory)
             report = await grader.grade_traces(

@@ -19,7 +19,7 @@ from typing import Any
 
 import grpc
 
-from tracegrade.errors import DecodeError
+from tracegrade.errors import DecodeError, TracegradeError
 from tracegrade.ingest.metrics import ReceiverMetrics
 from tracegrade.ingest.otlp_responses import ExportOutcome, Signal, WireFormat
 from tracegrade.ingest.queue_gate import QueueGate, QueueGateTimeout
@@ -41,7 +41,7 @@ SHUTDOWN_RETRY_AFTER = 5.0
 RECOVERY_RETRY_AFTER = 1.0  # a store reopens in about a second plus its journal's replay
 
 
-class ExportRefused(Exception):
+class ExportRefused(TracegradeError):
     """A request refused as a whole; carries the HTTP status and gRPC code that say so."""
 
     http_status = 500

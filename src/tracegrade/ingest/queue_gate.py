@@ -19,12 +19,14 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 
+from tracegrade.errors import TracegradeError
+
 __all__ = ["QueueGate", "QueueGateTimeout"]
 
 FIRST_ESTIMATE = 512  # records expected of a request before any was seen (the OTel SDK's batch size)
 
 
-class QueueGateTimeout(Exception):
+class QueueGateTimeout(TracegradeError):
     """The request waited its whole allowance and the queue still had no room for it."""
 
 

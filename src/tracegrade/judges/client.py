@@ -20,6 +20,7 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 
+from tracegrade.errors import JudgeError
 from tracegrade.judges.endpoints import ENDPOINT_STYLES, EndpointKey, is_responses_object, no_responses_api_reason
 from tracegrade.judges.llm import load_litellm
 from tracegrade.judges.providers import resolve_model
@@ -80,11 +81,11 @@ class JudgeReply:
     attempts: int = 1
 
 
-class ProviderUnavailable(RuntimeError):
+class ProviderUnavailable(JudgeError):
     """No provider can serve the judge model (unknown provider or missing credentials)."""
 
 
-class JudgeCallError(RuntimeError):
+class JudgeCallError(JudgeError):
     """A judge call failed for good (after any retries)."""
 
     def __init__(self, message: str, attempts: int, status: int | None = None) -> None:

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracegrade.errors import TracegradeError
 from tracegrade.models.results import TokenUsage
 
 __all__ = ["ClampedScore", "ScoreReader", "UnreadableReply", "extract_json_object"]
@@ -20,7 +21,7 @@ __all__ = ["ClampedScore", "ScoreReader", "UnreadableReply", "extract_json_objec
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 
 
-class UnreadableReply(ValueError):
+class UnreadableReply(TracegradeError, ValueError):
     """The judge reply held no usable verdict; ``raw`` is the reply text, ``usage`` what the call cost."""
 
     def __init__(self, message: str, raw: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from tracegrade.errors import InvalidValueError
 from tracegrade.judges.llm import load_litellm
 
 __all__ = ["ResolvedModel", "provider_problem", "resolve_model", "vertex_ai_enabled"]
@@ -54,13 +55,13 @@ def resolve_model(judge_model: str, use_vertex_ai: bool | None = None) -> Resolv
     """Resolve ``judge_model``; raises ``ValueError`` when litellm knows no provider for it."""
     model = judge_model.strip()
     if not model:
-        raise ValueError("judge_model is empty; set it to a litellm model string such as 'openai/gpt-4o-mini'")
+        raise InvalidValueError("judge_model is empty; set it to a litellm model string such as 'openai/gpt-4o-mini'")
     litellm_model = _google_route(model, use_vertex_ai) or model
     litellm = load_litellm()
     try:
         _, provider, _, _ = litellm.get_llm_provider(litellm_model)
     except Exception as exc:
-        raise ValueError(
+        raise InvalidValueError(
             f"litellm knows no provider for judge_model {judge_model!r}; prefix it with a provider "
             f"(for example 'openai/{model}' for an OpenAI-compatible endpoint)"
         ) from exc

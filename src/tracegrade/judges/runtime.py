@@ -16,6 +16,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TypeVar
 
+from tracegrade.errors import InvalidValueError
 from tracegrade.judges.cache import JudgeCache, cache_key, open_judge_cache
 from tracegrade.judges.client import JudgeCallError, JudgeReply, JudgeRequest, RetryPolicy, call_model, retry_delay
 from tracegrade.judges.parsing import UnreadableReply
@@ -47,7 +48,7 @@ class JudgeRuntime:
         cache_opener: Callable[[], JudgeCache | None] | None = None,
     ) -> None:
         if max_concurrency < 1:
-            raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
+            raise InvalidValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
         self.max_concurrency = max_concurrency
         self._cache = cache
         self._cache_opener = cache_opener

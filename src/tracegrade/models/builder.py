@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from tracegrade.errors import InvalidValueError
 from tracegrade.models.dataset import EvalCase, EvalSet, ToolCall
 
 __all__ = ["EvalSetBuilder"]
@@ -36,7 +37,7 @@ class EvalSetBuilder:
 
     def _append(self, case: EvalCase) -> EvalSetBuilder:
         if any(c.eval_id == case.eval_id for c in self.cases):
-            raise ValueError(f"duplicate case id {case.eval_id!r}: every case in an eval set needs its own id")
+            raise InvalidValueError(f"duplicate case id {case.eval_id!r}: every case in an eval set needs its own id")
         self.cases.append(case)
         return self
 

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from tracegrade.errors import ConfigError, EvalSetError, FileFormatError
+from tracegrade.errors import ConfigError, EvalSetError, FileFormatError, MissingFileError
 
 __all__ = ["json_path", "load_model", "read_json_file", "save_model", "validation_problems", "write_text_file"]
 
@@ -53,7 +53,7 @@ def read_json_file(path: str | Path, kind: str = "file") -> Any:
     """Read a JSON (or, by extension, YAML) file; decoding problems raise :class:`FileFormatError`."""
     p = Path(path)
     if not p.exists():
-        raise FileNotFoundError(f"{kind} file not found: {p}")
+        raise MissingFileError(f"{kind} file not found: {p}")
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
