@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gate": ("tracegrade.cli.gate:command", "CI gate: fail only on a significant regression vs a baseline."),
     "export-cases": ("tracegrade.cli.export_cases:command", "Write one eval case per selected trace."),
     "worker": ("tracegrade.cli.worker:command", "Keep grading settled traces through durable jobs."),
+    "init": ("tracegrade.cli.init_cmd:command", "Scaffold an evaluation project whose pytest passes at once."),
 }
 
 
