@@ -70,7 +70,7 @@ class ServeSettings(BaseModel):
     http_port: int = Field(4318, ge=0, le=65535, description="OTLP/HTTP port")
     token: str | None = Field(None, description="bearer token every request must carry (both protocols)")
     tls_cert: Path | None = Field(None, description="PEM certificate chain; enables TLS on both listeners")
-    tls_key: Path | None = Field(None, description="PEM private key of tls_cert")
+    tls_key: Path | None = Field(None, description="PEM private key of --tls-cert")
     max_request_bytes: int = Field(
         16 * MIB, ge=1024, description="largest request accepted, compressed and after decompression"
     )
@@ -101,7 +101,7 @@ class ServeSettings(BaseModel):
     shutdown_timeout: float = Field(
         30.0, gt=0, description="seconds to wait for in-flight requests on stop, then for pending trajectory rebuilds"
     )
-    worker_rules: Path | None = Field(None, description="rules.yaml of an online grading worker run in-process")
+    worker_rules: Path | None = Field(None, description="the rules.yaml of an online grading worker run in-process")
     mapping_process: bool = Field(
         False,
         description="map large trajectory backlogs in a child process, off the receiver's GIL (~100 MB more)",
