@@ -181,7 +181,10 @@ class TrajectoryCollector(SpanProcessor):
             self._record_failure("on_end", exc)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True  # spans are recorded synchronously in on_end; nothing is buffered
+        """File the ended spans still queued (``on_end`` only queues them), so every reader sees them."""
+        with self._lock:
+            self._file_ended()
+        return True
 
     def shutdown(self) -> None:
         return None
