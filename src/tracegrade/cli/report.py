@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TextIO
 
@@ -131,6 +132,6 @@ def _render(
         return
     text = _file_reporter(fmt, suite_name).render(report)
     if output is None:
-        click.get_binary_stream("stdout").write(text.encode("utf-8"))
+        sys.stdout.buffer.write(text.encode("utf-8"))  # bytes as rendered: no newline translation
         return
     click.echo(f"wrote {write_text_file(output, text)}", err=True)

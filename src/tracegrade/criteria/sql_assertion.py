@@ -57,7 +57,7 @@ class SqlAssertionCriterion(SyncCriterion):
         self.assertion = name
         self.query = query
         self.assertion_description = description
-        self.name = f"sql_assertion:{name}"  # type: ignore[misc]  (one result key per assertion)
+        self.name = f"sql_assertion:{name}"  # type: ignore[misc]  # one result key per assertion
 
     @classmethod
     def from_config(cls, assertion: SqlAssertion) -> SqlAssertionCriterion:

@@ -84,11 +84,13 @@ class EvalPresets:
             )
         }
         return EvalConfig(
-            criteria=CriteriaConfig(
-                tool_name_match=CriterionConfig.tool_name_match(threshold=1.0),
-                trajectory=CriterionConfig.trajectory(threshold=1.0, match_type=MatchType.IN_ORDER, check_args=True),
-                rouge_match=CriterionConfig.rouge_match(threshold=threshold),
-                **(judged if use_llm_judge else {}),
+            criteria=CriteriaConfig.model_validate(
+                {
+                    "tool_name_match": CriterionConfig.tool_name_match(threshold=1.0),
+                    "trajectory": CriterionConfig.trajectory(1.0, MatchType.IN_ORDER, check_args=True),
+                    "rouge_match": CriterionConfig.rouge_match(threshold=threshold),
+                    **(judged if use_llm_judge else {}),
+                }
             )
         )
 
@@ -111,7 +113,7 @@ class EvalPresets:
             for slot in CRITERIA_SLOTS:
                 if (value := getattr(config.criteria, slot)) is not None:
                     slots[slot] = value.model_copy(deep=True)
-        return EvalConfig(criteria=CriteriaConfig(**slots))
+        return EvalConfig(criteria=CriteriaConfig.model_validate(slots))
 
     @classmethod
     def custom(
@@ -144,4 +146,4 @@ class EvalPresets:
         for slot, threshold, factory in judged:
             if threshold is not None:
                 slots[slot] = factory(threshold=threshold, judge_model=judge_model)
-        return EvalConfig(criteria=CriteriaConfig(**slots))
+        return EvalConfig(criteria=CriteriaConfig.model_validate(slots))

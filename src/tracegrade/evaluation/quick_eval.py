@@ -91,7 +91,7 @@ class QuickEval:
         case = EvalCase.single_turn("quick_check", query, expected_response_equals, tools or None)
         eval_set = EvalSet(eval_set_id="quick_check", name="Quick Check", eval_cases=[case])
         # exact_match has no config slot; a config with no slot set is still valid when it is attached
-        config = _built(EvalConfig(criteria=CriteriaConfig(**slots)))
+        config = _built(EvalConfig(criteria=CriteriaConfig.model_validate(slots)))
         return await cls._run(agent, collector, eval_set, config, print_results, verbose, extra)
 
     @classmethod

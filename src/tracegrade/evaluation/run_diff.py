@@ -136,7 +136,7 @@ def first_divergence(a: EvalCaseResult, b: EvalCaseResult) -> str | None:
         x = calls_a[i] if i < len(calls_a) else None
         y = calls_b[i] if i < len(calls_b) else None
         if x is None:
-            return f"call {i + 1}: {_call(y)} was added"
+            return f"call {i + 1}: {_call(calls_b[i])} was added"
         if y is None:
             return f"call {i + 1}: {_call(x)} was dropped"
         if x.name != y.name or not json_equal(x.args, y.args):

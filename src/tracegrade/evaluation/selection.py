@@ -80,7 +80,8 @@ def in_sample(trace_id: str, rate: float) -> bool:
 
 def selection_where(sel: TraceSelection) -> tuple[str, list[object]]:
     """The WHERE clause (over ``traces``) and its parameters; ValueError for a bad since/sample/limit."""
-    clauses, params = ["TRUE"], []
+    clauses: list[str] = ["TRUE"]
+    params: list[object] = []
     if sel.where and sel.where.strip():
         clauses.append(f"({sel.where})")
     if sel.trace_ids is not None:

@@ -75,7 +75,8 @@ class JudgeCache:
 
     def __len__(self) -> int:
         with self._lock:
-            return int(self._conn.execute("SELECT count(*) FROM judge_cache").fetchone()[0])
+            (count,) = self._conn.execute("SELECT count(*) FROM judge_cache").fetchone() or (0,)
+            return int(count)
 
     def close(self) -> None:
         with self._lock:

@@ -54,7 +54,8 @@ def schema_version(con: duckdb.DuckDBPyConnection) -> int | None:
     """The highest applied migration, or None when the file has no ``schema_version`` table."""
     if "schema_version" not in _table_names(con):
         return None
-    return con.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()[0]
+    (version,) = con.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone() or (0,)
+    return int(version)
 
 
 def _not_a_store(path: Path) -> StoreError:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from google.protobuf.message import Message
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
@@ -35,7 +36,7 @@ __all__ = [
 ]
 
 
-def parse_proto(body: bytes | bytearray | memoryview, message_type: type) -> Any:
+def parse_proto(body: bytes | bytearray | memoryview, message_type: type[Message]) -> Any:
     """Parse ``body`` as ``message_type``; any failure becomes a DecodeError that says where and why."""
     if not isinstance(body, (bytes, bytearray, memoryview)):
         raise DecodeError(f"a protobuf body must be bytes, got {type(body).__name__}")
