@@ -47,6 +47,7 @@ from tracegrade.evaluation.simulator import (
     UserSimulator,
     simulator_config_for,
 )
+from tracegrade.evaluation.trials import combine_trials
 from tracegrade.models.config import EvalConfig
 from tracegrade.models.dataset import EvalCase, EvalSet
 from tracegrade.models.execution import ExecutionResult
@@ -324,15 +325,21 @@ class _Run:
         self.grader = grader
         self.eval_set_id = eval_set_id
         self.verbose = verbose
-        self.total = total
+        self.num_runs = owner.config.num_runs
+        self.total = total * self.num_runs  # trials, as the verbose progress counts them
         self.done = 0
         self.run_id = owner.collector.run_id or uuid.uuid4().hex[:8]
         self.timeout = owner.config.timeout
 
     async def case(self, case: EvalCase) -> EvalCaseResult:
+        """The case's ``num_runs`` trials, one after another (they share the collector's slot for the case),
+        combined into one result."""
+        return combine_trials([await self._trial(case, trial) for trial in range(self.num_runs)])
+
+    async def _trial(self, case: EvalCase, trial: int) -> EvalCaseResult:
         start = time.perf_counter()
         try:
-            result = await self._case(case, start)
+            result = await self._case(case, start, trial)
         except Exception as exc:  # never let one case take the run down
             log.exception("case %s failed unexpectedly", case.eval_id)
             result = EvalCaseResult.failure(
@@ -350,9 +357,9 @@ class _Run:
             print(f"[{self.done}/{self.total}] {status} {case.eval_id} ({result.duration_seconds:.2f}s){detail}")
         return result
 
-    async def _case(self, case: EvalCase, start: float) -> EvalCaseResult:
+    async def _case(self, case: EvalCase, start: float, trial: int) -> EvalCaseResult:
         session = CaseSession(
-            thread_id=f"eval_{self.run_id}_{case.eval_id}",
+            thread_id=f"eval_{self.run_id}_{case.eval_id}" + (f"_trial{trial + 1}" if trial else ""),
             user_id=case.session_input.user_id,
             state=dict(case.session_input.state),
             config=dict(case.session_input.config),

@@ -36,12 +36,17 @@ _SELECTOR_KEYS = ("trace_id", "conversation_id", "where")
 
 @dataclass
 class TraceMatch:
-    """The traces (in turn order) that stand for one case, how they were found, or why none were."""
+    """The traces (in turn order) that stand for one case, how they were found, or why none were.
+
+    ``ambiguous`` marks an error that is only that several traces matched where one was expected (per turn):
+    graded with ``num_runs > 1``, each of them is a trial of the case.
+    """
 
     case: EvalCase
     trace_ids: list[str] = field(default_factory=list)
     strategy: str | None = None
     error: str | None = None
+    ambiguous: bool = False
 
 
 def match_case(
@@ -122,6 +127,7 @@ def _by_case_id(
             "case_id",
             f"ambiguous: case {case.eval_id!r} matched {len(picked)} traces of run {newest_run!r} with repeated "
             "turn indexes; pass the run id (--run-id) of the run to grade",
+            ambiguous=True,
         )
     return _check_turns(TraceMatch(case, ids, "case_id"), turns)
 
@@ -197,6 +203,7 @@ def _by_first_message(store: QueryableStore, case: EvalCase, turns: int | None) 
                 "first_message",
                 f"ambiguous: {len(rows)} traces have the user query {_short(text)!r} ({shown}) where one was "
                 "expected; add metadata.selector (trace_id, conversation_id or where) to the case to pick one",
+                ambiguous=True,
             )
         return TraceMatch(case, [rows[0][0]], "first_message")
     conversations = list(dict.fromkeys(r[1] for r in rows if r[1]))
@@ -233,6 +240,7 @@ def _check_turns(match: TraceMatch, turns: int | None) -> TraceMatch:
             f"ambiguous: {found} traces match case {match.case.eval_id!r} by {match.strategy} where one was "
             "expected; narrow the selector (or pass --run-id)"
         )
+        match.ambiguous = True
     elif turns > 1 and found != turns:
         match.error = (
             f"case {match.case.eval_id!r} has {turns} turns but {found} trace{'s' if found != 1 else ''} "

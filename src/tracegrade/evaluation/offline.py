@@ -29,7 +29,7 @@ from tracegrade.evaluation.engine import (
     compile_criteria,
     grader_for,
 )
-from tracegrade.evaluation.matching import match_cases
+from tracegrade.evaluation.matching import TraceMatch, match_cases
 from tracegrade.evaluation.selection import (
     QueryableStore,
     TraceSelection,
@@ -37,6 +37,7 @@ from tracegrade.evaluation.selection import (
     load_executions,
     selected_trace_ids,
 )
+from tracegrade.evaluation.trials import combine_trials
 from tracegrade.models.config import EvalConfig
 from tracegrade.models.dataset import EvalCase, EvalSet, Invocation, MessageContent
 from tracegrade.models.execution import ExecutionResult
@@ -82,25 +83,25 @@ class TraceGrader:
         eval_set = _load_eval_set(eval_set)
         grader = grader_for(compile_criteria(self.config, extra_criteria), self.config, self.evaluator_factory)
         matches = match_cases(self.store, eval_set.eval_cases, run_id, eval_set.eval_set_id)
-        executions = load_executions(self.store, [t for m in matches if not m.error for t in m.trace_ids])
+        trials = [_trials(m, self.config.num_runs) for m in matches]
+        executions = load_executions(self.store, [t for groups in trials for ids in groups for t in ids])
         results = []
-        for m in matches:
+        for m, groups in zip(matches, trials):
             self.progress(len(results), len(matches))
-            missing = [t for t in m.trace_ids if t not in executions]
-            if m.error or missing:
-                error = m.error or (
-                    f"traces {missing} have no trajectory yet (their spans may still be arriving); try again shortly"
-                )
-                fields: dict[str, Any] = {"match_strategy": m.strategy} if m.strategy else {}
-                results.append(
-                    EvalCaseResult.failure(
-                        m.case.eval_id, error, name=m.case.name, trace_ids=m.trace_ids, metadata=fields
-                    )
-                )
+            fields: dict[str, Any] = {"match_strategy": m.strategy} if m.strategy else {}
+            if not groups:
+                results.append(_failed(m, m.error or "", m.trace_ids, fields))
                 continue
-            execution = ExecutionResult.merge_turns([executions[t] for t in m.trace_ids])
-            case = _as_graded(m.case)
-            results.append(await _grade_one(grader, execution, case, {"match_strategy": m.strategy}))
+            graded = []
+            for ids in groups:  # each a trial (one, unless num_runs > 1 found several)
+                missing = [t for t in ids if t not in executions]
+                if missing:
+                    why = f"traces {missing} have no trajectory yet (spans may still be arriving); try again shortly"
+                    graded.append(_failed(m, why, ids, fields))
+                    continue
+                execution = ExecutionResult.merge_turns([executions[t] for t in ids])
+                graded.append(await _grade_one(grader, execution, _as_graded(m.case), {"match_strategy": m.strategy}))
+            results.append(combine_trials(graded))
         self.progress(len(results), len(matches))
         return self._report(eval_set.eval_set_id, eval_set.name, results, {"mode": "eval_set"})
 
@@ -169,6 +170,24 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
 
     asyncio.run(main())
     return box[0]
+
+
+def _failed(match: TraceMatch, error: str, trace_ids: list[str], metadata: dict[str, Any]) -> EvalCaseResult:
+    case = match.case
+    return EvalCaseResult.failure(case.eval_id, error, name=case.name, trace_ids=trace_ids, metadata=metadata)
+
+
+def _trials(match: TraceMatch, num_runs: int) -> list[list[str]]:
+    """The trace ids of each trial of a matched case: one trial, or none when the match failed. With
+    ``num_runs > 1`` an ambiguous match (several traces where each turn expects one) is several trials."""
+    if not match.error:
+        return [match.trace_ids]
+    turns = max(1, len(match.case.conversation))
+    if num_runs == 1 or not match.ambiguous or len(match.trace_ids) % turns:
+        return []
+    count = len(match.trace_ids) // turns
+    # the traces are listed turn by turn (each turn's repeats oldest first): trial j is every count-th from j
+    return [match.trace_ids[j::count] for j in range(count)]
 
 
 def _load_eval_set(eval_set: EvalSet | str | Path) -> EvalSet:

@@ -26,10 +26,12 @@ __all__ = [
 ]
 
 
-def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+def wilson_interval(successes: float, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """The Wilson score interval of a proportion ``successes / n`` (``(0, 1)`` when ``n`` is 0).
 
     Preferred over the normal approximation because it stays inside [0, 1] and behaves at 0/n and n/n.
+    ``successes`` may be a sum of scores in [0, 1]: a bounded score's variance is at most ``m(1 - m)`` for
+    its mean ``m``, so the interval is then a conservative one for the mean score.
     """
     if n <= 0:
         return 0.0, 1.0

@@ -347,6 +347,9 @@ class EvalConfig(_Strict):
     timeout: float = Field(default=300.0, gt=0)
     verbose: bool = False
     mock_mode: bool = False
+    # Trials per case: live, each case runs this many times (graded as one, see evaluation.trials);
+    # offline, every recorded trace a case matches is a trial.
+    num_runs: int = Field(default=1, ge=1)
     reporter: ReporterConfig = Field(default_factory=ReporterConfig)
     judge_max_concurrency: int = Field(default=16, ge=1)
     judge_cache: bool = True

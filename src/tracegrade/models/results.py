@@ -18,6 +18,7 @@ __all__ = [
     "EvalSummary",
     "NodeDetail",
     "TokenUsage",
+    "TrialStats",
 ]
 
 
@@ -73,6 +74,21 @@ class TokenUsage(BaseModel):
         return self.total_tokens == 0 and self.cache_read_tokens == 0 and self.cost_usd == 0 and self.calls == 0
 
 
+class TrialStats(BaseModel):
+    """Repeated trials of one case (``EvalConfig.num_runs``, or several recorded traces of it): the mean score
+    (of a case: its pass fraction) with a 95% Wilson interval, pass@k (any of the k trials passed), pass^k
+    (all of them passed) and ``flaky`` (the trials disagree on pass/fail)."""
+
+    trials: int
+    passed: int
+    mean: float
+    ci_low: float
+    ci_high: float
+    pass_at_k: float
+    pass_hat_k: float
+    flaky: bool
+
+
 class CriterionResult(BaseModel):
     """One criterion's verdict on one case. ``passed`` is ``score >= threshold``.
 
@@ -89,6 +105,7 @@ class CriterionResult(BaseModel):
     token_usage: TokenUsage = Field(default_factory=TokenUsage)
     skipped: bool = False
     warnings: list[str] = Field(default_factory=list)
+    trial_stats: TrialStats | None = None  # set when the case ran several trials (score is then their mean)
 
     @classmethod
     def success(
@@ -155,6 +172,7 @@ class EvalCaseResult(BaseModel):
     agent_token_usage: TokenUsage = Field(default_factory=TokenUsage)
     node_details: list[NodeDetail] = Field(default_factory=list)
     trace_ids: list[str] = Field(default_factory=list)
+    trial_stats: TrialStats | None = None  # set when the case ran several trials (see evaluation.trials)
 
     @classmethod
     def success(cls, eval_id: str, criterion_results: list[CriterionResult], **fields: Any) -> EvalCaseResult:
@@ -225,6 +243,10 @@ class EvalSummary(BaseModel):
     per_case_token_usage: dict[str, TokenUsage] = Field(default_factory=dict)
     avg_tokens_per_case: float = 0.0
     warnings: list[str] = Field(default_factory=list)
+    # Repeated trials (num_runs > 1) only: trials per case, the pass rate's 95% Wilson interval, flaky cases.
+    num_runs: int = 1
+    pass_rate_ci: tuple[float, float] | None = None
+    flaky_cases: int = 0
 
     @classmethod
     def from_results(cls, results: list[EvalCaseResult]) -> EvalSummary:
@@ -275,7 +297,23 @@ class EvalSummary(BaseModel):
             per_case_token_usage=per_case,
             avg_tokens_per_case=total_usage.total_tokens / total,
             warnings=[f"{w} ({n} case{'s' if n != 1 else ''})" for w, n in warnings.items()],
+            **_trial_summary(results),
         )
+
+
+def _trial_summary(results: list[EvalCaseResult]) -> dict[str, Any]:
+    """The summary's repeated-trial fields, left at their defaults when no case ran several trials."""
+    trials = [r.trial_stats for r in results if r.trial_stats is not None]
+    if not trials:
+        return {}
+    from tracegrade.evaluation.statistics import wilson_interval  # pure functions, no I/O
+
+    passed = sum(1 for r in results if r.passed)
+    return {
+        "num_runs": max(t.trials for t in trials),
+        "pass_rate_ci": wilson_interval(passed, len(results)),
+        "flaky_cases": sum(1 for t in trials if t.flaky),
+    }
 
 
 class EvalReport(BaseModel):

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport, TokenUsage
+from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport, TokenUsage, TrialStats
 from tracegrade.reporters.text import message_text, to_json_text
 
 __all__ = [
@@ -33,11 +33,13 @@ __all__ = [
     "node_visit_names",
     "partial_item_text",
     "run_status",
+    "run_trials_text",
     "run_warnings",
     "skipped_case_count",
     "split_details",
     "step_views",
     "tool_call_views",
+    "trials_text",
     "turn_views",
 ]
 
@@ -118,6 +120,27 @@ def run_status(report: EvalReport) -> str:
 
 def case_display_name(result: EvalCaseResult) -> str:
     return result.name or result.eval_id
+
+
+def trials_text(stats: TrialStats | None) -> str:
+    """A criterion's or a case's repeated trials in words; "" for a single trial (reports look as before)."""
+    if stats is None:
+        return ""
+    k = stats.trials
+    text = (
+        f"{stats.passed}/{k} trials passed, mean {stats.mean:.2f} (95% {stats.ci_low:.2f}-{stats.ci_high:.2f}), "
+        f"pass@{k} {stats.pass_at_k:g}, pass^{k} {stats.pass_hat_k:g}"
+    )
+    return text + (", flaky" if stats.flaky else "")
+
+
+def run_trials_text(report: EvalReport) -> str:
+    """The run's trials, pass-rate interval and flaky cases; "" when no case ran several trials."""
+    s = report.summary
+    if s.pass_rate_ci is None:
+        return ""
+    low, high = s.pass_rate_ci
+    return f"{s.num_runs} per case, pass rate 95% interval {low:.1%}-{high:.1%}, {s.flaky_cases} flaky case(s)"
 
 
 def case_score(result: EvalCaseResult) -> float | None:

@@ -33,11 +33,13 @@ from tracegrade.reporters.case_view import (
     node_visit_names,
     partial_item_text,
     run_status,
+    run_trials_text,
     run_warnings,
     skipped_case_count,
     split_details,
     step_views,
     tool_call_views,
+    trials_text,
     turn_views,
 )
 from tracegrade.reporters.text import (
@@ -199,6 +201,7 @@ class ConsoleReporter(BaseReporter):
             ("Passed", f"{s.passed_cases} ({s.pass_rate * 100:.1f}%){_skipped_note(report)}"),
             ("Failed", f"{s.failed_cases}"),
             ("Errors", f"{s.error_cases}"),
+            *([("Trials", run_trials_text(report))] if run_trials_text(report) else []),
             (
                 "Duration",
                 f"{format_duration(s.total_duration_seconds)} (avg {format_duration(s.avg_duration_seconds)})",
@@ -318,6 +321,8 @@ class ConsoleReporter(BaseReporter):
         line.append(clean_text(c.criterion), style="bold")
         if status != "skipped":
             line.append(f": {c.score:.2f} (threshold: {c.threshold})")
+            if c.trial_stats is not None:
+                line.append(f" - {trials_text(c.trial_stats)}", style="yellow" if c.trial_stats.flaky else "")
         body.append_text(line)
         body.append("\n")
         if c.error is not None:

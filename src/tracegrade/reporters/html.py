@@ -37,11 +37,13 @@ from tracegrade.reporters.case_view import (
     node_visit_names,
     partial_item_text,
     run_status,
+    run_trials_text,
     run_warnings,
     skipped_case_count,
     split_details,
     step_views,
     tool_call_views,
+    trials_text,
     turn_views,
 )
 from tracegrade.reporters.text import (
@@ -262,6 +264,7 @@ class HTMLReporter(FileReporter):
             ("fail", "Failed", str(s.failed_cases), ""),
             ("error", "Errors", str(s.error_cases), ""),
             ("", "Pass rate", f"{s.pass_rate * 100:.1f}%", _bar(s.pass_rate)),
+            *([("", "Trials", str(s.num_runs), _esc(run_trials_text(report)))] if s.pass_rate_ci else []),
             (
                 "",
                 "Duration",
@@ -400,6 +403,8 @@ class HTMLReporter(FileReporter):
             status = criterion_status(c)
             reason, partial, rest = split_details(c.details)
             score = "skipped" if status == "skipped" else f"{c.score:.2f} / {c.threshold}"
+            if c.trial_stats is not None:
+                score += f" ({_esc(trials_text(c.trial_stats))})"
             notes = "".join(f'<div class="warn-inline">⚠ {_esc(w)}</div>' for w in criterion_warnings(c))
             if c.error is not None:
                 notes += _pre(c.error, "error-message")

@@ -26,6 +26,7 @@ from tracegrade.reporters.case_view import (
     split_details,
     step_views,
     tool_call_views,
+    trials_text,
     turn_views,
 )
 from tracegrade.reporters.text import clean_text, format_timestamp, format_usage, shorten, to_json_text
@@ -53,6 +54,8 @@ def _criterion_line(c: CriterionResult) -> str:
     if status == "skipped":  # a skip has no meaningful score: say why it did not run
         return f"  [{STATUS_LABELS[status]}] {c.criterion}: {c.reason or 'not applicable'}"
     line = f"  [{STATUS_LABELS[status]}] {c.criterion}: {c.score:.2f} (threshold: {c.threshold})"
+    if c.trial_stats is not None:
+        line += f" - {trials_text(c.trial_stats)}"
     if not c.token_usage.is_zero():
         line += f" - judge: {format_usage(c.token_usage)}"
     return line
@@ -192,6 +195,13 @@ class JUnitXMLReporter(FileReporter):
             ("judge_tokens", summary.judge_token_usage.total_tokens),
             ("judge_cost_usd", f"{summary.judge_token_usage.cost_usd:.6f}"),
         ]
+        if summary.pass_rate_ci is not None:  # repeated trials (num_runs > 1)
+            props += [
+                ("num_runs", summary.num_runs),
+                ("pass_rate_ci_low", f"{summary.pass_rate_ci[0]:.4f}"),
+                ("pass_rate_ci_high", f"{summary.pass_rate_ci[1]:.4f}"),
+                ("flaky_cases", summary.flaky_cases),
+            ]
         props += [(f"warning.{i}", w) for i, w in enumerate(warnings)]
         props += [(f"criterion.{name}", to_json_text(stats)) for name, stats in summary.criterion_stats.items()]
         if report.config_used:

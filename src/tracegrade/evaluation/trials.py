@@ -1,0 +1,97 @@
+"""Repeated trials of one case combined into one case result, the way ADK's ``num_runs`` does it.
+
+Each criterion's score is its mean over the trials that graded it, and it passes when that mean reaches its
+threshold; the case passes when every criterion does. What the agent did (trajectory, response, messages)
+is the first trial's; token usage and duration add up; ``trace_ids`` lists every trial's traces. Each
+criterion and the case carry :class:`~tracegrade.models.results.TrialStats`. The intervals are Wilson
+intervals (for a mean score, the bounded-variable form): with a handful of trials a bootstrap would be
+both slower than the grading and too narrow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tracegrade.evaluation.statistics import pass_at_k, pass_hat_k, wilson_interval
+from tracegrade.models.results import CriterionResult, EvalCaseResult, TokenUsage, TrialStats
+
+__all__ = ["combine_trials", "trial_stats"]
+
+
+def trial_stats(scores: Sequence[float], passed: Sequence[bool]) -> TrialStats:
+    """The statistics of one criterion (or one case) over its trials: ``scores`` and verdicts, trial by trial."""
+    k, c = len(scores), sum(passed)
+    low, high = wilson_interval(sum(scores), k)
+    return TrialStats(
+        trials=k,
+        passed=c,
+        mean=sum(scores) / k,
+        ci_low=low,
+        ci_high=high,
+        pass_at_k=pass_at_k(k, c, k),
+        pass_hat_k=pass_hat_k(k, c, k),
+        flaky=0 < c < k,
+    )
+
+
+def combine_trials(trials: Sequence[EvalCaseResult]) -> EvalCaseResult:
+    """One case result from its trials (one trial is returned as it is, so ``num_runs=1`` changes nothing)."""
+    if not trials:
+        raise ValueError("a case needs at least one trial")
+    first = trials[0]
+    if len(trials) == 1:
+        return first
+    verdicts = [t.passed and not t.is_error for t in trials]
+    errors = [t.error for t in trials if t.error is not None]
+    criteria = [_combine_criterion(name, trials) for name in _criterion_names(trials)]
+    # a trial that errored (a timeout, a failed turn) failed: the case cannot pass, though it is an error
+    # result only when every trial errored
+    passed = not errors and all(c.passed or c.skipped for c in criteria)
+    metadata = dict(first.metadata)
+    if errors:
+        metadata["trial_errors"] = errors
+    return first.model_copy(
+        update={
+            "passed": passed,
+            "criterion_results": criteria,
+            "error": errors[0] if len(errors) == len(trials) else None,
+            "duration_seconds": sum(t.duration_seconds for t in trials),
+            "token_usage": sum((t.token_usage for t in trials), TokenUsage()),
+            "agent_token_usage": sum((t.agent_token_usage for t in trials), TokenUsage()),
+            "trace_ids": [trace for t in trials for trace in t.trace_ids],
+            "metadata": metadata,
+            "trial_stats": trial_stats([1.0 if v else 0.0 for v in verdicts], verdicts),
+        }
+    )
+
+
+def _criterion_names(trials: Sequence[EvalCaseResult]) -> list[str]:
+    names: dict[str, None] = {}
+    for t in trials:
+        names.update((c.criterion, None) for c in t.criterion_results)
+    return list(names)
+
+
+def _combine_criterion(name: str, trials: Sequence[EvalCaseResult]) -> CriterionResult:
+    """``name`` over the trials: a trial that errored before grading, or whose criterion errored, scores 0."""
+    found = [t.get_criterion_result(name) for t in trials]
+    graded = [(c.score if not c.is_error else 0.0, c.passed) for c in found if c is not None and not c.skipped]
+    graded += [(0.0, False) for t, c in zip(trials, found) if c is None and t.is_error]
+    template = next(c for c in found if c is not None)
+    usage = sum((c.token_usage for c in found if c is not None), TokenUsage())
+    if not graded:  # skipped in every trial
+        return template.model_copy(update={"token_usage": usage})
+    stats = trial_stats([s for s, _ in graded], [p for _, p in graded])
+    errors = [c.error for c in found if c is not None and c.error is not None]
+    warnings = list(dict.fromkeys(w for c in found if c is not None for w in c.warnings))
+    return template.model_copy(
+        update={
+            "score": stats.mean,
+            "passed": stats.mean >= template.threshold and len(errors) < len(graded),
+            "skipped": False,
+            "error": errors[0] if len(errors) == len(graded) else None,
+            "token_usage": usage,
+            "warnings": warnings,
+            "trial_stats": stats,
+        }
+    )
