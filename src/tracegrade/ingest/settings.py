@@ -182,7 +182,7 @@ class ServeSettings(BaseModel):
         """Validate ``values`` (None means "not given"), turning errors into one ConfigError."""
         given = {key: value for key, value in values.items() if value is not None}
         try:
-            return cls(**given)
+            return cls.model_validate(given)
         except ValidationError as exc:
             problems = [(_where(err["loc"]), _describe(err)) for err in exc.errors()]
             raise ConfigError(source, problems) from None
