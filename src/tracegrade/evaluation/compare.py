@@ -204,6 +204,9 @@ def _case_pass(r: EvalCaseResult) -> bool:
 
 
 def _case_score(r: EvalCaseResult) -> float:
+    """The case's pass fraction: over its trials when it ran several (finer than its one verdict)."""
+    if r.trial_stats is not None:
+        return r.trial_stats.mean
     return 1.0 if _case_pass(r) else 0.0
 
 

@@ -10,6 +10,7 @@ import math
 import random
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from statistics import NormalDist
 
 __all__ = [
@@ -37,7 +38,7 @@ def wilson_interval(successes: float, n: int, confidence: float = 0.95) -> tuple
         return 0.0, 1.0
     if not 0 <= successes <= n:
         raise ValueError(f"successes must be within 0..{n}, got {successes}")
-    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    z = _z(confidence)
     p = successes / n
     denominator = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denominator
@@ -190,6 +191,12 @@ def _ranks(values: Sequence[float]) -> list[float]:
             ranks[i] = (start + end) / 2 + 1
         start = end + 1
     return ranks
+
+
+@lru_cache(maxsize=16)
+def _z(confidence: float) -> float:
+    """The two-sided normal quantile of ``confidence`` (cached: trial statistics ask for it per criterion)."""
+    return NormalDist().inv_cdf(0.5 + confidence / 2)
 
 
 def _check_trials(n: int, c: int, k: int) -> None:

@@ -22,7 +22,8 @@ def trial_stats(scores: Sequence[float], passed: Sequence[bool]) -> TrialStats:
     """The statistics of one criterion (or one case) over its trials: ``scores`` and verdicts, trial by trial."""
     k, c = len(scores), sum(passed)
     low, high = wilson_interval(sum(scores), k)
-    return TrialStats(
+    # built from computed, already typed values: skip validation (it was most of the cost of num_runs)
+    return TrialStats.model_construct(
         trials=k,
         passed=c,
         mean=sum(scores) / k,
@@ -42,8 +43,9 @@ def combine_trials(trials: Sequence[EvalCaseResult]) -> EvalCaseResult:
     if len(trials) == 1:
         return first
     verdicts = [t.passed and not t.is_error for t in trials]
+    by_name = [{c.criterion: c for c in t.criterion_results} for t in trials]
     errors = [t.error for t in trials if t.error is not None]
-    criteria = [_combine_criterion(name, trials) for name in _criterion_names(trials)]
+    criteria = [_combine_criterion(name, trials, [c.get(name) for c in by_name]) for name in _criterion_names(trials)]
     # a trial that errored (a timeout, a failed turn) failed: the case cannot pass, though it is an error
     # result only when every trial errored
     passed = not errors and all(c.passed or c.skipped for c in criteria)
@@ -56,8 +58,8 @@ def combine_trials(trials: Sequence[EvalCaseResult]) -> EvalCaseResult:
             "criterion_results": criteria,
             "error": errors[0] if len(errors) == len(trials) else None,
             "duration_seconds": sum(t.duration_seconds for t in trials),
-            "token_usage": sum((t.token_usage for t in trials), TokenUsage()),
-            "agent_token_usage": sum((t.agent_token_usage for t in trials), TokenUsage()),
+            "token_usage": _total([t.token_usage for t in trials]),
+            "agent_token_usage": _total([t.agent_token_usage for t in trials]),
             "trace_ids": [trace for t in trials for trace in t.trace_ids],
             "metadata": metadata,
             "trial_stats": trial_stats([1.0 if v else 0.0 for v in verdicts], verdicts),
@@ -72,13 +74,21 @@ def _criterion_names(trials: Sequence[EvalCaseResult]) -> list[str]:
     return list(names)
 
 
-def _combine_criterion(name: str, trials: Sequence[EvalCaseResult]) -> CriterionResult:
-    """``name`` over the trials: a trial that errored before grading, or whose criterion errored, scores 0."""
-    found = [t.get_criterion_result(name) for t in trials]
+def _total(usages: list[TokenUsage]) -> TokenUsage:
+    """The sum of ``usages``; most are zero (deterministic criteria), and adding those costs a model each."""
+    used = [u for u in usages if not u.is_zero()]
+    return sum(used[1:], used[0]) if used else usages[0]
+
+
+def _combine_criterion(
+    name: str, trials: Sequence[EvalCaseResult], found: list[CriterionResult | None]
+) -> CriterionResult:
+    """``name`` over the trials (``found``: its result in each, if any): a trial that errored before grading,
+    or whose criterion errored, scores 0."""
     graded = [(c.score if not c.is_error else 0.0, c.passed) for c in found if c is not None and not c.skipped]
     graded += [(0.0, False) for t, c in zip(trials, found) if c is None and t.is_error]
     template = next(c for c in found if c is not None)
-    usage = sum((c.token_usage for c in found if c is not None), TokenUsage())
+    usage = _total([c.token_usage for c in found if c is not None])
     if not graded:  # skipped in every trial
         return template.model_copy(update={"token_usage": usage})
     stats = trial_stats([s for s, _ in graded], [p for _, p in graded])
