@@ -6,10 +6,9 @@ every such block freed, taking the trim threshold (how much free space the top o
 twice that. After the first few requests, every OTLP/gRPC request body (about 1.3 MB for 512 agent spans)
 is therefore carved out of the heap arenas, where the holes they leave are seldom handed back.
 ``tracegrade serve`` fixes the mmap threshold at ``RECEIVER_MMAP_THRESHOLD`` and the trim threshold at
-glibc's default. Under ``bench/bench_ingest.py`` over OTLP/gRPC the receiver's peak RSS was 376-391 MB
-against 398-407 MB with sliding thresholds, at about the same speed (three interleaved pairs, the mmap
-threshold set through ``MALLOC_MMAP_THRESHOLD_``). A 256 KiB mmap threshold saved
-more but cost 10-15% throughput: DuckDB's and Arrow's mid-sized blocks went through ``mmap`` too.
+glibc's default, which lowers the receiver's peak memory at the same speed. A lower mmap threshold saves
+more memory but costs throughput, because DuckDB's and Arrow's mid-sized blocks then go through ``mmap``
+too. Figures: bench/RESULTS.md, bench_ingest.
 
 Other C libraries (musl) and library users' processes are left alone.
 """

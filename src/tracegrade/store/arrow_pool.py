@@ -2,14 +2,14 @@
 
 pyarrow's Linux wheels allocate through mimalloc by default, which keeps freed pages in its heaps for
 reuse. The receiver builds an Arrow table per export request and drops it once committed, so what
-mimalloc keeps adds up: at the ingest peak it held 134 MB resident for 30-60 MB of live Arrow data.
+mimalloc keeps adds up: at the ingest peak it held several times the live Arrow data resident.
 
 * The receiver allocates through Arrow's bundled jemalloc, which returns pages unused for
-  ``RECEIVER_DECAY_MS`` to the system: under bench/bench_ingest.py its peak RSS was about 40 MB lower
-  than on mimalloc (568 against 610 MB over HTTP) at the same CPU time. With no decay at all (0 ms) the
-  one run measured spent 40% more CPU. pyarrow builds without jemalloc keep their default.
-* The trajectory mapping process allocates through the C library's malloc: on it its peak RSS under a
-  200,000-span load was 96 MB instead of 118 MB.
+  ``RECEIVER_DECAY_MS`` to the system: a lower peak than on mimalloc at the same CPU time. Returning them
+  at once (no decay) costs much more CPU. pyarrow builds without jemalloc keep their default.
+* The trajectory mapping process allocates through the C library's malloc, on which its peak is lower.
+
+Figures: bench/RESULTS.md, bench_ingest.
 
 Library users' processes are left alone.
 """
