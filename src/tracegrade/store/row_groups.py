@@ -2,10 +2,9 @@
 
 A DuckDB checkpoint rewrites, whole, every row group that gained rows since the previous checkpoint. A
 checkpoint in the middle of a row group writes it part-full, and the next one writes it again with the
-rows added since; DuckDB also merges part-full neighbours, rewriting them once more. Measured on 200,000
-2.4 KB rows in 512-row transactions (DuckDB 1.5, no WAL): 42 µs per row and checkpoints of up to 1.1 s
-with 16,384-row groups checkpointed every 12,288 rows, against 23 µs and at most 0.17 s with 8,192-row
-groups checkpointed each time one is full.
+rows added since; DuckDB also merges part-full neighbours, rewriting them once more. Checkpointing each
+group once, when it is full, nearly halves the write cost per row and keeps every checkpoint short
+(bench/RESULTS.md, store writes).
 
 So the store writer fills one row group at a time: it takes no more rows into a transaction than the
 group has room for, checkpoints once the group is full, and checkpoints first when the next transaction

@@ -9,8 +9,8 @@ of the same period instead of the whole table. A copy sent with the same ids but
 not a re-send of the same span and is stored as sent.
 
 The range scans feed ONE semi join against the batch. A join per range would each take its own hash
-table (about 7.5 MB in DuckDB 1.5, however small the batch), and sixteen of them overran the store's
-96 MB memory limit when start times were spread over minutes.
+table, sized by DuckDB rather than by the batch, and with start times spread over minutes sixteen of them
+overran the store's default memory limit (bench/RESULTS.md, store writes).
 """
 
 from __future__ import annotations
