@@ -1,8 +1,8 @@
 -- Schema version 3: the spans table without its PRIMARY KEY and trace_id index.
 --
 -- Both are ART indexes, which DuckDB keeps in memory and updates on every insert: together they cost
--- about 11 µs of the writer's time per 2 KB agent span (measured on 200,000 spans: 25 µs per span
--- with them, 14 µs without), and their memory grows with the store. The writer keeps (trace_id,
+-- about as much of the writer's time as the rest of the insert (bench/RESULTS.md, store writes), and
+-- their memory grows with the store. The writer keeps (trace_id,
 -- span_id) unique itself (see TraceStore._insert_spans), and reads by trace do not use the index:
 -- fetching a trace's rows costs more than finding them, so reads narrow by rowid instead.
 -- DuckDB cannot drop a primary key in place, so the table is copied.

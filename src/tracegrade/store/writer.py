@@ -53,14 +53,13 @@ MIN_RETRY_AFTER = 0.25
 # invalidates the database (seen with 16,384 spans of 2.7 KB under a 64MB limit). So a checkpoint comes
 # once a quarter of the memory limit is committed (``checkpoint_bytes``, Arrow bytes), or after
 # CHECKPOINT_SECONDS. Fewer, larger checkpoints are cheaper per span (each rewrites the row group it
-# appends to): measured on 200,000 agent spans, 45 µs per span checkpointing every 4,096 spans, 15 µs
-# every 16,384.
+# appends to; bench/RESULTS.md, store writes).
 DEFAULT_CHECKPOINT_BYTES = 32 * 2**20
 CHECKPOINT_SECONDS = 1.0
 # Ingestion first: while the writer is behind (more than a tenth of the queue's capacity waiting), a
 # rebuild job starts only when none has started for REBUILD_MIN_INTERVAL, so trajectories still advance
-# under a sustained burst and keep up freely otherwise. Measured on 200,000 spans over OTLP/gRPC: 19,200
-# spans/s stored with rebuilds interleaved freely, 26,200 with rebuilds deferred.
+# under a sustained burst and keep up freely otherwise: rebuilds interleaved freely took the CPU the
+# writer needed to keep up with the exporters (bench/RESULTS.md, bench_ingest).
 REBUILD_MIN_INTERVAL = 2.0
 BEHIND_FRACTION = 0.1
 # traces waiting for a rebuild that the writer keeps in memory (about 150 bytes each); beyond it the store's
@@ -318,8 +317,8 @@ class StoreWriter:
     def retry_after(self, excess: int) -> float:
         """About how long the writer takes to free room for ``excess`` more records at its recent rate (a
         quarter second at least). Not the whole queue's drain time: exporters told to wait that long came
-        back to a writer that had run dry (measured over gRPC, which passes the delay on exactly: 19,100 and
-        19,700 spans/s against 22,000 and 22,700 with this estimate)."""
+        back to a writer that had run dry, and fewer spans were stored per second (bench/RESULTS.md,
+        bench_ingest: measured over gRPC, which passes the delay on exactly)."""
         rate = self._stats.records_per_second or 10_000.0
         return min(30.0, max(MIN_RETRY_AFTER, excess / rate))
 
