@@ -1,7 +1,7 @@
 """Build script: compiles the span-to-trajectory mapper with mypyc; everything else is declared in pyproject.toml.
 
 The mapper runs for every span tracegrade sees (live capture, the receiver's rebuilds, offline grading).
-Compiled, it maps about 1.5 times as many spans per second (``bench/bench_mapper.py``). The compiled
+Compiled, it maps more spans per second (figures: bench/RESULTS.md, bench_mapper). The compiled
 modules behave exactly as their Python source, which stays in the package and is what runs when no
 extension was built.
 

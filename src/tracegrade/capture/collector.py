@@ -4,9 +4,7 @@ Add it to a ``TracerProvider`` (or use :func:`make_trajectory_callback`); every 
 to a :class:`~tracegrade.models.span.SpanRecord` and kept per trace. ``on_end`` only queues the span: the
 queued spans are converted and filed by trace together, when the collector is next read (or once
 ``FILE_EVERY`` have gathered). Done in one go, between the host's runs rather than inside them, this costs
-less: on the function-graph workload of ``bench/bench_collector_overhead.py`` the collector's overhead was
-about a point lower (median of six interleaved runs 10.2% against 11.1% when each span was filed in
-``on_end``).
+the host less than filing each span in ``on_end`` (bench/RESULTS.md, bench_collector_overhead).
 
 The trajectory, tool calls, node visits and final response are computed by
 :func:`tracegrade.trajectory.map_spans` over the spans collected since the last

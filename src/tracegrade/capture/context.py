@@ -26,7 +26,8 @@ __all__ = ["TurnKey", "TurnScope", "case_baggage", "current_tracer", "turn_span"
 _TRACER_NAME = "tracegrade"
 _active_provider: ContextVar[trace.TracerProvider | None] = ContextVar("tracegrade_active_provider", default=None)
 # each provider's tracegrade tracer, made once: the SDK builds a new Tracer (and its scope) on every
-# get_tracer call, which cost about 5% of a small trace_node/trace_tool graph's run when asked per span
+# get_tracer call, a noticeable share of a small trace_node/trace_tool graph's run when asked per span
+# (bench/RESULTS.md, bench_collector_overhead)
 _tracers: weakref.WeakKeyDictionary[trace.TracerProvider, trace.Tracer] = weakref.WeakKeyDictionary()
 
 

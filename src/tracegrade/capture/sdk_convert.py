@@ -221,8 +221,8 @@ def _plain(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
     """Attributes as a plain dict; the SDK stores sequences as tuples, the record keeps lists.
 
     The SDK's ``BoundedAttributes`` copies key by key under a lock through its public mapping interface
-    (about 40 times slower); its backing ``_dict`` is read directly when present. Other mappings take
-    the public path.
+    (many times slower; bench/RESULTS.md, SDK span converter); its backing ``_dict`` is read directly when
+    present. Other mappings take the public path.
     """
     backing = getattr(attributes, "_dict", None)
     source = backing if isinstance(backing, dict) else attributes

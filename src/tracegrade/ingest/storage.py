@@ -77,7 +77,7 @@ class Storage:
                 max_batch_spans=settings.queue_spans,
                 # a checkpoint needs about as much memory again as it writes: a quarter of the limit each
                 checkpoint_bytes=duckdb_size_bytes(settings.store_memory_limit) // 4,
-                # no mapping child unless asked for: it costs about 100 MB while a backlog keeps it running
+                # no mapping child unless asked for: it adds a process's memory while a backlog keeps it running
                 mapping=MappingProcess() if settings.mapping_process else MappingProcess(in_process_spans=None),
                 on_dequeued=hooks.on_dequeued,
             )

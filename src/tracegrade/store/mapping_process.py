@@ -7,10 +7,10 @@ objects, pickled as Arrow IPC buffers) and gets the four trajectory tables back 
 receiver's process only moves buffers between DuckDB and the pipe.
 
 Small jobs (``IN_PROCESS_SPANS`` spans at most: the few traces that settle at a time under light load)
-are mapped in the receiver's process instead: they take milliseconds, and a child kept for them costs
-about 70 MB. ``in_process_spans=None`` maps every job in process and never starts a child: what
-``tracegrade serve`` does unless given ``--mapping-process``: it saves about 100 MB of peak memory, and
-mapping then holds the receiver's interpreter lock.
+are mapped in the receiver's process instead: they take milliseconds, and a child kept for them would
+cost a whole process's memory. ``in_process_spans=None`` maps every job in process and never starts a
+child: what ``tracegrade serve`` does unless given ``--mapping-process``: it saves the child's memory
+(bench/RESULTS.md, bench_ingest), and mapping then holds the receiver's interpreter lock.
 
 The child serves the large jobs of a backlog (after a burst, or under sustained load). It starts on the
 first one (``spawn``: a fork of a process running gRPC threads is not safe), runs at a lower CPU priority
@@ -44,8 +44,8 @@ __all__ = ["CHILD_NICENESS", "MappingProcess", "map_arrow"]
 # and the trajectories catch up once it has cycles to spare.
 CHILD_NICENESS = 10
 PARENT_CHECK_SECONDS = 0.2
-# Mapping costs about 40-70 µs per span of an agent trace, so a job this size holds the receiver's
-# interpreter lock for a few tens of milliseconds at most.
+# Mapping an agent trace costs tens of microseconds per span (bench/RESULTS.md, trajectory mapper), so a
+# job this size holds the receiver's interpreter lock for a few tens of milliseconds at most.
 IN_PROCESS_SPANS = 500
 CHILD_IDLE_SECONDS = 60.0
 
