@@ -76,16 +76,15 @@ class ServeSettings(BaseModel):
     )
     # A request that finds the queue full waits for room (queue_wait) rather than being sent away, so the
     # queue only has to hold the writer's next transaction (8,192 spans at most, a row group) while it
-    # commits the current one. Measured over 200,000 agent spans (bench/bench_ingest.py): 10,000 spans of
-    # room kept 23,500-25,600 spans/s with a peak RSS of 366-401 MB; 30,000 (the default while refused
-    # exporters had to be covered for their whole retry delay) peaked at 435-441 MB at the same speed.
+    # commits the current one. A larger queue only holds more spans in memory, at the same speed
+    # (bench/RESULTS.md, bench_ingest).
     queue_spans: int = Field(10_000, ge=1, description="capacity of the write queue, in spans")
     queue_wait: float = Field(
         1.0, ge=0, description="seconds a request waits for room in a full write queue before it is refused"
     )
     # A quarter of it is committed before a checkpoint (StoreWriter.checkpoint_bytes): 24 MB still holds
     # a whole row group of 2 KB agent spans (8,192 of them are 16 MB as Arrow), so checkpoints stay on
-    # row-group boundaries. Measured against 128MB: peak RSS 420-431 MB against 429-460, same throughput.
+    # row-group boundaries. A larger limit raises the peak at the same speed (bench/RESULTS.md, bench_ingest).
     store_memory_limit: str = Field(
         "96MB", description="DuckDB memory limit of the store (its buffer cache; at least 64MB)"
     )
