@@ -20,6 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk.trace import TracerProvider
 from pydantic import ValidationError
 
@@ -38,6 +39,7 @@ from tracegrade.evaluation.adapters import (
 )
 from tracegrade.evaluation.agent_loading import load_agent
 from tracegrade.evaluation.engine import EvaluatorFactory, RunGrader, build_case_result, create_grader
+from tracegrade.evaluation.evaluation_events import EvaluationEventEmitter
 from tracegrade.evaluation.mock_mode import expected_execution
 from tracegrade.evaluation.simulator import (
     SCENARIO_KEY,
@@ -158,7 +160,9 @@ class _ClassOrInstanceMethod:
     natural blocking call takes :meth:`AgentEvaluator.evaluate`'s arguments; one name serves both.
     """
 
-    def __init__(self, on_class: classmethod[Any, Any, Any], on_instance: Callable[..., Any]) -> None:
+    def __init__(self, on_class: Callable[..., Any], on_instance: Callable[..., Any]) -> None:
+        # on_class is a classmethod object at run time (bound through its __get__); a type checker sees
+        # the decorated function inside the class body as a plain callable
         self.on_class = on_class
         self.on_instance = on_instance
         self.__doc__ = on_instance.__doc__
@@ -181,6 +185,7 @@ class AgentEvaluator:
         config: criteria and run settings (default ``EvalConfig.default()``).
         evaluator_factory: builds the run's grader from its compiled criteria (see ``evaluation.engine``).
         extra_criteria: criterion instances attached to every run besides the config's slots (user criteria).
+        logger_provider: where ``config.emit_evaluation_events`` sends its events (default: OTLP/HTTP).
     """
 
     def __init__(
@@ -190,8 +195,10 @@ class AgentEvaluator:
         config: EvalConfig | None = None,
         evaluator_factory: EvaluatorFactory | None = None,
         extra_criteria: Sequence[BaseCriterion] = (),
+        logger_provider: LoggerProvider | None = None,
     ) -> None:
         self.adapter: AgentAdapter = adapter_for(agent)
+        self.logger_provider = logger_provider
         self.agent = self.adapter.graph if isinstance(self.adapter, LangGraphAdapter) else agent
         self.config = config or EvalConfig.default()
         self.evaluator_factory = evaluator_factory
@@ -237,16 +244,11 @@ class AgentEvaluator:
         if limit < 1:
             raise InvalidValueError(f"max_concurrency must be at least 1, got {limit}")
         run = _Run(self, grader, loaded.eval_set_id, verbose or self.config.verbose, len(loaded.eval_cases))
-        if parallel and len(loaded.eval_cases) > 1:
-            semaphore = asyncio.Semaphore(limit)
-
-            async def guarded(case: EvalCase) -> EvalCaseResult:
-                async with semaphore:
-                    return await run.case(case)
-
-            results = list(await asyncio.gather(*(guarded(c) for c in loaded.eval_cases)))
-        else:
-            results = [await run.case(c) for c in loaded.eval_cases]
+        try:
+            results = await self._run_cases(run, loaded.eval_cases, parallel, limit)
+        finally:
+            if run.events is not None:
+                run.events.close()
         report = EvalReport.create(
             loaded.eval_set_id,
             results,
@@ -256,6 +258,18 @@ class AgentEvaluator:
         )
         self._run_reporters(report, output_dir)
         return report
+
+    @staticmethod
+    async def _run_cases(run: _Run, cases: list[EvalCase], parallel: bool, limit: int) -> list[EvalCaseResult]:
+        if parallel and len(cases) > 1:
+            semaphore = asyncio.Semaphore(limit)
+
+            async def guarded(case: EvalCase) -> EvalCaseResult:
+                async with semaphore:
+                    return await run.case(case)
+
+            return list(await asyncio.gather(*(guarded(c) for c in cases)))
+        return [await run.case(c) for c in cases]
 
     async def evaluate_case(self, case: EvalCase) -> EvalCaseResult:
         """Run and grade one case (no reporters); refuses what :meth:`evaluate` refuses."""
@@ -330,6 +344,8 @@ class _Run:
         self.done = 0
         self.run_id = owner.collector.run_id or uuid.uuid4().hex[:8]
         self.timeout = owner.config.timeout
+        self.events = EvaluationEventEmitter(owner.logger_provider) if owner.config.emit_evaluation_events else None
+        self.roots: dict[str, dict[str, str]] = {}  # case id -> its current trial's turn root spans (trace -> span)
 
     async def case(self, case: EvalCase) -> EvalCaseResult:
         """The case's ``num_runs`` trials, one after another (they share the collector's slot for the case),
@@ -350,6 +366,9 @@ class _Run:
             )
         finally:
             self.owner.collector.release(case.eval_id, self.run_id)
+        roots = self.roots.pop(case.eval_id, {})
+        if self.events is not None:
+            self.events.emit_case(result, self.run_id, roots)
         self.done += 1
         if self.verbose:
             status = "ERROR" if result.is_error else ("PASS" if result.passed else "FAIL")
@@ -417,6 +436,8 @@ class _Run:
         scope = TurnScope(case.eval_id, index, self.run_id, self.eval_set_id, session.thread_id)
         try:
             with turn_span(owner.provider, scope, text) as span:
+                context = span.get_span_context()
+                self.roots.setdefault(case.eval_id, {})[f"{context.trace_id:032x}"] = f"{context.span_id:016x}"
                 reply = await run_agent_turn(owner.adapter, session, index, text)
                 if reply is not None:
                     span.set_attribute(semconv.TURN_OUTPUT, reply)

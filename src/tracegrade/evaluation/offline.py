@@ -85,7 +85,7 @@ class TraceGrader:
         matches = match_cases(self.store, eval_set.eval_cases, run_id, eval_set.eval_set_id)
         trials = [_trials(m, self.config.num_runs) for m in matches]
         executions = load_executions(self.store, [t for groups in trials for ids in groups for t in ids])
-        results = []
+        results: list[EvalCaseResult] = []
         for m, groups in zip(matches, trials):
             self.progress(len(results), len(matches))
             fields: dict[str, Any] = {"match_strategy": m.strategy} if m.strategy else {}
@@ -119,7 +119,7 @@ class TraceGrader:
         grader = grader_for(usable, self.config, self.evaluator_factory)
         lean = self.evaluator_factory is None and all(type(c) in _TRAJECTORY_ONLY_CRITERIA for c in usable)
         skipped_results = [_skipped_result(c) for c in skipped]
-        results = []
+        results: list[EvalCaseResult] = []
         trace_ids = selected_trace_ids(self.store, selection)
         for trace_id, execution, usage in iter_executions(self.store, trace_ids, lean=lean):
             self.progress(len(results), len(trace_ids))

@@ -255,7 +255,8 @@ class CriteriaConfig(_Strict):
     def _specialised(cls, value: Any, info: ValidationInfo) -> Any:
         """A plain CriterionConfig given for a slot with its own settings class becomes that class."""
         if isinstance(value, CriterionConfig):
-            return {"budget": BudgetConfig, "tool_schema": ToolSchemaConfig}[info.field_name].coerce(value)
+            specialised = BudgetConfig if info.field_name == "budget" else ToolSchemaConfig
+            return specialised.coerce(value)
         return value
 
     @field_validator("sql_assertions")
@@ -350,6 +351,9 @@ class EvalConfig(_Strict):
     # Trials per case: live, each case runs this many times (graded as one, see evaluation.trials);
     # offline, every recorded trace a case matches is a trial.
     num_runs: int = Field(default=1, ge=1)
+    # Emit every criterion result as an OTel gen_ai.evaluation.result event on the evaluated trace
+    # (see evaluation.evaluation_events); without a logger provider given, over OTLP/HTTP per OTEL_* settings.
+    emit_evaluation_events: bool = False
     reporter: ReporterConfig = Field(default_factory=ReporterConfig)
     judge_max_concurrency: int = Field(default=16, ge=1)
     judge_cache: bool = True
