@@ -71,14 +71,14 @@ def open_duckdb(path: Path, *, read_only: bool, config: dict[str, Any] | None = 
 
 
 # Rows per Arrow record batch of a result. DuckDB sizes every column's buffers for a full batch before
-# filling it: at its default of 1,000,000 rows, reading 250 traces back for a rebuild reserved over
-# 200 MB of memory it never used.
+# filling it: at its default of 1,000,000 rows, reading a rebuild's traces back reserved far more memory
+# than it used (bench/RESULTS.md, store writes).
 ARROW_BATCH_ROWS = 8_192
 
 # A checkpoint frees the in-memory row groups it wrote in one go. By default DuckDB's allocator keeps
 # such bulk frees (up to 512 MiB) for reuse; a read-write store hands every bulk free over this size back
-# to the system at once. Under bench/bench_ingest.py over HTTP the receiver's peak RSS was 609 MB with it,
-# against 686 and 700 MB without (runs of the same hour; receiver CPU 11.2 s against 10.7 and 13.1 s).
+# to the system at once, which lowers the receiver's peak at about the same CPU time (bench/RESULTS.md,
+# bench_ingest).
 BULK_FREE_FLUSH = "1MB"
 
 # What a read-write store asks of ATTACH, most wanted first; older DuckDB releases know fewer options.

@@ -61,17 +61,16 @@ from tracegrade.store.trajectories import TRAJECTORY_TABLES, map_traces
 __all__ = ["DEFAULT_CHECKPOINT_THRESHOLD", "BatchWrite", "TraceStore"]
 
 # DuckDB's default (16 MB of WAL) checkpoints every few thousand 2 KB spans, and each checkpoint also
-# rewrites the key indexes, so its cost grows with the store. Measured on 300,000 agent spans in
-# 5,000-span transactions: 52 µs per span with a 64 MB WAL, 36 µs with 256 MB. The price is a longer
-# WAL replay when reopening after a crash (seconds).
+# rewrites the key indexes, so its cost grows with the store; a larger threshold checkpoints less often
+# (bench/RESULTS.md, store writes). The price is a longer WAL replay when reopening after a crash (seconds).
 DEFAULT_CHECKPOINT_THRESHOLD = "256MB"
 # One DuckDB thread for a read-write store: the writer's statements are small, and on a small, busy
-# machine a second DuckDB thread costs more in coordination than it gains (measured: about half the CPU
-# per span stored). Read-only opens keep DuckDB's default.
+# machine a second DuckDB thread costs more in coordination than it gains (bench/RESULTS.md, store
+# writes). Read-only opens keep DuckDB's default.
 DEFAULT_WRITER_THREADS = 1
 # Rows per row group of a read-write store (DuckDB's default is 122,880). A checkpoint rewrites the
-# row groups that gained rows, whole, and 122,880 agent spans of 2 KB are some 300 MB: measured on
-# 200,000 such spans, peak RSS 510-560 MB with the default and 340 MB with 16,384 rows. The writer
+# row groups that gained rows, whole, and 122,880 agent spans of 2 KB are some 300 MB, so a smaller group
+# bounds what a checkpoint holds in memory (bench/RESULTS.md, store writes). The writer
 # checkpoints when the spans table's last group is full (see row_groups), so this is also about how
 # many spans a checkpoint writes.
 ROW_GROUP_SIZE = 8_192
@@ -110,7 +109,7 @@ def _rows_of_traces_sql(table: str, columns: str, id_list: str, order: str) -> s
     Fetching a row costs far more than finding it (each fetch decompresses the column segments it
     touches), so the query first finds the rowid range of the matching rows and reads within it only.
     A trace's records arrive close together, so the range is short for the recent traces a rebuild
-    reads: 25 ms instead of 152 ms for 250 such traces of a 200,000-span store (measured).
+    reads, several times faster than finding them by ``trace_id`` alone (bench/RESULTS.md, store writes).
     """
     return (
         f"WITH bounds AS (SELECT min(rowid) AS low, max(rowid) AS high FROM {table} WHERE trace_id IN {id_list}) "
@@ -365,7 +364,7 @@ class TraceStore:
         """
         # Only traces with a ``traces`` row have rows elsewhere (a rebuild writes them together), and most
         # traces being mapped are new: deleting by every id would run four DELETEs that find nothing
-        # (8-11 ms each for 1,000 ids, measured). One join with ``traces`` finds the few that need them.
+        # (several milliseconds each for a rebuild's ids). One join with ``traces`` finds the few that need them.
         # It runs before the transaction: only rebuilds write these tables, one at a time, so nothing
         # adds rows in between.
         with_rows = self._traces_with_rows(clear)
