@@ -84,9 +84,13 @@ def _checksum(length: int, kind: int, payload: bytes) -> int:
     return zlib.crc32(payload, zlib.crc32(struct.pack("<IB", length, kind)))
 
 
+def _header(kind: int, payload: bytes) -> bytes:
+    return _HEADER.pack(_MAGIC, len(payload), kind, _checksum(len(payload), kind, payload))
+
+
 def encode_record(kind: int, payload: bytes) -> bytes:
     """One record as it is written to a segment."""
-    return _HEADER.pack(_MAGIC, len(payload), kind, _checksum(len(payload), kind, payload)) + payload
+    return _header(kind, payload) + payload
 
 
 def journal_directory(store_path: str | Path) -> Path:
@@ -220,7 +224,7 @@ class RequestJournal:
             return self._append(records)
 
     def _append(self, records: list[JournalRecord]) -> int:
-        data = b"".join(encode_record(kind, payload) for kind, payload in records)
+        data = b"".join([part for kind, payload in records for part in (_header(kind, payload), payload)])
         try:
             if self._file is None or self._broken or self._size >= self.segment_bytes:
                 self._rotate()
