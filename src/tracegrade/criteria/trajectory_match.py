@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 from typing import Any
 
 from tracegrade.criteria.base import SyncCriterion
@@ -27,6 +28,9 @@ __all__ = ["ARGS_NOT_COMPARED", "NodeOrderMatchCriterion", "ToolNameMatchCriteri
 #: appended to the reason when expected calls list arguments that ``check_args=False`` leaves uncompared
 ARGS_NOT_COMPARED = "Arguments were not compared (check_args is off); set check_args=true to compare them."
 
+# A call only satisfies an expected call of the same name: the matcher compares arguments of namesakes only.
+_tool_name = attrgetter("name")
+
 
 def _reason(score: float, noun: str, expected: list[str], actual: list[str]) -> str:
     if not expected:
@@ -42,6 +46,16 @@ def _call_dict(call: ToolCall) -> dict[str, Any]:
     if call.error is not None:
         data["error"] = call.error
     return data
+
+
+def _call_dicts(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
+    """``_call_dict`` of each call; the common shape is built inline (this runs for every call of every case)."""
+    return [
+        {"name": c.name, "args": c.args, "call_id": c.call_id, "result": c.result}
+        if c.args_captured and c.error is None
+        else _call_dict(c)
+        for c in calls
+    ]
 
 
 def _match_details(match: SequenceMatch, expected_names: Sequence[str]) -> list[dict[str, Any]]:
@@ -80,10 +94,15 @@ class TrajectoryMatchCriterion(SyncCriterion):
                     {"uncaptured_tools": uncaptured, "check_args": True},
                 )
 
-        def same(call: ToolCall, wanted: ToolCall) -> bool:
-            return call_satisfies(call, wanted, check_args, rules.get(wanted.name))
+        same: Callable[[ToolCall, ToolCall], bool] | None
+        if rules:
 
-        match = match_sequences(expected_calls, actual_calls, self.config.match_type, same)
+            def same(call: ToolCall, wanted: ToolCall) -> bool:
+                return call_satisfies(call, wanted, check_args, rules.get(wanted.name))
+
+        else:  # call_satisfies without rules, minus its indirection (names are the matcher's key)
+            same = ToolCall.matches if check_args else None
+        match = match_sequences(expected_calls, actual_calls, self.config.match_type, same, _tool_name)
         expected_names = [c.name for c in expected_calls]
         actual_names = [c.name for c in actual_calls]
         reason = _reason(match.score, "tools", expected_names, actual_names)
@@ -104,13 +123,15 @@ class TrajectoryMatchCriterion(SyncCriterion):
                 for i in match.missing
             ],
             "extra": [{**_call_dict(actual_calls[j]), "actual_index": j} for j in match.extra],
-            "expected_trajectory": [_call_dict(c) for c in expected_calls],
-            "actual_trajectory": [_call_dict(c) for c in actual_calls],
+            "expected_trajectory": _call_dicts(expected_calls),
+            "actual_trajectory": _call_dicts(actual_calls),
         }
         return self._result(match.score, details)
 
     def _uncaptured_tools(self, expected_calls: list[ToolCall], actual_calls: list[ToolCall]) -> list[str]:
         """Tools whose arguments must be compared but whose recorded calls carry no captured arguments."""
+        if all(a.args_captured for a in actual_calls):
+            return []
         compared = {e.name for e in expected_calls if args_compared(e, self.config.tool_args.get(e.name))}
         return sorted({a.name for a in actual_calls if not a.args_captured and a.name in compared})
 
@@ -120,10 +141,10 @@ class TrajectoryMatchCriterion(SyncCriterion):
         expected_calls: list[ToolCall],
         actual_calls: list[ToolCall],
         match: SequenceMatch,
-        same: Callable[[ToolCall, ToolCall], bool],
+        same: Callable[[ToolCall, ToolCall], bool] | None,
     ) -> str:
         wanted = expected_calls[index]
-        positional = why_unmatched(index, expected_calls, actual_calls, match, same)
+        positional = why_unmatched(index, expected_calls, actual_calls, match, same, _tool_name)
         if positional == "fewer times than expected":
             return "called fewer times than expected"
         if positional:
@@ -150,7 +171,7 @@ class NodeOrderMatchCriterion(SyncCriterion):
         actual_nodes = actual.node_visits
         match_type = self.config.match_type
         if expected_nodes:
-            match = match_sequences(expected_nodes, actual_nodes, match_type, str.__eq__)
+            match = match_sequences(expected_nodes, actual_nodes, match_type, None, str)
         else:  # nothing expected: every match type passes
             match = SequenceMatch(score=1.0, pairs=[], missing=[], extra=list(range(len(actual_nodes))))
         details = {
@@ -173,7 +194,7 @@ class NodeOrderMatchCriterion(SyncCriterion):
 
     @staticmethod
     def _missing_reason(index: int, expected_nodes: list[str], actual_nodes: list[str], match: SequenceMatch) -> str:
-        positional = why_unmatched(index, expected_nodes, actual_nodes, match, str.__eq__)
+        positional = why_unmatched(index, expected_nodes, actual_nodes, match, None, str)
         if positional == "fewer times than expected":
             return "visited fewer times than expected"
         return positional or "not visited"

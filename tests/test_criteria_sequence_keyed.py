@@ -1,0 +1,69 @@
+"""The matcher's shortcuts give the plain path's answer: the key index, ``same=None`` and the LCS prefix trim."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracegrade.criteria.sequence_match import match_sequences, why_unmatched
+from tracegrade.models import MatchType
+
+# Items are (name, value); an expected value "*" accepts any value (a call expected with args={}).
+ACTUAL = st.lists(st.tuples(st.sampled_from("abc"), st.sampled_from("xy")), max_size=7)
+EXPECTED = st.lists(st.tuples(st.sampled_from("abc"), st.sampled_from("xy*")), max_size=6)
+
+
+def same(actual: tuple[str, str], expected: tuple[str, str]) -> bool:
+    return actual[0] == expected[0] and expected[1] in ("*", actual[1])
+
+
+def name(item: tuple[str, str]) -> str:
+    return item[0]
+
+
+def full_table_lcs_pairs(expected, actual) -> list[tuple[int, int]]:
+    """The pairs the LCS table chooses without trimming a matched prefix (the matcher's former code)."""
+    n, m = len(expected), len(actual)
+    equal = [[same(actual[j], expected[i]) for j in range(m)] for i in range(n)]
+    suffix = [[0] * (m + 1) for _ in range(n + 1)]
+    for i in range(n - 1, -1, -1):
+        for j in range(m - 1, -1, -1):
+            suffix[i][j] = suffix[i + 1][j + 1] + 1 if equal[i][j] else max(suffix[i + 1][j], suffix[i][j + 1])
+    pairs, i, j = [], 0, 0
+    while i < n and j < m:
+        if equal[i][j] and suffix[i][j] == suffix[i + 1][j + 1] + 1:
+            pairs.append((i, j))
+            i, j = i + 1, j + 1
+        elif suffix[i][j + 1] == suffix[i][j]:
+            j += 1
+        else:
+            i += 1
+    return pairs
+
+
+@settings(max_examples=400, deadline=None)
+@given(EXPECTED, ACTUAL, st.sampled_from(list(MatchType)))
+def test_the_key_index_changes_nothing(expected, actual, match_type):
+    plain = match_sequences(expected, actual, match_type, same)
+    keyed = match_sequences(expected, actual, match_type, same, name)
+    assert keyed == plain
+    for i in plain.missing:
+        assert why_unmatched(i, expected, actual, keyed, same, name) == why_unmatched(i, expected, actual, plain, same)
+
+
+@settings(max_examples=400, deadline=None)
+@given(EXPECTED, ACTUAL)
+def test_in_order_pairs_are_the_full_tables_pairs(expected, actual):
+    match = match_sequences(expected, actual, MatchType.IN_ORDER, same)
+    greedy_placed_all = len(match.pairs) == len(expected)
+    if not greedy_placed_all:  # the table ran (the greedy fast path is checked by the LCS-length tests)
+        assert match.pairs == full_table_lcs_pairs(expected, actual)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from("abc"), max_size=6), st.lists(st.sampled_from("abc"), max_size=7))
+def test_equal_keys_without_a_predicate_are_plain_equality(expected, actual):
+    for match_type in MatchType:
+        assert match_sequences(expected, actual, match_type, None, str) == match_sequences(
+            expected, actual, match_type, str.__eq__
+        )
