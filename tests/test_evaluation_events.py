@@ -105,3 +105,28 @@ def test_events_reach_a_real_receiver_with_their_attributes_and_span_ids(tmp_pat
     assert judge[3]["error.type"] == "tracegrade.evaluation_error"
     assert judge[3]["gen_ai.evaluation.explanation"] == "All LLM samples failed"
     assert "gen_ai.evaluation.score.label" not in judge[3]
+
+
+def test_grade_emit_otlp_sends_the_offline_results_onto_the_stored_traces(tmp_path: Path) -> None:
+    from tests.support.grading_cli import run_cli, write_config
+    from tests.support.grading_traces import AgentRun, fill_store
+
+    run = AgentRun(1, "refund please", "no refund", [("lookup", {})], case_id="refund")
+    fill_store(tmp_path / "graded.duckdb", [run]).close()
+    with TraceStore(tmp_path / "graded.duckdb", read_only=True) as store:
+        (root,) = store.query("SELECT span_id FROM spans WHERE parent_span_id IS NULL OR parent_span_id = ''").rows[0]
+    case = EvalCase(
+        eval_id="refund", conversation=[Invocation.simple("refund please", None, [ToolCall(name="lookup")])]
+    )
+    EvalSet(eval_set_id="events", eval_cases=[case]).to_file(tmp_path / "evalset.json")
+    write_config(tmp_path / "config.json", CONFIG.model_copy(update={"emit_evaluation_events": False}))
+    with running_server(tmp_path / "events.duckdb") as server:
+        result = run_cli(
+            *("grade", "--store", tmp_path / "graded.duckdb", "--evalset", tmp_path / "evalset.json"),
+            *("--config", tmp_path / "config.json", "--out", tmp_path / "out", "--emit-otlp", server.http_url),
+        )
+    assert result.exit_code == 0, result.output
+    assert "sent 2 evaluation events" in result.stderr
+    with TraceStore(tmp_path / "events.duckdb", read_only=True) as store:
+        rows = store.query("SELECT trace_id, span_id, event_name FROM logs").rows
+    assert sorted(rows) == [(run.trace_id, root, EVENT_NAME)] * 2

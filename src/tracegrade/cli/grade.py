@@ -18,6 +18,7 @@ from tracegrade.evaluation.run_records import new_run_id
 from tracegrade.evaluation.selection import TraceSelection, selection_where
 from tracegrade.models.config import EvalConfig
 from tracegrade.models.dataset import EvalSet
+from tracegrade.models.results import EvalReport
 
 __all__ = ["command"]
 
@@ -47,6 +48,11 @@ def _formats(value: str) -> list[str]:
 @click.option("--limit", type=int, help="Reference-free: at most this many traces (newest first).")
 @click.option("--record/--no-record", default=True, show_default=True, help="Record the run in the store.")
 @click.option("-v", "--verbose", is_flag=True, help="Console: list every case in full (default: failing ones).")
+@click.option(
+    "--emit-otlp",
+    metavar="ENDPOINT",
+    help="Send each criterion result as a gen_ai.evaluation.result event on its trace to this OTLP/HTTP endpoint.",
+)
 @friendly_errors
 def command(
     store_path: Path,
@@ -62,6 +68,7 @@ def command(
     limit: int | None,
     record: bool,
     verbose: bool,
+    emit_otlp: str | None,
 ) -> None:
     """Grade traces in a store with the criteria of --config.
 
@@ -97,6 +104,8 @@ def command(
         if record:
             report.metadata["run_id"] = new_run_id()
         _write_reports(report, out_dir, chosen, verbose)
+        if emit_otlp or config.emit_evaluation_events:
+            _emit_events(report, store.reader, emit_otlp)
         if record:
             try:
                 recorded = store.record(
@@ -118,6 +127,19 @@ def _check_predicate(reader: object, selection: TraceSelection) -> None:
         raise UsageProblem(
             f"--where {selection.where!r} is not a valid predicate over the traces table: {exc}"
         ) from None
+
+
+def _emit_events(report: EvalReport, reader: object, endpoint: str | None) -> None:
+    """The report's criterion results as events on their traces' root spans (``endpoint`` None: OTEL_* settings)."""
+    from tracegrade.evaluation.evaluation_events import EvaluationEventEmitter, root_spans
+
+    emitter = EvaluationEventEmitter(endpoint=endpoint)
+    try:
+        roots = root_spans(reader, [t for r in report.results for t in r.trace_ids])  # type: ignore[arg-type]
+        count = emitter.emit_report(report, roots)
+    finally:
+        emitter.close()
+    click.echo(f"sent {count} evaluation events to {endpoint or 'the OTLP endpoint of OTEL_EXPORTER_OTLP_*'}", err=True)
 
 
 def _write_reports(report: object, out_dir: Path, formats: list[str], verbose: bool) -> None:
