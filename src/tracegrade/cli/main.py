@@ -30,6 +30,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export-cases": ("tracegrade.cli.export_cases:command", "Write one eval case per selected trace."),
     "worker": ("tracegrade.cli.worker:command", "Keep grading settled traces through durable jobs."),
     "init": ("tracegrade.cli.init_cmd:command", "Scaffold an evaluation project whose pytest passes at once."),
+    "ui": ("tracegrade.cli.ui_cmd:command", "Browse a store in a read-only web UI."),
+    "mcp": ("tracegrade.mcp_server:command", "Serve read-only store tools to coding agents over MCP."),
 }
 
 

@@ -37,6 +37,7 @@ from tracegrade.ingest.runs_endpoint import add_runs_route
 from tracegrade.ingest.settings import ServeSettings
 from tracegrade.ingest.storage import Storage, StorageHooks
 from tracegrade.store.query_control import QueryControl
+from tracegrade.ui import add_ui_routes
 
 __all__ = ["ReceiverServer", "run_server"]
 
@@ -120,6 +121,7 @@ class ReceiverServer:
             )
             app = front_end.build_app()
             add_runs_route(app, lambda: self._usable_storage().store, self._intake.authorize)
+            add_ui_routes(app, lambda: self._usable_storage().store, self._intake.authorize)
             await self._start_http(app)
         except BaseException:
             await self._shutdown()

@@ -1,0 +1,59 @@
+"""``tracegrade ui``: the web UI on a store file opened read-only, without a receiver."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+
+import click
+
+from tracegrade.cli.common import UsageProblem, friendly_errors
+from tracegrade.cli.store_access import store_option
+
+__all__ = ["command"]
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+@click.command("ui")
+@store_option
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8321, show_default=True, type=click.IntRange(0, 65535), help="HTTP port.")
+@friendly_errors
+def command(store_path: Path, host: str, port: int) -> None:
+    """Browse a store in the browser: traces, trajectories, grading runs, diffs and SQL (read-only).
+
+    The file is opened read-only, so no `tracegrade serve` can open it while this runs; while a server
+    holds the file, use its own UI at http://<server>/ui/ instead.
+    """
+    from aiohttp import web
+
+    from tracegrade.errors import StoreLockedError
+    from tracegrade.store import TraceStore
+    from tracegrade.store.access import read_sidecar
+    from tracegrade.ui import add_ui_routes
+
+    if not store_path.exists():
+        raise UsageProblem(f"store not found: {store_path} (fill one with `tracegrade serve` or `tracegrade import`)")
+    try:
+        store = TraceStore(store_path, read_only=True)
+    except StoreLockedError as exc:
+        server = read_sidecar(store_path)
+        where = f"open {server.http_url}/ui/ instead" if server else "stop the process that holds it"
+        raise UsageProblem(f"{exc}; {where}") from None
+    if not _loopback(host):
+        click.echo(
+            f"warning: serving {store_path} on {host} without a token: anyone who can reach it can read it", err=True
+        )
+    app = web.Application()
+    add_ui_routes(app, lambda: store, None)
+    app.router.add_get("/", lambda request: web.HTTPFound("/ui/"))
+    try:
+        web.run_app(app, host=host, port=port, print=lambda _: click.echo(f"tracegrade UI on http://{host}:{port}/ui/"))
+    finally:
+        store.close()

@@ -1,0 +1,270 @@
+"""The web UI as aiohttp routes: ``add_ui_routes`` mounts the pages, their JSON API and the static assets at ``/ui/``.
+
+``tracegrade serve`` mounts it on its HTTP port over the receiver's store and token check; ``tracegrade ui``
+mounts it on a store file opened read-only. Store reads are blocking DuckDB calls, so every handler runs
+its reads on the loop's thread pool; the store provider is called per request because a receiver reopens
+its store after a failure (the provider then raises, and the UI answers 503 until the store is back).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from importlib import resources
+from typing import Any
+from urllib.parse import urlencode
+
+from aiohttp import web
+
+from tracegrade.errors import QueryRefused, StoreError, TracegradeError
+from tracegrade.ui import api, pages
+from tracegrade.ui.auth import Authorize, check, remember
+from tracegrade.ui.openapi import openapi_document
+
+__all__ = ["add_ui_routes"]
+
+StoreProvider = Callable[[], Any]
+_Reader = Callable[[Any, web.Request, Any], Any]  # (store, request, parsed body) -> page HTML or JSON data
+
+# pages load only what this server serves: the one script and two stylesheets (inline styles are the
+# waterfall's and the report case view's widths; no inline script runs)
+_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+_HEADERS = {
+    "Content-Security-Policy": _CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+_STATIC = {
+    "ui.css": ("tracegrade.ui.static", "text/css"),
+    "ui.js": ("tracegrade.ui.static", "text/javascript"),
+    "report.css": ("tracegrade.reporters", "text/css"),  # the HTML report's look, shared by every page
+}
+
+
+def _status_of(exc: BaseException) -> int:
+    if isinstance(exc, api.NotFound):
+        return 404
+    if isinstance(exc, (api.BadRequest, QueryRefused)):
+        return 400
+    return int(getattr(exc, "http_status", 500))
+
+
+def _expected(exc: BaseException) -> bool:
+    """An error to show the user (ours, or a refusal such as the receiver's 503); anything else is a bug."""
+    return isinstance(exc, TracegradeError) or hasattr(exc, "http_status")
+
+
+class _UI:
+    def __init__(self, store_provider: StoreProvider, authorize: Authorize | None) -> None:
+        self.store_provider = store_provider
+        self.authorize = authorize
+
+    async def _read(self, request: web.Request, reader: _Reader, body: Any) -> Any:
+        store = self.store_provider()  # may raise: the receiver is reopening its store
+        return await asyncio.get_running_loop().run_in_executor(None, reader, store, request, body)
+
+    def page(self, reader: _Reader) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            if "token" in request.query:
+                return self._accept_link_token(request)
+            try:
+                check(request, self.authorize)
+            except Exception as exc:
+                return _html(pages.login_page(str(exc), request.path_qs), int(getattr(exc, "http_status", 401)))
+            try:
+                return _html(await self._read(request, reader, None))
+            except Exception as exc:
+                if not _expected(exc):
+                    raise
+                return _html(pages.error_page(_status_of(exc), str(exc)), _status_of(exc))
+
+        return handle
+
+    def json(self, reader: _Reader, *, body: bool = False) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            try:
+                check(request, self.authorize)
+            except Exception as exc:
+                return _error(int(getattr(exc, "http_status", 401)), str(exc))
+            try:
+                parsed = await _json_body(request) if body else None
+                return web.json_response(await self._read(request, reader, parsed), headers=_HEADERS)
+            except Exception as exc:
+                if not _expected(exc):
+                    raise
+                return _error(_status_of(exc), str(exc))
+
+        return handle
+
+    def _accept_link_token(self, request: web.Request) -> web.StreamResponse:
+        """``?token=…``: check it, keep it in the cookie and reload the page without it in the address."""
+        token = request.query["token"]
+        rest = {k: v for k, v in request.query.items() if k != "token"}
+        target = request.path + ("?" + urlencode(rest) if rest else "")
+        try:
+            if self.authorize is not None:
+                self.authorize(f"Bearer {token}")
+        except Exception as exc:
+            return _html(pages.login_page(str(exc), target), int(getattr(exc, "http_status", 401)))
+        response = web.HTTPSeeOther(target, headers=_HEADERS)
+        remember(response, request, token)
+        return response
+
+    async def login(self, request: web.Request) -> web.StreamResponse:
+        if request.method == "GET":
+            return _html(pages.login_page(None, _safe_next(request.query.get("next"))))
+        form = await request.post()
+        token, target = str(form.get("token") or ""), _safe_next(str(form.get("next") or ""))
+        try:
+            if self.authorize is not None:
+                self.authorize(f"Bearer {token}")
+        except Exception as exc:
+            return _html(pages.login_page(str(exc), target), int(getattr(exc, "http_status", 401)))
+        response = web.HTTPSeeOther(target, headers=_HEADERS)
+        remember(response, request, token)
+        return response
+
+
+def _safe_next(value: str | None) -> str:
+    """Where to go after signing in: a path under /ui/ only (never another site)."""
+    return value if value and value.startswith("/ui/") and not value.startswith("//") else "/ui/"
+
+
+async def _json_body(request: web.Request) -> Any:
+    try:
+        return json.loads(await request.read())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise api.BadRequest(f"the body is not valid JSON: {exc}") from None
+
+
+def _html(text: str, status: int = 200) -> web.Response:
+    return web.Response(text=text, status=status, content_type="text/html", headers=_HEADERS)
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status, headers=_HEADERS)
+
+
+# --- readers: (store, request, body) -> data; they run on a worker thread -----------------------------
+
+
+def _filters(request: web.Request) -> api.TraceFilters:
+    return api.TraceFilters.from_mapping(request.query)
+
+
+def _traces_data(store: Any, request: web.Request, _: Any) -> dict[str, Any]:
+    q = request.query
+    return api.list_traces(store, _filters(request), q.get("limit", 50), q.get("cursor") or None)
+
+
+def _traces_html(store: Any, request: web.Request, _: Any) -> str:
+    page = _traces_data(store, request, None)
+    if request.query.get("fragment") == "rows":
+        return pages.trace_rows(page["traces"])
+    query = {k: v for k, v in request.query.items() if v and k != "fragment"}
+    return pages.traces_page(page, _filters(request), api.facets(store), query)
+
+
+def _trace_html(store: Any, request: web.Request, _: Any) -> str:
+    return pages.trace_page(api.trace_detail(store, request.match_info["trace_id"]))
+
+
+def _runs_html(store: Any, request: web.Request, _: Any) -> str:
+    return pages.runs_page(api.list_runs(store))
+
+
+def _run_html(store: Any, request: web.Request, _: Any) -> str:
+    return pages.run_page(*api.run_report(store, request.match_info["run_id"]))
+
+
+def _diff_html(store: Any, request: web.Request, _: Any) -> str:
+    a, b = request.query.get("a") or None, request.query.get("b") or None
+    runs = api.list_runs(store)
+    if b is None and runs:
+        b = runs[0]["run_id"]
+    if a is None and b is not None:  # compare with the run recorded just before B
+        ids = [r["run_id"] for r in runs]
+        a = ids[ids.index(b) + 1] if b in ids and ids.index(b) + 1 < len(ids) else None
+    diff = api.diff_runs(store, a, b) if a and b else None
+    return pages.diff_page(runs, a, b, diff)
+
+
+def _sql_html(store: Any, request: web.Request, _: Any) -> str:
+    return pages.sql_page(api.schema(store), request.query.get("q", ""))
+
+
+def _sql_data(store: Any, request: web.Request, body: Any) -> dict[str, Any]:
+    sql = body.get("sql") if isinstance(body, dict) else request.query.get("q")
+    try:
+        return api.run_sql(store, sql)
+    except QueryRefused:
+        raise
+    except StoreError as exc:  # the user's SQL failed (unknown column, type error…): their request to fix
+        raise api.BadRequest(str(exc)) from None
+
+
+def _run_data(store: Any, request: web.Request, _: Any) -> dict[str, Any]:
+    row, report = api.run_report(store, request.match_info["run_id"])
+    return {"run": row, "report": report.model_dump(mode="json")}
+
+
+def _diff_data(store: Any, request: web.Request, _: Any) -> dict[str, Any]:
+    a, b = request.query.get("a"), request.query.get("b")
+    if not a or not b:
+        raise api.BadRequest("give both runs: ?a=<run id>&b=<run id>")
+    return api.diff_runs(store, a, b)
+
+
+async def _static(request: web.Request) -> web.StreamResponse:
+    name = request.match_info["name"]
+    if name not in _STATIC:
+        raise web.HTTPNotFound()
+    package, content_type = _STATIC[name]
+    text = resources.files(package).joinpath(name).read_text(encoding="utf-8")
+    return web.Response(text=text, content_type=content_type, headers={"Cache-Control": "no-cache"})
+
+
+async def _openapi(request: web.Request) -> web.StreamResponse:
+    return web.json_response(openapi_document())
+
+
+def add_ui_routes(app: web.Application, store_provider: StoreProvider, authorize: Authorize | None = None) -> None:
+    """Mount the UI at ``/ui/`` on ``app`` (before it starts).
+
+    ``store_provider()`` returns the store to read (anything with ``query(sql, params)``); ``authorize``
+    receives an ``Authorization`` value and raises to refuse (the receiver's ``Intake.authorize``), or is
+    None for an open UI.
+    """
+    ui = _UI(store_provider, authorize)
+    router = app.router
+    router.add_get("/ui", lambda request: web.HTTPFound("/ui/"))
+    router.add_get("/ui/", ui.page(_traces_html))
+    router.add_get("/ui/traces/{trace_id}", ui.page(_trace_html))
+    router.add_get("/ui/runs", ui.page(_runs_html))
+    router.add_get("/ui/runs/{run_id}", ui.page(_run_html))
+    router.add_get("/ui/diff", ui.page(_diff_html))
+    router.add_get("/ui/sql", ui.page(_sql_html))
+    router.add_route("*", "/ui/login", ui.login)
+    router.add_get("/ui/static/{name}", _static)
+    router.add_get("/ui/api/openapi.json", _openapi)
+    router.add_get("/ui/api/traces", ui.json(_traces_data))
+    router.add_get("/ui/api/facets", ui.json(lambda store, request, _: api.facets(store)))
+    router.add_get("/ui/api/traces/{trace_id}", ui.json(lambda s, r, _: api.trace_detail(s, r.match_info["trace_id"])))
+    router.add_get(
+        "/ui/api/traces/{trace_id}/spans/{span_id}",
+        ui.json(lambda s, r, _: api.span_detail(s, r.match_info["trace_id"], r.match_info["span_id"])),
+    )
+    router.add_get("/ui/api/runs", ui.json(lambda s, r, _: {"runs": api.list_runs(s, r.query.get("limit", 100))}))
+    router.add_get("/ui/api/runs/{run_id}", ui.json(_run_data))
+    router.add_get(
+        "/ui/api/runs/{run_id}/failing", ui.json(lambda s, r, _: api.failing_cases(s, r.match_info["run_id"]))
+    )
+    router.add_get("/ui/api/diff", ui.json(_diff_data))
+    router.add_get("/ui/api/sql", ui.json(_sql_data))
+    router.add_post("/ui/api/sql", ui.json(_sql_data, body=True))
+    router.add_get("/ui/api/schema", ui.json(lambda s, r, _: {"tables": api.schema(s)}))

@@ -1,0 +1,41 @@
+"""The UI's side of the receiver's token rule: a browser proves the token once and then carries a cookie.
+
+A browser cannot send ``Authorization: Bearer`` when it follows a link, so the token is accepted once, from
+the sign-in form or a ``?token=`` link, checked with the receiver's own ``authorize`` function, and kept in
+an HttpOnly, SameSite=Strict cookie scoped to ``/ui``: scripts cannot read it and other sites cannot make
+the browser send it. Every request, page or API, is then checked with the same ``authorize`` again (an
+``Authorization`` header, as the CLI sends, takes precedence over the cookie). Without a configured token
+``authorize`` accepts everything and so does the UI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aiohttp import web
+
+__all__ = ["COOKIE", "Authorize", "check", "credential", "remember"]
+
+COOKIE = "tracegrade_ui_token"
+
+Authorize = Callable[[str | None], None]  # raises (an error with ``http_status``) to refuse
+
+
+def credential(request: web.Request) -> str | None:
+    """The ``Authorization`` value a request carries: its header, else one made from the UI cookie."""
+    header = request.headers.get("Authorization")
+    if header:
+        return header
+    token = request.cookies.get(COOKIE)
+    return f"Bearer {token}" if token else None
+
+
+def check(request: web.Request, authorize: Authorize | None) -> None:
+    """Raise (what ``authorize`` raises) unless the request carries the right token, or none is needed."""
+    if authorize is not None:
+        authorize(credential(request))
+
+
+def remember(response: web.StreamResponse, request: web.Request, token: str) -> None:
+    """Keep a checked token in the UI cookie (Secure when the page came over TLS)."""
+    response.set_cookie(COOKIE, token, path="/ui", httponly=True, samesite="Strict", secure=request.secure)
