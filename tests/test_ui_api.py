@@ -51,7 +51,8 @@ def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     store = fill_store(path, _runs())
     try:
         for run_id, word in (("run-a", "answer"), ("run-b", "1")):  # B: only answers containing a 1 pass
-            record_report(store, TraceGrader(store, _keywords(word)).grade_traces_sync(TraceSelection()), "live", run_id)
+            report = TraceGrader(store, _keywords(word)).grade_traces_sync(TraceSelection())
+            record_report(store, report, "live", run_id)
     finally:
         store.close()
     return path
