@@ -1,0 +1,246 @@
+"""LakeStore: the trace store on a DuckLake (catalog in PostgreSQL, data as Parquet files under one path).
+
+Many processes on many machines may open one lake, read-write or read-only: DuckLake commits with
+optimistic concurrency through the catalog and retries a commit that lost a race (up to
+``MAX_RETRY_COUNT`` times, raised from DuckLake's 10: several receivers committing at once exhaust those).
+A commit is durable when it returns (Parquet written, catalog committed), so the store reports
+``wal=True`` and needs no checkpoints.
+
+A LakeStore is a TraceStore whose connections see the lake through two schemas (see ``lake_schema``):
+the writing connection works in ``raw`` (every copy written), so the file store's write path (its
+lookup of stored span keys, its inserts, its replacement of trajectory rows) runs unchanged on the base
+tables, while query cursors work in ``main``, whose store tables are views with one row per key.
+Log records, which the file store keeps unique with a primary key, are looked up before the insert
+instead, and each trajectory replacement gets its own ``build_id``.
+
+Every extension is loaded and the lake attached before the connection is locked down
+(``readonly.lock_down``: no file or network access); ``allowed_directories`` keeps the data path open to
+DuckLake's own reads and writes.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from tracegrade.errors import StoreError
+from tracegrade.models.span import LogRecordData, SpanRecord
+from tracegrade.store.database import duckdb_size_bytes, insert_arrow
+from tracegrade.store.lake_extensions import load_lake_extensions
+from tracegrade.store.lake_location import catalog_conninfo, redacted
+from tracegrade.store.lake_schema import BUILD_COLUMN, RAW_SCHEMA, ensure_lake_schema, lake_version
+from tracegrade.store.prepared import PreparedWrite
+from tracegrade.store.readonly import lock_down
+from tracegrade.store.results import WriteResult
+from tracegrade.store.row_groups import RowGroupFill
+from tracegrade.store.rows import LOG_SELECT_COLUMNS, SPAN_SELECT_COLUMNS, log_from_row, span_from_row, sql_string
+from tracegrade.store.schema import SCHEMA_VERSION
+from tracegrade.store.span_keys import start_ranges
+from tracegrade.store.trace_store import QUERY_SPILL_LIMIT, TraceStore
+
+__all__ = ["CATALOG_ALIAS", "MAX_RETRY_COUNT", "LakeStore"]
+
+CATALOG_ALIAS = "lake"
+MAX_RETRY_COUNT = 100
+_LOOKUP_CHUNK = 1000  # trace ids per IN list when loading records
+_LOG_KEYS_VIEW = "_tracegrade_log_keys"
+_SPAN_ORDER = "trace_id, start_ns, span_id"
+_LOG_ORDER = "trace_id, time_ns, log_key"
+
+
+class LakeStore(TraceStore):
+    """The trace store on the DuckLake at ``location`` (``ducklake:postgres:<libpq conninfo>``).
+
+    ``data_path`` is where the Parquet files go; it is recorded in the catalog when the lake is created,
+    and every process must see the same path. Read-only opens take it from the catalog.
+    """
+
+    def __init__(
+        self,
+        location: str,
+        *,
+        data_path: str | Path | None = None,
+        read_only: bool = False,
+        memory_limit: str | None = None,
+        query_memory_limit: str | None = None,
+        threads: int | None = None,
+    ) -> None:
+        conninfo = catalog_conninfo(location)
+        self.location = location
+        self.path = redacted(location)  # type: ignore[assignment]  # messages name the lake, never its password
+        self.read_only = read_only
+        self.memory_limit = memory_limit
+        if not read_only and data_path is None:
+            raise StoreError(f"opening lake {self.path} for writing needs its data path (--lake-data PATH)")
+        config: dict[str, Any] = {
+            "autoinstall_known_extensions": "false",
+            "autoload_known_extensions": "false",
+            "max_temp_directory_size": QUERY_SPILL_LIMIT,
+        }
+        if memory_limit:
+            config["memory_limit"] = (
+                f"{duckdb_size_bytes(memory_limit) + duckdb_size_bytes(query_memory_limit)}B"
+                if query_memory_limit
+                else memory_limit
+            )
+        if threads:
+            config["threads"] = threads
+        self._con = duckdb.connect(":memory:", config=config)
+        try:
+            load_lake_extensions(self._con)
+            self.data_path = self._attach(conninfo, data_path)
+            self._con.execute(f"SET ducklake_max_retry_count = {MAX_RETRY_COUNT}")
+            # DuckLake reads and writes its Parquet files through DuckDB's file system, which the lock
+            # below closes to everything but these directories
+            self._con.execute(f"SET allowed_directories = [{sql_string(self.data_path)}]")
+            if read_only:
+                self._check_version()
+            else:
+                ensure_lake_schema(self._con, CATALOG_ALIAS, self.path)
+            self._con.execute(f"USE {CATALOG_ALIAS}.{RAW_SCHEMA}")
+            lock_down(self._con)
+        except BaseException:
+            self._con.close()
+            raise
+        self._use = f"USE {CATALOG_ALIAS}.main"  # queries see the deduplicating views
+        self.wal = True  # every commit is durable when it returns
+        self.failure: str | None = None
+        self.uncheckpointed_bytes = 0
+        self.uncheckpointed_since: float | None = None
+        self.span_group = RowGroupFill(1)  # no row groups to fill: the writer never checkpoints a lake
+        self._cursor_source = self._con.cursor()
+        self._cursor_lock = threading.Lock()
+        self._write_lock = threading.RLock()
+        self._last_stamp = datetime.min
+        self._closed = False
+
+    def _attach(self, conninfo: str, data_path: str | Path | None) -> str:
+        """ATTACH the lake; the absolute data path (with a trailing slash) it keeps its files under."""
+        options = []
+        if data_path is not None:
+            path = Path(data_path).absolute()
+            if not self.read_only:
+                path.mkdir(parents=True, exist_ok=True)
+            options.append(f"DATA_PATH {sql_string(str(path) + '/')}")
+        if self.read_only:
+            options.append("READ_ONLY")
+        listed = f" ({', '.join(options)})" if options else ""
+        try:
+            self._con.execute(f"ATTACH {sql_string('ducklake:postgres:' + conninfo)} AS {CATALOG_ALIAS}{listed}")
+            (stored,) = self._con.execute(
+                "SELECT value FROM ducklake_options(?) WHERE option_name = 'data_path'", [CATALOG_ALIAS]
+            ).fetchone()  # type: ignore[misc]
+        except duckdb.Error as exc:
+            raise StoreError(
+                f"cannot open lake {self.path}: {redacted(str(exc).splitlines()[0])} (is PostgreSQL reachable, "
+                "does the database exist? A new lake is created by a read-write open with --lake-data)"
+            ) from None
+        return str(stored)
+
+    def _check_version(self) -> None:
+        version = lake_version(self._con, CATALOG_ALIAS)
+        if version is None:
+            raise StoreError(f"lake {self.path} holds no tracegrade store yet (start `tracegrade serve` on it first)")
+        if version != SCHEMA_VERSION:
+            raise StoreError(
+                f"lake {self.path} has schema version {version}; this tracegrade reads {SCHEMA_VERSION}. "
+                + ("Upgrade tracegrade" if version > SCHEMA_VERSION else "Open it once read-write to migrate it")
+            )
+
+    # ---------------------------------------------------------------- writes
+
+    def _insert_logs(
+        self, submissions: Sequence[PreparedWrite], results: list[WriteResult], received_at: datetime
+    ) -> None:
+        """Insert the log records not stored yet (by ``log_key``, looked up within the batch's times),
+        crediting the first submission that holds each."""
+        owned = [(s.logs, r) for s, r in zip(submissions, results) if s.logs is not None]
+        if not owned:
+            return
+        batch = pa.concat_tables([table for table, _ in owned])
+        seen = self._stored_log_keys(batch)
+        keep: list[int] = []
+        row = 0
+        for table, result in owned:
+            for key, trace_id in zip(table.column("log_key").to_pylist(), table.column("trace_id").to_pylist()):
+                if key not in seen:
+                    seen.add(key)
+                    keep.append(row)
+                    result.logs_inserted += 1
+                    if trace_id:
+                        result.trace_ids.add(trace_id)
+                row += 1
+        if not keep:
+            return
+        batch = batch.take(pa.array(keep, pa.int64()))
+        batch = batch.append_column("received_at", pa.array([received_at] * batch.num_rows, pa.timestamp("us")))
+        insert_arrow(self._con, "logs", batch)
+
+    def _stored_log_keys(self, batch: pa.Table) -> set[str]:
+        ranges = start_ranges(batch.column("time_ns").to_pylist())
+        scans = " UNION ALL ".join(f"SELECT log_key FROM logs WHERE time_ns BETWEEN {lo} AND {hi}" for lo, hi in ranges)
+        self._con.register(_LOG_KEYS_VIEW, batch.select(["log_key"]))
+        try:
+            found = self._con.execute(f"SELECT s.log_key FROM ({scans}) s SEMI JOIN {_LOG_KEYS_VIEW} USING (log_key)")
+            return {key for (key,) in found.fetchall()}
+        finally:
+            self._con.unregister(_LOG_KEYS_VIEW)
+
+    def replace_trajectories(self, tables: dict[str, pa.Table], *, clear: Sequence[str]) -> None:
+        """As TraceStore's, every row stamped with one new ``build_id``: the views show each trace's
+        newest build, so two builders replacing one trace at once never show it twice."""
+        build = uuid.uuid4().hex
+        stamped = {
+            name: table.append_column(BUILD_COLUMN, pa.array([build] * table.num_rows, pa.string()))
+            for name, table in tables.items()
+        }
+        super().replace_trajectories(stamped, clear=clear)
+
+    def checkpoint(self) -> None:
+        """Nothing to do: a lake commit is durable when it returns."""
+        self._require_open()
+
+    # ----------------------------------------------------------------- reads
+
+    @staticmethod
+    def _of_traces(table: str, columns: str, trace_ids: Sequence[str], order: str) -> list[str]:
+        """SELECTs of the rows of ``table`` (a view: one row per key) for those traces, in chunks."""
+        ids = list(dict.fromkeys(trace_ids))
+        chunks = (", ".join(map(sql_string, ids[i : i + _LOOKUP_CHUNK])) for i in range(0, len(ids), _LOOKUP_CHUNK))
+        return [f"SELECT {columns} FROM {table} WHERE trace_id IN ({chunk}) ORDER BY {order}" for chunk in chunks]
+
+    def load_spans(self, trace_ids: Sequence[str]) -> dict[str, list[SpanRecord]]:
+        found: dict[str, list[SpanRecord]] = {}
+        for sql in self._of_traces("spans", SPAN_SELECT_COLUMNS, trace_ids, _SPAN_ORDER):
+            for row in self._run(sql, None, check=False).rows:
+                found.setdefault(row[0], []).append(span_from_row(row))
+        return found
+
+    def load_logs(self, trace_ids: Sequence[str]) -> dict[str, list[LogRecordData]]:
+        found: dict[str, list[LogRecordData]] = {}
+        for sql in self._of_traces("logs", LOG_SELECT_COLUMNS, trace_ids, _LOG_ORDER):
+            for row in self._run(sql, None, check=False).rows:
+                found.setdefault(row[0], []).append(log_from_row(row))
+        return found
+
+    def load_arrow(self, trace_ids: Sequence[str]) -> tuple[pa.Table, pa.Table]:
+        def fetch(table: str, columns: str, order: str) -> pa.Table:
+            parts = [
+                self._run(sql, None, check=False, arrow=True).to_arrow()
+                for sql in self._of_traces(table, columns, trace_ids, order)
+            ]
+            if parts:
+                return pa.concat_tables(parts)
+            return self._run(f"SELECT {columns} FROM {table} LIMIT 0", None, check=False, arrow=True).to_arrow()
+
+        return fetch("spans", SPAN_SELECT_COLUMNS, _SPAN_ORDER), fetch("logs", LOG_SELECT_COLUMNS, _LOG_ORDER)
+
+    def __repr__(self) -> str:
+        return f"LakeStore({self.path!r}, data_path={self.data_path!r}{', read_only=True' if self.read_only else ''})"

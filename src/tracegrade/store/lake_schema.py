@@ -1,0 +1,171 @@
+"""The lake's schema, derived from the file store's migrations: base tables of every copy, deduping views.
+
+DuckLake has no PRIMARY KEY, UNIQUE or indexes, and several receivers write one lake, so a span
+delivered to two of them is stored twice. The lake keeps what was written in schema ``raw`` (one table
+per store table, columns as the file schema has them after every migration, constraints other than NOT
+NULL dropped) and gives each store table's name, in ``main``, to a view that shows one row per key:
+
+- ``spans``: the first copy received of each (trace_id, span_id); ``logs``: of each (trace_id, log_key);
+- ``traces``: the newest build of each trace; its ``node_visits``, ``tool_calls`` and ``llm_calls`` rows
+  are those of that same build. Trajectory base tables carry a ``build_id`` (one per replacement), since
+  two builders may map the same trace at once and each insert its rows.
+
+The columns come from running the file store's migrations on an in-memory DuckDB and reading the result,
+so a new migration (a ``tenant`` column, say) reaches the lake without a lake script. Opening a lake
+written by an older tracegrade adds the columns it lacks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from tracegrade.errors import StoreError
+from tracegrade.store.database import quote_identifier
+from tracegrade.store.rows import utc_now
+from tracegrade.store.schema import MIGRATIONS, SCHEMA_VERSION, TABLES, ensure_schema
+from tracegrade.store.trajectories import TRAJECTORY_TABLES
+
+__all__ = ["BUILD_COLUMN", "RAW_SCHEMA", "Column", "ensure_lake_schema", "file_schema_columns", "lake_version"]
+
+RAW_SCHEMA = "raw"
+BUILD_COLUMN = "build_id"  # trajectory base tables only: which replacement wrote the row
+# The one row a view keeps of each key; the key columns lead each PARTITION BY so a filter on trace_id
+# reaches the scan (DuckDB pushes filters on partition columns below the window).
+_FIRST_COPY = {"spans": ("trace_id, span_id", "received_at, start_ns"), "logs": ("trace_id, log_key", "received_at")}
+_NEWEST_BUILD = f"row_number() OVER (PARTITION BY trace_id ORDER BY updated_at DESC, {BUILD_COLUMN} DESC) = 1"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    data_type: str
+    not_null: bool
+
+    def ddl(self, *, constrained: bool = True) -> str:
+        return f"{quote_identifier(self.name)} {self.data_type}" + (
+            " NOT NULL" if self.not_null and constrained else ""
+        )
+
+
+def file_schema_columns() -> dict[str, list[Column]]:
+    """The columns of every store table (``TABLES``) as the file store's migrations leave them."""
+    con = duckdb.connect(":memory:")
+    try:
+        ensure_schema(con, Path(":memory:"))
+        rows = con.execute(
+            "SELECT table_name, column_name, data_type, NOT is_nullable FROM duckdb_columns() "
+            "WHERE database_name = 'memory' AND schema_name = 'main' ORDER BY table_name, column_index"
+        ).fetchall()
+    finally:
+        con.close()
+    columns: dict[str, list[Column]] = {table: [] for table in TABLES}
+    for table, name, data_type, not_null in rows:
+        if table in columns:
+            columns[table].append(Column(name, data_type, bool(not_null)))
+    missing = [table for table, found in columns.items() if not found]
+    if missing:
+        raise AssertionError(f"the file schema has no table {missing}")  # TABLES and the migrations disagree
+    return columns
+
+
+def _base_columns(table: str, columns: list[Column]) -> list[Column]:
+    if table in TRAJECTORY_TABLES:
+        return [*columns, Column(BUILD_COLUMN, "VARCHAR", True)]
+    return columns
+
+
+def _view_sql(table: str) -> str:
+    raw = f"{RAW_SCHEMA}.{table}"
+    if table in _FIRST_COPY:
+        key, order = _FIRST_COPY[table]
+        return f"SELECT * FROM {raw} QUALIFY row_number() OVER (PARTITION BY {key} ORDER BY {order}) = 1"
+    if table == "traces":
+        return f"SELECT * EXCLUDE ({BUILD_COLUMN}) FROM {raw} QUALIFY {_NEWEST_BUILD}"
+    if table in TRAJECTORY_TABLES:
+        newest = f"SELECT trace_id, {BUILD_COLUMN} FROM {RAW_SCHEMA}.traces QUALIFY {_NEWEST_BUILD}"
+        return (
+            f"SELECT r.* EXCLUDE ({BUILD_COLUMN}) FROM {raw} r SEMI JOIN ({newest}) b "
+            f"ON r.trace_id = b.trace_id AND r.{BUILD_COLUMN} = b.{BUILD_COLUMN}"
+        )
+    raise AssertionError(f"no lake view is defined for table {table}")  # a new store table needs its key here
+
+
+def lake_version(con: duckdb.DuckDBPyConnection, catalog: str) -> int | None:
+    """The lake's schema version (None: no tracegrade tables yet)."""
+    try:
+        row = con.execute(f"SELECT coalesce(max(version), 0) FROM {quote_identifier(catalog)}.main.schema_version")
+    except duckdb.CatalogException:
+        return None
+    return row.fetchone()[0]  # type: ignore[index]
+
+
+def _existing_columns(con: duckdb.DuckDBPyConnection, catalog: str) -> dict[str, dict[str, str]]:
+    rows = con.execute(
+        "SELECT table_name, column_name, data_type FROM duckdb_columns() WHERE database_name = ? AND schema_name = ?",
+        [catalog, RAW_SCHEMA],
+    ).fetchall()
+    found: dict[str, dict[str, str]] = {}
+    for table, name, data_type in rows:
+        found.setdefault(table, {})[name] = data_type
+    return found
+
+
+def ensure_lake_schema(con: duckdb.DuckDBPyConnection, catalog: str, where: str) -> int:
+    """Create or bring up to date the schema of the lake attached as ``catalog`` (read-write).
+
+    In one transaction: a lake created by two receivers at once has one of them retry or fail with a
+    conflict, and the next open finds the tables in place.
+    """
+    version = lake_version(con, catalog)
+    if version is not None and version > SCHEMA_VERSION:
+        raise StoreError(
+            f"lake {where} has schema version {version}, newer than this tracegrade supports ({SCHEMA_VERSION}); "
+            "upgrade tracegrade"
+        )
+    if version == SCHEMA_VERSION:
+        return version
+    db = quote_identifier(catalog)
+    statements = [f"CREATE SCHEMA IF NOT EXISTS {db}.{RAW_SCHEMA}"]
+    existing = _existing_columns(con, catalog)
+    for table, columns in file_schema_columns().items():
+        wanted = _base_columns(table, columns)
+        have = existing.get(table)
+        if have is None:
+            listed = ", ".join(column.ddl() for column in wanted)
+            statements.append(f"CREATE TABLE {db}.{RAW_SCHEMA}.{table} ({listed})")
+        else:
+            for column in wanted:
+                if column.name not in have:  # rows already stored have no value: the column takes NULL
+                    statements.append(
+                        f"ALTER TABLE {db}.{RAW_SCHEMA}.{table} ADD COLUMN {column.ddl(constrained=False)}"
+                    )
+                elif have[column.name] != column.data_type:
+                    raise StoreError(
+                        f"lake {where}: column {table}.{column.name} is {have[column.name]}, schema version "
+                        f"{SCHEMA_VERSION} has {column.data_type}; DuckLake cannot convert it in place: create a new "
+                        "lake (another METADATA database) and re-import the spans"
+                    )
+    for table in TABLES:
+        statements.append(f"CREATE OR REPLACE VIEW {db}.main.{table} AS {_view_sql(table)}")
+    statements.append(
+        f"CREATE TABLE IF NOT EXISTS {db}.main.schema_version "
+        "(version INTEGER NOT NULL, description VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)"
+    )
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for statement in statements:
+            con.execute(statement)
+        for migration in MIGRATIONS:
+            if migration.version > (version or 0):
+                con.execute(
+                    f"INSERT INTO {db}.main.schema_version VALUES (?, ?, ?)",
+                    [migration.version, migration.description, utc_now()],
+                )
+        con.execute("COMMIT")
+    except duckdb.Error as exc:
+        con.execute("ROLLBACK")
+        raise StoreError(f"creating the tracegrade schema in lake {where} failed: {exc}") from exc
+    return SCHEMA_VERSION
