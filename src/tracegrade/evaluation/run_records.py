@@ -7,8 +7,10 @@ joinable in SQL with ``traces``, ``tool_calls`` and the other trajectory tables:
     WHERE t.service_name = 'checkout' GROUP BY ALL;
 
 Rows are keyed by (run_id, eval_id[, criterion]) and written with ``INSERT OR REPLACE``, so writing the
-same run twice (a retried grading job) never duplicates results. The ``eval_runs`` row is written last:
-a run that was interrupted while being recorded is not listed, and recording it again completes it.
+same run twice (a retried grading job) never duplicates results. Each table's rows go in as one Arrow
+table in one statement (``write_rows``): DuckDB binds Python parameters one value at a time, slowly.
+The ``eval_runs`` row is written last: a run that was interrupted while being recorded is not listed,
+and recording it again completes it.
 
 A run is recorded whole (``record_report``: its report JSON in ``eval_runs.report``) or case by case
 (``record_cases``, an online worker's window of jobs): then each case's result JSON is in
@@ -24,6 +26,8 @@ import uuid
 from dataclasses import dataclass
 from datetime import timezone
 from typing import Any, Protocol
+
+import pyarrow as pa
 
 from tracegrade.errors import NotFoundError
 from tracegrade.evaluation.timewindow import utc_now
@@ -86,10 +90,71 @@ FROM eval_case_results WHERE run_id = ?
 """
 
 
+# The Arrow form of each table's rows, column for column as in EVAL_TABLES_DDL (JSON columns as strings).
+_TEXT, _REAL, _FLAG, _COUNT = pa.string(), pa.float64(), pa.bool_(), pa.int64()
+_ROW_SCHEMAS = {
+    "eval_runs": pa.schema(
+        [
+            ("run_id", _TEXT),
+            ("created_at", pa.timestamp("us")),
+            ("kind", _TEXT),
+            ("eval_set_id", _TEXT),
+            ("eval_set_name", _TEXT),
+            ("total_cases", _COUNT),
+            ("passed_cases", _COUNT),
+            ("failed_cases", _COUNT),
+            ("error_cases", _COUNT),
+            ("pass_rate", _REAL),
+            ("config", _TEXT),
+            ("metadata", _TEXT),
+            ("report", _TEXT),
+        ]
+    ),
+    "eval_case_results": pa.schema(
+        [
+            ("run_id", _TEXT),
+            ("eval_id", _TEXT),
+            ("name", _TEXT),
+            ("trace_id", _TEXT),
+            ("trace_ids", _TEXT),
+            ("passed", _FLAG),
+            ("error", _TEXT),
+            ("mean_score", _REAL),
+            ("duration_s", _REAL),
+            ("actual_response", _TEXT),
+            ("tool_names", _TEXT),
+            ("node_visits", _TEXT),
+        ]
+    ),
+    "eval_results": pa.schema(
+        [
+            ("run_id", _TEXT),
+            ("eval_id", _TEXT),
+            ("trace_id", _TEXT),
+            ("criterion", _TEXT),
+            ("score", _REAL),
+            ("passed", _FLAG),
+            ("threshold", _REAL),
+            ("skipped", _FLAG),
+            ("error", _TEXT),
+            ("reason", _TEXT),
+            ("details", _TEXT),
+            ("input_tokens", _COUNT),
+            ("output_tokens", _COUNT),
+            ("cost_usd", _REAL),
+        ]
+    ),
+    "eval_run_cases": pa.schema([("run_id", _TEXT), ("eval_id", _TEXT), ("result", _TEXT)]),
+}
+
+
 class RunSink(Protocol):
-    """A store that accepts writes: ``execute_write(sql, params)`` and ``query(sql, params)``."""
+    """A store that accepts writes: ``execute_write(sql, params)``, ``write_rows(table, arrow_table)``
+    (INSERT OR REPLACE of an Arrow table) and ``query(sql, params)``; a ``TraceStore``."""
 
     def execute_write(self, sql: str, params: Any = None) -> None: ...
+
+    def write_rows(self, table: str, rows: pa.Table, *, replace: bool = True) -> None: ...
 
     def query(self, sql: str, params: Any = None) -> Any: ...
 
@@ -133,7 +198,7 @@ def record_report(store: RunSink, report: EvalReport, kind: str, run_id: str | N
         report.model_dump_json(),
     ]
     _insert_case_rows(store, run_id, report)
-    _insert_many(store, "eval_runs", [run_row], 13)
+    _write_rows(store, "eval_runs", [run_row])
     return run_id
 
 
@@ -150,7 +215,7 @@ def record_cases(store: RunSink, report: EvalReport, kind: str, run_id: str, met
         marks = ", ".join("?" * len(eval_ids))
         store.execute_write(f"DELETE FROM eval_results WHERE run_id = ? AND eval_id IN ({marks})", [run_id, *eval_ids])
     _insert_case_rows(store, run_id, report)
-    _insert_many(store, "eval_run_cases", [[run_id, r.eval_id, r.model_dump_json()] for r in report.results], 3)
+    _write_rows(store, "eval_run_cases", [[run_id, r.eval_id, r.model_dump_json()] for r in report.results])
     config, meta = json.dumps(report.config_used, default=str), json.dumps(metadata, default=str)
     store.execute_write(
         _CASEWISE_RUN_ROW_SQL, [run_id, utc_now(), kind, report.eval_set_id, report.eval_set_name, config, meta, run_id]
@@ -198,8 +263,8 @@ def _insert_case_rows(store: RunSink, run_id: str, report: EvalReport) -> None:
                     c.token_usage.cost_usd,
                 ]
             )
-    _insert_many(store, "eval_results", result_rows, 14)
-    _insert_many(store, "eval_case_results", case_rows, 12)
+    _write_rows(store, "eval_results", result_rows)
+    _write_rows(store, "eval_case_results", case_rows)
 
 
 def new_run_id() -> str:
@@ -207,13 +272,11 @@ def new_run_id() -> str:
     return f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
 
 
-def _insert_many(store: RunSink, table: str, rows: list[list[Any]], width: int, chunk: int = 500) -> None:
-    """Multi-row ``INSERT OR REPLACE`` in chunks (one round trip per chunk, not per row)."""
-    row_sql = "(" + ", ".join("?" * width) + ")"
-    for start in range(0, len(rows), chunk):
-        part = rows[start : start + chunk]
-        sql = f"INSERT OR REPLACE INTO {table} VALUES " + ", ".join([row_sql] * len(part))
-        store.execute_write(sql, [v for row in part for v in row])
+def _write_rows(store: RunSink, table: str, rows: list[list[Any]]) -> None:
+    """``INSERT OR REPLACE`` ``rows`` (lists in the table's column order) in one statement."""
+    schema = _ROW_SCHEMAS[table]
+    columns = zip(*rows) if rows else ([] for _ in schema)
+    store.write_rows(table, pa.table([pa.array(column, field.type) for column, field in zip(columns, schema)], schema))
 
 
 def list_runs(store: RunSink, limit: int = 20, kind: str | None = None) -> list[RunSummary]:

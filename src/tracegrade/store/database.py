@@ -168,16 +168,22 @@ def fetch_arrow(relation: duckdb.DuckDBPyConnection) -> pa.Table:
 
 
 def insert_arrow(
-    con: duckdb.DuckDBPyConnection, table: str, batch: pa.Table, *, skip_existing_returning: str | None = None
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    batch: pa.Table,
+    *,
+    skip_existing_returning: str | None = None,
+    replace: bool = False,
 ) -> list[tuple[Any, ...]]:
     """Bulk-insert an Arrow table into ``table`` (matching columns by name).
 
     With ``skip_existing_returning`` set (a column list), rows whose key already exists are skipped
-    (ON CONFLICT DO NOTHING) and those columns of each row actually inserted are returned.
+    (ON CONFLICT DO NOTHING) and those columns of each row actually inserted are returned. With
+    ``replace``, they overwrite the rows with their key instead (INSERT OR REPLACE).
     """
     view = f"_tracegrade_{table}_batch"
     columns = ", ".join(batch.column_names)
-    sql = f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {view}"
+    sql = f"INSERT {'OR REPLACE ' if replace else ''}INTO {table} ({columns}) SELECT {columns} FROM {view}"
     if skip_existing_returning:
         sql += f" ON CONFLICT DO NOTHING RETURNING {skip_existing_returning}"
     con.register(view, batch)

@@ -286,6 +286,17 @@ class TraceStore:
         if not self.wal and outcome != [(0,)]:
             self.checkpoint()
 
+    def write_rows(self, table: str, rows: pa.Table, *, replace: bool = True) -> None:
+        """Insert ``rows`` (an Arrow table, columns matched by name) into ``table`` in one statement and its
+        own transaction, durable on return like ``execute_write``; with ``replace`` (INSERT OR REPLACE) a
+        row overwrites the one with its key. One statement, since binding Python values one by one is slow."""
+        if rows.num_rows == 0:
+            return
+        with self._transaction(f"writing {table} rows"):
+            insert_arrow(self._con, table, rows, replace=replace)
+        if not self.wal:
+            self.checkpoint()
+
     def _stamp(self) -> datetime:
         """The current UTC time, strictly later than every stamp before (call under the write lock)."""
         self._last_stamp = max(utc_now(), self._last_stamp + _TICK)
