@@ -1,6 +1,6 @@
 """tracegrade's pytest plugin (entry point ``pytest11``): fixtures, one report per session, a baseline gate.
 
-* Fixtures: ``tracegrade_collector`` (a fresh ``TrajectoryCollector`` on its own ``TracerProvider``),
+* Fixtures: ``tracegrade_collector`` (a fresh ``TrajectoryCollector`` on its own tracer and logger providers),
   ``tracegrade_app`` (a factory: ``app, collector = tracegrade_app(agent)``, what ``create_eval_app``
   returns) and ``tracegrade_store`` (a ``TraceStore`` on a temporary DuckDB file).
 * Every case graded through ``tracegrade.testing.run_eval`` / ``eval_test`` is recorded; with pytest-xdist
@@ -227,14 +227,16 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 @pytest.fixture
 def tracegrade_collector() -> Iterator[Any]:
-    """A fresh ``TrajectoryCollector`` attached to its own ``TracerProvider`` (``collector.tracer_provider``);
-    the provider is shut down after the test."""
+    """A fresh ``TrajectoryCollector`` attached to its own ``TracerProvider`` (``collector.tracer_provider``) and
+    ``LoggerProvider`` (``collector.logger_provider``; the process's log records reach it too); both providers
+    are shut down after the test."""
     from tracegrade.capture.collector import TrajectoryCollector, make_trajectory_callback
 
     collector = TrajectoryCollector()
     _, provider = make_trajectory_callback(collector)
     yield collector
     provider.shutdown()
+    collector.logger_provider.shutdown()
 
 
 @pytest.fixture
@@ -252,8 +254,9 @@ def tracegrade_app() -> Iterator[Callable[..., tuple[Any, Any]]]:
 
     yield make
     for collector in made:
-        if collector.tracer_provider is not None:
-            collector.tracer_provider.shutdown()
+        for provider in (collector.tracer_provider, collector.logger_provider):
+            if provider is not None:
+                provider.shutdown()
 
 
 @pytest.fixture

@@ -10,6 +10,12 @@ The trajectory, tool calls, node visits and final response are computed by
 :func:`tracegrade.trajectory.map_spans` over the spans collected since the last
 :meth:`TrajectoryCollector.reset` (the mapping is cached until a new span arrives).
 
+**Log records.** Content that instrumentations emit as OpenTelemetry log records (the GenAI event form,
+ADK's ``EVENT_ONLY`` capture) reaches the collector through :meth:`TrajectoryCollector.add_log`: from
+``collector.logger_provider`` and from the process's global logger provider once
+:func:`make_trajectory_callback` has wired it (see :mod:`tracegrade.capture.log_capture`). Records are kept
+with their trace and joined to their span by the mapper, as the receiver joins ``/v1/logs``.
+
 **Attribution to eval cases.** ``AgentEvaluator`` runs each case turn under a root span
 ``tracegrade.turn {case_id}`` carrying ``tracegrade.case.id``/``tracegrade.turn.index``/``tracegrade.run.id``
 and puts the same three values in OpenTelemetry baggage. A trace belongs to the case/turn of the first of
@@ -47,7 +53,7 @@ from tracegrade.capture.sdk_convert import span_from_readable
 from tracegrade.errors import InvalidValueError
 from tracegrade.models.dataset import ToolCall, TrajectoryStep
 from tracegrade.models.execution import ExecutionResult, NodeResponseData
-from tracegrade.models.span import SpanRecord
+from tracegrade.models.span import LogRecordData, SpanRecord
 
 __all__ = ["TrajectoryCollector", "make_trajectory_callback"]
 
@@ -61,10 +67,11 @@ FILE_EVERY = 256
 class _Trace:
     spans: list[SpanRecord] = field(default_factory=list)
     key: TurnKey | None = None
+    logs: list[LogRecordData] = field(default_factory=list)
 
 
 @functools.cache
-def _mapper() -> Callable[[list[SpanRecord]], ExecutionResult]:
+def _mapper() -> Callable[[list[SpanRecord], list[LogRecordData]], ExecutionResult]:
     """``map_spans``, imported on first use: code that only records spans never loads the mapper."""
     from tracegrade.trajectory import map_spans
 
@@ -108,7 +115,8 @@ class TrajectoryCollector(SpanProcessor):
 
     Args:
         capture_all_events: also expose every collected :class:`SpanRecord` on :attr:`events`.
-        max_spans: spans kept at most (over all traces); beyond it the oldest traces are dropped.
+        max_spans: spans kept at most (over all traces); beyond it the oldest traces are dropped. Log records
+            are bounded by the same number; a record beyond it is dropped (and counted).
         max_traces: traces kept at most; beyond it the oldest are dropped.
     """
 
@@ -120,6 +128,8 @@ class TrajectoryCollector(SpanProcessor):
         self.max_traces = max_traces
         #: the provider :func:`make_trajectory_callback` attached this collector to (None if attached by hand)
         self.tracer_provider: TracerProvider | None = None
+        #: a ``LoggerProvider`` whose records reach this collector (set by :func:`make_trajectory_callback`)
+        self.logger_provider: Any = None
         #: the run id :func:`make_trajectory_callback` stamps on spans (None when not configured)
         self.run_id: str | None = None
         self._lock = threading.Lock()
@@ -129,8 +139,10 @@ class TrajectoryCollector(SpanProcessor):
         self._mapped: dict[TurnKey | None, ExecutionResult] = {}
         self._turn_traces: dict[int, TurnKey] = {}  # trace id -> turn, while the turn's root span is open
         self._ended: deque[ReadableSpan] = deque()  # ended spans not filed yet (appends need no lock)
+        self._log_count = 0
         self._dropped_spans = 0
         self._dropped_traces = 0
+        self._dropped_logs = 0
         self._failures = 0
 
     # ---- SpanProcessor hooks (cheap; never raise) ----
@@ -185,7 +197,30 @@ class TrajectoryCollector(SpanProcessor):
         return True
 
     def shutdown(self) -> None:
-        return None
+        """The tracer provider shuts down: stop receiving the process's log records."""
+        from tracegrade.capture.log_capture import unsubscribe_process_logs
+
+        unsubscribe_process_logs(self)
+
+    # ---- log records (from a LogRecordProcessor; cheap; never raise) ----
+
+    def add_log(self, record: LogRecordData) -> None:
+        """Keep one log record with its trace, so the mapper can join it to its span."""
+        try:
+            with self._lock:
+                if self._log_count >= self.max_spans:
+                    self._dropped_logs += 1
+                    return
+                entry = self._traces.get(record.trace_id or "")
+                if entry is None:
+                    entry = self._traces[record.trace_id or ""] = _Trace()
+                entry.logs.append(record)
+                self._log_count += 1
+                if len(self._traces) > self.max_traces:
+                    self._evict()
+                self._invalidate()
+        except Exception as exc:
+            self._record_failure("add_log", exc)
 
     # ---- storage ----
 
@@ -226,6 +261,7 @@ class TrajectoryCollector(SpanProcessor):
         while len(self._traces) > self.max_traces or (self._span_count > self.max_spans and len(self._traces) > 1):
             _, oldest = self._traces.popitem(last=False)
             self._span_count -= len(oldest.spans)
+            self._log_count -= len(oldest.logs)
             self._dropped_spans += len(oldest.spans)
             self._dropped_traces += 1
         if self._span_count > self.max_spans:
@@ -256,6 +292,15 @@ class TrajectoryCollector(SpanProcessor):
         return int(self._filed(lambda: self._dropped_traces))
 
     @property
+    def dropped_logs(self) -> int:
+        """Log records dropped because ``max_spans`` records were already kept."""
+        return int(self._filed(lambda: self._dropped_logs))
+
+    @property
+    def log_count(self) -> int:
+        return int(self._filed(lambda: self._log_count))
+
+    @property
     def failures(self) -> int:
         """Hooks that failed (and spans that could not be converted); each span concerned is skipped."""
         return int(self._filed(lambda: self._failures))
@@ -265,9 +310,9 @@ class TrajectoryCollector(SpanProcessor):
         with self._lock:
             self._ended.clear()
             self._traces.clear()
-            self._span_count = 0
+            self._span_count = self._log_count = 0
             self._invalidate()
-            self._dropped_spans = self._dropped_traces = self._failures = 0
+            self._dropped_spans = self._dropped_traces = self._dropped_logs = self._failures = 0
 
     def release(self, case_id: str, run_id: str | None = None) -> None:
         """Drop the traces of one case (every turn) once they have been graded."""
@@ -275,7 +320,9 @@ class TrajectoryCollector(SpanProcessor):
         with self._lock:
             self._file_ended()
             for trace_id in [t for t, e in self._traces.items() if e.key is not None and wanted.covers(e.key)]:
-                self._span_count -= len(self._traces.pop(trace_id).spans)
+                released = self._traces.pop(trace_id)
+                self._span_count -= len(released.spans)
+                self._log_count -= len(released.logs)
             self._invalidate()
 
     # ---- queries ----
@@ -293,14 +340,22 @@ class TrajectoryCollector(SpanProcessor):
         return self._spans_of(TurnKey(case_id, turn, run_id) if case_id is not None else None)
 
     def _spans_of(self, wanted: TurnKey | None) -> list[SpanRecord]:
+        return self._records_of(wanted)[0]
+
+    def _records_of(self, wanted: TurnKey | None) -> tuple[list[SpanRecord], list[LogRecordData]]:
+        """The spans and log records of every trace attributed to ``wanted`` (everything when None)."""
         with self._lock:
             self._file_ended()
-            return [
-                s
-                for e in self._traces.values()
-                if wanted is None or (e.key is not None and wanted.covers(e.key))
-                for s in e.spans
+            entries = [
+                e for e in self._traces.values() if wanted is None or (e.key is not None and wanted.covers(e.key))
             ]
+            return [s for e in entries for s in e.spans], [r for e in entries for r in e.logs]
+
+    def logs_for(
+        self, case_id: str | None = None, turn: int | None = None, run_id: str | None = None
+    ) -> list[LogRecordData]:
+        """Log records of every trace attributed to that case (and turn / run); all when ``case_id`` is None."""
+        return self._records_of(TurnKey(case_id, turn, run_id) if case_id is not None else None)[1]
 
     def execution_for(
         self, case_id: str | None = None, turn: int | None = None, run_id: str | None = None
@@ -313,7 +368,7 @@ class TrajectoryCollector(SpanProcessor):
             version = self._version
         if cached is not None:
             return cached
-        execution = _mapper()(self._spans_of(cache_key))
+        execution = _mapper()(*self._records_of(cache_key))
         with self._lock:
             if self._version == version:  # no span arrived while mapping: the result is current
                 self._mapped[cache_key] = execution
@@ -406,7 +461,7 @@ class _StampingProcessor(SpanProcessor):
 
 
 def make_trajectory_callback(
-    collector: TrajectoryCollector, config: dict[str, Any] | None = None
+    collector: TrajectoryCollector, config: dict[str, Any] | None = None, *, process_logs: bool = True
 ) -> tuple[TrajectoryCollector, TracerProvider]:
     """A new ``TracerProvider`` with ``collector`` attached: returns ``(collector, provider)``.
 
@@ -414,7 +469,16 @@ def make_trajectory_callback(
     ``tracegrade.thread_id`` and ``tracegrade.run.id``. Pass ``provider`` to your instrumentation
     (``LangChainInstrumentor().instrument(tracer_provider=provider)``,
     ``InstrumentationSettings(tracer_provider=provider)``, ``provider.get_tracer(...)``).
+
+    Log records reach the collector too: ``collector.logger_provider`` is a new ``LoggerProvider`` feeding it
+    (for instrumentations that take one), and with ``process_logs`` the records emitted through the global
+    logger provider are forwarded to it until ``provider`` shuts down. When the application has installed no
+    global ``LoggerProvider``, an SDK one is installed for that (set your own before calling this to keep it).
     """
+    from opentelemetry.sdk._logs import LoggerProvider
+
+    from tracegrade.capture.log_capture import CollectorLogProcessor, subscribe_process_logs
+
     config = config or {}
     provider = TracerProvider()
     stamps = {
@@ -426,5 +490,9 @@ def make_trajectory_callback(
         provider.add_span_processor(_StampingProcessor(stamps))
     provider.add_span_processor(collector)
     collector.tracer_provider = provider
+    collector.logger_provider = LoggerProvider()
+    collector.logger_provider.add_log_record_processor(CollectorLogProcessor(collector.add_log))
+    if process_logs:
+        subscribe_process_logs(collector)
     collector.run_id = stamps.get(semconv.RUN_ID, collector.run_id)
     return collector, provider
