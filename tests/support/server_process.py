@@ -52,7 +52,7 @@ class ServerProcess:
     def grpc_target(self) -> str:
         return f"127.0.0.1:{self.grpc_port}"
 
-    def start(self, timeout: float = 30.0) -> ServerProcess:
+    def start(self, timeout: float = 90.0) -> ServerProcess:
         args = [
             sys.executable,
             "-c",
