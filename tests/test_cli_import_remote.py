@@ -14,6 +14,7 @@ from tracegrade.cli.main import cli
 from .support.server_process import ServerProcess
 from .support.server_requests import query, span_json, traces_json, unique_trace_id
 from .support.store_records import FIXTURES
+from .support.waiting import wait_for_value
 
 TOKEN = "s3cret"
 
@@ -43,13 +44,8 @@ def write_lines(path: Path, documents: list[dict]) -> Path:
     return path
 
 
-def wait_for(http_url: str, sql: str, expected: object, timeout: float = 30.0) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        rows = query(http_url, sql, token=TOKEN)
-        if rows == expected or time.monotonic() > deadline:
-            return rows
-        time.sleep(0.2)
+def wait_for(http_url: str, sql: str, expected: object) -> object:
+    return wait_for_value(lambda: query(http_url, sql, token=TOKEN), expected, sql)
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ offline by ``tracegrade grade``, gets the same scores case by case as the live r
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from tests.support.capture_agents import build_support_agent, function_graph
 from tests.support.grading_cli import eval_runs, read_report, run_cli, write_config
 from tests.support.server_process import ServerProcess
+from tests.support.waiting import wait_until
 from tracegrade.evaluation.evaluator import AgentEvaluator
 from tracegrade.models import EvalCase, EvalSet, Invocation, ToolCall
 from tracegrade.models.config import CriteriaConfig, CriterionConfig, EvalConfig
@@ -95,12 +95,14 @@ def _scores(report: EvalReport) -> dict[str, tuple]:
     }
 
 
-def _wait_for_traces(url: str, run_id: str, turns: int, timeout: float = 60) -> None:
+def _wait_for_traces(url: str, run_id: str, turns: int) -> None:
     remote = RemoteStore(url)
-    deadline = time.monotonic() + timeout
-    while remote.query("SELECT count(*) FROM traces WHERE run_id = ?", [run_id]).rows[0][0] < turns:
-        assert time.monotonic() < deadline, "the exported traces did not all reach the store"
-        time.sleep(0.1)
+    wait_until(
+        lambda: remote.query("SELECT count(*) FROM traces WHERE run_id = ?", [run_id]).rows[0][0] >= turns,
+        f"the {turns} exported traces to reach the store",
+        timeout=60,
+        interval=0.1,
+    )
 
 
 @pytest.fixture(params=sorted(AGENTS))

@@ -5,7 +5,6 @@ its query endpoint and records the run through ``POST /v1/runs``."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -14,6 +13,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from tests.support.grading_cli import run_cli, write_config
 from tests.support.server_process import ServerProcess
+from tests.support.waiting import wait_for_value
 from tracegrade.models.config import CriteriaConfig, CriterionConfig, EvalConfig
 from tracegrade.store import RemoteStore
 
@@ -52,20 +52,6 @@ def _send_turns(http_url: str, turns: list[tuple[str, str]]) -> None:
     provider.shutdown()
 
 
-def _wait_for(remote: RemoteStore, sql: str, expected: object, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = remote.query(sql).rows
-        except Exception as exc:  # the grading tables appear with the worker's first cycle
-            last = exc
-        if last == expected:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"{sql!r} gave {last!r}, expected {expected!r}")
-
-
 def test_in_process_worker_grades_arriving_traces_and_grade_records_through_the_server(tmp_path: Path) -> None:
     rules = tmp_path / "rules.yaml"
     rules.write_text(RULES, encoding="utf-8")
@@ -77,7 +63,8 @@ def test_in_process_worker_grades_arriving_traces_and_grade_records_through_the_
         )
         remote = RemoteStore(server.http_url)
         # the rule selects the two refund questions; the worker grades each once
-        _wait_for(remote, "SELECT count(*) FROM grading_jobs WHERE status = 'done'", [(2,)])
+        done = "SELECT count(*) FROM grading_jobs WHERE status = 'done'"  # the table appears with the first cycle
+        wait_for_value(lambda: remote.query(done).rows, [(2,)], done)
         rows = remote.query(
             "SELECT t.user_query, r.score FROM eval_results r JOIN traces t USING (trace_id) ORDER BY t.user_query"
         ).rows

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +15,7 @@ from aiohttp import web
 
 from tests.support.grading_traces import AgentRun, run_spans
 from tests.support.server_otlp import post
+from tests.support.waiting import wait_until
 from tracegrade.cli.grading_store import GradingStore
 from tracegrade.errors import StoreError
 from tracegrade.evaluation.offline import TraceGrader
@@ -45,13 +45,6 @@ def _count(writer: StoreWriter, sql: str) -> int:
     return int(writer.query(sql).rows[0][0])
 
 
-def _wait(condition, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
 def test_inprocess_worker_grades_traces_as_they_arrive(writer: StoreWriter) -> None:
     rules = WorkerRules.model_validate(
         {
@@ -62,10 +55,14 @@ def test_inprocess_worker_grades_traces_as_they_arrive(writer: StoreWriter) -> N
     writer.submit([s for n in (1, 2) for s in run_spans(AgentRun(n, f"q{n}", "ok", []))]).result(30)
     worker = start_inprocess_worker(writer, rules)
     try:
-        _wait(lambda: _count(writer, "SELECT count(*) FROM grading_jobs WHERE status = 'done'") == 2)
+        wait_until(
+            lambda: _count(writer, "SELECT count(*) FROM grading_jobs WHERE status = 'done'") == 2, "2 jobs done", 60
+        )
         # spans keep arriving through the writer while the worker writes its results
         writer.submit([s for n in (3, 4, 5) for s in run_spans(AgentRun(n, f"q{n}", "nope", []))]).result(30)
-        _wait(lambda: _count(writer, "SELECT count(*) FROM grading_jobs WHERE status = 'done'") == 5)
+        wait_until(
+            lambda: _count(writer, "SELECT count(*) FROM grading_jobs WHERE status = 'done'") == 5, "5 jobs done", 60
+        )
     finally:
         worker.stop()
     scores = writer.query("SELECT trace_id, score FROM eval_results ORDER BY trace_id").rows
@@ -104,7 +101,7 @@ def runs_server(writer: StoreWriter, journal: Path) -> Iterator[str]:
 
 def test_runs_endpoint_records_a_report_through_the_writer(writer: StoreWriter, tmp_path: Path) -> None:
     writer.submit([s for n in (1, 2) for s in run_spans(AgentRun(n, f"q{n}", "ok", []))]).result(30)
-    _wait(lambda: _count(writer, "SELECT count(*) FROM traces") == 2)
+    wait_until(lambda: _count(writer, "SELECT count(*) FROM traces") == 2, "2 traces stored", 60)
     config = EvalConfig(criteria=CriteriaConfig(contains_keywords=CriterionConfig.contains_keywords(["ok"])))
     report = TraceGrader(writer, config).grade_traces_sync(TraceSelection())
     with runs_server(writer, tmp_path / "journal") as url:

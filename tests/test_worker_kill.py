@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import yaml
 
 from tests.support.grading_traces import AgentRun, fill_store
+from tests.support.waiting import wait_until
 from tracegrade.evaluation.timewindow import utc_now
 from tracegrade.store import TraceStore
 
@@ -44,14 +44,6 @@ def start_worker(rules: Path, store: Path, *extra: str) -> subprocess.Popen[byte
     return subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
-def wait_for(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 def test_killed_worker_job_is_finished_by_the_next_worker_without_duplicates(tmp_path: Path) -> None:
     store_path = tmp_path / "store.duckdb"
     runs = [AgentRun(n, f"q{n}", "refund sent", [("lookup", {"n": n})], start_offset_s=n) for n in (1, 2, 3)]
@@ -62,7 +54,7 @@ def test_killed_worker_job_is_finished_by_the_next_worker_without_duplicates(tmp
     # worker 1 takes every job and is killed while its first job is being graded (the criterion is slow)
     first = start_worker(write_rules(tmp_path / "rules.yaml", markers, seconds=60), store_path)
     try:
-        wait_for(lambda: any(markers.iterdir()) or first.poll() is not None, 120, "the first job to start")
+        wait_until(lambda: any(markers.iterdir()) or first.poll() is not None, "the first job to start", 120)
         assert first.poll() is None, first.stdout.read().decode()  # type: ignore[union-attr]
     finally:
         first.kill()
@@ -74,7 +66,7 @@ def test_killed_worker_job_is_finished_by_the_next_worker_without_duplicates(tmp
         assert len(jobs) == 3 and {(j[1], j[2]) for j in jobs} == {("leased", 1)}
         assert store.query("SELECT count(*) FROM eval_runs").rows[0][0] == 0
         lease_expires = max(j[4] for j in jobs)
-    wait_for(lambda: utc_now() > lease_expires, 30, "the lease to expire")
+    wait_until(lambda: utc_now() > lease_expires, "the lease to expire")
 
     # worker 2 (quick now) takes the expired leases over and finishes every job
     second = start_worker(write_rules(tmp_path / "rules.yaml", markers, seconds=0), store_path, "--once")

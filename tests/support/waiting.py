@@ -1,0 +1,39 @@
+"""Polling until something another thread or process does becomes visible (no fixed sleeps in tests)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+__all__ = ["wait_for_value", "wait_until"]
+
+T = TypeVar("T")
+
+
+def wait_until(condition: Callable[[], object], what: str, timeout: float = 30.0, interval: float = 0.05) -> None:
+    """Poll ``condition`` until it is true; after ``timeout`` seconds fail, saying ``what`` never happened."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(interval)
+
+
+def wait_for_value(read: Callable[[], T], expected: T, what: str, timeout: float = 30.0, interval: float = 0.2) -> T:
+    """Poll ``read()`` until it returns ``expected``; after ``timeout`` seconds fail with the last value.
+
+    An exception from ``read`` counts as "not yet" (a table may appear only with a worker's first cycle) and
+    is reported as the last value if it never clears.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            last: object = read()
+        except Exception as exc:
+            last = exc
+        if last == expected:
+            return expected
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} gave {last!r} after {timeout:g}s, expected {expected!r}")
+        time.sleep(interval)
