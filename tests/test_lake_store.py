@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,8 @@ def test_schema_matches_file_store_columns(lake: tuple[str, Path]) -> None:
 
 
 def test_write_read_and_duplicates_across_two_writers(lake: tuple[str, Path]) -> None:
+    from tests.support.lake_serve import store_copies_again
+
     location, data = lake
     first = LakeStore(location, data_path=data)
     second = LakeStore(location, data_path=data)  # another receiver on the same lake
@@ -59,10 +62,14 @@ def test_write_read_and_duplicates_across_two_writers(lake: tuple[str, Path]) ->
         assert (written.spans_inserted, written.logs_inserted) == (6, 1)
         again = first.write(_agent_trace(1), [_log(1, "hello")])  # the same writer finds its stored copies
         assert (again.spans_inserted, again.spans_duplicate, again.logs_inserted) == (0, 3, 0)
-        # a second receiver racing the first: both copies are stored, one is visible
-        second.write(_agent_trace(2) + _agent_trace(3), [_log(1, "hello"), _log(3, "bye")])
-        raw = first.query("SELECT count(*) FROM raw.spans").rows[0][0]
-        assert raw == 9
+        # another receiver finds what the first committed
+        later = second.write(_agent_trace(2) + _agent_trace(3), [_log(1, "hello"), _log(3, "bye")])
+        assert (later.spans_inserted, later.logs_inserted) == (3, 1)
+        assert first.query("SELECT count(*) FROM raw.spans").rows == [(9,)]
+        # two receivers racing on the same spans both store them: stored twice, visible once
+        assert store_copies_again(location, "spans", f"trace_id = '{trace_hex(2)}'") == 3
+        assert store_copies_again(location, "logs", "true") == 2
+        assert first.query("SELECT count(*) FROM raw.spans").rows == [(12,)]
         for store in (first, second):
             assert store.query("SELECT count(*), count(DISTINCT (trace_id, span_id)) FROM spans").rows == [(9, 9)]
             assert store.query("SELECT count(*) FROM logs").rows == [(2,)]
@@ -148,3 +155,79 @@ def test_redacted_hides_passwords() -> None:
         == "ducklake:postgres:host=h password=*** dbname=d"
     )
     assert redacted("ducklake:postgres:postgresql://u:s3cret@h/d") == "ducklake:postgres:postgresql://u:***@h/d"
+
+
+def test_serve_on_a_lake_survives_sigkill_with_every_acknowledged_span_visible_once(
+    lake: tuple[str, Path], tmp_path: Path
+) -> None:
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
+
+    from tests.support.export_load import ExportLoad, make_batches
+    from tests.support.lake_serve import LakeServerProcess, lake_span_counts
+
+    location, data = lake
+    journal = tmp_path / "receiver-1.journal"
+    batches = make_batches(60, 10)
+    first = LakeServerProcess(location, data, journal).start(timeout=90)
+    loads = [
+        ExportLoad(HttpSpanExporter(endpoint=f"{first.http_url}/v1/traces", timeout=30), batches[0::2]),
+        ExportLoad(GrpcSpanExporter(endpoint=first.grpc_target, insecure=True, timeout=30), batches[1::2]),
+    ]
+    for load in loads:
+        load.start()
+    second = None
+    try:
+        while sum(load.acked_batches for load in loads) < 12:
+            assert any(load.is_alive() for load in loads), "the load finished before the kill"
+            time.sleep(0.01)
+        first.kill()
+        acked_before_kill = {ids for load in loads for ids in load.acked}
+        second = LakeServerProcess(location, data, journal, grpc_port=first.grpc_port, http_port=first.http_port)
+        second.start(timeout=90)  # replays the journal into the lake, then takes the exporters' retries
+        for load in loads:
+            load.join(120)
+            assert not load.is_alive()
+        assert second.terminate() == 0, second.log()
+    finally:
+        first.kill()
+        if second is not None:
+            second.kill()
+
+    every_acked = {ids for load in loads for ids in load.acked}
+    assert acked_before_kill < every_acked
+    visible = lake_span_counts(location)
+    assert every_acked <= set(visible), f"{len(every_acked - set(visible))} acknowledged spans lost"
+    assert set(visible.values()) == {1}
+    with LakeStore(location, read_only=True) as reader:  # the receiver mapped every trace before it stopped
+        traces = {trace_id for trace_id, _ in every_acked}
+        assert reader.query("SELECT count(*) FROM traces").rows == [(len(traces),)]
+        assert reader.stale_trajectories() == []
+
+
+def test_read_commands_open_a_lake_and_the_others_refuse_it(lake: tuple[str, Path], tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from tracegrade.cli.main import cli
+
+    location, data = lake
+    with LakeStore(location, data_path=data) as store:
+        store.write(_agent_trace(1) + _agent_trace(2))
+    from tests.support.lake_serve import store_copies_again
+
+    assert store_copies_again(location, "spans", f"trace_id = '{trace_hex(1)}'") == 3  # two receivers raced
+    runner = CliRunner()
+    result = runner.invoke(cli, ["sql", "--store", location, "--format", "csv", "SELECT count(*) AS n FROM spans"])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == ["n", "6"]
+    raw = runner.invoke(cli, ["sql", "--store", location, "--format", "csv", "SELECT count(*) AS n FROM raw.spans"])
+    assert raw.output.splitlines() == ["n", "9"]
+    export = runner.invoke(cli, ["export", "--store", location, "--table", "spans", "-o", str(tmp_path / "out")])
+    assert export.exit_code == 0, export.output
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(tmp_path / "out" / "spans.parquet").num_rows == 6
+    refused = runner.invoke(cli, ["import", "--store", location, str(tmp_path / "out" / "spans.parquet")])
+    assert refused.exit_code == 2
+    assert "cannot use a lake store yet" in refused.output
+    assert not list(Path.cwd().glob("ducklake:*"))

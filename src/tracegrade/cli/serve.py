@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from tracegrade.cli.common import UsageProblem, friendly_errors
+from tracegrade.cli.store_location import STORE_LOCATION
 from tracegrade.ingest.settings import ENV_VARS, ServeSettings, misspelled_env_vars
 
 __all__ = ["command"]
@@ -20,7 +21,9 @@ def _announce(server: object) -> None:
 
     assert isinstance(server, ReceiverServer)
     settings = server.settings
-    click.echo(f"tracegrade serve: writing spans to {settings.store}")
+    from tracegrade.store.lake_location import redacted
+
+    click.echo(f"tracegrade serve: writing spans to {redacted(settings.store)}")
     click.echo(f"  OTLP/gRPC  {server.grpc_target}")
     click.echo(f"  OTLP/HTTP  {server.http_url}/v1/traces  (and /v1/logs)")
     click.echo(f"  health     {server.http_url}/healthz  /readyz  /metrics")
@@ -33,7 +36,9 @@ def _announce(server: object) -> None:
 
 # click types where a setting's annotation is not enough (sizes take units; paths must be files)
 _CLICK_TYPES: dict[str, Any] = {
-    "store": click.Path(dir_okay=False, path_type=Path),
+    "store": STORE_LOCATION,  # a file, or a lake location kept as given
+    "lake_data": click.Path(file_okay=False, path_type=Path),
+    "journal": click.Path(file_okay=False, path_type=Path),
     "max_request_bytes": str,
     "tls_cert": click.Path(dir_okay=False, path_type=Path),
     "tls_key": click.Path(dir_okay=False, path_type=Path),

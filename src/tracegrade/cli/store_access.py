@@ -13,8 +13,10 @@ from typing import Any, TypeVar
 
 import click
 
+from tracegrade.cli.store_location import STORE_LOCATION
 from tracegrade.store.access import ReadableStore, open_store_for_read
 from tracegrade.store.journal import journal_directory, unstored_journal_bytes
+from tracegrade.store.lake_location import is_lake_location
 from tracegrade.store.results import QueryResult
 from tracegrade.store.trace_store import TraceStore
 
@@ -40,12 +42,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 store_option = click.option(
     "--store",
     "store_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=STORE_LOCATION,
     envvar="TRACEGRADE_STORE",
     default=DEFAULT_STORE,
     show_default=True,
     help="DuckDB store file [env: TRACEGRADE_STORE]. While `tracegrade serve` holds it, read commands "
-    "query the server instead.",
+    "query the server instead. Or a lake: ducklake:postgres:<libpq conninfo> (sql, traces, show, export).",
 )
 token_option = click.option(
     "--token",
@@ -62,14 +64,14 @@ def store_options(func: F) -> F:
 
 
 @contextmanager
-def reading_store(store_path: Path, token: str | None) -> Iterator[ReadableStore]:
+def reading_store(store_path: Path | str, token: str | None) -> Iterator[ReadableStore]:
     """The store opened for reading (the file, or the server holding it); closed afterwards.
 
     Read from the file while its request journal still holds exports (a receiver that stopped before
     committing them), the results miss those spans: a warning on stderr says so and how to store them.
     """
     store = open_store_for_read(store_path, token)
-    if isinstance(store, TraceStore):
+    if isinstance(store, TraceStore) and not is_lake_location(store_path):  # a lake's journals are its receivers'
         warn_of_unstored_journal(store_path)
     try:
         yield store

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from tracegrade.errors import ConfigError
 from tracegrade.store.database import duckdb_size_bytes
 from tracegrade.store.journal import journal_directory
+from tracegrade.store.lake_location import catalog_conninfo, is_lake_location
 
 __all__ = ["ENV_VARS", "ServeSettings", "misspelled_env_vars", "parse_byte_size"]
 
@@ -21,6 +22,8 @@ MIB = 1024 * 1024
 # setting name -> environment variable (also the click ``envvar`` of the matching flag)
 ENV_VARS: dict[str, str] = {
     "store": "TRACEGRADE_STORE",
+    "lake_data": "TRACEGRADE_LAKE_DATA",
+    "journal": "TRACEGRADE_JOURNAL",
     "host": "TRACEGRADE_HOST",
     "grpc_port": "TRACEGRADE_GRPC_PORT",
     "http_port": "TRACEGRADE_HTTP_PORT",
@@ -64,7 +67,13 @@ class ServeSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    store: Path = Field(description="DuckDB file the spans are written to (created if missing)")
+    store: Path | str = Field(
+        description="DuckDB file the spans are written to (created if missing), or a lake: ducklake:postgres:<conninfo>"
+    )
+    lake_data: Path | None = Field(None, description="where a lake's Parquet files go (the same path on every node)")
+    journal: Path | None = Field(
+        None, description="request journal directory (default <store>.journal; a lake needs one)"
+    )
     host: str = Field("127.0.0.1", description="address both listeners bind to")
     grpc_port: int = Field(4317, ge=0, le=65535, description="OTLP/gRPC port")
     http_port: int = Field(4318, ge=0, le=65535, description="OTLP/HTTP port")
@@ -106,6 +115,14 @@ class ServeSettings(BaseModel):
         description="map large trajectory backlogs in a child process, off the receiver's GIL (~100 MB more)",
     )
 
+    @field_validator("store", mode="before")
+    @classmethod
+    def _store(cls, value: object) -> Path | str:
+        if is_lake_location(value):
+            catalog_conninfo(str(value))  # a ValueError says what a lake location looks like
+            return str(value)
+        return Path(str(value))
+
     @field_validator("max_request_bytes", mode="before")
     @classmethod
     def _size(cls, value: int | str) -> int:
@@ -135,6 +152,21 @@ class ServeSettings(BaseModel):
         return value or None
 
     @model_validator(mode="after")
+    def _lake_needs(self) -> ServeSettings:
+        if not self.is_lake:
+            if self.lake_data is not None:
+                raise ValueError("--lake-data is for a lake store (--store ducklake:postgres:...), not a DuckDB file")
+            return self
+        if self.lake_data is None or self.journal is None:
+            raise ValueError(
+                "a lake store needs --lake-data PATH (its Parquet files, the same path on every node) and "
+                "--journal DIR (this receiver's own request journal, on a local disk)"
+            )
+        if self.worker_rules is not None:
+            raise ValueError("--worker-rules does not work with a lake store yet; run it on a DuckDB file store")
+        return self
+
+    @model_validator(mode="after")
     def _tls_pair(self) -> ServeSettings:
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("TLS needs both --tls-cert and --tls-key (or neither)")
@@ -161,20 +193,26 @@ class ServeSettings(BaseModel):
         return found
 
     @property
+    def is_lake(self) -> bool:
+        """The store is a DuckLake (``ducklake:postgres:...``), not a DuckDB file."""
+        return is_lake_location(self.store)
+
+    @property
     def tls_enabled(self) -> bool:
         return self.tls_cert is not None
 
     @property
     def sidecar_path(self) -> Path:
-        """``<store>.server.json``: how other commands find the running server of this store."""
+        """``<store>.server.json`` (``<journal>.server.json`` for a lake): how other commands find the
+        running server of this store."""
         from tracegrade.store import sidecar_path
 
-        return sidecar_path(self.store)
+        return sidecar_path(self.journal if self.is_lake and self.journal else self.store)
 
     @property
     def journal_path(self) -> Path:
-        """``<store>.journal/``: the request journal that makes acknowledged exports durable."""
-        return journal_directory(self.store)
+        """``--journal``, else ``<store>.journal/``: the request journal that makes acknowledged exports durable."""
+        return self.journal or journal_directory(self.store)
 
     @classmethod
     def build(cls, values: Mapping[str, object], *, source: str = "(serve options)") -> ServeSettings:

@@ -63,12 +63,22 @@ class Storage:
         from tracegrade.store import StoreWriter, TraceStore
         from tracegrade.store.mapping_process import MappingProcess
 
-        store = TraceStore(
-            settings.store,
-            memory_limit=settings.store_memory_limit,
-            query_memory_limit=settings.query_memory_limit,
-            wal=False,  # the request journal is the store's log: DuckDB writes no WAL of its own
-        )
+        if settings.is_lake:
+            from tracegrade.store.lake import LakeStore
+
+            store: TraceStore = LakeStore(
+                str(settings.store),
+                data_path=settings.lake_data,
+                memory_limit=settings.store_memory_limit,
+                query_memory_limit=settings.query_memory_limit,
+            )
+        else:
+            store = TraceStore(
+                settings.store,
+                memory_limit=settings.store_memory_limit,
+                query_memory_limit=settings.query_memory_limit,
+                wal=False,  # the request journal is the store's log: DuckDB writes no WAL of its own
+            )
         try:
             writer = StoreWriter(
                 store,

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from tracegrade.errors import StoreLockedError
+from tracegrade.store.lake_location import is_lake_location
 from tracegrade.store.remote import RemoteStore
 from tracegrade.store.results import QueryResult
 from tracegrade.store.trace_store import TraceStore
@@ -71,13 +72,18 @@ def server_holding(store_path: str | Path, token: str | None = None) -> RemoteSt
 
 
 def open_store_for_read(path: str | Path, token: str | None = None) -> ReadableStore:
-    """The store file opened read-only, or the running server that holds it.
+    """The store file opened read-only, or the running server that holds it; a lake location
+    (``ducklake:postgres:...``) opens the lake read-only.
 
     ``token`` defaults to the TRACEGRADE_TOKEN environment variable. Raises StoreLockedError when
     another process holds the file and no server answers for it, StoreError when the store is
     missing, corrupt or not a tracegrade store.
     """
     token = token or os.environ.get("TRACEGRADE_TOKEN") or None
+    if is_lake_location(path):  # a lake has no single holder: every reader opens it itself
+        from tracegrade.store.lake import LakeStore
+
+        return LakeStore(str(path), read_only=True)
     try:
         return TraceStore(path, read_only=True)
     except StoreLockedError:
