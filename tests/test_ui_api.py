@@ -217,3 +217,11 @@ async def test_a_store_being_reopened_is_503_on_pages_and_api() -> None:
         assert "being reopened" in (await _json(client, "/ui/api/traces", 503))["error"]
         page = await client.get("/ui/runs")
         assert page.status == 503 and "being reopened" in await page.text()
+
+
+async def test_a_runaway_query_from_the_sql_page_is_cancelled(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("tracegrade.ui.app.SQL_TIMEOUT", 0.2)
+    cross = "SELECT sum(a.range * b.range) FROM range(1000000) a, range(1000000) b"
+    assert "cancelled" in (await _json(client, "/ui/api/sql", 400, params={"q": cross}))["error"]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -28,6 +27,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import Status, StatusCode
 
 from tests.support.server_process import ServerProcess
+from tests.support.waiting import wait_for_value
 from tracegrade.cli.grading_store import GradingStore
 from tracegrade.evaluation.offline import TraceGrader, TraceSelection
 from tracegrade.models.config import CriteriaConfig, CriterionConfig, EvalConfig
@@ -112,17 +112,6 @@ def export_turns(http_url: str, turns: list[tuple[Any, ...]], service: str = "su
     provider.shutdown()
 
 
-def _wait_for(remote: RemoteStore, sql: str, expected: object, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
-        last = remote.query(sql).rows
-        if last == expected:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"{sql!r} gave {last!r}, expected {expected!r}")
-
-
 def _keywords(*words: str) -> EvalConfig:
     return EvalConfig(criteria=CriteriaConfig(contains_keywords=CriterionConfig.contains_keywords(list(words))))
 
@@ -134,7 +123,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
     with ServerProcess(store, extra_args=("--token", TOKEN)) as process:
         export_turns(process.http_url, TURNS)
         remote = RemoteStore(process.http_url, TOKEN)
-        _wait_for(remote, "SELECT count(*) FROM traces", [(len(TURNS),)])
+        count = "SELECT count(*) FROM traces"
+        wait_for_value(lambda: remote.query(count).rows, [(len(TURNS),)], "every trace mapped")
         recorder = GradingStore(reader=remote, sink=None, remote_url=process.http_url, token=TOKEN)
         # run A wants "order", run B wants "shipped": the refund answer passes both, the cancel answer
         # regresses (it mentions no shipping), and the uncaptured one fails both

@@ -26,6 +26,7 @@ from tracegrade.evaluation.statistics import wilson_interval
 from tracegrade.models.execution import ExecutionResult
 from tracegrade.models.results import EvalCaseResult, EvalReport
 from tracegrade.reporters.case_view import case_score, case_status, criterion_status, split_details
+from tracegrade.store.query_control import QueryControl
 from tracegrade.store.results import QueryResult, json_safe
 from tracegrade.store.rows import decompress_json
 
@@ -135,10 +136,9 @@ class TraceFilters:
                 "trace_id IN (SELECT trace_id FROM tool_calls WHERE name = ?)"  # a semi-join: one pass over tool_calls
             )
             params.append(self.tool)
-        if self.text:
-            conditions.append("(user_query ILIKE ? ESCAPE '\\' OR final_response ILIKE ? ESCAPE '\\')")
-            pattern = "%" + self.text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-            params += [pattern, pattern]
+        if self.text:  # a substring, not a LIKE pattern: % and _ are searched for as typed
+            conditions.append("(contains(lower(user_query), ?) OR contains(lower(final_response), ?))")
+            params += [self.text.lower()] * 2
         return conditions, params
 
 
@@ -385,11 +385,13 @@ def diff_runs(store: Store, run_a: str, run_b: str) -> dict[str, Any]:
 # --- SQL ----------------------------------------------------------------------------------------------
 
 
-def run_sql(store: Store, sql: str) -> dict[str, Any]:
-    """One sandboxed read-only statement; the first ``SQL_ROW_LIMIT`` rows come back, the rest are counted."""
+def run_sql(store: Store, sql: str, control: QueryControl | None = None) -> dict[str, Any]:
+    """One sandboxed read-only statement; the first ``SQL_ROW_LIMIT`` rows come back, the rest are counted.
+
+    ``control`` (a ``TraceStore`` only) stops the query at its time limit."""
     if not isinstance(sql, str) or not sql.strip():
         raise BadRequest("give one SELECT statement")
-    result = store.query(sql)
+    result = store.query(sql) if control is None else store.query(sql, control=control)  # type: ignore[call-arg]
     # positional names, so that duplicate column names (SELECT 1, 1) do not collapse in json_rows' dicts
     keys = [f"c{i}" for i in range(len(result.columns))]
     rows = QueryResult(keys, result.rows[:SQL_ROW_LIMIT], result.types).json_rows()

@@ -18,13 +18,16 @@ from urllib.parse import urlencode
 from aiohttp import web
 
 from tracegrade.errors import QueryRefused, StoreError, TracegradeError
+from tracegrade.store import TraceStore
+from tracegrade.store.query_control import QueryControl
 from tracegrade.ui import api, pages
 from tracegrade.ui.auth import Authorize, check, remember
 from tracegrade.ui.openapi import openapi_document
 
-__all__ = ["add_ui_routes"]
+__all__ = ["SQL_TIMEOUT", "add_ui_routes"]
 
 StoreProvider = Callable[[], Any]
+SQL_TIMEOUT = 30.0  # seconds an ad-hoc query from the SQL page may run (the receiver's --query-timeout default)
 _Reader = Callable[[Any, web.Request, Any], Any]  # (store, request, parsed body) -> page HTML or JSON data
 
 # pages load only what this server serves: the one script and two stylesheets (inline styles are the
@@ -200,8 +203,10 @@ def _sql_html(store: Any, request: web.Request, _: Any) -> str:
 
 def _sql_data(store: Any, request: web.Request, body: Any) -> dict[str, Any]:
     sql = body.get("sql") if isinstance(body, dict) else request.query.get("q")
+    # an ad-hoc query can cost anything: on a local store it stops at a time limit, as the receiver's do
+    control = QueryControl(SQL_TIMEOUT) if isinstance(store, TraceStore) else None
     try:
-        return api.run_sql(store, sql)
+        return api.run_sql(store, sql, control)
     except QueryRefused:
         raise
     except StoreError as exc:  # the user's SQL failed (unknown column, type error…): their request to fix
