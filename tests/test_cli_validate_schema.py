@@ -117,7 +117,8 @@ def test_every_file_is_reported_and_structural_errors_carry_paths(good_set: Path
     err = result.stderr
     assert f"error {broken}: invalid eval set" not in err  # undecodable: kind unknown
     assert "at $: invalid JSON: Expecting value at line 1, column 17" in err
-    assert "at $.criteria.tool_trajectory_avg_score: unknown criterion slot 'tool_trajectory_avg_score'" in err
+    # an ADK metric name: read as ADK's test_config.json, whose criterion objects need a threshold
+    assert "at $.criteria.tool_trajectory_avg_score: ADK metric 'tool_trajectory_avg_score' needs a threshold" in err
     assert "cannot tell whether this is an eval set" in err and "--kind evalset|config" in err
     assert "at $: file not found" in err
     assert err.splitlines()[-1] == "4 of 5 files invalid"

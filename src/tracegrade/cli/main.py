@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gate": ("tracegrade.cli.gate:command", "CI gate: fail only on a significant regression vs a baseline."),
     "export-cases": ("tracegrade.cli.export_cases:command", "Write one eval case per selected trace."),
     "worker": ("tracegrade.cli.worker:command", "Keep grading settled traces through durable jobs."),
+    "convert": ("tracegrade.cli.convert:command", "Write an eval set or config as ADK's files or tracegrade's."),
     "init": ("tracegrade.cli.init_cmd:command", "Scaffold an evaluation project whose pytest passes at once."),
     "ui": ("tracegrade.cli.ui_cmd:command", "Browse a store in a read-only web UI."),
     "mcp": ("tracegrade.mcp_server:command", "Serve read-only store tools to coding agents over MCP."),

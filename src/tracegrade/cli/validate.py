@@ -1,7 +1,8 @@
 """``tracegrade validate FILE...``: check eval-set and config files and explain every problem.
 
 Each file is recognised as an eval set (it has ``eval_cases`` or ``eval_set_id``) or a config (it has
-``criteria`` or another ``EvalConfig`` key), loaded with the same loader a run uses, then checked for
+``criteria`` or another ``EvalConfig`` key) — ADK's ``*.evalset.json``, ``*.test.json`` and
+``test_config.json`` too — loaded with the same loader a run uses, then checked for
 problems that load fine but cannot grade well: duplicate case ids, an empty eval set, cases without
 turns (unless simulated), malformed simulation scenarios, a config that enables no criterion,
 ``rubric_based`` without rubrics, ``contains_keywords`` without keywords, invalid criterion settings.
@@ -18,7 +19,8 @@ import click
 from pydantic import BaseModel, ValidationError
 
 from tracegrade.cli.file_kinds import KIND_NAMES, document_kind
-from tracegrade.errors import FileFormatError
+from tracegrade.errors import EvalSetError, FileFormatError
+from tracegrade.models.adk_files import adk_document
 from tracegrade.models.config import EvalConfig
 from tracegrade.models.dataset import SCENARIO_KEY, EvalCase, EvalSet
 from tracegrade.models.files import read_json_file, validation_problems
@@ -121,6 +123,12 @@ def check_file(path: Path, kind: str) -> tuple[str, str | list[Problem]]:
         return kind, [("$", "file not found")]
     except FileFormatError as exc:
         return kind, exc.problems
+    try:  # ADK's eval sets (the older ones are JSON lists) and test_config.json, converted as a run reads them
+        adk = adk_document(data, str(path), kind)
+    except FileFormatError as exc:
+        return ("evalset" if isinstance(exc, EvalSetError) else "config"), exc.problems
+    if adk is not None:
+        return adk[0], _outcome(adk[1])
     if not isinstance(data, dict):
         return kind, [("$", f"expected a JSON object, got {type(data).__name__}")]
     if kind == "auto":
@@ -140,6 +148,11 @@ def check_file(path: Path, kind: str) -> tuple[str, str | list[Problem]]:
         loaded = _KINDS[kind].model_validate(data)
     except ValidationError as exc:
         return kind, validation_problems(exc)
+    return kind, _outcome(loaded)
+
+
+def _outcome(loaded: BaseModel) -> str | list[Problem]:
+    """A loaded file's summary line, or the problems it has although it loaded."""
     if isinstance(loaded, EvalSet):
         problems = eval_set_problems(loaded)
         turns = sum(len(c.conversation) for c in loaded.eval_cases)
@@ -151,7 +164,7 @@ def check_file(path: Path, kind: str) -> tuple[str, str | list[Problem]]:
         assert isinstance(loaded, EvalConfig)
         problems = config_problems(loaded)
         summary = "config enabling " + ", ".join(slot for slot, _ in loaded.criteria.enabled_slots())
-    return kind, problems or summary
+    return problems or summary
 
 
 @click.command("validate")

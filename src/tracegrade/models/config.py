@@ -103,6 +103,9 @@ class CriterionConfig(_Strict):
     timeout_seconds: float = Field(default=60.0, gt=0)
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     use_vertex_ai: bool | None = None
+    # "adk": score as google-adk does (trajectory and rouge_match; see criteria.adk_scoring); set when an ADK
+    # test_config.json is loaded. "tracegrade": the seed's rules.
+    scoring: Literal["tracegrade", "adk"] = "tracegrade"
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
@@ -391,10 +394,12 @@ class EvalConfig(_Strict):
 
     @classmethod
     def from_file(cls, path: str | Path) -> EvalConfig:
-        """Load JSON or YAML; raises :class:`~tracegrade.errors.ConfigError` naming every problem."""
+        """Load JSON or YAML (or an ADK ``test_config.json``); raises :class:`~tracegrade.errors.ConfigError`
+        naming every problem."""
+        from tracegrade.models.adk_files import load_eval_config
         from tracegrade.models.files import load_model
 
-        return load_model(cls, path)
+        return load_eval_config(path) or load_model(cls, path)
 
     def to_file(self, path: str | Path) -> None:
         from tracegrade.models.files import save_model

@@ -323,10 +323,12 @@ class EvalSet(_StrictModel):
 
     @classmethod
     def from_file(cls, path: str | Path) -> EvalSet:
-        """Load and validate; raises :class:`~tracegrade.errors.EvalSetError` naming every problem."""
+        """Load and validate (ADK's ``*.evalset.json`` and ``*.test.json`` too); raises
+        :class:`~tracegrade.errors.EvalSetError` naming every problem."""
+        from tracegrade.models.adk_files import load_eval_set
         from tracegrade.models.files import load_model
 
-        return load_model(cls, path)
+        return load_eval_set(path) or load_model(cls, path)
 
     def to_file(self, path: str | Path) -> None:
         from tracegrade.models.files import save_model
