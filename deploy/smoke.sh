@@ -25,7 +25,8 @@ cleanup() {
   fi
   if [ -z "${SMOKE_KEEP:-}" ]; then
     umount "$work/root/overlay2"/*/merged 2>/dev/null || true
-    rm -rf "$work"
+    umount "$work/exec/netns"/* 2>/dev/null || true  # the daemon's network namespace mount outlives it
+    rm -rf "$work" || true
   fi
 }
 trap cleanup EXIT
