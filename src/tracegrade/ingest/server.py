@@ -414,5 +414,6 @@ def run_server(settings: ServeSettings, announce: Any = lambda server: None) -> 
 
     use_receiver_allocator()
     fix_malloc_thresholds()
-    Path(settings.store).parent.mkdir(parents=True, exist_ok=True)
+    if not settings.is_lake:  # a lake's location is a catalog connection string, not a path
+        Path(settings.store).parent.mkdir(parents=True, exist_ok=True)
     asyncio.run(_serve(settings, announce))
