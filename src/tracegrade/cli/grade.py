@@ -12,6 +12,7 @@ from tracegrade.cli.grading_store import open_grading_store
 from tracegrade.cli.progress import ProgressBar
 from tracegrade.cli.store_access import store_options
 from tracegrade.errors import StoreError
+from tracegrade.evaluation.calibration import enforce_calibration
 from tracegrade.evaluation.engine import compile_criteria
 from tracegrade.evaluation.offline import TraceGrader
 from tracegrade.evaluation.run_records import new_run_id
@@ -53,6 +54,11 @@ def _formats(value: str) -> list[str]:
     metavar="ENDPOINT",
     help="Send each criterion result as a gen_ai.evaluation.result event on its trace to this OTLP/HTTP endpoint.",
 )
+@click.option(
+    "--calibration",
+    type=click.Choice(["fail", "warn"]),
+    help="A judge below its criterion's min_agreement fails the run, or only warns (default: the config's).",
+)
 @friendly_errors
 def command(
     store_path: Path,
@@ -69,6 +75,7 @@ def command(
     record: bool,
     verbose: bool,
     emit_otlp: str | None,
+    calibration: str | None,
 ) -> None:
     """Grade traces in a store with the criteria of --config.
 
@@ -83,7 +90,10 @@ def command(
     # Check every input before touching the store, so bad input writes nothing.
     eval_set = None if reference_free else EvalSet.from_file(evalset_path)  # type: ignore[arg-type]
     config = EvalConfig.from_file(config_path) if config_path else EvalConfig.default()
-    compile_criteria(config)  # refuses a config that enables no criterion
+    if calibration:
+        config = config.model_copy(update={"calibration": calibration})
+    # refuses a config that enables no criterion, or whose judges fall short of their min_agreement
+    enforce_calibration(compile_criteria(config), config)
     selection = TraceSelection(where=where, since=since, sample=sample, limit=limit)
     try:
         selection_where(selection)

@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "runs": ("tracegrade.cli.runs:command", "List recorded grading runs, newest first."),
     "diff": ("tracegrade.cli.diff:command", "Compare two recorded runs: regressions, improvements, changes."),
     "gate": ("tracegrade.cli.gate:command", "CI gate: fail only on a significant regression vs a baseline."),
+    "calibrate": ("tracegrade.cli.calibrate:command", "Measure LLM judges' agreement with human labels."),
     "export-cases": ("tracegrade.cli.export_cases:command", "Write one eval case per selected trace."),
     "worker": ("tracegrade.cli.worker:command", "Keep grading settled traces through durable jobs."),
     "convert": ("tracegrade.cli.convert:command", "Write an eval set or config as ADK's files or tracegrade's."),

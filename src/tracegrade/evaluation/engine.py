@@ -82,17 +82,21 @@ class RunGrader:
     cache (see :mod:`tracegrade.judges.runtime`); ``inner`` is what the evaluator factory returned.
     """
 
-    def __init__(self, inner: Grader, config: EvalConfig) -> None:
+    def __init__(self, inner: Grader, config: EvalConfig, warnings: dict[str, list[str]] | None = None) -> None:
         from tracegrade.judges.runtime import JudgeRuntime
 
         self.inner = inner
         self.runtime = JudgeRuntime.from_config(config)
+        self.warnings = warnings or {}  # criterion name -> warnings each of its results carries (calibration)
 
     async def grade(self, actual: ExecutionResult, case: EvalCase) -> list[CriterionResult]:
         from tracegrade.judges.runtime import judge_runtime
 
         with judge_runtime(self.runtime):
-            return await self.inner.grade(actual, case)
+            results = await self.inner.grade(actual, case)
+        for result in results:
+            result.warnings.extend(self.warnings.get(result.criterion, ()))
+        return results
 
 
 def create_grader(
@@ -107,13 +111,17 @@ def create_grader(
 def grader_for(
     criteria: Sequence[BaseCriterion], config: EvalConfig, factory: EvaluatorFactory | None = None
 ) -> RunGrader:
-    """Call the factory (once per run) with already compiled, non-empty criteria."""
+    """Call the factory (once per run) with already compiled, non-empty criteria; a judge below its criterion's
+    ``min_agreement`` fails the run here, before anything is graded (see :mod:`tracegrade.evaluation.calibration`)."""
+    from tracegrade.evaluation.calibration import enforce_calibration
+
     if not criteria:
         raise NoCriteriaError()
+    warnings = enforce_calibration(criteria, config)
     grader = (factory or default_evaluator_factory)(criteria)
     if grader is None:
         raise TypeError("the evaluator factory returned None; it must return a Grader")
-    return RunGrader(grader, config)
+    return RunGrader(grader, config, warnings)
 
 
 def build_case_result(

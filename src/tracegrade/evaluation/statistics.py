@@ -130,18 +130,25 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
     return math.comb(c, k) / math.comb(n, k)
 
 
-def cohens_kappa(a: Sequence[Hashable], b: Sequence[Hashable], weights: str | None = None) -> float:
+def cohens_kappa(
+    a: Sequence[Hashable], b: Sequence[Hashable], weights: str | None = None, labels: Sequence[Hashable] = ()
+) -> float:
     """Cohen's kappa between two raters' labels, item by item.
 
     ``weights`` None treats labels as categories; ``"linear"`` or ``"quadratic"`` weighs disagreements by
-    distance, for ordinal labels (numbers, or labels whose sorted order is their order). 1.0 when both
-    raters use one and the same label throughout (nothing to disagree on).
+    distance, for ordinal labels (numbers, or labels whose sorted order is their order). ``labels`` fixes
+    the ordered scale (as scikit-learn's ``labels``), so a level neither rater used still counts in the
+    distances; by default the scale is the labels used. 1.0 when both raters use one and the same label
+    throughout (nothing to disagree on).
     """
     if len(a) != len(b):
         raise ValueError(f"both raters must label the same items: {len(a)} labels against {len(b)}")
     if not a:
         raise ValueError("kappa needs at least one labelled item")
-    labels = sorted(set(a) | set(b))  # type: ignore[type-var]
+    labels = list(labels) or sorted(set(a) | set(b))  # type: ignore[type-var]
+    unknown = (set(a) | set(b)) - set(labels)
+    if unknown:
+        raise ValueError(f"labels {sorted(map(str, unknown))} are not on the given scale {list(labels)}")
     index = {label: i for i, label in enumerate(labels)}
     k, n = len(labels), len(a)
     if k == 1:

@@ -106,6 +106,9 @@ class CriterionConfig(_Strict):
     # "adk": score as google-adk does (trajectory and rouge_match; see criteria.adk_scoring); set when an ADK
     # test_config.json is loaded. "tracegrade": the seed's rules.
     scoring: Literal["tracegrade", "adk"] = "tracegrade"
+    # LLM judges: the least Cohen's kappa with human labels (``tracegrade calibrate``) a run accepts from this
+    # judge; below it, or with no calibration found, the run fails (or warns: ``EvalConfig.calibration``)
+    min_agreement: float | None = Field(default=None, ge=-1.0, le=1.0)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
@@ -363,6 +366,10 @@ class EvalConfig(_Strict):
     judge_cache_path: str | None = None  # None: ./.tracegrade/judge_cache.duckdb
     judge_max_retries: int = Field(default=3, ge=0)  # extra attempts after a 429 or 5xx
     judge_retry_base_seconds: float = Field(default=0.5, gt=0)  # first backoff delay (doubles each retry)
+    # Where criteria with min_agreement find their judge's calibration (None: ./.tracegrade/calibration.json,
+    # where `tracegrade calibrate` writes it), and whether one that falls short fails the run or warns.
+    calibration_file: str | None = None
+    calibration: Literal["fail", "warn"] = "fail"
 
     @classmethod
     def default(cls) -> EvalConfig:

@@ -35,6 +35,7 @@ __all__ = [
     "run_status",
     "run_trials_text",
     "run_warnings",
+    "samples_text",
     "skipped_case_count",
     "split_details",
     "step_views",
@@ -132,6 +133,15 @@ def trials_text(stats: TrialStats | None) -> str:
         f"pass@{k} {stats.pass_at_k:g}, pass^{k} {stats.pass_hat_k:g}"
     )
     return text + (", flaky" if stats.flaky else "")
+
+
+def samples_text(result: CriterionResult) -> str:
+    """How far a judge's samples disagree on this criterion ("" for one sample or a criterion without a judge)."""
+    spread = result.details.get("sample_spread") if isinstance(result.details, Mapping) else None
+    if not isinstance(spread, Mapping):
+        return ""
+    text = f"{spread.get('samples')} judge samples, range {spread.get('range', 0):.2f}, sd {spread.get('stdev', 0):.2f}"
+    return text + (", split on pass/fail" if spread.get("split") else "")
 
 
 def run_trials_text(report: EvalReport) -> str:

@@ -35,6 +35,7 @@ from tracegrade.reporters.case_view import (
     run_status,
     run_trials_text,
     run_warnings,
+    samples_text,
     skipped_case_count,
     split_details,
     step_views,
@@ -323,6 +324,9 @@ class ConsoleReporter(BaseReporter):
             line.append(f": {c.score:.2f} (threshold: {c.threshold})")
             if c.trial_stats is not None:
                 line.append(f" - {trials_text(c.trial_stats)}", style="yellow" if c.trial_stats.flaky else "")
+            spread = samples_text(c)
+            if spread:
+                line.append(f" - {spread}", style="yellow" if spread.endswith("split on pass/fail") else "")
         body.append_text(line)
         body.append("\n")
         if c.error is not None:

@@ -39,6 +39,7 @@ from tracegrade.reporters.case_view import (
     run_status,
     run_trials_text,
     run_warnings,
+    samples_text,
     skipped_case_count,
     split_details,
     step_views,
@@ -405,6 +406,8 @@ class HTMLReporter(FileReporter):
             score = "skipped" if status == "skipped" else f"{c.score:.2f} / {c.threshold}"
             if c.trial_stats is not None:
                 score += f" ({_esc(trials_text(c.trial_stats))})"
+            if samples_text(c):
+                score += f'<div class="samples">{_esc(samples_text(c))}</div>'
             notes = "".join(f'<div class="warn-inline">⚠ {_esc(w)}</div>' for w in criterion_warnings(c))
             if c.error is not None:
                 notes += _pre(c.error, "error-message")

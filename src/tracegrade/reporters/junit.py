@@ -23,6 +23,7 @@ from tracegrade.reporters.case_view import (
     node_visit_names,
     partial_item_text,
     run_warnings,
+    samples_text,
     split_details,
     step_views,
     tool_call_views,
@@ -56,6 +57,8 @@ def _criterion_line(c: CriterionResult) -> str:
     line = f"  [{STATUS_LABELS[status]}] {c.criterion}: {c.score:.2f} (threshold: {c.threshold})"
     if c.trial_stats is not None:
         line += f" - {trials_text(c.trial_stats)}"
+    if samples_text(c):
+        line += f" - {samples_text(c)}"
     if not c.token_usage.is_zero():
         line += f" - judge: {format_usage(c.token_usage)}"
     return line

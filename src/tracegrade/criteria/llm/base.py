@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import statistics
 from abc import abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -39,6 +41,7 @@ __all__ = [
     "TemplatedLLMCriterion",
     "merged",
     "question_text",
+    "sample_spread",
     "text_list",
 ]
 
@@ -73,6 +76,19 @@ class _SampleOutcome:
 def merged(verdicts: list[SampleVerdict], key: str) -> list[str]:
     """Every verdict's ``extras[key]`` list joined, in first-seen order without repeats."""
     return list(dict.fromkeys(item for v in verdicts for item in v.extras[key]))
+
+
+def sample_spread(scores: Sequence[float], threshold: float) -> dict[str, Any] | None:
+    """How far one criterion's judge samples disagree: their range, standard deviation and whether they
+    fall on both sides of the threshold (``split``); None for a single sample (nothing to compare)."""
+    if len(scores) < 2:
+        return None
+    return {
+        "samples": len(scores),
+        "range": max(scores) - min(scores),
+        "stdev": statistics.pstdev(scores),
+        "split": min(scores) < threshold <= max(scores),
+    }
 
 
 def text_list(value: Any) -> list[str]:
@@ -244,6 +260,9 @@ class TemplatedLLMCriterion(BaseCriterion):
             "reason": verdicts[-1].reasoning,
             "cache_hits": sum(1 for o in kept if o.reply and o.reply.cached),
         }
+        spread = sample_spread([v.score for v in verdicts], self.threshold)
+        if spread is not None:
+            details["sample_spread"] = spread
         if dropped:
             details["dropped_samples"] = dropped
         if clamped:
