@@ -34,13 +34,15 @@ def register_criterion(*names: str) -> Callable[[C], C]:
 
 def build_criteria(criteria: CriteriaConfig) -> list[BaseCriterion]:
     """One criterion instance per enabled slot, in slot order (the order results appear in), then one per
-    enabled SQL assertion."""
+    enabled SQL assertion. A slot with ``scoring="adk"`` gets its ADK-compatible class where there is one."""
     import tracegrade.criteria  # noqa: F401  (registers the built-in criteria)
+    from tracegrade.criteria.adk_scoring import ADK_CRITERIA
     from tracegrade.criteria.sql_assertion import SqlAssertionCriterion
 
     built: list[BaseCriterion] = []
     for slot, cfg in criteria.enabled_slots():
-        cls = CRITERIA_REGISTRY.get(slot)
+        cls = ADK_CRITERIA.get(slot) if cfg.scoring == "adk" else None  # ADK's numbers for this slot
+        cls = cls or CRITERIA_REGISTRY.get(slot)
         if cls is None:
             raise NotFoundError(f"no criterion class is registered for slot {slot!r}")
         built.append(cls(config=cfg))
