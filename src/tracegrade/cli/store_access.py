@@ -72,7 +72,7 @@ def reading_store(store_path: Path | str, token: str | None) -> Iterator[Readabl
     """
     store = open_store_for_read(store_path, token)
     if isinstance(store, TraceStore) and not is_lake_location(store_path):  # a lake's journals are its receivers'
-        warn_of_unstored_journal(store_path)
+        warn_of_unstored_journal(Path(store_path))
     try:
         yield store
     finally:

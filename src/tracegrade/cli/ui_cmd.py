@@ -37,6 +37,7 @@ def command(store_path: Path, host: str, port: int) -> None:
     from tracegrade.store import TraceStore
     from tracegrade.store.access import read_sidecar
     from tracegrade.ui import add_ui_routes
+    from tracegrade.ui.app import redirect_to_ui
 
     if not store_path.exists():
         raise UsageProblem(f"store not found: {store_path} (fill one with `tracegrade serve` or `tracegrade import`)")
@@ -52,7 +53,7 @@ def command(store_path: Path, host: str, port: int) -> None:
         )
     app = web.Application()
     add_ui_routes(app, lambda: store, None)
-    app.router.add_get("/", lambda request: web.HTTPFound("/ui/"))
+    app.router.add_get("/", redirect_to_ui)
     try:
         web.run_app(app, host=host, port=port, print=lambda _: click.echo(f"tracegrade UI on http://{host}:{port}/ui/"))
     finally:

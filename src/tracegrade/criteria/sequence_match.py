@@ -195,12 +195,12 @@ def _lcs_pairs(pairs_of: _Pairs) -> list[tuple[int, int]]:
     # suffix[i][j] = LCS length of expected[start + i:] and actual[start + j:]
     suffix = [[0] * (cols + 1) for _ in range(rows + 1)]
     for i in range(rows - 1, -1, -1):
-        row, below, eq_row = suffix[i], suffix[i + 1], equal[i]
+        here, below, eq_row = suffix[i], suffix[i + 1], equal[i]
         for j in range(cols - 1, -1, -1):
             if eq_row[j]:
-                row[j] = below[j + 1] + 1
+                here[j] = below[j + 1] + 1
             else:
-                row[j] = below[j] if below[j] >= row[j + 1] else row[j + 1]
+                here[j] = below[j] if below[j] >= here[j + 1] else here[j + 1]
     i = j = 0
     while i < rows and j < cols:
         if equal[i][j] and suffix[i][j] == suffix[i + 1][j + 1] + 1:

@@ -57,7 +57,7 @@ class JournaledWriter:
         self,
         writer: StoreWriter,
         journal: RequestJournal,
-        on_stored: Callable[[WriteResult], None] = lambda result: None,
+        on_stored: Callable[[WriteResult], object] = lambda result: None,
     ) -> None:
         self.writer = writer
         self.journal = journal

@@ -31,7 +31,7 @@ class StorageHooks:
     """What the receiver wants to hear from its storage (called on the store writer's thread)."""
 
     on_dequeued: Callable[[], None]  # the writer took records from its queue: room for waiting requests
-    on_stored: Callable[[WriteResult], None]  # a submission is committed
+    on_stored: Callable[[WriteResult], object]  # a submission is committed (what it returns is ignored)
     decode: Callable[[JournalRecord], Decoded]  # a journal record's spans and log records
 
 

@@ -103,7 +103,7 @@ class LakeStore(TraceStore):
             if read_only:
                 self._check_version()
             else:
-                ensure_lake_schema(self._con, CATALOG_ALIAS, self.path)
+                ensure_lake_schema(self._con, CATALOG_ALIAS, str(self.path))
             self._con.execute(f"USE {CATALOG_ALIAS}.{RAW_SCHEMA}")
             lock_down(self._con)
         except BaseException:

@@ -15,7 +15,7 @@ LAKE_PREFIX = "ducklake:postgres:"
 _PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)|(://[^:/@]*:)[^@]*(@)", re.IGNORECASE)
 
 
-def is_lake_location(location: str | Path | None) -> bool:
+def is_lake_location(location: object) -> bool:
     """True for a DuckLake location (``ducklake:...``), False for a store file."""
     return isinstance(location, str) and location.startswith("ducklake:")
 

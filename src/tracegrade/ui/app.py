@@ -24,7 +24,7 @@ from tracegrade.ui import api, pages
 from tracegrade.ui.auth import Authorize, check, remember
 from tracegrade.ui.openapi import openapi_document
 
-__all__ = ["SQL_TIMEOUT", "add_ui_routes"]
+__all__ = ["SQL_TIMEOUT", "add_ui_routes", "redirect_to_ui"]
 
 StoreProvider = Callable[[], Any]
 SQL_TIMEOUT = 30.0  # seconds an ad-hoc query from the SQL page may run (the receiver's --query-timeout default)
@@ -203,6 +203,8 @@ def _sql_html(store: Any, request: web.Request, _: Any) -> str:
 
 def _sql_data(store: Any, request: web.Request, body: Any) -> dict[str, Any]:
     sql = body.get("sql") if isinstance(body, dict) else request.query.get("q")
+    if not isinstance(sql, str):
+        raise api.BadRequest('send the query as a JSON body {"sql": "SELECT ..."} or as ?q=SELECT ...')
     # an ad-hoc query can cost anything: on a local store it stops at a time limit, as the receiver's do
     control = QueryControl(SQL_TIMEOUT) if isinstance(store, TraceStore) else None
     try:
@@ -223,6 +225,11 @@ def _diff_data(store: Any, request: web.Request, _: Any) -> dict[str, Any]:
     if not a or not b:
         raise api.BadRequest("give both runs: ?a=<run id>&b=<run id>")
     return api.diff_runs(store, a, b)
+
+
+async def redirect_to_ui(request: web.Request) -> web.StreamResponse:
+    """``/ui`` (and a UI-only server's ``/``) lead to the traces page."""
+    raise web.HTTPFound("/ui/")
 
 
 async def _static(request: web.Request) -> web.StreamResponse:
@@ -247,7 +254,7 @@ def add_ui_routes(app: web.Application, store_provider: StoreProvider, authorize
     """
     ui = _UI(store_provider, authorize)
     router = app.router
-    router.add_get("/ui", lambda request: web.HTTPFound("/ui/"))
+    router.add_get("/ui", redirect_to_ui)
     router.add_get("/ui/", ui.page(_traces_html))
     router.add_get("/ui/traces/{trace_id}", ui.page(_trace_html))
     router.add_get("/ui/runs", ui.page(_runs_html))
