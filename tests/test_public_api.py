@@ -78,6 +78,8 @@ EXPECTED = {
     "ToolNameMatchCriterion",
     "ToolSchemaCriterion",
     "TraceGrader",
+    "RunComparison",
+    "compare_runs",
     "TraceStore",
     "TracegradeError",
     "TrajectoryCollector",
@@ -137,3 +139,19 @@ def test_every_name_the_store_package_exports_resolves() -> None:
 
     for name in store.__all__:
         assert getattr(store, name) is not None, name
+
+
+def test_compare_runs_is_exported_with_its_result_type() -> None:
+    """``tracegrade.compare_runs`` is the gate's comparison: a clear regression over 30 cases fails it."""
+    from tracegrade import CriterionResult, EvalCaseResult, EvalReport, RunComparison, compare_runs
+
+    def report(passing: int) -> EvalReport:
+        cases = [
+            EvalCaseResult.success(f"c{i}", [CriterionResult.success("k", 1.0 if i < passing else 0.0, 0.5)])
+            for i in range(30)
+        ]
+        return EvalReport.create("s", cases)
+
+    result = compare_runs(report(30), report(10))
+    assert isinstance(result, RunComparison) and result.paired_cases == 30 and result.verdict == "fail"
+    assert compare_runs(report(30), report(30)).verdict == "pass"

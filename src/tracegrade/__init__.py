@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from tracegrade.errors import StoreError as StoreError
     from tracegrade.errors import TracegradeError as TracegradeError
     from tracegrade.evaluation.batch_simulator import BatchSimulator as BatchSimulator
+    from tracegrade.evaluation.compare import RunComparison as RunComparison
+    from tracegrade.evaluation.compare import compare_runs as compare_runs
     from tracegrade.evaluation.engine import CriteriaGrader as CriteriaGrader
     from tracegrade.evaluation.engine import EvaluatorFactory as EvaluatorFactory
     from tracegrade.evaluation.engine import Grader as Grader
@@ -209,6 +211,9 @@ _EXPORTS: dict[str, str] = {
     # store and offline grading
     "TraceStore": "tracegrade.store",
     "TraceGrader": "tracegrade.evaluation.offline",
+    # comparing runs (what `tracegrade gate` decides on)
+    "compare_runs": "tracegrade.evaluation.compare",
+    "RunComparison": "tracegrade.evaluation.compare",
     # errors
     "TracegradeError": "tracegrade.errors",
     "FileFormatError": "tracegrade.errors",
