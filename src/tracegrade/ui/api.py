@@ -293,8 +293,9 @@ def has_table(store: Store, name: str) -> bool:
     return bool(rows and rows[0][0])
 
 
-def list_runs(store: Store, limit: Any = 100) -> list[dict[str, Any]]:
-    """Recorded grading runs, newest first, with pass rate (and its 95% interval), judge cost and duration."""
+def list_runs(store: Store, limit: Any = 100, run_id: str | None = None) -> list[dict[str, Any]]:
+    """Recorded grading runs, newest first, with pass rate (and its 95% interval), judge cost and duration;
+    ``run_id`` keeps the runs whose id starts with it."""
     size = _page_size(limit)
     if not has_table(store, "eval_runs"):
         return []
@@ -303,8 +304,9 @@ def list_runs(store: Store, limit: Any = 100) -> list[dict[str, Any]]:
         "r.failed_cases, r.error_cases, r.pass_rate, "
         "(SELECT sum(cost_usd) FROM eval_results e WHERE e.run_id = r.run_id) AS cost_usd, "
         "(SELECT sum(duration_s) FROM eval_case_results c WHERE c.run_id = r.run_id) AS duration_s "
-        "FROM eval_runs r ORDER BY r.created_at DESC, r.run_id DESC LIMIT ?",
-        [size],
+        "FROM eval_runs r WHERE ? IS NULL OR starts_with(r.run_id, ?) "
+        "ORDER BY r.created_at DESC, r.run_id DESC LIMIT ?",
+        [run_id, run_id, size],
     ).json_rows()
     for run in runs:
         total = run["total_cases"] or 0
@@ -322,8 +324,8 @@ def _load(store: Store, run_id: str) -> EvalReport:
 def run_report(store: Store, run_id: str) -> tuple[dict[str, Any], EvalReport]:
     """The run's row (as ``list_runs`` gives it) and its report, its cases failing first."""
     report = _load(store, run_id)
-    found = [r for r in list_runs(store, MAX_PAGE) if r["run_id"] == run_id or r["run_id"].startswith(run_id)]
-    row = found[0] if found else {"run_id": run_id}
+    found = list_runs(store, MAX_PAGE, run_id)  # load_run accepted run_id: an id or a unique prefix
+    row = next((r for r in found if r["run_id"] == run_id), found[0])
     order = {"error": 0, "fail": 1, "skipped": 2, "pass": 3}
     report.results.sort(key=lambda r: order[case_status(r)])  # sort is stable: the report's order within a status
     return row, report

@@ -298,16 +298,13 @@ def _llm_calls(execution: dict[str, Any]) -> str:
     return "".join(items)
 
 
-def _tool_calls(execution: dict[str, Any], spans: list[dict[str, Any]]) -> str:
+def _tool_calls(execution: dict[str, Any]) -> str:
     calls = execution.get("tool_calls") or []
     if not calls:
         return "<p class=muted>No tool calls.</p>"
-    by_call = {s["span_id"]: s for s in spans}
     items = []
     for i, c in enumerate(calls, start=1):
         error = c.get("error")
-        span_id = (c.get("metadata") or {}).get("span_id") or c.get("span_id")
-        span = by_call.get(span_id or "")
         took = c.get("duration_seconds")
         head = (
             f"{i}. <strong>{_e(c['name'])}</strong>"
@@ -325,7 +322,7 @@ def _tool_calls(execution: dict[str, Any], spans: list[dict[str, Any]]) -> str:
         items.append(
             f'<details class="step tool{" err" if error else ""}" data-tool="{_e(c["name"])}"><summary>{head}</summary>'
             f"<h4>Arguments</h4>{args}<h4>{'Error' if error else 'Result'}</h4>{result}"
-            f"{_raw_button(span['span_id'] if span else span_id)}</details>"
+            f"{_raw_button(c.get('span_id'))}</details>"
         )
     return "".join(items)
 
@@ -383,7 +380,7 @@ def trace_page(detail: dict[str, Any]) -> str:
             f"<div><h3>Final response</h3>{response}</div></section>",
             '<div class="columns"><section class="trajectory">',
             f"<h2>Nodes</h2>{_nodes(execution)}",
-            f"<h2>Tool calls ({len(execution.get('tool_calls') or [])})</h2>{_tool_calls(execution, detail['spans'])}",
+            f"<h2>Tool calls ({len(execution.get('tool_calls') or [])})</h2>{_tool_calls(execution)}",
             f"<h2>LLM calls ({len(execution.get('llm_calls') or [])})</h2>{_llm_calls(execution)}",
             "</section>",
         ]
