@@ -20,10 +20,12 @@ def _spans(first: int, count: int) -> list:
 
 
 def _row_groups(store: TraceStore) -> list[int]:
-    """Rows per row group of the spans table, in order."""
-    rows = store.query(
+    """Rows per row group of the spans table, in order (storage details are outside the query sandbox)."""
+    rows = store._run(
         "SELECT max(count) FROM pragma_storage_info('spans') WHERE column_id = 0 "
-        "GROUP BY row_group_id ORDER BY row_group_id"
+        "GROUP BY row_group_id ORDER BY row_group_id",
+        None,
+        check=False,
     ).rows
     return [int(count) for (count,) in rows]
 
