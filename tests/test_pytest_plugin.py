@@ -159,13 +159,16 @@ def test_a_missing_baseline_or_a_bad_number_of_runs_is_a_usage_error(pytester: p
     assert zero.ret == pytest.ExitCode.USAGE_ERROR
 
 
-def test_num_runs_is_recorded_and_the_summary_says_trials_are_not_repeated(pytester: pytest.Pytester) -> None:
+def test_num_runs_sets_the_trials_of_every_graded_case(pytester: pytest.Pytester) -> None:
     _project(pytester, bergen_xfail=True)
     result = pytester.runpytest("-p", "no:cacheprovider", "--tracegrade-num-runs", "3", "--tracegrade-report", "r")
-    result.stdout.fnmatch_lines(
-        ["*--tracegrade-num-runs 3: repeated trials are not implemented yet; each case ran once"]
-    )
-    assert EvalReport.from_file(pytester.path / "r" / "weather.json").metadata["num_runs_requested"] == 3
+    result.stdout.fnmatch_lines(["3 trials per case: pass rate 95% interval *, 0 flaky"])
+    report = EvalReport.from_file(pytester.path / "r" / "weather.json")
+    assert report.summary.num_runs == 3
+    assert [(r.eval_id, r.trial_stats.trials, r.trial_stats.passed) for r in report.results] == [
+        ("paris", 3, 3),
+        ("bergen", 3, 0),
+    ]
 
 
 def test_eval_test_decorator_and_fixtures(pytester: pytest.Pytester) -> None:

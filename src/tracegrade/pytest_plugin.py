@@ -8,8 +8,8 @@
 * ``--tracegrade-report DIR`` writes that report as ``<id>.json``, ``<id>.html`` and ``<id>_junit.xml``.
 * ``--tracegrade-baseline REPORT.json`` compares the session's cases with a saved report (as
   ``--tracegrade-report`` writes it) and fails the session when a case regressed.
-* ``--tracegrade-num-runs N`` is recorded in the report's metadata; repeated trials are not implemented
-  yet (``EvalConfig`` has no number of runs), so each case runs once and the summary says so.
+* ``--tracegrade-num-runs N`` sets ``EvalConfig.num_runs`` of every run the session grades through
+  ``run_eval`` / ``eval_test``: each case runs N times (see :mod:`tracegrade.evaluation.trials`).
 
 The terminal summary counts the graded cases and explains the ones that failed inside tests marked
 ``xfail`` (whose failure pytest itself does not print).
@@ -80,8 +80,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="N",
         type=int,
         default=None,
-        help="number of runs per case, recorded in the report (repeated trials are not implemented yet: "
-        "each case runs once)",
+        help="run every graded case N times (sets EvalConfig.num_runs; scores are means over the trials)",
     )
 
 
@@ -96,6 +95,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if num_runs is not None and num_runs < 1:
         raise pytest.UsageError(f"--tracegrade-num-runs must be at least 1, got {num_runs}")
     state = _SessionState(active_recorder())
+    state.recorder.num_runs = num_runs
     config.stash[_STATE] = state
     _STATES.append(state)
     set_active_recorder(state.recorder)
@@ -141,8 +141,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     if not state.recorder.cases:
         return
-    num_runs = config.getoption("tracegrade_num_runs", None)
-    state.report = state.recorder.merged_report({"num_runs_requested": num_runs} if num_runs else None)
+    state.report = state.recorder.merged_report()
     report_dir = config.getoption("tracegrade_report", None)
     if report_dir is not None:
         _write_reports(state, Path(report_dir))
@@ -209,9 +208,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         write(f"expected to fail ({result.metadata['pytest_test']}):")
         for line in explain_case(result).splitlines():
             write("  " + line)
-    num_runs = config.getoption("tracegrade_num_runs", None)
-    if num_runs and num_runs > 1:
-        write(f"--tracegrade-num-runs {num_runs}: repeated trials are not implemented yet; each case ran once")
+    if s.pass_rate_ci is not None:
+        low, high = s.pass_rate_ci
+        write(f"{s.num_runs} trials per case: pass rate 95% interval {low:.1%}-{high:.1%}, {s.flaky_cases} flaky")
     for path in state.written:
         write(f"report: {path}")
     if state.baseline_summary:

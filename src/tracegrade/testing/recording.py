@@ -39,6 +39,7 @@ class SessionRecorder:
     def __init__(self) -> None:
         self.cases: list[RecordedCase] = []
         self.current_test: tuple[int, str] = (0, "")
+        self.num_runs: int | None = None  # --tracegrade-num-runs: trials per case of every run in the session
 
     def record(self, report: EvalReport) -> None:
         order, test_id = self.current_test
@@ -71,7 +72,7 @@ class SessionRecorder:
             entry["result"] = EvalCaseResult.model_validate(entry["result"])
             self.cases.append(RecordedCase(**entry))
 
-    def merged_report(self, metadata: dict[str, Any] | None = None) -> EvalReport | None:
+    def merged_report(self) -> EvalReport | None:
         """Every recorded case in collection order, as one report (None when nothing was graded).
 
         Each result's ``metadata["pytest_test"]`` names the test that graded it. The report keeps the eval
@@ -93,7 +94,7 @@ class SessionRecorder:
             results,
             eval_set_name,
             config_used=cases[0].config_used if len(configs) == 1 else {},
-            metadata={"source": "pytest", "eval_sets": sorted({c.eval_set_id for c in cases}), **(metadata or {})},
+            metadata={"source": "pytest", "eval_sets": sorted({c.eval_set_id for c in cases})},
         )
 
 

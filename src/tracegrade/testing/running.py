@@ -42,8 +42,13 @@ def _as_eval_set(target: EvalTarget) -> EvalSet | str | Path:
 
 
 def _quiet(config: EvalConfig | None) -> EvalConfig:
+    """The run's config without reporters (the plugin reports), with the session's ``--tracegrade-num-runs``."""
     config = config or EvalConfig.default()
-    return config.model_copy(update={"reporter": config.reporter.model_copy(update={"enabled": False})})
+    update: dict[str, Any] = {"reporter": config.reporter.model_copy(update={"enabled": False})}
+    recorder = active_recorder()
+    if recorder is not None and recorder.num_runs is not None:
+        update["num_runs"] = recorder.num_runs
+    return config.model_copy(update=update)
 
 
 async def run_eval(
