@@ -53,6 +53,16 @@ def test_the_store_package_agrees_with_its_type_checking_block() -> None:
     assert sorted(store.__all__) == sorted(homes)
 
 
+@pytest.mark.parametrize("package", ["tracegrade", "tracegrade.store", "tracegrade.testing"])
+def test_every_lazy_name_resolves_and_unknown_names_are_refused(package: str) -> None:
+    module = importlib.import_module(package)
+    for name in module.__all__:
+        assert getattr(module, name) is not None
+        assert name in dir(module)
+    with pytest.raises(AttributeError, match=f"module {package!r} has no attribute 'no_such_name'"):
+        module.no_such_name  # noqa: B018
+
+
 SNIPPET = """\
 import tracegrade
 from tracegrade import AgentEvaluator, EvalConfig

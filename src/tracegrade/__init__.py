@@ -7,8 +7,9 @@ names). Names load lazily, so ``import tracegrade`` stays fast and pulls in heav
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from tracegrade._lazy import lazy_exports
 
 # The names __getattr__ loads, spelled out for type checkers (``X as X`` re-exports them under --strict
 # too). tests/test_typing_public_api.py checks that this block and _EXPORTS name the same things.
@@ -225,15 +226,4 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'tracegrade' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -6,8 +6,9 @@ receiver's single writer thread), ``open_store_for_read`` (CLI readers: the file
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from tracegrade._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from tracegrade.store.access import ReadableStore, ServerInfo, open_store_for_read, read_sidecar, sidecar_path
@@ -55,14 +56,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_HOMES])
+__getattr__, __dir__ = lazy_exports(__name__, {name: f"{__name__}.{home}" for name, home in _HOMES.items()})

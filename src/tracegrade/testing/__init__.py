@@ -8,8 +8,7 @@ plugin imports :mod:`tracegrade.testing.recording` in every pytest run, and that
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from tracegrade._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
     "assert_criterion_passed": "tracegrade.testing.assertions",
@@ -28,15 +27,4 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'tracegrade.testing' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
