@@ -4,6 +4,10 @@ document covers every endpoint, stored text is escaped on the pages, and a store
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +17,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from tests.support.grading_traces import AgentRun, fill_store
+from tests.support.waiting import wait_until
 from tracegrade.evaluation.offline import TraceGrader, TraceSelection
 from tracegrade.evaluation.run_records import record_report
 from tracegrade.models.config import CriteriaConfig, CriterionConfig, EvalConfig
@@ -226,3 +231,35 @@ async def test_a_runaway_query_from_the_sql_page_is_cancelled(
     monkeypatch.setattr("tracegrade.ui.app.SQL_TIMEOUT", 0.2)
     cross = "SELECT sum(a.range * b.range) FROM range(1000000) a, range(1000000) b"
     assert "cancelled" in (await _json(client, "/ui/api/sql", 400, params={"q": cross}))["error"]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_tracegrade_ui_serves_a_store_file_and_names_the_server_holding_one(store_path: Path, tmp_path: Path) -> None:
+    port = _free_port()
+    launch = [sys.executable, "-c", "from tracegrade.cli.main import main; main()", "ui", "--port", str(port)]
+    process = subprocess.Popen([*launch, "--store", str(store_path)], stderr=subprocess.PIPE)
+    try:
+
+        def answers() -> bool:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as response:  # redirected
+                    return response.url.endswith("/ui/") and b"question 25" in response.read()
+            except OSError:
+                return False
+
+        wait_until(answers, "tracegrade ui to serve the traces page", timeout=60)
+    finally:
+        process.terminate()
+        process.wait(30)
+    held = tmp_path / "held.duckdb"
+    writer = fill_store(held, _runs()[:1])  # this process holds the file read-write
+    try:
+        result = subprocess.run([*launch, "--store", str(held)], capture_output=True, text=True, timeout=60)
+    finally:
+        writer.close()
+    assert result.returncode == 2 and "stop the process that holds it" in result.stderr
