@@ -92,6 +92,7 @@ def build_query(
     status: str | None,
     case: str | None,
     where: str | None,
+    eval_traffic: bool = True,
 ) -> tuple[str, list[Any]]:
     conditions: list[str] = []
     params: list[Any] = []
@@ -108,6 +109,8 @@ def build_query(
     if case:
         conditions.append("case_id = ?")
         params.append(case)
+    if not eval_traffic:  # an evaluation run's turns carry tracegrade.run.id, stored as run_id
+        conditions.append("run_id IS NULL")
     if where:
         conditions.append(f"({where})")
     sql = f"SELECT {columns} FROM traces"
@@ -126,6 +129,12 @@ def build_query(
 @click.option("--case", "case", help="Only traces tagged with this eval case id.")
 @click.option("--where", help='Extra SQL condition on the traces table, e.g. "total_tokens > 1000".')
 @click.option(
+    "--eval-traffic/--no-eval-traffic",
+    default=True,
+    show_default=True,
+    help="Include the traces of evaluation runs (turns stamped with tracegrade.run.id).",
+)
+@click.option(
     "--format",
     "fmt",
     type=click.Choice(["table", "json", "csv"]),
@@ -142,6 +151,7 @@ def command(
     status: str | None,
     case: str | None,
     where: str | None,
+    eval_traffic: bool,
     fmt: str,
     store_path: Path,
     token: str | None,
@@ -161,6 +171,7 @@ def command(
         status=status,
         case=case,
         where=where,
+        eval_traffic=eval_traffic,
     )
     with reading_store(store_path, token) as store:
         result = store.query(sql, params)

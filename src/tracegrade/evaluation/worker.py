@@ -76,6 +76,8 @@ class GradingRule(BaseModel):
     settle_seconds: float = Field(default=5.0, ge=0.0)
     criteria: CriteriaConfig = Field(default_factory=CriteriaConfig)
     extra_criteria: list[NamedCriterion] = Field(default_factory=list)
+    # the traces of evaluation runs (turns stamped with tracegrade.run.id) are graded by those runs already
+    include_eval_runs: bool = False
 
 
 class WorkerRules(BaseModel):
@@ -154,6 +156,8 @@ class GradingWorker:
                 "updated_at <= ?",
                 "NOT EXISTS (SELECT 1 FROM grading_jobs j WHERE j.rule = ? AND j.trace_id = traces.trace_id)",
             ]
+            if not rule.include_eval_runs:
+                clauses.append("run_id IS NULL")
             if rule.where:
                 clauses.append(f"({rule.where})")
             if rule.sample < 1.0:
