@@ -79,13 +79,15 @@ def test_killed_worker_job_is_finished_by_the_next_worker_without_duplicates(tmp
         assert f"answered:{in_flight}" in {j[0] for j in jobs}
         per_job = store.query(
             "SELECT j.job_id, count(DISTINCT r.run_id), count(*) FROM grading_jobs j "
-            "JOIN eval_results r ON r.run_id = j.run_id GROUP BY j.job_id"
+            "JOIN eval_results r ON r.run_id = j.run_id AND r.trace_id = j.trace_id GROUP BY j.job_id"
         ).rows
-        assert sorted(per_job) == [(j[0], 1, 2) for j in jobs]  # one run, two criteria each
+        # each job is one case of its rule's run for the window, graded once: two criteria each
+        assert sorted(per_job) == [(j[0], 1, 2) for j in jobs]
         duplicates = store.query(
             "SELECT run_id, eval_id, criterion, count(*) FROM eval_results GROUP BY ALL HAVING count(*) > 1"
         ).rows
         assert duplicates == []
-        assert store.query("SELECT count(*), count(DISTINCT run_id) FROM eval_runs").rows[0] == (3, 3)
+        # one run for the rule's window holds the three jobs as its cases
+        assert store.query("SELECT count(*), max(total_cases) FROM eval_runs").rows[0] == (1, 3)
         scores = store.query("SELECT criterion, min(score) FROM eval_results GROUP BY ALL ORDER BY ALL").rows
         assert scores == [("contains_keywords", 1.0), ("slow_answered", 1.0)]
