@@ -343,6 +343,7 @@ def enforce_calibration(criteria: Sequence[BaseCriterion], config: EvalConfig) -
     stored = load_calibrations(path)
     problems: dict[str, list[str]] = {}
     for c in demanding:
+        problem: str | None
         if not isinstance(c, TemplatedLLMCriterion):
             problem = f"min_agreement applies to LLM judges only; {c.name} has no judge (remove it there)"
         else:
