@@ -21,8 +21,10 @@ from tests.support.waiting import wait_until
 from tracegrade.evaluation.offline import TraceGrader, TraceSelection
 from tracegrade.evaluation.run_records import record_report
 from tracegrade.models.config import CriteriaConfig, CriterionConfig, EvalConfig
+from tracegrade.models.dataset import ToolCall
+from tracegrade.models.results import EvalCaseResult, EvalReport
 from tracegrade.store import TraceStore
-from tracegrade.ui import add_ui_routes
+from tracegrade.ui import add_ui_routes, api
 
 HOSTILE = "<script>alert('x')</script> 100%_done"
 
@@ -263,3 +265,26 @@ def test_tracegrade_ui_serves_a_store_file_and_names_the_server_holding_one(stor
     finally:
         writer.close()
     assert result.returncode == 2 and "stop the process that holds it" in result.stderr
+
+
+def test_a_diff_names_the_first_step_where_a_case_parts(tmp_path: Path) -> None:
+    def run(tools: list[str], visits: list[str]) -> EvalReport:
+        calls = [ToolCall(name=t) for t in tools]
+        cases = [
+            EvalCaseResult(eval_id="refund", passed=True, actual_tool_calls=calls, node_visits=visits),
+            EvalCaseResult(eval_id="steady", passed=True, node_visits=["agent"]),
+        ]
+        return EvalReport.create("support", cases)
+
+    store = fill_store(tmp_path / "diff.duckdb", _runs()[:1])
+    try:
+        record_report(store, run(["lookup", "refund"], ["agent"]), "live", "before")
+        record_report(store, run(["lookup", "escalate", "refund"], ["agent"]), "live", "after")
+        record_report(store, run(["lookup", "refund"], ["agent", "review"]), "live", "reviewed")
+        by_case = {c["eval_id"]: c for c in api.diff_runs(store, "before", "after")["cases"]}
+        reviewed = {c["eval_id"]: c for c in api.diff_runs(store, "before", "reviewed")["cases"]}
+    finally:
+        store.close()
+    assert by_case["refund"]["diverges_at"] == {"kind": "tool call", "step": 1, "a": "refund", "b": "escalate"}
+    assert by_case["steady"]["diverges_at"] is None
+    assert reviewed["refund"]["diverges_at"] == {"kind": "node visit", "step": 1, "a": None, "b": "review"}
