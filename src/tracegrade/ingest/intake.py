@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -23,6 +23,11 @@ from tracegrade.errors import DecodeError, TracegradeError
 from tracegrade.ingest.metrics import ReceiverMetrics
 from tracegrade.ingest.otlp_responses import ExportOutcome, Signal, WireFormat
 from tracegrade.ingest.queue_gate import QueueGate, QueueGateTimeout
+
+if TYPE_CHECKING:  # types only: the receiver imports the decoders and the store lazily
+    from tracegrade.ingest.decode.limits import DecodeLimits
+    from tracegrade.ingest.decode.results import Rejection
+    from tracegrade.store.results import WriteResult
 
 __all__ = [
     "ExportRefused",
@@ -123,7 +128,7 @@ def _records(signal: Signal, decoded: Any) -> tuple[list[Any], list[Any]]:
     return (decoded.spans, []) if signal is Signal.TRACES else ([], decoded.records)
 
 
-def summarize_rejections(rejected: Sequence[Any], noun: str) -> str:
+def summarize_rejections(rejected: Sequence[Rejection], noun: str) -> str:
     """``"2 spans rejected: resourceSpans[0]…: reason; …"`` listing the first few with where and why."""
     listed = "; ".join(f"{item.where}: {item.reason}" for item in rejected[:MAX_LISTED_REJECTIONS])
     more = len(rejected) - MAX_LISTED_REJECTIONS
@@ -145,7 +150,7 @@ class Intake:
         token: str | None,
         max_inflight_requests: int,
         decode_threads: int = 2,
-        decode_limits: Any = None,
+        decode_limits: DecodeLimits | None = None,
         queue_wait: float = 0.0,
         max_queue_spans: int | None = None,
     ) -> None:
@@ -324,7 +329,7 @@ class Intake:
             raise StoreUnavailable(f"the request could not be made durable: {exc}", 1.0) from None
         self._metrics.write_latency.observe(time.perf_counter() - started)
 
-    def count_stored(self, result: Any) -> None:
+    def count_stored(self, result: WriteResult) -> None:
         """Count a committed submission's new and duplicate records (call on the event loop)."""
         self._metrics.spans_stored.inc(result.spans_inserted)
         self._metrics.spans_duplicate.inc(result.spans_duplicate)
