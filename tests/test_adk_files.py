@@ -193,7 +193,7 @@ def test_validate_accepts_adk_files() -> None:
     files = sorted(str(p) for p in DATA.glob("*.json"))
     result = CliRunner().invoke(cli, ["validate", *files])
     assert result.exit_code == 0, result.output
-    assert result.output.count("ok ") == len(files) == 6
+    assert result.output.count("ok ") == len(files) == 7
     assert "config enabling trajectory, rouge_match" in result.output
 
 
@@ -224,3 +224,28 @@ def test_convert_both_ways(tmp_path: Path) -> None:
     refused = runner.invoke(cli, ["convert", str(cfg), str(tmp_path / "adk.json")])
     assert refused.exit_code == 2 and "--lossy" in refused.output
     assert runner.invoke(cli, ["convert", "--lossy", str(cfg), str(tmp_path / "adk.json")]).exit_code == 0
+
+
+def test_grade_takes_adk_files(tmp_path: Path) -> None:
+    """`tracegrade grade` with an ADK eval set and test_config.json over a stored ADK 2.13 trace."""
+    runner = CliRunner()
+    store = str(tmp_path / "store.duckdb")
+    trace = Path(__file__).parent / "data" / "otlp" / "google_adk_2.13.0_v2_span_only.otlp.json"
+    assert runner.invoke(cli, ["import", "--store", store, str(trace)]).exit_code == 0
+    out = tmp_path / "reports"
+    args = [
+        "grade",
+        "--store",
+        store,
+        "--evalset",
+        str(DATA / "paris.evalset.json"),
+        "--config",
+        str(DATA / "test_config.json"),
+    ]
+    result = runner.invoke(cli, [*args, "--out", str(out), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    [report_file] = out.glob("*.json")
+    [case] = json.loads(report_file.read_text())["results"]
+    scores = {r["criterion"]: r["score"] for r in case["criterion_results"]}
+    assert scores == {"tool_trajectory_avg_score": 1.0, "rouge_match": 1.0}
+    assert case["criterion_results"][0]["details"]["scoring"] == "adk"

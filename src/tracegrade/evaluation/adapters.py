@@ -242,9 +242,13 @@ def adapter_for(agent: Any) -> AgentAdapter:
         return PydanticAIAdapter(agent)
     if _is_langgraph(agent):
         return LangGraphAdapter(agent)
+    from tracegrade.evaluation.adk_agent import AdkAdapter, is_adk_agent
+
+    if is_adk_agent(agent):  # before callable: an ADK agent is not called directly
+        return AdkAdapter(agent)
     if callable(agent):
         return CallableAdapter(agent)
     raise TypeError(
         f"cannot evaluate an agent of type {type(agent).__name__}: pass a sync or async callable, a LangGraph "
-        "graph, a pydantic-ai Agent, or an AgentAdapter subclass instance"
+        "graph, a pydantic-ai Agent, a Google ADK agent, or an AgentAdapter subclass instance"
     )

@@ -165,7 +165,18 @@ def old_format() -> list[dict[str, object]]:
     ]
 
 
+def paris() -> EvalSet:
+    """The case of the ADK 2.13 trace in /work/shared/fixtures/otlp/google_adk_2.13.0_v2_span_only.otlp.json."""
+    turn = Invocation(
+        user_content=text("user", "What's the weather in Paris?"),
+        final_response=text("model", "It is sunny in Paris."),
+        intermediate_data=IntermediateData(tool_uses=[call("get_weather", city="Paris")]),
+    )
+    return EvalSet(eval_set_id="paris", eval_cases=[EvalCase(eval_id="paris_weather", conversation=[turn])])
+
+
 def main() -> None:
+    (HERE / "paris.evalset.json").write_text(paris().model_dump_json(indent=2) + "\n")
     built = eval_set()
     (HERE / "demo.evalset.json").write_text(built.model_dump_json(indent=2) + "\n")
     camel = {
