@@ -246,9 +246,14 @@ def adapter_for(agent: Any) -> AgentAdapter:
 
     if is_adk_agent(agent):  # before callable: an ADK agent is not called directly
         return AdkAdapter(agent)
+    from tracegrade.evaluation.openai_agents import OpenAIAgentsAdapter, is_openai_agent
+
+    if is_openai_agent(agent):
+        return OpenAIAgentsAdapter(agent)
     if callable(agent):
         return CallableAdapter(agent)
     raise TypeError(
         f"cannot evaluate an agent of type {type(agent).__name__}: pass a sync or async callable, a LangGraph "
-        "graph, a pydantic-ai Agent, a Google ADK agent, or an AgentAdapter subclass instance"
+        "graph, a pydantic-ai Agent, a Google ADK agent, an OpenAI Agents SDK Agent, or an AgentAdapter subclass "
+        "instance"
     )
