@@ -47,9 +47,7 @@ class _GlobalSpanFanOut(SpanProcessor):
     def _processors(self) -> list[Any]:
         with self.lock:
             # _active_span_processor: the SDK provider's multi-processor (the collector and the stamping one)
-            return [
-                getattr(p, "_active_span_processor", None) for p in self.targets if not getattr(p, "_disabled", False)
-            ]
+            return [getattr(p, "_active_span_processor", None) for p in self.targets]
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         for processor in self._processors():
@@ -60,6 +58,19 @@ class _GlobalSpanFanOut(SpanProcessor):
         for processor in self._processors():
             if processor is not None:
                 processor.on_end(span)
+
+
+class _Detach(SpanProcessor):
+    """On a subscribed provider: its shutdown ends the forwarding to it."""
+
+    def __init__(self, provider: TracerProvider) -> None:
+        self._provider = weakref.ref(provider)
+
+    def shutdown(self) -> None:
+        provider = self._provider()
+        if provider is not None:
+            with _FAN_OUT.lock:
+                _FAN_OUT.targets.discard(provider)
 
 
 _FAN_OUT = _GlobalSpanFanOut()
@@ -83,6 +94,8 @@ def forward_global_spans(provider: TracerProvider) -> bool:
         if current not in _installed_on:
             current.add_span_processor(_FAN_OUT)
             _installed_on.add(current)
+        if provider not in _FAN_OUT.targets and isinstance(provider, SdkTracerProvider):
+            provider.add_span_processor(_Detach(provider))
         _FAN_OUT.targets.add(provider)
     return True
 
