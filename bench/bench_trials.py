@@ -18,6 +18,7 @@ import statistics
 import time
 
 from bench_criteria import make_case, make_grader
+
 from tracegrade.evaluation.engine import build_case_result
 from tracegrade.evaluation.trials import combine_trials
 from tracegrade.models import EvalCase, ExecutionResult, MatchType

@@ -1,4 +1,5 @@
-"""``compare_runs`` on synthetic runs whose truth is known: regressions fail, noise passes, too little is inconclusive."""
+"""``compare_runs`` on synthetic runs whose truth is known: regressions fail, noise passes, too little is
+inconclusive."""
 
 from __future__ import annotations
 
