@@ -2,7 +2,9 @@
 
 The agent here is instrumented the way ADK is with ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``
 (EVENT_ONLY): GenAI spans without content attributes, and the messages as ``gen_ai.*`` event log records
-emitted while the LLM span is current. Real TracerProvider/LoggerProvider from the SDK throughout.
+emitted while the LLM span is current. Real TracerProvider/LoggerProvider from the SDK throughout. Also run
+against opentelemetry-sdk 1.25 (processors get ``emit(LogData)``, records carry no span ids) and 1.36
+(``on_emit(LogData)``) in separate venvs; tracegrade's own venv has 1.44 (``on_emit(ReadWriteLogRecord)``).
 """
 
 from __future__ import annotations
@@ -67,11 +69,21 @@ def _weather_agent(tracer: Tracer, emit: Emit, city: str = "Bergen") -> str:
     return f"It is sunny in {city}."
 
 
+def _record(name: str, body: dict[str, Any]) -> Any:
+    """A GenAI event record; SDKs before 1.35 have no ``event_name`` and carry the name as an attribute (nor do
+    they fill in the current span's ids: the collector's processor does)."""
+    attributes = {"gen_ai.system": "gcp.gemini"}
+    try:
+        return _logs.LogRecord(event_name=name, body=body, attributes=attributes)
+    except TypeError:
+        return _logs.LogRecord(body=body, attributes={**attributes, "event.name": name})
+
+
 def _emitter(provider: Any) -> Emit:
     logger = provider.get_logger("test.genai")
 
     def emit(name: str, body: dict[str, Any]) -> None:
-        logger.emit(_logs.LogRecord(event_name=name, body=body, attributes={"gen_ai.system": "gcp.gemini"}))
+        logger.emit(_record(name, body))
 
     return emit
 
@@ -137,8 +149,8 @@ def test_pytest_fixture_collector_has_a_logger_provider(tracegrade_collector: Tr
     tracer = tracegrade_collector.tracer_provider.get_tracer("t")
     logger = tracegrade_collector.logger_provider.get_logger("t")
     with tracer.start_as_current_span("chat m", attributes={"gen_ai.operation.name": "chat"}):
-        logger.emit(_logs.LogRecord(event_name="gen_ai.user.message", body={"content": "hi"}))
-        logger.emit(_logs.LogRecord(event_name="gen_ai.choice", body={"message": {"content": "hello"}}))
+        logger.emit(_record("gen_ai.user.message", {"content": "hi"}))
+        logger.emit(_record("gen_ai.choice", {"message": {"content": "hello"}}))
     assert tracegrade_collector.final_response == "hello"
 
 
