@@ -48,6 +48,17 @@ def test_a_runaway_query_is_cancelled_at_its_time_limit(tmp_path: Path) -> None:
         assert query(server.http_url, "SELECT 1") == [[1]]
 
 
+def test_the_web_ui_reads_within_the_receivers_query_limits(tmp_path: Path) -> None:
+    with ServerProcess(tmp_path / "s.duckdb", extra_args=("--query-timeout", "1")) as server:
+        request = urllib.request.Request(
+            f"{server.http_url}/ui/api/sql", json.dumps({"sql": RUNAWAY}).encode(), {"Content-Type": "application/json"}
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=120)
+        assert refused.value.code == 400
+        assert "time limit of 1 s (--query-timeout)" in refused.value.read().decode()
+
+
 def test_a_query_whose_client_hangs_up_is_cancelled(tmp_path: Path) -> None:
     """With one query turn and a long time limit, a later query can only run if the hung-up one was stopped."""
     with ServerProcess(tmp_path / "s.duckdb", extra_args=("--max-queries", "1", "--query-timeout", "600")) as server:

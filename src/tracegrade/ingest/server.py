@@ -31,8 +31,9 @@ from aiohttp import web
 from tracegrade.errors import StoreError
 from tracegrade.ingest.grpc_services import OtlpGrpcServices
 from tracegrade.ingest.http_app import HttpFrontEnd
-from tracegrade.ingest.intake import Intake, Overloaded, ShuttingDown, StoreUnavailable
+from tracegrade.ingest.intake import Intake, ShuttingDown, StoreUnavailable
 from tracegrade.ingest.metrics import ReceiverMetrics
+from tracegrade.ingest.query_gate import GatedStore, QueryGate
 from tracegrade.ingest.runs_endpoint import add_runs_route
 from tracegrade.ingest.settings import ServeSettings
 from tracegrade.ingest.storage import Storage, StorageHooks
@@ -67,9 +68,9 @@ class ReceiverServer:
         self._grpc: grpc.aio.Server | None = None
         self._http: web.AppRunner | None = None
         self._http_socket: socket.socket | None = None
-        self._query_executor = ThreadPoolExecutor(settings.max_queries, thread_name_prefix="tracegrade-query")
-        self._query_slots = asyncio.Semaphore(settings.max_queries)
-        self._running_queries: set[QueryControl] = set()
+        # more threads than turns, so a query waiting for a turn waits in the gate, where its wait is bounded
+        self._query_executor = ThreadPoolExecutor(settings.max_queries + 4, thread_name_prefix="tracegrade-query")
+        self._queries = QueryGate(settings.max_queries, settings.query_timeout)
         self._watch: asyncio.Task[None] | None = None
         self._stop_requested = asyncio.Event()
         self._stopped = False
@@ -121,7 +122,7 @@ class ReceiverServer:
             )
             app = front_end.build_app()
             add_runs_route(app, lambda: self._usable_storage().store, self._intake.authorize)
-            add_ui_routes(app, lambda: self._usable_storage().store, self._intake.authorize)
+            add_ui_routes(app, lambda: GatedStore(self._usable_storage().store, self._queries), self._intake.authorize)
             await self._start_http(app)
         except BaseException:
             await self._shutdown()
@@ -345,42 +346,28 @@ class ReceiverServer:
     # -- queries ----------------------------------------------------------------------------------------
 
     async def _run_query(self, sql: str, params: Sequence[Any] | None, connected: Callable[[], bool]) -> Any:
-        """Run a query once a turn is free; cancel it at its time limit, when ``connected()`` turns False
-        (the client hung up) or when the receiver stops."""
+        """Run a query within the receiver's limits (see QueryGate), also cancelled when ``connected()`` turns
+        False (the client hung up)."""
         if self._intake is not None and self._intake.draining:
             raise ShuttingDown("the receiver is shutting down; retry later", 5.0)
-        timeout = self.settings.query_timeout
-        try:
-            await asyncio.wait_for(self._query_slots.acquire(), timeout)
-        except asyncio.TimeoutError:
-            raise Overloaded(
-                f"{self.settings.max_queries} queries have been running for {timeout:g} s (--max-queries); retry later",
-                timeout,
-            ) from None
-        control = QueryControl(timeout)
-        self._running_queries.add(control)
-        try:
-            storage = self._usable_storage()
-            loop = asyncio.get_running_loop()
-            running = loop.run_in_executor(self._query_executor, self._query_stored, storage, sql, params, control)
-            while True:
-                done, _ = await asyncio.wait({running}, timeout=CLIENT_CHECK_SECONDS)
-                if done:
-                    return running.result()
-                if not connected():
-                    control.cancel("its client closed the connection")
-        finally:
-            self._running_queries.discard(control)
-            self._query_slots.release()
+        storage = self._usable_storage()
+        control = QueryControl(self.settings.query_timeout)
+        loop = asyncio.get_running_loop()
+        running = loop.run_in_executor(self._query_executor, self._query_stored, storage, sql, params, control)
+        while True:
+            done, _ = await asyncio.wait({running}, timeout=CLIENT_CHECK_SECONDS)
+            if done:
+                return running.result()
+            if not connected():
+                control.cancel("its client closed the connection")
 
     def _query_stored(self, storage: Storage, sql: str, params: Sequence[Any] | None, control: QueryControl) -> Any:
         """Run a query once every span acknowledged before it is committed (read your acknowledged writes)."""
         storage.journaled.wait_stored(min(QUERY_CONSISTENCY_TIMEOUT, self.settings.query_timeout))
-        return storage.store.query(sql, params, control=control)
+        return self._queries.run(storage.store, sql, params, control)
 
     def _cancel_queries(self, reason: str) -> None:
-        for control in list(self._running_queries):
-            control.cancel(reason)
+        self._queries.cancel_all(reason)
 
     def _write_sidecar(self) -> None:
         """``<store>.server.json`` (written atomically) tells other commands where this server listens."""
