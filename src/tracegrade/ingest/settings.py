@@ -98,7 +98,7 @@ class ServeSettings(BaseModel):
         "96MB", description="DuckDB memory limit of the store (its buffer cache; at least 64MB)"
     )
     query_memory_limit: str = Field(
-        "256MB", description="DuckDB memory that queries may use on top of --store-memory-limit (they spill beyond)"
+        "64MB", description="DuckDB memory that queries may use on top of --store-memory-limit (they spill beyond)"
     )
     query_timeout: float = Field(30.0, gt=0, description="seconds a query may run before it is cancelled")
     max_queries: int = Field(2, ge=1, description="queries run at once; more wait (up to --query-timeout) for a turn")
