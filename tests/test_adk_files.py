@@ -134,6 +134,16 @@ def test_config_problems_name_the_place_in_the_adk_file(tmp_path: Path) -> None:
     assert "$.custom_metrics" in where
 
 
+def test_a_bare_threshold_on_a_tracegrade_slot_says_what_the_slot_takes(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"criteria": {"trajectory": 1.0}}))
+    with pytest.raises(ConfigError) as caught:
+        EvalConfig.from_file(path)
+    assert dict(caught.value.problems)["$.criteria.trajectory"] == (
+        "tracegrade slot 'trajectory' takes an object such as {\"threshold\": 1.0}"
+    )
+
+
 def test_eval_set_problems_name_the_place_in_the_adk_file(tmp_path: Path) -> None:
     path = tmp_path / "bad.evalset.json"
     path.write_text(

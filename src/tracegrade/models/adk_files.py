@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tracegrade.errors import ConfigError, EvalSetError, FileFormatError
-from tracegrade.models.config import CriterionConfig, EvalConfig, MatchType, Rubric
+from tracegrade.models.config import CRITERIA_SLOTS, CriterionConfig, EvalConfig, MatchType, Rubric
 from tracegrade.models.dataset import EvalCase, EvalSet, Invocation, MessageContent, SessionInput, ToolCall
 from tracegrade.models.files import read_json_file, validation_problems
 
@@ -470,6 +470,8 @@ def config_from_adk(data: dict[str, Any], source: str = "<ADK config>") -> EvalC
             built = _criterion(metric, value, where, problems)
             if built is not None:
                 slots[ADK_METRIC_SLOTS[metric]] = built
+        elif metric in CRITERIA_SLOTS:
+            problems.append((where, f'tracegrade slot {metric!r} takes an object such as {{"threshold": {value!r}}}'))
         elif metric in _OTHER_ADK_METRICS:
             problems.append((where, f"ADK metric {metric!r} has no tracegrade counterpart; remove it"))
         else:
