@@ -108,6 +108,16 @@ def test_tool_ids_recovered_by_name_and_arguments_then_by_order():
     assert all(t.args_captured for t in result.tool_calls)
 
 
+def test_a_tool_span_with_an_id_of_its_own_gets_the_arguments_of_the_request_by_name():
+    """ADK gives its tool spans ids of its own (``adk-…``) while the model's request carries the model's id."""
+    b = SpanBuilder()
+    with b.span("invoke_agent a", _agent("a")):
+        b.leaf("chat m", _chat_requesting(("model-call-7", "weather", {"city": "Bergen"})))
+        b.leaf("execute_tool weather", {**_tool("weather"), "gen_ai.tool.call.id": "adk-1f3e"})
+    (tool,) = map_spans(b.spans).tool_calls
+    assert (tool.call_id, tool.args, tool.args_captured) == ("adk-1f3e", {"city": "Bergen"}, True)
+
+
 def test_tool_span_is_never_matched_to_a_later_request():
     b = SpanBuilder()
     with b.span("invoke_agent a", _agent("a")):

@@ -188,8 +188,10 @@ def _match_requests(tools: list[ToolSpan], calls: list[LLMFields]) -> None:
         if i is not None and not used[i]:
             used[i] = True
             tool.matched = requests[i][1]
+    # by name and time: tools with no id, and tools whose id no request carries (ADK gives its tool spans ids
+    # of its own, while the model's request carries the model's id)
     for tool in tools:
-        if tool.call_id:
+        if tool.matched is not None:
             continue
         candidates = [
             i
@@ -204,7 +206,7 @@ def _match_requests(tools: list[ToolSpan], calls: list[LLMFields]) -> None:
         i = same_args[-1] if same_args else candidates[0]
         used[i] = True
         tool.matched = requests[i][1]
-        tool.call_id = tool.matched["call_id"]
+        tool.call_id = tool.call_id or tool.matched["call_id"]
 
 
 def _tool_call(tool: ToolSpan) -> dict[str, Any]:
