@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from tracegrade.models.span import LogRecordData, SpanRecord
 from tracegrade.store.database import duckdb_size_bytes, insert_arrow
 from tracegrade.store.lake_extensions import load_lake_extensions
 from tracegrade.store.lake_location import catalog_conninfo, redacted
+from tracegrade.store.lake_maintenance import MaintenanceResult, maintain_lake
 from tracegrade.store.lake_schema import BUILD_COLUMN, RAW_SCHEMA, ensure_lake_schema, lake_version
 from tracegrade.store.prepared import PreparedWrite
 from tracegrade.store.readonly import lock_down
@@ -202,6 +203,14 @@ class LakeStore(TraceStore):
             for name, table in tables.items()
         }
         super().replace_trajectories(stamped, clear=clear)
+
+    def maintain(self, *, keep: timedelta) -> MaintenanceResult:
+        """One maintenance pass over the lake (see ``lake_maintenance``), between this process's own commits."""
+        self._require_open()
+        if self.read_only:
+            raise StoreError(f"lake {self.path} is open read-only; maintenance needs a read-write open")
+        with self._write_lock:
+            return maintain_lake(self._con, CATALOG_ALIAS, keep=keep)
 
     def checkpoint(self) -> None:
         """Nothing to do: a lake commit is durable when it returns."""

@@ -1,0 +1,116 @@
+"""``tracegrade maintain``: compact a lake store (merge small files, expire snapshots, delete old files)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from tracegrade.cli.common import UsageProblem, friendly_errors
+from tracegrade.cli.store_access import DEFAULT_STORE
+
+if TYPE_CHECKING:
+    from tracegrade.store.lake import LakeStore
+
+__all__ = ["command"]
+
+
+def _duration(value: str, option: str) -> timedelta:
+    """A duration such as ``5m``, ``1h`` or ``0s`` (the forms ``--since`` takes)."""
+    from tracegrade.evaluation.timewindow import parse_since, utc_now
+
+    now = utc_now()
+    try:
+        since = parse_since(value)
+    except ValueError:
+        since = None
+    if since is None or not value.strip()[:1].isdigit():
+        raise UsageProblem(f"cannot read {option} {value!r}: use a duration such as 0s, 30s, 5m or 1h")
+    return timedelta(seconds=round((now - since).total_seconds(), 3))
+
+
+@click.command("maintain")
+@click.option(
+    "--store",
+    "location",
+    envvar="TRACEGRADE_STORE",
+    default=DEFAULT_STORE,
+    show_default=True,
+    help="The lake: ducklake:postgres:<libpq conninfo> [env: TRACEGRADE_STORE].",
+)
+@click.option(
+    "--lake-data",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the lake's Parquet files are (the path its receivers were given).",
+)
+@click.option("--every", help="Keep maintaining at this interval (5m, 1h); default: one pass, then exit.")
+@click.option(
+    "--keep",
+    default="15m",
+    show_default=True,
+    help="Snapshots younger than this, and files dropped less than this ago, are kept: a query running "
+    "shorter than this is never disturbed.",
+)
+@friendly_errors
+def command(location: str, lake_data: Path | None, every: str | None, keep: str) -> None:
+    """Merge a lake's small Parquet files, flush inlined rows, expire old snapshots and delete old files.
+
+    Safe while receivers write: each step is a DuckLake commit, retried when it races theirs. With
+    --every, SIGINT or SIGTERM stops it once the pass in progress is done. A DuckDB
+    store file needs none of this (it checkpoints itself), so a file store is refused.
+    """
+    from tracegrade.store.lake_location import catalog_conninfo, is_lake_location
+
+    if not is_lake_location(location):
+        raise UsageProblem(
+            f"`tracegrade maintain` works on a lake store, and {location} is a DuckDB store file, which needs no "
+            "maintenance (it checkpoints itself); give --store ducklake:postgres:<libpq conninfo>"
+        )
+    try:
+        catalog_conninfo(location)
+    except ValueError as exc:
+        raise UsageProblem(str(exc)) from None
+    if lake_data is None:
+        raise UsageProblem("maintaining a lake needs its data path: add --lake-data PATH (the receivers' path)")
+    kept = _duration(keep, "--keep")
+    interval = _duration(every, "--every").total_seconds() if every else None
+    if interval is not None and interval <= 0:
+        raise UsageProblem(f"--every {every!r} must be longer than zero")
+
+    from tracegrade.store.lake import LakeStore
+
+    store = LakeStore(location, data_path=lake_data)
+    try:
+        if interval is None:
+            _one_pass(store, kept, stop_on_error=True)
+            return
+        stop = threading.Event()
+        for signum in (signal.SIGINT, signal.SIGTERM):  # stop after the pass in progress, not inside a commit
+            signal.signal(signum, lambda *_: stop.set())
+        while not stop.is_set():
+            _one_pass(store, kept, stop_on_error=False)
+            stop.wait(interval)
+    finally:
+        store.close()
+
+
+def _one_pass(store: LakeStore, keep: timedelta, *, stop_on_error: bool) -> None:
+    """One pass, its summary on stdout; a failed step (a lost race, the catalog away) fails a single run
+    and is reported and retried at the next interval by ``--every``."""
+    import duckdb
+
+    from tracegrade.store.lake_location import redacted
+
+    try:
+        done = store.maintain(keep=keep)
+    except duckdb.Error as exc:
+        message = f"maintenance of {store.path} failed: {redacted(str(exc).splitlines()[0])}"
+        if stop_on_error:
+            raise click.ClickException(message + " (run it again; nothing was lost)") from None
+        click.echo(f"{message}; retrying at the next interval", err=True)
+        return
+    click.echo(done.summary())

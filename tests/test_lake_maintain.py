@@ -1,0 +1,139 @@
+"""``tracegrade maintain`` on a real lake: small files merged and old ones deleted, nothing lost, also while
+another process writes; a file store is refused."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tests.support import pg_cluster
+from tests.support.pg_cluster import PgServer
+from tests.support.store_records import make_span, trace_hex
+from tests.support.waiting import wait_until
+from tracegrade.cli.main import cli
+from tracegrade.store.lake import LakeStore
+
+pg_server = pg_cluster.pg_server  # the session's PostgreSQL (a fixture)
+
+SPANS_PER_COMMIT = 20  # above DuckLake's inlining limit: every commit writes a Parquet file
+
+
+@pytest.fixture
+def lake(pg_server: PgServer, tmp_path: Path) -> tuple[str, Path]:
+    return f"ducklake:postgres:{pg_server.new_database()}", tmp_path / "lake-data"
+
+
+def _commit(store: LakeStore, trace: int) -> None:
+    root = trace * 1000
+    spans = [make_span(trace, root, name="agent", attributes={"gen_ai.operation.name": "invoke_agent"})]
+    spans += [
+        make_span(trace, root + n, parent=root, name="search", attributes={"gen_ai.tool.name": "search"})
+        for n in range(1, SPANS_PER_COMMIT)
+    ]
+    store.write(spans)
+
+
+def _parquet_files(data: Path) -> int:
+    return sum(1 for _ in data.rglob("*.parquet"))
+
+
+def _contents(location: str) -> dict[str, list[tuple]]:
+    """Every count that maintenance must leave as it was."""
+    with LakeStore(location, read_only=True) as reader:
+        return {
+            sql: reader.query(sql).rows
+            for sql in (
+                "SELECT count(*), count(DISTINCT (trace_id, span_id)) FROM raw.spans",
+                "SELECT trace_id, count(*) FROM spans GROUP BY ALL ORDER BY ALL",
+                "SELECT trace_id, span_count, tool_calls FROM traces ORDER BY ALL",
+                "SELECT count(*) FROM tool_calls",
+            )
+        }
+
+
+def _maintain(location: str, data: Path, *args: str) -> str:
+    result = CliRunner().invoke(cli, ["maintain", "--store", location, "--lake-data", str(data), *args])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_maintain_merges_small_files_and_deletes_the_old_ones(lake: tuple[str, Path]) -> None:
+    location, data = lake
+    with LakeStore(location, data_path=data) as store:
+        for trace in range(1, 31):
+            _commit(store, trace)
+        store.rebuild_trajectories([trace_hex(t) for t in range(1, 31)])
+        store.rebuild_trajectories([trace_hex(t) for t in range(1, 11)])  # a remap deletes rows: files to rewrite
+    before_files = _parquet_files(data)
+    assert before_files >= 30
+    before = _contents(location)
+
+    kept = _maintain(location, data)  # default --keep 15m: the replaced files are still some snapshot's
+    assert "merged" in kept
+    assert _parquet_files(data) > before_files  # merged files written, none deleted yet
+    assert _contents(location) == before
+
+    output = _maintain(location, data, "--keep", "0s")
+    after_files = _parquet_files(data)
+    assert after_files <= 10, output  # one or two per table
+    assert "deleted" in output
+    assert _contents(location) == before
+    again = _maintain(location, data, "--keep", "0s")  # nothing left to do
+    assert "merged 0 file(s)" in again and "deleted 0 unreferenced" in again
+    assert _parquet_files(data) == after_files
+
+
+def test_maintain_while_another_process_writes_loses_nothing(lake: tuple[str, Path], tmp_path: Path) -> None:
+    location, data = lake
+    with LakeStore(location, data_path=data) as store:
+        _commit(store, 1)  # the lake exists before maintenance opens it
+    log = tmp_path / "maintain.out"
+    command = [sys.executable, "-m", "tracegrade.cli.main", "maintain", "--store", location, "--lake-data", str(data)]
+    with log.open("w") as out:
+        maintainer = subprocess.Popen([*command, "--every", "0.2s", "--keep", "0s"], stdout=out, stderr=out)
+    passes = lambda: log.read_text().count("live data files")  # noqa: E731
+    try:
+        wait_until(lambda: passes() >= 1 or maintainer.poll() is not None, "a first maintenance pass", timeout=120)
+        assert maintainer.poll() is None, log.read_text()
+        writer = LakeStore(location, data_path=data)
+        passes_before = passes()
+        written = threading.Thread(target=lambda: [_commit(writer, t) for t in range(2, 62)])
+        written.start()
+        written.join(300)
+        writer.close()
+        assert not written.is_alive()
+        assert passes() > passes_before, "no maintenance pass ran while the writer wrote"
+        wait_until(lambda: passes() > passes_before + 1, "a pass after the writes", timeout=120)
+    finally:
+        maintainer.send_signal(signal.SIGINT)
+        maintainer.wait(60)
+    assert maintainer.returncode == 0, log.read_text()  # stopped between passes
+
+    _maintain(location, data, "--keep", "0s")
+    with LakeStore(location, read_only=True) as reader:
+        assert reader.query("SELECT count(*), count(DISTINCT (trace_id, span_id)) FROM raw.spans").rows == [
+            (61 * SPANS_PER_COMMIT, 61 * SPANS_PER_COMMIT)
+        ]
+    assert _parquet_files(data) <= 10
+
+
+def test_maintain_refuses_a_file_store(tmp_path: Path) -> None:
+    store = tmp_path / "traces.duckdb"
+    result = CliRunner().invoke(cli, ["maintain", "--store", str(store)])
+    assert result.exit_code == 2
+    assert "works on a lake store" in result.output and "needs no maintenance" in result.output
+    assert not store.exists()
+
+
+def test_maintain_needs_the_data_path_and_a_duration(lake: tuple[str, Path]) -> None:
+    location, data = lake
+    missing = CliRunner().invoke(cli, ["maintain", "--store", location])
+    assert missing.exit_code == 2 and "--lake-data" in missing.output
+    bad = CliRunner().invoke(cli, ["maintain", "--store", location, "--lake-data", str(data), "--every", "soon"])
+    assert bad.exit_code == 2 and "--every" in bad.output
