@@ -6,7 +6,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,8 @@ from tests.support.pg_cluster import PgServer
 from tests.support.store_records import make_span, trace_hex
 from tests.support.waiting import wait_until
 from tracegrade.cli.main import cli
+from tracegrade.models.span import SpanRecord
+from tracegrade.store import StoreWriter
 from tracegrade.store.lake import LakeStore
 
 pg_server = pg_cluster.pg_server  # the session's PostgreSQL (a fixture)
@@ -29,14 +30,18 @@ def lake(pg_server: PgServer, tmp_path: Path) -> tuple[str, Path]:
     return f"ducklake:postgres:{pg_server.new_database()}", tmp_path / "lake-data"
 
 
-def _commit(store: LakeStore, trace: int) -> None:
+def _spans(trace: int) -> list[SpanRecord]:
     root = trace * 1000
     spans = [make_span(trace, root, name="agent", attributes={"gen_ai.operation.name": "invoke_agent"})]
     spans += [
         make_span(trace, root + n, parent=root, name="search", attributes={"gen_ai.tool.name": "search"})
         for n in range(1, SPANS_PER_COMMIT)
     ]
-    store.write(spans)
+    return spans
+
+
+def _commit(store: LakeStore, trace: int) -> None:
+    store.write(_spans(trace))
 
 
 def _parquet_files(data: Path) -> int:
@@ -101,13 +106,14 @@ def test_maintain_while_another_process_writes_loses_nothing(lake: tuple[str, Pa
     try:
         wait_until(lambda: passes() >= 1 or maintainer.poll() is not None, "a first maintenance pass", timeout=120)
         assert maintainer.poll() is None, log.read_text()
-        writer = LakeStore(location, data_path=data)
+        # the receiver's own writer: a commit per batch, trajectories replaced after each trace settles (a
+        # replacement that conflicts with a maintenance commit fails and is retried by the writer)
+        writer = StoreWriter(LakeStore(location, data_path=data), settle_seconds=0.05, root_settle_seconds=0.05)
+        writer.start()
         passes_before = passes()
-        written = threading.Thread(target=lambda: [_commit(writer, t) for t in range(2, 62)])
-        written.start()
-        written.join(300)
-        writer.close()
-        assert not written.is_alive()
+        for trace in range(2, 62):
+            writer.submit(_spans(trace)).result(timeout=120)
+        writer.close()  # drains: every trajectory rebuilt
         assert passes() > passes_before, "no maintenance pass ran while the writer wrote"
         wait_until(lambda: passes() > passes_before + 1, "a pass after the writes", timeout=120)
     finally:
@@ -120,6 +126,8 @@ def test_maintain_while_another_process_writes_loses_nothing(lake: tuple[str, Pa
         assert reader.query("SELECT count(*), count(DISTINCT (trace_id, span_id)) FROM raw.spans").rows == [
             (61 * SPANS_PER_COMMIT, 61 * SPANS_PER_COMMIT)
         ]
+        assert reader.query("SELECT count(*), min(span_count) FROM traces").rows == [(61, SPANS_PER_COMMIT)]
+        assert reader.stale_trajectories() == []
     assert _parquet_files(data) <= 10
 
 
