@@ -25,20 +25,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.support.chromium import CHROMIUM_FLAGS  # noqa: E402
 from tests.support.large_reports import large_report  # noqa: E402
 
 from tracegrade.reporters import HTMLReporter  # noqa: E402
 
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 # Appended to the benchmark's copy only: records paint and unpack times where --dump-dom can read them.
 PROBE = """<script>
 new PerformanceObserver(function (l) { l.getEntries().forEach(function (e) {

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.chromium import CHROMIUM_FLAGS
 from tests.support.large_reports import large_report
 from tracegrade.models.results import EvalReport
 from tracegrade.reporters import ConsoleReporter, HTMLReporter
@@ -22,10 +23,6 @@ from tracegrade.reporters.html import PAGE_SIZE
 CASES = 20_000
 MAX_PAGE_BYTES = 5_000_000
 CHROMIUM = shutil.which("chromium")
-CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -26,6 +26,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import Status, StatusCode
 
+from tests.support.chromium import CHROMIUM_FLAGS
 from tests.support.server_process import ServerProcess
 from tests.support.waiting import wait_for_value
 from tracegrade.cli.grading_store import GradingStore
@@ -41,16 +42,6 @@ pytestmark = [
 ]
 
 TOKEN = "ui-test-token-5f2c"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 # (question, answer, tool, tool fails, content captured, eval case id)
 TURNS = [
     ("Where is my order 41?", "Order 41 shipped yesterday.", "lookup_order", False, True, "order-status"),
@@ -138,7 +129,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     with playwright_api.sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        instance = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_FLAGS, headless=True)
         yield instance
         instance.close()
 
