@@ -1,9 +1,8 @@
 """A Google ADK ``LlmAgent`` graded live: ADK's runner, a session per case, a scripted model, content from ADK's
-log records. Needs google-adk, which is not a tracegrade dependency: skipped unless it is installed, e.g.
+log records. Needs google-adk, which is not a tracegrade dependency: skipped unless it is installed; CI runs it
+in its agents venv (.ci/run builds .venv-agents from .ci/agents-requirements.txt):
 
-    python3 -m venv /tmp/adkvenv2 && /tmp/adkvenv2/bin/pip install google-adk pytest pytest-asyncio <tracegrade's deps>
-    OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true PYTHONPATH=src /tmp/adkvenv2/bin/python -m pytest \
-        -p no:cacheprovider tests/test_adk_agent.py
+    .venv-agents/bin/python -m pytest -p no:cacheprovider -p tests.support.loopback_only tests/test_adk_agent.py
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """An OpenAI Agents SDK ``agents.Agent`` graded live with a scripted model: the SDK's own traces become
 OpenTelemetry spans through tracegrade's bridge. Needs openai-agents (not a tracegrade dependency): skipped
-unless it is installed, e.g. ``PYTHONPATH=src /tmp/adkvenv2/bin/python -m pytest tests/test_openai_agents.py``
-with ``pip install openai-agents`` in that venv."""
+unless it is installed; CI runs it in its agents venv (``.venv-agents``, see .ci/run)."""
 
 from __future__ import annotations
 
