@@ -13,7 +13,7 @@ import pytest
 
 from tracegrade.store import TraceStore
 from tracegrade.store.mapping_process import MappingProcess, map_arrow
-from tracegrade.store.rebuilder import RebuildJob, TrajectoryRebuilder
+from tracegrade.store.rebuilder import TrajectoryRebuilder
 
 from .support.store_records import make_span, trace_hex
 
@@ -88,19 +88,17 @@ def test_an_idle_child_exits_and_the_next_large_job_starts_another(stored):
 
 
 def test_the_rebuilder_ends_an_idle_child(stored):
-    store, trace_ids = stored
-    failed: list[list[str]] = []
+    store, _ = stored
     mapping = MappingProcess(in_process_spans=0, idle_seconds=0.2)
-    rebuilder = TrajectoryRebuilder(store, on_idle=lambda: None, on_failed=failed.append, mapping=mapping)
-    rebuilder.start()
+    rebuilder = TrajectoryRebuilder(store, mapping=mapping)
+    rebuilder.start()  # the store's writes queued its traces for a build
     try:
-        rebuilder.submit(RebuildJob(UPDATED_AT, trace_ids))
         deadline = time.monotonic() + 30
         while rebuilder.stats.traces_rebuilt < 3 or mapping.child_running:
             assert time.monotonic() < deadline, "the idle child was never ended"
             time.sleep(0.05)
     finally:
         rebuilder.stop()
-    assert not failed
+    assert rebuilder.stats.rebuild_errors == 0
     assert store.query("SELECT count(*) FROM tool_calls").rows == [(6,)]
     assert not spawned_children()

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["PgServer", "pg_server"]
+__all__ = ["PgServer", "PrivateCluster", "pg_server"]
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "pg_cluster.sh"
 DSN_VARIABLE = "TRACEGRADE_TEST_PG_DSN"
@@ -66,23 +66,43 @@ class PgServer:
         return self.conninfo(name)
 
 
+class PrivateCluster:
+    """A throwaway cluster (scripts/pg_cluster.sh) in a directory of its own, on a free port: a test that
+    stops and starts PostgreSQL uses one, never the shared one."""
+
+    def __init__(self) -> None:
+        if _postgres_tool("pg_ctl") is None:
+            pytest.fail(f"PostgreSQL is not installed (apt-get install postgresql) and ${DSN_VARIABLE} is not set")
+        self.parent = tempfile.mkdtemp(prefix="tracegrade-pg-")
+        os.chmod(self.parent, 0o711)  # the postgres user (the cluster's owner when run as root) must reach it
+        self.directory = Path(self.parent) / "cluster"
+        self.port = _free_port()
+
+    def _script(self, *args: str) -> str:
+        done = subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, f"pg_cluster.sh {' '.join(args)} failed:\n{done.stderr}"
+        return done.stdout
+
+    def start(self) -> PgServer:
+        """Start (or start again) the cluster; its server."""
+        return PgServer(self._script("start", str(self.directory), str(self.port)).strip().splitlines()[-1])
+
+    def stop(self) -> None:
+        self._script("stop", str(self.directory))
+
+    def remove(self) -> None:
+        subprocess.run(["bash", str(SCRIPT), "stop", str(self.directory)], capture_output=True, timeout=120)
+        shutil.rmtree(self.parent, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:
     dsn = os.environ.get(DSN_VARIABLE)
     if dsn:
         yield PgServer(dsn)
         return
-    if _postgres_tool("pg_ctl") is None:
-        pytest.fail(f"PostgreSQL is not installed (apt-get install postgresql) and ${DSN_VARIABLE} is not set")
-    parent = tempfile.mkdtemp(prefix="tracegrade-pg-")
-    os.chmod(parent, 0o711)  # the postgres user (the cluster's owner when run as root) must reach its directory
-    cluster = Path(parent) / "cluster"
-    started = subprocess.run(
-        ["bash", str(SCRIPT), "start", str(cluster), str(_free_port())], capture_output=True, text=True, timeout=120
-    )
-    assert started.returncode == 0, f"starting PostgreSQL failed:\n{started.stderr}"
+    cluster = PrivateCluster()
     try:
-        yield PgServer(started.stdout.strip().splitlines()[-1])
+        yield cluster.start()
     finally:
-        subprocess.run(["bash", str(SCRIPT), "stop", str(cluster)], capture_output=True, timeout=120)
-        shutil.rmtree(parent, ignore_errors=True)
+        cluster.remove()

@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export-cases": ("tracegrade.cli.export_cases:command", "Write one eval case per selected trace."),
     "worker": ("tracegrade.cli.worker:command", "Keep grading settled traces through durable jobs."),
     "maintain": ("tracegrade.cli.maintain:command", "Compact a lake store: merge files, expire snapshots."),
+    "build": ("tracegrade.cli.build:command", "Build a lake's trajectories from its catalog's build queue."),
     "convert": ("tracegrade.cli.convert:command", "Write an eval set or config as ADK's files or tracegrade's."),
     "init": ("tracegrade.cli.init_cmd:command", "Scaffold an evaluation project whose pytest passes at once."),
     "ui": ("tracegrade.cli.ui_cmd:command", "Browse a store in a read-only web UI."),

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from tracegrade.cli.common import UsageProblem, friendly_errors
-from tracegrade.cli.store_access import DEFAULT_STORE
+from tracegrade.cli.lake_options import checked_lake, lake_options
 
 if TYPE_CHECKING:
     from tracegrade.store.lake import LakeStore
@@ -34,19 +34,7 @@ def _duration(value: str, option: str) -> timedelta:
 
 
 @click.command("maintain")
-@click.option(
-    "--store",
-    "location",
-    envvar="TRACEGRADE_STORE",
-    default=DEFAULT_STORE,
-    show_default=True,
-    help="The lake: ducklake:postgres:<libpq conninfo> [env: TRACEGRADE_STORE].",
-)
-@click.option(
-    "--lake-data",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Where the lake's Parquet files are (the path its receivers were given).",
-)
+@lake_options
 @click.option("--every", help="Keep maintaining at this interval (5m, 1h); default: one pass, then exit.")
 @click.option(
     "--keep",
@@ -63,19 +51,7 @@ def command(location: str, lake_data: Path | None, every: str | None, keep: str)
     --every, SIGINT or SIGTERM stops it once the pass in progress is done. A DuckDB
     store file needs none of this (it checkpoints itself), so a file store is refused.
     """
-    from tracegrade.store.lake_location import catalog_conninfo, is_lake_location
-
-    if not is_lake_location(location):
-        raise UsageProblem(
-            f"`tracegrade maintain` works on a lake store, and {location} is a DuckDB store file, which needs no "
-            "maintenance (it checkpoints itself); give --store ducklake:postgres:<libpq conninfo>"
-        )
-    try:
-        catalog_conninfo(location)
-    except ValueError as exc:
-        raise UsageProblem(str(exc)) from None
-    if lake_data is None:
-        raise UsageProblem("maintaining a lake needs its data path: add --lake-data PATH (the receivers' path)")
+    data_path = checked_lake(location, lake_data, "maintain", "which needs no maintenance (it checkpoints itself)")
     kept = _duration(keep, "--keep")
     interval = _duration(every, "--every").total_seconds() if every else None
     if interval is not None and interval <= 0:
@@ -83,7 +59,7 @@ def command(location: str, lake_data: Path | None, every: str | None, keep: str)
 
     from tracegrade.store.lake import LakeStore
 
-    store = LakeStore(location, data_path=lake_data)
+    store = LakeStore(location, data_path=data_path)
     try:
         if interval is None:
             _one_pass(store, kept, stop_on_error=True)

@@ -149,7 +149,7 @@ class JournaledWriter:
 
     def free_records(self) -> int:
         """Records the store writer's queue can still take, beside those waiting to be journaled."""
-        return self.writer.max_queue_spans - self.writer.queue_depth - self._pending_records
+        return self.writer.free_records(self._pending_records)
 
     def retry_after(self, records: int) -> float:
         """About how long until the queue has room for ``records`` more (see ``StoreWriter.retry_after``)."""

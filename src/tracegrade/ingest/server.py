@@ -22,7 +22,6 @@ import socket
 import ssl
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -401,6 +400,4 @@ def run_server(settings: ServeSettings, announce: Any = lambda server: None) -> 
 
     use_receiver_allocator()
     fix_malloc_thresholds()
-    if not settings.is_lake:  # a lake's location is a catalog connection string, not a path
-        Path(settings.store).parent.mkdir(parents=True, exist_ok=True)
     asyncio.run(_serve(settings, announce))

@@ -38,6 +38,7 @@ ENV_VARS: dict[str, str] = {
     "shutdown_timeout": "TRACEGRADE_SHUTDOWN_TIMEOUT",
     "worker_rules": "TRACEGRADE_WORKER_RULES",
     "mapping_process": "TRACEGRADE_MAPPING_PROCESS",
+    "build_trajectories": "TRACEGRADE_BUILD_TRAJECTORIES",
     "query_timeout": "TRACEGRADE_QUERY_TIMEOUT",
     "max_queries": "TRACEGRADE_MAX_QUERIES",
     "query_memory_limit": "TRACEGRADE_QUERY_MEMORY_LIMIT",
@@ -114,6 +115,11 @@ class ServeSettings(BaseModel):
         False,
         description="map large trajectory backlogs in a child process, off the receiver's GIL (~100 MB more)",
     )
+    build_trajectories: bool = Field(
+        True,
+        description="build trajectories in this receiver; on a lake, --no-build-trajectories leaves them to "
+        "`tracegrade build` processes (traces are queued in the catalog either way)",
+    )
 
     @field_validator("store", mode="before")
     @classmethod
@@ -156,6 +162,11 @@ class ServeSettings(BaseModel):
         if not self.is_lake:
             if self.lake_data is not None:
                 raise ValueError("--lake-data is for a lake store (--store ducklake:postgres:...), not a DuckDB file")
+            if not self.build_trajectories:
+                raise ValueError(
+                    "--no-build-trajectories is for a lake store: a DuckDB file's trajectories are built by the "
+                    "receiver that holds it (no other process can)"
+                )
             return self
         if self.lake_data is None or self.journal is None:
             raise ValueError(

@@ -1,11 +1,12 @@
 """Storage: the write path of one receiver on one open store, opened at start and again after a failure.
 
-TraceStore -> StoreWriter -> JournaledWriter (and an in-process grading worker, if configured), opened in
-that order and closed in reverse. ``Storage.open`` replays the request journal before it returns, so a
-Storage that exists holds every request acknowledged before it: after a crash at start-up, and after the
-store failed under a running receiver (DuckDB invalidates a database whose write or checkpoint failed:
-a full disk, an I/O error, memory exhausted mid-write). The receiver then closes the failed Storage and
-opens a new one on the same file and journal (``ReceiverServer`` does this by itself).
+Store (``open_store``: a DuckDB file or a lake) -> StoreWriter -> JournaledWriter (and an in-process grading
+worker, if configured), opened in that order and closed in reverse. ``Storage.open`` replays the request
+journal before it returns, so a Storage that exists holds every request acknowledged before it: after a
+crash at start-up, and after the store failed under a running receiver (DuckDB invalidates a database
+whose write or checkpoint failed: a full disk, an I/O error, memory exhausted mid-write; a lake's catalog
+or data path out of reach; a lake commit that kept losing races). The receiver then closes the failed
+Storage and opens a new one on the same store and journal (``ReceiverServer`` does this by itself).
 """
 
 from __future__ import annotations
@@ -13,13 +14,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tracegrade.ingest.inprocess_worker import InProcessWorker, start_inprocess_worker
 from tracegrade.ingest.journaled_writer import Decoded, JournaledWriter
 from tracegrade.ingest.settings import ServeSettings, duckdb_size_bytes
 from tracegrade.store.journal import JournalRecord, RequestJournal
 from tracegrade.store.results import WriteResult
+
+if TYPE_CHECKING:
+    from tracegrade.store.backend import StoreBackend
+    from tracegrade.store.writer import StoreWriter
 
 __all__ = ["Storage", "StorageHooks"]
 
@@ -43,13 +48,11 @@ class Storage:
         self.worker = worker
 
     @property
-    def store(self) -> Any:
-        """The TraceStore."""
+    def store(self) -> StoreBackend:
         return self.journaled.writer.store
 
     @property
-    def writer(self) -> Any:
-        """The StoreWriter."""
+    def writer(self) -> StoreWriter:
         return self.journaled.writer
 
     @property
@@ -60,25 +63,17 @@ class Storage:
     @classmethod
     def open(cls, settings: ServeSettings, hooks: StorageHooks) -> Storage:
         """Open the store, start its writer, replay the journal, start journaling; raises StoreError."""
-        from tracegrade.store import StoreWriter, TraceStore
+        from tracegrade.store.backend import open_store
         from tracegrade.store.mapping_process import MappingProcess
+        from tracegrade.store.writer import StoreWriter
 
-        if settings.is_lake:
-            from tracegrade.store.lake import LakeStore
-
-            store: TraceStore = LakeStore(
-                str(settings.store),
-                data_path=settings.lake_data,
-                memory_limit=settings.store_memory_limit,
-                query_memory_limit=settings.query_memory_limit,
-            )
-        else:
-            store = TraceStore(
-                settings.store,
-                memory_limit=settings.store_memory_limit,
-                query_memory_limit=settings.query_memory_limit,
-                wal=False,  # the request journal is the store's log: DuckDB writes no WAL of its own
-            )
+        store = open_store(
+            settings.store,
+            data_path=settings.lake_data,
+            memory_limit=settings.store_memory_limit,
+            query_memory_limit=settings.query_memory_limit,
+            journaled=True,  # the request journal is the store's log: a DuckDB file writes no WAL of its own
+        )
         try:
             writer = StoreWriter(
                 store,
@@ -90,6 +85,7 @@ class Storage:
                 # no mapping child unless asked for: it adds a process's memory while a backlog keeps it running
                 mapping=MappingProcess() if settings.mapping_process else MappingProcess(in_process_spans=None),
                 on_dequeued=hooks.on_dequeued,
+                build=settings.build_trajectories,
             )
         except BaseException:
             store.close()

@@ -1,7 +1,9 @@
 """The DuckDB trace store: spans, logs and trajectory tables, its single writer and read access.
 
-Schema: see SCHEMA.md in this package. Entry points: ``TraceStore`` (the file), ``StoreWriter`` (the
-receiver's single writer thread), ``open_store_for_read`` (CLI readers: the file, or the server holding it).
+Schema: see SCHEMA.md in this package. Entry points: ``StoreBackend`` (the store seam every backend
+implements) and ``open_store`` (a DuckDB file or a lake, by location), ``TraceStore`` (the file),
+``StoreWriter`` (the receiver's single writer thread), ``open_store_for_read`` (CLI readers: the file, or
+the server holding it).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from tracegrade._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from tracegrade.store.access import ReadableStore, ServerInfo, open_store_for_read, read_sidecar, sidecar_path
+    from tracegrade.store.backend import StoreBackend, open_store
     from tracegrade.store.readonly import check_read_only
     from tracegrade.store.remote import RemoteStore
     from tracegrade.store.results import QueryResult, WriteResult
@@ -29,6 +32,8 @@ _HOMES = {
     "ReadableStore": "access",
     "RemoteStore": "remote",
     "ServerInfo": "access",
+    "StoreBackend": "backend",
+    "open_store": "backend",
     "StoreWriter": "writer",
     "TraceStore": "trace_store",
     "WriteResult": "results",
@@ -46,10 +51,12 @@ __all__ = [
     "ReadableStore",
     "RemoteStore",
     "ServerInfo",
+    "StoreBackend",
     "StoreWriter",
     "TraceStore",
     "WriteResult",
     "check_read_only",
+    "open_store",
     "open_store_for_read",
     "read_sidecar",
     "sidecar_path",

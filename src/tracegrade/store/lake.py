@@ -4,7 +4,13 @@ Many processes on many machines may open one lake, read-write or read-only: Duck
 optimistic concurrency through the catalog and retries a commit that lost a race (up to
 ``MAX_RETRY_COUNT`` times, raised from DuckLake's 10: several receivers committing at once exhaust those).
 A commit is durable when it returns (Parquet written, catalog committed), so the store reports
-``wal=True`` and needs no checkpoints.
+``wal=True`` and needs no checkpoints; each costs a Parquet file and a catalog transaction, so writers
+gather about ``COMMIT_SECONDS`` of records into one. A commit that still loses its race after those
+retries raises ``CommitConflict`` (the writer tries it again); an unreachable catalog or data path (an
+I/O error: PostgreSQL down, a full disk) marks the store failed, and its owner reopens it.
+
+Trajectory builds are coordinated through the catalog's PostgreSQL (``lake_builds``): every write marks
+its traces there, and any process claims them; ``updated_at`` and ``stamp`` come from PostgreSQL's clock.
 
 A LakeStore is a TraceStore whose connections see the lake through two schemas (see ``lake_schema``):
 the writing connection works in ``raw`` (every copy written), so the file store's write path (its
@@ -32,24 +38,29 @@ import pyarrow as pa
 
 from tracegrade.errors import StoreError
 from tracegrade.models.span import LogRecordData, SpanRecord
+from tracegrade.store.build_queue import BuildQueue
 from tracegrade.store.database import duckdb_size_bytes, insert_arrow
+from tracegrade.store.lake_builds import CatalogBuildQueue
 from tracegrade.store.lake_extensions import load_lake_extensions
 from tracegrade.store.lake_location import catalog_conninfo, redacted
 from tracegrade.store.lake_maintenance import MaintenanceResult, maintain_lake
 from tracegrade.store.lake_schema import BUILD_COLUMN, RAW_SCHEMA, ensure_lake_schema, lake_version
 from tracegrade.store.prepared import PreparedWrite
 from tracegrade.store.readonly import lock_down
-from tracegrade.store.results import WriteResult
+from tracegrade.store.results import CommitConflict, WriteResult
 from tracegrade.store.row_groups import RowGroupFill
 from tracegrade.store.rows import LOG_SELECT_COLUMNS, SPAN_SELECT_COLUMNS, log_from_row, span_from_row, sql_string
 from tracegrade.store.schema import SCHEMA_VERSION
 from tracegrade.store.span_keys import start_ranges
 from tracegrade.store.trace_store import QUERY_SPILL_LIMIT, TraceStore
 
-__all__ = ["CATALOG_ALIAS", "MAX_RETRY_COUNT", "LakeStore"]
+__all__ = ["CATALOG_ALIAS", "COMMIT_SECONDS", "MAX_RETRY_COUNT", "LakeStore"]
 
 CATALOG_ALIAS = "lake"
 MAX_RETRY_COUNT = 100
+# how long a writer gathers records into one commit: each commit writes a Parquet file and a catalog
+# transaction, and small commits throttle every writer of the lake (DuckLake conflicts grow with their rate)
+COMMIT_SECONDS = 1.0
 _LOOKUP_CHUNK = 1000  # trace ids per IN list when loading records
 _LOG_KEYS_VIEW = "_tracegrade_log_keys"
 _SPAN_ORDER = "trace_id, start_ns, span_id"
@@ -121,6 +132,41 @@ class LakeStore(TraceStore):
         self._write_lock = threading.RLock()
         self._last_stamp = datetime.min
         self._closed = False
+        try:
+            self._catalog_builds = CatalogBuildQueue(conninfo, create=not read_only)
+        except BaseException:
+            self._con.close()
+            raise
+
+    commit_seconds = COMMIT_SECONDS
+
+    @property
+    def builds(self) -> BuildQueue:
+        """The lake's build queue, in its catalog database (shared by every process on the lake)."""
+        return self._catalog_builds
+
+    def stamp(self) -> datetime:
+        """PostgreSQL's clock: every process on the lake stamps from the same one."""
+        return self._catalog_builds.now()
+
+    def stale_trajectories(self, limit: int | None = None) -> list[str]:
+        """The traces waiting in the build queue (marked by a write, not built since), longest-due first."""
+        return self._catalog_builds.waiting(limit)
+
+    def _failed(self, doing: str, exc: duckdb.Error) -> StoreError:
+        """A lost race is a CommitConflict (try again); an I/O error (the catalog or the data path out of
+        reach) fails the store until it is reopened."""
+        first_line = redacted(str(exc).splitlines()[0])
+        if isinstance(exc, duckdb.TransactionException):
+            return CommitConflict(f"{doing} failed: {first_line}")
+        if isinstance(exc, (duckdb.IOException, duckdb.ConnectionException)):
+            self.mark_failed(f"the lake's catalog or data path is out of reach: {first_line}")
+            return StoreError(f"{doing} failed: {first_line}")
+        return super()._failed(doing, exc)
+
+    def close(self) -> None:
+        self._catalog_builds.close()
+        super().close()
 
     def _attach(self, conninfo: str, data_path: str | Path | None) -> str:
         """ATTACH the lake; the absolute data path (with a trailing slash) it keeps its files under."""

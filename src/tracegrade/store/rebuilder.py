@@ -1,12 +1,16 @@
-"""The trajectory rebuilder: a thread that maps settled traces and replaces their trajectory rows.
+"""The trajectory rebuilder: the one owner of when and how traces are mapped into trajectory rows.
 
-The StoreWriter hands it ``RebuildJob``s: trace ids and the ``updated_at`` stamp taken when the job was
-made, between two writes. For each job the rebuilder reads the traces' spans and logs back from the
-store as Arrow tables (DuckDB works without the GIL), has them mapped (``MappingProcess``: large jobs
-in a child process, since mapping is pure Python and would otherwise compete with the receiver's
-request threads; small ones in process), and replaces their rows in one transaction, so a long rebuild
-never delays a write. Jobs run one at a time, in order, so a trace's newer rows always replace its older
-ones.
+It claims settled traces from its store's build queue (``store.builds``: marked by the store's own
+writes), reads their spans and logs back as Arrow tables (DuckDB works without the GIL), has them mapped
+(``MappingProcess``: large jobs in a child process when asked for) and replaces their rows in one
+transaction, so a long rebuild never delays a write. Claims run one at a time in one thread, so in one
+process a trace's newer rows always replace its older ones; across processes (a lake) the queue's
+claims order them.
+
+Ingestion comes first: while the writer is behind (``behind()``), a claim is made only when none was
+made for ``REBUILD_MIN_INTERVAL``, so trajectories still advance under a sustained burst and keep up
+freely otherwise (bench/RESULTS.md, bench_ingest). ``rebuild_traces`` runs the same jobs, in the same
+chunks, synchronously: ``tracegrade import`` and ``TraceStore.rebuild_trajectories`` use it.
 """
 
 from __future__ import annotations
@@ -14,28 +18,26 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from typing import TYPE_CHECKING
 
+from tracegrade.errors import StoreError
+from tracegrade.store.build_queue import BuildClaim
 from tracegrade.store.mapping_process import MappingProcess
-from tracegrade.store.trace_store import TraceStore
 
-__all__ = ["RebuildJob", "TrajectoryRebuilder"]
+if TYPE_CHECKING:
+    from tracegrade.store.backend import StoreBackend
+
+__all__ = ["REBUILD_MIN_INTERVAL", "REBUILD_TRACES", "RebuildStats", "TrajectoryRebuilder", "rebuild_traces"]
+
+# traces mapped and replaced per rebuild transaction: the rows of a few hundred agent traces stay well
+# inside the store's memory limit (1,000 ran a 128 MB store out of memory on 10-span agent traces)
+REBUILD_TRACES = 250
+REBUILD_MIN_INTERVAL = 2.0
+IDLE_POLL_SECONDS = 1.0  # longest wait between claims when the queue knows of nothing due (a shared queue)
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class RebuildJob:
-    """Traces to map, with the ``updated_at`` their new rows get."""
-
-    updated_at: datetime
-    trace_ids: list[str]
-
-    def __len__(self) -> int:
-        return len(self.trace_ids)
 
 
 @dataclass(slots=True)
@@ -46,111 +48,185 @@ class RebuildStats:
     seconds_per_trace: float = 0.0
 
 
+def _run_claim(store: StoreBackend, mapping: MappingProcess, claim: BuildClaim) -> int:
+    """Map a claim's traces and replace their rows; how many traces had spans. Raises on failure."""
+    spans, logs = store.load_arrow(claim.trace_ids)
+    tables = mapping.map(spans, logs, claim.updated_at)
+    store.replace_trajectories(tables, clear=claim.trace_ids)
+    return len(set(spans.column("trace_id").to_pylist())) if spans.num_rows else 0
+
+
+def rebuild_traces(
+    store: StoreBackend, trace_ids: Iterable[str], *, mapping: MappingProcess | None = None, chunk: int = REBUILD_TRACES
+) -> int:
+    """Map those traces now, ``chunk`` at a time, through the store's build queue; how many had spans.
+
+    A trace id with no stored spans loses any trajectory rows it had.
+    """
+    ids = list(dict.fromkeys(trace_ids))
+    mapper = mapping or MappingProcess(in_process_spans=None)
+    mapped = 0
+    for start in range(0, len(ids), chunk):
+        claim = store.builds.claim_traces(ids[start : start + chunk])
+        try:
+            mapped += _run_claim(store, mapper, claim)
+        except BaseException:
+            store.builds.finish(claim, built=False)
+            raise
+        store.builds.finish(claim, built=True)
+    return mapped
+
+
 class TrajectoryRebuilder:
-    """One thread running RebuildJobs against ``store``; ``on_idle`` is called after each job, and
-    ``on_failed`` with the trace ids of a job that failed (the writer queues them again)."""
+    """One thread building what ``store.builds`` has due, ``max_traces`` per claim.
+
+    ``behind`` says the writer has a backlog (claims are then spaced).
+    """
 
     def __init__(
         self,
-        store: TraceStore,
-        on_idle: Callable[[], None],
-        on_failed: Callable[[list[str]], None],
+        store: StoreBackend,
+        *,
         mapping: MappingProcess | None = None,
+        max_traces: int = REBUILD_TRACES,
+        behind: Callable[[], bool] = lambda: False,
     ) -> None:
         self.store = store
+        self.max_traces = max_traces
         self._mapping = mapping or MappingProcess()
+        self._behind = behind
         self.stats = RebuildStats()
-        self._on_idle = on_idle
-        self._on_failed = on_failed
-        self._jobs: deque[RebuildJob] = deque()
-        self._running = 0  # traces in the job being run
+        self._running = 0  # traces in the claim being built
         self._stopping = False
+        self._drain = True
         self._deadline: float | None = None
+        self._last_claim = float("-inf")
         self._cond = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="tracegrade-trajectory-rebuilder", daemon=True)
 
     def start(self) -> None:
+        """Queue what an earlier process left unbuilt, then start building (raises StoreError if the
+        store cannot be read)."""
+        self.store.builds.recover()
         self._thread.start()
 
     @property
     def idle(self) -> bool:
-        """No job waiting or running (the writer hands over the next one only then)."""
         with self._cond:
-            return not self._jobs and not self._running
+            return not self._running
 
     @property
     def pending(self) -> int:
-        """Traces in jobs waiting or running."""
-        with self._cond:
-            return sum(map(len, self._jobs)) + self._running
+        """Traces waiting or being built."""
+        try:
+            waiting = self.store.builds.pending()
+        except StoreError:
+            waiting = 0
+        return waiting + self._running
 
-    def submit(self, job: RebuildJob) -> None:
+    def build_waiting(self) -> int:
+        """Build every trace waiting now, due or not, in the calling thread (the thread must not be
+        started); how many traces were built."""
+        before = self.stats.traces_rebuilt
+        while self._claim_and_build(due_only=False):
+            pass
+        return self.stats.traces_rebuilt - before
+
+    def wake(self) -> None:
+        """New records were committed: a build may be due sooner than the rebuilder planned."""
         with self._cond:
-            self._jobs.append(job)
             self._cond.notify()
 
-    def stop(self, deadline: float | None = None) -> None:
-        """Finish the jobs already submitted, then end the thread. With a ``deadline`` (a
-        ``time.monotonic()`` value), jobs not started by then are dropped: their traces stay stale
-        and the next start rebuilds them (``TraceStore.stale_trajectories``)."""
+    def stop(self, deadline: float | None = None, *, drain: bool = True) -> None:
+        """Build everything waiting (``drain``; until ``deadline``, a ``time.monotonic()`` value, when
+        given), then end the thread. What is left stays queued for the next start or another builder."""
         with self._cond:
             self._stopping = True
+            self._drain = drain
             self._deadline = deadline
             self._cond.notify()
         if self._thread.is_alive():
             self._thread.join()
         self._mapping.close()
 
-    def _run(self) -> None:
-        while (job := self._next_job()) is not None:
-            try:
-                self._rebuild(job)
-            finally:
-                with self._cond:
-                    self._running = 0
-                self._on_idle()
+    # -- the thread --------------------------------------------------------------------------------------
 
-    def _next_job(self) -> RebuildJob | None:
-        """Wait for the next job; None once stopping with nothing left to run. After a wait with no job,
-        the mapping child is closed if it has been idle long enough (freeing its memory), outside the
-        lock: a job submitted meanwhile does not wait for the child's shutdown. Only this thread uses
-        the mapping process."""
+    def _run(self) -> None:
         while True:
             with self._cond:
-                if self._jobs or self._stopping:
-                    return self._take_job()
-                woken = self._cond.wait(self._mapping.idle_seconds)
-            if not woken:
-                self._mapping.close_if_idle()
+                if self._stopping:
+                    break
+                wait = self._wait_seconds()
+                if wait > 0:
+                    woken = self._cond.wait(wait)
+                    if not woken:
+                        self._mapping.close_if_idle()
+                    continue
+            if not self._claim_and_build(due_only=True):
+                with self._cond:  # nothing due after all: do not ask again before it may be
+                    if not self._stopping:
+                        self._cond.wait(min(IDLE_POLL_SECONDS, self._queue_wait() or IDLE_POLL_SECONDS))
+        if self._drain:
+            while not self._past_deadline() and self._claim_and_build(due_only=False):
+                pass
+        if self._past_deadline() and self.store.builds.pending():
+            log.warning("stopping: trajectory rebuilds left to the next start or another builder")
 
-    def _take_job(self) -> RebuildJob | None:
-        """Pop the next job, dropping every job once a stop's deadline has passed (call with the lock held)."""
-        if self._stopping and self._deadline is not None and time.monotonic() > self._deadline:
-            dropped = sum(map(len, self._jobs))
-            if dropped:
-                log.warning("stopping: %d trajectory rebuilds left to the next start", dropped)
-            self._jobs.clear()
-        if not self._jobs:
-            return None
-        job = self._jobs.popleft()
-        self._running = max(1, len(job))
-        return job
+    def _queue_wait(self) -> float | None:
+        try:
+            return self.store.builds.seconds_until_due()
+        except StoreError:
+            return IDLE_POLL_SECONDS
 
-    def _rebuild(self, job: RebuildJob) -> None:
+    def _wait_seconds(self) -> float:
+        """How long to wait before the next claim (call with the lock held)."""
+        if self.store.failure is not None:
+            return IDLE_POLL_SECONDS  # a failed store is rebuilt after it reopens
+        due = self._queue_wait()
+        wait = IDLE_POLL_SECONDS if due is None else min(due, IDLE_POLL_SECONDS)
+        if self._behind():
+            wait = max(wait, self._last_claim + REBUILD_MIN_INTERVAL - time.monotonic())
+        return max(0.0, wait)
+
+    def _past_deadline(self) -> bool:
+        return self._deadline is not None and time.monotonic() > self._deadline
+
+    def _claim_and_build(self, *, due_only: bool) -> bool:
+        """Claim and build one batch; False when nothing was claimed (or the claim failed)."""
+        builds = self.store.builds
+        try:
+            claim = builds.claim(self.max_traces, due_only=due_only)
+        except StoreError as exc:
+            log.error("claiming traces to build failed (will retry): %s", exc)
+            return False
+        if claim is None:
+            return False
+        self._last_claim = time.monotonic()
+        with self._cond:
+            self._running = max(1, len(claim))
         started = time.monotonic()
         try:
-            spans, logs = self.store.load_arrow(job.trace_ids)
-            tables = self._mapping.map(spans, logs, job.updated_at)
-            self.store.replace_trajectories(tables, clear=job.trace_ids)
-        except Exception as exc:  # keep going; the writer retries these traces later
-            log.error("rebuilding trajectories of %d traces failed (will retry): %s", len(job), exc)
+            _run_claim(self.store, self._mapping, claim)
+        except Exception as exc:  # keep going; the queue has them due again
+            log.error("rebuilding trajectories of %d traces failed (will retry): %s", len(claim), exc)
             with self._cond:
                 self.stats.rebuild_errors += 1
-            self._on_failed(job.trace_ids)
-            return
-        per_trace = (time.monotonic() - started) / max(1, len(job))
+            self._finish(claim, built=False)
+            return False
+        self._finish(claim, built=True)
+        per_trace = (time.monotonic() - started) / max(1, len(claim))
         with self._cond:
             s = self.stats
-            s.traces_rebuilt += len(job)
+            s.traces_rebuilt += len(claim)
             s.rebuild_batches += 1
             s.seconds_per_trace = per_trace if not s.seconds_per_trace else 0.7 * s.seconds_per_trace + 0.3 * per_trace
+        return True
+
+    def _finish(self, claim: BuildClaim, *, built: bool) -> None:
+        try:
+            self.store.builds.finish(claim, built=built)
+        except StoreError as exc:  # a shared queue lets the claim's lease run out: another build takes it
+            log.error("finishing a build claim failed: %s", exc)
+        finally:
+            with self._cond:
+                self._running = 0

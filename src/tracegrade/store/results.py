@@ -13,7 +13,14 @@ from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["QueryResult", "WriteResult", "json_safe"]
+from tracegrade.errors import StoreError
+
+__all__ = ["CommitConflict", "QueryResult", "WriteResult", "json_safe"]
+
+
+class CommitConflict(StoreError):
+    """A commit lost a race with another writer of the same store (after the store's own retries); the
+    same write may succeed when tried again."""
 
 
 @dataclass(slots=True)

@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 
 from tracegrade.errors import QueryCancelled, StoreError
 from tracegrade.models.span import LogRecordData, SpanRecord
+from tracegrade.store.build_queue import BuildQueue, LocalBuildQueue
 from tracegrade.store.database import (
     attach_duckdb,
     duckdb_size_bytes,
@@ -56,7 +57,7 @@ from tracegrade.store.rows import (
 )
 from tracegrade.store.schema import check_schema, ensure_schema
 from tracegrade.store.span_keys import stored_span_keys
-from tracegrade.store.trajectories import TRAJECTORY_TABLES, map_traces
+from tracegrade.store.trajectories import TRAJECTORY_TABLES
 
 __all__ = ["DEFAULT_CHECKPOINT_THRESHOLD", "BatchWrite", "TraceStore"]
 
@@ -78,7 +79,6 @@ ROW_GROUP_SIZE = 8_192
 # which would leave the request journal, on the same disk, nothing to append to).
 QUERY_SPILL_LIMIT = "2GiB"
 _LOOKUP_CHUNK = 1000  # trace ids per IN list when loading spans
-_REBUILD_CHUNK = 1000  # traces mapped and replaced per transaction
 _TICK = timedelta(microseconds=1)
 _SPAN_ORDER = "trace_id, start_ns, span_id"
 _LOG_ORDER = "trace_id, time_ns, log_key"
@@ -89,11 +89,14 @@ _REPLACED_IDS_VIEW = "_tracegrade_replaced_trace_ids"
 @dataclass(slots=True)
 class BatchWrite:
     """One committed transaction of several submissions: a WriteResult per submission, the traces whose
-    root span (one without a parent) was among the spans inserted, and the ``received_at`` stamped."""
+    root span (one without a parent) was among the spans inserted, the ``received_at`` stamped, and every
+    trace the submissions hold records of (stored before or not: marked for a build, so a replay of
+    records committed just before a crash still gets their traces built)."""
 
     results: list[WriteResult]
     rooted: set[str]
     received_at: datetime
+    touched: set[str]
 
 
 def _added_sizes(first: str, second: str | None) -> str:
@@ -116,6 +119,16 @@ def _rows_of_traces_sql(table: str, columns: str, id_list: str, order: str) -> s
         f"SELECT {columns} FROM {table}, bounds WHERE {table}.rowid BETWEEN bounds.low AND bounds.high "
         f"AND trace_id IN {id_list} ORDER BY {order}"
     )
+
+
+def _touched_traces(submissions: Sequence[PreparedWrite]) -> set[str]:
+    """Every trace id the submissions' spans and log records carry."""
+    touched: set[str] = set()
+    for submission in submissions:
+        for table in (submission.spans, submission.logs):
+            if table is not None:
+                touched.update(pc.unique(table.column("trace_id")).drop_null().to_pylist())
+    return touched
 
 
 def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
@@ -176,6 +189,19 @@ class TraceStore:
         self._write_lock = threading.RLock()
         self._last_stamp = datetime.min
         self._closed = False
+        self._builds: BuildQueue = LocalBuildQueue(self.stamp, self.stale_trajectories)
+
+    commit_seconds = 0.0  # a commit costs little more than its rows: a writer commits what is queued at once
+
+    @property
+    def builds(self) -> BuildQueue:
+        """The traces waiting for a trajectory build (in memory: this process is the file's only writer)."""
+        return self._builds
+
+    def mark_failed(self, reason: str) -> None:
+        """Refuse writes from now on (the owner reopens the store); the first reason is kept."""
+        if self.failure is None:
+            self.failure = reason
 
     def __enter__(self) -> TraceStore:
         return self
@@ -205,7 +231,13 @@ class TraceStore:
         for result, sent in zip(results, submissions):
             result.spans_duplicate = sent.spans_sent - result.spans_inserted
             result.logs_duplicate = sent.logs_sent - result.logs_inserted
-        return BatchWrite(results, rooted, received_at)
+        written = BatchWrite(results, rooted, received_at, _touched_traces(submissions))
+        try:
+            self.builds.mark(sorted(written.touched), rooted)
+        except StoreError as exc:  # committed, yet no build would follow: reopening replays and marks again
+            self.mark_failed(f"the traces of a commit could not be marked for their build: {exc}")
+            raise
+        return written
 
     def _insert_spans(
         self, submissions: Sequence[PreparedWrite], results: list[WriteResult], received_at: datetime
@@ -353,18 +385,11 @@ class TraceStore:
     # ------------------------------------------------------------ trajectories
 
     def rebuild_trajectories(self, trace_ids: Iterable[str]) -> int:
-        """Re-map those traces into traces/node_visits/tool_calls/llm_calls; returns how many were mapped.
+        """Re-map those traces into traces/node_visits/tool_calls/llm_calls now, in the rebuilder's chunks;
+        returns how many had spans. A trace id with no stored spans loses any trajectory rows it had."""
+        from tracegrade.store.rebuilder import rebuild_traces
 
-        A trace id with no stored spans loses any trajectory rows it had.
-        """
-        ids = list(dict.fromkeys(trace_ids))
-        mapped = 0
-        for chunk in _chunks(ids, _REBUILD_CHUNK):
-            updated_at = self.stamp()  # before loading: spans received later make the rows stale again
-            spans = self.load_spans(chunk)
-            self.replace_trajectories(map_traces(spans, self.load_logs(chunk), updated_at).to_arrow(), clear=chunk)
-            mapped += len(spans)
-        return mapped
+        return rebuild_traces(self, trace_ids)
 
     def replace_trajectories(self, tables: dict[str, pa.Table], *, clear: Sequence[str]) -> None:
         """In one transaction, delete the trajectory rows of ``clear`` and insert ``tables`` (Arrow

@@ -1,10 +1,16 @@
-"""StoreWriter: the single writer thread in front of a TraceStore.
+"""StoreWriter: the single writer thread in front of a store, owning group commit and checkpoints.
 
 Submissions are converted to Arrow in the submitting thread (``prepare_write``) and wait in a queue
-bounded in records (spans + log records); when it is over capacity, ``submit`` raises QueueFull with a
-retry delay (the receiver answers 503 / RESOURCE_EXHAUSTED). The thread coalesces everything queued
-into one transaction (group commit: one fsync for all of them) and resolves each submission's Future
-after the commit.
+bounded in records (spans + log records); ``check_room`` is where admission is decided: over capacity,
+it raises QueueFull with a retry delay (the receiver answers 503 / RESOURCE_EXHAUSTED). The thread
+coalesces what is queued into one transaction (group commit: one commit for all of them) and resolves
+each submission's Future after the commit. A store that prefers fewer, larger commits (a lake:
+``store.commit_seconds``) gathers for that long, or until ``max_batch_spans`` are queued.
+
+A commit that loses a race with another writer (``CommitConflict``) is tried again after a pause, up to
+``COMMIT_ATTEMPTS`` times; one that still fails marks the store failed, and the receiver reopens it and
+replays its request journal, so the batch is retried from there: never dropped, and (the store skipping
+what it has) never stored twice.
 
 With a store that writes no WAL (``TraceStore(wal=False)``, under the receiver's request journal) a
 commit is durable only after a checkpoint: the thread checkpoints once the spans table's last row group
@@ -12,13 +18,8 @@ is full (a transaction takes no more spans than it has room for; see ``row_group
 ``checkpoint_bytes`` of records and trajectory rows are committed, or ``CHECKPOINT_SECONDS`` after the
 oldest of them, and then calls each submission's ``when_durable`` (with a WAL, right after its commit).
 
-Traces that gained records are rebuilt once they settle (while the writer is behind, at most one
-rebuild job starts per ``REBUILD_MIN_INTERVAL``): ``root_settle_seconds`` after their last
-record when their root span came in that write (an agent's root span ends, and is exported, last),
-else ``settle_seconds``. Settled traces go to the rebuilder thread in jobs; it maps them (through
-``mapping``: by default a backlog in a child process) and replaces their rows, so writes never wait behind
-a rebuild. At most ``max_pending_rebuilds`` waiting traces are kept in memory; beyond that the store's own
-record of stale trajectories is read back, oldest first, once those have been rebuilt.
+Trajectories are the rebuilder's (``TrajectoryRebuilder``): the store's writes mark their traces in its
+build queue, and the writer only wakes the rebuilder after each commit and tells it when it is behind.
 """
 
 from __future__ import annotations
@@ -30,21 +31,22 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracegrade.errors import StoreError
 from tracegrade.models.span import LogRecordData, SpanRecord
+from tracegrade.store.build_queue import DEFAULT_CAPACITY
 from tracegrade.store.mapping_process import MappingProcess
 from tracegrade.store.prepared import PreparedWrite, prepare_write
-from tracegrade.store.rebuilder import RebuildJob, TrajectoryRebuilder
-from tracegrade.store.results import QueryResult, WriteResult
-from tracegrade.store.trace_store import BatchWrite, TraceStore
+from tracegrade.store.rebuilder import REBUILD_TRACES, TrajectoryRebuilder
+from tracegrade.store.results import CommitConflict, QueryResult, WriteResult
+
+if TYPE_CHECKING:
+    from tracegrade.store.backend import StoreBackend
+    from tracegrade.store.trace_store import BatchWrite
 
 __all__ = ["QueueFull", "StoreWriter"]
 
-# traces mapped and replaced per rebuild transaction: the rows of a few hundred agent traces stay well
-# inside the store's memory limit (1,000 ran a 128 MB store out of memory on 10-span agent traces)
-REBUILD_TRACES = 250
 # shortest retry delay suggested to a refused exporter (gRPC RetryInfo carries it exactly; the HTTP
 # Retry-After header rounds it up to whole seconds)
 MIN_RETRY_AFTER = 0.25
@@ -56,15 +58,13 @@ MIN_RETRY_AFTER = 0.25
 # appends to; bench/RESULTS.md, store writes).
 DEFAULT_CHECKPOINT_BYTES = 32 * 2**20
 CHECKPOINT_SECONDS = 1.0
-# Ingestion first: while the writer is behind (more than a tenth of the queue's capacity waiting), a
-# rebuild job starts only when none has started for REBUILD_MIN_INTERVAL, so trajectories still advance
-# under a sustained burst and keep up freely otherwise: rebuilds interleaved freely took the CPU the
-# writer needed to keep up with the exporters (bench/RESULTS.md, bench_ingest).
-REBUILD_MIN_INTERVAL = 2.0
+# While more than this fraction of the queue's capacity waits, the writer is behind and the rebuilder
+# spaces its claims (rebuilds interleaved freely took the CPU the writer needed: bench/RESULTS.md, bench_ingest).
 BEHIND_FRACTION = 0.1
-# traces waiting for a rebuild that the writer keeps in memory (about 150 bytes each); beyond it the store's
-# own record of stale traces takes over (see _DirtyTraces)
-MAX_PENDING_REBUILDS = 100_000
+# a commit that lost races this many times in a row (each after DuckLake's own retries) fails the store
+COMMIT_ATTEMPTS = 4
+COMMIT_RETRY_PAUSE = 0.25  # seconds before the second attempt, doubling before each further one
+MAX_PENDING_REBUILDS = DEFAULT_CAPACITY
 
 log = logging.getLogger(__name__)
 
@@ -102,72 +102,25 @@ class _Stats:
     submissions: int = 0
     transactions: int = 0
     write_errors: int = 0
+    commit_retries: int = 0
     last_write_seconds: float = 0.0
     total_write_seconds: float = 0.0
     last_submission_latency_seconds: float = 0.0
     records_per_second: float = 0.0  # smoothed write throughput, used for retry_after
 
 
-class _DirtyTraces:
-    """Traces waiting for a rebuild, each with the monotonic time it is due; at most ``capacity`` of them.
-
-    Two queues, one per settle delay, so each stays in due order by appending alone. A trace marked
-    while the queues are full is not kept, only ``overflowed`` is set: the store still knows it is stale
-    (``TraceStore.stale_trajectories``), and the writer asks for it once the queues have drained, so memory
-    stays bounded however far mapping falls behind the exports.
-    """
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.overflowed = False
-        self._queues: tuple[dict[str, float], dict[str, float]] = ({}, {})
-
-    def __len__(self) -> int:
-        return sum(map(len, self._queues))
-
-    @property
-    def drained_after_overflow(self) -> bool:
-        """Empty, and traces were left out while full: time to read them back from the store."""
-        return self.overflowed and not len(self)
-
-    def mark(self, trace_id: str, due: float, *, soon: bool) -> None:
-        known = False
-        for queue in self._queues:
-            known = queue.pop(trace_id, None) is not None or known
-        if not known and len(self) >= self.capacity:
-            self.overflowed = True
-            return
-        self._queues[0 if soon else 1][trace_id] = due
-
-    def next_due(self) -> float | None:
-        heads = [next(iter(q.values())) for q in self._queues if q]
-        return min(heads) if heads else None
-
-    def take(self, limit: int, now: float | None) -> list[str]:
-        """Up to ``limit`` traces due by ``now`` (any trace when ``now`` is None), soon-queue first."""
-        due: list[str] = []
-        for queue in self._queues:
-            taken: list[str] = []
-            for trace_id, at in queue.items():
-                if len(due) + len(taken) == limit or (now is not None and at > now):
-                    break
-                taken.append(trace_id)
-            for trace_id in taken:
-                del queue[trace_id]
-            due += taken
-        return due
-
-
 class StoreWriter:
-    """One writer thread owning ``store`` (closing the writer closes the store).
+    """One writer thread owning ``store`` (closing the writer closes the store), and its rebuilder.
 
     ``on_dequeued`` is called on the writer's thread each time it takes a transaction's records from the
-    queue (the receiver lets requests that wait for room go on).
+    queue (the receiver lets requests that wait for room go on). ``build=False`` runs no rebuilder: the
+    store's build queue is still marked, and another process builds (a lake's ``tracegrade build``).
+    ``commit_seconds`` overrides how long the writer gathers submissions (default: ``store.commit_seconds``).
     """
 
     def __init__(
         self,
-        store: TraceStore,
+        store: StoreBackend,
         *,
         max_queue_spans: int = 200_000,
         settle_seconds: float = 1.0,
@@ -178,21 +131,27 @@ class StoreWriter:
         max_pending_rebuilds: int = MAX_PENDING_REBUILDS,
         mapping: MappingProcess | None = None,
         on_dequeued: Callable[[], None] | None = None,
+        build: bool = True,
+        commit_seconds: float | None = None,
     ) -> None:
         if max_queue_spans < 1:
             raise ValueError("max_queue_spans must be at least 1")
         self.store = store
         self.max_queue_spans = max_queue_spans
-        self.settle_seconds = settle_seconds
-        self.root_settle_seconds = min(root_settle_seconds, settle_seconds)
         self.max_batch_spans = max_batch_spans
-        self.max_rebuild_traces = max_rebuild_traces
         self.checkpoint_bytes = checkpoint_bytes
+        self.commit_seconds = store.commit_seconds if commit_seconds is None else commit_seconds
+        store.builds.configure(
+            settle_seconds=settle_seconds, root_settle_seconds=root_settle_seconds, capacity=max_pending_rebuilds
+        )
         self._on_dequeued = on_dequeued
         self._queue: deque[_Submission] = deque()
         self._queued = 0
-        self._dirty = _DirtyTraces(max_pending_rebuilds)
-        self._rebuilder = TrajectoryRebuilder(store, on_idle=self._wake, on_failed=self._retry_rebuild, mapping=mapping)
+        self._rebuilder = (
+            TrajectoryRebuilder(store, mapping=mapping, max_traces=max_rebuild_traces, behind=self._behind)
+            if build
+            else None
+        )
         self._cond = threading.Condition()
         self._stats = _Stats()
         self._thread: threading.Thread | None = None
@@ -200,17 +159,15 @@ class StoreWriter:
         self._drain = True
         self._rebuild_deadline: float | None = None
         self._awaiting_checkpoint: list[Callable[[], None]] = []  # when_durable of commits not checkpointed
-        self._last_rebuild_job = float("-inf")  # monotonic time the last rebuild job was handed over
-        self._stale_scan_after = float("-inf")  # no scan for stale traces before (after a failed one)
 
     # ------------------------------------------------------------ public API
 
     def start(self) -> None:
-        """Start the writer; traces left stale by an earlier crash are queued for rebuild."""
+        """Start the writer (and its rebuilder, which first queues what an earlier run left unbuilt)."""
         if self._thread is not None:
             raise StoreError("the store writer is already started")
-        self._mark_stale()
-        self._rebuilder.start()
+        if self._rebuilder is not None:
+            self._rebuilder.start()
         self._thread = threading.Thread(target=self._run, name="tracegrade-store-writer", daemon=True)
         self._thread.start()
 
@@ -245,19 +202,22 @@ class StoreWriter:
         return future
 
     def check_room(self, size: int, reserved: int = 0) -> None:
-        """Raise QueueFull unless ``size`` more records fit beside the queue and ``reserved`` promised ones."""
-        with self._cond:
-            self._check_room(size, reserved)
+        """Raise QueueFull unless ``size`` more records fit beside the queue and ``reserved`` promised ones.
 
-    def _check_room(self, size: int, reserved: int) -> None:
-        if self.store.failure is not None:
-            raise StoreError(
-                f"the store failed and accepts no writes ({self.store.failure}); restart `tracegrade serve`: "
-                "spans already acknowledged are in its journal and are stored when it starts"
-            )
-        queued = self._queued + reserved
-        if queued and queued + size > self.max_queue_spans:
-            raise QueueFull(queued, self.max_queue_spans, self.retry_after(queued + size - self.max_queue_spans))
+        The one admission check: the receiver's journal and its queue gate both ask here."""
+        with self._cond:
+            if self.store.failure is not None:
+                raise StoreError(
+                    f"the store failed and accepts no writes ({self.store.failure}); restart `tracegrade serve`: "
+                    "spans already acknowledged are in its journal and are stored when it starts"
+                )
+            queued = self._queued + reserved
+            if queued and queued + size > self.max_queue_spans:
+                raise QueueFull(queued, self.max_queue_spans, self.retry_after(queued + size - self.max_queue_spans))
+
+    def free_records(self, reserved: int = 0) -> int:
+        """Records the queue can still take beside ``reserved`` promised ones."""
+        return self.max_queue_spans - self._queued - reserved
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> QueryResult:
         """Run read-only SQL on the store's connection (safe from any thread, while writes go on)."""
@@ -271,8 +231,9 @@ class StoreWriter:
     @property
     def stats(self) -> dict[str, Any]:
         """Counters and gauges for /metrics."""
-        rebuilds = self._rebuilder.stats
-        pending_in_jobs = self._rebuilder.pending
+        rebuilder = self._rebuilder
+        rebuilds = rebuilder.stats if rebuilder is not None else None
+        pending = rebuilder.pending if rebuilder is not None else 0
         with self._cond:
             s = self._stats
             return {
@@ -283,15 +244,16 @@ class StoreWriter:
                 "submissions": s.submissions,
                 "transactions": s.transactions,
                 "write_errors": s.write_errors,
+                "commit_retries": s.commit_retries,
                 "last_write_seconds": s.last_write_seconds,
                 "avg_write_seconds": s.total_write_seconds / s.transactions if s.transactions else 0.0,
                 "last_submission_latency_seconds": s.last_submission_latency_seconds,
                 "queue_depth": self._queued,
                 "queue_capacity": self.max_queue_spans,
-                "traces_rebuilt": rebuilds.traces_rebuilt,
-                "rebuild_batches": rebuilds.rebuild_batches,
-                "rebuild_errors": rebuilds.rebuild_errors,
-                "pending_rebuilds": len(self._dirty) + pending_in_jobs,
+                "traces_rebuilt": rebuilds.traces_rebuilt if rebuilds else 0,
+                "rebuild_batches": rebuilds.rebuild_batches if rebuilds else 0,
+                "rebuild_errors": rebuilds.rebuild_errors if rebuilds else 0,
+                "pending_rebuilds": pending,
             }
 
     def close(self, drain: bool = True, rebuild_seconds: float | None = None) -> None:
@@ -299,7 +261,7 @@ class StoreWriter:
 
         ``drain=True`` writes everything queued and rebuilds every pending trajectory first (for at
         most ``rebuild_seconds`` when given); ``drain=False`` fails queued submissions with StoreError.
-        Rebuilds not done are left to the next start (``TraceStore.stale_trajectories`` finds them).
+        Rebuilds not done are left to the next start (or, on a lake, to another builder).
         """
         with self._cond:
             if self._closing:
@@ -320,61 +282,21 @@ class StoreWriter:
         back to a writer that had run dry, and fewer spans were stored per second (bench/RESULTS.md,
         bench_ingest: measured over gRPC, which passes the delay on exactly)."""
         rate = self._stats.records_per_second or 10_000.0
-        return min(30.0, max(MIN_RETRY_AFTER, excess / rate))
+        return min(30.0, max(MIN_RETRY_AFTER, excess / rate + self.commit_seconds))
 
-    def _wake(self) -> None:
-        with self._cond:
-            self._cond.notify()
+    def _behind(self) -> bool:
+        return self._queued > BEHIND_FRACTION * self.max_queue_spans
 
-    def _retry_rebuild(self, trace_ids: list[str]) -> None:
-        """A rebuild failed (a transient store error, say): try those traces again once settled.
-
-        While closing, they are left to the next start, which finds them stale.
-        """
-        due = time.monotonic() + self.settle_seconds
-        with self._cond:
-            if self._closing:
-                return
-            for trace_id in trace_ids:
-                self._dirty.mark(trace_id, due, soon=False)
-
-    def _mark_stale(self) -> None:
-        """Queue the traces the store knows are stale, as many as the dirty queues keep, oldest first.
-
-        Raises StoreError when the store cannot be read.
-        """
-        due = time.monotonic()
-        stale = self.store.stale_trajectories(limit=self._dirty.capacity - len(self._dirty))
-        with self._cond:
-            self._dirty.overflowed = False
-            for trace_id in stale:
-                self._dirty.mark(trace_id, due, soon=True)
-            if len(self._dirty) >= self._dirty.capacity:
-                self._dirty.overflowed = True
-
-    def _mark_overflowed_stale(self) -> None:
-        """Queue the traces left out while the dirty queues were full (a failed scan is retried later)."""
-        try:
-            self._mark_stale()
-        except StoreError as exc:
-            log.error("finding the traces that wait for a rebuild failed (will retry): %s", exc)
-            self._stale_scan_after = time.monotonic() + self.settle_seconds
-
-    def _rebuild_due(self) -> bool:
-        if self.store.failure is not None or not self._rebuilder.idle:
-            return False
-        if self._dirty.drained_after_overflow:  # the store holds stale traces the queues had no room for
-            return time.monotonic() >= self._stale_scan_after
-        next_due = self._dirty.next_due()
-        return next_due is not None and next_due <= time.monotonic()
+    def _commit_due_at(self) -> float | None:
+        """When the queued submissions are to be committed (None: nothing queued; call with the lock held)."""
+        if not self._queue:
+            return None
+        if self._closing or self._queued >= self.max_batch_spans or not self.commit_seconds:
+            return 0.0
+        return self._queue[0].enqueued_at + self.commit_seconds
 
     def _wait_seconds(self) -> float | None:
-        times = [self._checkpoint_at()]
-        if self._rebuilder.idle and self.store.failure is None:  # else the rebuilder wakes us when it is idle again
-            times.append(self._dirty.next_due())
-            if self._dirty.drained_after_overflow:
-                times.append(self._stale_scan_after)
-        known = [at for at in times if at is not None]
+        known = [at for at in (self._checkpoint_at(), self._commit_due_at()) if at is not None]
         return max(0.0, min(known) - time.monotonic()) if known else None
 
     def _checkpoint_at(self) -> float | None:
@@ -389,6 +311,10 @@ class StoreWriter:
 
     def _checkpoint_due(self) -> bool:
         at = self._checkpoint_at()
+        return at is not None and at <= time.monotonic()
+
+    def _commit_due(self) -> bool:
+        at = self._commit_due_at()
         return at is not None and at <= time.monotonic()
 
     def _checkpoint(self) -> None:
@@ -406,32 +332,23 @@ class StoreWriter:
         try:
             while True:
                 with self._cond:
-                    while (
-                        not self._queue and not self._rebuild_due() and not self._checkpoint_due() and not self._closing
-                    ):
+                    while not self._commit_due() and not self._checkpoint_due() and not self._closing:
                         self._cond.wait(self._wait_seconds())
                     if self._closing and not self._drain:
                         break
-                    batch = self._take_batch()
-                    finishing = self._closing and not batch
+                    batch = self._take_batch() if self._commit_due() else []
+                    finishing = self._closing and not self._queue and not batch
                 if batch:
                     if self._on_dequeued is not None:
                         self._on_dequeued()
                     self._write(batch)
                 if finishing:
-                    self._rebuild(everything=True)
                     break
-                if self._rebuilder.idle and (
-                    self._queued <= BEHIND_FRACTION * self.max_queue_spans
-                    or time.monotonic() - self._last_rebuild_job >= REBUILD_MIN_INTERVAL
-                ):
-                    if self._rebuild_due() and self._dirty.drained_after_overflow:
-                        self._mark_overflowed_stale()
-                    self._rebuild(everything=False)
                 if self._checkpoint_due():
                     self._checkpoint()
         finally:
-            self._rebuilder.stop(self._rebuild_deadline)
+            if self._rebuilder is not None:
+                self._rebuilder.stop(self._rebuild_deadline, drain=self._drain and self.store.failure is None)
             if not self.store.wal and not self.store.closed and self.store.failure is None:
                 self._checkpoint()
             self._fail_queued()
@@ -465,17 +382,23 @@ class StoreWriter:
             return self.max_batch_spans
         return group.room if self._queue and group.fits(self._queue[0].prepared.spans_sent) else group.size
 
-    def _rebuild(self, *, everything: bool) -> None:
-        """Hand due traces (every dirty trace when ``everything``) to the rebuilder, in jobs."""
-        while self.store.failure is None:  # a failed store's traces are rebuilt at the next start
-            with self._cond:
-                due = self._dirty.take(self.max_rebuild_traces, None if everything else time.monotonic())
-            if not due:
-                return
-            self._rebuilder.submit(RebuildJob(self.store.stamp(), due))  # stamped between two writes
-            self._last_rebuild_job = time.monotonic()
-            if not everything:
-                return
+    def _commit(self, batch: list[_Submission]) -> BatchWrite:
+        """One transaction of ``batch``, tried again after a pause while it loses races with other writers;
+        after ``COMMIT_ATTEMPTS`` the store is marked failed (its owner replays the batch from its journal)."""
+        pause = COMMIT_RETRY_PAUSE
+        for attempt in range(1, COMMIT_ATTEMPTS + 1):
+            try:
+                return self.store.write_batch([s.prepared for s in batch])
+            except CommitConflict as exc:
+                if attempt == COMMIT_ATTEMPTS:
+                    self.store.mark_failed(f"a commit lost {attempt} races in a row: {exc}")
+                    raise
+                log.warning("a commit lost a race with another writer (attempt %d); retrying: %s", attempt, exc)
+                with self._cond:
+                    self._stats.commit_retries += 1
+                time.sleep(pause)
+                pause *= 2
+        raise AssertionError("unreachable")
 
     def _write(self, batch: list[_Submission]) -> None:
         group = self.store.span_group
@@ -483,20 +406,24 @@ class StoreWriter:
             self._checkpoint()  # the group is as full as it gets: write it once, before the next one starts
         started = time.monotonic()
         try:
-            written = self.store.write_batch([s.prepared for s in batch])
+            written = self._commit(batch)
         except Exception as exc:
-            if len(batch) > 1:  # one bad submission must not fail the others: write each alone
+            if len(batch) > 1 and self.store.failure is None:  # one bad submission must not fail the others
                 for submission in batch:
                     self._write([submission])
                 return
             log.error("store write failed: %s", exc)
             with self._cond:
-                self._stats.write_errors += 1
-            batch[0].future.set_exception(exc if isinstance(exc, StoreError) else StoreError(f"write failed: {exc}"))
+                self._stats.write_errors += len(batch)
+            error = exc if isinstance(exc, StoreError) else StoreError(f"write failed: {exc}")
+            for submission in batch:
+                submission.future.set_exception(error)
             return
         finished = time.monotonic()
         with self._cond:
             self._record(batch, written, finished - started, finished)
+        if self._rebuilder is not None:
+            self._rebuilder.wake()
         for submission, result in zip(batch, written.results):
             submission.future.set_result(result)
         durable = [s.when_durable for s in batch if s.when_durable is not None]
@@ -513,10 +440,6 @@ class StoreWriter:
             s.spans_duplicate += result.spans_duplicate
             s.logs_written += result.logs_inserted
             s.logs_duplicate += result.logs_duplicate
-        for result in written.results:
-            for trace_id in result.trace_ids:
-                soon = trace_id in written.rooted
-                self._dirty.mark(trace_id, now + (self.root_settle_seconds if soon else self.settle_seconds), soon=soon)
         s.submissions += len(batch)
         s.transactions += 1
         s.last_write_seconds = seconds

@@ -1,0 +1,213 @@
+"""CatalogBuildQueue: a lake's build queue, a table in its catalog's PostgreSQL database.
+
+Any process may build any trace: receivers (after their commits) and ``tracegrade build`` processes claim
+due traces from ``tracegrade_build_queue`` (``FOR UPDATE SKIP LOCKED``: two claims never take the same
+trace), each under a lease, so one builder maps a settled trace at a time and a builder that died
+leaves its traces to another once ``LEASE_SECONDS`` pass.
+
+Every time here is PostgreSQL's own clock: when a trace is due, when a lease runs out, and the
+``updated_at`` a claim's rows get, so the receivers' and builders' clocks need not agree. Why a claim's
+build holds every span committed before it: a writer marks a trace only after its DuckLake commit
+returned, and a claim reads the lake only after it took the trace, so a claim that saw a mark reads the
+commit behind it. A mark that comes while the trace is built (a late span, another receiver's half)
+bumps ``marks``, so finishing that claim keeps the trace queued: it is built again once due. Two builds of
+one trace are ordered by their claims, and the lake's views show the newest ``updated_at``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from tracegrade.errors import StoreError
+from tracegrade.store.build_queue import BuildClaim
+from tracegrade.store.lake_location import redacted
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["LEASE_SECONDS", "QUEUE_TABLE", "CatalogBuildQueue"]
+
+QUEUE_TABLE = "tracegrade_build_queue"
+LEASE_SECONDS = 30.0  # far longer than one claim takes to build (a few hundred traces)
+CONNECT_TIMEOUT = 5  # seconds; an unreachable catalog fails a call quickly rather than hanging the thread
+_UTC_NOW = "(clock_timestamp() AT TIME ZONE 'UTC')"
+_CREATE = f"""
+CREATE TABLE IF NOT EXISTS {QUEUE_TABLE} (
+    trace_id text PRIMARY KEY,
+    due_at timestamptz NOT NULL,
+    marks bigint NOT NULL DEFAULT 1,
+    claimed_by text,
+    claimed_marks bigint,
+    lease_until timestamptz
+);
+CREATE INDEX IF NOT EXISTS {QUEUE_TABLE}_due ON {QUEUE_TABLE} (due_at)
+"""
+_UNLEASED = "(lease_until IS NULL OR lease_until < clock_timestamp())"
+
+
+class CatalogBuildQueue:
+    """The build queue of the lake whose catalog is at ``conninfo`` (one connection, used under a lock)."""
+
+    def __init__(self, conninfo: str, *, create: bool) -> None:
+        self._conninfo = conninfo
+        self._where = redacted(conninfo)
+        self._lock = threading.Lock()
+        self._connection: psycopg.Connection[Any] | None = None
+        self.builder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.settle_seconds = 1.0
+        self.root_settle_seconds = 0.1
+        self.lease_seconds = LEASE_SECONDS
+        if create:
+            self._create()
+
+    def configure(self, *, settle_seconds: float, root_settle_seconds: float, capacity: int) -> None:
+        self.settle_seconds = settle_seconds
+        self.root_settle_seconds = min(root_settle_seconds, settle_seconds)
+
+    # -- the connection ------------------------------------------------------------------------------------
+
+    @contextmanager
+    def _cursor(self, doing: str) -> Iterator[psycopg.Cursor[Any]]:
+        """A cursor in one transaction; any PostgreSQL error becomes a StoreError (the connection is then
+        dropped and made again at the next call)."""
+        import psycopg
+
+        with self._lock:
+            try:
+                if self._connection is None or self._connection.closed:
+                    self._connection = psycopg.connect(
+                        self._conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT, application_name="tracegrade"
+                    )
+                with self._connection.transaction(), self._connection.cursor() as cursor:
+                    yield cursor
+            except psycopg.Error as exc:
+                if self._connection is not None and (
+                    self._connection.closed or isinstance(exc, psycopg.OperationalError)
+                ):
+                    self._connection.close()
+                    self._connection = None
+                raise StoreError(
+                    f"{doing} in the lake's catalog ({self._where}) failed: {redacted(str(exc).strip())}"
+                ) from None
+
+    def _create(self) -> None:
+        import psycopg
+
+        for attempt in range(3):  # two processes creating the table at once: one of them retries
+            try:
+                with self._cursor("creating the build queue") as cursor:
+                    cursor.execute(_CREATE)
+                return
+            except StoreError as exc:
+                if attempt == 2 or not isinstance(exc.__context__, psycopg.errors.UniqueViolation):
+                    raise
+
+    def close(self) -> None:
+        with self._lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
+
+    # -- the queue -----------------------------------------------------------------------------------------
+
+    def now(self) -> datetime:
+        """PostgreSQL's clock, as a UTC timestamp without zone (the store's ``updated_at`` type)."""
+        with self._cursor("reading the time") as cursor:
+            row = cursor.execute(f"SELECT {_UTC_NOW}").fetchone()
+        assert row is not None
+        return row[0]  # type: ignore[no-any-return]
+
+    def mark(self, trace_ids: Sequence[str], rooted: set[str]) -> None:
+        if not trace_ids:
+            return
+        ids = sorted(set(trace_ids))  # one lock order for every writer: concurrent marks never deadlock
+        delays = [self.root_settle_seconds if trace_id in rooted else self.settle_seconds for trace_id in ids]
+        with self._cursor("marking traces for a build") as cursor:
+            cursor.execute(
+                f"INSERT INTO {QUEUE_TABLE} AS q (trace_id, due_at) "
+                "SELECT t, clock_timestamp() + make_interval(secs => d) FROM unnest(%s::text[], %s::float8[]) u(t, d) "
+                "ON CONFLICT (trace_id) DO UPDATE SET due_at = EXCLUDED.due_at, marks = q.marks + 1",
+                [ids, delays],
+            )
+
+    def claim(self, limit: int, *, due_only: bool = True) -> BuildClaim | None:
+        due = "due_at <= clock_timestamp() AND " if due_only else ""
+        with self._cursor("claiming traces to build") as cursor:
+            rows = cursor.execute(
+                f"WITH due AS (SELECT trace_id FROM {QUEUE_TABLE} WHERE {due}{_UNLEASED} "
+                f"ORDER BY due_at LIMIT %s FOR UPDATE SKIP LOCKED) "
+                f"UPDATE {QUEUE_TABLE} q SET claimed_by = %s, claimed_marks = q.marks, "
+                "lease_until = clock_timestamp() + make_interval(secs => %s) "
+                "FROM due WHERE q.trace_id = due.trace_id RETURNING q.trace_id",
+                [limit, self.builder, self.lease_seconds],
+            ).fetchall()
+            if not rows:
+                return None
+            stamp = cursor.execute(f"SELECT {_UTC_NOW}").fetchone()
+        assert stamp is not None
+        return BuildClaim(sorted(row[0] for row in rows), stamp[0])
+
+    def claim_traces(self, trace_ids: Sequence[str]) -> BuildClaim:
+        ids = sorted(set(trace_ids))
+        with self._cursor("claiming traces to build") as cursor:
+            cursor.execute(
+                f"INSERT INTO {QUEUE_TABLE} AS q (trace_id, due_at, claimed_by, claimed_marks, lease_until) "
+                "SELECT t, clock_timestamp(), %s, 1, clock_timestamp() + make_interval(secs => %s) "
+                "FROM unnest(%s::text[]) u(t) ON CONFLICT (trace_id) DO UPDATE SET claimed_by = EXCLUDED.claimed_by, "
+                "claimed_marks = q.marks, lease_until = EXCLUDED.lease_until",
+                [self.builder, self.lease_seconds, ids],
+            )
+            stamp = cursor.execute(f"SELECT {_UTC_NOW}").fetchone()
+        assert stamp is not None
+        return BuildClaim(ids, stamp[0])
+
+    def finish(self, claim: BuildClaim, *, built: bool) -> None:
+        with self._cursor("finishing a build") as cursor:
+            if built:  # done, unless marked again meanwhile: then due again (at the time its mark set)
+                cursor.execute(
+                    f"DELETE FROM {QUEUE_TABLE} WHERE trace_id = ANY(%s) AND claimed_by = %s AND marks = claimed_marks",
+                    [claim.trace_ids, self.builder],
+                )
+                retry = ""
+            else:
+                retry = f", due_at = clock_timestamp() + make_interval(secs => {float(self.settle_seconds)})"
+            cursor.execute(
+                f"UPDATE {QUEUE_TABLE} SET claimed_by = NULL, claimed_marks = NULL, lease_until = NULL{retry} "
+                "WHERE trace_id = ANY(%s) AND claimed_by = %s",
+                [claim.trace_ids, self.builder],
+            )
+
+    def seconds_until_due(self) -> float | None:
+        with self._cursor("reading the build queue") as cursor:
+            row = cursor.execute(
+                f"SELECT extract(epoch FROM min(due_at) - clock_timestamp()) FROM {QUEUE_TABLE} WHERE {_UNLEASED}"
+            ).fetchone()
+        return None if row is None or row[0] is None else max(0.0, float(row[0]))
+
+    def pending(self) -> int:
+        with self._cursor("reading the build queue") as cursor:
+            if cursor.execute("SELECT to_regclass(%s)", [QUEUE_TABLE]).fetchone() == (None,):
+                return 0
+            row = cursor.execute(f"SELECT count(*) FROM {QUEUE_TABLE}").fetchone()
+        return int(row[0]) if row else 0
+
+    def waiting(self, limit: int | None = None) -> list[str]:
+        """The traces waiting for a build (claimed or not), the longest-due first (none before a
+        read-write open created the queue)."""
+        sql = f"SELECT trace_id FROM {QUEUE_TABLE} ORDER BY due_at, trace_id"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        with self._cursor("reading the build queue") as cursor:
+            if cursor.execute("SELECT to_regclass(%s)", [QUEUE_TABLE]).fetchone() == (None,):
+                return []
+            return [row[0] for row in cursor.execute(sql).fetchall()]
+
+    def recover(self) -> None:
+        """Nothing to do: the queue outlives every process."""

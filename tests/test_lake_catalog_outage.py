@@ -1,0 +1,111 @@
+"""The lake's catalog goes away under a loaded receiver: real OTLP exporters keep sending, the PostgreSQL
+cluster (a private one, started for this test) is stopped and started again. Meanwhile the receiver
+answers 503 with Retry-After (OTLP/HTTP) and UNAVAILABLE (OTLP/gRPC) and is not ready; once the catalog
+is back it recovers by itself, and every span it acknowledged, before, during and after, is visible once."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import grpc
+
+from tests.support.export_load import ExportLoad, make_batches
+from tests.support.lake_serve import LakeServerProcess, lake_span_counts
+from tests.support.pg_cluster import PrivateCluster
+from tests.support.server_otlp import post
+from tests.support.server_requests import span_json, traces_proto, unique_trace_id
+from tracegrade.store.lake import LakeStore
+
+_WAIT_SECONDS = 120.0  # bound on waiting for background work on a busy machine (not a timing assertion)
+
+
+def _probe_http(receiver: LakeServerProcess, acked: list[tuple[str, str]]) -> tuple[int, str | None]:
+    """One export over OTLP/HTTP; its status and Retry-After (an acknowledged span joins ``acked``)."""
+    trace_id = unique_trace_id()
+    reply = post(f"{receiver.http_url}/v1/traces", traces_proto([span_json(trace_id, 0)]))
+    if reply.status == 200:
+        acked.append((trace_id, f"{1:016x}"))
+    return reply.status, reply.headers.get("Retry-After")
+
+
+def _probe_grpc(receiver: LakeServerProcess, acked: list[tuple[str, str]]) -> grpc.StatusCode:
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+    trace_id = unique_trace_id()
+    request = trace_service_pb2.ExportTraceServiceRequest.FromString(traces_proto([span_json(trace_id, 0)]))
+    with grpc.insecure_channel(receiver.grpc_target) as channel:
+        try:
+            trace_service_pb2_grpc.TraceServiceStub(channel).Export(request, timeout=30)
+        except grpc.RpcError as error:
+            return error.code()  # type: ignore[no-any-return]
+    acked.append((trace_id, f"{1:016x}"))
+    return grpc.StatusCode.OK
+
+
+def _ready(receiver: LakeServerProcess) -> int:
+    return post(f"{receiver.http_url}/readyz", b"", method="GET").status
+
+
+def test_the_catalog_going_away_is_a_retryable_refusal_and_nothing_acknowledged_is_lost(tmp_path: Path) -> None:
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
+
+    cluster = PrivateCluster()
+    receiver: LakeServerProcess | None = None
+    loads: list[ExportLoad] = []
+    probed: list[tuple[str, str]] = []
+    try:
+        location = f"ducklake:postgres:{cluster.start().new_database()}"
+        receiver = LakeServerProcess(location, tmp_path / "lake-data", tmp_path / "receiver.journal").start()
+        traces = make_batches(60, 10)
+        loads = [
+            ExportLoad(HttpSpanExporter(endpoint=f"{receiver.http_url}/v1/traces", timeout=60), traces[0::2], 0.1),
+            ExportLoad(GrpcSpanExporter(endpoint=receiver.grpc_target, insecure=True, timeout=60), traces[1::2], 0.1),
+        ]
+        for load in loads:
+            load.start()
+        deadline = time.monotonic() + _WAIT_SECONDS
+        while min(load.acked_batches for load in loads) < 3:
+            assert time.monotonic() < deadline and all(load.is_alive() for load in loads), "the load never got going"
+            time.sleep(0.05)
+
+        cluster.stop()
+        http_refusal: tuple[int, str | None] = (200, None)
+        grpc_refusal = grpc.StatusCode.OK
+        deadline = time.monotonic() + _WAIT_SECONDS
+        while http_refusal[0] == 200 or grpc_refusal is grpc.StatusCode.OK:
+            assert time.monotonic() < deadline, f"no refusal while the catalog was away: {http_refusal}, {grpc_refusal}"
+            http_refusal = _probe_http(receiver, probed)
+            grpc_refusal = _probe_grpc(receiver, probed)
+            time.sleep(0.1)
+        assert http_refusal[0] == 503 and float(http_refusal[1] or 0) >= 1, http_refusal
+        assert grpc_refusal is grpc.StatusCode.UNAVAILABLE
+        assert _ready(receiver) == 503
+        cluster.start()
+
+        for load in loads:
+            load.join(_WAIT_SECONDS)
+            assert not load.is_alive(), "the exporters never got their spans in"
+        deadline = time.monotonic() + _WAIT_SECONDS
+        while _ready(receiver) != 200:  # it recovered by itself
+            assert time.monotonic() < deadline, receiver.log()
+            time.sleep(0.2)
+        assert _probe_http(receiver, probed)[0] == 200
+        assert receiver.terminate() == 0, receiver.log()
+        acked = [ids for load in loads for ids in load.acked] + probed
+        assert sum(load.acked_batches for load in loads) == 60
+        visible = lake_span_counts(location)
+        lost = [ids for ids in acked if ids not in visible]
+        assert not lost, f"{len(lost)} of {len(acked)} acknowledged spans lost, e.g. {lost[:3]}"
+        assert set(visible.values()) == {1}
+        assert "reopening" in receiver.log()
+        with LakeStore(location, read_only=True) as reader:
+            assert reader.stale_trajectories() == []  # every trace built once the catalog was back
+            assert reader.query("SELECT count(*) FROM traces WHERE span_count = 10").rows == [(60,)]
+    finally:
+        for load in loads:
+            load.stop()
+        if receiver is not None:
+            receiver.kill()
+        cluster.remove()
