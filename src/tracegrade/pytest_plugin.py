@@ -6,8 +6,13 @@
 * Every case graded through ``tracegrade.testing.run_eval`` / ``eval_test`` is recorded; with pytest-xdist
   each worker sends its cases to the controller, which merges them (in collection order) into one report.
 * ``--tracegrade-report DIR`` writes that report as ``<id>.json``, ``<id>.html`` and ``<id>_junit.xml``.
-* ``--tracegrade-baseline REPORT.json`` compares the session's cases with a saved report (as
-  ``--tracegrade-report`` writes it) and fails the session when a case regressed.
+* ``--tracegrade-store STORE`` (or ``TRACEGRADE_STORE``) records the session's report there as a run (kind
+  ``live``; through ``tracegrade serve`` when it holds the file, with ``TRACEGRADE_TOKEN``).
+* ``--tracegrade-baseline RUN`` gates the session against a baseline: a saved report JSON file, or a run in
+  the store (a run id or unique prefix, ``latest``, ``latest~N``: what ``tracegrade gate`` accepts, resolved
+  before this session is recorded). The session fails only on a regression that is significant at
+  ``--tracegrade-alpha`` (paired McNemar and bootstrap tests, :func:`tracegrade.evaluation.compare.compare_runs`),
+  a drop larger than ``--tracegrade-max-drop``, or with ``--tracegrade-strict`` any case gone from pass to fail.
 * ``--tracegrade-num-runs N`` sets ``EvalConfig.num_runs`` of every run the session grades through
   ``run_eval`` / ``eval_test``: each case runs N times (see :mod:`tracegrade.evaluation.trials`).
 
@@ -21,6 +26,7 @@ session with graded cases needs it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -52,8 +58,9 @@ class _SessionState:
         self.report: Any = None  # the merged EvalReport, once the session finished
         self.written: list[str] = []
         self.problems: list[str] = []
-        self.regressions: list[str] = []
-        self.baseline_summary: str = ""
+        self.baseline: Any = None  # (name, EvalReport) resolved at configure time
+        self.gate: Any = None  # the RunComparison against it
+        self.recorded_run: str | None = None
 
 
 # the configured sessions, innermost last (pytester runs sessions inside a session)
@@ -69,11 +76,38 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="write the session's evaluation report (JSON, HTML, JUnit XML) into DIR",
     )
     group.addoption(
+        "--tracegrade-store",
+        metavar="STORE",
+        default=os.environ.get("TRACEGRADE_STORE"),
+        help="record the session's report as a run in this store, where --tracegrade-baseline also looks up runs "
+        "[env: TRACEGRADE_STORE]",
+    )
+    group.addoption(
         "--tracegrade-baseline",
-        metavar="REPORT",
+        metavar="RUN",
         default=None,
-        help="fail the session when a case regressed against this saved report (a JSON report, e.g. one "
-        "written by --tracegrade-report)",
+        help="gate the session against this baseline: a JSON report (e.g. written by --tracegrade-report) or a "
+        "run in --tracegrade-store (run id or prefix, latest, latest~N); fails only on a significant regression",
+    )
+    group.addoption(
+        "--tracegrade-alpha",
+        metavar="ALPHA",
+        type=float,
+        default=0.05,
+        help="significance level of the baseline gate (default 0.05)",
+    )
+    group.addoption(
+        "--tracegrade-max-drop",
+        metavar="FRACTION",
+        type=float,
+        default=None,
+        help="also fail on an observed drop of the pass rate or a criterion's mean score larger than this",
+    )
+    group.addoption(
+        "--tracegrade-strict",
+        action="store_true",
+        default=False,
+        help="the baseline gate fails on any case that went from pass to fail",
     )
     group.addoption(
         "--tracegrade-num-runs",
@@ -85,17 +119,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    baseline = config.getoption("tracegrade_baseline", None)
-    if baseline is not None and not Path(baseline).is_file():
-        raise pytest.UsageError(
-            f"--tracegrade-baseline: no report file {baseline!r}; give the JSON report of an earlier run "
-            "(--tracegrade-report DIR writes DIR/<eval set id>.json)"
-        )
     num_runs = config.getoption("tracegrade_num_runs", None)
     if num_runs is not None and num_runs < 1:
         raise pytest.UsageError(f"--tracegrade-num-runs must be at least 1, got {num_runs}")
+    alpha = config.getoption("tracegrade_alpha", 0.05)
+    if not 0 < alpha < 1:
+        raise pytest.UsageError(f"--tracegrade-alpha must be between 0 and 1 (exclusive), got {alpha}")
+    max_drop = config.getoption("tracegrade_max_drop", None)
+    if max_drop is not None and not 0 <= max_drop <= 1:
+        raise pytest.UsageError(f"--tracegrade-max-drop must be a fraction between 0 and 1, got {max_drop}")
     state = _SessionState(active_recorder())
     state.recorder.num_runs = num_runs
+    baseline = config.getoption("tracegrade_baseline", None)
+    if baseline is not None and not hasattr(config, "workerinput"):  # xdist workers leave the gate to the controller
+        state.baseline = _load_baseline(config, baseline)
     config.stash[_STATE] = state
     _STATES.append(state)
     set_active_recorder(state.recorder)
@@ -145,11 +182,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     report_dir = config.getoption("tracegrade_report", None)
     if report_dir is not None:
         _write_reports(state, Path(report_dir))
-    baseline = config.getoption("tracegrade_baseline", None)
-    if baseline is not None:
-        _gate(state, Path(baseline))
-        if state.regressions and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if state.baseline is not None:
+        _gate(state, config)
+    store = config.getoption("tracegrade_store", None)
+    if store:
+        _record(state, Path(store))
+    failed = (state.gate is not None and state.gate.verdict == "fail") or state.problems
+    if failed and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def _write_reports(state: _SessionState, directory: Path) -> None:
@@ -162,34 +202,36 @@ def _write_reports(state: _SessionState, directory: Path) -> None:
     state.problems += [f"{name}: {message}" for name, message in output.errors]
 
 
-def _gate(state: _SessionState, baseline_file: Path) -> None:
-    """Regressed cases against the baseline (cases missing from either side never fail the gate)."""
+def _load_baseline(config: pytest.Config, ref: str) -> Any:
     from tracegrade.errors import TracegradeError
-    from tracegrade.evaluation.run_diff import diff_reports
-    from tracegrade.models.results import EvalReport
+    from tracegrade.testing.session_store import load_baseline
+
+    store = config.getoption("tracegrade_store", None)
+    try:
+        return load_baseline(ref, Path(store) if store else None, os.environ.get("TRACEGRADE_TOKEN"))
+    except TracegradeError as exc:
+        raise pytest.UsageError(f"--tracegrade-baseline {ref!r}: {exc}") from None
+
+
+def _gate(state: _SessionState, config: pytest.Config) -> None:
+    from tracegrade.testing.session_store import GateSettings, gate_session
+
+    settings = GateSettings(
+        alpha=config.getoption("tracegrade_alpha"),
+        max_drop=config.getoption("tracegrade_max_drop"),
+        strict=config.getoption("tracegrade_strict"),
+    )
+    state.gate = gate_session(state.baseline, state.report, settings)
+
+
+def _record(state: _SessionState, store: Path) -> None:
+    from tracegrade.errors import TracegradeError
+    from tracegrade.testing.session_store import record_session
 
     try:
-        baseline = EvalReport.from_file(baseline_file)
+        state.recorded_run = record_session(state.report, store, os.environ.get("TRACEGRADE_TOKEN"))
     except TracegradeError as exc:
-        state.problems.append(f"baseline {baseline_file}: {exc}")
-        state.regressions.append("(the baseline report could not be read)")
-        return
-    diff = diff_reports(baseline, state.report, str(baseline_file), "this session")
-    counts = {k: diff.count(k) for k in ("regressed", "improved", "unchanged", "changed", "added", "removed")}
-    state.baseline_summary = f"against {baseline_file}: " + ", ".join(f"{n} {k}" for k, n in counts.items() if n)
-    for case in diff.cases:
-        if case.kind != "regressed":
-            continue
-        changes = [
-            f"{c.criterion} {_score(c.score_a)} -> {_score(c.score_b)}" for c in case.criteria if c.kind == "regressed"
-        ]
-        state.regressions.append(
-            f"{case.eval_id}: {case.status_a} -> {case.status_b}" + (f" ({'; '.join(changes)})" if changes else "")
-        )
-
-
-def _score(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
+        state.problems.append(f"the session's run could not be recorded in {store}: {exc}")
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -213,10 +255,13 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         write(f"{s.num_runs} trials per case: pass rate 95% interval {low:.1%}-{high:.1%}, {s.flaky_cases} flaky")
     for path in state.written:
         write(f"report: {path}")
-    if state.baseline_summary:
-        write(f"baseline {state.baseline_summary}")
-    for line in state.regressions:
-        write(f"REGRESSED {line}", red=True)
+    if state.recorded_run is not None:
+        write(f"recorded run {state.recorded_run} in {config.getoption('tracegrade_store')}")
+    if state.gate is not None:
+        from tracegrade.testing.session_store import gate_lines
+
+        for line, red in gate_lines(state.gate):
+            write(line, red=red)
     for problem in state.problems:
         write(f"problem: {problem}", red=True)
 

@@ -2,7 +2,8 @@
 
 The pytest plugin (:mod:`tracegrade.pytest_plugin`, loaded automatically when tracegrade is installed)
 adds the fixtures ``tracegrade_collector``, ``tracegrade_app`` and ``tracegrade_store`` and the options
-``--tracegrade-report``, ``--tracegrade-baseline`` and ``--tracegrade-num-runs``. Names load lazily: the
+``--tracegrade-report``, ``--tracegrade-store``, ``--tracegrade-baseline`` (with ``--tracegrade-alpha``,
+``--tracegrade-max-drop``, ``--tracegrade-strict``) and ``--tracegrade-num-runs``. Names load lazily: the
 plugin imports :mod:`tracegrade.testing.recording` in every pytest run, and that must stay light.
 """
 

@@ -1,0 +1,109 @@
+"""What the pytest plugin does with a store and a baseline: find the baseline run, gate the session against it
+with :func:`tracegrade.evaluation.compare.compare_runs`, record the session as a run.
+
+A baseline is resolved as ``tracegrade gate`` resolves one (:mod:`tracegrade.cli.run_refs`): a saved report
+JSON file, or in the store a run id (or unique prefix), ``latest`` or ``latest~N``. The gate fails the session
+only on a regression that is significant at ``alpha`` (or larger than ``max_drop``, or with ``strict`` any
+case that went from pass to fail); too little evidence is reported as inconclusive and passes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tracegrade.evaluation.compare import RunComparison, compare_runs
+from tracegrade.models.results import EvalReport
+
+__all__ = ["SESSION_RUN_KIND", "GateSettings", "gate_lines", "gate_session", "load_baseline", "record_session"]
+
+SESSION_RUN_KIND = "live"  # a pytest session grades its agents live
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """The plugin's gate options (as ``tracegrade gate`` has them)."""
+
+    alpha: float = 0.05
+    max_drop: float | None = None
+    strict: bool = False
+
+
+def load_baseline(ref: str, store: Path | None, token: str | None) -> tuple[str, EvalReport]:
+    """``(display name, report)`` of the baseline ``ref``; a TracegradeError says what is wrong with it."""
+    from tracegrade.cli.common import UsageProblem
+    from tracegrade.cli.run_refs import load_runs
+
+    if store is None and not Path(ref).is_file():
+        raise UsageProblem(
+            f"no report file {ref!r}, and no store to look it up in as a run: give a JSON report (as "
+            "--tracegrade-report DIR writes it), or a run id, latest or latest~N with --tracegrade-store STORE "
+            "(or TRACEGRADE_STORE)"
+        )
+    return load_runs([ref], store or Path(), token)[0]
+
+
+def gate_session(baseline: tuple[str, EvalReport], session: EvalReport, settings: GateSettings) -> RunComparison:
+    """The session's report compared with the baseline's."""
+    name, report = baseline
+    return compare_runs(
+        report,
+        session,
+        alpha=settings.alpha,
+        max_drop=settings.max_drop,
+        strict=settings.strict,
+        baseline_name=name,
+        candidate_name="this session",
+    )
+
+
+def gate_lines(result: RunComparison) -> list[tuple[str, bool]]:
+    """The terminal summary's lines for a gate result, each with whether to show it in red."""
+    failed = result.verdict == "fail"
+    lines = [
+        (
+            f"baseline {result.baseline}: gate {result.verdict} ({result.paired_cases} paired cases, "
+            f"alpha {result.alpha:g}"
+            + (f", max drop {result.max_drop:g}" if result.max_drop is not None else "")
+            + ")",
+            failed,
+        )
+    ]
+    lines += [(f"  {reason}", failed) for reason in result.reasons]
+    for m in result.metrics:
+        regressed = m.significant_regression or m.exceeds_max_drop
+        lines.append(
+            (
+                f"  {'REGRESSED ' if regressed else ''}{m.name}: pass rate {m.pass_rate_baseline:.0%} -> "
+                f"{m.pass_rate_candidate:.0%} ({m.pass_to_fail} pass->fail, {m.fail_to_pass} fail->pass, "
+                f"McNemar p adj. {m.mcnemar_p_adjusted:.3g}), mean {m.mean_baseline:.3f} -> {m.mean_candidate:.3f}",
+                regressed,
+            )
+        )
+    for flip in result.flips:
+        where = f" at {flip.divergence}" if flip.divergence else ""
+        criteria = f" ({', '.join(flip.criteria)})" if flip.criteria else ""
+        lines.append((f"  {flip.eval_id}: {flip.direction}{criteria}{where}", failed and result.strict))
+    if result.only_baseline or result.only_candidate:
+        lines.append(
+            (
+                f"  not compared: {len(result.only_baseline)} case(s) only in the baseline, "
+                f"{len(result.only_candidate)} only in this session",
+                False,
+            )
+        )
+    return lines
+
+
+def record_session(report: EvalReport, store: Path, token: str | None) -> str:
+    """Record the session's report as a run in ``store`` (through the server holding it, if one does); the
+    first session creates a store file that does not exist yet."""
+    from tracegrade.cli.grading_store import open_grading_store
+    from tracegrade.store.lake_location import is_lake_location
+
+    if not store.exists() and not is_lake_location(str(store)):
+        from tracegrade.store import TraceStore
+
+        TraceStore(store).close()
+    with open_grading_store(store, token) as opened:
+        return opened.record(report, SESSION_RUN_KIND)
