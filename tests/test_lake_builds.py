@@ -19,6 +19,7 @@ from tests.support.lake_serve import LakeServerProcess
 from tests.support.pg_cluster import PgServer
 from tests.support.store_records import make_span, trace_hex
 from tracegrade.store.lake import LakeStore
+from tracegrade.store.tenancy import DEFAULT_TENANT
 
 pg_server = pg_cluster.pg_server  # the session's PostgreSQL (a fixture)
 
@@ -43,7 +44,7 @@ def test_two_builders_claiming_at_once_never_take_the_same_trace(lake: tuple[str
 
         def claim_all(name: str, store: LakeStore) -> None:
             while (claim := store.builds.claim(7)) is not None:
-                claimed[name] += claim.trace_ids
+                claimed[name] += [trace_id for _, trace_id in claim.keys]
 
         threads = [threading.Thread(target=claim_all, args=item) for item in (("first", first), ("second", second))]
         for thread in threads:
@@ -59,13 +60,14 @@ def test_a_span_written_while_its_trace_is_built_queues_the_trace_again(lake: tu
     location, data = lake
     with _settled_now(LakeStore(location, data_path=data)) as store:
         store.write([make_span(1, 1)])
+        one = [(DEFAULT_TENANT, trace_hex(1))]
         claim = store.builds.claim(10)
-        assert claim is not None and claim.trace_ids == [trace_hex(1)]
+        assert claim is not None and claim.keys == one
         store.write([make_span(1, 2)])  # a late span, committed while the claim's build runs
         store.builds.finish(claim, built=True)
-        assert store.stale_trajectories() == [trace_hex(1)]
+        assert store.stale_trajectories() == one
         again = store.builds.claim(10)
-        assert again is not None and again.trace_ids == [trace_hex(1)] and again.updated_at > claim.updated_at
+        assert again is not None and again.keys == one and again.updated_at > claim.updated_at
         store.builds.finish(again, built=True)
         assert store.stale_trajectories() == []
 
@@ -81,7 +83,7 @@ def test_a_dead_builders_claim_passes_to_another_when_its_lease_runs_out(lake: t
         while (taken := other.builds.claim(10)) is None:
             assert time.monotonic() < deadline, "the lease never ran out"
             time.sleep(0.2)
-        assert taken.trace_ids == [trace_hex(1)]
+        assert taken.keys == [(DEFAULT_TENANT, trace_hex(1))]
 
 
 def _build(location: str, data: Path, *args: str) -> subprocess.Popen[str]:

@@ -17,6 +17,7 @@ from tracegrade.store.lake import LakeStore
 from tracegrade.store.lake_location import redacted
 from tracegrade.store.lake_schema import file_schema_columns
 from tracegrade.store.schema import SCHEMA_VERSION, TABLES
+from tracegrade.store.tenancy import DEFAULT_TENANT
 
 pg_server = pg_cluster.pg_server  # the session's PostgreSQL (a fixture)
 
@@ -89,7 +90,7 @@ def test_trajectories_rebuilt_by_two_builders_show_once(lake: tuple[str, Path], 
     second = LakeStore(location, data_path=data)
     try:
         first.write(spans)
-        assert sorted(first.stale_trajectories()) == [trace_hex(1), trace_hex(2)]
+        assert sorted(first.stale_trajectories()) == [(DEFAULT_TENANT, trace_hex(1)), (DEFAULT_TENANT, trace_hex(2))]
         assert first.rebuild_trajectories([trace_hex(1), trace_hex(2)]) == 2
         assert second.rebuild_trajectories([trace_hex(1)]) == 1  # a second builder of the same trace
         assert first.stale_trajectories() == []

@@ -24,6 +24,7 @@ from tracegrade.store import (
 from tracegrade.store.database import ARROW_BATCH_ROWS
 from tracegrade.store.prepared import prepare_write
 from tracegrade.store.rows import decompress_json, span_from_row
+from tracegrade.store.tenancy import DEFAULT_TENANT
 from tracegrade.trajectory import map_spans
 
 from .support.store_records import FIXTURES, decode_fixture, holding_store, make_span, rich_span, trace_hex
@@ -55,7 +56,7 @@ def test_a_version_1_store_migrates_keeping_spans_and_rebuilding_trajectories(tm
     path = tmp_path / "v1.duckdb"
     with TraceStore(tmp_path / "donor.duckdb") as donor:
         donor.write([make_span(1, 1), make_span(1, 2, parent=1)])
-        spans = donor.query("SELECT * FROM spans ORDER BY span_id").rows
+        spans = donor.query("SELECT * EXCLUDE (tenant) FROM spans ORDER BY span_id").rows
     v1 = resources.files("tracegrade.store").joinpath("schema_v1.sql").read_text(encoding="utf-8")
     con = duckdb.connect(str(path))  # a store as tracegrade 0.1 left it: version 1, JSON executions
     con.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, description VARCHAR, applied_at TIMESTAMP)")
@@ -289,12 +290,12 @@ def test_rebuild_replaces_rows_and_stale_traces_are_found(store):
     spans, logs = decode_fixture(FIXTURES[0])
     trace_id = spans[0].trace_id
     store.write(spans[:-1], logs)
-    assert store.stale_trajectories() == [trace_id]
+    assert store.stale_trajectories() == [(DEFAULT_TENANT, trace_id)]
     store.rebuild_trajectories([trace_id])
     assert store.stale_trajectories() == []
     assert store.query("SELECT span_count FROM traces").rows == [(len(spans) - 1,)]
     store.write(spans[-1:])
-    assert store.stale_trajectories() == [trace_id]
+    assert store.stale_trajectories() == [(DEFAULT_TENANT, trace_id)]
     store.rebuild_trajectories([trace_id])
     assert store.query("SELECT count(*), max(span_count) FROM traces").rows == [(1, len(spans))]
 

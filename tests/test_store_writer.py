@@ -16,6 +16,7 @@ import pytest
 from tracegrade.errors import StoreError
 from tracegrade.store import QueueFull, StoreWriter, TraceStore, open_store_for_read
 from tracegrade.store.prepared import prepare_write
+from tracegrade.store.tenancy import DEFAULT_TENANT
 
 from .support.store_crash_writer import SPANS_PER_BATCH
 from .support.store_records import FIXTURES, decode_fixture, make_span, trace_hex
@@ -133,7 +134,7 @@ def test_the_start_up_scan_keeps_only_as_many_stale_traces_as_the_limit_and_rebu
     path = tmp_path / "stale-many.duckdb"
     with TraceStore(path) as store:
         store.write([make_span(t, t * 10) for t in range(1, 11)])  # never mapped
-        assert store.stale_trajectories(limit=3) == [trace_hex(t) for t in (1, 2, 3)]  # oldest first
+        assert store.stale_trajectories(limit=3) == [(DEFAULT_TENANT, trace_hex(t)) for t in (1, 2, 3)]  # oldest first
     writer = StoreWriter(TraceStore(path), settle_seconds=3600, max_pending_rebuilds=3, max_rebuild_traces=2)
     writer.start()
     try:

@@ -13,6 +13,7 @@ from tracegrade.store import StoreWriter, TraceStore
 from tracegrade.store.database import BULK_FREE_FLUSH
 from tracegrade.store.prepared import prepare_write
 from tracegrade.store.rows import decompress_json
+from tracegrade.store.tenancy import DEFAULT_TENANT
 
 from .support.store_records import FIXTURES, decode_fixture, make_span, trace_hex
 from .test_store_writer import _WAIT_SECONDS, wait_for
@@ -33,7 +34,9 @@ def test_write_batch_is_one_insert_and_credits_the_first_submission_of_a_span(tm
         written = store.write_batch([prepare_write(first), prepare_write(second)])
         counts = [(r.spans_inserted, r.spans_duplicate, r.trace_ids) for r in written.results]
         assert counts == [(1, 1, {trace_hex(1)}), (1, 1, {trace_hex(2)})]
-        assert written.rooted == {trace_hex(2)}  # span 3 of trace 2 has no parent; trace 1's root was stored before
+        assert written.rooted == {
+            (DEFAULT_TENANT, trace_hex(2))
+        }  # span 3 of trace 2 has no parent; trace 1's root was stored before
         rows = store.query("SELECT DISTINCT received_at FROM spans WHERE span_id <> ?", [f"{1:016x}"]).rows
         assert rows == [(written.received_at,)]
 

@@ -26,6 +26,7 @@ from tracegrade.ingest.intake import Intake
 from tracegrade.ingest.journaled_writer import JournaledWriter
 from tracegrade.ingest.metrics import ReceiverMetrics
 from tracegrade.ingest.runs_endpoint import add_runs_route
+from tracegrade.ingest.tokens import TokenTable
 from tracegrade.models.config import CriteriaConfig, CriterionConfig, EvalConfig
 from tracegrade.store import StoreWriter, TraceStore
 from tracegrade.store.journal import RequestJournal
@@ -76,7 +77,12 @@ def test_inprocess_worker_grades_traces_as_they_arrive(writer: StoreWriter) -> N
 def runs_server(writer: StoreWriter, journal: Path) -> Iterator[str]:
     """An aiohttp app with only the runs route (the receiver adds it to its own app) on a loopback port."""
     metrics = ReceiverMetrics(queue_depth=lambda: 0, inflight=lambda: 0)
-    intake = Intake(JournaledWriter(writer, RequestJournal(journal)), metrics, token=TOKEN, max_inflight_requests=4)
+    intake = Intake(
+        JournaledWriter(writer, RequestJournal(journal)),
+        metrics,
+        tokens=TokenTable.single(TOKEN),
+        max_inflight_requests=4,
+    )
     app = web.Application()
     add_runs_route(app, writer.store, intake.authorize)
     loop = asyncio.new_event_loop()

@@ -31,6 +31,7 @@ from tracegrade.errors import StoreError, TracegradeError
 from tracegrade.models.execution import ExecutionResult
 from tracegrade.store.readonly import check_read_only, lock_down
 from tracegrade.store.rows import dedupe_spans, spans_to_arrow, sql_string_list, utc_now
+from tracegrade.store.tenancy import DEFAULT_TENANT, with_tenant
 from tracegrade.store.trajectories import TrajectoryRows, execution_rows, map_traces
 
 __all__ = ["SANDBOX_TABLES", "SqlAssertionError", "TrajectorySandbox", "check_assertion_sql", "sandbox"]
@@ -78,19 +79,20 @@ def _stored_tables(store: Any, trace_ids: Sequence[str]) -> dict[str, pa.Table]:
 
 
 def _live_tables(execution: ExecutionResult) -> dict[str, pa.Table]:
+    """The rows of a live (or hand-built) execution, as the default tenant's: it was never stored."""
     now = utc_now()
     spans = dedupe_spans(execution.source_spans)
     if not spans:
         rows = TrajectoryRows()
         execution_rows(execution.trace_ids[0] if execution.trace_ids else "", execution, [], now, rows)
-        return rows.to_arrow()
+        return {name: with_tenant(table, DEFAULT_TENANT) for name, table in rows.to_arrow().items()}
     by_trace: dict[str, list[Any]] = {}
     for span in spans:
         by_trace.setdefault(span.trace_id, []).append(span)
     tables = map_traces(by_trace, {}, now).to_arrow()
     span_table = spans_to_arrow(spans)
     tables["spans"] = span_table.append_column("received_at", pa.array([now] * len(spans), pa.timestamp("us")))
-    return tables
+    return {name: with_tenant(table, DEFAULT_TENANT) for name, table in tables.items()}
 
 
 def trajectory_tables(execution: ExecutionResult) -> dict[str, pa.Table]:

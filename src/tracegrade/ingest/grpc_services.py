@@ -41,9 +41,9 @@ class OtlpGrpcServices:
 
     async def _export(self, signal: Signal, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
-            self._intake.authorize(_metadata_value(context, "authorization"))
+            tenant = self._intake.authorize(_metadata_value(context, "authorization"))
             async with self._intake.admit():
-                outcome = await self._intake.export(signal, request, WireFormat.PROTOBUF)
+                outcome = await self._intake.export(signal, request, WireFormat.PROTOBUF, tenant)
         except ExportRefused as refused:
             self._count(signal, refused.grpc_code)
             trailers: tuple[tuple[str, bytes], ...] = ()

@@ -168,11 +168,11 @@ class HttpFrontEnd:
     async def _export(self, request: web.Request, signal: Signal) -> web.Response:
         reply_format = MEDIA_TYPES.get(_media_type(request), WireFormat.JSON)
         try:
-            self._intake.authorize(request.headers.get("Authorization"))
+            tenant = self._intake.authorize(request.headers.get("Authorization"))
             fmt = _wire_format(request)
             async with self._intake.admit():
                 payload = await read_limited_body(request, self._limit)
-                outcome = await self._intake.export(signal, payload, fmt)
+                outcome = await self._intake.export(signal, payload, fmt, tenant)
         except ExportRefused as refused:
             self._count(signal.value, refused.http_status)
             return self._refusal(refused, reply_format)

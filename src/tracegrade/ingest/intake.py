@@ -1,5 +1,8 @@
 """The protocol-neutral core of the receiver: admit, authorize, decode, hand to the writer, await durability.
 
+``authorize`` turns a request's bearer token into its tenant (``TokenTable``); an export is stored as that
+tenant's, and its journal record says so (``journal_record``), so a replay stores it for the same tenant.
+
 Both front ends (OTLP/HTTP and OTLP/gRPC) call :class:`Intake`; they only translate its outcome and its
 :class:`ExportRefused` errors into their own status codes. Memory stays bounded: a fixed number of
 requests are admitted at once (the rest are told to retry), an admitted request waits undecoded while
@@ -10,7 +13,6 @@ to retry after ``queue_wait`` seconds), and decoding runs on a small thread pool
 from __future__ import annotations
 
 import asyncio
-import hmac
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +25,8 @@ from tracegrade.errors import DecodeError, TracegradeError
 from tracegrade.ingest.metrics import ReceiverMetrics
 from tracegrade.ingest.otlp_responses import ExportOutcome, Signal, WireFormat
 from tracegrade.ingest.queue_gate import QueueGate, QueueGateTimeout
+from tracegrade.ingest.tokens import TokenTable
+from tracegrade.store.tenancy import DEFAULT_TENANT
 
 if TYPE_CHECKING:  # types only: the receiver imports the decoders and the store lazily
     from tracegrade.ingest.decode.limits import DecodeLimits
@@ -39,6 +43,7 @@ __all__ = [
     "Unauthenticated",
     "Undecodable",
     "UnsupportedMediaType",
+    "journal_record",
 ]
 
 MAX_LISTED_REJECTIONS = 5
@@ -110,6 +115,29 @@ RECORD_KINDS = {
     (Signal.LOGS, WireFormat.PROTOBUF): 3,
     (Signal.LOGS, WireFormat.JSON): 4,
 }
+# A record kind with this bit set holds a request of a tenant other than the default one: its payload is
+# the tenant name's length (one byte), the name (ASCII) and then the request. The default tenant's records
+# keep the plain form, which is also what journals written before tenants existed hold.
+TENANT_RECORD = 0x80
+
+
+def journal_record(kind: int, payload: bytes, tenant: str) -> tuple[int, bytes]:
+    """The journal record of ``tenant``'s request of ``kind`` (one of ``RECORD_KINDS``)."""
+    if tenant == DEFAULT_TENANT:
+        return kind, payload
+    name = tenant.encode("ascii")
+    return kind | TENANT_RECORD, bytes([len(name)]) + name + payload
+
+
+def _record_tenant(kind: int, payload: bytes) -> tuple[int, bytes, str]:
+    """A journal record's request kind, request and tenant (see ``journal_record``)."""
+    if not kind & TENANT_RECORD:
+        return kind, payload, DEFAULT_TENANT
+    length = payload[0] if payload else 0
+    name = payload[1 : 1 + length]
+    if not length or len(name) < length:
+        raise DecodeError(f"journal record of kind {kind} is cut short inside its tenant name")
+    return kind & ~TENANT_RECORD, payload[1 + length :], name.decode("ascii", "replace")
 
 
 def _decoders() -> dict[tuple[Signal, WireFormat], Callable[..., Any]]:
@@ -147,7 +175,7 @@ class Intake:
         writer: Any,
         metrics: ReceiverMetrics,
         *,
-        token: str | None,
+        tokens: TokenTable,
         max_inflight_requests: int,
         decode_threads: int = 2,
         decode_limits: DecodeLimits | None = None,
@@ -159,7 +187,7 @@ class Intake:
         self._writer = writer  # None until ``replace_writer`` (a receiver opens its store after binding)
         self._queue_full = QueueFull
         self._metrics = metrics
-        self._token = token.encode() if token else None
+        self.tokens = tokens  # replaced as a whole when the tokens file is reloaded
         self._max_inflight = max_inflight_requests
         self._limits = () if decode_limits is None else (decode_limits,)
         self._decoders = _decoders()
@@ -198,17 +226,21 @@ class Intake:
 
     # -- admission -------------------------------------------------------------------------------------
 
-    def authorize(self, authorization: str | None) -> None:
-        """Check an ``Authorization: Bearer <token>`` value when a token is configured."""
-        if self._token is None:
-            return
+    def authorize(self, authorization: str | None) -> str:
+        """The tenant of an ``Authorization: Bearer <token>`` value (the default tenant when no token is
+        configured); Unauthenticated when it names none."""
+        tokens = self.tokens
+        if tokens.open:
+            return DEFAULT_TENANT
         if not authorization:
             raise Unauthenticated("missing bearer token: send the header 'Authorization: Bearer <token>'")
         scheme, _, credential = authorization.strip().partition(" ")
         if scheme.lower() != "bearer" or not credential.strip():
             raise Unauthenticated("the Authorization header must be 'Bearer <token>'")
-        if not hmac.compare_digest(credential.strip().encode(), self._token):
+        tenant = tokens.tenant_of(credential.strip())
+        if tenant is None:
             raise Unauthenticated("invalid bearer token")
+        return tenant
 
     @asynccontextmanager
     async def admit(self) -> AsyncIterator[None]:
@@ -245,22 +277,25 @@ class Intake:
 
     # -- the export path -------------------------------------------------------------------------------
 
-    def decode_record(self, record: tuple[int, bytes]) -> tuple[list[Any], list[Any]]:
-        """The spans and log records a journal record holds (for replaying the journal at start)."""
-        kind, payload = record
+    def decode_record(self, record: tuple[int, bytes]) -> tuple[list[Any], list[Any], str]:
+        """The spans, log records and tenant a journal record holds (for replaying the journal at start)."""
+        kind, payload, tenant = _record_tenant(*record)
         found = [key for key, value in RECORD_KINDS.items() if value == kind]
         if not found:
             raise DecodeError(f"unknown journal record kind {kind} (known: {sorted(RECORD_KINDS.values())})")
         signal, fmt = found[0]
-        return _records(signal, self._decoders[(signal, fmt)](payload, *self._limits))
+        spans, logs = _records(signal, self._decoders[(signal, fmt)](payload, *self._limits))
+        return spans, logs, tenant
 
     def room_freed(self) -> None:
         """The writer took records from its queue: requests waiting for room may go on (on the loop)."""
         self._gate.room_freed()
 
-    async def export(self, signal: Signal, payload: bytes, fmt: WireFormat) -> ExportOutcome:
-        """Wait for room in the write queue, decode ``payload``, journal what is valid, and return once it
-        is durable."""
+    async def export(
+        self, signal: Signal, payload: bytes, fmt: WireFormat, tenant: str = DEFAULT_TENANT
+    ) -> ExportOutcome:
+        """Wait for room in the write queue, decode ``payload``, journal what is valid as ``tenant``'s, and
+        return once it is durable."""
         try:
             reserved = await self._gate.enter()
         except QueueGateTimeout as exc:
@@ -269,10 +304,10 @@ class Intake:
         queued: int | None = None
         durable: tuple[Any, float] | None = None
         try:
-            decoded, prepared = await self._decode(signal, payload, fmt)
+            decoded, prepared = await self._decode(signal, payload, fmt, tenant)
             message = self._count_received(signal, decoded)
             if prepared is not None:
-                durable = self._submit(prepared, (RECORD_KINDS[(signal, fmt)], payload))
+                durable = self._submit(prepared, journal_record(RECORD_KINDS[(signal, fmt)], payload, tenant))
                 queued = prepared.size
         finally:
             self._gate.leave(reserved, queued)
@@ -281,21 +316,25 @@ class Intake:
         accepted = len(decoded.spans) if signal is Signal.TRACES else len(decoded.records)
         return ExportOutcome(accepted=accepted, rejected=len(decoded.rejected), error_message=message)
 
-    async def _decode(self, signal: Signal, payload: bytes, fmt: WireFormat) -> tuple[Any, Any]:
+    async def _decode(self, signal: Signal, payload: bytes, fmt: WireFormat, tenant: str) -> tuple[Any, Any]:
         decoder = self._decoders[(signal, fmt)]
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self._executor, self._decode_and_prepare, signal, decoder, payload)
+            return await loop.run_in_executor(
+                self._executor, self._decode_and_prepare, signal, decoder, payload, tenant
+            )
         except DecodeError as exc:
             raise Undecodable(f"undecodable OTLP {fmt.value} {signal.value} request: {exc}") from None
 
-    def _decode_and_prepare(self, signal: Signal, decoder: Callable[..., Any], payload: bytes) -> tuple[Any, Any]:
-        """Decode a request and convert what it holds for the store (on a decode thread)."""
+    def _decode_and_prepare(
+        self, signal: Signal, decoder: Callable[..., Any], payload: bytes, tenant: str
+    ) -> tuple[Any, Any]:
+        """Decode a request and convert what it holds for the store as ``tenant``'s (on a decode thread)."""
         from tracegrade.store.prepared import prepare_write
 
         decoded = decoder(payload, *self._limits)
         spans, logs = _records(signal, decoded)
-        return decoded, prepare_write(spans, logs) if spans or logs else None
+        return decoded, prepare_write(spans, logs, tenant) if spans or logs else None
 
     def _count_received(self, signal: Signal, decoded: Any) -> str:
         """Count a decoded request's records; returns the message listing its rejected ones ("" if none)."""

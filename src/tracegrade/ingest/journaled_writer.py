@@ -38,7 +38,7 @@ __all__ = ["JournaledWriter"]
 
 log = logging.getLogger(__name__)
 
-Decoded = tuple[Sequence[SpanRecord], Sequence[LogRecordData]]  # a journal record's records
+Decoded = tuple[Sequence[SpanRecord], Sequence[LogRecordData], str]  # a journal record's records and tenant
 RECOVERY_WINDOW = 50_000  # records replayed ahead of their commits during recovery
 
 
@@ -82,7 +82,7 @@ class JournaledWriter:
         waiting = replayed = 0
         for record in self.journal.recovered_records():
             try:
-                spans, logs = decode((record.kind, record.payload))
+                spans, logs, tenant = decode((record.kind, record.payload))
             except Exception as exc:  # intact on disk, yet not a request this receiver can read
                 log.error(
                     "request journal %s: the record at offset %d (kind %d, %d bytes) cannot be decoded and is "
@@ -97,7 +97,7 @@ class JournaledWriter:
                 continue
             if not spans and not logs:
                 continue
-            prepared = prepare_write(spans, logs)
+            prepared = prepare_write(spans, logs, tenant)
             in_flight.append((prepared.size, self.writer.submit_prepared(prepared)))
             waiting += prepared.size
             replayed += 1

@@ -19,13 +19,12 @@ from pydantic import ValidationError
 
 from tracegrade.errors import StoreError
 from tracegrade.evaluation.run_records import RunSink, record_report
+from tracegrade.ingest.tokens import Authorize
 from tracegrade.models.results import EvalReport
 
 __all__ = ["RUN_KINDS", "add_runs_route"]
 
 RUN_KINDS = ("eval_set", "reference_free", "worker", "live")
-
-Authorize = Callable[[str | None], None]  # raises (an ExportRefused with http_status) to refuse
 
 
 def add_runs_route(

@@ -36,6 +36,7 @@ from tracegrade.ingest.query_gate import GatedStore, QueryGate
 from tracegrade.ingest.runs_endpoint import add_runs_route
 from tracegrade.ingest.settings import ServeSettings
 from tracegrade.ingest.storage import Storage, StorageHooks
+from tracegrade.ingest.tokens import TokenTable
 from tracegrade.store.query_control import QueryControl
 from tracegrade.ui import add_ui_routes
 
@@ -102,7 +103,7 @@ class ReceiverServer:
             self._intake = Intake(
                 None,
                 metrics,
-                token=self.settings.token,
+                tokens=TokenTable.single(self.settings.token),
                 max_inflight_requests=self.settings.max_inflight_requests,
                 queue_wait=self.settings.queue_wait,
                 max_queue_spans=self.settings.queue_spans,

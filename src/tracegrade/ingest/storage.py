@@ -37,7 +37,7 @@ class StorageHooks:
 
     on_dequeued: Callable[[], None]  # the writer took records from its queue: room for waiting requests
     on_stored: Callable[[WriteResult], object]  # a submission is committed (what it returns is ignored)
-    decode: Callable[[JournalRecord], Decoded]  # a journal record's spans and log records
+    decode: Callable[[JournalRecord], Decoded]  # a journal record's spans, log records and tenant
 
 
 class Storage:

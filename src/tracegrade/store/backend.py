@@ -10,10 +10,10 @@ backend (ClickHouse, say) implements the same three parts:
   ``commit_seconds`` says how long a writer should gather submissions into one commit; a store with
   ``wal=False`` is durable only after ``checkpoint`` (its writer schedules them from
   ``uncheckpointed_bytes``/``uncheckpointed_since``/``span_group``).
-- **read**: ``query``/``query_arrow`` (one read-only statement) and ``load_arrow`` (a set of traces'
-  spans and logs).
-- **rebuild**: ``builds`` (the build queue: which traces wait, claimed by one builder at a time),
-  ``replace_trajectories`` and ``stale_trajectories``.
+- **read**: ``query``/``query_arrow`` (one read-only statement) and ``load_arrow`` (a set of one tenant's
+  traces' spans and logs).
+- **rebuild**: ``builds`` (the build queue: which traces wait, claimed by one builder at a time; a trace
+  is a ``TraceKey``, tenant and trace id), ``replace_trajectories`` and ``stale_trajectories``.
 
 A store that cannot go on (an invalidated database, an unreachable catalog, a full data path) sets
 ``failure``; its owner closes it and opens it again (the receiver replays its journal then).
@@ -33,6 +33,7 @@ from tracegrade.store.prepared import PreparedWrite
 from tracegrade.store.query_control import QueryControl
 from tracegrade.store.results import QueryResult
 from tracegrade.store.row_groups import RowGroupFill
+from tracegrade.store.tenancy import TraceKey
 
 if TYPE_CHECKING:
     from tracegrade.store.trace_store import BatchWrite
@@ -85,14 +86,14 @@ class StoreBackend(Protocol):
         self, sql: str, params: Sequence[Any] | None = None, *, control: QueryControl | None = None
     ) -> pa.Table: ...
 
-    def load_arrow(self, trace_ids: Sequence[str]) -> tuple[pa.Table, pa.Table]: ...
+    def load_arrow(self, trace_ids: Sequence[str], tenant: str = ...) -> tuple[pa.Table, pa.Table]: ...
 
     # -- rebuild
     def stamp(self) -> datetime: ...
 
-    def replace_trajectories(self, tables: dict[str, pa.Table], *, clear: Sequence[str]) -> None: ...
+    def replace_trajectories(self, tables: dict[str, pa.Table], *, clear: Sequence[str], tenant: str = ...) -> None: ...
 
-    def stale_trajectories(self, limit: int | None = None) -> list[str]: ...
+    def stale_trajectories(self, limit: int | None = None) -> list[TraceKey]: ...
 
     def close(self) -> None: ...
 

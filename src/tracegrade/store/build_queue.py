@@ -1,5 +1,7 @@
 """Build queues: which traces wait for their trajectory to be (re)built, when each is due, who builds it.
 
+A trace is one tenant's (``TraceKey``: tenant, trace id): two tenants' traces with one id are two builds.
+
 Every store keeps one (``store.builds``), marked by the store's own writes, and the rebuilder claims
 from it. A trace is due ``settle_seconds`` after its last record, or ``root_settle_seconds`` when its
 root span (one without a parent, which an agent ends and exports last) came in that write. A claim
@@ -21,6 +23,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
+from tracegrade.store.tenancy import TraceKey
+
 __all__ = ["DEFAULT_CAPACITY", "BuildClaim", "BuildQueue", "LocalBuildQueue"]
 
 # traces waiting for a rebuild kept in memory (about 150 bytes each); beyond it the store's own record
@@ -32,12 +36,12 @@ DEFAULT_CAPACITY = 100_000
 class BuildClaim:
     """Traces one builder maps now, with the ``updated_at`` their rows get; ``token`` is the queue's own."""
 
-    trace_ids: list[str]
+    keys: list[TraceKey]
     updated_at: datetime
     token: object = field(default=None, repr=False)
 
     def __len__(self) -> int:
-        return len(self.trace_ids)
+        return len(self.keys)
 
 
 class BuildQueue(Protocol):
@@ -49,13 +53,13 @@ class BuildQueue(Protocol):
     def configure(self, *, settle_seconds: float, root_settle_seconds: float, capacity: int) -> None:
         """Set the settle delays (and, for an in-memory queue, how many traces it keeps)."""
 
-    def mark(self, trace_ids: Sequence[str], rooted: set[str]) -> None:
+    def mark(self, keys: Sequence[TraceKey], rooted: set[TraceKey]) -> None:
         """Traces that gained records in a write just committed (``rooted``: their root span among them)."""
 
     def claim(self, limit: int, *, due_only: bool = True) -> BuildClaim | None:
         """Up to ``limit`` due traces (any waiting trace when not ``due_only``), or None."""
 
-    def claim_traces(self, trace_ids: Sequence[str]) -> BuildClaim:
+    def claim_traces(self, keys: Sequence[TraceKey]) -> BuildClaim:
         """Exactly those traces, due or not (a build asked for by name)."""
 
     def finish(self, claim: BuildClaim, *, built: bool) -> None:
@@ -77,7 +81,7 @@ class LocalBuildQueue:
     """The in-memory queue of one DuckDB file. ``stamp`` gives ``updated_at`` values (under the store's
     write lock, so between two writes) and ``stale`` reads the store's stale traces, oldest first."""
 
-    def __init__(self, stamp: Callable[[], datetime], stale: Callable[[int], list[str]]) -> None:
+    def __init__(self, stamp: Callable[[], datetime], stale: Callable[[int], list[TraceKey]]) -> None:
         self._stamp = stamp
         self._stale = stale
         self.settle_seconds = 1.0
@@ -86,7 +90,7 @@ class LocalBuildQueue:
         self.overflowed = False
         self._scan_after = float("-inf")  # no scan for stale traces before (after a failed one)
         # one queue per settle delay, so each stays in due order by appending alone
-        self._queues: tuple[dict[str, float], dict[str, float]] = ({}, {})
+        self._queues: tuple[dict[TraceKey, float], dict[TraceKey, float]] = ({}, {})
         self._lock = threading.Lock()
 
     def configure(self, *, settle_seconds: float, root_settle_seconds: float, capacity: int) -> None:
@@ -100,21 +104,21 @@ class LocalBuildQueue:
     def pending(self) -> int:
         return len(self)
 
-    def mark(self, trace_ids: Sequence[str], rooted: set[str]) -> None:
+    def mark(self, keys: Sequence[TraceKey], rooted: set[TraceKey]) -> None:
         now = time.monotonic()
         with self._lock:
-            for trace_id in trace_ids:
-                soon = trace_id in rooted
-                self._mark(trace_id, now + (self.root_settle_seconds if soon else self.settle_seconds), soon=soon)
+            for key in keys:
+                soon = key in rooted
+                self._mark(key, now + (self.root_settle_seconds if soon else self.settle_seconds), soon=soon)
 
-    def _mark(self, trace_id: str, due: float, *, soon: bool) -> None:
+    def _mark(self, key: TraceKey, due: float, *, soon: bool) -> None:
         known = False
         for queue in self._queues:
-            known = queue.pop(trace_id, None) is not None or known
+            known = queue.pop(key, None) is not None or known
         if not known and len(self) >= self.capacity:
             self.overflowed = True  # the store still knows it is stale: read back once the queues drain
             return
-        self._queues[0 if soon else 1][trace_id] = due
+        self._queues[0 if soon else 1][key] = due
 
     def recover(self) -> None:
         """Queue the traces the store knows are stale, as many as the queue keeps, oldest first.
@@ -125,8 +129,8 @@ class LocalBuildQueue:
         now = time.monotonic()
         with self._lock:
             self.overflowed = False
-            for trace_id in stale:
-                self._mark(trace_id, now, soon=True)
+            for key in stale:
+                self._mark(key, now, soon=True)
             if len(self) >= self.capacity:
                 self.overflowed = True
 
@@ -153,34 +157,34 @@ class LocalBuildQueue:
                 raise
         now = None if not due_only else time.monotonic()
         with self._lock:
-            due: list[str] = []
+            due: list[TraceKey] = []
             for queue in self._queues:
-                taken: list[str] = []
-                for trace_id, at in queue.items():
+                taken: list[TraceKey] = []
+                for key, at in queue.items():
                     if len(due) + len(taken) == limit or (now is not None and at > now):
                         break
-                    taken.append(trace_id)
-                for trace_id in taken:
-                    del queue[trace_id]
+                    taken.append(key)
+                for key in taken:
+                    del queue[key]
                 due += taken
         return BuildClaim(due, self._stamp()) if due else None
 
-    def claim_traces(self, trace_ids: Sequence[str]) -> BuildClaim:
-        ids = list(dict.fromkeys(trace_ids))
+    def claim_traces(self, keys: Sequence[TraceKey]) -> BuildClaim:
+        wanted = list(dict.fromkeys(keys))
         with self._lock:
             for queue in self._queues:
-                for trace_id in ids:
-                    queue.pop(trace_id, None)
-        return BuildClaim(ids, self._stamp())
+                for key in wanted:
+                    queue.pop(key, None)
+        return BuildClaim(wanted, self._stamp())
 
     def finish(self, claim: BuildClaim, *, built: bool) -> None:
         if built:
             return  # a trace marked while it was built is in the queue again, due after its new records
         due = time.monotonic() + self.settle_seconds
         with self._lock:
-            for trace_id in claim.trace_ids:
-                if not any(trace_id in queue for queue in self._queues):
-                    self._mark(trace_id, due, soon=False)
+            for key in claim.keys:
+                if not any(key in queue for queue in self._queues):
+                    self._mark(key, due, soon=False)
 
     def close(self) -> None:
         pass

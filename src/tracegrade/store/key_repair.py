@@ -24,8 +24,8 @@ log = logging.getLogger(__name__)
 
 # table -> (key columns, the column that says which of several rows with one key is newest)
 KEYED_TABLES: dict[str, tuple[tuple[str, ...], str]] = {
-    "traces": (("trace_id",), "updated_at"),
-    "logs": (("log_key",), "received_at"),
+    "traces": (("tenant", "trace_id"), "updated_at"),
+    "logs": (("tenant", "log_key"), "received_at"),
 }
 
 

@@ -52,6 +52,7 @@ from tracegrade.store.row_groups import RowGroupFill
 from tracegrade.store.rows import LOG_SELECT_COLUMNS, SPAN_SELECT_COLUMNS, log_from_row, span_from_row, sql_string
 from tracegrade.store.schema import SCHEMA_VERSION
 from tracegrade.store.span_keys import start_ranges
+from tracegrade.store.tenancy import DEFAULT_TENANT, TraceKey
 from tracegrade.store.trace_store import QUERY_SPILL_LIMIT, TraceStore
 
 __all__ = ["CATALOG_ALIAS", "COMMIT_SECONDS", "MAX_RETRY_COUNT", "LakeStore"]
@@ -149,7 +150,7 @@ class LakeStore(TraceStore):
         """PostgreSQL's clock: every process on the lake stamps from the same one."""
         return self._catalog_builds.now()
 
-    def stale_trajectories(self, limit: int | None = None) -> list[str]:
+    def stale_trajectories(self, limit: int | None = None) -> list[TraceKey]:
         """The traces waiting in the build queue (marked by a write, not built since), longest-due first."""
         return self._catalog_builds.waiting(limit)
 
@@ -206,8 +207,8 @@ class LakeStore(TraceStore):
     def _insert_logs(
         self, submissions: Sequence[PreparedWrite], results: list[WriteResult], received_at: datetime
     ) -> None:
-        """Insert the log records not stored yet (by ``log_key``, looked up within the batch's times),
-        crediting the first submission that holds each."""
+        """Insert the log records not stored yet (by tenant and ``log_key``, looked up within the batch's
+        times), crediting the first submission that holds each."""
         owned = [(s.logs, r) for s, r in zip(submissions, results) if s.logs is not None]
         if not owned:
             return
@@ -216,7 +217,8 @@ class LakeStore(TraceStore):
         keep: list[int] = []
         row = 0
         for table, result in owned:
-            for key, trace_id in zip(table.column("log_key").to_pylist(), table.column("trace_id").to_pylist()):
+            keys = zip(table.column("tenant").to_pylist(), table.column("log_key").to_pylist())
+            for key, trace_id in zip(keys, table.column("trace_id").to_pylist()):
                 if key not in seen:
                     seen.add(key)
                     keep.append(row)
@@ -230,17 +232,23 @@ class LakeStore(TraceStore):
         batch = batch.append_column("received_at", pa.array([received_at] * batch.num_rows, pa.timestamp("us")))
         insert_arrow(self._con, "logs", batch)
 
-    def _stored_log_keys(self, batch: pa.Table) -> set[str]:
+    def _stored_log_keys(self, batch: pa.Table) -> set[tuple[str, str]]:
         ranges = start_ranges(batch.column("time_ns").to_pylist())
-        scans = " UNION ALL ".join(f"SELECT log_key FROM logs WHERE time_ns BETWEEN {lo} AND {hi}" for lo, hi in ranges)
-        self._con.register(_LOG_KEYS_VIEW, batch.select(["log_key"]))
+        scans = " UNION ALL ".join(
+            f"SELECT tenant, log_key FROM logs WHERE time_ns BETWEEN {lo} AND {hi}" for lo, hi in ranges
+        )
+        self._con.register(_LOG_KEYS_VIEW, batch.select(["tenant", "log_key"]))
         try:
-            found = self._con.execute(f"SELECT s.log_key FROM ({scans}) s SEMI JOIN {_LOG_KEYS_VIEW} USING (log_key)")
-            return {key for (key,) in found.fetchall()}
+            found = self._con.execute(
+                f"SELECT s.tenant, s.log_key FROM ({scans}) s SEMI JOIN {_LOG_KEYS_VIEW} USING (tenant, log_key)"
+            )
+            return {(tenant, key) for tenant, key in found.fetchall()}
         finally:
             self._con.unregister(_LOG_KEYS_VIEW)
 
-    def replace_trajectories(self, tables: dict[str, pa.Table], *, clear: Sequence[str]) -> None:
+    def replace_trajectories(
+        self, tables: dict[str, pa.Table], *, clear: Sequence[str], tenant: str = DEFAULT_TENANT
+    ) -> None:
         """As TraceStore's, every row stamped with one new ``build_id``: the views show each trace's
         newest build, so two builders replacing one trace at once never show it twice."""
         build = uuid.uuid4().hex
@@ -248,7 +256,7 @@ class LakeStore(TraceStore):
             name: table.append_column(BUILD_COLUMN, pa.array([build] * table.num_rows, pa.string()))
             for name, table in tables.items()
         }
-        super().replace_trajectories(stamped, clear=clear)
+        super().replace_trajectories(stamped, clear=clear, tenant=tenant)
 
     def maintain(self, *, keep: timedelta) -> MaintenanceResult:
         """One maintenance pass over the lake (see ``lake_maintenance``), between this process's own commits."""
@@ -265,31 +273,35 @@ class LakeStore(TraceStore):
     # ----------------------------------------------------------------- reads
 
     @staticmethod
-    def _of_traces(table: str, columns: str, trace_ids: Sequence[str], order: str) -> list[str]:
-        """SELECTs of the rows of ``table`` (a view: one row per key) for those traces, in chunks."""
+    def _of_traces(table: str, columns: str, trace_ids: Sequence[str], order: str, tenant: str) -> list[str]:
+        """SELECTs of the rows of ``table`` (a view: one row per key) for ``tenant``'s traces, in chunks."""
         ids = list(dict.fromkeys(trace_ids))
         chunks = (", ".join(map(sql_string, ids[i : i + _LOOKUP_CHUNK])) for i in range(0, len(ids), _LOOKUP_CHUNK))
-        return [f"SELECT {columns} FROM {table} WHERE trace_id IN ({chunk}) ORDER BY {order}" for chunk in chunks]
+        return [
+            f"SELECT {columns} FROM {table} WHERE tenant = {sql_string(tenant)} AND trace_id IN ({chunk}) "
+            f"ORDER BY {order}"
+            for chunk in chunks
+        ]
 
-    def load_spans(self, trace_ids: Sequence[str]) -> dict[str, list[SpanRecord]]:
+    def load_spans(self, trace_ids: Sequence[str], tenant: str = DEFAULT_TENANT) -> dict[str, list[SpanRecord]]:
         found: dict[str, list[SpanRecord]] = {}
-        for sql in self._of_traces("spans", SPAN_SELECT_COLUMNS, trace_ids, _SPAN_ORDER):
+        for sql in self._of_traces("spans", SPAN_SELECT_COLUMNS, trace_ids, _SPAN_ORDER, tenant):
             for row in self._run(sql, None, check=False).rows:
                 found.setdefault(row[0], []).append(span_from_row(row))
         return found
 
-    def load_logs(self, trace_ids: Sequence[str]) -> dict[str, list[LogRecordData]]:
+    def load_logs(self, trace_ids: Sequence[str], tenant: str = DEFAULT_TENANT) -> dict[str, list[LogRecordData]]:
         found: dict[str, list[LogRecordData]] = {}
-        for sql in self._of_traces("logs", LOG_SELECT_COLUMNS, trace_ids, _LOG_ORDER):
+        for sql in self._of_traces("logs", LOG_SELECT_COLUMNS, trace_ids, _LOG_ORDER, tenant):
             for row in self._run(sql, None, check=False).rows:
                 found.setdefault(row[0], []).append(log_from_row(row))
         return found
 
-    def load_arrow(self, trace_ids: Sequence[str]) -> tuple[pa.Table, pa.Table]:
+    def load_arrow(self, trace_ids: Sequence[str], tenant: str = DEFAULT_TENANT) -> tuple[pa.Table, pa.Table]:
         def fetch(table: str, columns: str, order: str) -> pa.Table:
             parts = [
                 self._run(sql, None, check=False, arrow=True).to_arrow()
-                for sql in self._of_traces(table, columns, trace_ids, order)
+                for sql in self._of_traces(table, columns, trace_ids, order, tenant)
             ]
             if parts:
                 return pa.concat_tables(parts)

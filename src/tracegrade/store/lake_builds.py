@@ -11,7 +11,8 @@ build holds every span committed before it: a writer marks a trace only after it
 returned, and a claim reads the lake only after it took the trace, so a claim that saw a mark reads the
 commit behind it. A mark that comes while the trace is built (a late span, another receiver's half)
 bumps ``marks``, so finishing that claim keeps the trace queued: it is built again once due. Two builds of
-one trace are ordered by their claims, and the lake's views show the newest ``updated_at``.
+one trace are ordered by their claims, and the lake's views show the newest ``updated_at``. A trace is
+one tenant's: the queue is keyed by (tenant, trace_id).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from tracegrade.errors import StoreError
 from tracegrade.store.build_queue import BuildClaim
 from tracegrade.store.lake_location import redacted
+from tracegrade.store.tenancy import DEFAULT_TENANT, TraceKey
 
 if TYPE_CHECKING:
     import psycopg
@@ -40,14 +42,27 @@ CONNECT_TIMEOUT = 5  # seconds; an unreachable catalog fails a call quickly rath
 _UTC_NOW = "(clock_timestamp() AT TIME ZONE 'UTC')"
 _CREATE = f"""
 CREATE TABLE IF NOT EXISTS {QUEUE_TABLE} (
-    trace_id text PRIMARY KEY,
+    tenant text NOT NULL,
+    trace_id text NOT NULL,
     due_at timestamptz NOT NULL,
     marks bigint NOT NULL DEFAULT 1,
     claimed_by text,
     claimed_marks bigint,
-    lease_until timestamptz
+    lease_until timestamptz,
+    PRIMARY KEY (tenant, trace_id)
 );
 CREATE INDEX IF NOT EXISTS {QUEUE_TABLE}_due ON {QUEUE_TABLE} (due_at)
+"""
+# a queue made before tenants (keyed by trace_id alone): its traces are the default tenant's
+_ADD_TENANT = f"""
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_name = '{QUEUE_TABLE}'
+                   AND column_name = 'tenant' AND table_schema = current_schema()) THEN
+        ALTER TABLE {QUEUE_TABLE} ADD COLUMN tenant text NOT NULL DEFAULT '{DEFAULT_TENANT}';
+        ALTER TABLE {QUEUE_TABLE} ALTER COLUMN tenant DROP DEFAULT;
+        ALTER TABLE {QUEUE_TABLE} DROP CONSTRAINT {QUEUE_TABLE}_pkey, ADD PRIMARY KEY (tenant, trace_id);
+    END IF;
+END $$
 """
 _UNLEASED = "(lease_until IS NULL OR lease_until < clock_timestamp())"
 
@@ -104,6 +119,7 @@ class CatalogBuildQueue:
             try:
                 with self._cursor("creating the build queue") as cursor:
                     cursor.execute(_CREATE)
+                    cursor.execute(_ADD_TENANT)
                 return
             except StoreError as exc:
                 if attempt == 2 or not isinstance(exc.__context__, psycopg.errors.UniqueViolation):
@@ -124,64 +140,66 @@ class CatalogBuildQueue:
         assert row is not None
         return row[0]  # type: ignore[no-any-return]
 
-    def mark(self, trace_ids: Sequence[str], rooted: set[str]) -> None:
-        if not trace_ids:
+    def mark(self, keys: Sequence[TraceKey], rooted: set[TraceKey]) -> None:
+        if not keys:
             return
-        ids = sorted(set(trace_ids))  # one lock order for every writer: concurrent marks never deadlock
-        delays = [self.root_settle_seconds if trace_id in rooted else self.settle_seconds for trace_id in ids]
+        ordered = sorted(set(keys))  # one lock order for every writer: concurrent marks never deadlock
+        delays = [self.root_settle_seconds if key in rooted else self.settle_seconds for key in ordered]
         with self._cursor("marking traces for a build") as cursor:
             cursor.execute(
-                f"INSERT INTO {QUEUE_TABLE} AS q (trace_id, due_at) "
-                "SELECT t, clock_timestamp() + make_interval(secs => d) FROM unnest(%s::text[], %s::float8[]) u(t, d) "
-                "ON CONFLICT (trace_id) DO UPDATE SET due_at = EXCLUDED.due_at, marks = q.marks + 1",
-                [ids, delays],
+                f"INSERT INTO {QUEUE_TABLE} AS q (tenant, trace_id, due_at) "
+                "SELECT n, t, clock_timestamp() + make_interval(secs => d) "
+                "FROM unnest(%s::text[], %s::text[], %s::float8[]) u(n, t, d) "
+                "ON CONFLICT (tenant, trace_id) DO UPDATE SET due_at = EXCLUDED.due_at, marks = q.marks + 1",
+                [*_columns(ordered), delays],
             )
 
     def claim(self, limit: int, *, due_only: bool = True) -> BuildClaim | None:
         due = "due_at <= clock_timestamp() AND " if due_only else ""
         with self._cursor("claiming traces to build") as cursor:
             rows = cursor.execute(
-                f"WITH due AS (SELECT trace_id FROM {QUEUE_TABLE} WHERE {due}{_UNLEASED} "
+                f"WITH due AS (SELECT tenant, trace_id FROM {QUEUE_TABLE} WHERE {due}{_UNLEASED} "
                 f"ORDER BY due_at LIMIT %s FOR UPDATE SKIP LOCKED) "
                 f"UPDATE {QUEUE_TABLE} q SET claimed_by = %s, claimed_marks = q.marks, "
                 "lease_until = clock_timestamp() + make_interval(secs => %s) "
-                "FROM due WHERE q.trace_id = due.trace_id RETURNING q.trace_id",
+                "FROM due WHERE q.tenant = due.tenant AND q.trace_id = due.trace_id RETURNING q.tenant, q.trace_id",
                 [limit, self.builder, self.lease_seconds],
             ).fetchall()
             if not rows:
                 return None
             stamp = cursor.execute(f"SELECT {_UTC_NOW}").fetchone()
         assert stamp is not None
-        return BuildClaim(sorted(row[0] for row in rows), stamp[0])
+        return BuildClaim(sorted((row[0], row[1]) for row in rows), stamp[0])
 
-    def claim_traces(self, trace_ids: Sequence[str]) -> BuildClaim:
-        ids = sorted(set(trace_ids))
+    def claim_traces(self, keys: Sequence[TraceKey]) -> BuildClaim:
+        ordered = sorted(set(keys))
         with self._cursor("claiming traces to build") as cursor:
             cursor.execute(
-                f"INSERT INTO {QUEUE_TABLE} AS q (trace_id, due_at, claimed_by, claimed_marks, lease_until) "
-                "SELECT t, clock_timestamp(), %s, 1, clock_timestamp() + make_interval(secs => %s) "
-                "FROM unnest(%s::text[]) u(t) ON CONFLICT (trace_id) DO UPDATE SET claimed_by = EXCLUDED.claimed_by, "
-                "claimed_marks = q.marks, lease_until = EXCLUDED.lease_until",
-                [self.builder, self.lease_seconds, ids],
+                f"INSERT INTO {QUEUE_TABLE} AS q (tenant, trace_id, due_at, claimed_by, claimed_marks, lease_until) "
+                "SELECT n, t, clock_timestamp(), %s, 1, clock_timestamp() + make_interval(secs => %s) "
+                "FROM unnest(%s::text[], %s::text[]) u(n, t) ON CONFLICT (tenant, trace_id) DO UPDATE SET "
+                "claimed_by = EXCLUDED.claimed_by, claimed_marks = q.marks, lease_until = EXCLUDED.lease_until",
+                [self.builder, self.lease_seconds, *_columns(ordered)],
             )
             stamp = cursor.execute(f"SELECT {_UTC_NOW}").fetchone()
         assert stamp is not None
-        return BuildClaim(ids, stamp[0])
+        return BuildClaim(ordered, stamp[0])
 
     def finish(self, claim: BuildClaim, *, built: bool) -> None:
+        claimed = "(tenant, trace_id) IN (SELECT * FROM unnest(%s::text[], %s::text[])) AND claimed_by = %s"
         with self._cursor("finishing a build") as cursor:
             if built:  # done, unless marked again meanwhile: then due again (at the time its mark set)
                 cursor.execute(
-                    f"DELETE FROM {QUEUE_TABLE} WHERE trace_id = ANY(%s) AND claimed_by = %s AND marks = claimed_marks",
-                    [claim.trace_ids, self.builder],
+                    f"DELETE FROM {QUEUE_TABLE} WHERE {claimed} AND marks = claimed_marks",
+                    [*_columns(claim.keys), self.builder],
                 )
                 retry = ""
             else:
                 retry = f", due_at = clock_timestamp() + make_interval(secs => {float(self.settle_seconds)})"
             cursor.execute(
                 f"UPDATE {QUEUE_TABLE} SET claimed_by = NULL, claimed_marks = NULL, lease_until = NULL{retry} "
-                "WHERE trace_id = ANY(%s) AND claimed_by = %s",
-                [claim.trace_ids, self.builder],
+                f"WHERE {claimed}",
+                [*_columns(claim.keys), self.builder],
             )
 
     def seconds_until_due(self) -> float | None:
@@ -198,16 +216,21 @@ class CatalogBuildQueue:
             row = cursor.execute(f"SELECT count(*) FROM {QUEUE_TABLE}").fetchone()
         return int(row[0]) if row else 0
 
-    def waiting(self, limit: int | None = None) -> list[str]:
+    def waiting(self, limit: int | None = None) -> list[TraceKey]:
         """The traces waiting for a build (claimed or not), the longest-due first (none before a
         read-write open created the queue)."""
-        sql = f"SELECT trace_id FROM {QUEUE_TABLE} ORDER BY due_at, trace_id"
+        sql = f"SELECT tenant, trace_id FROM {QUEUE_TABLE} ORDER BY due_at, tenant, trace_id"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         with self._cursor("reading the build queue") as cursor:
             if cursor.execute("SELECT to_regclass(%s)", [QUEUE_TABLE]).fetchone() == (None,):
                 return []
-            return [row[0] for row in cursor.execute(sql).fetchall()]
+            return [(row[0], row[1]) for row in cursor.execute(sql).fetchall()]
 
     def recover(self) -> None:
         """Nothing to do: the queue outlives every process."""
+
+
+def _columns(keys: Sequence[TraceKey]) -> tuple[list[str], list[str]]:
+    """The tenants and the trace ids of ``keys``, as two arrays for ``unnest``."""
+    return [tenant for tenant, _ in keys], [trace_id for _, trace_id in keys]

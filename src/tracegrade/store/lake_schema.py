@@ -5,14 +5,16 @@ delivered to two of them is stored twice. The lake keeps what was written in sch
 per store table, columns as the file schema has them after every migration, constraints other than NOT
 NULL dropped) and gives each store table's name, in ``main``, to a view that shows one row per key:
 
-- ``spans``: the first copy received of each (trace_id, span_id); ``logs``: of each (trace_id, log_key);
-- ``traces``: the newest build of each trace; its ``node_visits``, ``tool_calls`` and ``llm_calls`` rows
-  are those of that same build. Trajectory base tables carry a ``build_id`` (one per replacement), since
-  two builders may map the same trace at once and each insert its rows.
+- ``spans``: the first copy received of each (tenant, trace_id, span_id); ``logs``: of each (tenant,
+  trace_id, log_key);
+- ``traces``: the newest build of each (tenant, trace_id); its ``node_visits``, ``tool_calls`` and
+  ``llm_calls`` rows are those of that same build. Trajectory base tables carry a ``build_id`` (one per
+  replacement), since two builders may map the same trace at once and each insert its rows.
 
 The columns come from running the file store's migrations on an in-memory DuckDB and reading the result,
-so a new migration (a ``tenant`` column, say) reaches the lake without a lake script. Opening a lake
-written by an older tracegrade adds the columns it lacks.
+so a new migration reaches the lake without a lake script. Opening a lake written by an older tracegrade
+adds the columns it lacks; the rows already there read as NULL in them, or as ``BACKFILL`` gives (what the
+file store's migration wrote into its old rows: the ``tenant`` column, for one).
 """
 
 from __future__ import annotations
@@ -24,18 +26,33 @@ import duckdb
 
 from tracegrade.errors import StoreError
 from tracegrade.store.database import quote_identifier
-from tracegrade.store.rows import utc_now
+from tracegrade.store.rows import sql_string, utc_now
 from tracegrade.store.schema import MIGRATIONS, SCHEMA_VERSION, TABLES, ensure_schema
+from tracegrade.store.tenancy import DEFAULT_TENANT, TENANT_COLUMN
 from tracegrade.store.trajectories import TRAJECTORY_TABLES
 
-__all__ = ["BUILD_COLUMN", "RAW_SCHEMA", "Column", "ensure_lake_schema", "file_schema_columns", "lake_version"]
+__all__ = [
+    "BACKFILL",
+    "BUILD_COLUMN",
+    "RAW_SCHEMA",
+    "Column",
+    "ensure_lake_schema",
+    "file_schema_columns",
+    "lake_version",
+]
 
 RAW_SCHEMA = "raw"
 BUILD_COLUMN = "build_id"  # trajectory base tables only: which replacement wrote the row
-# The one row a view keeps of each key; the key columns lead each PARTITION BY so a filter on trace_id
-# reaches the scan (DuckDB pushes filters on partition columns below the window).
-_FIRST_COPY = {"spans": ("trace_id, span_id", "received_at, start_ns"), "logs": ("trace_id, log_key", "received_at")}
-_NEWEST_BUILD = f"row_number() OVER (PARTITION BY trace_id ORDER BY updated_at DESC, {BUILD_COLUMN} DESC) = 1"
+# What rows stored before a column was added hold in it (DuckLake keeps it as the column's initial default,
+# so the old Parquet files are not rewritten).
+BACKFILL = {TENANT_COLUMN: DEFAULT_TENANT}
+# The one row a view keeps of each key; the key columns lead each PARTITION BY so a filter on tenant or
+# trace_id reaches the scan (DuckDB pushes filters on partition columns below the window).
+_FIRST_COPY = {
+    "spans": ("tenant, trace_id, span_id", "received_at, start_ns"),
+    "logs": ("tenant, trace_id, log_key", "received_at"),
+}
+_NEWEST_BUILD = f"row_number() OVER (PARTITION BY tenant, trace_id ORDER BY updated_at DESC, {BUILD_COLUMN} DESC) = 1"
 
 
 @dataclass(frozen=True)
@@ -85,10 +102,10 @@ def _view_sql(table: str) -> str:
     if table == "traces":
         return f"SELECT * EXCLUDE ({BUILD_COLUMN}) FROM {raw} QUALIFY {_NEWEST_BUILD}"
     if table in TRAJECTORY_TABLES:
-        newest = f"SELECT trace_id, {BUILD_COLUMN} FROM {RAW_SCHEMA}.traces QUALIFY {_NEWEST_BUILD}"
+        newest = f"SELECT tenant, trace_id, {BUILD_COLUMN} FROM {RAW_SCHEMA}.traces QUALIFY {_NEWEST_BUILD}"
         return (
             f"SELECT r.* EXCLUDE ({BUILD_COLUMN}) FROM {raw} r SEMI JOIN ({newest}) b "
-            f"ON r.trace_id = b.trace_id AND r.{BUILD_COLUMN} = b.{BUILD_COLUMN}"
+            f"ON r.tenant = b.tenant AND r.trace_id = b.trace_id AND r.{BUILD_COLUMN} = b.{BUILD_COLUMN}"
         )
     raise AssertionError(f"no lake view is defined for table {table}")  # a new store table needs its key here
 
@@ -111,6 +128,16 @@ def _existing_columns(con: duckdb.DuckDBPyConnection, catalog: str) -> dict[str,
     for table, name, data_type in rows:
         found.setdefault(table, {})[name] = data_type
     return found
+
+
+def _added_column(table: str, column: Column) -> list[str]:
+    """The statements adding ``column`` to ``table``: rows already stored read as its ``BACKFILL`` value
+    (its initial default, dropped at once so every later write must give one), else as NULL."""
+    added = [f"ALTER TABLE {table} ADD COLUMN {column.ddl(constrained=False)}"]
+    if column.name in BACKFILL:
+        added[0] += f" DEFAULT {sql_string(BACKFILL[column.name])}"
+        added.append(f"ALTER TABLE {table} ALTER COLUMN {quote_identifier(column.name)} DROP DEFAULT")
+    return added
 
 
 def ensure_lake_schema(con: duckdb.DuckDBPyConnection, catalog: str, where: str) -> int:
@@ -138,10 +165,8 @@ def ensure_lake_schema(con: duckdb.DuckDBPyConnection, catalog: str, where: str)
             statements.append(f"CREATE TABLE {db}.{RAW_SCHEMA}.{table} ({listed})")
         else:
             for column in wanted:
-                if column.name not in have:  # rows already stored have no value: the column takes NULL
-                    statements.append(
-                        f"ALTER TABLE {db}.{RAW_SCHEMA}.{table} ADD COLUMN {column.ddl(constrained=False)}"
-                    )
+                if column.name not in have:
+                    statements += _added_column(f"{db}.{RAW_SCHEMA}.{table}", column)
                 elif have[column.name] != column.data_type:
                     raise StoreError(
                         f"lake {where}: column {table}.{column.name} is {have[column.name]}, schema version "

@@ -2,8 +2,8 @@
 
 Converting records to Arrow is the Python half of a write. ``prepare_write`` does it in the thread that
 submits (the receiver's decode threads), so the single writer thread spends its time in DuckDB, and a
-queued write holds compact Arrow buffers instead of Python objects. ``received_at`` is added at
-commit time (it is stamped under the store's write lock).
+queued write holds compact Arrow buffers instead of Python objects. Every row carries the submission's
+tenant. ``received_at`` is added at commit time (it is stamped under the store's write lock).
 """
 
 from __future__ import annotations
@@ -17,19 +17,22 @@ import pyarrow as pa
 from tracegrade.errors import StoreError
 from tracegrade.models.span import LogRecordData, SpanRecord
 from tracegrade.store.rows import logs_to_arrow, spans_to_arrow
+from tracegrade.store.tenancy import DEFAULT_TENANT, with_tenant
 
 __all__ = ["PreparedWrite", "prepare_write"]
 
 
 @dataclass(frozen=True, slots=True)
 class PreparedWrite:
-    """One submission: ``spans`` and ``logs`` tables (logs already unique by content) and how many
-    records were sent (duplicates included), for the WriteResult counts."""
+    """One submission of one tenant: ``spans`` and ``logs`` tables (logs already unique by content, both
+    with the ``tenant`` column) and how many records were sent (duplicates included), for the WriteResult
+    counts."""
 
     spans: pa.Table | None
     logs: pa.Table | None
     spans_sent: int
     logs_sent: int
+    tenant: str = DEFAULT_TENANT
 
     @property
     def size(self) -> int:
@@ -37,19 +40,21 @@ class PreparedWrite:
         return self.spans_sent + self.logs_sent
 
 
-def prepare_write(spans: Sequence[SpanRecord], logs: Sequence[LogRecordData] = ()) -> PreparedWrite:
-    """Convert records for a write (no ``received_at`` column yet).
+def prepare_write(
+    spans: Sequence[SpanRecord], logs: Sequence[LogRecordData] = (), tenant: str = DEFAULT_TENANT
+) -> PreparedWrite:
+    """Convert ``tenant``'s records for a write (no ``received_at`` column yet).
 
     Raises StoreError, naming the record and field, when a string holds an unpaired surrogate: it is not
     valid Unicode and cannot be stored. (The OTLP decoders refuse such input; only records built in Python
     can carry one.)
     """
     try:
-        span_table = spans_to_arrow(spans) if spans else None
-        log_table = logs_to_arrow(logs)[1] if logs else None
+        span_table = with_tenant(spans_to_arrow(spans), tenant) if spans else None
+        log_table = with_tenant(logs_to_arrow(logs)[1], tenant) if logs else None
     except UnicodeEncodeError:
         raise StoreError(_describe_unencodable([*spans, *logs])) from None
-    return PreparedWrite(span_table, log_table, len(spans), len(logs))
+    return PreparedWrite(span_table, log_table, len(spans), len(logs), tenant)
 
 
 def _describe_unencodable(records: Sequence[SpanRecord | LogRecordData]) -> str:

@@ -1,11 +1,11 @@
 """The trajectory rebuilder: the one owner of when and how traces are mapped into trajectory rows.
 
 It claims settled traces from its store's build queue (``store.builds``: marked by the store's own
-writes), reads their spans and logs back as Arrow tables (DuckDB works without the GIL), has them mapped
-(``MappingProcess``: large jobs in a child process when asked for) and replaces their rows in one
-transaction, so a long rebuild never delays a write. Claims run one at a time in one thread, so in one
-process a trace's newer rows always replace its older ones; across processes (a lake) the queue's
-claims order them.
+writes), reads their spans and logs back, a tenant's traces at a time, as Arrow tables (DuckDB works
+without the GIL), has them mapped (``MappingProcess``: large jobs in a child process when asked for) and
+replaces their rows in one transaction, so a long rebuild never delays a write. Claims run one at a time
+in one thread, so in one process a trace's newer rows always replace its older ones; across processes (a
+lake) the queue's claims order them.
 
 Ingestion comes first: while the writer is behind (``behind()``), a claim is made only when none was
 made for ``REBUILD_MIN_INTERVAL``, so trajectories still advance under a sustained burst and keep up
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from tracegrade.errors import StoreError
 from tracegrade.store.build_queue import BuildClaim
 from tracegrade.store.mapping_process import MappingProcess
+from tracegrade.store.tenancy import TraceKey, by_tenant
 
 if TYPE_CHECKING:
     from tracegrade.store.backend import StoreBackend
@@ -49,25 +50,29 @@ class RebuildStats:
 
 
 def _run_claim(store: StoreBackend, mapping: MappingProcess, claim: BuildClaim) -> int:
-    """Map a claim's traces and replace their rows; how many traces had spans. Raises on failure."""
-    spans, logs = store.load_arrow(claim.trace_ids)
-    tables = mapping.map(spans, logs, claim.updated_at)
-    store.replace_trajectories(tables, clear=claim.trace_ids)
-    return len(set(spans.column("trace_id").to_pylist())) if spans.num_rows else 0
+    """Map a claim's traces and replace their rows, a tenant at a time (a tenant's spans never reach
+    another tenant's trajectory); how many traces had spans. Raises on failure."""
+    mapped = 0
+    for tenant, trace_ids in by_tenant(claim.keys).items():
+        spans, logs = store.load_arrow(trace_ids, tenant)
+        tables = mapping.map(spans, logs, claim.updated_at)
+        store.replace_trajectories(tables, clear=trace_ids, tenant=tenant)
+        mapped += len(set(spans.column("trace_id").to_pylist())) if spans.num_rows else 0
+    return mapped
 
 
 def rebuild_traces(
-    store: StoreBackend, trace_ids: Iterable[str], *, mapping: MappingProcess | None = None, chunk: int = REBUILD_TRACES
+    store: StoreBackend, keys: Iterable[TraceKey], *, mapping: MappingProcess | None = None, chunk: int = REBUILD_TRACES
 ) -> int:
     """Map those traces now, ``chunk`` at a time, through the store's build queue; how many had spans.
 
-    A trace id with no stored spans loses any trajectory rows it had.
+    A trace with no stored spans loses any trajectory rows it had.
     """
-    ids = list(dict.fromkeys(trace_ids))
+    wanted = list(dict.fromkeys(keys))
     mapper = mapping or MappingProcess(in_process_spans=None)
     mapped = 0
-    for start in range(0, len(ids), chunk):
-        claim = store.builds.claim_traces(ids[start : start + chunk])
+    for start in range(0, len(wanted), chunk):
+        claim = store.builds.claim_traces(wanted[start : start + chunk])
         try:
             mapped += _run_claim(store, mapper, claim)
         except BaseException:

@@ -28,7 +28,8 @@ class WriteResult:
     """Outcome of one committed write.
 
     ``trace_ids`` are the traces that gained at least one new span or log record (duplicates that
-    changed nothing are left out), i.e. the traces whose trajectory rows need rebuilding.
+    changed nothing are left out), i.e. the traces whose trajectory rows need rebuilding; they are
+    the traces of the submission's tenant.
     """
 
     spans_inserted: int = 0

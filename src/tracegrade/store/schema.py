@@ -30,6 +30,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "spans, logs, traces, node_visits, tool_calls, llm_calls", "schema_v1.sql"),
     Migration(2, "traces.execution as zstd-compressed JSON", "schema_v2.sql"),
     Migration(3, "spans without primary key and trace_id index (the writer keeps ids unique)", "schema_v3.sql"),
+    Migration(4, "a tenant column on every table, leading the keys of logs and traces", "schema_v4.sql"),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -1,4 +1,4 @@
-"""Which spans of a batch are stored already: the writer's (trace_id, span_id) uniqueness check.
+"""Which spans of a batch are stored already: the writer's (tenant, trace_id, span_id) uniqueness check.
 
 The ``spans`` table has no primary key (an ART index costs the writer about as much as the rest of the
 insert, and its memory grows with the store). Instead, before each insert the writer looks the batch's
@@ -47,21 +47,21 @@ def start_ranges(starts: list[int], gap_ns: int = START_GAP_NS, limit: int = MAX
     return ranges
 
 
-def stored_span_keys(con: duckdb.DuckDBPyConnection, batch: pa.Table) -> set[tuple[str, str]]:
-    """The ``(trace_id, span_id)`` pairs of ``batch`` (columns trace_id, span_id, start_ns) that the
-    ``spans`` table already holds, looked up within the batch's start-time ranges."""
+def stored_span_keys(con: duckdb.DuckDBPyConnection, batch: pa.Table) -> set[tuple[str, str, str]]:
+    """The ``(tenant, trace_id, span_id)`` keys of ``batch`` (columns tenant, trace_id, span_id, start_ns)
+    that the ``spans`` table already holds, looked up within the batch's start-time ranges."""
     ranges = start_ranges(batch.column("start_ns").to_pylist())
     if not ranges:
         return set()
     scans = " UNION ALL ".join(
-        f"SELECT trace_id, span_id FROM spans WHERE start_ns BETWEEN {low} AND {high}" for low, high in ranges
+        f"SELECT tenant, trace_id, span_id FROM spans WHERE start_ns BETWEEN {low} AND {high}" for low, high in ranges
     )
     searches = (
-        f"SELECT s.trace_id, s.span_id FROM ({scans}) s "
-        f"SEMI JOIN {_BATCH_VIEW} k ON s.trace_id = k.trace_id AND s.span_id = k.span_id"
+        f"SELECT s.tenant, s.trace_id, s.span_id FROM ({scans}) s SEMI JOIN {_BATCH_VIEW} k "
+        "ON s.trace_id = k.trace_id AND s.span_id = k.span_id AND s.tenant = k.tenant"
     )
-    con.register(_BATCH_VIEW, batch.select(["trace_id", "span_id"]))
+    con.register(_BATCH_VIEW, batch.select(["tenant", "trace_id", "span_id"]))
     try:
-        return {(trace_id, span_id) for trace_id, span_id in con.execute(searches).fetchall()}
+        return {(tenant, trace_id, span_id) for tenant, trace_id, span_id in con.execute(searches).fetchall()}
     finally:
         con.unregister(_BATCH_VIEW)

@@ -1,8 +1,9 @@
 """TraceStore: one DuckDB file of spans, logs and trajectory tables (the only read-write opener).
 
 Writes are one transaction each and durable (committed to DuckDB's WAL) when ``write`` returns; a span
-sent twice is stored once (``span_keys`` finds the stored copies before each insert). Queries run on their
-own cursor, so any thread may query while another writes.
+sent twice is stored once (``span_keys`` finds the stored copies before each insert). Every row carries its
+tenant (see ``tenancy``), and a trace is one tenant's: reads, rebuilds and keys are per tenant. Queries run
+on their own cursor, so any thread may query while another writes.
 
 ``wal=False`` is for an owner that keeps its own log of what it writes (the receiver's request journal):
 DuckDB then writes no WAL, a commit lives in memory until ``checkpoint`` writes it to the file, and a
@@ -52,11 +53,13 @@ from tracegrade.store.rows import (
     SPAN_SELECT_COLUMNS,
     log_from_row,
     span_from_row,
+    sql_string,
     sql_string_list,
     utc_now,
 )
 from tracegrade.store.schema import check_schema, ensure_schema
 from tracegrade.store.span_keys import stored_span_keys
+from tracegrade.store.tenancy import DEFAULT_TENANT, TraceKey, with_tenant
 from tracegrade.store.trajectories import TRAJECTORY_TABLES
 
 __all__ = ["DEFAULT_CHECKPOINT_THRESHOLD", "BatchWrite", "TraceStore"]
@@ -94,9 +97,9 @@ class BatchWrite:
     records committed just before a crash still gets their traces built)."""
 
     results: list[WriteResult]
-    rooted: set[str]
+    rooted: set[TraceKey]
     received_at: datetime
-    touched: set[str]
+    touched: set[TraceKey]
 
 
 def _added_sizes(first: str, second: str | None) -> str:
@@ -106,28 +109,30 @@ def _added_sizes(first: str, second: str | None) -> str:
     return f"{duckdb_size_bytes(first) + duckdb_size_bytes(second)}B"
 
 
-def _rows_of_traces_sql(table: str, columns: str, id_list: str, order: str) -> str:
-    """SELECT the rows of ``table`` for the traces in ``id_list`` (a SQL literal list).
+def _rows_of_traces_sql(table: str, columns: str, id_list: str, order: str, tenant: str) -> str:
+    """SELECT the rows of ``table`` for ``tenant``'s traces in ``id_list`` (a SQL literal list).
 
     Fetching a row costs far more than finding it (each fetch decompresses the column segments it
     touches), so the query first finds the rowid range of the matching rows and reads within it only.
     A trace's records arrive close together, so the range is short for the recent traces a rebuild
     reads, several times faster than finding them by ``trace_id`` alone (bench/RESULTS.md, store writes).
     """
+    of_traces = f"trace_id IN {id_list} AND tenant = {sql_string(tenant)}"
     return (
-        f"WITH bounds AS (SELECT min(rowid) AS low, max(rowid) AS high FROM {table} WHERE trace_id IN {id_list}) "
+        f"WITH bounds AS (SELECT min(rowid) AS low, max(rowid) AS high FROM {table} WHERE {of_traces}) "
         f"SELECT {columns} FROM {table}, bounds WHERE {table}.rowid BETWEEN bounds.low AND bounds.high "
-        f"AND trace_id IN {id_list} ORDER BY {order}"
+        f"AND {of_traces} ORDER BY {order}"
     )
 
 
-def _touched_traces(submissions: Sequence[PreparedWrite]) -> set[str]:
-    """Every trace id the submissions' spans and log records carry."""
-    touched: set[str] = set()
+def _touched_traces(submissions: Sequence[PreparedWrite]) -> set[TraceKey]:
+    """Every trace the submissions' spans and log records carry (as their submission's tenant's)."""
+    touched: set[TraceKey] = set()
     for submission in submissions:
         for table in (submission.spans, submission.logs):
             if table is not None:
-                touched.update(pc.unique(table.column("trace_id")).drop_null().to_pylist())
+                trace_ids = pc.unique(table.column("trace_id")).drop_null().to_pylist()
+                touched.update((submission.tenant, trace_id) for trace_id in trace_ids)
     return touched
 
 
@@ -211,9 +216,11 @@ class TraceStore:
 
     # ---------------------------------------------------------------- writes
 
-    def write(self, spans: Sequence[SpanRecord], logs: Sequence[LogRecordData] = ()) -> WriteResult:
-        """Store spans and log records in one transaction, committed before returning."""
-        return self.write_batch([prepare_write(spans, logs)]).results[0]
+    def write(
+        self, spans: Sequence[SpanRecord], logs: Sequence[LogRecordData] = (), tenant: str = DEFAULT_TENANT
+    ) -> WriteResult:
+        """Store ``tenant``'s spans and log records in one transaction, committed before returning."""
+        return self.write_batch([prepare_write(spans, logs, tenant)]).results[0]
 
     def write_batch(self, submissions: Sequence[PreparedWrite]) -> BatchWrite:
         """Store several prepared submissions in ONE transaction (one commit); a WriteResult each.
@@ -241,9 +248,9 @@ class TraceStore:
 
     def _insert_spans(
         self, submissions: Sequence[PreparedWrite], results: list[WriteResult], received_at: datetime
-    ) -> set[str]:
-        """Insert the first copy of each (trace_id, span_id) not stored yet, crediting the submission
-        that holds it; the traces whose root span was inserted.
+    ) -> set[TraceKey]:
+        """Insert the first copy of each (tenant, trace_id, span_id) not stored yet, crediting the
+        submission that holds it; the traces whose root span was inserted.
 
         Arrow does the per-row work; Python loops over rows only when a batch holds a span twice or
         one already stored (exporter retries, replays).
@@ -252,7 +259,9 @@ class TraceStore:
         if not owned:
             return set()
         batch = pa.concat_tables([table for table, _ in owned])
-        keys = pc.binary_join_element_wise(batch.column("trace_id"), batch.column("span_id"), "/")
+        keys = pc.binary_join_element_wise(
+            batch.column("tenant"), batch.column("trace_id"), batch.column("span_id"), "/"
+        )
         stored = stored_span_keys(self._con, batch)
         if stored or pc.count_distinct(keys).as_py() < batch.num_rows:
             batch, owned = self._first_new_copies(batch, keys, owned, stored)
@@ -261,16 +270,19 @@ class TraceStore:
         for table, result in owned:
             result.spans_inserted += table.num_rows
             result.trace_ids.update(pc.unique(table.column("trace_id")).to_pylist())
-        roots = pc.filter(batch.column("trace_id"), pc.is_null(batch.column("parent_span_id")))
-        return set(roots.to_pylist())
+        roots = batch.select(["tenant", "trace_id"]).filter(pc.is_null(batch.column("parent_span_id")))
+        return set(zip(roots.column("tenant").to_pylist(), roots.column("trace_id").to_pylist()))
 
     @staticmethod
     def _first_new_copies(
-        batch: pa.Table, keys: pa.ChunkedArray, owned: list[tuple[pa.Table, WriteResult]], stored: set[tuple[str, str]]
+        batch: pa.Table,
+        keys: pa.ChunkedArray,
+        owned: list[tuple[pa.Table, WriteResult]],
+        stored: set[tuple[str, str, str]],
     ) -> tuple[pa.Table, list[tuple[pa.Table, WriteResult]]]:
         """The rows of ``batch`` to insert (the first copy of each span not in ``stored``), and for
         each submission the part of them it is credited with."""
-        seen = {f"{trace_id}/{span_id}" for trace_id, span_id in stored}
+        seen = {"/".join(key) for key in stored}
         key_list = keys.to_pylist()
         keep: list[int] = []
         credited: list[tuple[pa.Table, WriteResult]] = []
@@ -290,19 +302,19 @@ class TraceStore:
     def _insert_logs(
         self, submissions: Sequence[PreparedWrite], results: list[WriteResult], received_at: datetime
     ) -> None:
-        """Insert log records not stored yet (by content key), crediting the first submission of each."""
+        """Insert log records not stored yet (by tenant and content key), crediting the first submission of each."""
         tables = [s.logs for s in submissions if s.logs is not None]
         if not tables:
             return
         batch = pa.concat_tables(tables)
         owners = [r for s, r in zip(submissions, results) if s.logs is not None for _ in range(s.logs.num_rows)]
-        first: dict[str, int] = {}
-        for index, key in enumerate(batch.column("log_key").to_pylist()):
+        first: dict[tuple[str, str], int] = {}
+        for index, key in enumerate(zip(batch.column("tenant").to_pylist(), batch.column("log_key").to_pylist())):
             first.setdefault(key, index)
         if len(first) < batch.num_rows:
             batch = batch.take(pa.array(list(first.values())))
         batch = batch.append_column("received_at", pa.array([received_at] * batch.num_rows, pa.timestamp("us")))
-        inserted = {key for (key,) in insert_arrow(self._con, "logs", batch, skip_existing_returning="log_key")}
+        inserted = set(insert_arrow(self._con, "logs", batch, skip_existing_returning="tenant, log_key"))
         trace_ids = batch.column("trace_id").to_pylist()
         for (key, index), trace_id in zip(first.items(), trace_ids):
             if key in inserted:
@@ -384,29 +396,33 @@ class TraceStore:
 
     # ------------------------------------------------------------ trajectories
 
-    def rebuild_trajectories(self, trace_ids: Iterable[str]) -> int:
-        """Re-map those traces into traces/node_visits/tool_calls/llm_calls now, in the rebuilder's chunks;
-        returns how many had spans. A trace id with no stored spans loses any trajectory rows it had."""
+    def rebuild_trajectories(self, trace_ids: Iterable[str], tenant: str = DEFAULT_TENANT) -> int:
+        """Re-map those traces of ``tenant`` into traces/node_visits/tool_calls/llm_calls now, in the
+        rebuilder's chunks; returns how many had spans. A trace id with no stored spans loses any trajectory
+        rows it had."""
         from tracegrade.store.rebuilder import rebuild_traces
 
-        return rebuild_traces(self, trace_ids)
+        return rebuild_traces(self, [(tenant, trace_id) for trace_id in trace_ids])
 
-    def replace_trajectories(self, tables: dict[str, pa.Table], *, clear: Sequence[str]) -> None:
-        """In one transaction, delete the trajectory rows of ``clear`` and insert ``tables`` (Arrow
-        tables by trajectory table name, as ``TrajectoryRows.to_arrow`` makes them).
+    def replace_trajectories(
+        self, tables: dict[str, pa.Table], *, clear: Sequence[str], tenant: str = DEFAULT_TENANT
+    ) -> None:
+        """In one transaction, delete ``tenant``'s trajectory rows of ``clear`` and insert ``tables`` (Arrow
+        tables by trajectory table name, as ``TrajectoryRows.to_arrow`` makes them) as ``tenant``'s.
 
         ``clear`` must hold every trace of ``tables`` that may already have rows (and any trace whose
         rows must go); leaving out traces known to have none saves work.
         """
+        tables = {name: with_tenant(table, tenant) for name, table in tables.items()}
         # Only traces with a ``traces`` row have rows elsewhere (a rebuild writes them together), and most
         # traces being mapped are new: deleting by every id would run four DELETEs that find nothing
         # (several milliseconds each for a rebuild's ids). One join with ``traces`` finds the few that need them.
         # It runs before the transaction: only rebuilds write these tables, one at a time, so nothing
         # adds rows in between.
-        with_rows = self._traces_with_rows(clear)
+        with_rows = self._traces_with_rows(clear, tenant)
         try:
             with self._transaction("rebuilding trajectories"):
-                _replace_trajectory_rows(self._con, with_rows, tables)
+                _replace_trajectory_rows(self._con, tenant, with_rows, tables)
         except StoreError as exc:
             if "Duplicate key" not in str(exc) or self.failure is not None:
                 raise
@@ -414,24 +430,24 @@ class TraceStore:
             with self._write_lock:
                 repair_keys(self._con, "traces", f"a rebuild was refused: {str(exc).splitlines()[0]}")
             with self._transaction("rebuilding trajectories"):
-                _replace_trajectory_rows(self._con, self._traces_with_rows(clear), tables)
+                _replace_trajectory_rows(self._con, tenant, self._traces_with_rows(clear, tenant), tables)
         self.uncheckpointed_bytes += sum(table.nbytes for table in tables.values())
 
-    def _traces_with_rows(self, trace_ids: Sequence[str]) -> list[str]:
-        """Those of ``trace_ids`` that have trajectory rows."""
+    def _traces_with_rows(self, trace_ids: Sequence[str], tenant: str) -> list[str]:
+        """Those of ``tenant``'s ``trace_ids`` that have trajectory rows."""
         if not trace_ids:
             return []
         cursor = self._cursor()
         try:
             cursor.register("_tracegrade_candidates", pa.table({"trace_id": pa.array(list(trace_ids), pa.string())}))
-            sql = "SELECT t.trace_id FROM traces t JOIN _tracegrade_candidates USING (trace_id)"
-            return [row[0] for row in cursor.execute(sql).fetchall()]
+            sql = "SELECT t.trace_id FROM traces t JOIN _tracegrade_candidates USING (trace_id) WHERE t.tenant = ?"
+            return [row[0] for row in cursor.execute(sql, [tenant]).fetchall()]
         except duckdb.Error as exc:
             raise StoreError(f"looking up trajectories in store {self.path} failed: {exc}") from None
         finally:
             cursor.close()
 
-    def stale_trajectories(self, limit: int | None = None) -> list[str]:
+    def stale_trajectories(self, limit: int | None = None) -> list[TraceKey]:
         """Traces whose trajectory rows are missing or older than their newest span or log record, the
         longest-waiting first (at most ``limit`` of them).
 
@@ -440,47 +456,50 @@ class TraceStore:
         """
         sql = """
             WITH received AS (
-                SELECT trace_id, max(received_at) AS last_received FROM spans GROUP BY trace_id
+                SELECT tenant, trace_id, max(received_at) AS last_received FROM spans GROUP BY tenant, trace_id
                 UNION ALL
-                SELECT trace_id, max(received_at) FROM logs WHERE trace_id IS NOT NULL GROUP BY trace_id
+                SELECT tenant, trace_id, max(received_at) FROM logs WHERE trace_id IS NOT NULL GROUP BY tenant, trace_id
             )
-            SELECT r.trace_id FROM received r LEFT JOIN traces t USING (trace_id)
-            GROUP BY r.trace_id, t.updated_at
+            SELECT r.tenant, r.trace_id FROM received r LEFT JOIN traces t USING (tenant, trace_id)
+            GROUP BY r.tenant, r.trace_id, t.updated_at
             HAVING t.updated_at IS NULL OR max(r.last_received) > t.updated_at
-            ORDER BY max(r.last_received), r.trace_id
+            ORDER BY max(r.last_received), r.tenant, r.trace_id
         """
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        return [row[0] for row in self._run(sql, None, check=False).rows]
+        return [(row[0], row[1]) for row in self._run(sql, None, check=False).rows]
 
     # ----------------------------------------------------------------- reads
 
-    def load_spans(self, trace_ids: Sequence[str]) -> dict[str, list[SpanRecord]]:
-        """The stored spans of those traces (by trace id, each list ordered by start time)."""
+    def load_spans(self, trace_ids: Sequence[str], tenant: str = DEFAULT_TENANT) -> dict[str, list[SpanRecord]]:
+        """The stored spans of ``tenant``'s traces (by trace id, each list ordered by start time)."""
         found: dict[str, list[SpanRecord]] = {}
         for chunk in _chunks(list(dict.fromkeys(trace_ids)), _LOOKUP_CHUNK):
-            sql = _rows_of_traces_sql("spans", SPAN_SELECT_COLUMNS, sql_string_list(chunk), _SPAN_ORDER)
+            sql = _rows_of_traces_sql("spans", SPAN_SELECT_COLUMNS, sql_string_list(chunk), _SPAN_ORDER, tenant)
             for row in self._run(sql, None, check=False).rows:
                 found.setdefault(row[0], []).append(span_from_row(row))
         return found
 
-    def load_arrow(self, trace_ids: Sequence[str]) -> tuple[pa.Table, pa.Table]:
-        """The stored spans and log records of those traces as Arrow tables (``SPAN_SELECT_COLUMNS``
+    def load_arrow(self, trace_ids: Sequence[str], tenant: str = DEFAULT_TENANT) -> tuple[pa.Table, pa.Table]:
+        """The stored spans and log records of ``tenant``'s traces as Arrow tables (``SPAN_SELECT_COLUMNS``
         and ``LOG_SELECT_COLUMNS``, in the order ``load_spans`` and ``load_logs`` give), no Python rows."""
         id_list = sql_string_list(dict.fromkeys(trace_ids))
         spans = self._run(
-            _rows_of_traces_sql("spans", SPAN_SELECT_COLUMNS, id_list, _SPAN_ORDER), None, check=False, arrow=True
+            _rows_of_traces_sql("spans", SPAN_SELECT_COLUMNS, id_list, _SPAN_ORDER, tenant),
+            None,
+            check=False,
+            arrow=True,
         ).to_arrow()
         logs = self._run(
-            _rows_of_traces_sql("logs", LOG_SELECT_COLUMNS, id_list, _LOG_ORDER), None, check=False, arrow=True
+            _rows_of_traces_sql("logs", LOG_SELECT_COLUMNS, id_list, _LOG_ORDER, tenant), None, check=False, arrow=True
         ).to_arrow()
         return spans, logs
 
-    def load_logs(self, trace_ids: Sequence[str]) -> dict[str, list[LogRecordData]]:
-        """The stored log records of those traces (by trace id, ordered by time)."""
+    def load_logs(self, trace_ids: Sequence[str], tenant: str = DEFAULT_TENANT) -> dict[str, list[LogRecordData]]:
+        """The stored log records of ``tenant``'s traces (by trace id, ordered by time)."""
         found: dict[str, list[LogRecordData]] = {}
         for chunk in _chunks(list(dict.fromkeys(trace_ids)), _LOOKUP_CHUNK):
-            sql = _rows_of_traces_sql("logs", LOG_SELECT_COLUMNS, sql_string_list(chunk), _LOG_ORDER)
+            sql = _rows_of_traces_sql("logs", LOG_SELECT_COLUMNS, sql_string_list(chunk), _LOG_ORDER, tenant)
             for row in self._run(sql, None, check=False).rows:
                 found.setdefault(row[0], []).append(log_from_row(row))
         return found
@@ -582,15 +601,20 @@ class TraceStore:
             self._con.close()
 
 
-def _replace_trajectory_rows(con: duckdb.DuckDBPyConnection, delete: list[str], tables: dict[str, pa.Table]) -> None:
-    """Delete the trajectory rows of the traces in ``delete`` and insert ``tables`` (by table name; the
-    caller holds a transaction). The ids go in as a registered Arrow table: DuckDB plans a long literal
+def _replace_trajectory_rows(
+    con: duckdb.DuckDBPyConnection, tenant: str, delete: list[str], tables: dict[str, pa.Table]
+) -> None:
+    """Delete ``tenant``'s trajectory rows of the traces in ``delete`` and insert ``tables`` (by table name;
+    the caller holds a transaction). The ids go in as a registered Arrow table: DuckDB plans a long literal
     IN list far more slowly."""
     if delete:
         con.register(_REPLACED_IDS_VIEW, pa.table({"trace_id": pa.array(delete, pa.string())}))
         try:
             for table in TRAJECTORY_TABLES:
-                con.execute(f"DELETE FROM {table} WHERE trace_id IN (SELECT trace_id FROM {_REPLACED_IDS_VIEW})")
+                con.execute(
+                    f"DELETE FROM {table} WHERE tenant = ? AND trace_id IN (SELECT trace_id FROM {_REPLACED_IDS_VIEW})",
+                    [tenant],
+                )
         finally:
             con.unregister(_REPLACED_IDS_VIEW)
     for table in TRAJECTORY_TABLES:

@@ -40,6 +40,7 @@ from tracegrade.store.mapping_process import MappingProcess
 from tracegrade.store.prepared import PreparedWrite, prepare_write
 from tracegrade.store.rebuilder import REBUILD_TRACES, TrajectoryRebuilder
 from tracegrade.store.results import CommitConflict, QueryResult, WriteResult
+from tracegrade.store.tenancy import DEFAULT_TENANT
 
 if TYPE_CHECKING:
     from tracegrade.store.backend import StoreBackend
@@ -172,9 +173,14 @@ class StoreWriter:
         self._thread.start()
 
     def submit(
-        self, spans: Sequence[SpanRecord], logs: Sequence[LogRecordData] = (), *, check_capacity: bool = True
+        self,
+        spans: Sequence[SpanRecord],
+        logs: Sequence[LogRecordData] = (),
+        *,
+        check_capacity: bool = True,
+        tenant: str = DEFAULT_TENANT,
     ) -> Future[WriteResult]:
-        """Queue spans and logs; the Future resolves with the WriteResult once they are committed.
+        """Queue ``tenant``'s spans and logs; the Future resolves with the WriteResult once they are committed.
 
         Raises QueueFull when the queue is over capacity (a submission larger than the whole queue is
         accepted when the queue is empty, so it can never be refused forever). ``check_capacity=False``
@@ -182,7 +188,7 @@ class StoreWriter:
         """
         if check_capacity:
             self.check_room(len(spans) + len(logs))
-        return self.submit_prepared(prepare_write(spans, logs))
+        return self.submit_prepared(prepare_write(spans, logs, tenant))
 
     def submit_prepared(
         self, prepared: PreparedWrite, when_durable: Callable[[], None] | None = None

@@ -10,15 +10,13 @@ the browser send it. Every request, page or API, is then checked with the same `
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from aiohttp import web
+
+from tracegrade.ingest.tokens import Authorize
 
 __all__ = ["COOKIE", "Authorize", "check", "credential", "remember"]
 
 COOKIE = "tracegrade_ui_token"
-
-Authorize = Callable[[str | None], None]  # raises (an error with ``http_status``) to refuse
 
 
 def credential(request: web.Request) -> str | None:

@@ -1,0 +1,124 @@
+"""Bearer tokens and the tenants they name: ``serve --token`` (one tenant) or ``serve --tokens FILE``.
+
+The tokens file is YAML, one entry per tenant with its tokens (several, so a token can be rotated)::
+
+    tenants:
+      acme: [tok1, tok2]
+      globex: [tok3]
+
+A request's token decides its tenant: what it sends is stored as that tenant's, and what it reads is that
+tenant's alone. ``serve`` reloads the file on SIGHUP; a file that does not load is refused with what is
+wrong and where, and the tokens in use stay. Tokens are looked up by their SHA-256 digest, so the lookup
+takes the same time whichever token (or none) a request carries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from tracegrade.errors import InvalidValueError
+from tracegrade.store.tenancy import DEFAULT_TENANT, check_tenant_name
+
+__all__ = ["Authorize", "TokenTable", "TokensFileError", "check_token"]
+
+# An ``Authorization`` header value (or None) -> the caller's tenant; raises (an error with ``http_status``)
+# to refuse. The receiver's is ``Intake.authorize``.
+Authorize = Callable[[str | None], str]
+
+
+class TokensFileError(InvalidValueError):
+    """A tokens file that cannot be used: the message names the file, the entry and the fix."""
+
+
+def check_token(token: object, where: str) -> str:
+    """``token`` when it can be a bearer token (non-empty, no whitespace or control characters)."""
+    if not isinstance(token, str) or not token or any(c.isspace() or not c.isprintable() for c in token):
+        raise ValueError(f"{where}: a token must be a non-empty string without whitespace or control characters")
+    return token
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8")).digest()
+
+
+class TokenTable:
+    """Which tenant each bearer token belongs to (``tenant_of``); ``open`` when no token is required."""
+
+    def __init__(self, tenants: Mapping[str, list[str]], source: str | None = None) -> None:
+        self.source = source
+        self._tenants = sorted(tenants)
+        self._by_digest: dict[bytes, str] = {}
+        for tenant, tokens in tenants.items():
+            for token in tokens:
+                self._by_digest[_digest(token)] = tenant
+
+    @classmethod
+    def single(cls, token: str | None) -> TokenTable:
+        """``--token``: one token for the one default tenant (None: no token, every request is the default tenant's)."""
+        return cls({DEFAULT_TENANT: [token] if token else []})
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> TokenTable:
+        """Load a tokens file; TokensFileError says what is wrong with it."""
+        import yaml
+
+        where = str(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TokensFileError(f"tokens file {where}: cannot be read: {exc}") from None
+        try:
+            document = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise TokensFileError(f"tokens file {where}: not valid YAML: {exc}") from None
+        try:
+            return cls(_tenants_of(document), where)
+        except ValueError as exc:
+            raise TokensFileError(f"tokens file {where}: {exc}") from None
+
+    @property
+    def open(self) -> bool:
+        """No token is configured: every request is accepted as the default tenant's."""
+        return not self._by_digest
+
+    @property
+    def tenants(self) -> list[str]:
+        return list(self._tenants)
+
+    def tenant_of(self, token: str) -> str | None:
+        """The tenant ``token`` belongs to, or None."""
+        return self._by_digest.get(_digest(token))
+
+
+_EXAMPLE = "write it as\ntenants:\n  acme: [token1, token2]\n  globex: [token3]"
+
+
+def _tenants_of(document: Any) -> dict[str, list[str]]:
+    """The tenants and tokens of a parsed tokens file; ValueError names the entry that is wrong."""
+    if not isinstance(document, dict) or set(document) != {"tenants"}:
+        found = sorted(map(str, document)) if isinstance(document, dict) else type(document).__name__
+        raise ValueError(f"expected one key, 'tenants' (found {found}); {_EXAMPLE}")
+    entries = document["tenants"]
+    if not isinstance(entries, dict) or not entries:
+        raise ValueError(f"'tenants' must map each tenant to a list of its tokens; {_EXAMPLE}")
+    owners: dict[str, str] = {}
+    tenants: dict[str, list[str]] = {}
+    for name, tokens in entries.items():
+        check_tenant_name(name, "tenants")
+        if isinstance(tokens, str):
+            tokens = [tokens]
+        if not isinstance(tokens, list) or not tokens:
+            raise ValueError(f"tenants.{name}: give a list of one or more tokens, e.g. {name}: [token1]")
+        for index, token in enumerate(tokens):
+            check_token(token, f"tenants.{name}[{index}]")
+            if token in owners and owners[token] != name:
+                raise ValueError(
+                    f"tenants.{name}[{index}]: the same token is also one of tenant {owners[token]!r}'s; "
+                    "a token must name exactly one tenant"
+                )
+            owners[token] = name
+        tenants[name] = list(dict.fromkeys(tokens))
+    return tenants
