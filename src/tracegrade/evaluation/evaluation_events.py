@@ -24,6 +24,7 @@ from opentelemetry.trace import TraceFlags
 from tracegrade.errors import TracegradeError
 from tracegrade.evaluation.selection import QueryableStore
 from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport
+from tracegrade.store.evaluations import EVALUATION_EVENT
 
 __all__ = ["EVENT_NAME", "EvaluationEventEmitter", "evaluation_attributes", "root_spans"]
 
@@ -32,7 +33,7 @@ try:  # OTel SDK < 1.35 emits its own LogRecord class (which carries the resourc
 except ImportError:
     from opentelemetry._logs import LogRecord
 
-EVENT_NAME = "gen_ai.evaluation.result"
+EVENT_NAME = EVALUATION_EVENT  # the receiver files these in its evaluations table
 _SCOPE = "tracegrade.evaluation"
 
 

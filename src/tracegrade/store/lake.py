@@ -40,6 +40,7 @@ from tracegrade.errors import StoreError
 from tracegrade.models.span import LogRecordData, SpanRecord
 from tracegrade.store.build_queue import BuildQueue
 from tracegrade.store.database import duckdb_size_bytes, insert_arrow
+from tracegrade.store.evaluations import evaluation_rows
 from tracegrade.store.lake_builds import CatalogBuildQueue
 from tracegrade.store.lake_extensions import load_lake_extensions
 from tracegrade.store.lake_location import catalog_conninfo, redacted
@@ -231,6 +232,9 @@ class LakeStore(TraceStore):
         batch = batch.take(pa.array(keep, pa.int64()))
         batch = batch.append_column("received_at", pa.array([received_at] * batch.num_rows, pa.timestamp("us")))
         insert_arrow(self._con, "logs", batch)
+        evaluations = evaluation_rows(batch)
+        if evaluations is not None:
+            insert_arrow(self._con, "evaluations", evaluations)
 
     def _stored_log_keys(self, batch: pa.Table) -> set[tuple[str, str]]:
         ranges = start_ranges(batch.column("time_ns").to_pylist())

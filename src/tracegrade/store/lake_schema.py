@@ -5,8 +5,8 @@ delivered to two of them is stored twice. The lake keeps what was written in sch
 per store table, columns as the file schema has them after every migration, constraints other than NOT
 NULL dropped) and gives each store table's name, in ``main``, to a view that shows one row per key:
 
-- ``spans``: the first copy received of each (tenant, trace_id, span_id); ``logs``: of each (tenant,
-  trace_id, log_key);
+- ``spans``: the first copy received of each (tenant, trace_id, span_id); ``logs`` and ``evaluations``:
+  of each (tenant, trace_id, log_key);
 - ``traces``: the newest build of each (tenant, trace_id); its ``node_visits``, ``tool_calls`` and
   ``llm_calls`` rows are those of that same build. Trajectory base tables carry a ``build_id`` (one per
   replacement), since two builders may map the same trace at once and each insert its rows.
@@ -51,6 +51,7 @@ BACKFILL = {TENANT_COLUMN: DEFAULT_TENANT}
 _FIRST_COPY = {
     "spans": ("tenant, trace_id, span_id", "received_at, start_ns"),
     "logs": ("tenant, trace_id, log_key", "received_at"),
+    "evaluations": ("tenant, trace_id, log_key", "received_at"),  # one row per stored log record
 }
 _NEWEST_BUILD = f"row_number() OVER (PARTITION BY tenant, trace_id ORDER BY updated_at DESC, {BUILD_COLUMN} DESC) = 1"
 

@@ -7,13 +7,17 @@ edit a released migration.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 
 from tracegrade.errors import StoreError
+from tracegrade.store.database import fetch_arrow, insert_arrow
+from tracegrade.store.evaluations import EVALUATION_EVENT, evaluation_rows
 from tracegrade.store.rows import utc_now
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "TABLES", "check_schema", "ensure_schema", "schema_version"]
@@ -24,6 +28,16 @@ class Migration:
     version: int
     description: str
     script: str  # file name inside this package
+    # a step in Python after the script, in its transaction (rows the script cannot derive in SQL alone)
+    then: Callable[[duckdb.DuckDBPyConnection], None] | None = None
+
+
+def _evaluations_of_stored_logs(con: duckdb.DuckDBPyConnection) -> None:
+    """Version 5: the evaluation events stored before the table existed get their rows."""
+    logs = fetch_arrow(con.execute("SELECT * FROM logs WHERE event_name = ?", [EVALUATION_EVENT]))
+    rows = evaluation_rows(logs)
+    if rows is not None:
+        insert_arrow(con, "evaluations", rows)
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -31,11 +45,14 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "traces.execution as zstd-compressed JSON", "schema_v2.sql"),
     Migration(3, "spans without primary key and trace_id index (the writer keeps ids unique)", "schema_v3.sql"),
     Migration(4, "a tenant column on every table, leading the keys of logs and traces", "schema_v4.sql"),
+    Migration(
+        5, "evaluations: one row per gen_ai.evaluation.result event", "schema_v5.sql", _evaluations_of_stored_logs
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
 # tables a user can query or export, in dependency order
-TABLES: tuple[str, ...] = ("spans", "logs", "traces", "node_visits", "tool_calls", "llm_calls")
+TABLES: tuple[str, ...] = ("spans", "logs", "evaluations", "traces", "node_visits", "tool_calls", "llm_calls")
 
 _VERSION_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_version (
@@ -89,12 +106,14 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, path: Path) -> int:
         try:
             con.execute(_VERSION_TABLE)
             con.execute(script)
+            if migration.then is not None:
+                migration.then(con)
             con.execute(
                 "INSERT INTO schema_version (version, description, applied_at) VALUES (?, ?, ?)",
                 [migration.version, migration.description, utc_now()],
             )
             con.execute("COMMIT")
-        except duckdb.Error as exc:
+        except (duckdb.Error, pa.ArrowException) as exc:
             con.execute("ROLLBACK")
             raise StoreError(f"migrating store {path} to schema version {migration.version} failed: {exc}") from exc
     return SCHEMA_VERSION

@@ -42,6 +42,7 @@ from tracegrade.store.database import (
     open_duckdb,
     quote_identifier,
 )
+from tracegrade.store.evaluations import evaluation_rows
 from tracegrade.store.key_repair import damaged_keys, repair_keys
 from tracegrade.store.prepared import PreparedWrite, prepare_write
 from tracegrade.store.query_control import QueryControl
@@ -315,6 +316,10 @@ class TraceStore:
             batch = batch.take(pa.array(list(first.values())))
         batch = batch.append_column("received_at", pa.array([received_at] * batch.num_rows, pa.timestamp("us")))
         inserted = set(insert_arrow(self._con, "logs", batch, skip_existing_returning="tenant, log_key"))
+        evaluations = evaluation_rows(batch)
+        if evaluations is not None:
+            keys = zip(evaluations["tenant"].to_pylist(), evaluations["log_key"].to_pylist())
+            insert_arrow(self._con, "evaluations", evaluations.filter(pa.array([k in inserted for k in keys])))
         trace_ids = batch.column("trace_id").to_pylist()
         for (key, index), trace_id in zip(first.items(), trace_ids):
             if key in inserted:
