@@ -1,19 +1,26 @@
-"""``tracegrade mcp`` over stdio, driven by the official MCP SDK's client: every tool is listed, answers from
-a real store file (traces mapped by the real mapper, runs graded by the real TraceGrader), and our errors
-(refused SQL, unknown trace) come back as tool errors the model can read."""
+"""The MCP tools driven by the official MCP SDK's clients, over both transports: ``tracegrade mcp`` on stdio,
+and ``/mcp`` of a real ``tracegrade serve`` over streamable HTTP behind its bearer token. Every tool is listed,
+answers from a real store file (traces mapped by the real mapper, runs graded by the real TraceGrader), and
+our errors (refused SQL, unknown trace) come back as tool errors the model can read."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tests.support.grading_traces import AgentRun, fill_store
+from tests.support.server_process import ServerProcess
 from tracegrade.evaluation.offline import TraceGrader, TraceSelection
 from tracegrade.evaluation.run_records import record_report
 from tracegrade.models.config import CriteriaConfig, CriterionConfig, EvalConfig
@@ -56,7 +63,34 @@ def store_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str
     return path, run_ids
 
 
-async def _session_calls(store: Path, calls: list[tuple[str, dict[str, Any]]]) -> tuple[set[str], list[Any]]:
+TOKEN = "mcp-s3cret"
+
+
+@pytest.fixture(scope="module")
+def served_store(store_file: tuple[Path, list[str]], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A copy of the store behind a real ``tracegrade serve`` with a bearer token; its HTTP URL."""
+    copy = tmp_path_factory.mktemp("mcp-http") / "store.duckdb"
+    shutil.copyfile(store_file[0], copy)
+    with ServerProcess(copy, extra_args=("--token", TOKEN)) as server:
+        yield server.http_url
+
+
+@pytest.fixture(params=["stdio", "http"])
+def transport(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+async def _session_calls(
+    transport: str, store: Path, served: Any, calls: list[tuple[str, dict[str, Any]]]
+) -> tuple[set[str], list[Any]]:
+    if transport == "http":
+        client = create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"})
+        async with (
+            client,
+            streamable_http_client(f"{served()}/mcp", http_client=client) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            return await _calls(session, calls)
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRACEGRADE_")}
     params = StdioServerParameters(
         command=sys.executable,
@@ -64,16 +98,29 @@ async def _session_calls(store: Path, calls: list[tuple[str, dict[str, Any]]]) -
         env=env,
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        tools = {t.name for t in (await session.list_tools()).tools}
-        results = [await session.call_tool(name, arguments) for name, arguments in calls]
-    return tools, results
+        return await _calls(session, calls)
 
 
-async def test_every_tool_is_listed_and_answers_from_the_store(store_file: tuple[Path, list[str]]) -> None:
+async def _calls(session: ClientSession, calls: list[tuple[str, dict[str, Any]]]) -> tuple[set[str], list[Any]]:
+    await session.initialize()
+    tools = {t.name for t in (await session.list_tools()).tools}
+    return tools, [await session.call_tool(name, arguments) for name, arguments in calls]
+
+
+@pytest.fixture
+def served(request: pytest.FixtureRequest) -> Any:
+    """Starts the served copy only for the HTTP transport's tests."""
+    return lambda: request.getfixturevalue("served_store")
+
+
+async def test_every_tool_is_listed_and_answers_from_the_store(
+    store_file: tuple[Path, list[str]], transport: str, served: Any
+) -> None:
     path, (run_a, run_b) = store_file
     tools, results = await _session_calls(
+        transport,
         path,
+        served,
         [
             ("list_traces", {"text": "REFUND"}),
             ("list_traces", {"tool": "forecast"}),
@@ -108,10 +155,14 @@ async def test_every_tool_is_listed_and_answers_from_the_store(store_file: tuple
     assert graded["summary"]["total_cases"] == 1 and graded["summary"]["passed_cases"] == 1
 
 
-async def test_refused_sql_and_unknown_ids_come_back_as_tool_errors(store_file: tuple[Path, list[str]]) -> None:
+async def test_refused_sql_and_unknown_ids_come_back_as_tool_errors(
+    store_file: tuple[Path, list[str]], transport: str, served: Any
+) -> None:
     path, _ = store_file
     _, results = await _session_calls(
+        transport,
         path,
+        served,
         [
             ("run_sql", {"sql": "DELETE FROM spans"}),
             ("run_sql", {"sql": "SELECT * FROM read_csv('/etc/passwd')"}),
@@ -127,3 +178,17 @@ async def test_refused_sql_and_unknown_ids_come_back_as_tool_errors(store_file: 
     assert f"no trace {'f' * 32}" in texts[2]
     assert "no grading run 'no-such-run'" in texts[3]
     assert "status must be 'ok' or 'error'" in texts[4]
+
+
+def test_mcp_over_http_refuses_a_request_without_the_token(served_store: str) -> None:
+    body = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}'
+    for headers in ({}, {"Authorization": "Bearer wrong"}):
+        request = urllib.request.Request(
+            f"{served_store}/mcp",
+            data=body,
+            headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers},
+            method="POST",
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused.value.code == 401

@@ -1,4 +1,5 @@
-"""``tracegrade mcp``: the store's read-only tools for coding agents, over the Model Context Protocol (stdio).
+"""``tracegrade mcp``: the store's read-only tools for coding agents, over the Model Context Protocol (stdio;
+``tracegrade serve`` also serves them at ``/mcp`` over streamable HTTP, see :mod:`tracegrade.ingest.mcp_endpoint`).
 
 A coding agent debugging an agent asks what happened (list and search traces, read a trajectory, run SQL in
 the store's sandbox), how it was graded (runs, failing cases with reasons, a diff of two runs), and can grade

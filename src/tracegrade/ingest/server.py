@@ -31,6 +31,7 @@ from tracegrade.errors import StoreError
 from tracegrade.ingest.grpc_services import OtlpGrpcServices
 from tracegrade.ingest.http_app import HttpFrontEnd
 from tracegrade.ingest.intake import Intake, ShuttingDown, StoreUnavailable
+from tracegrade.ingest.mcp_endpoint import add_mcp_route
 from tracegrade.ingest.metrics import ReceiverMetrics
 from tracegrade.ingest.query_gate import GatedStore, QueryGate
 from tracegrade.ingest.runs_endpoint import add_runs_route
@@ -122,7 +123,10 @@ class ReceiverServer:
             )
             app = front_end.build_app()
             add_runs_route(app, lambda: self._usable_storage().store, self._intake.authorize)
-            add_ui_routes(app, lambda: GatedStore(self._usable_storage().store, self._queries), self._intake.authorize)
+            # the web UI and MCP read through one path: the query gate's limits (and whatever scoping it applies)
+            reads = lambda: GatedStore(self._usable_storage().store, self._queries)  # noqa: E731
+            add_ui_routes(app, reads, self._intake.authorize)
+            add_mcp_route(app, reads, self._intake.authorize, self.settings.host)
             await self._start_http(app)
         except BaseException:
             await self._shutdown()

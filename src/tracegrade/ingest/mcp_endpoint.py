@@ -1,0 +1,173 @@
+"""``/mcp`` on the receiver's HTTP port: the tools of ``tracegrade mcp`` over MCP's streamable HTTP transport.
+
+The official ``mcp`` SDK serves that transport as an ASGI app; the receiver speaks aiohttp, so each request is
+handed to the SDK's session manager as one ASGI call (the body read whole, the response streamed back). The
+manager runs stateless with JSON responses: every POST carries one JSON-RPC message and is answered on its
+own, so any number of clients and receivers' restarts need no session state. Requests pass the receiver's
+bearer-token check first, and the tools read through the same store provider as the web UI (its query gate,
+limits and scoping), resolved once per request. Without the ``mcp`` extra installed ``/mcp`` answers 501.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from aiohttp import web
+from multidict import CIMultiDict
+
+__all__ = ["add_mcp_route"]
+
+StoreProvider = Callable[[], Any]
+Authorize = Callable[[str | None], object]  # raises (an error with http_status) to refuse
+
+_PATH = "/mcp"
+_REQUEST_STORE: contextvars.ContextVar[Any] = contextvars.ContextVar("tracegrade_mcp_store")
+
+
+class _RequestStore:
+    """The store the current MCP request resolved (the tools are built once, the store is per request)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_REQUEST_STORE.get(), name)
+
+
+def add_mcp_route(app: web.Application, store_provider: StoreProvider, authorize: Authorize, host: str) -> None:
+    """Serve the MCP tools at ``/mcp`` of ``app`` (before it starts), over the stores ``store_provider`` gives.
+
+    ``host`` is the address the receiver listens on: on a loopback address the SDK also refuses requests
+    whose Host or Origin header names another host (DNS-rebinding protection). The SDK loads with the first
+    request, so a receiver nobody asks over MCP never imports it.
+    """
+    mount = _McpMount(host)
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        try:
+            authorize(request.headers.get("Authorization"))
+            store = store_provider()
+        except Exception as exc:
+            status = int(getattr(exc, "http_status", 0) or 0)
+            if not status:
+                raise
+            return web.json_response({"error": str(exc)}, status=status)
+        manager = await mount.manager()
+        if manager is None:
+            return web.json_response(
+                {"error": "this receiver has no MCP SDK: pip install 'tracegrade[mcp]' and restart it to serve /mcp"},
+                status=501,
+            )
+        bound = _REQUEST_STORE.set(store)
+        try:
+            return await _asgi_call(manager.handle_request, request)
+        finally:
+            _REQUEST_STORE.reset(bound)
+
+    async def stop_on_cleanup(app: web.Application) -> AsyncIterator[None]:
+        yield
+        await mount.stop()
+
+    app.cleanup_ctx.append(stop_on_cleanup)
+    app.router.add_route("*", _PATH, handle)
+
+
+class _McpMount:
+    """The SDK's session manager, started on first use in a task of its own (its task group must start and
+    end in one task) and stopped with the app."""
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+        self._manager: Any = None
+        self._unavailable = False
+        self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self._lock = asyncio.Lock()
+
+    async def manager(self) -> Any:
+        """The running manager; None when the SDK is not installed."""
+        async with self._lock:
+            if self._manager is None and not self._unavailable:
+                await self._start()
+        return self._manager
+
+    async def _start(self) -> None:
+        try:
+            from tracegrade.mcp_server import build_server
+
+            server = build_server(_RequestStore())
+        except ImportError:
+            self._unavailable = True
+            return
+        server.streamable_http_app(json_response=True, stateless_http=True, host=self.host)
+        manager = server.session_manager
+        started = asyncio.Event()
+
+        async def run() -> None:
+            async with manager.run():
+                started.set()
+                await self._stop.wait()
+
+        self._task = asyncio.create_task(run())
+        waiting = asyncio.create_task(started.wait())
+        await asyncio.wait([self._task, waiting], return_when=asyncio.FIRST_COMPLETED)
+        if not started.is_set():
+            waiting.cancel()
+            self._task.result()  # raises why the manager could not start
+        self._manager = manager
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            await self._task
+
+
+async def _asgi_call(asgi_app: Callable[..., Any], request: web.Request) -> web.StreamResponse:
+    """Run one aiohttp request through an ASGI app and stream its response back."""
+    body = await request.read()
+    delivered = False
+    finished = asyncio.Event()
+    response: web.StreamResponse | None = None
+    peer = request.transport.get_extra_info("peername") if request.transport else None
+    sock = request.transport.get_extra_info("sockname") if request.transport else None
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": f"{request.version.major}.{request.version.minor}",
+        "method": request.method,
+        "scheme": request.scheme,
+        "path": request.path,
+        "raw_path": request.raw_path.split("?", 1)[0].encode("latin-1"),
+        "query_string": request.query_string.encode("latin-1"),
+        "root_path": "",
+        "headers": [(name.lower(), value) for name, value in request.raw_headers],
+        "client": tuple(peer[:2]) if peer else None,
+        "server": tuple(sock[:2]) if sock else None,
+    }
+
+    async def receive() -> dict[str, Any]:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await finished.wait()  # nothing more comes: the next event is the end of the exchange
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal response
+        if message["type"] == "http.response.start":
+            headers = CIMultiDict((k.decode("latin-1"), v.decode("latin-1")) for k, v in message.get("headers", []))
+            response = web.StreamResponse(status=message["status"], headers=headers)
+            await response.prepare(request)
+        elif message["type"] == "http.response.body" and response is not None:
+            await response.write(message.get("body", b""))
+            if not message.get("more_body", False):
+                await response.write_eof()
+
+    try:
+        await asgi_app(scope, receive, send)
+    finally:
+        finished.set()
+    if response is None:
+        return web.json_response({"error": "the MCP server sent no response"}, status=500)
+    return response
