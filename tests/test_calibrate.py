@@ -21,6 +21,7 @@ from tracegrade.cli.main import cli
 from tracegrade.evaluation.calibration import CalibrationError, agreement, load_calibrations
 from tracegrade.models.config import EvalConfig
 from tracegrade.models.dataset import EvalCase, EvalSet
+from tracegrade.store import TraceStore
 from tracegrade.testing import run_eval_sync
 
 ITEM = re.compile(r"item-(\d\d)")
@@ -212,6 +213,32 @@ def test_calibrate_exits_1_below_min_agreement_and_keeps_other_entries(tmp_path,
     assert result.exit_code == 1 and "below min_agreement 0.9" in result.stderr
     models = sorted(e["judge_model"] for e in load_calibrations(tmp_path / "calibration.json"))
     assert models == ["openai/first-judge", JUDGE_MODEL]
+
+
+def test_a_given_store_keeps_the_calibrations_beside_the_file(tmp_path, server, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # where a default store would be created, were one written without --store
+    monkeypatch.delenv("TRACEGRADE_STORE", raising=False)
+    server.responder = judge_responder({})
+    labels = write_labels(tmp_path)
+    alone = calibrate(tmp_path, write_config(tmp_path, server), labels)
+    assert alone.exit_code == 0 and "stored" not in alone.stderr and not (tmp_path / "tracegrade.duckdb").exists()
+    store_path = tmp_path / "store.duckdb"
+    TraceStore(store_path).close()
+    for model in ("openai/first-judge", JUDGE_MODEL, JUDGE_MODEL):  # the third replaces the second's row
+        config = write_config(tmp_path, server, judge_model=model)
+        result = calibrate(tmp_path, config, labels, "--store", str(store_path))
+        assert result.exit_code == 0, result.output
+        assert f"stored 1 calibration(s) in {store_path}" in result.stderr
+    with TraceStore(store_path, read_only=True) as store:
+        rows = store.query(
+            "SELECT judge_model, criterion, prompt_version, items, kappa, entry FROM calibrations ORDER BY judge_model"
+        ).rows
+    in_file = {e["judge_model"]: e for e in load_calibrations(tmp_path / "calibration.json")}
+    assert [r[0] for r in rows] == sorted(in_file) == ["openai/first-judge", JUDGE_MODEL]
+    for model, criterion, version, items, kappa, entry in rows:
+        assert (criterion, version, items) == ("safety_v1", in_file[model]["prompt_version"], 20)
+        assert kappa == pytest.approx(19 / 24)  # the hand calculation above
+        assert json.loads(entry) == json.loads(json.dumps(in_file[model]))
 
 
 def test_labels_can_name_stored_traces(tmp_path, server):

@@ -14,7 +14,9 @@ those keys, or ``where``: a SQL predicate over ``traces`` that must match one tr
 result name) keeps the label to one criterion; without it, it applies to every judged criterion.
 
 Results are added to ``--out`` (default: the config's ``calibration_file``, else ``.tracegrade/calibration.json``,
-where runs look for them). Exit code 1 when a criterion's kappa is below its ``min_agreement``.
+where runs look for them) and, when a store is given (``--store`` or ``TRACEGRADE_STORE``), to its
+``calibrations`` table too (:mod:`tracegrade.evaluation.calibration_records`). Exit code 1 when a criterion's
+kappa is below its ``min_agreement``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from tracegrade.cli.common import UsageProblem, friendly_errors
 from tracegrade.cli.store_access import store_options
@@ -93,6 +96,8 @@ def command(
     written = save_calibrations(out, entries)
     click.echo(json.dumps(entries, indent=2, default=str) if fmt == "json" else _text(entries), nl=fmt == "json")
     click.echo(f"wrote {written}", err=True)
+    if click.get_current_context().get_parameter_source("store_path") is not ParameterSource.DEFAULT:
+        _record_in_store(store_path, token, entries, written)
     if out_path is not None and out_path != calibration_path(config):
         click.echo(f"note: runs of this config look in {calibration_path(config)} (set calibration_file)", err=True)
     checked = config.model_copy(update={"calibration_file": str(out), "calibration": "warn"})
@@ -102,6 +107,24 @@ def command(
             click.echo(problem, err=True)
     if shortfalls:
         sys.exit(1)
+
+
+def _record_in_store(store_path: Path, token: str | None, entries: list[dict[str, Any]], written: Path) -> None:
+    """Also keep the calibrations in the store's ``calibrations`` table (a store given with --store or
+    TRACEGRADE_STORE)."""
+    from tracegrade.cli.grading_store import open_grading_store
+    from tracegrade.evaluation.calibration_records import record_calibrations
+
+    with open_grading_store(store_path, token) as store:
+        if store.sink is None:
+            click.echo(
+                f"warning: the calibrations are in {written} but not in {store_path}: `tracegrade serve` holds the "
+                "store and records only grading runs; run calibrate again once it has stopped to store them",
+                err=True,
+            )
+            return
+        count = record_calibrations(store.sink, entries)
+    click.echo(f"stored {count} calibration(s) in {store_path} (table calibrations)", err=True)
 
 
 def load_labels(path: Path, store_path: Path | None = None, token: str | None = None) -> list[LabelledItem]:
