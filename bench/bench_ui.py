@@ -9,6 +9,12 @@ store opened read-only, as ``tracegrade ui`` runs it, behind aiohttp on 127.0.0.
 from the client (median, min and max of --repeat runs after one warm-up).
 
     python bench/bench_ui.py --spans 1000000 --repeat 3
+    python bench/bench_ui.py --store KEPT.duckdb --tool-filter-sql 7   # the tool filter's SQL, before and after
+
+``--tool-filter-sql N`` times the trace list's tool filter as SQL on the store (the first page, as
+``ui/api.py`` asks it), the way it is answered now (``list_contains(tool_names, ?)``, schema version 6) and
+the way it was before (a semi-join of ``traces`` with ``tool_calls``), alternating, N rounds: CPU seconds of
+the process (DuckDB's threads included) and wall time, medians.
 """
 
 from __future__ import annotations
@@ -191,6 +197,36 @@ async def measure(path: Path, repeat: int) -> dict[str, list[float]]:
     return timings
 
 
+_TOOL_FILTERS = {
+    "list_contains(tool_names)": "list_contains(tool_names, ?)",
+    "semi-join with tool_calls (before)": "trace_id IN (SELECT trace_id FROM tool_calls WHERE name = ?)",
+}
+
+
+def tool_filter_sql(path: Path, rounds: int) -> dict[str, list[tuple[float, float]]]:
+    """(CPU ms, wall ms) of each way to filter the first page by a tool, alternating, ``rounds`` times each."""
+    from tracegrade.ui.api import _LIST_COLUMNS
+
+    store = TraceStore(path, read_only=True)
+    timings: dict[str, list[tuple[float, float]]] = {name: [] for name in _TOOL_FILTERS}
+    try:
+        for round_no in range(rounds + 1):  # round 0 warms the caches up
+            for name, condition in _TOOL_FILTERS.items():
+                sql = (
+                    f"SELECT {_LIST_COLUMNS} FROM traces WHERE {condition} "
+                    "ORDER BY start_time DESC NULLS LAST, trace_id LIMIT 51"
+                )
+                cpu, wall = time.process_time(), time.perf_counter()
+                rows = store.query(sql, ["refund_payment"]).rows
+                cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+                assert len(rows) == 51, (name, len(rows))
+                if round_no:
+                    timings[name].append((cpu * 1000, wall * 1000))
+    finally:
+        store.close()
+    return timings
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spans", type=int, default=1_000_000)
@@ -198,7 +234,18 @@ def main() -> None:
     parser.add_argument("--templates", type=int, default=500, help="distinct traces mapped by the real mapper")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--store", type=Path, help="keep the store here (default: a temporary directory)")
+    parser.add_argument("--tool-filter-sql", type=int, metavar="N", help="only compare the tool filter's SQL, N rounds")
     args = parser.parse_args()
+    if args.tool_filter_sql:
+        if args.store is None or not args.store.exists():
+            parser.error("--tool-filter-sql reads a filled store: give one with --store (a run without it fills one)")
+        for name, values in tool_filter_sql(args.store, args.tool_filter_sql).items():
+            cpu, wall = [v[0] for v in values], [v[1] for v in values]
+            print(
+                f"{name:36s} CPU median {statistics.median(cpu):6.1f} ms [{min(cpu):.1f}–{max(cpu):.1f}]  "
+                f"wall median {statistics.median(wall):6.1f} ms [{min(wall):.1f}–{max(wall):.1f}]"
+            )
+        return
     with tempfile.TemporaryDirectory() as scratch:
         path = args.store or Path(scratch) / "bench-ui.duckdb"
         if not path.exists():

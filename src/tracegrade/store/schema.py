@@ -48,6 +48,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         5, "evaluations: one row per gen_ai.evaluation.result event", "schema_v5.sql", _evaluations_of_stored_logs
     ),
+    Migration(6, "traces.tool_names: the distinct tools each trace called", "schema_v6.sql"),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -121,6 +121,7 @@ def execution_rows(
             "span_count": len(spans),
             "llm_calls": len(execution.llm_calls),
             "tool_calls": len(execution.tool_calls),
+            "tool_names": sorted({call.name for call in execution.tool_calls}),
             "node_visits": len(execution.visits),
             "input_tokens": usage.input_tokens,
             "output_tokens": usage.output_tokens,

@@ -132,9 +132,7 @@ class TraceFilters:
         if self.traffic:
             conditions.append("case_id IS NOT NULL" if self.traffic == "eval" else "case_id IS NULL")
         if self.tool:
-            conditions.append(
-                "trace_id IN (SELECT trace_id FROM tool_calls WHERE name = ?)"  # a semi-join: one pass over tool_calls
-            )
+            conditions.append("list_contains(tool_names, ?)")  # no join with tool_calls: see schema_v6.sql
             params.append(self.tool)
         if self.text:  # a substring, not a LIKE pattern: % and _ are searched for as typed
             conditions.append("(contains(lower(user_query), ?) OR contains(lower(final_response), ?))")
