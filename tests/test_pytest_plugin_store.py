@@ -145,9 +145,12 @@ def test_max_drop_fails_a_drop_too_small_to_be_significant(
 def test_a_baseline_the_store_cannot_give_is_a_usage_error(
     project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("TRACEGRADE_STORE", str(project.path / "cli.duckdb"))  # the CLI's store: not the plugin's
     missing_store = project.runpytest("-p", "no:cacheprovider", "--tracegrade-baseline", "latest")
     assert missing_store.ret == pytest.ExitCode.USAGE_ERROR
     missing_store.stderr.fnmatch_lines(["*'latest': no report file 'latest', and no store to look it up in*"])
+    assert project.runpytest("-p", "no:cacheprovider").ret == 0
+    assert not (project.path / "cli.duckdb").exists()
     assert _session(project, monkeypatch, []).ret == 0
     too_far = _session(project, monkeypatch, [], "--tracegrade-baseline", "latest~3")
     assert too_far.ret == pytest.ExitCode.USAGE_ERROR

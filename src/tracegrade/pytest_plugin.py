@@ -6,8 +6,9 @@
 * Every case graded through ``tracegrade.testing.run_eval`` / ``eval_test`` is recorded; with pytest-xdist
   each worker sends its cases to the controller, which merges them (in collection order) into one report.
 * ``--tracegrade-report DIR`` writes that report as ``<id>.json``, ``<id>.html`` and ``<id>_junit.xml``.
-* ``--tracegrade-store STORE`` (or ``TRACEGRADE_STORE``) records the session's report there as a run (kind
-  ``live``; through ``tracegrade serve`` when it holds the file, with ``TRACEGRADE_TOKEN``).
+* ``--tracegrade-store STORE`` records the session's report there as a run (kind ``live``; through
+  ``tracegrade serve`` when it holds the file, with ``TRACEGRADE_TOKEN``). Only when asked: ``TRACEGRADE_STORE``,
+  which the CLI reads, does not make every pytest session write to that store.
 * ``--tracegrade-baseline RUN`` gates the session against a baseline: a saved report JSON file, or a run in
   the store (a run id or unique prefix, ``latest``, ``latest~N``: what ``tracegrade gate`` accepts, resolved
   before this session is recorded). The session fails only on a regression that is significant at
@@ -78,9 +79,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--tracegrade-store",
         metavar="STORE",
-        default=os.environ.get("TRACEGRADE_STORE"),
-        help="record the session's report as a run in this store, where --tracegrade-baseline also looks up runs "
-        "[env: TRACEGRADE_STORE]",
+        default=None,
+        help="record the session's report as a run in this store, where --tracegrade-baseline also looks up runs",
     )
     group.addoption(
         "--tracegrade-baseline",

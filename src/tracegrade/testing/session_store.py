@@ -37,8 +37,7 @@ def load_baseline(ref: str, store: Path | None, token: str | None) -> tuple[str,
     if store is None and not Path(ref).is_file():
         raise UsageProblem(
             f"no report file {ref!r}, and no store to look it up in as a run: give a JSON report (as "
-            "--tracegrade-report DIR writes it), or a run id, latest or latest~N with --tracegrade-store STORE "
-            "(or TRACEGRADE_STORE)"
+            "--tracegrade-report DIR writes it), or a run id, latest or latest~N with --tracegrade-store STORE"
         )
     return load_runs([ref], store or Path(), token)[0]
 
