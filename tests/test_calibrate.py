@@ -241,6 +241,18 @@ def test_a_given_store_keeps_the_calibrations_beside_the_file(tmp_path, server, 
         assert json.loads(entry) == json.loads(json.dumps(in_file[model]))
 
 
+def test_a_store_held_by_serve_keeps_the_file_and_says_the_store_did_not_get_them(tmp_path, server):
+    from tests.support.server_process import ServerProcess
+
+    server.responder = judge_responder({})
+    store_path = tmp_path / "held.duckdb"
+    with ServerProcess(store_path):
+        result = calibrate(tmp_path, write_config(tmp_path, server), write_labels(tmp_path), "--store", str(store_path))
+    assert result.exit_code == 0, result.output
+    assert "calibrations are in" in result.stderr and "`tracegrade serve` holds the store" in result.stderr
+    assert [e["criterion"] for e in load_calibrations(tmp_path / "calibration.json")] == ["safety_v1"]
+
+
 def test_labels_can_name_stored_traces(tmp_path, server):
     store_path = tmp_path / "store.duckdb"
     runs = [
