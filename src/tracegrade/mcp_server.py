@@ -27,8 +27,8 @@ __all__ = ["build_server", "command"]
 _INSTRUCTIONS = (
     "Read-only access to a tracegrade store of OpenTelemetry traces of LLM agents and their grading runs. "
     "Start with list_traces or list_runs; get_trajectory shows what one trace did (nodes, LLM calls, tool calls); "
-    "run_sql queries the tables (traces, spans, logs, tool_calls, llm_calls, node_visits, eval_runs, "
-    "eval_case_results, eval_results); failing_cases and diff_runs explain grading results; grade grades "
+    "run_sql queries the tables (traces, spans, logs, evaluations, tool_calls, llm_calls, node_visits, eval_runs, "
+    "eval_case_results, eval_results, calibrations); failing_cases and diff_runs explain grading results; grade grades "
     "traces or an eval set with a config without recording anything."
 )
 
