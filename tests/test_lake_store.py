@@ -100,12 +100,41 @@ def test_trajectories_rebuilt_by_two_builders_show_once(lake: tuple[str, Path], 
             for table in ("traces", "node_visits", "tool_calls", "llm_calls"):
                 columns = "trace_id, seq, name" if table in ("node_visits", "tool_calls") else "*"
                 if table == "traces":
-                    columns = "trace_id, root_name, status, span_count, llm_calls, tool_calls, node_visits"
+                    columns = "trace_id, root_name, status, span_count, llm_calls, tool_calls, node_visits, tool_names"
                 elif table == "llm_calls":
                     columns = "trace_id, seq, span_id"
                 sql = f"SELECT {columns} FROM {table} ORDER BY ALL"
                 assert second.query(sql).rows == file_store.query(sql).rows, table
         assert first.query("SELECT count(*) FROM raw.traces").rows == [(2,)]  # the replaced build is gone
+    finally:
+        first.close()
+        second.close()
+
+
+def test_evaluation_events_reach_the_lakes_evaluations_once(lake: tuple[str, Path]) -> None:
+    from tests.support.lake_serve import store_copies_again
+
+    location, data = lake
+    event = LogRecordData(
+        trace_id=trace_hex(1),
+        span_id=f"{10:016x}",
+        time_ns=1_760_000_000_000_000_000,
+        event_name="gen_ai.evaluation.result",
+        attributes={"gen_ai.evaluation.name": "relevance", "gen_ai.evaluation.score.value": 0.5, "test.case.id": "c"},
+    )
+    first = LakeStore(location, data_path=data)
+    second = LakeStore(location, data_path=data)
+    try:
+        first.write(_agent_trace(1), [event, _log(1, "not an evaluation")])
+        assert second.write([], [event]).logs_inserted == 0  # the other receiver finds it stored: no second row
+        assert store_copies_again(location, "evaluations", "true") == 1  # two receivers racing both store it
+        first.rebuild_trajectories([trace_hex(1)])
+        for store in (first, second):
+            rows = store.query(
+                "SELECT e.trace_id, e.evaluation_name, e.score_value, e.case_id, e.tenant, t.root_name "
+                "FROM evaluations e JOIN traces t USING (tenant, trace_id)"
+            ).rows
+            assert rows == [(trace_hex(1), "relevance", 0.5, "c", DEFAULT_TENANT, "agent")]
     finally:
         first.close()
         second.close()
