@@ -26,6 +26,7 @@ from tracegrade.evaluation.evaluation_events import EvaluationEventEmitter
 from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport
 from tracegrade.models.span import LogRecordData
 from tracegrade.store import RemoteStore, TraceStore
+from tracegrade.store.schema import SCHEMA_VERSION
 
 try:  # OTel SDK < 1.35 emits its own LogRecord class; newer ones take the API's
     from opentelemetry.sdk._logs import LogRecord  # type: ignore[attr-defined]
@@ -144,13 +145,14 @@ def test_migrating_a_store_gives_the_events_it_already_holds_their_rows(tmp_path
     )
     with TraceStore(path) as store:
         store.write([], [event, LogRecordData(time_ns=1, observed_time_ns=1, body="plain")])
-        # the store as version 4 left it: the same logs, no evaluations table
+        # the store as version 4 left it: the same logs, no evaluations table (nor what version 6 added)
         store.execute_write("DROP TABLE evaluations")
-        store.execute_write("DELETE FROM schema_version WHERE version = 5")
+        store.execute_write("ALTER TABLE traces DROP COLUMN tool_names")
+        store.execute_write("DELETE FROM schema_version WHERE version >= 5")
     with TraceStore(path) as store:
         rows = store.query("SELECT trace_id, evaluation_name, score_value, case_id, attributes FROM evaluations").rows
         versions = [v for (v,) in store.query("SELECT version FROM schema_version ORDER BY version").rows]
     assert [(t, n, s, c, json.loads(a)["test.case.id"]) for t, n, s, c, a in rows] == [
         ("ab" * 16, "helpfulness", 4.0, "c1", "c1")
     ]
-    assert versions[-1] == 5
+    assert versions == list(range(1, SCHEMA_VERSION + 1))  # version 5 applied again, and every later one
