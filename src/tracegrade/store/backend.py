@@ -63,6 +63,10 @@ class StoreBackend(Protocol):
         """How long a writer gathers submissions before it commits them (0: commit at once)."""
 
     @property
+    def rebuild_traces(self) -> int:
+        """How many traces one build claims (and maps and replaces in one transaction)."""
+
+    @property
     def builds(self) -> BuildQueue: ...
 
     # -- write

@@ -34,6 +34,7 @@ from tracegrade.store.trajectories import TRAJECTORY_TABLES
 __all__ = [
     "BACKFILL",
     "BUILD_COLUMN",
+    "FIRST_COPY",
     "RAW_SCHEMA",
     "Column",
     "ensure_lake_schema",
@@ -48,7 +49,7 @@ BUILD_COLUMN = "build_id"  # trajectory base tables only: which replacement wrot
 BACKFILL = {TENANT_COLUMN: DEFAULT_TENANT}
 # The one row a view keeps of each key; the key columns lead each PARTITION BY so a filter on tenant or
 # trace_id reaches the scan (DuckDB pushes filters on partition columns below the window).
-_FIRST_COPY = {
+FIRST_COPY = {
     "spans": ("tenant, trace_id, span_id", "received_at, start_ns"),
     "logs": ("tenant, trace_id, log_key", "received_at"),
     "evaluations": ("tenant, trace_id, log_key", "received_at"),  # one row per stored log record
@@ -97,8 +98,8 @@ def _base_columns(table: str, columns: list[Column]) -> list[Column]:
 
 def _view_sql(table: str) -> str:
     raw = f"{RAW_SCHEMA}.{table}"
-    if table in _FIRST_COPY:
-        key, order = _FIRST_COPY[table]
+    if table in FIRST_COPY:
+        key, order = FIRST_COPY[table]
         return f"SELECT * FROM {raw} QUALIFY row_number() OVER (PARTITION BY {key} ORDER BY {order}) = 1"
     if table == "traces":
         return f"SELECT * EXCLUDE ({BUILD_COLUMN}) FROM {raw} QUALIFY {_NEWEST_BUILD}"

@@ -30,11 +30,8 @@ from tracegrade.store.tenancy import TraceKey, by_tenant
 if TYPE_CHECKING:
     from tracegrade.store.backend import StoreBackend
 
-__all__ = ["REBUILD_MIN_INTERVAL", "REBUILD_TRACES", "RebuildStats", "TrajectoryRebuilder", "rebuild_traces"]
+__all__ = ["REBUILD_MIN_INTERVAL", "RebuildStats", "TrajectoryRebuilder", "rebuild_traces"]
 
-# traces mapped and replaced per rebuild transaction: the rows of a few hundred agent traces stay well
-# inside the store's memory limit (1,000 ran a 128 MB store out of memory on 10-span agent traces)
-REBUILD_TRACES = 250
 REBUILD_MIN_INTERVAL = 2.0
 IDLE_POLL_SECONDS = 1.0  # longest wait between claims when the queue knows of nothing due (a shared queue)
 
@@ -61,16 +58,16 @@ def _run_claim(store: StoreBackend, mapping: MappingProcess, claim: BuildClaim) 
     return mapped
 
 
-def rebuild_traces(
-    store: StoreBackend, keys: Iterable[TraceKey], *, mapping: MappingProcess | None = None, chunk: int = REBUILD_TRACES
-) -> int:
-    """Map those traces now, ``chunk`` at a time, through the store's build queue; how many had spans.
+def rebuild_traces(store: StoreBackend, keys: Iterable[TraceKey], *, mapping: MappingProcess | None = None) -> int:
+    """Map those traces now, ``store.rebuild_traces`` at a time, through the store's build queue; how many
+    had spans.
 
     A trace with no stored spans loses any trajectory rows it had.
     """
     wanted = list(dict.fromkeys(keys))
     mapper = mapping or MappingProcess(in_process_spans=None)
     mapped = 0
+    chunk = store.rebuild_traces
     for start in range(0, len(wanted), chunk):
         claim = store.builds.claim_traces(wanted[start : start + chunk])
         try:
@@ -83,7 +80,8 @@ def rebuild_traces(
 
 
 class TrajectoryRebuilder:
-    """One thread building what ``store.builds`` has due, ``max_traces`` per claim.
+    """One thread building what ``store.builds`` has due, ``max_traces`` per claim (default: the store's
+    ``rebuild_traces``).
 
     ``behind`` says the writer has a backlog (claims are then spaced).
     """
@@ -93,11 +91,11 @@ class TrajectoryRebuilder:
         store: StoreBackend,
         *,
         mapping: MappingProcess | None = None,
-        max_traces: int = REBUILD_TRACES,
+        max_traces: int | None = None,
         behind: Callable[[], bool] = lambda: False,
     ) -> None:
         self.store = store
-        self.max_traces = max_traces
+        self.max_traces = max_traces or store.rebuild_traces
         self._mapping = mapping or MappingProcess()
         self._behind = behind
         self.stats = RebuildStats()

@@ -198,6 +198,9 @@ class TraceStore:
         self._builds: BuildQueue = LocalBuildQueue(self.stamp, self.stale_trajectories)
 
     commit_seconds = 0.0  # a commit costs little more than its rows: a writer commits what is queued at once
+    # traces mapped and replaced per build: the rows of a few hundred agent traces stay well inside the
+    # store's memory limit (1,000 ran a 128 MB store out of memory on 10-span agent traces)
+    rebuild_traces = 250
 
     @property
     def builds(self) -> BuildQueue:
@@ -530,11 +533,13 @@ class TraceStore:
         check: bool,
         arrow: bool = False,
         control: QueryControl | None = None,
+        use: bool = True,
     ) -> QueryResult:
+        """``use=False``: on a cursor where the store's tables must be named in full (no USE statement)."""
         if check:
             check_read_only(sql)
         self._require_open()
-        cursor = self._cursor()
+        cursor = self._cursor(use=use)
         if control is not None and not control.attach(cursor):
             cursor.close()
             raise QueryCancelled(f"the query was cancelled before it started: {control.reason}")
@@ -563,12 +568,13 @@ class TraceStore:
                 control.detach()
             cursor.close()  # closing rolls back the open transaction
 
-    def _cursor(self) -> duckdb.DuckDBPyConnection:
-        """A new cursor on the store's database (cursors of an attached store start elsewhere)."""
+    def _cursor(self, *, use: bool = True) -> duckdb.DuckDBPyConnection:
+        """A new cursor on the store's database (cursors of an attached store start elsewhere; ``use=False``
+        leaves them there)."""
         self._refuse_if_failed()
         with self._cursor_lock:
             cursor = self._cursor_source.cursor()
-        if self._use:
+        if self._use and use:
             cursor.execute(self._use)
         return cursor
 

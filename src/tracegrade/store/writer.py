@@ -38,7 +38,7 @@ from tracegrade.models.span import LogRecordData, SpanRecord
 from tracegrade.store.build_queue import DEFAULT_CAPACITY
 from tracegrade.store.mapping_process import MappingProcess
 from tracegrade.store.prepared import PreparedWrite, prepare_write
-from tracegrade.store.rebuilder import REBUILD_TRACES, TrajectoryRebuilder
+from tracegrade.store.rebuilder import TrajectoryRebuilder
 from tracegrade.store.results import CommitConflict, QueryResult, WriteResult
 from tracegrade.store.tenancy import DEFAULT_TENANT
 
@@ -127,7 +127,7 @@ class StoreWriter:
         settle_seconds: float = 1.0,
         root_settle_seconds: float = 0.1,
         max_batch_spans: int = 50_000,
-        max_rebuild_traces: int = REBUILD_TRACES,
+        max_rebuild_traces: int | None = None,
         checkpoint_bytes: int = DEFAULT_CHECKPOINT_BYTES,
         max_pending_rebuilds: int = MAX_PENDING_REBUILDS,
         mapping: MappingProcess | None = None,

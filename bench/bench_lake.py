@@ -1,0 +1,274 @@
+"""Lake ingest benchmark: one receiver into a DuckDB file vs one into a lake vs two into one lake.
+
+Each configuration gets the same load, ``--spans`` agent spans from /work/shared/tools/otlp_loadgen.py
+(OTLP/gRPC, batches of 512, 4 requests in flight in all; with two receivers each gets half from its own
+generator), and the configurations run interleaved (file, lake, lake x2, file, …). Measured per run:
+
+- spans/s stored and queryable: from the first send until ``count(*)`` of ``spans`` (as queried: the
+  deduplicating view on a lake) reaches ``--spans``, asked by a reader in this process (a read-only
+  LakeStore, as a third node would; through the receiver's query endpoint for the file);
+- CPU-seconds per 100,000 spans per receiver (the receiver and its children, user + system, when every
+  span is stored);
+- visibility: a marker span is exported every 0.25 s over OTLP/HTTP during the load (to the receivers
+  in turn) and the reader polls for it; p50/p95 of the time from its acknowledgement until a query sees
+  it (the receiver's gathering of a commit included);
+- lake data files before and after one ``maintain`` pass (``--keep 0s``);
+- lost spans and spans visible twice (both must be 0).
+
+PostgreSQL: $TRACEGRADE_TEST_PG_DSN (a new database per run), else a private cluster for the benchmark.
+
+    python bench/bench_lake.py                       # 3 rounds x 3 configurations x 200,000 spans
+    python bench/bench_lake.py --rounds 1 --spans 50000 --configs lake lake2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH.parent))  # tests.support, when run as a script from anywhere
+sys.path.insert(0, str(BENCH))
+
+from bench_ingest import PeakRss, query_number  # noqa: E402
+from tests.support.lake_serve import LakeServerProcess  # noqa: E402
+from tests.support.pg_cluster import PgServer, PrivateCluster  # noqa: E402
+from tests.support.server_otlp import post  # noqa: E402
+from tests.support.server_process import ServerProcess  # noqa: E402
+from tests.support.server_requests import span_json, traces_proto  # noqa: E402
+
+LOADGEN = Path(os.environ.get("TRACEGRADE_LOADGEN", BENCH.parents[1] / "shared" / "tools" / "otlp_loadgen.py"))
+if not LOADGEN.exists():
+    LOADGEN = Path("/work/shared/tools/otlp_loadgen.py")
+MARKER_SECONDS = 0.25
+MARKER_PREFIX = "feedfacecafe"  # marker trace ids start so (random loadgen ids do not, but by a 2^-48 chance)
+POLL_SECONDS = 0.05
+STALL_TIMEOUT = 90.0
+TARGETS = "lake CPU/span <= 1.15x file; two lake receivers >= 1.25x one; visibility p95 < 2 s; 0 lost, 0 doubled"
+
+
+class Reader:
+    """Counts spans and finds markers: a read-only LakeStore, or the file receiver's query endpoint."""
+
+    def __init__(self, location: str | None, http_url: str | None) -> None:
+        self.lake = None
+        self.http_url = http_url
+        if location is not None:
+            from tracegrade.store.lake import LakeStore
+
+            self.lake = LakeStore(location, read_only=True)
+
+    def number(self, sql: str) -> int:
+        if self.lake is not None:
+            return int(self.lake.query(sql).rows[0][0])
+        assert self.http_url is not None
+        return query_number(self.http_url, sql)
+
+    def close(self) -> None:
+        if self.lake is not None:
+            self.lake.close()
+
+
+class Markers(threading.Thread):
+    """Exports one marker span every MARKER_SECONDS to the receivers in turn; the reader's thread records
+    when each becomes visible."""
+
+    def __init__(self, urls: list[str], reader: Reader) -> None:
+        super().__init__(daemon=True)
+        self.urls = urls
+        self.reader = reader
+        self.acked: dict[str, float] = {}
+        self.seen: dict[str, float] = {}
+        self.stopped = threading.Event()
+        self._lock = threading.Lock()
+
+    def run(self) -> None:
+        sent = 0
+        while not self.stopped.wait(MARKER_SECONDS):
+            trace_id = f"{MARKER_PREFIX}{os.getpid():08x}{sent:012x}"
+            reply = post(f"{self.urls[sent % len(self.urls)]}/v1/traces", traces_proto([span_json(trace_id, 0)]))
+            if reply.status == 200:
+                with self._lock:
+                    self.acked[trace_id] = time.monotonic()
+            sent += 1
+
+    def poll(self) -> None:
+        """Look for the acknowledged markers not seen yet (on the reader's thread)."""
+        with self._lock:
+            waiting = [trace_id for trace_id in self.acked if trace_id not in self.seen]
+        if not waiting:
+            return
+        listed = ", ".join(f"'{trace_id}'" for trace_id in waiting)
+        sql = f"SELECT count(DISTINCT trace_id) FROM spans WHERE trace_id IN ({listed})"
+        if self.reader.number(sql) == 0:
+            return
+        now = time.monotonic()
+        found_sql = f"SELECT list(DISTINCT trace_id) FROM spans WHERE trace_id IN ({listed})"
+        if self.reader.lake is not None:
+            found = self.reader.lake.query(found_sql).rows[0][0] or []
+        else:
+            from tests.support.server_requests import query
+
+            found = query(self.reader.http_url or "", found_sql)[0][0] or []
+        for trace_id in found:
+            self.seen.setdefault(trace_id, now)
+
+    def delays(self) -> list[float]:
+        return sorted(self.seen[t] - self.acked[t] for t in self.seen)
+
+
+def _loadgen(endpoint: str, spans: int, concurrency: int, seed: int) -> subprocess.Popen[str]:
+    command = [sys.executable, str(LOADGEN), "--endpoint", endpoint, "--protocol", "grpc", "--spans", str(spans)]
+    command += ["--batch", "512", "--concurrency", str(concurrency), "--seed", str(seed), "--json"]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+
+
+def one_run(config: str, spans: int, seed: int, pg: PgServer | None) -> dict[str, Any]:
+    receivers: list[ServerProcess] = []
+    with tempfile.TemporaryDirectory(prefix="tracegrade-bench-lake-") as directory:
+        work = Path(directory)
+        location = None
+        if config == "file":
+            receivers.append(ServerProcess(work / "bench.duckdb").start())
+        else:
+            assert pg is not None
+            location = f"ducklake:postgres:{pg.new_database()}"
+            for n in range(2 if config == "lake2" else 1):
+                receivers.append(LakeServerProcess(location, work / "data", work / f"r{n}.journal").start())
+        samplers = [PeakRss(receiver.pid) for receiver in receivers]
+        for sampler in samplers:
+            sampler.start()
+        reader = Reader(location, receivers[0].http_url if location is None else None)
+        markers = Markers([r.http_url for r in receivers], reader)
+        share = spans // len(receivers)
+        loads = [_loadgen(r.grpc_target, share, 4 // len(receivers), seed * 10 + n) for n, r in enumerate(receivers)]
+        markers.start()
+        try:
+            stored, stored_at = _wait_until_stored(reader, markers, spans, loads)
+            cpu = [sum(sampler.cpu_seconds.values()) for sampler in samplers]
+            summaries = [json.loads(load.communicate(timeout=600)[0].strip().splitlines()[-1]) for load in loads]
+            markers.stopped.set()
+            markers.join()
+            for _ in range(40):  # the last markers
+                markers.poll()
+                time.sleep(POLL_SECONDS)
+            expected = spans + len(markers.acked)
+            visible = reader.number("SELECT count(*) FROM spans")
+            distinct = reader.number("SELECT count(DISTINCT (trace_id, span_id)) FROM spans")
+        finally:
+            markers.stopped.set()
+            reader.close()
+            for load in loads:
+                load.kill()
+        exit_codes = [receiver.terminate(timeout=600) for receiver in receivers]
+        for receiver in receivers:
+            receiver.kill()
+        for sampler in samplers:
+            sampler.stopped.set()
+        files = _maintain(location, work / "data") if location is not None else (None, None)
+    started = min(summary["send_start_unix"] for summary in summaries)
+    elapsed = (stored_at or time.time()) - started
+    delays = markers.delays()
+    return {
+        "config": config,
+        "receivers": len(receivers),
+        "spans": spans,
+        "stored": stored,
+        "lost": expected - visible,
+        "visible_twice": visible - distinct,
+        "spans_per_second": stored / elapsed if stored_at else 0.0,
+        "cpu_per_100k_per_receiver": [c / share * 100_000 for c in cpu],
+        "visibility_p50": delays[len(delays) // 2] if delays else None,
+        "visibility_p95": delays[min(len(delays) - 1, int(len(delays) * 0.95))] if delays else None,
+        "markers": len(delays),
+        "files_before": files[0],
+        "files_after": files[1],
+        "retries": sum(summary["retries"] for summary in summaries),
+        "exit_codes": exit_codes,
+    }
+
+
+def _wait_until_stored(
+    reader: Reader, markers: Markers, spans: int, loads: list[subprocess.Popen[str]]
+) -> tuple[int, float | None]:
+    """Poll until every span is stored and queryable (and look for markers meanwhile)."""
+    stored, changed_at = -1, time.monotonic()
+    while True:
+        markers.poll()
+        count = reader.number(f"SELECT count(*) FROM spans WHERE NOT starts_with(trace_id, '{MARKER_PREFIX}')")
+        now = time.monotonic()
+        if count >= spans:
+            return count, time.time()
+        if count != stored:
+            stored, changed_at = count, now
+        elif all(load.poll() is not None for load in loads) and now - changed_at > STALL_TIMEOUT:
+            return count, None
+        time.sleep(POLL_SECONDS)
+
+
+def _maintain(location: str, data: Path) -> tuple[int, int]:
+    from tracegrade.store.lake import LakeStore
+
+    with LakeStore(location, data_path=data) as store:
+        done = store.maintain(keep=timedelta(0))
+    return done.files_before, done.files_after
+
+
+def _range(values: list[float], fmt: str = ",.0f") -> str:
+    return f"median {statistics.median(values):{fmt}} (range {min(values):{fmt}}–{max(values):{fmt}})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--spans", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--configs", nargs="+", default=["file", "lake", "lake2"], choices=["file", "lake", "lake2"])
+    parser.add_argument("--json", type=Path, help="also write every run's figures to this file")
+    args = parser.parse_args()
+
+    dsn = os.environ.get("TRACEGRADE_TEST_PG_DSN")
+    cluster = None if dsn or args.configs == ["file"] else PrivateCluster()
+    pg = PgServer(dsn) if dsn else (cluster.start() if cluster is not None else None)
+    runs: list[dict[str, Any]] = []
+    try:
+        for round_ in range(args.rounds):
+            for config in args.configs:
+                load = os.getloadavg()[0]
+                result = one_run(config, args.spans, round_ + 1, pg) | {"load_average": load}
+                runs.append(result)
+                print(json.dumps(result), flush=True)
+    finally:
+        if cluster is not None:
+            cluster.remove()
+    print(f"machine: {psutil.cpu_count()} CPUs; targets: {TARGETS}")
+    for config in args.configs:
+        mine = [r for r in runs if r["config"] == config]
+        cpu = [c for r in mine for c in r["cpu_per_100k_per_receiver"]]
+        print(f"{config:5} spans/s stored+queryable: {_range([r['spans_per_second'] for r in mine])}")
+        print(f"{config:5} CPU-s per 100k spans per receiver: {_range(cpu, '.1f')}")
+        p50 = [r["visibility_p50"] for r in mine if r["visibility_p50"] is not None]
+        p95 = [r["visibility_p95"] for r in mine if r["visibility_p95"] is not None]
+        if p50:
+            print(f"{config:5} visibility p50 {_range(p50, '.2f')} s, p95 {_range(p95, '.2f')} s")
+        if config != "file":
+            files = [(r["files_before"], r["files_after"]) for r in mine]
+            print(f"{config:5} data files before/after maintain: {files}")
+        print(f"{config:5} lost {sum(r['lost'] for r in mine)}, visible twice {sum(r['visible_twice'] for r in mine)}")
+    if args.json:
+        args.json.write_text(json.dumps(runs, indent=2))
+
+
+if __name__ == "__main__":
+    main()
