@@ -156,15 +156,14 @@ def one_run(config: str, spans: int, seed: int, pg: PgServer | None) -> dict[str
         loads = [_loadgen(r.grpc_target, share, 4 // len(receivers), seed * 10 + n) for n, r in enumerate(receivers)]
         markers.start()
         try:
-            stored, stored_at = _wait_until_stored(reader, markers, spans, loads)
+            stored, stored_at, summaries = _wait_until_stored(reader, markers, spans, loads)
             cpu = [sum(sampler.cpu_seconds.values()) for sampler in samplers]
-            summaries = [json.loads(load.communicate(timeout=600)[0].strip().splitlines()[-1]) for load in loads]
             markers.stopped.set()
             markers.join()
             for _ in range(40):  # the last markers
                 markers.poll()
                 time.sleep(POLL_SECONDS)
-            expected = spans + len(markers.acked)
+            expected = sum(summary["spans_ok"] for summary in summaries) + len(markers.acked)
             visible = reader.number("SELECT count(*) FROM spans")
             distinct = reader.number("SELECT count(DISTINCT (trace_id, span_id)) FROM spans")
         finally:
@@ -196,25 +195,33 @@ def one_run(config: str, spans: int, seed: int, pg: PgServer | None) -> dict[str
         "files_before": files[0],
         "files_after": files[1],
         "retries": sum(summary["retries"] for summary in summaries),
+        "spans_refused": sum(summary["spans_failed"] for summary in summaries),
         "exit_codes": exit_codes,
     }
 
 
 def _wait_until_stored(
     reader: Reader, markers: Markers, spans: int, loads: list[subprocess.Popen[str]]
-) -> tuple[int, float | None]:
-    """Poll until every span is stored and queryable (and look for markers meanwhile)."""
+) -> tuple[int, float | None, list[dict[str, Any]]]:
+    """Poll until every span the load generators had acknowledged is stored and queryable (looking for
+    markers meanwhile); the count, when it got there (None: it never did), and the generators' summaries."""
+    target, summaries = spans, []
     stored, changed_at = -1, time.monotonic()
     while True:
         markers.poll()
         count = reader.number(f"SELECT count(*) FROM spans WHERE NOT starts_with(trace_id, '{MARKER_PREFIX}')")
         now = time.monotonic()
-        if count >= spans:
-            return count, time.time()
+        if not summaries and all(load.poll() is not None for load in loads):
+            summaries = [json.loads(load.communicate()[0].strip().splitlines()[-1]) for load in loads]
+            target = sum(summary["spans_ok"] for summary in summaries)
+        if count >= target:
+            if not summaries:
+                summaries = [json.loads(load.communicate(timeout=600)[0].strip().splitlines()[-1]) for load in loads]
+            return count, time.time(), summaries
         if count != stored:
             stored, changed_at = count, now
-        elif all(load.poll() is not None for load in loads) and now - changed_at > STALL_TIMEOUT:
-            return count, None
+        elif summaries and now - changed_at > STALL_TIMEOUT:
+            return count, None, summaries
         time.sleep(POLL_SECONDS)
 
 

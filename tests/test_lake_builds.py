@@ -134,3 +134,18 @@ def test_build_processes_build_what_receivers_without_builders_queue(lake: tuple
             if builder.poll() is None:
                 builder.kill()
         receiver.kill()
+
+
+def test_build_refuses_a_file_store_and_serve_keeps_building_a_file(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from tracegrade.cli.main import cli
+    from tracegrade.errors import ConfigError
+    from tracegrade.ingest.settings import ServeSettings
+
+    refused = CliRunner().invoke(cli, ["build", "--store", str(tmp_path / "traces.duckdb")])
+    assert refused.exit_code == 2 and "works on a lake store" in refused.output, refused.output
+    missing = CliRunner().invoke(cli, ["build", "--store", "ducklake:postgres:host=localhost dbname=x"])
+    assert missing.exit_code == 2 and "--lake-data" in missing.output, missing.output
+    with pytest.raises(ConfigError, match="--no-build-trajectories is for a lake store"):
+        ServeSettings.build({"store": str(tmp_path / "traces.duckdb"), "build_trajectories": False})

@@ -5,13 +5,22 @@ from __future__ import annotations
 import signal
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from tracegrade.cli.common import friendly_errors
 from tracegrade.cli.lake_options import checked_lake, lake_options
 
+if TYPE_CHECKING:
+    from tracegrade.store.backend import StoreBackend
+    from tracegrade.store.lake import LakeStore
+    from tracegrade.store.rebuilder import TrajectoryRebuilder
+
 __all__ = ["command"]
+
+WATCH_SECONDS = 1.0  # how often a running builder checks that its lake is still usable
+REOPEN_SECONDS = 2.0  # between attempts to reopen a lake whose catalog or data path was out of reach
 
 
 @click.command("build")
@@ -29,31 +38,56 @@ def command(location: str, lake_data: Path | None, once: bool, mapping_process: 
 
     Any number of builders (these, and receivers that build) share the queue: each trace is claimed by
     one of them at a time, and a builder that dies leaves its claims to the others when their lease runs
-    out. Receivers started with --no-build-trajectories leave all building to these. SIGINT or SIGTERM
-    stops it once the batch in progress is built.
+    out. Receivers started with --no-build-trajectories leave all building to these. While the catalog
+    or the data path is out of reach it waits and opens the lake again. SIGINT or SIGTERM stops it once
+    the batch in progress is built.
     """
     data_path = checked_lake(location, lake_data, "build", "whose trajectories its receiver builds")
     from tracegrade.store.lake import LakeStore
+    from tracegrade.store.lake_location import redacted
+
+    if once:
+        with LakeStore(location, data_path=data_path) as lake:
+            built = _rebuilder(lake, mapping_process).build_waiting()
+        click.echo(f"built the trajectories of {built} trace{'s' if built != 1 else ''}")
+        return
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    click.echo(f"tracegrade build: building the trajectories of {redacted(location)} (stop with SIGTERM)")
+    built = batches = 0
+    while not stop.is_set():
+        store = _open(location, data_path, stop)
+        if store is None:
+            break
+        rebuilder = _rebuilder(store, mapping_process)
+        rebuilder.start()
+        while not stop.wait(WATCH_SECONDS) and store.failure is None:
+            pass
+        rebuilder.stop(drain=False)
+        built, batches = built + rebuilder.stats.traces_rebuilt, batches + rebuilder.stats.rebuild_batches
+        if store.failure is not None:
+            click.echo(f"the lake failed ({store.failure}); opening it again", err=True)
+        store.close()
+    click.echo(f"built {built} trace(s) in {batches} batch(es)")
+
+
+def _rebuilder(store: StoreBackend, mapping_process: bool) -> TrajectoryRebuilder:
     from tracegrade.store.mapping_process import MappingProcess
     from tracegrade.store.rebuilder import TrajectoryRebuilder
 
-    store = LakeStore(location, data_path=data_path)
-    try:
-        mapping = MappingProcess() if mapping_process else MappingProcess(in_process_spans=None)
-        rebuilder = TrajectoryRebuilder(store, mapping=mapping)
-        if once:
-            built = rebuilder.build_waiting()
-            mapping.close()
-            click.echo(f"built the trajectories of {built} trace{'s' if built != 1 else ''}")
-            return
-        stop = threading.Event()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, lambda *_: stop.set())
-        rebuilder.start()
-        click.echo(f"tracegrade build: building trajectories of {store.path} (stop with Ctrl-C or SIGTERM)")
-        stop.wait()
-        rebuilder.stop(drain=False)
-        stats = rebuilder.stats
-        click.echo(f"built {stats.traces_rebuilt} trace(s) in {stats.rebuild_batches} batch(es)")
-    finally:
-        store.close()
+    return TrajectoryRebuilder(store, mapping=MappingProcess() if mapping_process else MappingProcess(None))
+
+
+def _open(location: str, data_path: Path, stop: threading.Event) -> LakeStore | None:
+    """The lake opened read-write, retrying while it is out of reach; None once stopped."""
+    from tracegrade.errors import StoreError
+    from tracegrade.store.lake import LakeStore
+
+    while not stop.is_set():
+        try:
+            return LakeStore(location, data_path=data_path)
+        except StoreError as exc:
+            click.echo(f"{exc}; trying again in {REOPEN_SECONDS:g} s", err=True)
+            stop.wait(REOPEN_SECONDS)
+    return None

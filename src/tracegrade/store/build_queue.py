@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
+from tracegrade.errors import StoreError
 from tracegrade.store.tenancy import TraceKey
 
 __all__ = ["DEFAULT_CAPACITY", "BuildClaim", "BuildQueue", "LocalBuildQueue"]
@@ -148,8 +149,6 @@ class LocalBuildQueue:
 
     def claim(self, limit: int, *, due_only: bool = True) -> BuildClaim | None:
         if self._drained_after_overflow() and time.monotonic() >= self._scan_after:
-            from tracegrade.errors import StoreError
-
             try:
                 self.recover()
             except StoreError:

@@ -5,7 +5,7 @@ bounded in records (spans + log records); ``check_room`` is where admission is d
 it raises QueueFull with a retry delay (the receiver answers 503 / RESOURCE_EXHAUSTED). The thread
 coalesces what is queued into one transaction (group commit: one commit for all of them) and resolves
 each submission's Future after the commit. A store that prefers fewer, larger commits (a lake:
-``store.commit_seconds``) gathers for that long, or until ``max_batch_spans`` are queued.
+``store.commit_seconds``) gathers for that long, or until half the queue (at most ``max_batch_spans``) waits.
 
 A commit that loses a race with another writer (``CommitConflict``) is tried again after a pause, up to
 ``COMMIT_ATTEMPTS`` times; one that still fails marks the store failed, and the receiver reopens it and
@@ -214,8 +214,8 @@ class StoreWriter:
         with self._cond:
             if self.store.failure is not None:
                 raise StoreError(
-                    f"the store failed and accepts no writes ({self.store.failure}); restart `tracegrade serve`: "
-                    "spans already acknowledged are in its journal and are stored when it starts"
+                    f"the store failed and accepts no writes until it is reopened ({self.store.failure}); "
+                    "`tracegrade serve` reopens it by itself and then stores what its journal holds"
                 )
             queued = self._queued + reserved
             if queued and queued + size > self.max_queue_spans:
@@ -297,7 +297,9 @@ class StoreWriter:
         """When the queued submissions are to be committed (None: nothing queued; call with the lock held)."""
         if not self._queue:
             return None
-        if self._closing or self._queued >= self.max_batch_spans or not self.commit_seconds:
+        # half the queue is worth a commit: the other half keeps taking requests while it runs
+        full = min(self.max_batch_spans, self.max_queue_spans // 2)
+        if self._closing or self._queued >= full or not self.commit_seconds:
             return 0.0
         return self._queue[0].enqueued_at + self.commit_seconds
 
