@@ -56,7 +56,9 @@ def _one_run(cached: Path, cases: int, run: int) -> tuple[float, float]:
             record_report(store, report, "eval_set", f"run-bench-{run}")
             recorded, cpu_recorded = time.perf_counter(), time.process_time()
             rows = store.query("SELECT count(*) FROM eval_results").rows[0][0]
-            size = store.query("SELECT strlen(report::VARCHAR) FROM eval_runs").rows[0][0]
+            size = store.query(
+                "SELECT coalesce(strlen(report::VARCHAR), 0) + coalesce(octet_length(case_results), 0) FROM eval_runs"
+            ).rows[0][0]
     assert len(report.results) == cases, f"graded {len(report.results)} of {cases}"
     grading, recording = graded - started, recorded - graded
     cpu_grading, cpu_recording = cpu_graded - cpu_started, cpu_recorded - cpu_graded

@@ -11,9 +11,10 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from tests.support.grading_cli import run_cli, write_config
+from tests.support.grading_cli import read_report, run_cli, write_config
 from tests.support.server_process import ServerProcess
 from tests.support.waiting import wait_for_value
+from tracegrade.evaluation.run_records import list_runs, load_run
 from tracegrade.models.config import CriteriaConfig, CriterionConfig, EvalConfig
 from tracegrade.store import RemoteStore
 
@@ -91,4 +92,7 @@ def test_in_process_worker_grades_arriving_traces_and_grade_records_through_the_
         assert remote.query(
             "SELECT kind, total_cases, passed_cases FROM eval_runs WHERE kind = 'reference_free'"
         ).rows == [("reference_free", 1, 1)]
+        (recorded,) = list_runs(remote, kind="reference_free")  # type: ignore[arg-type]
+        # the stored report read back through the query endpoint is the one written to the reports folder
+        assert load_run(remote, recorded.run_id).model_dump() == read_report(tmp_path / "reports").model_dump()  # type: ignore[arg-type]
         assert server.terminate() == 0

@@ -12,10 +12,13 @@ table in one statement (``write_rows``): DuckDB binds Python parameters one valu
 The ``eval_runs`` row is written last: a run that was interrupted while being recorded is not listed,
 and recording it again completes it.
 
-A run is recorded whole (``record_report``: its report JSON in ``eval_runs.report``) or case by case
-(``record_cases``, an online worker's window of jobs): then each case's result JSON is in
-``eval_run_cases``, the run's counts are recomputed over all its cases each time, and ``load_run``
-puts the report together when it is read.
+A run is recorded whole (``record_report``) or case by case (``record_cases``, an online worker's window
+of jobs). Recorded whole, ``eval_runs.report`` holds the report without its cases (summary, config,
+metadata) as JSON, and ``eval_runs.case_results`` every case result as one zstd-compressed JSON array: a
+case result repeats what each LLM call was given (``messages``, ``node_responses``, ``node_details``), and
+storing that as plain text cost more than grading the run (bench/RESULTS.md, run recording).
+Recorded case by case, each case's result JSON is in ``eval_run_cases`` and the run's counts are
+recomputed over all its cases each time. ``load_run`` puts the report together when it is read.
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ from dataclasses import dataclass
 from datetime import timezone
 from typing import Any, Protocol
 
+import orjson
 import pyarrow as pa
+from pydantic import TypeAdapter
 
 from tracegrade.errors import NotFoundError
 from tracegrade.evaluation.timewindow import utc_now
@@ -56,8 +61,10 @@ CREATE TABLE IF NOT EXISTS eval_runs (
     pass_rate DOUBLE,
     config JSON,                     -- the EvalConfig used
     metadata JSON,
-    report JSON                      -- the whole EvalReport (what `tracegrade report` re-renders),
-                                     -- NULL for a run recorded case by case (see eval_run_cases)
+    report JSON,                     -- the EvalReport without its cases (summary, config, metadata),
+                                     -- or whole in runs recorded before case_results existed,
+                                     -- or NULL for a run recorded case by case (see eval_run_cases)
+    case_results BLOB                -- the report's case results: a JSON array, zstd-compressed
 );
 CREATE TABLE IF NOT EXISTS eval_case_results (
     run_id VARCHAR, eval_id VARCHAR, name VARCHAR,
@@ -85,7 +92,7 @@ _CASEWISE_RUN_ROW_SQL = """
 INSERT OR REPLACE INTO eval_runs
 SELECT ?::VARCHAR, ?::TIMESTAMP, ?::VARCHAR, ?::VARCHAR, ?::VARCHAR,
        count(*), count_if(passed), count(*) - count_if(passed) - count_if(error IS NOT NULL),
-       count_if(error IS NOT NULL), count_if(passed) / count(*), ?::JSON, ?::JSON, NULL
+       count_if(error IS NOT NULL), count_if(passed) / count(*), ?::JSON, ?::JSON, NULL, NULL
 FROM eval_case_results WHERE run_id = ?
 """
 
@@ -108,6 +115,7 @@ _ROW_SCHEMAS = {
             ("config", _TEXT),
             ("metadata", _TEXT),
             ("report", _TEXT),
+            ("case_results", pa.binary()),
         ]
     ),
     "eval_case_results": pa.schema(
@@ -172,9 +180,17 @@ class RunSummary:
     pass_rate: float
 
 
+# Added to the eval_runs of stores whose grading tables predate it (their older runs keep whole reports).
+_ADD_CASE_RESULTS = "ALTER TABLE eval_runs ADD COLUMN IF NOT EXISTS case_results BLOB"
+
+_CASE_LIST = TypeAdapter(list[EvalCaseResult])
+_CASE = TypeAdapter(EvalCaseResult)
+
+
 def ensure_eval_tables(store: RunSink) -> None:
     for statement in filter(None, (s.strip() for s in EVAL_TABLES_DDL.split(";"))):
         store.execute_write(statement)
+    store.execute_write(_ADD_CASE_RESULTS)
 
 
 def record_report(store: RunSink, report: EvalReport, kind: str, run_id: str | None = None) -> str:
@@ -182,7 +198,7 @@ def record_report(store: RunSink, report: EvalReport, kind: str, run_id: str | N
     ensure_eval_tables(store)
     run_id = run_id or new_run_id()
     s = report.summary
-    run_row = [
+    run_row: list[Any] = [
         run_id,
         utc_now(),
         kind,
@@ -195,10 +211,11 @@ def record_report(store: RunSink, report: EvalReport, kind: str, run_id: str | N
         s.pass_rate,
         json.dumps(report.config_used, default=str),
         json.dumps(report.metadata, default=str),
-        report.model_dump_json(),
+        report.model_dump_json(exclude={"results"}),
+        _pack_cases(report.results),
     ]
     _insert_case_rows(store, run_id, report)
-    _write_rows(store, "eval_runs", [run_row])
+    _write_columns(store, "eval_runs", [[value] for value in run_row])
     return run_id
 
 
@@ -215,7 +232,9 @@ def record_cases(store: RunSink, report: EvalReport, kind: str, run_id: str, met
         marks = ", ".join("?" * len(eval_ids))
         store.execute_write(f"DELETE FROM eval_results WHERE run_id = ? AND eval_id IN ({marks})", [run_id, *eval_ids])
     _insert_case_rows(store, run_id, report)
-    _write_rows(store, "eval_run_cases", [[run_id, r.eval_id, r.model_dump_json()] for r in report.results])
+    cases = report.results
+    columns = [[run_id] * len(cases), [r.eval_id for r in cases], [r.model_dump_json() for r in cases]]
+    _write_columns(store, "eval_run_cases", columns)
     config, meta = json.dumps(report.config_used, default=str), json.dumps(metadata, default=str)
     store.execute_write(
         _CASEWISE_RUN_ROW_SQL, [run_id, utc_now(), kind, report.eval_set_id, report.eval_set_name, config, meta, run_id]
@@ -224,47 +243,78 @@ def record_cases(store: RunSink, report: EvalReport, kind: str, run_id: str, met
 
 
 def _insert_case_rows(store: RunSink, run_id: str, report: EvalReport) -> None:
-    """The ``eval_results`` and ``eval_case_results`` rows of every case of ``report``, under ``run_id``."""
-    case_rows, result_rows = [], []
-    for r in report.results:
-        trace_id = r.trace_ids[0] if r.trace_ids else None
-        case_rows.append(
-            [
-                run_id,
-                r.eval_id,
-                r.name,
-                trace_id,
-                json.dumps(r.trace_ids),
-                r.passed,
-                r.error,
-                r.mean_score,
-                r.duration_seconds,
-                r.actual_response,
-                json.dumps([t.name for t in r.actual_tool_calls]),
-                json.dumps(r.node_visits),
-            ]
-        )
-        for c in r.criterion_results:
-            result_rows.append(
-                [
-                    run_id,
-                    r.eval_id,
-                    trace_id,
-                    c.criterion,
-                    c.score,
-                    c.passed,
-                    c.threshold,
-                    c.skipped,
-                    c.error,
-                    c.reason,
-                    json.dumps(c.details, default=str),
-                    c.token_usage.input_tokens,
-                    c.token_usage.output_tokens,
-                    c.token_usage.cost_usd,
-                ]
-            )
-    _write_rows(store, "eval_results", result_rows)
-    _write_rows(store, "eval_case_results", case_rows)
+    """The ``eval_results`` and ``eval_case_results`` rows of every case of ``report``, under ``run_id``
+    (built column by column: a run of 20,000 cases has 100,000 result rows)."""
+    cases = report.results
+    first_traces = [r.trace_ids[0] if r.trace_ids else None for r in cases]
+    owners = [(r.eval_id, trace) for r, trace in zip(cases, first_traces) for _ in r.criterion_results]
+    results = [c for r in cases for c in r.criterion_results]
+    usages = [c.token_usage for c in results]
+    _write_columns(
+        store,
+        "eval_results",
+        [
+            [run_id] * len(results),
+            [eval_id for eval_id, _ in owners],
+            [trace for _, trace in owners],
+            [c.criterion for c in results],
+            [c.score for c in results],
+            [c.passed for c in results],
+            [c.threshold for c in results],
+            [c.skipped for c in results],
+            [c.error for c in results],
+            [c.reason for c in results],
+            [_json_text(c.details) for c in results],
+            [u.input_tokens for u in usages],
+            [u.output_tokens for u in usages],
+            [u.cost_usd for u in usages],
+        ],
+    )
+    _write_columns(
+        store,
+        "eval_case_results",
+        [
+            [run_id] * len(cases),
+            [r.eval_id for r in cases],
+            [r.name for r in cases],
+            first_traces,
+            [_json_text(r.trace_ids) for r in cases],
+            [r.passed for r in cases],
+            [r.error for r in cases],
+            [r.mean_score for r in cases],
+            [r.duration_seconds for r in cases],
+            [r.actual_response for r in cases],
+            [_json_text([t.name for t in r.actual_tool_calls]) for r in cases],
+            [_json_text(r.node_visits) for r in cases],
+        ],
+    )
+
+
+def _json_text(value: Any) -> bytes | str:
+    """JSON for a grading table's JSON column: orjson (non-finite numbers become null), or the standard
+    library for what orjson refuses (lone surrogates, integers beyond 64 bits)."""
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        return json.dumps(value, default=str)
+
+
+def _pack_cases(results: list[EvalCaseResult]) -> bytes:
+    """``results`` as one zstd-compressed JSON array, serialised case by case into the compressor (the
+    text of a large run, 40 KB a case, is never held whole)."""
+    sink = pa.BufferOutputStream()
+    with pa.CompressedOutputStream(sink, "zstd") as packed:
+        packed.write(b"[")
+        for index, result in enumerate(results):
+            if index:
+                packed.write(b",")
+            packed.write(_CASE.dump_json(result))
+        packed.write(b"]")
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def _unpack_cases(blob: bytes) -> list[EvalCaseResult]:
+    return _CASE_LIST.validate_json(pa.input_stream(pa.py_buffer(blob), compression="zstd").read())
 
 
 def new_run_id() -> str:
@@ -272,10 +322,10 @@ def new_run_id() -> str:
     return f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
 
 
-def _write_rows(store: RunSink, table: str, rows: list[list[Any]]) -> None:
-    """``INSERT OR REPLACE`` ``rows`` (lists in the table's column order) in one statement."""
+def _write_columns(store: RunSink, table: str, columns: list[list[Any]]) -> None:
+    """``INSERT OR REPLACE`` the rows whose values ``columns`` holds (in the table's column order), in one
+    statement."""
     schema = _ROW_SCHEMAS[table]
-    columns = zip(*rows) if rows else ([] for _ in schema)
     store.write_rows(table, pa.table([pa.array(column, field.type) for column, field in zip(columns, schema)], schema))
 
 
@@ -295,7 +345,7 @@ def load_run(store: RunSink, run_id: str) -> EvalReport:
     """The recorded report of a run (an id prefix is accepted when unique)."""
     if not _has_table(store, "eval_runs"):
         raise NotFoundError("the store has no recorded grading runs yet (run `tracegrade grade` first)")
-    rows = store.query("SELECT run_id, report FROM eval_runs WHERE starts_with(run_id, ?)", [run_id]).rows
+    rows = store.query("SELECT run_id, report, case_results FROM eval_runs WHERE starts_with(run_id, ?)", [run_id]).rows
     exact = [r for r in rows if r[0] == run_id]
     if exact:
         rows = exact
@@ -303,8 +353,13 @@ def load_run(store: RunSink, run_id: str) -> EvalReport:
         raise NotFoundError(f"no grading run {run_id!r} in the store (list them with `tracegrade runs`)")
     if len(rows) > 1:
         raise NotFoundError(f"run id prefix {run_id!r} is ambiguous: {', '.join(r[0] for r in rows[:5])}")
-    found, report = rows[0]
-    return EvalReport.model_validate_json(report) if report is not None else _casewise_report(store, found)
+    found, text, packed = rows[0]
+    if text is None:
+        return _casewise_report(store, found)
+    report = EvalReport.model_validate_json(text)
+    if packed is not None:
+        report.results = _unpack_cases(packed)
+    return report
 
 
 def _casewise_report(store: RunSink, run_id: str) -> EvalReport:
