@@ -15,7 +15,7 @@ from tests.support.reporters_samples import passing_case, sample_report
 from tracegrade.models.config import ReporterConfig
 from tracegrade.models.results import EvalReport
 from tracegrade.reporters import ReporterManager, ReporterOutput
-from tracegrade.reporters.manager import report_file_stem
+from tracegrade.reporters.manager import FILE_REPORTERS, report_file_stem
 
 
 def _config(**overrides: object) -> ReporterConfig:
@@ -46,6 +46,15 @@ def test_flags_choose_reporters_and_their_content(tmp_path: Path) -> None:
     data = json.loads(Path(out.json_path or "").read_text(encoding="utf-8"))
     assert all("actual_response" not in r for r in data["results"])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["capitals_v1__set_.json"]
+
+
+@pytest.mark.parametrize("name", list(FILE_REPORTERS))
+def test_each_registered_reporter_is_switched_by_its_config_field(name: str, tmp_path: Path) -> None:
+    switches = {entry.switch: False for entry in FILE_REPORTERS.values()}
+    config = _config(console=False, **{**switches, FILE_REPORTERS[name].switch: True})
+    out = ReporterManager(config).run_all(sample_report(), output_dir=tmp_path)
+    assert out.files == {name: str(tmp_path / f"capitals_v1__set_{FILE_REPORTERS[name].suffix}")}
+    assert [p.name for p in tmp_path.iterdir()] == [Path(out.files[name]).name]
 
 
 def test_output_dir_defaults_to_config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

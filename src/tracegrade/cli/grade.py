@@ -17,13 +17,14 @@ from tracegrade.evaluation.engine import compile_criteria
 from tracegrade.evaluation.offline import TraceGrader
 from tracegrade.evaluation.run_records import new_run_id
 from tracegrade.evaluation.selection import TraceSelection, selection_where
-from tracegrade.models.config import EvalConfig
+from tracegrade.models.config import EvalConfig, ReporterConfig
 from tracegrade.models.dataset import EvalSet
 from tracegrade.models.results import EvalReport
+from tracegrade.reporters.manager import FILE_REPORTERS, ReporterManager
 
 __all__ = ["command"]
 
-FORMATS = ("console", "json", "html", "junit")
+FORMATS = ("console", *FILE_REPORTERS)
 
 
 def _formats(value: str) -> list[str]:
@@ -152,19 +153,10 @@ def _emit_events(report: EvalReport, reader: object, endpoint: str | None) -> No
     click.echo(f"sent {count} evaluation events to {endpoint or 'the OTLP endpoint of OTEL_EXPORTER_OTLP_*'}", err=True)
 
 
-def _write_reports(report: object, out_dir: Path, formats: list[str], verbose: bool) -> None:
-    from tracegrade.models.config import ReporterConfig
-    from tracegrade.reporters import ReporterManager
-
-    config = ReporterConfig(
-        output_dir=str(out_dir),
-        console="console" in formats,
-        json_report="json" in formats,
-        html="html" in formats,
-        junit_xml="junit" in formats,
-        verbose=verbose,
-    )
-    output = ReporterManager(config).run_all(report)  # type: ignore[arg-type]
+def _write_reports(report: EvalReport, out_dir: Path, formats: list[str], verbose: bool) -> None:
+    switches = {entry.switch: name in formats for name, entry in FILE_REPORTERS.items()}
+    config = ReporterConfig(output_dir=str(out_dir), console="console" in formats, verbose=verbose, **switches)
+    output = ReporterManager(config).run_all(report)
     for path in output.generated_files:
         click.echo(f"wrote {path}", err=True)
     for name, message in output.errors:

@@ -12,14 +12,16 @@ from pydantic import ValidationError
 from tracegrade.cli.common import UsageProblem, friendly_errors
 from tracegrade.cli.file_kinds import KIND_NAMES, document_kind, file_kind
 from tracegrade.errors import FileFormatError
+from tracegrade.models.config import ReporterConfig
 from tracegrade.models.files import read_json_file, validation_problems
 from tracegrade.models.results import EvalReport
-from tracegrade.reporters import ConsoleReporter, HTMLReporter, JSONReporter, JUnitXMLReporter
+from tracegrade.reporters import ConsoleReporter, JUnitXMLReporter
 from tracegrade.reporters.base import FileReporter, write_text_file
+from tracegrade.reporters.manager import FILE_REPORTERS
 
 __all__ = ["command"]
 
-FORMATS = ("console", "html", "junit", "json")
+FORMATS = ("console", *FILE_REPORTERS)
 _KIND = "report"
 # what to do instead with a file that is not a report, by its kind
 _INSTEAD = {
@@ -73,11 +75,10 @@ def _console_reporter(stream: TextIO | None, *, use_color: bool, verbose: bool) 
 
 
 def _file_reporter(fmt: str, suite_name: str) -> FileReporter:
-    if fmt == "html":
-        return HTMLReporter()
-    if fmt == "junit":
-        return JUnitXMLReporter(suite_name=suite_name)
-    return JSONReporter()
+    reporter = FILE_REPORTERS[fmt].build(ReporterConfig())
+    if isinstance(reporter, JUnitXMLReporter):
+        reporter.suite_name = suite_name
+    return reporter
 
 
 @click.command("report")

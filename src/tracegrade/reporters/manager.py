@@ -1,4 +1,9 @@
-"""Runs the reporters a :class:`ReporterConfig` enables; one failing reporter never stops the others."""
+"""Runs the reporters a :class:`ReporterConfig` enables; one failing reporter never stops the others.
+
+``FILE_REPORTERS`` names each file reporter (the names ``--format`` accepts): the file it writes, the
+``ReporterConfig`` switch that enables it, and how it is built from the config. A new file reporter is one
+entry there.
+"""
 
 from __future__ import annotations
 
@@ -16,18 +21,46 @@ from tracegrade.reporters.html import HTMLReporter
 from tracegrade.reporters.json_reporter import JSONReporter
 from tracegrade.reporters.junit import JUnitXMLReporter
 
-__all__ = ["ReporterManager", "ReporterOutput", "report_file_stem"]
+__all__ = ["FILE_REPORTERS", "FileReporterEntry", "ReporterManager", "ReporterOutput", "report_file_stem"]
 
 MAX_STEM_LENGTH = 100
 
 
+def _detail_options(c: ReporterConfig) -> dict[str, bool]:
+    """What the JSON and HTML reports include, from the config."""
+    return {
+        "include_details": c.include_details,
+        "include_trajectory": c.include_trajectory,
+        "include_node_responses": c.include_node_responses,
+        "include_actual_response": c.include_actual_response,
+        "include_tool_call_details": c.include_tool_call_details,
+    }
+
+
+@dataclass(frozen=True)
+class FileReporterEntry:
+    """A file reporter: the suffix of ``<stem><suffix>``, the ``ReporterConfig`` field that enables it, and
+    how it is built from the config."""
+
+    suffix: str
+    switch: str
+    build: Callable[[ReporterConfig], FileReporter]
+
+
+# in the order the manager writes them
+FILE_REPORTERS: dict[str, FileReporterEntry] = {
+    "json": FileReporterEntry(".json", "json_report", lambda c: JSONReporter(**_detail_options(c))),
+    "html": FileReporterEntry(".html", "html", lambda c: HTMLReporter(**_detail_options(c))),
+    "junit": FileReporterEntry("_junit.xml", "junit_xml", lambda c: JUnitXMLReporter()),
+}
+
+
 @dataclass
 class ReporterOutput:
-    """What :meth:`ReporterManager.run_all` produced: file paths, whether it printed, and failures."""
+    """What :meth:`ReporterManager.run_all` produced: the files written (by reporter name, in the order
+    written), whether it printed, and failures."""
 
-    json_path: str | None = None
-    html_path: str | None = None
-    junit_path: str | None = None
+    files: dict[str, str] = field(default_factory=dict)
     console_output: bool = False
     errors: list[tuple[str, str]] = field(default_factory=list)  # (reporter or "directory", message)
 
@@ -37,7 +70,19 @@ class ReporterOutput:
 
     @property
     def generated_files(self) -> list[str]:
-        return [p for p in (self.json_path, self.html_path, self.junit_path) if p is not None]
+        return list(self.files.values())
+
+    @property
+    def json_path(self) -> str | None:
+        return self.files.get("json")
+
+    @property
+    def html_path(self) -> str | None:
+        return self.files.get("html")
+
+    @property
+    def junit_path(self) -> str | None:
+        return self.files.get("junit")
 
 
 def report_file_stem(report: EvalReport, timestamp_files: bool = True) -> str:
@@ -61,22 +106,6 @@ class ReporterManager:
     def __init__(self, config: ReporterConfig | None = None, *, console_stream: TextIO | None = None) -> None:
         self.config = config or ReporterConfig()
         self.console_stream = console_stream
-
-    def _file_reporters(self) -> list[tuple[bool, str, str, Callable[[], FileReporter]]]:
-        """``(enabled, ReporterOutput attribute, file suffix, factory)`` for each file reporter, in order."""
-        c = self.config
-        detail = {
-            "include_details": c.include_details,
-            "include_trajectory": c.include_trajectory,
-            "include_node_responses": c.include_node_responses,
-            "include_actual_response": c.include_actual_response,
-            "include_tool_call_details": c.include_tool_call_details,
-        }
-        return [
-            (c.json_report, "json_path", ".json", lambda: JSONReporter(**detail)),
-            (c.html, "html_path", ".html", lambda: HTMLReporter(**detail)),
-            (c.junit_xml, "junit_path", "_junit.xml", JUnitXMLReporter),
-        ]
 
     def run_all(self, report: EvalReport, output_dir: str | Path | None = None) -> ReporterOutput:
         """Run every enabled reporter; each failure is recorded in ``errors`` and the rest still run."""
@@ -102,12 +131,12 @@ class ReporterManager:
             except Exception as exc:
                 out.errors.append((console.name, _error_message(exc)))
         stem = report_file_stem(report, c.timestamp_files)
-        for enabled, attribute, suffix, factory in self._file_reporters():
-            if not enabled:
+        for name, entry in FILE_REPORTERS.items():
+            if not getattr(c, entry.switch):
                 continue
-            reporter = factory()
+            reporter = entry.build(c)
             try:
-                setattr(out, attribute, reporter.save(report, directory / f"{stem}{suffix}"))
+                out.files[name] = reporter.save(report, directory / f"{stem}{entry.suffix}")
             except Exception as exc:
                 out.errors.append((reporter.name, _error_message(exc)))
         return out
