@@ -12,6 +12,7 @@ from typing import Any
 
 from tracegrade.trajectory.messages import Message, build_messages, normalise_role
 from tracegrade.trajectory.readers import reads
+from tracegrade.trajectory.tool_payloads import attribute_payload, json_attribute
 from tracegrade.trajectory.tree import Role, SpanNode
 from tracegrade.trajectory.values import as_int
 
@@ -136,9 +137,7 @@ def finish_reason(node: SpanNode) -> str | None:
     return value.lower() if isinstance(value, str) and value else None
 
 
-@reads(_PREFIX + "tool_call_args")
-def tool_args(node: SpanNode) -> Any:
-    return node.parsed(_PREFIX + "tool_call_args", expect_json=True)
+tool_args = attribute_payload(_PREFIX + "tool_call_args", json_attribute)
 
 
 @reads(_PREFIX + "tool_response")

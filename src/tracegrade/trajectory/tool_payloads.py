@@ -1,6 +1,9 @@
-"""A convention's tool-span payloads (arguments, result, call id), each read and unwrapped once per span.
+"""Readers of a convention's tool-span payloads (arguments, result, call id): each convention says where
+it keeps them, the readers (declared with ``readers.reads``) are made here.
 
-Payloads may be LangChain shapes (unwrapped by ``langchain``); any other value is taken as it is.
+``ToolPayloads`` reads conventions whose payloads may be LangChain shapes (unwrapped by ``langchain``, each
+read and unwrapped once per span); any other value is taken as it is. ``attribute_payload`` reads a
+payload kept in one attribute of its own.
 """
 
 from __future__ import annotations
@@ -9,11 +12,27 @@ from collections.abc import Callable
 from typing import Any
 
 from tracegrade.trajectory import langchain
+from tracegrade.trajectory.readers import reads
 from tracegrade.trajectory.tree import SpanNode
 
-__all__ = ["ToolPayloads"]
+__all__ = ["ToolPayloads", "attribute_payload", "json_attribute"]
 
 Payload = tuple[Any, str | None]
+Reader = Callable[[SpanNode], Any]
+
+
+def json_attribute(node: SpanNode, key: str) -> Any:
+    """Attribute ``key`` decoded as JSON text (a value that is not JSON is noted as a mapping issue)."""
+    return node.parsed(key, expect_json=True)
+
+
+def attribute_payload(key: str, decode: Callable[[SpanNode, str], Any] = SpanNode.parsed) -> Reader:
+    """The reader of a payload kept in attribute ``key``: ``decode(node, key)``, declared as reading ``key``."""
+
+    def read(node: SpanNode) -> Any:
+        return decode(node, key)
+
+    return reads(key)(read)
 
 
 class _Side:
@@ -44,19 +63,24 @@ class _Side:
 
 
 class ToolPayloads:
-    """Tool input and output attributes of one convention; ``memo_prefix`` names their per-span cache."""
+    """Tool input and output attributes of one convention; ``memo_prefix`` names their per-span cache.
+
+    ``args`` and ``result`` are the convention's readers of the arguments and the result.
+    """
 
     def __init__(self, memo_prefix: str, input_keys: tuple[str, ...], output_keys: tuple[str, ...]) -> None:
         self._input = _Side(f"{memo_prefix}.tool_input", input_keys, langchain.tool_input)
         self._output = _Side(f"{memo_prefix}.tool_output", output_keys, langchain.tool_output)
         self.input_keys = input_keys
         self.output_keys = output_keys
+        self.args: Reader = reads(*input_keys)(self._args)
+        self.result: Reader = reads(*output_keys)(self._result)
 
-    def args(self, node: SpanNode) -> Any:
+    def _args(self, node: SpanNode) -> Any:
         found = self._input.read(node)
         return found[0] if found else None
 
-    def result(self, node: SpanNode) -> Any:
+    def _result(self, node: SpanNode) -> Any:
         found = self._output.read(node)
         return found[0] if found else None
 

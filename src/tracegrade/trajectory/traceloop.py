@@ -132,14 +132,8 @@ def tool_name(node: SpanNode) -> str | None:
     return node.first_text("traceloop.entity.name") or node.name.removesuffix(".tool")
 
 
-@reads(*_TOOL_PAYLOADS.input_keys)
-def tool_args(node: SpanNode) -> Any:
-    return _TOOL_PAYLOADS.args(node)
-
-
-@reads(*_TOOL_PAYLOADS.output_keys)
-def tool_result(node: SpanNode) -> Any:
-    return _TOOL_PAYLOADS.result(node)
+tool_args = _TOOL_PAYLOADS.args
+tool_result = _TOOL_PAYLOADS.result
 
 
 @reads(*_TOOL_PAYLOADS.input_keys, *_TOOL_PAYLOADS.output_keys)
