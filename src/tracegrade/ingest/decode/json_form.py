@@ -9,7 +9,8 @@ their names (``SPAN_KIND_SERVER``); 64-bit integers may be numbers or decimal st
 from __future__ import annotations
 
 import json
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple, TypeVar
 
 from tracegrade.errors import DecodeError
 from tracegrade.ingest.decode.checks import (
@@ -33,6 +34,7 @@ from tracegrade.models.span import LogRecordData, SpanEvent, SpanLink, SpanRecor
 __all__ = ["decode_logs_json", "decode_traces_json", "load_json"]
 
 _MISSING = object()
+Record = TypeVar("Record", SpanRecord, LogRecordData)
 
 
 def load_json(body: bytes | bytearray | memoryview | str) -> Any:
@@ -148,10 +150,16 @@ def _object_at(obj: Any, where: str) -> dict:
     return obj
 
 
-def _scope_blocks(
-    body: Any, signal: _Signal, limits: DecodeLimits, limit: int
-) -> list[tuple[dict[str, Any], str, str, list, str]]:
-    """(resource attributes, scope name, scope version, items, items path) for each scope block.
+class _Scope(NamedTuple):
+    """What the spans or log records of one scope block share."""
+
+    resource: dict[str, Any]  # the resource's attributes
+    name: str
+    version: str
+
+
+def _scope_blocks(body: Any, signal: _Signal, limits: DecodeLimits, limit: int) -> list[tuple[_Scope, list, str]]:
+    """(scope, items, items path) for each scope block.
 
     Malformed structure above the span/record level is a whole-request DecodeError naming its path.
     """
@@ -174,7 +182,7 @@ def _scope_blocks(
                 raise DecodeError(f"{scope_where}.scope name and version must be strings")
             items = _list_at(scope_block, signal.items, signal.items_snake, scope_where)
             total += len(items)
-            walked.append((attributes, name, version, items, f"{scope_where}.{signal.items}"))
+            walked.append((_Scope(attributes, name, version), items, f"{scope_where}.{signal.items}"))
     if total > limit:
         raise DecodeError(
             f"the request holds {total} {signal.noun}, more than the limit of {limit}; send smaller batches"
@@ -188,28 +196,34 @@ def _rejection(item: Any, where: str, bad: Invalid) -> Rejection:
     return Rejection(where, bad.reason, span_id if type(span_id) is str else None)
 
 
+def _decode_items(
+    body: Any, signal: _Signal, limits: DecodeLimits, limit: int, decode: Callable[[Any, _Scope, DecodeLimits], Record]
+) -> tuple[list[Record], list[Rejection]]:
+    """Every span or log record of the request (``decode`` of each), and a Rejection for each refused one."""
+    records: list[Record] = []
+    rejected: list[Rejection] = []
+    for scope, items, items_where in _scope_blocks(body, signal, limits, limit):
+        for index, item in enumerate(items):
+            try:
+                records.append(decode(item, scope, limits))
+            except Invalid as bad:
+                rejected.append(_rejection(item, f"{items_where}[{index}]", bad))
+    return records, rejected
+
+
 @guarded
 def decode_traces_json(body: bytes | str | dict, limits: DecodeLimits = DEFAULT_LIMITS) -> DecodedTraces:
     """Decode an OTLP/JSON ExportTraceServiceRequest (bytes, text, or an already-parsed dict)."""
-    spans: list[SpanRecord] = []
-    rejected: list[Rejection] = []
-    for resource, scope_name, scope_version, items, items_where in _scope_blocks(
-        body, _TRACES, limits, limits.max_spans_per_request
-    ):
-        for index, item in enumerate(items):
-            try:
-                span = _span(item, limits)
-            except Invalid as bad:
-                rejected.append(_rejection(item, f"{items_where}[{index}]", bad))
-                continue
-            span.resource = resource  # shared by the spans of one resource block
-            span.scope_name = scope_name
-            span.scope_version = scope_version
-            spans.append(span)
-    return DecodedTraces(spans, rejected)
+    return DecodedTraces(*_decode_items(body, _TRACES, limits, limits.max_spans_per_request, _span))
 
 
-def _span(item: Any, limits: DecodeLimits) -> SpanRecord:
+@guarded
+def decode_logs_json(body: bytes | str | dict, limits: DecodeLimits = DEFAULT_LIMITS) -> DecodedLogs:
+    """Decode an OTLP/JSON ExportLogsServiceRequest (bytes, text, or an already-parsed dict)."""
+    return DecodedLogs(*_decode_items(body, _LOGS, limits, limits.max_log_records_per_request, _log_record))
+
+
+def _span(item: Any, scope: _Scope, limits: DecodeLimits) -> SpanRecord:
     if type(item) is not dict:
         raise Invalid(f"a span must be an object, got {type_name(item)}")
     trace_id = hex_id(_field(item, "traceId", "trace_id"), "traceId", 16)
@@ -250,6 +264,9 @@ def _span(item: Any, limits: DecodeLimits) -> SpanRecord:
         dropped_attributes_count=_count(item, "droppedAttributesCount", "dropped_attributes_count") + dropped,
         dropped_events_count=_count(item, "droppedEventsCount", "dropped_events_count") + dropped_events,
         dropped_links_count=_count(item, "droppedLinksCount", "dropped_links_count") + dropped_links,
+        resource=scope.resource,  # shared by the spans of one resource block
+        scope_name=scope.name,
+        scope_version=scope.version,
     )
 
 
@@ -333,26 +350,6 @@ def _links(items: Any, limits: DecodeLimits) -> tuple[list[SpanLink], int]:
     return out, dropped
 
 
-@guarded
-def decode_logs_json(body: bytes | str | dict, limits: DecodeLimits = DEFAULT_LIMITS) -> DecodedLogs:
-    """Decode an OTLP/JSON ExportLogsServiceRequest (bytes, text, or an already-parsed dict)."""
-    records: list[LogRecordData] = []
-    rejected: list[Rejection] = []
-    for resource, scope_name, _, items, items_where in _scope_blocks(
-        body, _LOGS, limits, limits.max_log_records_per_request
-    ):
-        for index, item in enumerate(items):
-            try:
-                record = _log_record(item, limits)
-            except Invalid as bad:
-                rejected.append(_rejection(item, f"{items_where}[{index}]", bad))
-                continue
-            record.resource = resource  # shared by the records of one resource block
-            record.scope_name = scope_name
-            records.append(record)
-    return DecodedLogs(records, rejected)
-
-
 def _optional_id(value: Any, field: str, size: int) -> str | None:
     """Ids that may be absent (parent span id, log record ids): empty or all zeros mean absent."""
     if value is None or value == "" or (type(value) is str and not value.strip("0")):
@@ -360,7 +357,7 @@ def _optional_id(value: Any, field: str, size: int) -> str | None:
     return hex_id(value, field, size)
 
 
-def _log_record(item: Any, limits: DecodeLimits) -> LogRecordData:
+def _log_record(item: Any, scope: _Scope, limits: DecodeLimits) -> LogRecordData:
     if type(item) is not dict:
         raise Invalid(f"a log record must be an object, got {type_name(item)}")
     trace_id = _optional_id(_field(item, "traceId", "trace_id"), "traceId", 16)
@@ -387,6 +384,8 @@ def _log_record(item: Any, limits: DecodeLimits) -> LogRecordData:
         observed_time_ns=observed,
         flags=json_int(item.get("flags") or 0, "flags", unsigned=True),
         dropped_attributes_count=_count(item, "droppedAttributesCount", "dropped_attributes_count") + dropped,
+        resource=scope.resource,  # shared by the records of one resource block (log records have no scope version)
+        scope_name=scope.name,
     )
 
 
