@@ -7,7 +7,6 @@ the file: it then says so and suggests sending the file to that server instead.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -85,7 +84,7 @@ def _through_server(store_path: Path, token: str | None, decoded: Decoded, locke
     from tracegrade.cli.remote_import import send_to_server
     from tracegrade.store.access import read_sidecar, server_holding
 
-    token = token or os.environ.get("TRACEGRADE_TOKEN") or None
+    token = token or None  # --token given empty (TRACEGRADE_TOKEN set to nothing) is no token
     server = read_sidecar(store_path)
     if server is None or server_holding(store_path, token) is None:
         raise locked

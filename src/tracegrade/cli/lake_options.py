@@ -10,6 +10,7 @@ import click
 
 from tracegrade.cli.common import UsageProblem
 from tracegrade.cli.store_access import DEFAULT_STORE
+from tracegrade.ingest.settings import ENV_VARS
 
 __all__ = ["checked_lake", "lake_options"]
 
@@ -17,20 +18,23 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def lake_options(func: F) -> F:
-    """``--store`` (a lake location, TRACEGRADE_STORE) and ``--lake-data`` (TRACEGRADE_LAKE_DATA)."""
+    """``--store`` (a lake location) and ``--lake-data``, each also read from the environment variable `serve`
+    reads it from."""
     func = click.option(
         "--lake-data",
         type=click.Path(file_okay=False, path_type=Path),
-        envvar="TRACEGRADE_LAKE_DATA",
-        help="Where the lake's Parquet files are (the path its receivers were given) [env: TRACEGRADE_LAKE_DATA].",
+        envvar=ENV_VARS["lake_data"],
+        show_envvar=True,
+        help="Where the lake's Parquet files are (the path its receivers were given).",
     )(func)
     return click.option(
         "--store",
         "location",
-        envvar="TRACEGRADE_STORE",
+        envvar=ENV_VARS["store"],
+        show_envvar=True,
         default=DEFAULT_STORE,
         show_default=True,
-        help="The lake: ducklake:postgres:<libpq conninfo> [env: TRACEGRADE_STORE].",
+        help="The lake: ducklake:postgres:<libpq conninfo>.",
     )(func)
 
 

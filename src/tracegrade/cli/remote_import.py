@@ -18,6 +18,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from tracegrade.cli.otlp_encode import logs_requests, traces_requests
 from tracegrade.errors import TracegradeError
+from tracegrade.ingest.settings import ENV_VARS
 from tracegrade.models.span import LogRecordData, SpanRecord
 
 __all__ = ["RemoteImportError", "SentCounts", "send_to_server"]
@@ -102,7 +103,7 @@ def _refusal(url: str, code: int, reply: bytes) -> str:
     reason = _status_message(reply)
     if reason is None:  # not a Status body (a proxy's error page, say): show what it is
         reason = reply.decode("utf-8", "replace")[:200]
-    hint = " (pass the server's token with --token or TRACEGRADE_TOKEN)" if code in (401, 403) else ""
+    hint = f" (pass the server's token with --token or {ENV_VARS['token']})" if code in (401, 403) else ""
     return f"the server at {url} refused the import with HTTP {code}: {reason or 'no reason given'}{hint}"
 
 

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import click
 
 from tracegrade.cli.store_location import STORE_LOCATION
+from tracegrade.ingest.settings import ENV_VARS
 from tracegrade.store.access import ReadableStore, open_store_for_read
 from tracegrade.store.journal import journal_directory, unstored_journal_bytes
 from tracegrade.store.lake_location import is_lake_location
@@ -35,7 +36,7 @@ __all__ = [
     "warn_of_unstored_journal",
 ]
 
-DEFAULT_STORE = "tracegrade.duckdb"
+DEFAULT_STORE = "tracegrade.duckdb"  # the read commands' store; `serve` must be told where to write
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -43,23 +44,24 @@ store_option = click.option(
     "--store",
     "store_path",
     type=STORE_LOCATION,
-    envvar="TRACEGRADE_STORE",
+    envvar=ENV_VARS["store"],
+    show_envvar=True,
     default=DEFAULT_STORE,
     show_default=True,
-    help="DuckDB store file [env: TRACEGRADE_STORE]. While `tracegrade serve` holds it, read commands "
-    "query the server instead. Or a lake: ducklake:postgres:<libpq conninfo> (sql, traces, show, export).",
+    help="DuckDB store file. While `tracegrade serve` holds it, read commands query the server instead. "
+    "Or a lake: ducklake:postgres:<libpq conninfo> (sql, traces, show, export).",
 )
 token_option = click.option(
     "--token",
-    envvar="TRACEGRADE_TOKEN",
+    envvar=ENV_VARS["token"],
+    show_envvar=True,
     default=None,
-    help="Bearer token of the running `tracegrade serve`, used when the server holds the store "
-    "[env: TRACEGRADE_TOKEN].",
+    help="Bearer token of the running `tracegrade serve`, used when the server holds the store.",
 )
 
 
 def store_options(func: F) -> F:
-    """``--store`` (TRACEGRADE_STORE, default ./tracegrade.duckdb) and ``--token`` (TRACEGRADE_TOKEN)."""
+    """``--store`` and ``--token``, each also read from the environment variable `serve` reads it from."""
     return store_option(token_option(func))
 
 

@@ -9,6 +9,7 @@ import click
 
 from tracegrade.cli.common import UsageProblem, friendly_errors
 from tracegrade.cli.store_access import store_option
+from tracegrade.ingest.settings import ServeSettings
 
 __all__ = ["command"]
 
@@ -22,7 +23,9 @@ def _loopback(host: str) -> bool:
 
 @click.command("ui")
 @store_option
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--host", default=ServeSettings.model_fields["host"].default, show_default=True, help="Address to listen on."
+)
 @click.option("--port", default=8321, show_default=True, type=click.IntRange(0, 65535), help="HTTP port.")
 @friendly_errors
 def command(store_path: Path, host: str, port: int) -> None:
