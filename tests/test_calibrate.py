@@ -14,9 +14,11 @@ import pytest
 from click.testing import CliRunner
 from scipy import stats
 
+from tests.support import pg_cluster
 from tests.support.grading_traces import AgentRun, fill_store
 from tests.support.judges_setup import JUDGE_MODEL, fresh_server, scripted_server  # noqa: F401
 from tests.support.llm_server import LLMServer, ReceivedRequest, Reply
+from tests.support.store_kinds import STORE_KINDS, location, open_store
 from tracegrade.cli.main import cli
 from tracegrade.evaluation.calibration import CalibrationError, agreement, load_calibrations
 from tracegrade.models.config import EvalConfig
@@ -28,6 +30,8 @@ ITEM = re.compile(r"item-(\d\d)")
 HUMAN_PASS = range(12)  # items 00-11 are labelled pass, 12-19 fail
 WRONG = {3: 0.0, 15: 1.0}  # the judge disagrees with the humans on two items of twenty: 90% agreement
 SPLIT_ITEM = 5  # its three samples score 1, 1, 0: mean 0.667, still a pass at threshold 0.5
+
+pg_server = pg_cluster.pg_server  # the session's PostgreSQL (a fixture), for the lake
 
 
 def judge_responder(counts: dict[int, int]):
@@ -253,13 +257,15 @@ def test_a_store_held_by_serve_keeps_the_file_and_says_the_store_did_not_get_the
     assert [e["criterion"] for e in load_calibrations(tmp_path / "calibration.json")] == ["safety_v1"]
 
 
-def test_labels_can_name_stored_traces(tmp_path, server):
-    store_path = tmp_path / "store.duckdb"
+@STORE_KINDS
+def test_labels_can_name_stored_traces(tmp_path, server, store_kind, request):
     runs = [
         AgentRun(1, "q1", "answer for item-01", case_id="c1", run_id="r1"),
         AgentRun(2, "q2", "answer for item-13", start_offset_s=5),
     ]
-    fill_store(store_path, runs).close()
+    store = fill_store(open_store(store_kind, tmp_path, request), runs)
+    store.close()
+    store_path = location(store)
     labels = tmp_path / "stored.jsonl"
     labels.write_text(
         json.dumps({"case_id": "c1", "label": "pass"})
@@ -268,7 +274,7 @@ def test_labels_can_name_stored_traces(tmp_path, server):
         + "\n"
     )
     server.responder = judge_responder({})
-    result = calibrate(tmp_path, write_config(tmp_path, server), labels, "--store", str(store_path))
+    result = calibrate(tmp_path, write_config(tmp_path, server), labels, "--store", store_path)
     assert result.exit_code == 0, result.output
     (entry,) = json.loads(result.stdout)
     assert [(r["id"], r["human"], r["judge"]) for r in entry["results"]] == [("c1", 1.0, 1.0), ("line 2", 0.0, 0.0)]

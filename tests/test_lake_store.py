@@ -235,7 +235,7 @@ def test_serve_on_a_lake_survives_sigkill_with_every_acknowledged_span_visible_o
         assert reader.stale_trajectories() == []
 
 
-def test_read_commands_open_a_lake_and_the_others_refuse_it(lake: tuple[str, Path], tmp_path: Path) -> None:
+def test_read_commands_open_a_lake_and_writing_ones_need_its_data_path(lake: tuple[str, Path], tmp_path: Path) -> None:
     from click.testing import CliRunner
 
     from tracegrade.cli.main import cli
@@ -257,7 +257,8 @@ def test_read_commands_open_a_lake_and_the_others_refuse_it(lake: tuple[str, Pat
     import pyarrow.parquet as pq
 
     assert pq.read_table(tmp_path / "out" / "spans.parquet").num_rows == 6
-    refused = runner.invoke(cli, ["import", "--store", location, str(tmp_path / "out" / "spans.parquet")])
+    otlp = Path(__file__).parent / "data" / "otlp" / "langgraph_openinference_langchain.otlp.json"
+    refused = runner.invoke(cli, ["import", "--store", location, str(otlp)])
     assert refused.exit_code == 2
-    assert "cannot use a lake store yet" in refused.output
+    assert "importing in a lake needs its data path: add --lake-data PATH" in refused.output
     assert not list(Path.cwd().glob("ducklake:*"))

@@ -1,6 +1,7 @@
-"""Recording a run writes each table's rows as one Arrow table (``TraceStore.write_rows``): the rows stored
-are value for value the report's, for a run larger than any chunk, and ``write_rows`` keeps the store's
-transaction rules (replace or refuse duplicates whole, durable on return without a WAL, refused read-only)."""
+"""Recording a run writes each table's rows as one Arrow table (``TraceStore.write_records``): the rows stored
+are value for value the report's, for a run larger than any chunk, and ``write_records`` keeps the store's
+transaction rules (rows replaced by key, a case's results as a whole, all or nothing, durable on return
+without a WAL, refused read-only)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,9 @@ import pytest
 
 from tests.support.large_reports import large_report
 from tracegrade.errors import StoreError
-from tracegrade.evaluation.run_records import _ROW_SCHEMAS, ensure_eval_tables, load_run, record_report
+from tracegrade.evaluation.run_records import _ROW_SCHEMAS, _rows, load_run, record_report
 from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport, TokenUsage
 from tracegrade.store import TraceStore
-
-KV_DDL = "CREATE TABLE IF NOT EXISTS kv (k VARCHAR PRIMARY KEY, v BIGINT)"
 
 
 @pytest.fixture
@@ -108,7 +107,6 @@ def _stored_rows(store: TraceStore, run_id: str) -> tuple[list[tuple], list[tupl
 
 
 def test_each_row_schema_has_the_columns_of_its_table(store: TraceStore) -> None:
-    ensure_eval_tables(store)
     for table, schema in _ROW_SCHEMAS.items():
         columns = store.query(
             "SELECT column_name FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
@@ -154,36 +152,58 @@ def test_recording_again_replaces_every_row(store: TraceStore) -> None:
     assert store.query("SELECT count(*) FROM eval_runs").rows == [(1,)]
 
 
-def test_write_rows_replaces_by_key_or_refuses_the_whole_table(store: TraceStore) -> None:
-    store.execute_write(KV_DDL)
-    store.write_rows("kv", pa.table({"k": ["a", "b"], "v": [1, 2]}))
-    store.write_rows("kv", pa.table({"v": [20, 3], "k": ["b", "c"]}))  # columns by name, not position
-    assert store.query("SELECT k, v FROM kv ORDER BY k").rows == [("a", 1), ("b", 20), ("c", 3)]
-    with pytest.raises(StoreError, match="writing kv rows"):
-        store.write_rows("kv", pa.table({"k": ["d", "a"], "v": [4, 5]}), replace=False)
-    assert store.query("SELECT k, v FROM kv ORDER BY k").rows == [("a", 1), ("b", 20), ("c", 3)]
-    store.write_rows("kv", pa.table({"k": pa.array([], pa.string()), "v": pa.array([], pa.int64())}))
-    assert store.query("SELECT count(*) FROM kv").rows == [(3,)]
+def _case(run_id: str, eval_id: str, criteria: dict[str, float]) -> dict[str, pa.Table]:
+    """The rows of one case with a result per criterion (a score each), as ``write_records`` takes them."""
+    results = [
+        [run_id, eval_id, None, name, score, True, 0.5, False, None, None, "{}", 0, 0, 0.0]
+        for name, score in criteria.items()
+    ]
+    case = [run_id, eval_id, eval_id, None, "[]", True, None, 1.0, 0.1, "ok", "[]", "[]"]
+    return {"eval_results": _rows("eval_results", results), "eval_case_results": _rows("eval_case_results", [case])}
 
 
-def test_write_rows_is_durable_on_return_without_a_wal(tmp_path: Path) -> None:
+def _scores(store: TraceStore) -> list[tuple]:
+    return store.query("SELECT run_id, eval_id, criterion, score FROM eval_results ORDER BY ALL").rows
+
+
+def test_write_records_replaces_rows_by_key_and_a_case_results_whole(store: TraceStore) -> None:
+    store.write_records(_case("r", "a", {"x": 0.1, "y": 0.2}))
+    store.write_records(_case("r", "b", {"x": 0.3}))
+    store.write_records(_case("r", "a", {"y": 0.9}))  # graded again, with one criterion fewer
+    assert _scores(store) == [("r", "a", "y", 0.9), ("r", "b", "x", 0.3)]
+    assert store.query("SELECT count(*) FROM eval_case_results").rows == [(2,)]
+    store.write_records({name: rows.slice(0, 0) for name, rows in _case("r", "c", {"x": 1.0}).items()})
+    assert _scores(store) == [("r", "a", "y", 0.9), ("r", "b", "x", 0.3)]
+
+
+def test_write_records_is_all_or_nothing(store: TraceStore) -> None:
+    store.write_records(_case("r", "a", {"x": 0.1}))
+    broken = _case("r", "a", {"x": 0.7})
+    broken["eval_case_results"] = broken["eval_case_results"].set_column(
+        1, "eval_id", pa.array([None], pa.string())
+    )  # a NULL in the key: refused, and the results written before it in the same call with it
+    with pytest.raises(StoreError, match="recording grading results"):
+        store.write_records(broken)
+    assert _scores(store) == [("r", "a", "x", 0.1)]
+
+
+def test_write_records_is_durable_on_return_without_a_wal(tmp_path: Path) -> None:
     path = tmp_path / "nowal.duckdb"
     script = (
-        "import os, pyarrow as pa\n"
+        "import os\n"
+        "from tests.test_run_recording_batch import _case\n"
         "from tracegrade.store import TraceStore\n"
         f"store = TraceStore({str(path)!r}, wal=False)\n"
-        f"store.execute_write({KV_DDL!r})\n"
-        "store.write_rows('kv', pa.table({'k': ['a', 'b'], 'v': [1, 2]}))\n"
-        "os._exit(0)  # no close: only what write_rows made durable survives\n"
+        "store.write_records(_case('r', 'a', {'x': 0.5}))\n"
+        "os._exit(0)  # no close: only what write_records made durable survives\n"
     )
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120, cwd=Path(__file__).parents[1])
     with TraceStore(path, wal=False) as reopened:
-        assert reopened.query("SELECT k, v FROM kv ORDER BY k").rows == [("a", 1), ("b", 2)]
+        assert _scores(reopened) == [("r", "a", "x", 0.5)]
 
 
-def test_write_rows_is_refused_on_a_read_only_store(tmp_path: Path) -> None:
+def test_write_records_is_refused_on_a_read_only_store(tmp_path: Path) -> None:
     path = tmp_path / "store.duckdb"
-    with TraceStore(path) as store:
-        store.execute_write(KV_DDL)
+    TraceStore(path).close()
     with TraceStore(path, read_only=True) as reader, pytest.raises(StoreError, match="read-only"):
-        reader.write_rows("kv", pa.table({"k": ["a"], "v": [1]}))
+        reader.write_records(_case("r", "a", {"x": 0.5}))

@@ -1,4 +1,5 @@
-"""The online grading worker in-process: which traces become jobs, grading and recording them, retries."""
+"""The online grading worker in-process: which traces become jobs, grading and recording them, retries;
+on a DuckDB file store and on a lake (whose job queue is in its catalog's PostgreSQL database)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import pg_cluster
 from tests.support.grading_traces import AgentRun, fill_store
+from tests.support.store_kinds import open_store, set_job_columns
 from tracegrade.evaluation.selection import in_sample
 from tracegrade.evaluation.timewindow import utc_now
 from tracegrade.evaluation.worker import GradingWorker, WorkerRules
 
 KEYWORDS = {"contains_keywords": {"keywords": ["refund"]}}
+pg_server = pg_cluster.pg_server  # the session's PostgreSQL (a fixture), for the lake
 
 
 def rules(**overrides: object) -> WorkerRules:
@@ -22,8 +26,8 @@ def rules(**overrides: object) -> WorkerRules:
     return WorkerRules.model_validate({"rules": [rule], **overrides})
 
 
-@pytest.fixture
-def store(tmp_path: Path):
+@pytest.fixture(params=["file", "lake"])
+def store(request: pytest.FixtureRequest, tmp_path: Path):
     runs = [
         AgentRun(
             n,
@@ -35,7 +39,7 @@ def store(tmp_path: Path):
         )
         for n in range(1, 11)
     ]
-    with fill_store(tmp_path / "store.duckdb", runs) as opened:
+    with fill_store(open_store(request.param, tmp_path, request), runs) as opened:
         yield opened
 
 
@@ -95,7 +99,7 @@ def test_a_job_whose_lease_expired_too_often_fails(store) -> None:
     worker.enqueue()
     (job,) = worker.claim()
     past = utc_now() - timedelta(seconds=1)
-    store.execute_write("UPDATE grading_jobs SET lease_expires = ? WHERE job_id = ?", [past, job[0]])
+    set_job_columns(store, job[0], lease_expires=past)
     survivor = GradingWorker(store, rules(max_attempts=1, batch_size=1), worker_id="next")
     assert survivor.claim()[0][0] != job[0]
     status, error = store.query("SELECT status, error FROM grading_jobs WHERE job_id = ?", [job[0]]).rows[0]

@@ -7,8 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import yaml
-
+from tests.support.grading_slow_criterion import write_slow_rules
 from tests.support.grading_traces import AgentRun, fill_store
 from tests.support.waiting import wait_until
 from tracegrade.evaluation.timewindow import utc_now
@@ -16,27 +15,6 @@ from tracegrade.store import TraceStore
 
 REPO = Path(__file__).resolve().parent.parent
 LAUNCH = "from tracegrade.cli.main import main; main()"
-
-
-def write_rules(path: Path, markers: Path, seconds: float) -> Path:
-    rules = {
-        "lease_seconds": 2,
-        "poll_seconds": 0.2,
-        "batch_size": 10,
-        "plugins": ["tests.support.grading_slow_criterion"],
-        "rules": [
-            {
-                "name": "answered",
-                "settle_seconds": 0,
-                "criteria": {"contains_keywords": {"keywords": ["refund"]}},
-                "extra_criteria": [
-                    {"name": "slow_answered", "config": {"metadata": {"seconds": seconds, "marker_dir": str(markers)}}}
-                ],
-            }
-        ],
-    }
-    path.write_text(yaml.safe_dump(rules), encoding="utf-8")
-    return path
 
 
 def start_worker(rules: Path, store: Path, *extra: str) -> subprocess.Popen[bytes]:
@@ -52,7 +30,7 @@ def test_killed_worker_job_is_finished_by_the_next_worker_without_duplicates(tmp
     markers.mkdir()
 
     # worker 1 takes every job and is killed while its first job is being graded (the criterion is slow)
-    first = start_worker(write_rules(tmp_path / "rules.yaml", markers, seconds=60), store_path)
+    first = start_worker(write_slow_rules(tmp_path / "rules.yaml", markers, seconds=60), store_path)
     try:
         wait_until(lambda: any(markers.iterdir()) or first.poll() is not None, "the first job to start", 120)
         assert first.poll() is None, first.stdout.read().decode()  # type: ignore[union-attr]
@@ -69,7 +47,7 @@ def test_killed_worker_job_is_finished_by_the_next_worker_without_duplicates(tmp
     wait_until(lambda: utc_now() > lease_expires, "the lease to expire")
 
     # worker 2 (quick now) takes the expired leases over and finishes every job
-    second = start_worker(write_rules(tmp_path / "rules.yaml", markers, seconds=0), store_path, "--once")
+    second = start_worker(write_slow_rules(tmp_path / "rules.yaml", markers, seconds=0), store_path, "--once")
     output = second.communicate(timeout=120)[0].decode()
     assert second.returncode == 0, output
 

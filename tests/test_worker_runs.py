@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from tests.support import pg_cluster
 from tests.support.grading_traces import AgentRun, fill_store
+from tests.support.store_kinds import location, open_store, set_job_columns
 from tracegrade.cli.main import cli
 from tracegrade.evaluation.run_records import list_runs, load_run
 from tracegrade.evaluation.worker import GradingWorker, WorkerRules
 
 KEYWORDS = {"contains_keywords": {"keywords": ["refund"]}}
+pg_server = pg_cluster.pg_server  # the session's PostgreSQL (a fixture), for the lake
 
 
 def rules(*names: str, **settings: object) -> WorkerRules:
@@ -24,15 +28,15 @@ def rules(*names: str, **settings: object) -> WorkerRules:
     return WorkerRules.model_validate({"rules": rule_list, **settings})
 
 
-@pytest.fixture
-def store(tmp_path: Path):
+@pytest.fixture(params=["file", "lake"])
+def store(request: pytest.FixtureRequest, tmp_path: Path):
     runs = [
         AgentRun(
             n, f"q{n}", "refund sent" if n % 2 else "no", [("lookup", {"n": n})], service="billing", start_offset_s=n
         )
         for n in range(1, 9)
     ]
-    with fill_store(tmp_path / "store.duckdb", runs) as opened:
+    with fill_store(open_store(request.param, tmp_path, request), runs) as opened:
         yield opened
 
 
@@ -64,10 +68,11 @@ def test_jobs_enqueued_in_another_window_go_to_another_run(store) -> None:
     worker = GradingWorker(store, rules("billing", run_window_minutes=10), worker_id="w1")
     worker.enqueue()
     # three jobs were enqueued an hour earlier (the test moves their enqueue time back)
-    store.execute_write(
-        "UPDATE grading_jobs SET created_at = created_at - INTERVAL 1 HOUR WHERE trace_id IN (?, ?, ?)",
-        [f"{1:032x}", f"{2:032x}", f"{3:032x}"],
-    )
+    earlier = store.query(
+        "SELECT job_id, created_at FROM grading_jobs WHERE trace_id IN (?, ?, ?)", [f"{n:032x}" for n in (1, 2, 3)]
+    ).rows
+    for job_id, created_at in earlier:
+        set_job_columns(store, job_id, created_at=created_at - timedelta(hours=1))
     asyncio.run(worker.run_once())
     sizes = sorted((r.total_cases, r.run_id) for r in list_runs(store))
     assert [n for n, _ in sizes] == [3, 5]
@@ -96,7 +101,7 @@ def test_tracegrade_runs_lists_a_row_per_window_and_diff_reads_it(store, tmp_pat
     worker.enqueue()
     asyncio.run(worker.run_once())
     store.close()
-    path = str(tmp_path / "store.duckdb")
+    path = location(store)
     listed = CliRunner().invoke(cli, ["runs", "--store", path, "--format", "json"], catch_exceptions=False)
     assert listed.exit_code == 0
     (row,) = json.loads(listed.stdout)

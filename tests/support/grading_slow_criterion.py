@@ -1,11 +1,14 @@
 """A user criterion registered by a plugin module (``plugins:`` in rules.yaml): it checks that the agent
 answered, and takes its time doing so (``metadata.seconds``), leaving a ``<trace>.started`` file in
-``metadata.marker_dir`` when it begins so a test can tell that a grading job is in flight."""
+``metadata.marker_dir`` when it begins so a test can tell that a grading job is in flight.
+``write_slow_rules`` writes a worker's rules file that grades with it."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
+
+import yaml
 
 from tracegrade.criteria.base import SyncCriterion
 from tracegrade.criteria.registry import register_criterion
@@ -27,3 +30,27 @@ class SlowAnsweredCriterion(SyncCriterion):
             (Path(marker_dir) / f"{trace}.started").touch()
         time.sleep(float(self.config.metadata.get("seconds", 0)))
         return self._result(1.0 if actual.actual_response.strip() else 0.0)
+
+
+def write_slow_rules(
+    path: Path, markers: Path, seconds: float, *, lease_seconds: float = 2, batch_size: int = 10
+) -> Path:
+    """Rules for one rule ``answered``: contains_keywords "refund" and this criterion, ``seconds`` slow."""
+    rules = {
+        "lease_seconds": lease_seconds,
+        "poll_seconds": 0.2,
+        "batch_size": batch_size,
+        "plugins": [__name__],
+        "rules": [
+            {
+                "name": "answered",
+                "settle_seconds": 0,
+                "criteria": {"contains_keywords": {"keywords": ["refund"]}},
+                "extra_criteria": [
+                    {"name": "slow_answered", "config": {"metadata": {"seconds": seconds, "marker_dir": str(markers)}}}
+                ],
+            }
+        ],
+    }
+    path.write_text(yaml.safe_dump(rules), encoding="utf-8")
+    return path

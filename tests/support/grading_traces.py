@@ -114,9 +114,10 @@ def run_spans(run: AgentRun) -> list[SpanRecord]:
     return spans
 
 
-def fill_store(path: Path, runs: list[AgentRun]) -> TraceStore:
-    """A read-write store at ``path`` holding ``runs`` with their trajectories built (caller closes it)."""
-    store = TraceStore(path)
+def fill_store(path: Path | TraceStore, runs: list[AgentRun]) -> TraceStore:
+    """A read-write store at ``path`` (or that store, a lake for instance) holding ``runs`` with their
+    trajectories built (caller closes it)."""
+    store = path if isinstance(path, TraceStore) else TraceStore(path)
     spans = [s for run in runs for s in run_spans(run)]
     result = store.write(spans)
     store.rebuild_trajectories(sorted(result.trace_ids))

@@ -31,7 +31,7 @@ import click
 from click.core import ParameterSource
 
 from tracegrade.cli.common import UsageProblem, friendly_errors
-from tracegrade.cli.store_access import store_options
+from tracegrade.cli.store_access import lake_data_option, store_options
 from tracegrade.errors import FileFormatError
 from tracegrade.evaluation.calibration import (
     LabelledItem,
@@ -67,6 +67,7 @@ _LABELS = {"pass": 1.0, "fail": 0.0, "true": 1.0, "false": 0.0, "1": 1.0, "0": 0
 
 @click.command("calibrate")
 @store_options
+@lake_data_option
 @click.option("--labels", "labels_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--criterion", "only", multiple=True, help="Calibrate only this slot or criterion (repeatable).")
@@ -77,6 +78,7 @@ _LABELS = {"pass": 1.0, "fail": 0.0, "true": 1.0, "false": 0.0, "1": 1.0, "0": 0
 def command(
     store_path: Path,
     token: str | None,
+    lake_data: Path | None,
     labels_path: Path,
     config_path: Path,
     only: tuple[str, ...],
@@ -97,7 +99,7 @@ def command(
     click.echo(json.dumps(entries, indent=2, default=str) if fmt == "json" else _text(entries), nl=fmt == "json")
     click.echo(f"wrote {written}", err=True)
     if click.get_current_context().get_parameter_source("store_path") is not ParameterSource.DEFAULT:
-        _record_in_store(store_path, token, entries, written)
+        _record_in_store(store_path, token, lake_data, entries, written)
     if out_path is not None and out_path != calibration_path(config):
         click.echo(f"note: runs of this config look in {calibration_path(config)} (set calibration_file)", err=True)
     checked = config.model_copy(update={"calibration_file": str(out), "calibration": "warn"})
@@ -109,13 +111,15 @@ def command(
         sys.exit(1)
 
 
-def _record_in_store(store_path: Path, token: str | None, entries: list[dict[str, Any]], written: Path) -> None:
+def _record_in_store(
+    store_path: Path, token: str | None, lake_data: Path | None, entries: list[dict[str, Any]], written: Path
+) -> None:
     """Also keep the calibrations in the store's ``calibrations`` table (a store given with --store or
-    TRACEGRADE_STORE)."""
+    TRACEGRADE_STORE; a lake needs its data path)."""
     from tracegrade.cli.grading_store import open_grading_store
     from tracegrade.evaluation.calibration_records import record_calibrations
 
-    with open_grading_store(store_path, token) as store:
+    with open_grading_store(store_path, token, lake_data=lake_data) as store:
         if store.sink is None:
             click.echo(
                 f"warning: the calibrations are in {written} but not in {store_path}: `tracegrade serve` holds the "

@@ -10,7 +10,7 @@ import click
 from tracegrade.cli.common import UsageProblem, friendly_errors
 from tracegrade.cli.grading_store import open_grading_store
 from tracegrade.cli.progress import ProgressBar
-from tracegrade.cli.store_access import store_options
+from tracegrade.cli.store_access import lake_data_option, store_options
 from tracegrade.errors import StoreError
 from tracegrade.evaluation.calibration import enforce_calibration
 from tracegrade.evaluation.engine import compile_criteria
@@ -37,6 +37,7 @@ def _formats(value: str) -> list[str]:
 
 @click.command("grade")
 @store_options
+@lake_data_option
 @click.option("--evalset", "evalset_path", type=click.Path(dir_okay=False, path_type=Path), help="Eval set to grade.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), help="EvalConfig file.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("eval_reports"))
@@ -62,8 +63,9 @@ def _formats(value: str) -> list[str]:
 )
 @friendly_errors
 def command(
-    store_path: Path,
+    store_path: Path | str,
     token: str | None,
+    lake_data: Path | None,
     evalset_path: Path | None,
     config_path: Path | None,
     out_dir: Path,
@@ -101,7 +103,7 @@ def command(
     except ValueError as exc:
         raise UsageProblem(str(exc)) from None
 
-    with open_grading_store(store_path, token, writable=record) as store:
+    with open_grading_store(store_path, token, writable=record, lake_data=lake_data) as store:
         if reference_free:
             _check_predicate(store.reader, selection)
         with ProgressBar("grading", unit="cases") as bar:

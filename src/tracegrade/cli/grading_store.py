@@ -2,7 +2,8 @@
 
 With no server running, the file is opened read-write and serves both. While ``tracegrade serve``
 holds the file, reads go through its query endpoint and runs are recorded through its ``/v1/runs``
-endpoint (the server is the file's single writer).
+endpoint (the server is the file's single writer). A lake has no single holder: it is opened directly,
+read-write (with its data path) when a run is to be recorded, read-only otherwise.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracegrade.cli.store_access import warn_of_unstored_journal
+from tracegrade.cli.store_access import open_writable_store, warn_of_unstored_journal
 from tracegrade.errors import StoreError, StoreLockedError
 from tracegrade.evaluation.run_records import RunSink, record_report
 from tracegrade.models.results import EvalReport
+from tracegrade.store.lake_location import is_lake_location
 
 __all__ = ["GradingStore", "open_grading_store"]
 
@@ -62,10 +64,22 @@ class GradingStore:
 
 
 @contextmanager
-def open_grading_store(path: Path, token: str | None, writable: bool = True) -> Iterator[GradingStore]:
-    """Open ``path`` for grading; errors (missing, corrupt, locked with no server) are StoreErrors."""
+def open_grading_store(
+    path: Path | str, token: str | None, writable: bool = True, lake_data: Path | None = None
+) -> Iterator[GradingStore]:
+    """Open ``path`` (a file or a lake location) for grading; errors (missing, corrupt, locked with no
+    server) are StoreErrors. ``lake_data`` is a lake's data path, which recording in a lake needs."""
     from tracegrade.store import RemoteStore, TraceStore, open_store_for_read
 
+    if is_lake_location(path):
+        sink = open_writable_store(path, lake_data, "recording the run") if writable else None
+        lake = sink or open_store_for_read(path)
+        try:
+            yield GradingStore(lake, sink)
+        finally:
+            lake.close()
+        return
+    path = Path(path)
     if not path.exists():
         raise StoreError(
             f"store not found: {path} (create one with `tracegrade serve --store {path}` or `tracegrade import`)"

@@ -1,8 +1,8 @@
 """`tracegrade import FILE…`: load OTLP files into the store and build their trajectories.
 
 Formats (recognised by content): OTLP/JSON requests, JSON lines as the Collector's file exporter writes
-them, and protobuf. Import opens the store read-write, so it cannot run while `tracegrade serve` holds
-the file: it then says so and suggests sending the file to that server instead.
+them, and protobuf. Import opens the store read-write; while `tracegrade serve` holds the file it sends
+the records through that server instead. A lake (with --lake-data) is written directly, receivers or not.
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ import click
 
 from tracegrade.cli.common import friendly_errors
 from tracegrade.cli.progress import ProgressBar, track
-from tracegrade.cli.store_access import store_options
+from tracegrade.cli.store_access import lake_data_option, open_writable_store, store_options
 from tracegrade.errors import StoreLockedError
+from tracegrade.store.lake_location import redacted
 
 if TYPE_CHECKING:
     from tracegrade.ingest.decode.results import DecodedLogs, DecodedTraces, Rejection
-    from tracegrade.store.trace_store import TraceStore
+    from tracegrade.store.backend import StoreBackend
 
 __all__ = ["command"]
 
@@ -30,8 +31,9 @@ Decoded = list[tuple[Path, "DecodedTraces", "DecodedLogs"]]
 @click.command("import")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @store_options
+@lake_data_option
 @friendly_errors
-def command(files: tuple[Path, ...], store_path: Path, token: str | None) -> None:
+def command(files: tuple[Path, ...], store_path: Path | str, token: str | None, lake_data: Path | None) -> None:
     """Import OTLP files (JSON, JSON lines, protobuf) into the store and map their trajectories.
 
     Prints, per file, the spans and log records imported, duplicates skipped (already stored), and
@@ -40,28 +42,32 @@ def command(files: tuple[Path, ...], store_path: Path, token: str | None) -> Non
     was rejected.
     """
     from tracegrade.ingest.decode import read_otlp_file
-    from tracegrade.store.trace_store import TraceStore
 
     # Decode everything before writing anything.
     decoded = [(path, *read_otlp_file(path)) for path in track(files, "decoding", unit="files")]
-    store_path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        store = TraceStore(store_path)
+        store = open_writable_store(store_path, lake_data, "importing")
     except StoreLockedError as locked:
-        rejected_total = _through_server(store_path, token, decoded, locked)
+        rejected_total = _through_server(Path(store_path), token, decoded, locked)  # only a file has one holder
     else:
-        with store:
-            rejected_total = _into_file(store, store_path, decoded)
+        try:
+            rejected_total = _into_store(store, store_path, decoded)
+        finally:
+            store.close()
     if rejected_total:
         raise SystemExit(1)
 
 
-def _into_file(store: TraceStore, store_path: Path, decoded: Decoded) -> int:
+def _into_store(store: StoreBackend, store_path: Path | str, decoded: Decoded) -> int:
     """Write every file into the open store and map the traces they touched; the number of rejected records."""
+    from tracegrade.store.prepared import prepare_write
+    from tracegrade.store.rebuilder import rebuild_traces
+    from tracegrade.store.tenancy import DEFAULT_TENANT
+
     rejected_total = 0
     touched: set[str] = set()
     for path, traces, logs in decoded:
-        result = store.write(traces.spans, logs.records)
+        result = store.write_batch([prepare_write(traces.spans, logs.records)]).results[0]
         touched |= result.trace_ids
         rejections = [*traces.rejected, *logs.rejected]
         rejected_total += len(rejections)
@@ -71,8 +77,8 @@ def _into_file(store: TraceStore, store_path: Path, decoded: Decoded) -> int:
         )
         _show_rejections(rejections)
     with ProgressBar(f"mapping {len(touched):,} traces"):
-        mapped = store.rebuild_trajectories(sorted(touched))
-    click.echo(f"{mapped} trace{'s' if mapped != 1 else ''} mapped into {store_path}")
+        mapped = rebuild_traces(store, [(DEFAULT_TENANT, trace_id) for trace_id in sorted(touched)])
+    click.echo(f"{mapped} trace{'s' if mapped != 1 else ''} mapped into {redacted(store_path)}")
     return rejected_total
 
 

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from tracegrade.cli.common import UsageProblem
-from tracegrade.cli.store_access import DEFAULT_STORE
+from tracegrade.cli.store_access import DEFAULT_STORE, lake_data_option
 from tracegrade.ingest.settings import ENV_VARS
 
 __all__ = ["checked_lake", "lake_options"]
@@ -20,13 +20,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 def lake_options(func: F) -> F:
     """``--store`` (a lake location) and ``--lake-data``, each also read from the environment variable `serve`
     reads it from."""
-    func = click.option(
-        "--lake-data",
-        type=click.Path(file_okay=False, path_type=Path),
-        envvar=ENV_VARS["lake_data"],
-        show_envvar=True,
-        help="Where the lake's Parquet files are (the path its receivers were given).",
-    )(func)
+    func = lake_data_option(func)
     return click.option(
         "--store",
         "location",

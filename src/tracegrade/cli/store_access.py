@@ -9,10 +9,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from tracegrade.cli.common import UsageProblem
 from tracegrade.cli.store_location import STORE_LOCATION
 from tracegrade.ingest.settings import ENV_VARS
 from tracegrade.store.access import ReadableStore, open_store_for_read
@@ -21,11 +22,16 @@ from tracegrade.store.lake_location import is_lake_location
 from tracegrade.store.results import QueryResult
 from tracegrade.store.trace_store import TraceStore
 
+if TYPE_CHECKING:
+    from tracegrade.store.backend import StoreBackend
+
 __all__ = [
     "DEFAULT_STORE",
     "clip",
     "display",
     "emit",
+    "lake_data_option",
+    "open_writable_store",
     "reading_store",
     "render_csv",
     "render_json",
@@ -49,7 +55,14 @@ store_option = click.option(
     default=DEFAULT_STORE,
     show_default=True,
     help="DuckDB store file. While `tracegrade serve` holds it, read commands query the server instead. "
-    "Or a lake: ducklake:postgres:<libpq conninfo> (sql, traces, show, export).",
+    "Or a lake: ducklake:postgres:<libpq conninfo>.",
+)
+lake_data_option = click.option(
+    "--lake-data",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar=ENV_VARS["lake_data"],
+    show_envvar=True,
+    help="Where a lake's Parquet files are: the path its receivers were given (writing to a lake needs it).",
 )
 token_option = click.option(
     "--token",
@@ -58,6 +71,19 @@ token_option = click.option(
     default=None,
     help="Bearer token of the running `tracegrade serve`, used when the server holds the store.",
 )
+
+
+def open_writable_store(location: Path | str, lake_data: Path | None, doing: str) -> StoreBackend:
+    """The store opened read-write: the DuckDB file (StoreLockedError while a server holds it), or the
+    lake, which needs its data path; ``doing`` says what for, in the error when that is missing."""
+    from tracegrade.store.backend import open_store
+
+    if is_lake_location(location) and lake_data is None:
+        raise UsageProblem(
+            f"{doing} in a lake needs its data path: add --lake-data PATH (the path its receivers were given), "
+            "or set TRACEGRADE_LAKE_DATA"
+        )
+    return open_store(location, data_path=lake_data)
 
 
 def store_options(func: F) -> F:

@@ -1,8 +1,8 @@
 """The ``--store`` parameter type: a DuckDB file (a Path) or a DuckLake location (kept as the string given).
 
 A lake location is a libpq conninfo after ``ducklake:postgres:``; as a Path it would lose the ``//`` of a
-``postgresql://`` URI, so it is never turned into one. Commands that cannot use a lake yet refuse one here,
-before they would create a DuckDB file named after it.
+``postgresql://`` URI, so it is never turned into one. A malformed one is refused here, before a command
+would create a DuckDB file named after it.
 """
 
 from __future__ import annotations
@@ -14,9 +14,7 @@ import click
 
 from tracegrade.store.lake_location import catalog_conninfo, is_lake_location
 
-__all__ = ["LAKE_COMMANDS", "STORE_LOCATION", "StoreLocation"]
-
-LAKE_COMMANDS = frozenset({"serve", "sql", "traces", "show", "export"})  # the commands that open a lake
+__all__ = ["STORE_LOCATION", "StoreLocation"]
 
 
 class StoreLocation(click.ParamType):
@@ -31,14 +29,6 @@ class StoreLocation(click.ParamType):
                 catalog_conninfo(text)
             except ValueError as exc:
                 self.fail(str(exc), param, ctx)
-            command = ctx.command.name if ctx is not None else None
-            if command is not None and command not in LAKE_COMMANDS:
-                self.fail(
-                    f"`tracegrade {command}` cannot use a lake store yet (these can: "
-                    f"{', '.join(sorted(LAKE_COMMANDS))}); give it a DuckDB file",
-                    param,
-                    ctx,
-                )
             return text
         path = Path(text)
         if path.is_dir():

@@ -1,15 +1,20 @@
-"""``tracegrade ui``: the web UI on a store file opened read-only, without a receiver."""
+"""``tracegrade ui``: the web UI on a store file (or a lake) opened read-only, without a receiver."""
 
 from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from tracegrade.cli.common import UsageProblem, friendly_errors
 from tracegrade.cli.store_access import store_option
 from tracegrade.ingest.settings import ServeSettings
+from tracegrade.store.lake_location import is_lake_location, redacted
+
+if TYPE_CHECKING:
+    from tracegrade.store import TraceStore
 
 __all__ = ["command"]
 
@@ -28,31 +33,22 @@ def _loopback(host: str) -> bool:
 )
 @click.option("--port", default=8321, show_default=True, type=click.IntRange(0, 65535), help="HTTP port.")
 @friendly_errors
-def command(store_path: Path, host: str, port: int) -> None:
+def command(store_path: Path | str, host: str, port: int) -> None:
     """Browse a store in the browser: traces, trajectories, grading runs, diffs and SQL (read-only).
 
     The file is opened read-only, so no `tracegrade serve` can open it while this runs; while a server
-    holds the file, use its own UI at http://<server>/ui/ instead.
+    holds the file, use its own UI at http://<server>/ui/ instead. A lake is read while receivers write.
     """
     from aiohttp import web
 
-    from tracegrade.errors import StoreLockedError
-    from tracegrade.store import TraceStore
-    from tracegrade.store.access import read_sidecar
     from tracegrade.ui import add_ui_routes
     from tracegrade.ui.app import redirect_to_ui
 
-    if not store_path.exists():
-        raise UsageProblem(f"store not found: {store_path} (fill one with `tracegrade serve` or `tracegrade import`)")
-    try:
-        store = TraceStore(store_path, read_only=True)
-    except StoreLockedError as exc:
-        server = read_sidecar(store_path)
-        where = f"open {server.http_url}/ui/ instead" if server else "stop the process that holds it"
-        raise UsageProblem(f"{exc}; {where}") from None
+    store = _open(store_path)
     if not _loopback(host):
         click.echo(
-            f"warning: serving {store_path} on {host} without a token: anyone who can reach it can read it", err=True
+            f"warning: serving {redacted(store_path)} on {host} without a token: anyone who can reach it can read it",
+            err=True,
         )
     app = web.Application()
     add_ui_routes(app, lambda: store, None)
@@ -61,3 +57,23 @@ def command(store_path: Path, host: str, port: int) -> None:
         web.run_app(app, host=host, port=port, print=lambda _: click.echo(f"tracegrade UI on http://{host}:{port}/ui/"))
     finally:
         store.close()
+
+
+def _open(store_path: Path | str) -> TraceStore:
+    """The store opened read-only: a lake, or the file (refused while another process holds it)."""
+    from tracegrade.errors import StoreLockedError
+    from tracegrade.store import TraceStore
+    from tracegrade.store.access import read_sidecar
+
+    if is_lake_location(store_path):
+        from tracegrade.store.lake import LakeStore
+
+        return LakeStore(str(store_path), read_only=True)
+    if not Path(store_path).exists():
+        raise UsageProblem(f"store not found: {store_path} (fill one with `tracegrade serve` or `tracegrade import`)")
+    try:
+        return TraceStore(store_path, read_only=True)
+    except StoreLockedError as exc:
+        server = read_sidecar(store_path)
+        where = f"open {server.http_url}/ui/ instead" if server else "stop the process that holds it"
+        raise UsageProblem(f"{exc}; {where}") from None

@@ -11,7 +11,7 @@ import click
 
 from tracegrade.cli.common import UsageProblem, friendly_errors
 from tracegrade.cli.progress import ProgressBar
-from tracegrade.cli.store_access import store_option
+from tracegrade.cli.store_access import lake_data_option, open_writable_store, store_option
 from tracegrade.errors import StoreLockedError
 from tracegrade.evaluation.worker import GradingWorker, WorkerRules
 
@@ -21,22 +21,24 @@ __all__ = ["command"]
 @click.command("worker")
 @click.option("--rules", "rules_path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @store_option
+@lake_data_option
 @click.option("--once", is_flag=True, help="Run one enqueue/claim/grade cycle and exit.")
 @click.option("--worker-id", help="Name of this worker in job leases (default host:pid:random).")
 @friendly_errors
-def command(rules_path: Path, store_path: Path, once: bool, worker_id: str | None) -> None:
+def command(
+    rules_path: Path, store_path: Path | str, lake_data: Path | None, once: bool, worker_id: str | None
+) -> None:
     """Grade settled traces through durable jobs with leases kept in the store.
 
     The worker opens the store file read-write; while `tracegrade serve` holds it, run the worker inside
-    the server instead (`tracegrade serve --worker-rules RULES`).
+    the server instead (`tracegrade serve --worker-rules RULES`). On a lake (with --lake-data), workers on
+    any number of machines share its jobs, which live in the lake's catalog database.
     """
-    from tracegrade.store import TraceStore
-
     rules = WorkerRules.from_file(rules_path)
-    if not store_path.exists():
+    if isinstance(store_path, Path) and not store_path.exists():
         raise UsageProblem(f"store not found: {store_path} (start `tracegrade serve --store {store_path}` first)")
     try:
-        store = TraceStore(store_path)
+        store = open_writable_store(store_path, lake_data, "grading")
     except StoreLockedError as exc:
         raise UsageProblem(
             f"{exc}; to grade while serving, use `tracegrade serve --worker-rules {rules_path}`"

@@ -7,7 +7,7 @@ judge's agreement with human labels is queryable beside the runs it graded::
 
 One row per (criterion, judge model, prompt version), as in the file: calibrating again replaces it. The
 measures have their own columns; the whole entry (confusion matrix, self-consistency, per-item results) is
-in ``entry``.
+in ``entry``. The table is part of the store's schema (SCHEMA.md), on a DuckDB file and a lake alike.
 """
 
 from __future__ import annotations
@@ -21,27 +21,7 @@ import pyarrow as pa
 
 from tracegrade.evaluation.run_records import RunSink
 
-__all__ = ["CALIBRATIONS_DDL", "record_calibrations"]
-
-CALIBRATIONS_DDL = """
-CREATE TABLE IF NOT EXISTS calibrations (
-    criterion VARCHAR NOT NULL,       -- the criterion's result name (e.g. safety_v1)
-    judge_model VARCHAR NOT NULL,
-    prompt_version VARCHAR NOT NULL,  -- digest of the judge's prompt template and rubrics
-    created_at TIMESTAMP NOT NULL,    -- when it was calibrated (UTC)
-    slot VARCHAR,                     -- the CriteriaConfig slot
-    threshold DOUBLE,
-    num_samples INTEGER,
-    labelled_items INTEGER,           -- items labelled for this criterion
-    items INTEGER,                    -- of those, the ones the judge scored (the rest are in entry.excluded)
-    accuracy DOUBLE,
-    kappa DOUBLE,                     -- Cohen's kappa on pass/fail
-    kappa_linear DOUBLE, kappa_quadratic DOUBLE,  -- weighted kappas on a graded scale, else NULL
-    spearman DOUBLE,
-    entry JSON NOT NULL,              -- the whole calibration entry, as in the calibration file
-    PRIMARY KEY (criterion, judge_model, prompt_version)
-)
-"""
+__all__ = ["record_calibrations"]
 
 _MEASURES = ("accuracy", "kappa", "kappa_linear", "kappa_quadratic", "spearman")
 
@@ -49,7 +29,6 @@ _MEASURES = ("accuracy", "kappa", "kappa_linear", "kappa_quadratic", "spearman")
 def record_calibrations(store: RunSink, entries: Sequence[dict[str, Any]]) -> int:
     """Write calibration entries (as ``tracegrade.evaluation.calibration.calibrate`` makes them) into
     ``store``, replacing rows with the same criterion, judge model and prompt version; returns how many."""
-    store.execute_write(CALIBRATIONS_DDL)
     if not entries:
         return 0
     columns: dict[str, list[Any]] = {
@@ -68,7 +47,7 @@ def record_calibrations(store: RunSink, entries: Sequence[dict[str, Any]]) -> in
     types = {"created_at": pa.timestamp("us"), "threshold": pa.float64(), "num_samples": pa.int32()}
     types |= {"labelled_items": pa.int32(), "items": pa.int32(), **{name: pa.float64() for name in _MEASURES}}
     table = pa.table({name: pa.array(values, types.get(name, pa.string())) for name, values in columns.items()})
-    store.write_rows("calibrations", table)
+    store.write_records({"calibrations": table})
     return table.num_rows
 
 

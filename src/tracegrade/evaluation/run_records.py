@@ -6,11 +6,11 @@ joinable in SQL with ``traces``, ``tool_calls`` and the other trajectory tables:
     SELECT r.criterion, avg(r.score), count(*) FROM eval_results r JOIN traces t USING (trace_id)
     WHERE t.service_name = 'checkout' GROUP BY ALL;
 
-Rows are keyed by (run_id, eval_id[, criterion]) and written with ``INSERT OR REPLACE``, so writing the
-same run twice (a retried grading job) never duplicates results. Each table's rows go in as one Arrow
-table in one statement (``write_rows``): DuckDB binds Python parameters one value at a time, slowly.
-The ``eval_runs`` row is written last: a run that was interrupted while being recorded is not listed,
-and recording it again completes it.
+Rows are keyed by (run_id, eval_id[, criterion]) and a case's rows replace what it had (the store's
+``write_records``, on a DuckDB file or a lake alike: see ``store.grading_tables``), so writing the same run
+twice (a retried grading job) never duplicates results. Each table's rows go in as one Arrow table:
+DuckDB binds Python parameters one value at a time, slowly. A run's rows are one transaction, its
+``eval_runs`` row with them: a run that was interrupted while being recorded is not listed.
 
 A run is recorded whole (``record_report``) or case by case (``record_cases``, an online worker's window
 of jobs). Recorded whole, ``eval_runs.report`` holds the report without its cases (summary, config,
@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timezone
 from typing import Any, Protocol
@@ -37,12 +38,11 @@ from pydantic import TypeAdapter
 from tracegrade.errors import NotFoundError
 from tracegrade.evaluation.timewindow import utc_now
 from tracegrade.models.results import EvalCaseResult, EvalReport
+from tracegrade.store.grading_tables import CASE_COUNTS
 
 __all__ = [
-    "EVAL_TABLES_DDL",
     "RunSink",
     "RunSummary",
-    "ensure_eval_tables",
     "list_runs",
     "load_run",
     "new_run_id",
@@ -50,54 +50,6 @@ __all__ = [
     "record_report",
 ]
 
-EVAL_TABLES_DDL = """
-CREATE TABLE IF NOT EXISTS eval_runs (
-    run_id VARCHAR PRIMARY KEY,      -- id of the grading run
-    created_at TIMESTAMP,            -- when the run was recorded (UTC)
-    kind VARCHAR,                    -- eval_set | reference_free | worker | live
-    eval_set_id VARCHAR,
-    eval_set_name VARCHAR,
-    total_cases INTEGER, passed_cases INTEGER, failed_cases INTEGER, error_cases INTEGER,
-    pass_rate DOUBLE,
-    config JSON,                     -- the EvalConfig used
-    metadata JSON,
-    report JSON,                     -- the EvalReport without its cases (summary, config, metadata),
-                                     -- or whole in runs recorded before case_results existed,
-                                     -- or NULL for a run recorded case by case (see eval_run_cases)
-    case_results BLOB                -- the report's case results: a JSON array, zstd-compressed
-);
-CREATE TABLE IF NOT EXISTS eval_case_results (
-    run_id VARCHAR, eval_id VARCHAR, name VARCHAR,
-    trace_id VARCHAR,                -- first trace of the case (join key with traces)
-    trace_ids JSON,                  -- every trace of the case, in turn order
-    passed BOOLEAN, error VARCHAR, mean_score DOUBLE, duration_s DOUBLE,
-    actual_response VARCHAR, tool_names JSON, node_visits JSON,
-    PRIMARY KEY (run_id, eval_id)
-);
-CREATE TABLE IF NOT EXISTS eval_results (
-    run_id VARCHAR, eval_id VARCHAR, trace_id VARCHAR, criterion VARCHAR,
-    score DOUBLE, passed BOOLEAN, threshold DOUBLE, skipped BOOLEAN, error VARCHAR,
-    reason VARCHAR, details JSON, input_tokens BIGINT, output_tokens BIGINT, cost_usd DOUBLE,
-    PRIMARY KEY (run_id, eval_id, criterion)
-);
-CREATE TABLE IF NOT EXISTS eval_run_cases (
-    run_id VARCHAR, eval_id VARCHAR,
-    result JSON,                     -- the whole EvalCaseResult, for runs recorded case by case
-    PRIMARY KEY (run_id, eval_id)
-);
-"""
-
-# The row of a run recorded case by case, its counts over every case recorded in it so far.
-_CASEWISE_RUN_ROW_SQL = """
-INSERT OR REPLACE INTO eval_runs
-SELECT ?::VARCHAR, ?::TIMESTAMP, ?::VARCHAR, ?::VARCHAR, ?::VARCHAR,
-       count(*), count_if(passed), count(*) - count_if(passed) - count_if(error IS NOT NULL),
-       count_if(error IS NOT NULL), count_if(passed) / count(*), ?::JSON, ?::JSON, NULL, NULL
-FROM eval_case_results WHERE run_id = ?
-"""
-
-
-# The Arrow form of each table's rows, column for column as in EVAL_TABLES_DDL (JSON columns as strings).
 _TEXT, _REAL, _FLAG, _COUNT = pa.string(), pa.float64(), pa.bool_(), pa.int64()
 _ROW_SCHEMAS = {
     "eval_runs": pa.schema(
@@ -157,12 +109,10 @@ _ROW_SCHEMAS = {
 
 
 class RunSink(Protocol):
-    """A store that accepts writes: ``execute_write(sql, params)``, ``write_rows(table, arrow_table)``
-    (INSERT OR REPLACE of an Arrow table) and ``query(sql, params)``; a ``TraceStore``."""
+    """A store that records runs: ``write_records(tables)`` (Arrow tables by name, written by key in one
+    transaction) and ``query(sql, params)``; a ``TraceStore`` or a ``LakeStore``."""
 
-    def execute_write(self, sql: str, params: Any = None) -> None: ...
-
-    def write_rows(self, table: str, rows: pa.Table, *, replace: bool = True) -> None: ...
+    def write_records(self, tables: Mapping[str, pa.Table]) -> None: ...
 
     def query(self, sql: str, params: Any = None) -> Any: ...
 
@@ -180,22 +130,12 @@ class RunSummary:
     pass_rate: float
 
 
-# Added to the eval_runs of stores whose grading tables predate it (their older runs keep whole reports).
-_ADD_CASE_RESULTS = "ALTER TABLE eval_runs ADD COLUMN IF NOT EXISTS case_results BLOB"
-
 _CASE_LIST = TypeAdapter(list[EvalCaseResult])
 _CASE = TypeAdapter(EvalCaseResult)
 
 
-def ensure_eval_tables(store: RunSink) -> None:
-    for statement in filter(None, (s.strip() for s in EVAL_TABLES_DDL.split(";"))):
-        store.execute_write(statement)
-    store.execute_write(_ADD_CASE_RESULTS)
-
-
 def record_report(store: RunSink, report: EvalReport, kind: str, run_id: str | None = None) -> str:
     """Write one run; returns its id. Idempotent for a given ``run_id``."""
-    ensure_eval_tables(store)
     run_id = run_id or new_run_id()
     s = report.summary
     run_row: list[Any] = [
@@ -214,8 +154,7 @@ def record_report(store: RunSink, report: EvalReport, kind: str, run_id: str | N
         report.model_dump_json(exclude={"results"}),
         _pack_cases(report.results),
     ]
-    _insert_case_rows(store, run_id, report)
-    _write_columns(store, "eval_runs", [[value] for value in run_row])
+    store.write_records({**_case_rows(run_id, report), "eval_runs": _columns("eval_runs", [[v] for v in run_row])})
     return run_id
 
 
@@ -226,23 +165,25 @@ def record_cases(store: RunSink, report: EvalReport, kind: str, run_id: str, met
     never duplicates it. The run's row then counts every case recorded in it; ``metadata`` and the
     report's config become the run's.
     """
-    ensure_eval_tables(store)
-    eval_ids = [r.eval_id for r in report.results]
-    if eval_ids:  # a case graded again may have fewer criteria than before: drop the old ones
-        marks = ", ".join("?" * len(eval_ids))
-        store.execute_write(f"DELETE FROM eval_results WHERE run_id = ? AND eval_id IN ({marks})", [run_id, *eval_ids])
-    _insert_case_rows(store, run_id, report)
-    cases = report.results
-    columns = [[run_id] * len(cases), [r.eval_id for r in cases], [r.model_dump_json() for r in cases]]
-    _write_columns(store, "eval_run_cases", columns)
-    config, meta = json.dumps(report.config_used, default=str), json.dumps(metadata, default=str)
-    store.execute_write(
-        _CASEWISE_RUN_ROW_SQL, [run_id, utc_now(), kind, report.eval_set_id, report.eval_set_name, config, meta, run_id]
+    cases = _case_rows(run_id, report)
+    results = report.results
+    cases["eval_run_cases"] = _columns(
+        "eval_run_cases",
+        [[run_id] * len(results), [r.eval_id for r in results], [r.model_dump_json() for r in results]],
     )
+    store.write_records(cases)
+    (counts,) = store.query(
+        f"SELECT {', '.join(f'{value} AS {column}' for column, value in CASE_COUNTS)} FROM eval_case_results "
+        "WHERE run_id = ?",
+        [run_id],
+    ).rows
+    config, meta = json.dumps(report.config_used, default=str), json.dumps(metadata, default=str)
+    run_row = [run_id, utc_now(), kind, report.eval_set_id, report.eval_set_name, *counts, config, meta, None, None]
+    store.write_records({"eval_runs": _columns("eval_runs", [[value] for value in run_row])})
     return run_id
 
 
-def _insert_case_rows(store: RunSink, run_id: str, report: EvalReport) -> None:
+def _case_rows(run_id: str, report: EvalReport) -> dict[str, pa.Table]:
     """The ``eval_results`` and ``eval_case_results`` rows of every case of ``report``, under ``run_id``
     (built column by column: a run of 20,000 cases has 100,000 result rows)."""
     cases = report.results
@@ -250,8 +191,7 @@ def _insert_case_rows(store: RunSink, run_id: str, report: EvalReport) -> None:
     owners = [(r.eval_id, trace) for r, trace in zip(cases, first_traces) for _ in r.criterion_results]
     results = [c for r in cases for c in r.criterion_results]
     usages = [c.token_usage for c in results]
-    _write_columns(
-        store,
+    results_table = _columns(
         "eval_results",
         [
             [run_id] * len(results),
@@ -270,8 +210,7 @@ def _insert_case_rows(store: RunSink, run_id: str, report: EvalReport) -> None:
             [u.cost_usd for u in usages],
         ],
     )
-    _write_columns(
-        store,
+    cases_table = _columns(
         "eval_case_results",
         [
             [run_id] * len(cases),
@@ -288,6 +227,7 @@ def _insert_case_rows(store: RunSink, run_id: str, report: EvalReport) -> None:
             [_json_text(r.node_visits) for r in cases],
         ],
     )
+    return {"eval_results": results_table, "eval_case_results": cases_table}
 
 
 def _json_text(value: Any) -> bytes | str:
@@ -322,17 +262,15 @@ def new_run_id() -> str:
     return f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
 
 
-def _write_columns(store: RunSink, table: str, columns: list[list[Any]]) -> None:
-    """``INSERT OR REPLACE`` the rows whose values ``columns`` holds (in the table's column order), in one
-    statement."""
+def _columns(table: str, columns: list[list[Any]]) -> pa.Table:
+    """The rows whose values ``columns`` holds (in the table's column order) as an Arrow table of the
+    table's row schema."""
     schema = _ROW_SCHEMAS[table]
-    store.write_rows(table, pa.table([pa.array(column, field.type) for column, field in zip(columns, schema)], schema))
+    return pa.table([pa.array(column, field.type) for column, field in zip(columns, schema)], schema)
 
 
 def list_runs(store: RunSink, limit: int = 20, kind: str | None = None) -> list[RunSummary]:
     """Recorded runs, newest first (only those of ``kind`` when given)."""
-    if not _has_table(store, "eval_runs"):
-        return []
     rows = store.query(
         "SELECT run_id, created_at, kind, eval_set_id, total_cases, passed_cases, failed_cases, error_cases, "
         "pass_rate FROM eval_runs WHERE ? IS NULL OR kind = ? ORDER BY created_at DESC, run_id DESC LIMIT ?",
@@ -343,8 +281,6 @@ def list_runs(store: RunSink, limit: int = 20, kind: str | None = None) -> list[
 
 def load_run(store: RunSink, run_id: str) -> EvalReport:
     """The recorded report of a run (an id prefix is accepted when unique)."""
-    if not _has_table(store, "eval_runs"):
-        raise NotFoundError("the store has no recorded grading runs yet (run `tracegrade grade` first)")
     rows = store.query("SELECT run_id, report, case_results FROM eval_runs WHERE starts_with(run_id, ?)", [run_id]).rows
     exact = [r for r in rows if r[0] == run_id]
     if exact:
@@ -377,8 +313,3 @@ def _casewise_report(store: RunSink, run_id: str) -> EvalReport:
     )
     report.timestamp = created_at.replace(tzinfo=timezone.utc).timestamp()
     return report
-
-
-def _has_table(store: RunSink, name: str) -> bool:
-    rows = store.query("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]).rows
-    return bool(rows and rows[0][0])

@@ -1,11 +1,13 @@
 """Online grading: keep grading traces as they complete, through durable jobs with leases in the store.
 
 ``rules.yaml`` says which traces (a SQL predicate over ``traces`` and a sample rate), with which criteria,
-once a trace has been quiet for ``settle_seconds``. Each (rule, trace) pair becomes one row of
-``grading_jobs``; a worker claims jobs by taking a lease, grades them reference-free, records the result
-and marks the job done. A rule's jobs are grouped into one run per window of ``run_window_minutes``
-(by when the job was enqueued): run ``worker:<rule>:<window start, UTC>``, one case per job, so
-``tracegrade runs`` lists a row per rule and window rather than one per trace. A job whose worker died is
+once a trace has been quiet for ``settle_seconds``. Each (rule, trace) pair becomes one job of the store's
+job queue (``grading_jobs``: the file's own table, or on a lake a table in its catalog database that
+workers on several machines share, see ``store.grading_jobs``); a worker claims jobs by taking a lease,
+grades them reference-free, records the result and marks the job done. A rule's jobs are grouped into
+one run per window of ``run_window_minutes`` (by when the job was enqueued): run
+``worker:<rule>:<window start, UTC>``, one case per job, so ``tracegrade runs`` lists a row per rule and
+window rather than one per trace. A job whose worker died is
 taken over when its lease expires; a job always lands in the same run, where its case (keyed by trace)
 is replaced, so a retried job never writes duplicate results.
 """
@@ -20,7 +22,7 @@ import socket
 import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -29,31 +31,18 @@ from tracegrade.criteria.registry import CRITERIA_REGISTRY
 from tracegrade.errors import InvalidValueError, NoCriteriaError, NotFoundError
 from tracegrade.evaluation.engine import EvaluatorFactory, compile_criteria
 from tracegrade.evaluation.offline import TraceGrader
-from tracegrade.evaluation.run_records import RunSink, ensure_eval_tables, record_cases
+from tracegrade.evaluation.run_records import RunSink, record_cases
 from tracegrade.evaluation.selection import TraceSelection, sample_predicate
 from tracegrade.evaluation.timewindow import utc_now
 from tracegrade.models.config import CriteriaConfig, CriterionConfig, EvalConfig
 from tracegrade.models.files import load_model
+from tracegrade.store.grading_jobs import JobQueue
 
-__all__ = ["GradingRule", "GradingWorker", "NamedCriterion", "WorkerRules"]
+__all__ = ["GradingRule", "GradingSink", "GradingWorker", "NamedCriterion", "WorkerRules"]
 
 log = logging.getLogger("tracegrade.worker")
 
 _EPOCH = datetime(1970, 1, 1)  # run windows are aligned to it (whole hours for the default hour)
-
-JOBS_DDL = """
-CREATE TABLE IF NOT EXISTS grading_jobs (
-    job_id VARCHAR PRIMARY KEY,      -- '<rule>:<trace_id>'
-    rule VARCHAR, trace_id VARCHAR,
-    status VARCHAR,                  -- pending | leased | done | failed
-    owner VARCHAR,                   -- worker holding the lease
-    lease_expires TIMESTAMP,
-    attempts INTEGER,
-    created_at TIMESTAMP, updated_at TIMESTAMP,
-    run_id VARCHAR,                  -- eval_runs.run_id of the rule's window holding the job's case
-    error VARCHAR
-)
-"""
 
 
 class NamedCriterion(BaseModel):
@@ -98,17 +87,24 @@ class WorkerRules(BaseModel):
         return load_model(cls, path)
 
 
+class GradingSink(RunSink, Protocol):
+    """A read-write store with a job queue: a ``TraceStore`` or a ``LakeStore``."""
+
+    def job_queue(self) -> JobQueue: ...
+
+
 class GradingWorker:
-    """Claims and runs grading jobs against a read-write store (the server's, or a file it opened)."""
+    """Claims and runs grading jobs against a read-write store (the server's, a file or a lake it opened)."""
 
     def __init__(
         self,
-        store: RunSink,
+        store: GradingSink,
         rules: WorkerRules,
         worker_id: str | None = None,
         evaluator_factory: EvaluatorFactory | None = None,
     ) -> None:
         self.store = store
+        self.jobs = store.job_queue()
         self.rules = {r.name: r for r in rules.rules}
         self.settings = rules
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -121,8 +117,6 @@ class GradingWorker:
         self._extra = {r.name: [self._named(n) for n in r.extra_criteria] for r in rules.rules}
         for rule in rules.rules:
             self._check_rule(rule)
-        store.execute_write(JOBS_DDL)
-        ensure_eval_tables(store)
 
     @staticmethod
     def _named(spec: NamedCriterion) -> BaseCriterion:
@@ -152,55 +146,28 @@ class GradingWorker:
         """Create jobs for traces that settled since the last look; returns how many were added."""
         added = 0
         for rule in self.rules.values():
-            clauses = [
-                "updated_at <= ?",
-                "NOT EXISTS (SELECT 1 FROM grading_jobs j WHERE j.rule = ? AND j.trace_id = traces.trace_id)",
-            ]
+            where = ["updated_at <= ?"]
             if not rule.include_eval_runs:
-                clauses.append("run_id IS NULL")
+                where.append("run_id IS NULL")
             if rule.where:
-                clauses.append(f"({rule.where})")
+                where.append(f"({rule.where})")
             if rule.sample < 1.0:
-                clauses.append(sample_predicate(rule.sample))
-            now = utc_now()
-            before = self._count_jobs(rule.name)
-            self.store.execute_write(
-                "INSERT INTO grading_jobs "
-                "SELECT ? || ':' || trace_id, ?, trace_id, 'pending', NULL, NULL, 0, ?, ?, NULL, NULL "
-                f"FROM traces WHERE {' AND '.join(clauses)} ON CONFLICT DO NOTHING",
-                [rule.name, rule.name, now, now, now - timedelta(seconds=rule.settle_seconds), rule.name],
-            )
-            added += self._count_jobs(rule.name) - before
+                where.append(sample_predicate(rule.sample))
+            added += self.jobs.enqueue(rule.name, where, [utc_now() - timedelta(seconds=rule.settle_seconds)])
         return added
-
-    def _count_jobs(self, rule: str) -> int:
-        return int(self.store.query("SELECT count(*) FROM grading_jobs WHERE rule = ?", [rule]).rows[0][0])
 
     def claim(self) -> list[tuple[str, str, str]]:
         """Lease up to ``batch_size`` pending jobs or jobs whose lease expired: ``(job_id, rule, trace_id)``.
 
         A job whose lease expired after its last allowed attempt is marked failed instead.
         """
-        now = utc_now()
-        expires = now + timedelta(seconds=self.settings.lease_seconds)
-        self.store.execute_write(
-            "UPDATE grading_jobs SET status = 'failed', owner = NULL, lease_expires = NULL, updated_at = ?, "
-            "error = 'the worker holding the lease stopped ' || attempts || ' time(s) without finishing' "
-            "WHERE status = 'leased' AND lease_expires < ? AND attempts >= ?",
-            [now, now, self.settings.max_attempts],
+        jobs = self.jobs.claim(
+            self.worker_id,
+            self.settings.batch_size,
+            timedelta(seconds=self.settings.lease_seconds),
+            self.settings.max_attempts,
         )
-        self.store.execute_write(
-            "UPDATE grading_jobs SET status = 'leased', owner = ?, lease_expires = ?, attempts = attempts + 1, "
-            "updated_at = ? WHERE job_id IN (SELECT job_id FROM grading_jobs WHERE (status = 'pending' OR "
-            "(status = 'leased' AND lease_expires < ?)) AND attempts < ? ORDER BY created_at, job_id LIMIT ?)",
-            [self.worker_id, expires, now, now, self.settings.max_attempts, self.settings.batch_size],
-        )
-        rows = self.store.query(
-            "SELECT job_id, rule, trace_id FROM grading_jobs WHERE status = 'leased' AND owner = ? "
-            "AND lease_expires = ? ORDER BY created_at, job_id",
-            [self.worker_id, expires],
-        ).rows
-        return [(str(r[0]), str(r[1]), str(r[2])) for r in rows]
+        return [(job.job_id, job.rule, job.trace_id) for job in jobs]
 
     async def run_job(self, job_id: str, rule_name: str, trace_id: str) -> str | None:
         """Grade one job and record it; returns the run id, or None when the job failed."""
@@ -208,7 +175,7 @@ class GradingWorker:
         try:
             if rule is None:
                 raise NotFoundError(f"rule {rule_name!r} is no longer in the rules file")
-            run_id, window = self._window_run(rule_name, self._created_at(job_id))
+            run_id, window = self._window_run(rule_name, self.jobs.job(job_id).created_at)
             grader = TraceGrader(self.store, EvalConfig(criteria=rule.criteria), self.evaluator_factory)
             report = await grader.grade_traces(
                 TraceSelection(trace_ids=[trace_id]), extra_criteria=self._extra[rule_name]
@@ -220,7 +187,7 @@ class GradingWorker:
             log.warning("grading job %s failed: %s", job_id, exc)
             self._finish(
                 job_id,
-                "failed" if self._attempts(job_id) >= self.settings.max_attempts else "pending",
+                "failed" if self.jobs.job(job_id).attempts >= self.settings.max_attempts else "pending",
                 None,
                 f"{type(exc).__name__}: {exc}",
             )
@@ -235,22 +202,9 @@ class GradingWorker:
         window = {"window_start": start.isoformat(), "window_end": (start + width).isoformat()}
         return f"worker:{rule_name}:{start:%Y%m%dT%H%M%SZ}", window
 
-    def _created_at(self, job_id: str) -> datetime:
-        created: datetime = self.store.query("SELECT created_at FROM grading_jobs WHERE job_id = ?", [job_id]).rows[0][
-            0
-        ]
-        return created
-
-    def _attempts(self, job_id: str) -> int:
-        return int(self.store.query("SELECT attempts FROM grading_jobs WHERE job_id = ?", [job_id]).rows[0][0])
-
     def _finish(self, job_id: str, status: str, run_id: str | None, error: str | None) -> None:
         # Only the lease holder may finish a job; a worker that lost its lease leaves it to the new owner.
-        self.store.execute_write(
-            "UPDATE grading_jobs SET status = ?, run_id = ?, error = ?, updated_at = ?, owner = NULL, "
-            "lease_expires = NULL WHERE job_id = ? AND owner = ?",
-            [status, run_id, error, utc_now(), job_id, self.worker_id],
-        )
+        self.jobs.finish(job_id, self.worker_id, status, run_id, error)
 
     async def run_once(self) -> int:
         """Enqueue, claim and run one batch; returns the number of jobs run."""
@@ -273,6 +227,5 @@ class GradingWorker:
                 except asyncio.TimeoutError:
                     pass
 
-    def job_counts(self) -> dict[str, Any]:
-        rows = self.store.query("SELECT status, count(*) FROM grading_jobs GROUP BY status").rows
-        return {status: n for status, n in rows}
+    def job_counts(self) -> dict[str, int]:
+        return self.jobs.counts()

@@ -1,9 +1,9 @@
 """One online-grading worker inside ``tracegrade serve`` (``--worker-rules rules.yaml``).
 
 The worker runs on its own thread and event loop, so grading never blocks the receiver's loop. It uses
-the server's TraceStore: queries run on their own cursors and writes go through
-``TraceStore.execute_write``, which takes the same write lock as the StoreWriter thread, so the server
-stays the file's single writer and grading writes never interleave with a span batch.
+the server's store: queries run on their own cursors and the store's writes take the same write lock as
+the StoreWriter thread, so the server stays the file's single writer and grading writes never interleave
+with a span batch. On a lake, the job queue is in the catalog database, shared with every other worker.
 """
 
 from __future__ import annotations

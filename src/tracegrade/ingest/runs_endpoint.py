@@ -3,7 +3,7 @@
 DuckDB lets one process open a file read-write, so while the server runs, ``tracegrade grade`` reads
 through ``/v1/query`` and records its report here. The body is ``{"report": <EvalReport>, "kind":
 "eval_set" | "reference_free" | "worker" | "live", "run_id": <optional id>}``; the answer is
-``{"run_id": …}``. The write runs on a worker thread through ``TraceStore.execute_write``, which shares the
+``{"run_id": …}``. The write runs on a worker thread through ``TraceStore.write_records``, which shares the
 store's write lock with the StoreWriter thread, so it never interleaves with span batches.
 """
 

@@ -173,8 +173,6 @@ class ServeSettings(BaseModel):
                 "a lake store needs --lake-data PATH (its Parquet files, the same path on every node) and "
                 "--journal DIR (this receiver's own request journal, on a local disk)"
             )
-        if self.worker_rules is not None:
-            raise ValueError("--worker-rules does not work with a lake store yet; run it on a DuckDB file store")
         return self
 
     @model_validator(mode="after")

@@ -6,7 +6,8 @@ catalog in PostgreSQL, Parquet files, many processes). ``ingest/`` and ``evaluat
 backend (ClickHouse, say) implements the same three parts:
 
 - **write**: ``write_batch`` commits prepared submissions in one transaction, skipping records it already
-  holds, and marks the traces it touched in ``builds``; ``execute_write``/``write_rows`` for grading rows;
+  holds, and marks the traces it touched in ``builds``; ``write_records`` for recorded runs (see
+  ``grading_tables``) and ``job_queue`` for online grading's jobs (see ``grading_jobs``);
   ``commit_seconds`` says how long a writer should gather submissions into one commit; a store with
   ``wal=False`` is durable only after ``checkpoint`` (its writer schedules them from
   ``uncheckpointed_bytes``/``uncheckpointed_since``/``span_group``).
@@ -21,7 +22,7 @@ A store that cannot go on (an invalidated database, an unreachable catalog, a fu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pyarrow as pa
 
 from tracegrade.store.build_queue import BuildQueue
+from tracegrade.store.grading_jobs import JobQueue
 from tracegrade.store.prepared import PreparedWrite
 from tracegrade.store.query_control import QueryControl
 from tracegrade.store.results import QueryResult
@@ -72,9 +74,9 @@ class StoreBackend(Protocol):
     # -- write
     def write_batch(self, submissions: Sequence[PreparedWrite]) -> BatchWrite: ...
 
-    def execute_write(self, sql: str, params: Sequence[Any] | None = None) -> None: ...
+    def write_records(self, tables: Mapping[str, pa.Table]) -> None: ...
 
-    def write_rows(self, table: str, rows: pa.Table, *, replace: bool = True) -> None: ...
+    def job_queue(self) -> JobQueue: ...
 
     def checkpoint(self) -> None: ...
 

@@ -17,7 +17,9 @@ the writing connection works in ``raw`` (every copy written), so the file store'
 lookup of stored span keys, its inserts, its replacement of trajectory rows) runs unchanged on the base
 tables, while query cursors work in ``main``, whose store tables are views with one row per key.
 Log records, which the file store keeps unique with a primary key, are looked up before the insert
-instead, and each trajectory replacement gets its own ``build_id``.
+instead, and each trajectory replacement gets its own ``build_id``. Recorded runs are appended, each
+write stamped (``grading_tables``); the online grading job queue is a table in the catalog's PostgreSQL
+database (``lake_jobs``), which every open attaches read-only for the ``grading_jobs`` view.
 
 Every extension is loaded and the lake attached before the connection is locked down
 (``readonly.lock_down``: no file or network access); ``allowed_directories`` keeps the data path open to
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -41,11 +43,21 @@ from tracegrade.models.span import LogRecordData, SpanRecord
 from tracegrade.store.build_queue import BuildQueue
 from tracegrade.store.database import duckdb_size_bytes, insert_arrow
 from tracegrade.store.evaluations import evaluation_rows
+from tracegrade.store.grading_tables import append_record_rows
 from tracegrade.store.lake_builds import CatalogBuildQueue
 from tracegrade.store.lake_extensions import load_lake_extensions
+from tracegrade.store.lake_jobs import JOBS_SCHEMA, CatalogJobQueue, ensure_job_table
 from tracegrade.store.lake_location import catalog_conninfo, redacted
 from tracegrade.store.lake_maintenance import MaintenanceResult, maintain_lake
-from tracegrade.store.lake_schema import BUILD_COLUMN, FIRST_COPY, RAW_SCHEMA, ensure_lake_schema, lake_version
+from tracegrade.store.lake_schema import (
+    BUILD_COLUMN,
+    FIRST_COPY,
+    JOBS_ALIAS,
+    RAW_SCHEMA,
+    ensure_lake_schema,
+    file_schema_columns,
+    lake_version,
+)
 from tracegrade.store.prepared import PreparedWrite
 from tracegrade.store.readonly import lock_down
 from tracegrade.store.results import CommitConflict, QueryResult, WriteResult
@@ -116,7 +128,12 @@ class LakeStore(TraceStore):
             self._con.execute(f"SET allowed_directories = [{sql_string(self.data_path)}]")
             if read_only:
                 self._check_version()
-            else:
+            elif (lake_version(self._con, CATALOG_ALIAS) or 0) < SCHEMA_VERSION:
+                ensure_job_table(conninfo, file_schema_columns()["grading_jobs"])
+            self._con.execute(
+                f"ATTACH {sql_string(conninfo)} AS {JOBS_ALIAS} (TYPE postgres, READ_ONLY, SCHEMA '{JOBS_SCHEMA}')"
+            )
+            if not read_only:
                 ensure_lake_schema(self._con, CATALOG_ALIAS, str(self.path))
             self._con.execute(f"USE {CATALOG_ALIAS}.{RAW_SCHEMA}")
             lock_down(self._con)
@@ -134,6 +151,8 @@ class LakeStore(TraceStore):
         self._write_lock = threading.RLock()
         self._last_stamp = datetime.min
         self._closed = False
+        self._conninfo = conninfo
+        self._jobs: CatalogJobQueue | None = None
         try:
             self._catalog_builds = CatalogBuildQueue(conninfo, create=not read_only)
         except BaseException:
@@ -170,6 +189,9 @@ class LakeStore(TraceStore):
         return super()._failed(doing, exc)
 
     def close(self) -> None:
+        with self._write_lock:
+            if self._jobs is not None:
+                self._jobs.close()
         self._catalog_builds.close()
         super().close()
 
@@ -264,6 +286,17 @@ class LakeStore(TraceStore):
             for name, table in tables.items()
         }
         super().replace_trajectories(stamped, clear=clear, tenant=tenant)
+
+    def _write_records(self, tables: Mapping[str, pa.Table]) -> None:
+        append_record_rows(self._con, tables, self.stamp())  # PostgreSQL's clock: the newest write wins
+
+    def job_queue(self) -> CatalogJobQueue:
+        """The lake's online grading job queue (in its catalog database), shared by this store's workers."""
+        self._require_open()
+        with self._write_lock:
+            if self._jobs is None:
+                self._jobs = CatalogJobQueue(self._conninfo, self)
+            return self._jobs
 
     def maintain(self, *, keep: timedelta) -> MaintenanceResult:
         """One maintenance pass over the lake (see ``lake_maintenance``), between this process's own commits."""

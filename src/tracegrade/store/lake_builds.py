@@ -19,26 +19,18 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
 import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
 
-from tracegrade.errors import StoreError
 from tracegrade.store.build_queue import BuildClaim
-from tracegrade.store.lake_location import redacted
+from tracegrade.store.catalog_connection import CatalogConnection
 from tracegrade.store.tenancy import DEFAULT_TENANT, TraceKey
-
-if TYPE_CHECKING:
-    import psycopg
 
 __all__ = ["LEASE_SECONDS", "QUEUE_TABLE", "CatalogBuildQueue"]
 
 QUEUE_TABLE = "tracegrade_build_queue"
 LEASE_SECONDS = 30.0  # far longer than one claim takes to build (a few hundred traces)
-CONNECT_TIMEOUT = 5  # seconds; an unreachable catalog fails a call quickly rather than hanging the thread
 _UTC_NOW = "(clock_timestamp() AT TIME ZONE 'UTC')"
 _CREATE = f"""
 CREATE TABLE IF NOT EXISTS {QUEUE_TABLE} (
@@ -71,10 +63,7 @@ class CatalogBuildQueue:
     """The build queue of the lake whose catalog is at ``conninfo`` (one connection, used under a lock)."""
 
     def __init__(self, conninfo: str, *, create: bool) -> None:
-        self._conninfo = conninfo
-        self._where = redacted(conninfo)
-        self._lock = threading.Lock()
-        self._connection: psycopg.Connection[Any] | None = None
+        self._catalog = CatalogConnection(conninfo)
         self.builder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.settle_seconds = 1.0
         self.root_settle_seconds = 0.1
@@ -86,56 +75,17 @@ class CatalogBuildQueue:
         self.settle_seconds = settle_seconds
         self.root_settle_seconds = min(root_settle_seconds, settle_seconds)
 
-    # -- the connection ------------------------------------------------------------------------------------
-
-    @contextmanager
-    def _cursor(self, doing: str) -> Iterator[psycopg.Cursor[Any]]:
-        """A cursor in one transaction; any PostgreSQL error becomes a StoreError (the connection is then
-        dropped and made again at the next call)."""
-        import psycopg
-
-        with self._lock:
-            try:
-                if self._connection is None or self._connection.closed:
-                    self._connection = psycopg.connect(
-                        self._conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT, application_name="tracegrade"
-                    )
-                with self._connection.transaction(), self._connection.cursor() as cursor:
-                    yield cursor
-            except psycopg.Error as exc:
-                if self._connection is not None and (
-                    self._connection.closed or isinstance(exc, psycopg.OperationalError)
-                ):
-                    self._connection.close()
-                    self._connection = None
-                raise StoreError(
-                    f"{doing} in the lake's catalog ({self._where}) failed: {redacted(str(exc).strip())}"
-                ) from None
-
     def _create(self) -> None:
-        import psycopg
-
-        for attempt in range(3):  # two processes creating the table at once: one of them retries
-            try:
-                with self._cursor("creating the build queue") as cursor:
-                    cursor.execute(_CREATE)
-                    cursor.execute(_ADD_TENANT)
-                return
-            except StoreError as exc:
-                if attempt == 2 or not isinstance(exc.__context__, psycopg.errors.UniqueViolation):
-                    raise
+        self._catalog.create("creating the build queue", _CREATE, _ADD_TENANT)
 
     def close(self) -> None:
-        with self._lock:
-            if self._connection is not None:
-                self._connection.close()
-                self._connection = None
+        self._catalog.close()
 
     # -- the queue -----------------------------------------------------------------------------------------
 
     def now(self) -> datetime:
         """PostgreSQL's clock, as a UTC timestamp without zone (the store's ``updated_at`` type)."""
-        with self._cursor("reading the time") as cursor:
+        with self._catalog.cursor("reading the time") as cursor:
             row = cursor.execute(f"SELECT {_UTC_NOW}").fetchone()
         assert row is not None
         return row[0]  # type: ignore[no-any-return]
@@ -145,7 +95,7 @@ class CatalogBuildQueue:
             return
         ordered = sorted(set(keys))  # one lock order for every writer: concurrent marks never deadlock
         delays = [self.root_settle_seconds if key in rooted else self.settle_seconds for key in ordered]
-        with self._cursor("marking traces for a build") as cursor:
+        with self._catalog.cursor("marking traces for a build") as cursor:
             cursor.execute(
                 f"INSERT INTO {QUEUE_TABLE} AS q (tenant, trace_id, due_at) "
                 "SELECT n, t, clock_timestamp() + make_interval(secs => d) "
@@ -156,7 +106,7 @@ class CatalogBuildQueue:
 
     def claim(self, limit: int, *, due_only: bool = True) -> BuildClaim | None:
         due = "due_at <= clock_timestamp() AND " if due_only else ""
-        with self._cursor("claiming traces to build") as cursor:
+        with self._catalog.cursor("claiming traces to build") as cursor:
             rows = cursor.execute(
                 f"WITH due AS (SELECT tenant, trace_id FROM {QUEUE_TABLE} WHERE {due}{_UNLEASED} "
                 f"ORDER BY due_at LIMIT %s FOR UPDATE SKIP LOCKED) "
@@ -173,7 +123,7 @@ class CatalogBuildQueue:
 
     def claim_traces(self, keys: Sequence[TraceKey]) -> BuildClaim:
         ordered = sorted(set(keys))
-        with self._cursor("claiming traces to build") as cursor:
+        with self._catalog.cursor("claiming traces to build") as cursor:
             cursor.execute(
                 f"INSERT INTO {QUEUE_TABLE} AS q (tenant, trace_id, due_at, claimed_by, claimed_marks, lease_until) "
                 "SELECT n, t, clock_timestamp(), %s, 1, clock_timestamp() + make_interval(secs => %s) "
@@ -187,7 +137,7 @@ class CatalogBuildQueue:
 
     def finish(self, claim: BuildClaim, *, built: bool) -> None:
         claimed = "(tenant, trace_id) IN (SELECT * FROM unnest(%s::text[], %s::text[])) AND claimed_by = %s"
-        with self._cursor("finishing a build") as cursor:
+        with self._catalog.cursor("finishing a build") as cursor:
             if built:  # done, unless marked again meanwhile: then due again (at the time its mark set)
                 cursor.execute(
                     f"DELETE FROM {QUEUE_TABLE} WHERE {claimed} AND marks = claimed_marks",
@@ -203,14 +153,14 @@ class CatalogBuildQueue:
             )
 
     def seconds_until_due(self) -> float | None:
-        with self._cursor("reading the build queue") as cursor:
+        with self._catalog.cursor("reading the build queue") as cursor:
             row = cursor.execute(
                 f"SELECT extract(epoch FROM min(due_at) - clock_timestamp()) FROM {QUEUE_TABLE} WHERE {_UNLEASED}"
             ).fetchone()
         return None if row is None or row[0] is None else max(0.0, float(row[0]))
 
     def pending(self) -> int:
-        with self._cursor("reading the build queue") as cursor:
+        with self._catalog.cursor("reading the build queue") as cursor:
             if cursor.execute("SELECT to_regclass(%s)", [QUEUE_TABLE]).fetchone() == (None,):
                 return 0
             row = cursor.execute(f"SELECT count(*) FROM {QUEUE_TABLE}").fetchone()
@@ -222,7 +172,7 @@ class CatalogBuildQueue:
         sql = f"SELECT tenant, trace_id FROM {QUEUE_TABLE} ORDER BY due_at, tenant, trace_id"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        with self._cursor("reading the build queue") as cursor:
+        with self._catalog.cursor("reading the build queue") as cursor:
             if cursor.execute("SELECT to_regclass(%s)", [QUEUE_TABLE]).fetchone() == (None,):
                 return []
             return [(row[0], row[1]) for row in cursor.execute(sql).fetchall()]

@@ -11,12 +11,13 @@ from __future__ import annotations
 from importlib import resources
 from importlib.util import find_spec
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
 from tracegrade.errors import StoreError
 
-__all__ = ["LAKE_EXTENSIONS", "LakeUnavailable", "extension_file", "load_lake_extensions"]
+__all__ = ["LAKE_EXTENSIONS", "LakeUnavailable", "extension_file", "load_lake_extensions", "require_psycopg"]
 
 # (PyPI distribution's import name, file name in the package, name DuckDB loads it by)
 LAKE_EXTENSIONS: tuple[tuple[str, str, str], ...] = (
@@ -57,3 +58,15 @@ def load_lake_extensions(con: duckdb.DuckDBPyConnection) -> None:
             con.execute(f"LOAD {name}")
         except duckdb.Error as exc:
             raise LakeUnavailable(f"loading the {name} extension from {path} failed: {exc}; {_INSTALL_HINT}") from None
+
+
+def require_psycopg() -> Any:
+    """The psycopg module, which the queues kept in the catalog's PostgreSQL use; LakeUnavailable if absent."""
+    try:
+        import psycopg
+    except ImportError:
+        raise LakeUnavailable(
+            f"a lake's build and grading job queues need the Python package psycopg, which is not installed; "
+            f"run: {_INSTALL_HINT}"
+        ) from None
+    return psycopg

@@ -10,6 +10,11 @@ NULL dropped) and gives each store table's name, in ``main``, to a view that sho
 - ``traces``: the newest build of each (tenant, trace_id); its ``node_visits``, ``tool_calls`` and
   ``llm_calls`` rows are those of that same build. Trajectory base tables carry a ``build_id`` (one per
   replacement), since two builders may map the same trace at once and each insert its rows.
+- the tables of recorded runs: the newest write of each key; ``eval_results`` holds the results of each
+  case's newest write, and a run recorded case by case counts its cases when read (``grading_tables``).
+  Their base tables carry ``written_at`` and ``write_id``.
+- ``grading_jobs``: the job queue in the catalog's PostgreSQL database (``lake_jobs``), read through an
+  attachment of that database named ``JOBS_ALIAS``, with the file store's column types.
 
 The columns come from running the file store's migrations on an in-memory DuckDB and reading the result,
 so a new migration reaches the lake without a lake script. Opening a lake written by an older tracegrade
@@ -26,6 +31,8 @@ import duckdb
 
 from tracegrade.errors import StoreError
 from tracegrade.store.database import quote_identifier
+from tracegrade.store.grading_tables import CASE_COUNTS, RECORD_KEYS, WRITE_COLUMNS
+from tracegrade.store.lake_jobs import JOBS_SCHEMA
 from tracegrade.store.rows import sql_string, utc_now
 from tracegrade.store.schema import MIGRATIONS, SCHEMA_VERSION, TABLES, ensure_schema
 from tracegrade.store.tenancy import DEFAULT_TENANT, TENANT_COLUMN
@@ -35,6 +42,7 @@ __all__ = [
     "BACKFILL",
     "BUILD_COLUMN",
     "FIRST_COPY",
+    "JOBS_ALIAS",
     "RAW_SCHEMA",
     "Column",
     "ensure_lake_schema",
@@ -43,6 +51,8 @@ __all__ = [
 ]
 
 RAW_SCHEMA = "raw"
+JOBS_ALIAS = "tracegrade_jobs"  # the catalog's PostgreSQL database, attached read-only for grading_jobs
+_JOBS_TABLE = "grading_jobs"  # not in the lake: its view reads the job queue
 BUILD_COLUMN = "build_id"  # trajectory base tables only: which replacement wrote the row
 # What rows stored before a column was added hold in it (DuckLake keeps it as the column's initial default,
 # so the old Parquet files are not rewritten).
@@ -55,6 +65,7 @@ FIRST_COPY = {
     "evaluations": ("tenant, trace_id, log_key", "received_at"),  # one row per stored log record
 }
 _NEWEST_BUILD = f"row_number() OVER (PARTITION BY tenant, trace_id ORDER BY updated_at DESC, {BUILD_COLUMN} DESC) = 1"
+_WRITTEN, _WRITE_ID = (name for name, _ in WRITE_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -93,10 +104,44 @@ def file_schema_columns() -> dict[str, list[Column]]:
 def _base_columns(table: str, columns: list[Column]) -> list[Column]:
     if table in TRAJECTORY_TABLES:
         return [*columns, Column(BUILD_COLUMN, "VARCHAR", True)]
+    if table in RECORD_KEYS:
+        return [*columns, *(Column(name, data_type, True) for name, data_type in WRITE_COLUMNS)]
     return columns
 
 
-def _view_sql(table: str) -> str:
+def _newest_write(table: str, columns: str = "*") -> str:
+    """The rows of ``table``'s newest write of each key."""
+    key = ", ".join(RECORD_KEYS[table])
+    order = f"{_WRITTEN} DESC, {_WRITE_ID} DESC"
+    newest = f"row_number() OVER (PARTITION BY {key} ORDER BY {order}) = 1"
+    return f"SELECT {columns} FROM {RAW_SCHEMA}.{table} QUALIFY {newest}"
+
+
+def _record_view_sql(table: str, columns: list[Column]) -> str:
+    stamps = f"EXCLUDE ({_WRITTEN}, {_WRITE_ID})"
+    if table == "eval_results":  # the results of each case's newest write, however many criteria it had
+        cases = _newest_write("eval_case_results", f"run_id, eval_id, {_WRITE_ID}")
+        key = ", ".join(f"r.{column}" for column in RECORD_KEYS[table])
+        return (
+            f"SELECT r.* {stamps} FROM {RAW_SCHEMA}.eval_results r SEMI JOIN ({cases}) c "
+            f"ON r.run_id = c.run_id AND r.eval_id = c.eval_id AND r.{_WRITE_ID} = c.{_WRITE_ID} "
+            f"QUALIFY row_number() OVER (PARTITION BY {key}) = 1"  # a write stored twice shows once
+        )
+    if table == "eval_runs":  # a run recorded case by case (no report) counts the cases it has
+        types = {column.name: column.data_type for column in columns}
+        counts = ", ".join(f"{value} AS {name}" for name, value in CASE_COUNTS)
+        recounted = ", ".join(
+            f"CAST(coalesce(c.{name}, r.{name}) AS {types[name]}) AS {name}" for name, _ in CASE_COUNTS
+        )
+        return (
+            f"SELECT r.* {stamps} REPLACE ({recounted}) FROM ({_newest_write(table)}) r LEFT JOIN "
+            f"(SELECT run_id, {counts} FROM ({_newest_write('eval_case_results')}) GROUP BY run_id) c "
+            "ON r.report IS NULL AND c.run_id = r.run_id"
+        )
+    return f"SELECT * {stamps} FROM ({_newest_write(table)})"
+
+
+def _view_sql(table: str, columns: list[Column]) -> str:
     raw = f"{RAW_SCHEMA}.{table}"
     if table in FIRST_COPY:
         key, order = FIRST_COPY[table]
@@ -109,6 +154,13 @@ def _view_sql(table: str) -> str:
             f"SELECT r.* EXCLUDE ({BUILD_COLUMN}) FROM {raw} r SEMI JOIN ({newest}) b "
             f"ON r.tenant = b.tenant AND r.trace_id = b.trace_id AND r.{BUILD_COLUMN} = b.{BUILD_COLUMN}"
         )
+    if table in RECORD_KEYS:
+        return _record_view_sql(table, columns)
+    if table == _JOBS_TABLE:
+        listed = ", ".join(
+            f"CAST({quote_identifier(c.name)} AS {c.data_type}) AS {quote_identifier(c.name)}" for c in columns
+        )
+        return f"SELECT {listed} FROM {JOBS_ALIAS}.{JOBS_SCHEMA}.{_JOBS_TABLE}"
     raise AssertionError(f"no lake view is defined for table {table}")  # a new store table needs its key here
 
 
@@ -159,7 +211,10 @@ def ensure_lake_schema(con: duckdb.DuckDBPyConnection, catalog: str, where: str)
     db = quote_identifier(catalog)
     statements = [f"CREATE SCHEMA IF NOT EXISTS {db}.{RAW_SCHEMA}"]
     existing = _existing_columns(con, catalog)
-    for table, columns in file_schema_columns().items():
+    file_columns = file_schema_columns()
+    for table, columns in file_columns.items():
+        if table == _JOBS_TABLE:
+            continue
         wanted = _base_columns(table, columns)
         have = existing.get(table)
         if have is None:
@@ -176,7 +231,7 @@ def ensure_lake_schema(con: duckdb.DuckDBPyConnection, catalog: str, where: str)
                         "lake (another METADATA database) and re-import the spans"
                     )
     for table in TABLES:
-        statements.append(f"CREATE OR REPLACE VIEW {db}.main.{table} AS {_view_sql(table)}")
+        statements.append(f"CREATE OR REPLACE VIEW {db}.main.{table} AS {_view_sql(table, file_columns[table])}")
     statements.append(
         f"CREATE TABLE IF NOT EXISTS {db}.main.schema_version "
         "(version INTEGER NOT NULL, description VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)"

@@ -20,7 +20,16 @@ from tracegrade.store.database import fetch_arrow, insert_arrow
 from tracegrade.store.evaluations import EVALUATION_EVENT, evaluation_rows
 from tracegrade.store.rows import utc_now
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "TABLES", "check_schema", "ensure_schema", "schema_version"]
+__all__ = [
+    "GRADING_TABLES",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "TABLES",
+    "TRACE_TABLES",
+    "check_schema",
+    "ensure_schema",
+    "schema_version",
+]
 
 
 @dataclass(frozen=True)
@@ -49,11 +58,25 @@ MIGRATIONS: tuple[Migration, ...] = (
         5, "evaluations: one row per gen_ai.evaluation.result event", "schema_v5.sql", _evaluations_of_stored_logs
     ),
     Migration(6, "traces.tool_names: the distinct tools each trace called", "schema_v6.sql"),
+    Migration(
+        7,
+        "grading tables: eval_runs, eval_case_results, eval_results, eval_run_cases, calibrations, grading_jobs",
+        "schema_v7.sql",
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
-# tables a user can query or export, in dependency order
-TABLES: tuple[str, ...] = ("spans", "logs", "evaluations", "traces", "node_visits", "tool_calls", "llm_calls")
+# what receivers store and the mapper derives, and what grading records; a user can query or export each
+TRACE_TABLES: tuple[str, ...] = ("spans", "logs", "evaluations", "traces", "node_visits", "tool_calls", "llm_calls")
+GRADING_TABLES: tuple[str, ...] = (
+    "eval_runs",
+    "eval_case_results",
+    "eval_results",
+    "eval_run_cases",
+    "calibrations",
+    "grading_jobs",
+)
+TABLES: tuple[str, ...] = (*TRACE_TABLES, *GRADING_TABLES)
 
 _VERSION_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_version (

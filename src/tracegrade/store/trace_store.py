@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -43,6 +43,8 @@ from tracegrade.store.database import (
     quote_identifier,
 )
 from tracegrade.store.evaluations import evaluation_rows
+from tracegrade.store.grading_jobs import JobQueue, StoreJobQueue
+from tracegrade.store.grading_tables import replace_record_rows
 from tracegrade.store.key_repair import damaged_keys, repair_keys
 from tracegrade.store.prepared import PreparedWrite, prepare_write
 from tracegrade.store.query_control import QueryControl
@@ -338,16 +340,24 @@ class TraceStore:
         if not self.wal and outcome != [(0,)]:
             self.checkpoint()
 
-    def write_rows(self, table: str, rows: pa.Table, *, replace: bool = True) -> None:
-        """Insert ``rows`` (an Arrow table, columns matched by name) into ``table`` in one statement and its
-        own transaction, durable on return like ``execute_write``; with ``replace`` (INSERT OR REPLACE) a
-        row overwrites the one with its key. One statement, since binding Python values one by one is slow."""
-        if rows.num_rows == 0:
+    def write_records(self, tables: Mapping[str, pa.Table]) -> None:
+        """Record grading rows (Arrow tables by table name, columns matched by name) in one transaction,
+        durable on return like ``execute_write``: each row replaces the row with its key, and a case's
+        ``eval_results`` rows replace all its earlier ones (see ``grading_tables``). One statement per
+        table, since binding Python values one by one is slow."""
+        if not any(rows.num_rows for rows in tables.values()):
             return
-        with self._transaction(f"writing {table} rows"):
-            insert_arrow(self._con, table, rows, replace=replace)
+        with self._transaction("recording grading results"):
+            self._write_records(tables)
         if not self.wal:
             self.checkpoint()
+
+    def _write_records(self, tables: Mapping[str, pa.Table]) -> None:
+        replace_record_rows(self._con, tables)
+
+    def job_queue(self) -> JobQueue:
+        """The online grading job queue: this file's ``grading_jobs`` table."""
+        return StoreJobQueue(self)
 
     def _stamp(self) -> datetime:
         """The current UTC time, strictly later than every stamp before (call under the write lock)."""

@@ -1,0 +1,129 @@
+"""The online grading job queue: what a worker asks of it, and a DuckDB file's own ``grading_jobs`` table.
+
+Each (rule, trace) pair is one job, ``<rule>:<trace_id>``, added once. A worker claims jobs by taking a
+lease; a job whose lease expired is claimed again (or failed, after its last allowed attempt); only the
+lease holder may finish a job. A DuckDB file has one writer, so its queue is plain SQL on the file; a lake
+keeps its queue in the catalog's PostgreSQL database instead (``lake_jobs``), whose row locks let workers
+on several machines share it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from tracegrade.errors import NotFoundError
+from tracegrade.store.rows import utc_now
+
+__all__ = ["EXPIRED_ERROR_SQL", "ClaimedJob", "JobQueue", "QueuedJob", "StoreJobQueue"]
+
+# the error of a job failed for good: its lease expired after its last attempt (SQL, for either database)
+EXPIRED_ERROR_SQL = "'the worker holding the lease stopped ' || attempts || ' time(s) without finishing'"
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    job_id: str
+    rule: str
+    trace_id: str
+
+
+@dataclass(frozen=True)
+class QueuedJob:
+    """What a worker needs to know of a job it holds: when it was added and how often it was claimed."""
+
+    created_at: datetime
+    attempts: int
+
+
+class JobQueue(Protocol):
+    """The jobs of online grading, shared by every worker on one store."""
+
+    def enqueue(self, rule: str, where: Sequence[str], params: Sequence[Any]) -> int:
+        """Add a pending job of ``rule`` for every trace of ``traces`` matching all of ``where`` (SQL
+        predicates with ``params``) that has none yet; how many were added."""
+        ...
+
+    def claim(self, owner: str, limit: int, lease: timedelta, max_attempts: int) -> list[ClaimedJob]:
+        """Lease up to ``limit`` pending jobs, or jobs whose lease expired, to ``owner`` (oldest first); a
+        job whose lease expired after its last allowed attempt is marked failed instead."""
+        ...
+
+    def job(self, job_id: str) -> QueuedJob: ...
+
+    def finish(self, job_id: str, owner: str, status: str, run_id: str | None, error: str | None) -> None:
+        """Set a job's final (or ``pending`` again) status, if ``owner`` still holds its lease."""
+        ...
+
+    def counts(self) -> dict[str, int]:
+        """Jobs by status."""
+        ...
+
+
+class _SqlStore(Protocol):
+    def execute_write(self, sql: str, params: Sequence[Any] | None = None) -> None: ...
+
+    def query(self, sql: str, params: Sequence[Any] | None = None) -> Any: ...
+
+
+class StoreJobQueue:
+    """The job queue in a DuckDB store's own ``grading_jobs`` table (times from this machine's clock)."""
+
+    def __init__(self, store: _SqlStore) -> None:
+        self.store = store
+
+    def enqueue(self, rule: str, where: Sequence[str], params: Sequence[Any]) -> int:
+        now = utc_now()
+        before = self._count(rule)
+        self.store.execute_write(
+            "INSERT INTO grading_jobs "
+            "SELECT ? || ':' || trace_id, ?, trace_id, 'pending', NULL, NULL, 0, ?, ?, NULL, NULL FROM traces "
+            f"WHERE {' AND '.join(where)} AND NOT EXISTS "
+            "(SELECT 1 FROM grading_jobs j WHERE j.rule = ? AND j.trace_id = traces.trace_id) ON CONFLICT DO NOTHING",
+            [rule, rule, now, now, *params, rule],
+        )
+        return self._count(rule) - before
+
+    def _count(self, rule: str) -> int:
+        return int(self.store.query("SELECT count(*) FROM grading_jobs WHERE rule = ?", [rule]).rows[0][0])
+
+    def claim(self, owner: str, limit: int, lease: timedelta, max_attempts: int) -> list[ClaimedJob]:
+        now = utc_now()
+        expires = now + lease
+        self.store.execute_write(
+            "UPDATE grading_jobs SET status = 'failed', owner = NULL, lease_expires = NULL, updated_at = ?, "
+            f"error = {EXPIRED_ERROR_SQL} "
+            "WHERE status = 'leased' AND lease_expires < ? AND attempts >= ?",
+            [now, now, max_attempts],
+        )
+        self.store.execute_write(
+            "UPDATE grading_jobs SET status = 'leased', owner = ?, lease_expires = ?, attempts = attempts + 1, "
+            "updated_at = ? WHERE job_id IN (SELECT job_id FROM grading_jobs WHERE (status = 'pending' OR "
+            "(status = 'leased' AND lease_expires < ?)) AND attempts < ? ORDER BY created_at, job_id LIMIT ?)",
+            [owner, expires, now, now, max_attempts, limit],
+        )
+        rows = self.store.query(
+            "SELECT job_id, rule, trace_id FROM grading_jobs WHERE status = 'leased' AND owner = ? "
+            "AND lease_expires = ? ORDER BY created_at, job_id",
+            [owner, expires],
+        ).rows
+        return [ClaimedJob(str(r[0]), str(r[1]), str(r[2])) for r in rows]
+
+    def job(self, job_id: str) -> QueuedJob:
+        rows = self.store.query("SELECT created_at, attempts FROM grading_jobs WHERE job_id = ?", [job_id]).rows
+        if not rows:
+            raise NotFoundError(f"no grading job {job_id!r}")
+        return QueuedJob(rows[0][0], int(rows[0][1]))
+
+    def finish(self, job_id: str, owner: str, status: str, run_id: str | None, error: str | None) -> None:
+        self.store.execute_write(
+            "UPDATE grading_jobs SET status = ?, run_id = ?, error = ?, updated_at = ?, owner = NULL, "
+            "lease_expires = NULL WHERE job_id = ? AND owner = ?",
+            [status, run_id, error, utc_now(), job_id, owner],
+        )
+
+    def counts(self) -> dict[str, int]:
+        rows = self.store.query("SELECT status, count(*) FROM grading_jobs GROUP BY status").rows
+        return {str(status): int(n) for status, n in rows}

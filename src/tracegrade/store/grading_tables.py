@@ -1,0 +1,90 @@
+"""Writing the tables of recorded runs (and judge calibrations), for a DuckDB file and for a lake: every such
+write goes through here.
+
+A run's rows are written by key: a row replaces the row with its key (``RECORD_KEYS``), and the
+``eval_results`` rows of a case, (run_id, eval_id), replace every result row that case had (a case graded
+again may have fewer criteria than before). A DuckDB file holds this with its primary keys: the case's old
+results are deleted, then INSERT OR REPLACE. A lake has no keys and several machines may record at once, so
+it appends every write, each row stamped with ``written_at`` and one ``write_id`` per write, and its views
+show the newest write of each key and the results of each case's newest write (``lake_schema``).
+
+``CASE_COUNTS`` are a run's counts over its cases, for the runs recorded case by case (an online worker's
+window): the recorder computes them when it writes the run's row, and a lake's ``eval_runs`` view computes
+them again when read, since two workers recording cases of one run at once each count without the other's.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+
+import duckdb
+import pyarrow as pa
+
+from tracegrade.store.database import insert_arrow
+
+__all__ = [
+    "CASE_COUNTS",
+    "RECORD_KEYS",
+    "WRITE_COLUMNS",
+    "append_record_rows",
+    "replace_record_rows",
+]
+
+# the tables a run is recorded in, and the key of each (grading_jobs is a job queue: see worker_jobs)
+RECORD_KEYS: dict[str, tuple[str, ...]] = {
+    "eval_runs": ("run_id",),
+    "eval_case_results": ("run_id", "eval_id"),
+    "eval_results": ("run_id", "eval_id", "criterion"),
+    "eval_run_cases": ("run_id", "eval_id"),
+    "calibrations": ("criterion", "judge_model", "prompt_version"),
+}
+# the lake's stamp on each written row: when, and which write (one id for all tables of one write)
+WRITE_COLUMNS: tuple[tuple[str, str], ...] = (("written_at", "TIMESTAMP"), ("write_id", "VARCHAR"))
+# (column of eval_runs, its value as an aggregate over the run's eval_case_results rows)
+CASE_COUNTS: tuple[tuple[str, str], ...] = (
+    ("total_cases", "count(*)"),
+    ("passed_cases", "count_if(passed)"),
+    ("failed_cases", "count(*) - count_if(passed) - count_if(error IS NOT NULL)"),
+    ("error_cases", "count_if(error IS NOT NULL)"),
+    ("pass_rate", "count_if(passed) / count(*)"),
+)
+_CASES_VIEW = "_tracegrade_recorded_cases"
+
+
+def _unknown(tables: Mapping[str, pa.Table]) -> None:
+    unknown = set(tables) - set(RECORD_KEYS)
+    if unknown:
+        raise ValueError(f"not a table of recorded runs: {', '.join(sorted(unknown))}")
+
+
+def replace_record_rows(con: duckdb.DuckDBPyConnection, tables: Mapping[str, pa.Table]) -> None:
+    """A DuckDB file's write (the caller holds a transaction): the ``eval_results`` rows of the cases
+    written go first, then each table's rows replace those with their key, in the order given."""
+    _unknown(tables)
+    results = tables.get("eval_results")
+    if results is not None and results.num_rows:
+        con.register(_CASES_VIEW, results.select(["run_id", "eval_id"]))
+        try:
+            con.execute(
+                f"DELETE FROM eval_results USING (SELECT DISTINCT run_id, eval_id FROM {_CASES_VIEW}) c "
+                "WHERE eval_results.run_id = c.run_id AND eval_results.eval_id = c.eval_id"
+            )
+        finally:
+            con.unregister(_CASES_VIEW)
+    for table, rows in tables.items():
+        if rows.num_rows:
+            insert_arrow(con, table, rows, replace=True)
+
+
+def append_record_rows(con: duckdb.DuckDBPyConnection, tables: Mapping[str, pa.Table], written_at: datetime) -> None:
+    """A lake's write (the caller holds a transaction, on the schema of the base tables): every row
+    appended, stamped with ``written_at`` and one new write id."""
+    _unknown(tables)
+    write_id = uuid.uuid4().hex
+    for table, rows in tables.items():
+        if rows.num_rows:
+            stamped = rows.append_column("written_at", pa.array([written_at] * rows.num_rows, pa.timestamp("us")))
+            stamped = stamped.append_column("write_id", pa.array([write_id] * rows.num_rows, pa.string()))
+            insert_arrow(con, table, stamped)

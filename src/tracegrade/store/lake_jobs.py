@@ -1,0 +1,133 @@
+"""A lake's online grading job queue, in its catalog's PostgreSQL database (schema ``tracegrade``).
+
+DuckLake has no keys and no row locks, and its commits conflict when two of them change the same rows, so
+a queue that workers on several machines share lives beside the catalog instead: ``tracegrade.grading_jobs``
+in the same database, whose primary key adds each (rule, trace) job once, and whose row locks
+(``SELECT … FOR UPDATE SKIP LOCKED``) hand each pending job to one worker. Every time in it (leases, when a
+job was added or changed) is PostgreSQL's clock, so workers whose clocks differ still agree on when a lease
+expired. The table's columns are those of the file store's ``grading_jobs``; the lake shows it as its
+``grading_jobs`` view, through a read-only attachment of the schema (``lake_schema``), which is why the
+table sits in a schema of its own: queries see it and nothing else of the catalog database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from tracegrade.errors import NotFoundError
+from tracegrade.store.catalog_connection import CatalogConnection
+from tracegrade.store.grading_jobs import EXPIRED_ERROR_SQL, ClaimedJob, QueuedJob
+
+if TYPE_CHECKING:
+    from tracegrade.store.lake_schema import Column
+
+__all__ = ["JOBS_SCHEMA", "CatalogJobQueue", "ensure_job_table"]
+
+JOBS_SCHEMA = "tracegrade"
+_TABLE = f"{JOBS_SCHEMA}.grading_jobs"
+_PG_TYPES = {
+    "VARCHAR": "text",
+    "JSON": "text",
+    "TIMESTAMP": "timestamp",
+    "INTEGER": "integer",
+    "BIGINT": "bigint",
+    "DOUBLE": "double precision",
+    "BOOLEAN": "boolean",
+}
+# PostgreSQL's clock when the transaction began (one time for all its rows), as the UTC TIMESTAMP the store keeps
+_NOW = "(now() AT TIME ZONE 'UTC')"
+
+
+def ensure_job_table(conninfo: str, columns: Sequence[Column]) -> None:
+    """Create ``tracegrade.grading_jobs`` in the catalog's database, or add the columns it lacks."""
+    listed = ", ".join(f'"{c.name}" {_pg_type(c)}' for c in columns)
+    catalog = CatalogConnection(conninfo)
+    try:
+        catalog.create(
+            "creating the grading job queue",
+            f"CREATE SCHEMA IF NOT EXISTS {JOBS_SCHEMA}",
+            f"CREATE TABLE IF NOT EXISTS {_TABLE} ({listed}, PRIMARY KEY (job_id))",
+            *(f'ALTER TABLE {_TABLE} ADD COLUMN IF NOT EXISTS "{c.name}" {_pg_type(c)}' for c in columns),
+            # what claims look for: the jobs not finished yet, oldest first
+            f"CREATE INDEX IF NOT EXISTS grading_jobs_open ON {_TABLE} (created_at, job_id) "
+            "WHERE status IN ('pending', 'leased')",
+        )
+    finally:
+        catalog.close()
+
+
+def _pg_type(column: Column) -> str:
+    try:
+        return _PG_TYPES[column.data_type]
+    except KeyError:
+        raise AssertionError(f"no PostgreSQL type for grading_jobs.{column.name} ({column.data_type})") from None
+
+
+class CatalogJobQueue:
+    """The job queue of the lake whose catalog is at ``conninfo``; ``traces`` (the lake store) answers which
+    traces settled, through its ``grading_jobs`` view of this queue."""
+
+    def __init__(self, conninfo: str, traces: Any) -> None:
+        self._catalog = CatalogConnection(conninfo)
+        self._traces = traces
+
+    def enqueue(self, rule: str, where: Sequence[str], params: Sequence[Any]) -> int:
+        found = self._traces.query(
+            f"SELECT trace_id FROM traces WHERE {' AND '.join(where)} AND NOT EXISTS "
+            "(SELECT 1 FROM grading_jobs j WHERE j.rule = ? AND j.trace_id = traces.trace_id)",
+            [*params, rule],
+        ).rows
+        if not found:
+            return 0
+        with self._catalog.cursor("adding grading jobs") as cursor:
+            cursor.execute(
+                f"INSERT INTO {_TABLE} (job_id, rule, trace_id, status, attempts, created_at, updated_at) "
+                f"SELECT %(rule)s || ':' || t, %(rule)s, t, 'pending', 0, {_NOW}, {_NOW} "
+                "FROM unnest(%(ids)s::text[]) t ON CONFLICT (job_id) DO NOTHING",
+                {"rule": rule, "ids": [row[0] for row in found]},
+            )
+            return max(cursor.rowcount, 0)
+
+    def claim(self, owner: str, limit: int, lease: timedelta, max_attempts: int) -> list[ClaimedJob]:
+        with self._catalog.cursor("claiming grading jobs") as cursor:
+            cursor.execute(
+                f"UPDATE {_TABLE} SET status = 'failed', owner = NULL, lease_expires = NULL, updated_at = {_NOW}, "
+                f"error = {EXPIRED_ERROR_SQL} WHERE status = 'leased' AND lease_expires < {_NOW} AND attempts >= %s",
+                [max_attempts],
+            )
+            cursor.execute(
+                f"UPDATE {_TABLE} g SET status = 'leased', owner = %(owner)s, attempts = g.attempts + 1, "
+                f"lease_expires = {_NOW} + %(lease)s, updated_at = {_NOW} "
+                f"FROM (SELECT job_id FROM {_TABLE} WHERE status IN ('pending', 'leased') AND "
+                f"(status = 'pending' OR lease_expires < {_NOW}) AND attempts < %(max)s "
+                "ORDER BY created_at, job_id LIMIT %(limit)s FOR UPDATE SKIP LOCKED) picked "
+                "WHERE g.job_id = picked.job_id RETURNING g.job_id, g.rule, g.trace_id, g.created_at",
+                {"owner": owner, "lease": lease, "max": max_attempts, "limit": limit},
+            )
+            rows = sorted(cursor.fetchall(), key=lambda row: (row[3], row[0]))
+        return [ClaimedJob(job_id, rule, trace_id) for job_id, rule, trace_id, _ in rows]
+
+    def job(self, job_id: str) -> QueuedJob:
+        with self._catalog.cursor("reading a grading job") as cursor:
+            row = cursor.execute(f"SELECT created_at, attempts FROM {_TABLE} WHERE job_id = %s", [job_id]).fetchone()
+        if row is None:
+            raise NotFoundError(f"no grading job {job_id!r}")
+        return QueuedJob(row[0], int(row[1]))
+
+    def finish(self, job_id: str, owner: str, status: str, run_id: str | None, error: str | None) -> None:
+        with self._catalog.cursor("finishing a grading job") as cursor:
+            cursor.execute(
+                f"UPDATE {_TABLE} SET status = %s, run_id = %s, error = %s, updated_at = {_NOW}, owner = NULL, "
+                "lease_expires = NULL WHERE job_id = %s AND owner = %s",
+                [status, run_id, error, job_id, owner],
+            )
+
+    def counts(self) -> dict[str, int]:
+        with self._catalog.cursor("counting grading jobs") as cursor:
+            rows = cursor.execute(f"SELECT status, count(*) FROM {_TABLE} GROUP BY status").fetchall()
+        return {str(status): int(n) for status, n in rows}
+
+    def close(self) -> None:
+        self._catalog.close()
