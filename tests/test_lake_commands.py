@@ -8,6 +8,7 @@ reaches each of them, what needs its data path asks for it, and recorded rows ar
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -199,21 +200,17 @@ def test_ui_serves_a_lake_read_only(lake: tuple[str, Path], tmp_path: Path) -> N
         ui.wait(30)
 
 
-async def test_mcp_answers_from_a_lake(lake: tuple[str, Path], tmp_path: Path) -> None:
+def test_mcp_answers_from_a_lake(lake: tuple[str, Path], tmp_path: Path) -> None:
     from tests.test_mcp_server import TOOLS, _session_calls
 
     location, data = lake
     assert _grade(location, tmp_path, "--evalset", tmp_path / "evalset.json", "--lake-data", data).exit_code == 0
-    tools, results = await _session_calls(
-        "stdio",
-        location,  # type: ignore[arg-type]  # the --store value, as given
-        None,
-        [
-            ("list_traces", {"tool": "track"}),
-            ("run_sql", {"sql": "SELECT count(*) AS n FROM eval_results"}),
-            ("list_runs", {}),
-        ],
-    )
+    calls = [
+        ("list_traces", {"tool": "track"}),
+        ("run_sql", {"sql": "SELECT count(*) AS n FROM eval_results"}),
+        ("list_runs", {}),
+    ]
+    tools, results = asyncio.run(_session_calls("stdio", location, None, calls))  # type: ignore[arg-type]
     assert tools == TOOLS
     assert not any(r.is_error for r in results), [r.content for r in results if r.is_error]
     tracked, sql, runs = [r.structured_content for r in results]

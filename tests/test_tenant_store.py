@@ -25,7 +25,7 @@ from tracegrade.store.database import insert_arrow
 from tracegrade.store.journal import RequestJournal
 from tracegrade.store.lake import LakeStore
 from tracegrade.store.prepared import prepare_write
-from tracegrade.store.schema import MIGRATIONS, SCHEMA_VERSION, TABLES
+from tracegrade.store.schema import MIGRATIONS, SCHEMA_VERSION, TRACE_TABLES
 from tracegrade.store.tenancy import DEFAULT_TENANT
 
 pg_server = pg_cluster.pg_server  # the session's PostgreSQL (a fixture)
@@ -162,7 +162,7 @@ def test_an_older_lake_gains_the_tenant_column_with_its_rows_the_default_tenants
 ) -> None:
     location = f"ducklake:postgres:{pg_server.new_database()}"
     with LakeStore(location, data_path=tmp_path / "data") as old:  # made as tracegrade made it before tenants
-        for table in TABLES:
+        for table in TRACE_TABLES:  # the tables with a tenant column
             old._con.execute(f"ALTER TABLE {table} DROP COLUMN tenant")
         old._con.execute("DELETE FROM lake.main.schema_version WHERE version > 3")
         rows = prepare_write(_agent("old", "O")).spans.drop_columns(["tenant"])  # type: ignore[union-attr]
