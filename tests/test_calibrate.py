@@ -274,11 +274,13 @@ def test_labels_can_name_stored_traces(tmp_path, server, store_kind, request):
         + "\n"
     )
     server.responder = judge_responder({})
-    result = calibrate(tmp_path, write_config(tmp_path, server), labels, "--store", store_path)
+    data = ["--lake-data", str(tmp_path / "lake-data")] if store_kind == "lake" else []
+    result = calibrate(tmp_path, write_config(tmp_path, server), labels, "--store", store_path, *data)
     assert result.exit_code == 0, result.output
     (entry,) = json.loads(result.stdout)
     assert [(r["id"], r["human"], r["judge"]) for r in entry["results"]] == [("c1", 1.0, 1.0), ("line 2", 0.0, 0.0)]
     assert entry["accuracy"] == 1.0
+    assert "stored 1 calibration(s)" in result.stderr  # in the store's calibrations table, file or lake
 
 
 def test_every_problem_of_a_labels_file_is_reported_by_line(tmp_path, server):

@@ -118,7 +118,15 @@ def _record_in_store(
     TRACEGRADE_STORE; a lake needs its data path)."""
     from tracegrade.cli.grading_store import open_grading_store
     from tracegrade.evaluation.calibration_records import record_calibrations
+    from tracegrade.store.lake_location import is_lake_location, redacted
 
+    if is_lake_location(store_path) and lake_data is None:
+        click.echo(
+            f"warning: the calibrations are in {written} but not in the lake: add --lake-data PATH (the path its "
+            "receivers were given) to store them there too",
+            err=True,
+        )
+        return
     with open_grading_store(store_path, token, lake_data=lake_data) as store:
         if store.sink is None:
             click.echo(
@@ -128,7 +136,7 @@ def _record_in_store(
             )
             return
         count = record_calibrations(store.sink, entries)
-    click.echo(f"stored {count} calibration(s) in {store_path} (table calibrations)", err=True)
+    click.echo(f"stored {count} calibration(s) in {redacted(store_path)} (table calibrations)", err=True)
 
 
 def load_labels(path: Path, store_path: Path | None = None, token: str | None = None) -> list[LabelledItem]:
