@@ -16,7 +16,7 @@ from tests.support.lake_serve import store_copies_again
 from tests.support.large_reports import large_report
 from tests.support.pg_cluster import PgServer
 from tests.support.store_kinds import set_job_columns
-from tracegrade.evaluation.run_records import _rows, list_runs, load_run, record_cases, record_report
+from tracegrade.evaluation.run_records import _columns, list_runs, load_run, record_cases, record_report
 from tracegrade.evaluation.timewindow import utc_now
 from tracegrade.evaluation.worker import GradingWorker, WorkerRules
 from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport
@@ -79,8 +79,8 @@ def test_a_run_recorded_case_by_case_on_two_machines_counts_every_case(lake: tup
         record_cases(second, _one_case("b", False, "keywords"), "worker", "w-run", {"rule": "r"})
         # two workers recording at once each count the cases they see: the one that commits last may not
         # have seen the other's, and its row is the newest
-        stale = [["w-run", utc_now(), "worker", "online", "", 1, 1, 0, 0, 1.0, "{}", '{"rule": "r"}', None]]
-        first.write_records({"eval_runs": _rows("eval_runs", stale)})
+        stale = [["w-run", utc_now(), "worker", "online", "", 1, 1, 0, 0, 1.0, "{}", '{"rule": "r"}', None, None]]
+        first.write_records({"eval_runs": _columns("eval_runs", [[value] for value in stale[0]])})
         (run,) = list_runs(second)
         assert (run.total_cases, run.passed_cases, run.failed_cases, run.error_cases) == (2, 1, 1, 0)
         assert run.pass_rate == pytest.approx(0.5)

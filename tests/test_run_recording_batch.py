@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.large_reports import large_report
 from tracegrade.errors import StoreError
-from tracegrade.evaluation.run_records import _ROW_SCHEMAS, _rows, load_run, record_report
+from tracegrade.evaluation.run_records import _ROW_SCHEMAS, _columns, load_run, record_report
 from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport, TokenUsage
 from tracegrade.store import TraceStore
 
@@ -159,7 +159,10 @@ def _case(run_id: str, eval_id: str, criteria: dict[str, float]) -> dict[str, pa
         for name, score in criteria.items()
     ]
     case = [run_id, eval_id, eval_id, None, "[]", True, None, 1.0, 0.1, "ok", "[]", "[]"]
-    return {"eval_results": _rows("eval_results", results), "eval_case_results": _rows("eval_case_results", [case])}
+    return {
+        "eval_results": _columns("eval_results", [list(column) for column in zip(*results)]),
+        "eval_case_results": _columns("eval_case_results", [[value] for value in case]),
+    }
 
 
 def _scores(store: TraceStore) -> list[tuple]:

@@ -68,17 +68,22 @@ def test_an_empty_run_is_stored_and_loads(store: TraceStore) -> None:
     assert load_run(store, "run-empty").model_dump() == empty.model_dump()
 
 
-def test_runs_recorded_before_case_results_existed_still_load(store: TraceStore) -> None:
+def test_runs_recorded_before_case_results_existed_still_load(tmp_path: Path) -> None:
     old, new = _report(30), _report(20)
-    store.execute_write(OLD_EVAL_RUNS_DDL)
-    s = old.summary
-    counts = [s.total_cases, s.passed_cases, s.failed_cases, s.error_cases, s.pass_rate]
-    store.execute_write(
-        "INSERT INTO eval_runs VALUES ('run-old', TIMESTAMP '2026-11-01 10:00:00', 'eval_set', ?, ?, ?, ?, ?, ?, ?, "
-        "'{}', '{}', ?)",
-        [old.eval_set_id, old.eval_set_name, *counts, old.model_dump_json()],
-    )
-    record_report(store, new, "eval_set", "run-new")  # adds the case_results column to the old table
-    assert {r.run_id for r in list_runs(store)} == {"run-old", "run-new"}
-    assert load_run(store, "run-old").model_dump() == old.model_dump()
-    assert load_run(store, "run-new").model_dump() == new.model_dump()
+    path = tmp_path / "store.duckdb"
+    with TraceStore(path) as before:  # a store from before the grading tables joined the schema (version 7)
+        before.execute_write("DROP TABLE eval_runs")
+        before.execute_write(OLD_EVAL_RUNS_DDL)
+        s = old.summary
+        counts = [s.total_cases, s.passed_cases, s.failed_cases, s.error_cases, s.pass_rate]
+        before.execute_write(
+            "INSERT INTO eval_runs VALUES ('run-old', TIMESTAMP '2026-11-01 10:00:00', 'eval_set', ?, ?, ?, ?, ?, ?, "
+            "?, '{}', '{}', ?)",
+            [old.eval_set_id, old.eval_set_name, *counts, old.model_dump_json()],
+        )
+        before.execute_write("DELETE FROM schema_version WHERE version = 7")
+    with TraceStore(path) as store:  # migrating to version 7 adds the case_results column to the old table
+        record_report(store, new, "eval_set", "run-new")
+        assert {r.run_id for r in list_runs(store)} == {"run-old", "run-new"}
+        assert load_run(store, "run-old").model_dump() == old.model_dump()
+        assert load_run(store, "run-new").model_dump() == new.model_dump()
