@@ -41,7 +41,6 @@ __all__ = [
     "diff_runs",
     "facets",
     "failing_cases",
-    "has_table",
     "list_runs",
     "list_traces",
     "run_report",
@@ -260,8 +259,6 @@ def trace_detail(store: Store, trace_id: str) -> dict[str, Any]:
 
 
 def _grading_runs(store: Store, trace_id: str) -> list[dict[str, Any]]:
-    if not has_table(store, "eval_case_results"):
-        return []
     return store.query(
         "SELECT c.run_id, r.created_at, r.kind, c.eval_id, c.name, c.passed, c.error, c.mean_score "
         "FROM eval_case_results c JOIN eval_runs r USING (run_id) "
@@ -286,17 +283,10 @@ def span_detail(store: Store, trace_id: str, span_id: str) -> dict[str, Any]:
 # --- runs ---------------------------------------------------------------------------------------------
 
 
-def has_table(store: Store, name: str) -> bool:
-    rows = store.query("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]).rows
-    return bool(rows and rows[0][0])
-
-
 def list_runs(store: Store, limit: Any = 100, run_id: str | None = None) -> list[dict[str, Any]]:
     """Recorded grading runs, newest first, with pass rate (and its 95% interval), judge cost and duration;
     ``run_id`` keeps the runs whose id starts with it."""
     size = _page_size(limit)
-    if not has_table(store, "eval_runs"):
-        return []
     runs = store.query(
         "SELECT r.run_id, r.created_at, r.kind, r.eval_set_id, r.eval_set_name, r.total_cases, r.passed_cases, "
         "r.failed_cases, r.error_cases, r.pass_rate, "
