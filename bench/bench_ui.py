@@ -10,6 +10,11 @@ from the client (median, min and max of --repeat runs after one warm-up).
 
     python bench/bench_ui.py --spans 1000000 --repeat 3
     python bench/bench_ui.py --store KEPT.duckdb --tool-filter-sql 7   # the tool filter's SQL, before and after
+    python bench/bench_ui.py --store KEPT.duckdb --as-tenant default   # read as one tenant, and the whole store
+
+``--as-tenant NAME`` serves the UI twice, on the whole store (as a receiver with one token does) and as
+tenant NAME (as ``serve --tokens`` does: every query on views of the tenant's rows), and times each request
+on both, alternating.
 
 ``--tool-filter-sql N`` times the trace list's tool filter as SQL on the store (the first page, as
 ``ui/api.py`` asks it), the way it is answered now (``list_contains(tool_names, ?)``, schema version 6) and
@@ -36,6 +41,7 @@ from aiohttp.test_utils import TestServer
 from tracegrade.models.span import SpanRecord
 from tracegrade.store import TraceStore
 from tracegrade.store.prepared import PreparedWrite, prepare_write
+from tracegrade.store.tenant_scope import TenantStore
 from tracegrade.store.trajectories import map_traces
 from tracegrade.ui import add_ui_routes
 
@@ -150,18 +156,21 @@ def fill(path: Path, total_spans: int, spans_per_trace: int, templates: int) -> 
             "total_s": time.perf_counter() - started}  # fmt: skip
 
 
-async def measure(path: Path, repeat: int) -> dict[str, list[float]]:
+async def measure(path: Path, repeat: int, tenant: str | None = None) -> dict[str, list[float]]:
     store = TraceStore(path, read_only=True)
-    app = web.Application()
-    add_ui_routes(app, lambda: store)
-    server = TestServer(app, host="127.0.0.1")
-    await server.start_server()
+    readers = {"": store} | ({f" [as {tenant}]": TenantStore(store, tenant)} if tenant else {})
+    servers = {}
+    for label, reader in readers.items():
+        app = web.Application()
+        add_ui_routes(app, lambda _, reader=reader: reader)
+        servers[label] = TestServer(app, host="127.0.0.1")
+        await servers[label].start_server()
     timings: dict[str, list[float]] = {}
     try:
-        async with ClientSession(str(server.make_url(""))) as client:
+        async with ClientSession() as client:
 
-            async def get(path: str, params: dict[str, str] | None = None) -> Any:
-                async with client.get(path, params=params) as response:
+            async def get(path: str, params: dict[str, str] | None = None, label: str = "") -> Any:
+                async with client.get(servers[label].make_url(path), params=params) as response:
                     assert response.status == 200, await response.text()
                     return await (response.json() if "/api/" in path else response.text())
 
@@ -186,13 +195,16 @@ async def measure(path: Path, repeat: int) -> dict[str, list[float]]:
                 "page: one trace": (f"/ui/traces/{some_trace}", {}),
             }
             for name, (target, params) in cases.items():
-                await get(target, params)  # warm-up: DuckDB's caches, the first parse
+                for label in servers:
+                    await get(target, params, label)  # warm-up: DuckDB's caches, the first parse
                 for _ in range(repeat):
-                    t0 = time.perf_counter()
-                    await get(target, params)
-                    timings.setdefault(name, []).append((time.perf_counter() - t0) * 1000)
+                    for label in servers:  # alternating, when reading as a tenant too
+                        t0 = time.perf_counter()
+                        await get(target, params, label)
+                        timings.setdefault(name + label, []).append((time.perf_counter() - t0) * 1000)
     finally:
-        await server.close()
+        for server in servers.values():
+            await server.close()
         store.close()
     return timings
 
@@ -235,6 +247,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--store", type=Path, help="keep the store here (default: a temporary directory)")
     parser.add_argument("--tool-filter-sql", type=int, metavar="N", help="only compare the tool filter's SQL, N rounds")
+    parser.add_argument("--as-tenant", metavar="NAME", help="also time every request read as this tenant")
     args = parser.parse_args()
     if args.tool_filter_sql:
         if args.store is None or not args.store.exists():
@@ -250,7 +263,7 @@ def main() -> None:
         path = args.store or Path(scratch) / "bench-ui.duckdb"
         if not path.exists():
             print(json.dumps({"fill": fill(path, args.spans, args.spans_per_trace, args.templates)}))
-        for name, values in asyncio.run(measure(path, args.repeat)).items():
+        for name, values in asyncio.run(measure(path, args.repeat, args.as_tenant)).items():
             print(f"{name:42s} median {statistics.median(values):7.1f} ms  [{min(values):.1f}–{max(values):.1f}]")
 
 

@@ -145,8 +145,10 @@ def test_migrating_a_store_gives_the_events_it_already_holds_their_rows(tmp_path
     )
     with TraceStore(path) as store:
         store.write([], [event, LogRecordData(time_ns=1, observed_time_ns=1, body="plain")])
-        # the store as version 4 left it: the same logs, no evaluations table (nor what version 6 added)
-        store.execute_write("DROP TABLE evaluations")
+        # the store as version 4 left it: the same logs, no evaluations table (nor what later versions add)
+        later = ("evaluations", "eval_runs", "eval_case_results", "eval_results", "eval_run_cases", "grading_jobs")
+        for table in later:
+            store.execute_write(f"DROP TABLE {table}")
         store.execute_write("ALTER TABLE traces DROP COLUMN tool_names")
         store.execute_write("DELETE FROM schema_version WHERE version >= 5")
     with TraceStore(path) as store:

@@ -23,6 +23,7 @@ from tracegrade.judges import JudgeCache, judge_runtime
 from tracegrade.models.config import EvalConfig
 from tracegrade.models.dataset import EvalCase
 from tracegrade.models.execution import ExecutionResult
+from tracegrade.store.tenancy import GRADING_TENANT
 
 CASE = EvalCase.single_turn("c1", "What is the capital of France?", expected_response="Paris")
 ACTUAL = ExecutionResult(actual_response="The capital of France is Paris.")
@@ -103,6 +104,25 @@ async def test_cache_makes_a_second_run_call_nothing(server, tmp_path):
     # a different judge setting is a different key
     await grade(server, runtime=fast_runtime(cache=cache), num_samples=3, temperature=0.5)
     assert len(server.requests) == 6
+
+
+async def test_a_cached_reply_is_the_tenants_the_grading_ran_for(server, tmp_path):
+    cache = JudgeCache(tmp_path / "judge_cache.duckdb")
+    server.responder = lambda request: Reply.score(0.8, "acme's verdict")
+    as_acme = GRADING_TENANT.set("acme")
+    try:
+        await grade(server, runtime=fast_runtime(cache=cache))
+        again = await grade(server, runtime=fast_runtime(cache=cache))
+    finally:
+        GRADING_TENANT.reset(as_acme)
+    assert again.details["cache_hits"] == 1
+    as_globex = GRADING_TENANT.set("globex")
+    try:  # the same question from another tenant is asked again, not read from acme's reply
+        other = await grade(server, runtime=fast_runtime(cache=cache))
+    finally:
+        GRADING_TENANT.reset(as_globex)
+    assert other.details["cache_hits"] == 0
+    assert cache._conn.execute("SELECT tenant FROM judge_cache ORDER BY tenant").fetchall() == [("acme",), ("globex",)]
 
 
 async def test_unreadable_replies_are_not_cached(server, tmp_path):

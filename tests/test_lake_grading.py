@@ -22,6 +22,7 @@ from tracegrade.evaluation.worker import GradingWorker, WorkerRules
 from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport
 from tracegrade.store.grading_tables import RECORD_KEYS
 from tracegrade.store.lake import LakeStore
+from tracegrade.store.tenancy import with_tenant
 
 pg_server = pg_cluster.pg_server  # the session's PostgreSQL (a fixture)
 
@@ -80,7 +81,9 @@ def test_a_run_recorded_case_by_case_on_two_machines_counts_every_case(lake: tup
         # two workers recording at once each count the cases they see: the one that commits last may not
         # have seen the other's, and its row is the newest
         stale = [["w-run", utc_now(), "worker", "online", "", 1, 1, 0, 0, 1.0, "{}", '{"rule": "r"}', None, None]]
-        first.write_records({"eval_runs": _columns("eval_runs", [[value] for value in stale[0]])})
+        first.write_records(
+            {"eval_runs": with_tenant(_columns("eval_runs", [[value] for value in stale[0]]), "default")}
+        )
         (run,) = list_runs(second)
         assert (run.total_cases, run.passed_cases, run.failed_cases, run.error_cases) == (2, 1, 1, 0)
         assert run.pass_rate == pytest.approx(0.5)

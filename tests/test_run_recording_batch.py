@@ -18,6 +18,7 @@ from tracegrade.errors import StoreError
 from tracegrade.evaluation.run_records import _ROW_SCHEMAS, _columns, load_run, record_report
 from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport, TokenUsage
 from tracegrade.store import TraceStore
+from tracegrade.store.tenancy import with_tenant
 
 
 @pytest.fixture
@@ -112,7 +113,7 @@ def test_each_row_schema_has_the_columns_of_its_table(store: TraceStore) -> None
             "SELECT column_name FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
             [table],
         ).rows
-        assert [c for (c,) in columns] == schema.names, table
+        assert [c for (c,) in columns] == [*schema.names, "tenant"], table
 
 
 def test_a_run_larger_than_any_chunk_is_stored_value_for_value(store: TraceStore) -> None:
@@ -160,8 +161,8 @@ def _case(run_id: str, eval_id: str, criteria: dict[str, float]) -> dict[str, pa
     ]
     case = [run_id, eval_id, eval_id, None, "[]", True, None, 1.0, 0.1, "ok", "[]", "[]"]
     return {
-        "eval_results": _columns("eval_results", [list(column) for column in zip(*results)]),
-        "eval_case_results": _columns("eval_case_results", [[value] for value in case]),
+        "eval_results": with_tenant(_columns("eval_results", [list(column) for column in zip(*results)]), "t"),
+        "eval_case_results": with_tenant(_columns("eval_case_results", [[value] for value in case]), "t"),
     }
 
 

@@ -208,3 +208,21 @@ def test_a_leftover_journal_is_replayed_into_each_records_tenant(tmp_path: Path)
             ("acme", acme_trace),
             (DEFAULT_TENANT, default_trace),
         ]
+
+
+def test_import_with_tenant_stores_and_maps_the_files_as_that_tenants(tmp_path: Path) -> None:
+    from tests.support.grading_cli import run_cli
+    from tests.support.store_records import FIXTURES
+
+    store = tmp_path / "imported.duckdb"
+    for tenant in ("acme", None):  # the same file imported by an operator for acme, then as the default tenant
+        args = ["import", FIXTURES[0], "--store", store, *(["--tenant", tenant] if tenant else [])]
+        done = run_cli(*args)
+        assert done.exit_code == 0, done.output
+    with TraceStore(store, read_only=True) as opened:
+        spans = opened.query("SELECT tenant, count(*) FROM spans GROUP BY ALL ORDER BY 1").rows
+        traces = opened.query("SELECT tenant, count(*) FROM traces GROUP BY ALL ORDER BY 1").rows
+    assert [tenant for tenant, _ in spans] == ["acme", DEFAULT_TENANT] and spans[0][1] == spans[1][1]
+    assert traces == [("acme", traces[0][1]), (DEFAULT_TENANT, traces[0][1])]
+    refused = run_cli("import", FIXTURES[0], "--store", store, "--tenant", "not a name")
+    assert refused.exit_code != 0 and "not a valid tenant name" in refused.output

@@ -75,7 +75,7 @@ def store(store_path: Path) -> Iterator[TraceStore]:
 @pytest.fixture
 async def client(store: TraceStore) -> AsyncIterator[TestClient]:
     app = web.Application()
-    add_ui_routes(app, lambda: store)
+    add_ui_routes(app, lambda _: store)
     async with TestClient(TestServer(app, host="127.0.0.1")) as opened:
         yield opened
 
@@ -216,7 +216,7 @@ async def test_a_store_being_reopened_is_503_on_pages_and_api() -> None:
     class Reopening(Exception):
         http_status = 503
 
-    def provider() -> Any:
+    def provider(tenant: str | None) -> Any:
         raise Reopening("the store is being reopened after a failure; retry shortly")
 
     app = web.Application()

@@ -135,7 +135,7 @@ def _record_in_store(
                 err=True,
             )
             return
-        count = record_calibrations(store.sink, entries)
+        count = record_calibrations(store.sink, entries, store.tenant)
     click.echo(f"stored {count} calibration(s) in {redacted(store_path)} (table calibrations)", err=True)
 
 

@@ -3,7 +3,8 @@
 With no server running, the file is opened read-write and serves both. While ``tracegrade serve``
 holds the file, reads go through its query endpoint and runs are recorded through its ``/v1/runs``
 endpoint (the server is the file's single writer). A lake has no single holder: it is opened directly,
-read-write (with its data path) when a run is to be recorded, read-only otherwise.
+read-write (with its data path) when a run is to be recorded, read-only otherwise. Opened directly, the
+store is read, and runs are recorded, as the command's ``--tenant`` (see ``store_access.as_tenant``).
 """
 
 from __future__ import annotations
@@ -17,27 +18,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracegrade.cli.store_access import open_writable_store, warn_of_unstored_journal
+from tracegrade.cli.store_access import as_tenant, chosen_tenant, open_writable_store, warn_of_unstored_journal
 from tracegrade.errors import StoreError, StoreLockedError
 from tracegrade.evaluation.run_records import RunSink, record_report
 from tracegrade.models.results import EvalReport
 from tracegrade.store.lake_location import is_lake_location
+from tracegrade.store.tenancy import DEFAULT_TENANT, GRADING_TENANT
 
 __all__ = ["GradingStore", "open_grading_store"]
 
 
 @dataclass
 class GradingStore:
-    """A readable store plus, when possible, a writable one for recording runs."""
+    """A readable store plus, when possible, a writable one for recording runs (as ``tenant``'s)."""
 
     reader: Any
     sink: RunSink | None
     remote_url: str | None = None
     token: str | None = None
+    tenant: str = DEFAULT_TENANT
 
     def record(self, report: EvalReport, kind: str, run_id: str | None = None) -> str:
         if self.sink is not None:
-            return record_report(self.sink, report, kind, run_id)
+            return record_report(self.sink, report, kind, run_id, self.tenant)
         if self.remote_url is None:
             raise StoreError("this store is open read-only; results cannot be recorded")
         body = json.dumps({"report": report.model_dump(mode="json"), "kind": kind, "run_id": run_id}).encode()
@@ -69,13 +72,25 @@ def open_grading_store(
 ) -> Iterator[GradingStore]:
     """Open ``path`` (a file or a lake location) for grading; errors (missing, corrupt, locked with no
     server) are StoreErrors. ``lake_data`` is a lake's data path, which recording in a lake needs."""
+    tenant = chosen_tenant()
+    grading_as = GRADING_TENANT.set(tenant) if tenant is not None else None  # judge replies are cached as its own
+    try:
+        yield from _opened(path, token, writable, lake_data, tenant or DEFAULT_TENANT)
+    finally:
+        if grading_as is not None:
+            GRADING_TENANT.reset(grading_as)
+
+
+def _opened(
+    path: Path | str, token: str | None, writable: bool, lake_data: Path | None, tenant: str
+) -> Iterator[GradingStore]:
     from tracegrade.store import RemoteStore, TraceStore, open_store_for_read
 
     if is_lake_location(path):
         sink = open_writable_store(path, lake_data, "recording the run") if writable else None
         lake = sink or open_store_for_read(path)
         try:
-            yield GradingStore(lake, sink)
+            yield GradingStore(as_tenant(lake), sink, tenant=tenant)
         finally:
             lake.close()
         return
@@ -92,7 +107,7 @@ def open_grading_store(
         else:
             warn_of_unstored_journal(path)
             try:
-                yield GradingStore(store, store)
+                yield GradingStore(as_tenant(store), store, tenant=tenant)
             finally:
                 store.close()
             return
@@ -102,7 +117,7 @@ def open_grading_store(
             yield GradingStore(reader, None, reader.url, reader.token)
         else:
             warn_of_unstored_journal(path)
-            yield GradingStore(reader, None)
+            yield GradingStore(as_tenant(reader), None)
     finally:
         close = getattr(reader, "close", None)
         if close:

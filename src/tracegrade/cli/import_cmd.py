@@ -14,7 +14,7 @@ import click
 
 from tracegrade.cli.common import friendly_errors
 from tracegrade.cli.progress import ProgressBar, track
-from tracegrade.cli.store_access import lake_data_option, open_writable_store, store_options
+from tracegrade.cli.store_access import chosen_tenant, lake_data_option, open_writable_store, store_options
 from tracegrade.errors import StoreLockedError
 from tracegrade.store.lake_location import redacted
 
@@ -59,15 +59,17 @@ def command(files: tuple[Path, ...], store_path: Path | str, token: str | None, 
 
 
 def _into_store(store: StoreBackend, store_path: Path | str, decoded: Decoded) -> int:
-    """Write every file into the open store and map the traces they touched; the number of rejected records."""
+    """Write every file into the open store (as the ``--tenant``'s) and map the traces they touched; the number
+    of rejected records."""
     from tracegrade.store.prepared import prepare_write
     from tracegrade.store.rebuilder import rebuild_traces
     from tracegrade.store.tenancy import DEFAULT_TENANT
 
+    tenant = chosen_tenant() or DEFAULT_TENANT
     rejected_total = 0
     touched: set[str] = set()
     for path, traces, logs in decoded:
-        result = store.write_batch([prepare_write(traces.spans, logs.records)]).results[0]
+        result = store.write_batch([prepare_write(traces.spans, logs.records, tenant)]).results[0]
         touched |= result.trace_ids
         rejections = [*traces.rejected, *logs.rejected]
         rejected_total += len(rejections)
@@ -77,7 +79,7 @@ def _into_store(store: StoreBackend, store_path: Path | str, decoded: Decoded) -
         )
         _show_rejections(rejections)
     with ProgressBar(f"mapping {len(touched):,} traces"):
-        mapped = rebuild_traces(store, [(DEFAULT_TENANT, trace_id) for trace_id in sorted(touched)])
+        mapped = rebuild_traces(store, [(tenant, trace_id) for trace_id in sorted(touched)])
     click.echo(f"{mapped} trace{'s' if mapped != 1 else ''} mapped into {redacted(store_path)}")
     return rejected_total
 

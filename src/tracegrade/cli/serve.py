@@ -27,7 +27,10 @@ def _announce(server: object) -> None:
     click.echo(f"  OTLP/gRPC  {server.grpc_target}")
     click.echo(f"  OTLP/HTTP  {server.http_url}/v1/traces  (and /v1/logs)")
     click.echo(f"  health     {server.http_url}/healthz  /readyz  /metrics")
-    if settings.token:
+    if settings.tokens is not None:
+        tenants = ", ".join(server.tenants)
+        click.echo(f"  tenants    {tenants} (tokens from {settings.tokens}; reloaded on SIGHUP)")
+    elif settings.token:
         click.echo("  a bearer token is required on every request")
     if settings.host in ("0.0.0.0", "::"):
         click.echo("  (a wildcard address: gRPC listens on IPv4 and IPv6 alike, HTTP on the family given)")
@@ -43,6 +46,7 @@ _CLICK_TYPES: dict[str, Any] = {
     "tls_cert": click.Path(dir_okay=False, path_type=Path),
     "tls_key": click.Path(dir_okay=False, path_type=Path),
     "worker_rules": click.Path(exists=True, dir_okay=False, path_type=Path),
+    "tokens": click.Path(exists=True, dir_okay=False, path_type=Path),
 }
 
 

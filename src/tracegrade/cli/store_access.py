@@ -1,4 +1,4 @@
-"""What the store commands share: the --store/--token options, opening the store, printing rows."""
+"""What the store commands share: the --store/--token/--tenant options, opening the store, printing rows."""
 
 from __future__ import annotations
 
@@ -19,7 +19,10 @@ from tracegrade.ingest.settings import ENV_VARS
 from tracegrade.store.access import ReadableStore, open_store_for_read
 from tracegrade.store.journal import journal_directory, unstored_journal_bytes
 from tracegrade.store.lake_location import is_lake_location
+from tracegrade.store.remote import RemoteStore
 from tracegrade.store.results import QueryResult
+from tracegrade.store.tenancy import check_tenant_name
+from tracegrade.store.tenant_scope import TenantStore
 from tracegrade.store.trace_store import TraceStore
 
 if TYPE_CHECKING:
@@ -27,6 +30,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_STORE",
+    "as_tenant",
+    "chosen_tenant",
     "clip",
     "display",
     "emit",
@@ -38,6 +43,7 @@ __all__ = [
     "render_table",
     "store_option",
     "store_options",
+    "tenant_option",
     "token_option",
     "warn_of_unstored_journal",
 ]
@@ -86,9 +92,49 @@ def open_writable_store(location: Path | str, lake_data: Path | None, doing: str
     return open_store(location, data_path=lake_data)
 
 
+_TENANT = "tracegrade.tenant"  # where --tenant is kept in the click context for the store openers below
+
+
+def _remember_tenant(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None:
+        try:
+            check_tenant_name(value, "--tenant")
+        except ValueError as exc:
+            raise click.BadParameter(str(exc).removeprefix("--tenant: "), ctx, param) from None
+    ctx.meta[_TENANT] = value
+    return value
+
+
+tenant_option = click.option(
+    "--tenant",
+    envvar="TRACEGRADE_TENANT",
+    show_envvar=True,
+    default=None,
+    expose_value=False,
+    callback=_remember_tenant,
+    help="Open the store as this tenant: read only its rows, and record runs and import spans as its own. "
+    "Without it a store opened directly shows every tenant's rows (an operator's view) and records as tenant "
+    "'default'; through a running server its token decides the tenant.",
+)
+
+
+def chosen_tenant() -> str | None:
+    """The command's ``--tenant`` (None when not given, or outside a command)."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.meta.get(_TENANT) if ctx is not None else None
+
+
+def as_tenant(store: Any) -> Any:
+    """``store`` as the ``--tenant`` given sees it (a store opened directly); a server's store, or any
+    store without ``--tenant``, as it is: through a server the token decides the tenant."""
+    tenant = chosen_tenant()
+    return store if tenant is None or isinstance(store, RemoteStore) else TenantStore(store, tenant)
+
+
 def store_options(func: F) -> F:
-    """``--store`` and ``--token``, each also read from the environment variable `serve` reads it from."""
-    return store_option(token_option(func))
+    """``--store``, ``--token`` and ``--tenant``, each also read from an environment variable (``--store``
+    and ``--token`` from the one `serve` reads them from)."""
+    return store_option(token_option(tenant_option(func)))
 
 
 @contextmanager
@@ -102,7 +148,7 @@ def reading_store(store_path: Path | str, token: str | None) -> Iterator[Readabl
     if isinstance(store, TraceStore) and not is_lake_location(store_path):  # a lake's journals are its receivers'
         warn_of_unstored_journal(Path(store_path))
     try:
-        yield store
+        yield as_tenant(store)
     finally:
         store.close()
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from tracegrade.cli.common import UsageProblem, friendly_errors
-from tracegrade.cli.store_access import store_option
+from tracegrade.cli.store_access import as_tenant, store_option, tenant_option
 from tracegrade.ingest.settings import ServeSettings
 from tracegrade.store.lake_location import is_lake_location, redacted
 
@@ -28,6 +28,7 @@ def _loopback(host: str) -> bool:
 
 @click.command("ui")
 @store_option
+@tenant_option
 @click.option(
     "--host", default=ServeSettings.model_fields["host"].default, show_default=True, help="Address to listen on."
 )
@@ -51,7 +52,8 @@ def command(store_path: Path | str, host: str, port: int) -> None:
             err=True,
         )
     app = web.Application()
-    add_ui_routes(app, lambda: store, None)
+    reader = as_tenant(store)
+    add_ui_routes(app, lambda _: reader, None)
     app.router.add_get("/", redirect_to_ui)
     try:
         web.run_app(app, host=host, port=port, print=lambda _: click.echo(f"tracegrade UI on http://{host}:{port}/ui/"))

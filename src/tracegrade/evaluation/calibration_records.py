@@ -20,15 +20,17 @@ from typing import Any
 import pyarrow as pa
 
 from tracegrade.evaluation.run_records import RunSink
+from tracegrade.store.tenancy import DEFAULT_TENANT, with_tenant
 
 __all__ = ["record_calibrations"]
 
 _MEASURES = ("accuracy", "kappa", "kappa_linear", "kappa_quadratic", "spearman")
 
 
-def record_calibrations(store: RunSink, entries: Sequence[dict[str, Any]]) -> int:
+def record_calibrations(store: RunSink, entries: Sequence[dict[str, Any]], tenant: str = DEFAULT_TENANT) -> int:
     """Write calibration entries (as ``tracegrade.evaluation.calibration.calibrate`` makes them) into
-    ``store``, replacing rows with the same criterion, judge model and prompt version; returns how many."""
+    ``store`` as ``tenant``'s, replacing its rows with the same criterion, judge model and prompt version;
+    returns how many."""
     if not entries:
         return 0
     columns: dict[str, list[Any]] = {
@@ -47,7 +49,7 @@ def record_calibrations(store: RunSink, entries: Sequence[dict[str, Any]]) -> in
     types = {"created_at": pa.timestamp("us"), "threshold": pa.float64(), "num_samples": pa.int32()}
     types |= {"labelled_items": pa.int32(), "items": pa.int32(), **{name: pa.float64() for name in _MEASURES}}
     table = pa.table({name: pa.array(values, types.get(name, pa.string())) for name, values in columns.items()})
-    store.write_records({"calibrations": table})
+    store.write_records({"calibrations": with_tenant(table, tenant)})
     return table.num_rows
 
 

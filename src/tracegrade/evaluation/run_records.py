@@ -6,7 +6,8 @@ joinable in SQL with ``traces``, ``tool_calls`` and the other trajectory tables:
     SELECT r.criterion, avg(r.score), count(*) FROM eval_results r JOIN traces t USING (trace_id)
     WHERE t.service_name = 'checkout' GROUP BY ALL;
 
-Rows are keyed by (run_id, eval_id[, criterion]) and a case's rows replace what it had (the store's
+Rows are keyed by (tenant, run_id, eval_id[, criterion]) (a run is its tenant's alone) and a case's rows
+replace what it had (the store's
 ``write_records``, on a DuckDB file or a lake alike: see ``store.grading_tables``), so writing the same run
 twice (a retried grading job) never duplicates results. Each table's rows go in as one Arrow table:
 DuckDB binds Python parameters one value at a time, slowly. A run's rows are one transaction, its
@@ -39,6 +40,7 @@ from tracegrade.errors import NotFoundError
 from tracegrade.evaluation.timewindow import utc_now
 from tracegrade.models.results import EvalCaseResult, EvalReport
 from tracegrade.store.grading_tables import CASE_COUNTS
+from tracegrade.store.tenancy import DEFAULT_TENANT, with_tenant
 
 __all__ = [
     "RunSink",
@@ -134,8 +136,10 @@ _CASE_LIST = TypeAdapter(list[EvalCaseResult])
 _CASE = TypeAdapter(EvalCaseResult)
 
 
-def record_report(store: RunSink, report: EvalReport, kind: str, run_id: str | None = None) -> str:
-    """Write one run; returns its id. Idempotent for a given ``run_id``."""
+def record_report(
+    store: RunSink, report: EvalReport, kind: str, run_id: str | None = None, tenant: str = DEFAULT_TENANT
+) -> str:
+    """Write one run of ``tenant``'s; returns its id. Idempotent for a given ``run_id``."""
     run_id = run_id or new_run_id()
     s = report.summary
     run_row: list[Any] = [
@@ -154,12 +158,20 @@ def record_report(store: RunSink, report: EvalReport, kind: str, run_id: str | N
         report.model_dump_json(exclude={"results"}),
         _pack_cases(report.results),
     ]
-    store.write_records({**_case_rows(run_id, report), "eval_runs": _columns("eval_runs", [[v] for v in run_row])})
+    tables = {**_case_rows(run_id, report), "eval_runs": _columns("eval_runs", [[v] for v in run_row])}
+    store.write_records(_as_tenants(tables, tenant))
     return run_id
 
 
-def record_cases(store: RunSink, report: EvalReport, kind: str, run_id: str, metadata: dict[str, Any]) -> str:
-    """Add ``report``'s cases to run ``run_id``, recorded case by case; returns ``run_id``.
+def record_cases(
+    store: RunSink,
+    report: EvalReport,
+    kind: str,
+    run_id: str,
+    metadata: dict[str, Any],
+    tenant: str = DEFAULT_TENANT,
+) -> str:
+    """Add ``report``'s cases to ``tenant``'s run ``run_id``, recorded case by case; returns ``run_id``.
 
     A case already in the run (same ``eval_id``) is replaced, every row of it, so recording a case again
     never duplicates it. The run's row then counts every case recorded in it; ``metadata`` and the
@@ -171,16 +183,21 @@ def record_cases(store: RunSink, report: EvalReport, kind: str, run_id: str, met
         "eval_run_cases",
         [[run_id] * len(results), [r.eval_id for r in results], [r.model_dump_json() for r in results]],
     )
-    store.write_records(cases)
+    store.write_records(_as_tenants(cases, tenant))
     (counts,) = store.query(
         f"SELECT {', '.join(f'{value} AS {column}' for column, value in CASE_COUNTS)} FROM eval_case_results "
-        "WHERE run_id = ?",
-        [run_id],
+        "WHERE tenant = ? AND run_id = ?",
+        [tenant, run_id],
     ).rows
     config, meta = json.dumps(report.config_used, default=str), json.dumps(metadata, default=str)
     run_row = [run_id, utc_now(), kind, report.eval_set_id, report.eval_set_name, *counts, config, meta, None, None]
-    store.write_records({"eval_runs": _columns("eval_runs", [[value] for value in run_row])})
+    store.write_records(_as_tenants({"eval_runs": _columns("eval_runs", [[value] for value in run_row])}, tenant))
     return run_id
+
+
+def _as_tenants(tables: dict[str, pa.Table], tenant: str) -> dict[str, pa.Table]:
+    """A run's rows, each with the tenant column (the last of every grading table) set to ``tenant``."""
+    return {name: with_tenant(table, tenant) for name, table in tables.items()}
 
 
 def _case_rows(run_id: str, report: EvalReport) -> dict[str, pa.Table]:
@@ -263,8 +280,8 @@ def new_run_id() -> str:
 
 
 def _columns(table: str, columns: list[list[Any]]) -> pa.Table:
-    """The rows whose values ``columns`` holds (in the table's column order) as an Arrow table of the
-    table's row schema."""
+    """The rows whose values ``columns`` holds (in the table's column order, but for its tenant) as an Arrow
+    table of the table's row schema."""
     schema = _ROW_SCHEMAS[table]
     return pa.table([pa.array(column, field.type) for column, field in zip(columns, schema)], schema)
 

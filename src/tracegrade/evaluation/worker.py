@@ -9,7 +9,9 @@ one run per window of ``run_window_minutes`` (by when the job was enqueued): run
 ``worker:<rule>:<window start, UTC>``, one case per job, so ``tracegrade runs`` lists a row per rule and
 window rather than one per trace. A job whose worker died is
 taken over when its lease expires; a job always lands in the same run, where its case (keyed by trace)
-is replaced, so a retried job never writes duplicate results.
+is replaced, so a retried job never writes duplicate results. A rule belongs to one tenant (``tenant:``,
+by default the one tenant of a receiver without a tokens file): it grades that tenant's traces only, and
+its jobs, runs and cached judge replies are that tenant's.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tracegrade.criteria.base import BaseCriterion
 from tracegrade.criteria.registry import CRITERIA_REGISTRY
@@ -37,6 +39,8 @@ from tracegrade.evaluation.timewindow import utc_now
 from tracegrade.models.config import CriteriaConfig, CriterionConfig, EvalConfig
 from tracegrade.models.files import load_model
 from tracegrade.store.grading_jobs import JobQueue
+from tracegrade.store.tenancy import DEFAULT_TENANT, GRADING_TENANT, check_tenant_name
+from tracegrade.store.tenant_scope import TenantStore
 
 __all__ = ["GradingRule", "GradingSink", "GradingWorker", "NamedCriterion", "WorkerRules"]
 
@@ -60,6 +64,7 @@ class GradingRule(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    tenant: str = DEFAULT_TENANT  # whose traces the rule grades, and whose its jobs and runs are
     where: str | None = None
     sample: float = Field(default=1.0, gt=0.0, le=1.0)
     settle_seconds: float = Field(default=5.0, ge=0.0)
@@ -67,6 +72,11 @@ class GradingRule(BaseModel):
     extra_criteria: list[NamedCriterion] = Field(default_factory=list)
     # the traces of evaluation runs (turns stamped with tracegrade.run.id) are graded by those runs already
     include_eval_runs: bool = False
+
+    @field_validator("tenant")
+    @classmethod
+    def _tenant(cls, value: str) -> str:
+        return check_tenant_name(value)
 
 
 class WorkerRules(BaseModel):
@@ -153,7 +163,8 @@ class GradingWorker:
                 where.append(f"({rule.where})")
             if rule.sample < 1.0:
                 where.append(sample_predicate(rule.sample))
-            added += self.jobs.enqueue(rule.name, where, [utc_now() - timedelta(seconds=rule.settle_seconds)])
+            settled = utc_now() - timedelta(seconds=rule.settle_seconds)
+            added += self.jobs.enqueue(rule.name, where, [settled], rule.tenant)
         return added
 
     def claim(self) -> list[tuple[str, str, str]]:
@@ -170,19 +181,21 @@ class GradingWorker:
         return [(job.job_id, job.rule, job.trace_id) for job in jobs]
 
     async def run_job(self, job_id: str, rule_name: str, trace_id: str) -> str | None:
-        """Grade one job and record it; returns the run id, or None when the job failed."""
+        """Grade one job, as its rule's tenant, and record it; returns the run id, or None when the job failed."""
         rule = self.rules.get(rule_name)
+        grading_as = GRADING_TENANT.set(rule.tenant if rule is not None else DEFAULT_TENANT)
         try:
             if rule is None:
                 raise NotFoundError(f"rule {rule_name!r} is no longer in the rules file")
             run_id, window = self._window_run(rule_name, self.jobs.job(job_id).created_at)
-            grader = TraceGrader(self.store, EvalConfig(criteria=rule.criteria), self.evaluator_factory)
+            traces = TenantStore(self.store, rule.tenant)  # the trace is read as its tenant's, like every read
+            grader = TraceGrader(traces, EvalConfig(criteria=rule.criteria), self.evaluator_factory)
             report = await grader.grade_traces(
                 TraceSelection(trace_ids=[trace_id]), extra_criteria=self._extra[rule_name]
             )
             for case in report.results:
                 case.metadata.update({"job_id": job_id, "worker": self.worker_id})
-            record_cases(self.store, report, "worker", run_id, {"rule": rule_name, **window})
+            record_cases(self.store, report, "worker", run_id, {"rule": rule_name, **window}, rule.tenant)
         except Exception as exc:
             log.warning("grading job %s failed: %s", job_id, exc)
             self._finish(
@@ -192,6 +205,8 @@ class GradingWorker:
                 f"{type(exc).__name__}: {exc}",
             )
             return None
+        finally:
+            GRADING_TENANT.reset(grading_as)
         self._finish(job_id, "done", run_id, None)
         return run_id
 

@@ -46,8 +46,8 @@ SUPPORTED_ENCODINGS = ("gzip", "identity")
 TOO_LARGE_HINT = "send smaller batches (the exporter's max export batch size) or raise --max-request-bytes"
 READ_CHUNK = 64 * 1024
 
-# (sql, params, is the client still connected?) -> QueryResult
-QueryRunner = Callable[[str, Sequence[Any] | None, Callable[[], bool]], Awaitable[Any]]
+# (sql, params, is the client still connected?, the caller's tenant) -> QueryResult
+QueryRunner = Callable[[str, Sequence[Any] | None, Callable[[], bool], str], Awaitable[Any]]
 Readiness = Callable[[], tuple[bool, str]]
 
 
@@ -195,9 +195,9 @@ class HttpFrontEnd:
 
     async def _query(self, request: web.Request) -> web.Response:
         try:
-            self._intake.authorize(request.headers.get("Authorization"))
+            tenant = self._intake.authorize(request.headers.get("Authorization"))
             sql, params = await self._query_arguments(request)
-            result = await self._run_query(sql, params, functools.partial(_connected, request))
+            result = await self._run_query(sql, params, functools.partial(_connected, request), tenant)
         except ExportRefused as refused:
             self._count("query", refused.http_status)
             return self._refusal(refused, WireFormat.JSON)

@@ -5,7 +5,8 @@ handed to the SDK's session manager as one ASGI call (the body read whole, the r
 manager runs stateless with JSON responses: every POST carries one JSON-RPC message and is answered on its
 own, so any number of clients and receivers' restarts need no session state. Requests pass the receiver's
 bearer-token check first, and the tools read through the same store provider as the web UI (its query gate,
-limits and scoping), resolved once per request. Without the ``mcp`` extra installed ``/mcp`` answers 501.
+limits and scoping to the token's tenant), resolved once per request. Without the ``mcp`` extra installed
+``/mcp`` answers 501.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from typing import Any
 from aiohttp import web
 from multidict import CIMultiDict
 
+from tracegrade.ingest.tokens import Authorize
+
 __all__ = ["add_mcp_route"]
 
-StoreProvider = Callable[[], Any]
-Authorize = Callable[[str | None], object]  # raises (an error with http_status) to refuse
+StoreProvider = Callable[[str | None], Any]  # the caller's tenant -> what it reads
 
 _PATH = "/mcp"
 _REQUEST_STORE: contextvars.ContextVar[Any] = contextvars.ContextVar("tracegrade_mcp_store")
@@ -45,8 +47,7 @@ def add_mcp_route(app: web.Application, store_provider: StoreProvider, authorize
 
     async def handle(request: web.Request) -> web.StreamResponse:
         try:
-            authorize(request.headers.get("Authorization"))
-            store = store_provider()
+            store = store_provider(authorize(request.headers.get("Authorization")))
         except Exception as exc:
             status = int(getattr(exc, "http_status", 0) or 0)
             if not status:

@@ -21,6 +21,7 @@ from tracegrade.errors import StoreError
 from tracegrade.evaluation.run_records import RunSink, record_report
 from tracegrade.ingest.tokens import Authorize
 from tracegrade.models.results import EvalReport
+from tracegrade.store.tenancy import DEFAULT_TENANT
 
 __all__ = ["RUN_KINDS", "add_runs_route"]
 
@@ -33,14 +34,16 @@ def add_runs_route(
     """Add ``POST /v1/runs`` to ``app`` (before it starts), recording into ``store`` (or the store that
     ``store()`` returns at the time: a receiver reopens its store after a failure).
 
-    ``authorize`` receives the ``Authorization`` header and raises to refuse (the receiver's
-    ``Intake.authorize``, so the endpoint takes the same bearer token as every other one).
+    ``authorize`` receives the ``Authorization`` header and returns the caller's tenant, or raises to refuse
+    (the receiver's ``Intake.authorize``, so the endpoint takes the same bearer token as every other one);
+    the run is recorded as that tenant's.
     """
 
     async def record(request: web.Request) -> web.Response:
+        tenant = DEFAULT_TENANT
         if authorize is not None:
             try:
-                authorize(request.headers.get("Authorization"))
+                tenant = authorize(request.headers.get("Authorization"))
             except Exception as exc:
                 return _error(getattr(exc, "http_status", 401), str(exc))
         try:
@@ -55,7 +58,7 @@ def add_runs_route(
         except Exception as exc:  # the store is being reopened: retryable
             return _error(getattr(exc, "http_status", 503), str(exc))
         try:
-            recorded = await loop.run_in_executor(None, record_report, sink, report, kind, run_id)
+            recorded = await loop.run_in_executor(None, record_report, sink, report, kind, run_id, tenant)
         except StoreError as exc:
             return _error(500, f"recording the run failed: {exc}")
         return web.json_response({"run_id": recorded})

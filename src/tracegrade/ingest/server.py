@@ -7,7 +7,9 @@ it runs, a watch reopens the storage whenever the store fails (a full disk, an I
 Queries run at most ``--max-queries`` at a time, each cancelled after ``--query-timeout`` or when its
 client hangs up. Stopping (SIGTERM/SIGINT or :meth:`ReceiverServer.stop`) turns readiness off, refuses
 new requests (retryably), cancels running queries, lets admitted requests finish, flushes the writer,
-closes the store and removes the sidecar: everything acknowledged is on disk.
+closes the store and removes the sidecar: everything acknowledged is on disk. SIGHUP reloads the
+``--tokens`` file: a file that does not load is refused (logged with what is wrong) and the tokens in use
+stay.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 import grpc
 from aiohttp import web
 
-from tracegrade.errors import StoreError
+from tracegrade.errors import StoreError, TracegradeError
 from tracegrade.ingest.grpc_services import OtlpGrpcServices
 from tracegrade.ingest.http_app import HttpFrontEnd
 from tracegrade.ingest.intake import Intake, ShuttingDown, StoreUnavailable
@@ -37,8 +39,8 @@ from tracegrade.ingest.query_gate import GatedStore, QueryGate
 from tracegrade.ingest.runs_endpoint import add_runs_route
 from tracegrade.ingest.settings import ServeSettings
 from tracegrade.ingest.storage import Storage, StorageHooks
-from tracegrade.ingest.tokens import TokenTable
 from tracegrade.store.query_control import QueryControl
+from tracegrade.store.tenant_scope import TenantStore
 from tracegrade.ui import add_ui_routes
 
 __all__ = ["ReceiverServer", "run_server"]
@@ -104,7 +106,7 @@ class ReceiverServer:
             self._intake = Intake(
                 None,
                 metrics,
-                tokens=TokenTable.single(self.settings.token),
+                tokens=self.settings.token_table(),
                 max_inflight_requests=self.settings.max_inflight_requests,
                 queue_wait=self.settings.queue_wait,
                 max_queue_spans=self.settings.queue_spans,
@@ -123,8 +125,8 @@ class ReceiverServer:
             )
             app = front_end.build_app()
             add_runs_route(app, lambda: self._usable_storage().store, self._intake.authorize)
-            # the web UI and MCP read through one path: the query gate's limits (and whatever scoping it applies)
-            reads = lambda: GatedStore(self._usable_storage().store, self._queries)  # noqa: E731
+            # the web UI and MCP read through one path: the query gate's limits, as the caller's tenant
+            reads = lambda tenant: GatedStore(self.reader(tenant), self._queries)  # noqa: E731
             add_ui_routes(app, reads, self._intake.authorize)
             add_mcp_route(app, reads, self._intake.authorize, self.settings.host)
             await self._start_http(app)
@@ -236,19 +238,40 @@ class ReceiverServer:
             self._intake.close()
         self._query_executor.shutdown(wait=True)
 
+    @property
+    def tenants(self) -> list[str]:
+        """The tenants whose tokens are in force."""
+        return self._intake.tokens.tenants if self._intake is not None else []
+
+    def reload_tokens(self) -> bool:
+        """Load the ``--tokens`` file again (SIGHUP); True when its tokens are in force now. A file that
+        does not load is refused with what is wrong, and the tokens in use stay."""
+        if self.settings.tokens is None or self._intake is None:
+            return False
+        try:
+            table = self.settings.token_table()
+        except TracegradeError as exc:
+            log.error("the tokens file was NOT reloaded; the tokens in use stay: %s", exc)
+            return False
+        self._intake.tokens = table
+        log.warning("reloaded %s: tenants %s", self.settings.tokens, ", ".join(table.tenants))
+        return True
+
     def request_stop(self) -> None:
         """Ask :meth:`serve_until_signalled` to stop (safe from a signal handler on the loop)."""
         self._stop_requested.set()
 
     async def serve_until_signalled(self) -> None:
-        """Run until SIGTERM/SIGINT (or :meth:`request_stop`), then stop gracefully."""
+        """Run until SIGTERM/SIGINT (or :meth:`request_stop`), then stop gracefully; SIGHUP reloads the
+        tokens file."""
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
+        loop.add_signal_handler(signal.SIGHUP, self.reload_tokens)
         try:
             await self._stop_requested.wait()
         finally:
-            for sig in (signal.SIGTERM, signal.SIGINT):
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 loop.remove_signal_handler(sig)
             await self.stop()
 
@@ -289,6 +312,14 @@ class ReceiverServer:
             self.reopened += 1
             log.warning("the store is open again; every acknowledged request in the journal was replayed")
             return
+
+    def reader(self, tenant: str | None, store: Any = None) -> Any:
+        """What a caller of ``tenant`` reads (``store``, by default the open one): the store as that tenant
+        sees it when tenants have their own tokens (``--tokens``), else the whole store."""
+        store = store if store is not None else self._usable_storage().store
+        if tenant is None or self._intake is None or not self._intake.tokens.per_tenant:
+            return store
+        return TenantStore(store, tenant)
 
     def _usable_storage(self) -> Storage:
         """The open storage, or a retryable refusal while it is being reopened."""
@@ -349,15 +380,17 @@ class ReceiverServer:
 
     # -- queries ----------------------------------------------------------------------------------------
 
-    async def _run_query(self, sql: str, params: Sequence[Any] | None, connected: Callable[[], bool]) -> Any:
-        """Run a query within the receiver's limits (see QueryGate), also cancelled when ``connected()`` turns
-        False (the client hung up)."""
+    async def _run_query(
+        self, sql: str, params: Sequence[Any] | None, connected: Callable[[], bool], tenant: str
+    ) -> Any:
+        """Run a query of ``tenant``'s within the receiver's limits (see QueryGate), also cancelled when
+        ``connected()`` turns False (the client hung up)."""
         if self._intake is not None and self._intake.draining:
             raise ShuttingDown("the receiver is shutting down; retry later", 5.0)
         storage = self._usable_storage()
         control = QueryControl(self.settings.query_timeout)
         loop = asyncio.get_running_loop()
-        running = loop.run_in_executor(self._query_executor, self._query_stored, storage, sql, params, control)
+        running = loop.run_in_executor(self._query_executor, self._query_stored, storage, sql, params, control, tenant)
         while True:
             done, _ = await asyncio.wait({running}, timeout=CLIENT_CHECK_SECONDS)
             if done:
@@ -365,10 +398,12 @@ class ReceiverServer:
             if not connected():
                 control.cancel("its client closed the connection")
 
-    def _query_stored(self, storage: Storage, sql: str, params: Sequence[Any] | None, control: QueryControl) -> Any:
+    def _query_stored(
+        self, storage: Storage, sql: str, params: Sequence[Any] | None, control: QueryControl, tenant: str
+    ) -> Any:
         """Run a query once every span acknowledged before it is committed (read your acknowledged writes)."""
         storage.journaled.wait_stored(min(QUERY_CONSISTENCY_TIMEOUT, self.settings.query_timeout))
-        return self._queries.run(storage.store, sql, params, control)
+        return self._queries.run(self.reader(tenant, storage.store), sql, params, control)
 
     def _cancel_queries(self, reason: str) -> None:
         self._queries.cancel_all(reason)
@@ -381,7 +416,7 @@ class ReceiverServer:
             "http_url": self.http_url,
             "grpc_target": self.grpc_target,
             "tls": self.settings.tls_enabled,
-            "token_required": self.settings.token is not None,
+            "token_required": self.settings.auth_required,
         }
         temporary = path.with_name(path.name + f".{os.getpid()}.tmp")
         temporary.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")

@@ -11,6 +11,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tracegrade.errors import ConfigError
+from tracegrade.ingest.tokens import TokenTable
 from tracegrade.store.database import duckdb_size_bytes
 from tracegrade.store.journal import journal_directory
 from tracegrade.store.lake_location import catalog_conninfo, is_lake_location
@@ -28,6 +29,7 @@ ENV_VARS: dict[str, str] = {
     "grpc_port": "TRACEGRADE_GRPC_PORT",
     "http_port": "TRACEGRADE_HTTP_PORT",
     "token": "TRACEGRADE_TOKEN",
+    "tokens": "TRACEGRADE_TOKENS",
     "tls_cert": "TRACEGRADE_TLS_CERT",
     "tls_key": "TRACEGRADE_TLS_KEY",
     "max_request_bytes": "TRACEGRADE_MAX_REQUEST_BYTES",
@@ -79,6 +81,11 @@ class ServeSettings(BaseModel):
     grpc_port: int = Field(4317, ge=0, le=65535, description="OTLP/gRPC port")
     http_port: int = Field(4318, ge=0, le=65535, description="OTLP/HTTP port")
     token: str | None = Field(None, description="bearer token every request must carry (both protocols)")
+    tokens: Path | None = Field(
+        None,
+        description="YAML file of tenants and their bearer tokens (tenants: {acme: [tok1]}); a request's token "
+        "decides its tenant; reloaded on SIGHUP",
+    )
     tls_cert: Path | None = Field(None, description="PEM certificate chain; enables TLS on both listeners")
     tls_key: Path | None = Field(None, description="PEM private key of --tls-cert")
     max_request_bytes: int = Field(
@@ -104,7 +111,7 @@ class ServeSettings(BaseModel):
     query_timeout: float = Field(30.0, gt=0, description="seconds a query may run before it is cancelled")
     max_queries: int = Field(2, ge=1, description="queries run at once; more wait (up to --query-timeout) for a turn")
     require_auth: bool = Field(
-        False, description="refuse to start without --token, and without TLS when listening beyond loopback"
+        False, description="refuse to start without --token or --tokens, and without TLS when listening beyond loopback"
     )
     max_inflight_requests: int = Field(32, ge=1, description="requests handled at once; more get 503 + Retry-After")
     shutdown_timeout: float = Field(
@@ -158,6 +165,27 @@ class ServeSettings(BaseModel):
         return value or None
 
     @model_validator(mode="after")
+    def _tokens_file(self) -> ServeSettings:
+        if self.tokens is not None:
+            if self.token is not None:
+                raise ValueError(
+                    "give either --token (one tenant) or --tokens FILE (a token per tenant), not both; to keep "
+                    "the --token's rows reachable, list it in the file under the tenant 'default'"
+                )
+            self.token_table()  # a file that does not load is refused now, with what is wrong
+        return self
+
+    def token_table(self) -> TokenTable:
+        """The tenants and tokens in force: ``--tokens`` loaded now (TokensFileError if it does not load), or
+        ``--token`` for the one default tenant."""
+        return TokenTable.from_file(self.tokens) if self.tokens is not None else TokenTable.single(self.token)
+
+    @property
+    def auth_required(self) -> bool:
+        """Every request must carry a bearer token (``--token`` or ``--tokens``)."""
+        return self.token is not None or self.tokens is not None
+
+    @model_validator(mode="after")
     def _lake_needs(self) -> ServeSettings:
         if not self.is_lake:
             if self.lake_data is not None:
@@ -189,10 +217,10 @@ class ServeSettings(BaseModel):
         if _is_loopback(self.host):
             return []
         found = []
-        if self.token is None:
+        if not self.auth_required:
             found.append(
                 f"--host {self.host} accepts connections from other machines but no --token is set: anyone who "
-                "reaches it can send spans and query every stored trace; set --token (TRACEGRADE_TOKEN)"
+                "reaches it can send spans and query every stored trace; set --token (TRACEGRADE_TOKEN) or --tokens"
             )
         elif not self.tls_enabled:
             found.append(

@@ -80,6 +80,12 @@ class TokenTable:
             raise TokensFileError(f"tokens file {where}: {exc}") from None
 
     @property
+    def per_tenant(self) -> bool:
+        """The tokens come from a tokens file: each caller reads its own tenant's rows only. (With one
+        ``--token``, or none, the receiver has one tenant and its caller reads the whole store.)"""
+        return self.source is not None
+
+    @property
     def open(self) -> bool:
         """No token is configured: every request is accepted as the default tenant's."""
         return not self._by_digest
@@ -116,7 +122,7 @@ def _tenants_of(document: Any) -> dict[str, list[str]]:
             check_token(token, f"tenants.{name}[{index}]")
             if token in owners and owners[token] != name:
                 raise ValueError(
-                    f"tenants.{name}[{index}]: the same token is also one of tenant {owners[token]!r}'s; "
+                    f"tenants.{name}[{index}]: this token is listed for tenant {owners[token]!r} too; "
                     "a token must name exactly one tenant"
                 )
             owners[token] = name

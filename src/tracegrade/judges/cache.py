@@ -1,6 +1,8 @@
 """The judge cache: a DuckDB table of replies keyed by model, prompt, sample index and call settings.
 
-Re-grading an unchanged case reads its verdicts here and makes no call. One connection per file is
+Re-grading an unchanged case reads its verdicts here and makes no call. A reply is the tenant's that the
+grading ran for (``GRADING_TENANT``): another tenant asking the same judge the same question never gets it
+from the cache, so the cache tells nobody what another tenant graded. One connection per file is
 shared by every runtime of the process and guarded by a lock; a file another process holds is
 reported once and the run continues without a cache.
 """
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tracegrade.models.results import TokenUsage
+from tracegrade.store.tenancy import DEFAULT_TENANT, GRADING_TENANT
 
 __all__ = ["DEFAULT_CACHE_PATH", "JudgeCache", "cache_key", "open_judge_cache"]
 
@@ -31,15 +34,21 @@ CREATE TABLE IF NOT EXISTS judge_cache (
     input_tokens BIGINT NOT NULL,
     output_tokens BIGINT NOT NULL,
     cost_usd DOUBLE NOT NULL,
-    created_at TIMESTAMP DEFAULT current_timestamp
-)
+    created_at TIMESTAMP DEFAULT current_timestamp,
+    tenant VARCHAR DEFAULT 'default'
+);
+ALTER TABLE judge_cache ADD COLUMN IF NOT EXISTS tenant VARCHAR DEFAULT 'default'
 """
 
 
-def cache_key(model: str, prompt: str, sample_index: int, params: dict[str, Any]) -> str:
-    """SHA-256 over the model, the prompt's hash, the sample index and the call settings."""
+def cache_key(model: str, prompt: str, sample_index: int, params: dict[str, Any], tenant: str = DEFAULT_TENANT) -> str:
+    """SHA-256 over the model, the prompt's hash, the sample index, the call settings and the tenant (the
+    default tenant's keys are those of a cache made before tenants, which stay valid)."""
     prompt_hash = hashlib.sha256(prompt.encode("utf-8")).hexdigest()
-    material = json.dumps([model, prompt_hash, sample_index, params], sort_keys=True, default=str)
+    parts: list[Any] = [model, prompt_hash, sample_index, params]
+    if tenant != DEFAULT_TENANT:
+        parts.append(tenant)
+    material = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 
@@ -66,11 +75,13 @@ class JudgeCache:
         return row[0], TokenUsage(input_tokens=row[1], output_tokens=row[2], cost_usd=row[3], calls=1)
 
     def put(self, key: str, model: str, sample_index: int, reply: str, usage: TokenUsage) -> None:
+        """Keep a reply under ``key`` (made by ``cache_key`` for the grading's tenant) as that tenant's."""
+        row = [key, model, sample_index, reply, usage.input_tokens, usage.output_tokens, usage.cost_usd]
         with self._lock:
             self._conn.execute(
                 "INSERT OR REPLACE INTO judge_cache (key, model, sample_index, reply, input_tokens, output_tokens,"
-                " cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [key, model, sample_index, reply, usage.input_tokens, usage.output_tokens, usage.cost_usd],
+                " cost_usd, tenant) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [*row, GRADING_TENANT.get()],
             )
 
     def __len__(self) -> int:

@@ -22,6 +22,7 @@ from tracegrade.judges.client import JudgeCallError, JudgeReply, JudgeRequest, R
 from tracegrade.judges.parsing import UnreadableReply
 from tracegrade.models.config import EvalConfig
 from tracegrade.models.results import TokenUsage
+from tracegrade.store.tenancy import GRADING_TENANT
 
 __all__ = ["JudgeRuntime", "current_judge_runtime", "judge_runtime"]
 
@@ -116,7 +117,7 @@ class JudgeRuntime:
 
         Only replies that ``parse`` accepts are cached, so an unreadable reply is asked again next time.
         """
-        key = cache_key(request.model, request.cache_text, sample_index, request.cache_params())
+        key = cache_key(request.model, request.cache_text, sample_index, request.cache_params(), GRADING_TENANT.get())
         cache = self.cache
         cached = cache.get(key) if cache is not None else None
         if cached is not None:

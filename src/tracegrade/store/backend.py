@@ -11,8 +11,8 @@ backend (ClickHouse, say) implements the same three parts:
   ``commit_seconds`` says how long a writer should gather submissions into one commit; a store with
   ``wal=False`` is durable only after ``checkpoint`` (its writer schedules them from
   ``uncheckpointed_bytes``/``uncheckpointed_since``/``span_group``).
-- **read**: ``query``/``query_arrow`` (one read-only statement) and ``load_arrow`` (a set of one tenant's
-  traces' spans and logs).
+- **read**: ``query``/``query_arrow`` (one read-only statement; with ``tenant``, it sees that tenant's rows
+  only) and ``load_arrow`` (a set of one tenant's traces' spans and logs).
 - **rebuild**: ``builds`` (the build queue: which traces wait, claimed by one builder at a time; a trace
   is a ``TraceKey``, tenant and trace id), ``replace_trajectories`` and ``stale_trajectories``.
 
@@ -85,11 +85,21 @@ class StoreBackend(Protocol):
 
     # -- read
     def query(
-        self, sql: str, params: Sequence[Any] | None = None, *, control: QueryControl | None = None
+        self,
+        sql: str,
+        params: Sequence[Any] | None = None,
+        *,
+        control: QueryControl | None = None,
+        tenant: str | None = None,
     ) -> QueryResult: ...
 
     def query_arrow(
-        self, sql: str, params: Sequence[Any] | None = None, *, control: QueryControl | None = None
+        self,
+        sql: str,
+        params: Sequence[Any] | None = None,
+        *,
+        control: QueryControl | None = None,
+        tenant: str | None = None,
     ) -> pa.Table: ...
 
     def load_arrow(self, trace_ids: Sequence[str], tenant: str = ...) -> tuple[pa.Table, pa.Table]: ...

@@ -1,10 +1,12 @@
 """The online grading job queue: what a worker asks of it, and a DuckDB file's own ``grading_jobs`` table.
 
-Each (rule, trace) pair is one job, ``<rule>:<trace_id>``, added once. A worker claims jobs by taking a
-lease; a job whose lease expired is claimed again (or failed, after its last allowed attempt); only the
-lease holder may finish a job. A DuckDB file has one writer, so its queue is plain SQL on the file; a lake
-keeps its queue in the catalog's PostgreSQL database instead (``lake_jobs``), whose row locks let workers
-on several machines share it.
+Each (rule, trace) pair is one job, ``<rule>:<trace_id>``, added once; a rule belongs to one tenant,
+whose traces it grades, and the job is that tenant's (a tenant other than the default one is named in the
+job id too, ``<tenant>/<rule>:<trace_id>``, so two tenants' rules of one name never share a job). A
+worker claims jobs by taking a lease; a job whose lease expired is claimed again (or failed, after its
+last allowed attempt); only the lease holder may finish a job. A DuckDB file has one writer, so its queue
+is plain SQL on the file; a lake keeps its queue in the catalog's PostgreSQL database instead
+(``lake_jobs``), whose row locks let workers on several machines share it.
 """
 
 from __future__ import annotations
@@ -16,11 +18,18 @@ from typing import Any, Protocol
 
 from tracegrade.errors import NotFoundError
 from tracegrade.store.rows import utc_now
+from tracegrade.store.tenancy import DEFAULT_TENANT
 
-__all__ = ["EXPIRED_ERROR_SQL", "ClaimedJob", "JobQueue", "QueuedJob", "StoreJobQueue"]
+__all__ = ["EXPIRED_ERROR_SQL", "ClaimedJob", "JobQueue", "QueuedJob", "StoreJobQueue", "job_prefix"]
 
 # the error of a job failed for good: its lease expired after its last attempt (SQL, for either database)
 EXPIRED_ERROR_SQL = "'the worker holding the lease stopped ' || attempts || ' time(s) without finishing'"
+
+
+def job_prefix(rule: str, tenant: str) -> str:
+    """What the ids of ``rule``'s jobs start with (``<prefix>:<trace_id>``): the rule, and its tenant unless
+    it is the default one."""
+    return rule if tenant == DEFAULT_TENANT else f"{tenant}/{rule}"
 
 
 @dataclass(frozen=True)
@@ -41,9 +50,9 @@ class QueuedJob:
 class JobQueue(Protocol):
     """The jobs of online grading, shared by every worker on one store."""
 
-    def enqueue(self, rule: str, where: Sequence[str], params: Sequence[Any]) -> int:
-        """Add a pending job of ``rule`` for every trace of ``traces`` matching all of ``where`` (SQL
-        predicates with ``params``) that has none yet; how many were added."""
+    def enqueue(self, rule: str, where: Sequence[str], params: Sequence[Any], tenant: str = DEFAULT_TENANT) -> int:
+        """Add a pending job of ``tenant``'s ``rule`` for every trace of that tenant in ``traces`` matching all
+        of ``where`` (SQL predicates with ``params``) that has none yet; how many were added."""
         ...
 
     def claim(self, owner: str, limit: int, lease: timedelta, max_attempts: int) -> list[ClaimedJob]:
@@ -74,20 +83,22 @@ class StoreJobQueue:
     def __init__(self, store: _SqlStore) -> None:
         self.store = store
 
-    def enqueue(self, rule: str, where: Sequence[str], params: Sequence[Any]) -> int:
+    def enqueue(self, rule: str, where: Sequence[str], params: Sequence[Any], tenant: str = DEFAULT_TENANT) -> int:
         now = utc_now()
-        before = self._count(rule)
+        before = self._count(rule, tenant)
         self.store.execute_write(
-            "INSERT INTO grading_jobs "
-            "SELECT ? || ':' || trace_id, ?, trace_id, 'pending', NULL, NULL, 0, ?, ?, NULL, NULL FROM traces "
-            f"WHERE {' AND '.join(where)} AND NOT EXISTS "
-            "(SELECT 1 FROM grading_jobs j WHERE j.rule = ? AND j.trace_id = traces.trace_id) ON CONFLICT DO NOTHING",
-            [rule, rule, now, now, *params, rule],
+            "INSERT INTO grading_jobs (job_id, rule, trace_id, status, owner, lease_expires, attempts, created_at, "
+            "updated_at, run_id, error, tenant) "
+            "SELECT ? || ':' || trace_id, ?, trace_id, 'pending', NULL, NULL, 0, ?, ?, NULL, NULL, tenant FROM traces "
+            f"WHERE tenant = ? AND {' AND '.join(where)} AND NOT EXISTS (SELECT 1 FROM grading_jobs j "
+            "WHERE j.tenant = traces.tenant AND j.rule = ? AND j.trace_id = traces.trace_id) ON CONFLICT DO NOTHING",
+            [job_prefix(rule, tenant), rule, now, now, tenant, *params, rule],
         )
-        return self._count(rule) - before
+        return self._count(rule, tenant) - before
 
-    def _count(self, rule: str) -> int:
-        return int(self.store.query("SELECT count(*) FROM grading_jobs WHERE rule = ?", [rule]).rows[0][0])
+    def _count(self, rule: str, tenant: str) -> int:
+        count = "SELECT count(*) FROM grading_jobs WHERE tenant = ? AND rule = ?"
+        return int(self.store.query(count, [tenant, rule]).rows[0][0])
 
     def claim(self, owner: str, limit: int, lease: timedelta, max_attempts: int) -> list[ClaimedJob]:
         now = utc_now()

@@ -1,8 +1,9 @@
 """Writing the tables of recorded runs (and judge calibrations), for a DuckDB file and for a lake: every such
 write goes through here.
 
-A run's rows are written by key: a row replaces the row with its key (``RECORD_KEYS``), and the
-``eval_results`` rows of a case, (run_id, eval_id), replace every result row that case had (a case graded
+A run's rows are written by key: a row replaces the row with its key (``RECORD_KEYS``, which lead with the
+tenant: a run is its tenant's alone), and the ``eval_results`` rows of a case, (tenant, run_id, eval_id),
+replace every result row that case had (a case graded
 again may have fewer criteria than before). A DuckDB file holds this with its primary keys: the case's old
 results are deleted, then INSERT OR REPLACE. A lake has no keys and several machines may record at once, so
 it appends every write, each row stamped with ``written_at`` and one ``write_id`` per write, and its views
@@ -34,11 +35,11 @@ __all__ = [
 
 # the tables a run is recorded in, and the key of each (grading_jobs is a job queue: see worker_jobs)
 RECORD_KEYS: dict[str, tuple[str, ...]] = {
-    "eval_runs": ("run_id",),
-    "eval_case_results": ("run_id", "eval_id"),
-    "eval_results": ("run_id", "eval_id", "criterion"),
-    "eval_run_cases": ("run_id", "eval_id"),
-    "calibrations": ("criterion", "judge_model", "prompt_version"),
+    "eval_runs": ("tenant", "run_id"),
+    "eval_case_results": ("tenant", "run_id", "eval_id"),
+    "eval_results": ("tenant", "run_id", "eval_id", "criterion"),
+    "eval_run_cases": ("tenant", "run_id", "eval_id"),
+    "calibrations": ("tenant", "criterion", "judge_model", "prompt_version"),
 }
 # the lake's stamp on each written row: when, and which write (one id for all tables of one write)
 WRITE_COLUMNS: tuple[tuple[str, str], ...] = (("written_at", "TIMESTAMP"), ("write_id", "VARCHAR"))
@@ -65,11 +66,12 @@ def replace_record_rows(con: duckdb.DuckDBPyConnection, tables: Mapping[str, pa.
     _unknown(tables)
     results = tables.get("eval_results")
     if results is not None and results.num_rows:
-        con.register(_CASES_VIEW, results.select(["run_id", "eval_id"]))
+        con.register(_CASES_VIEW, results.select(["tenant", "run_id", "eval_id"]))
         try:
             con.execute(
-                f"DELETE FROM eval_results USING (SELECT DISTINCT run_id, eval_id FROM {_CASES_VIEW}) c "
-                "WHERE eval_results.run_id = c.run_id AND eval_results.eval_id = c.eval_id"
+                f"DELETE FROM eval_results USING (SELECT DISTINCT tenant, run_id, eval_id FROM {_CASES_VIEW}) c "
+                "WHERE eval_results.tenant = c.tenant AND eval_results.run_id = c.run_id "
+                "AND eval_results.eval_id = c.eval_id"
             )
         finally:
             con.unregister(_CASES_VIEW)

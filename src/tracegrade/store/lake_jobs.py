@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from tracegrade.errors import NotFoundError
 from tracegrade.store.catalog_connection import CatalogConnection
-from tracegrade.store.grading_jobs import EXPIRED_ERROR_SQL, ClaimedJob, QueuedJob
+from tracegrade.store.grading_jobs import EXPIRED_ERROR_SQL, ClaimedJob, QueuedJob, job_prefix
+from tracegrade.store.tenancy import DEFAULT_TENANT
 
 if TYPE_CHECKING:
     from tracegrade.store.lake_schema import Column
@@ -73,20 +74,21 @@ class CatalogJobQueue:
         self._catalog = CatalogConnection(conninfo)
         self._traces = traces
 
-    def enqueue(self, rule: str, where: Sequence[str], params: Sequence[Any]) -> int:
+    def enqueue(self, rule: str, where: Sequence[str], params: Sequence[Any], tenant: str = DEFAULT_TENANT) -> int:
         found = self._traces.query(
-            f"SELECT trace_id FROM traces WHERE {' AND '.join(where)} AND NOT EXISTS "
-            "(SELECT 1 FROM grading_jobs j WHERE j.rule = ? AND j.trace_id = traces.trace_id)",
-            [*params, rule],
+            f"SELECT trace_id FROM traces WHERE tenant = ? AND {' AND '.join(where)} AND NOT EXISTS "
+            "(SELECT 1 FROM grading_jobs j WHERE j.tenant = traces.tenant AND j.rule = ? "
+            "AND j.trace_id = traces.trace_id)",
+            [tenant, *params, rule],
         ).rows
         if not found:
             return 0
         with self._catalog.cursor("adding grading jobs") as cursor:
             cursor.execute(
-                f"INSERT INTO {_TABLE} (job_id, rule, trace_id, status, attempts, created_at, updated_at) "
-                f"SELECT %(rule)s || ':' || t, %(rule)s, t, 'pending', 0, {_NOW}, {_NOW} "
+                f"INSERT INTO {_TABLE} (job_id, rule, trace_id, status, attempts, created_at, updated_at, tenant) "
+                f"SELECT %(prefix)s || ':' || t, %(rule)s, t, 'pending', 0, {_NOW}, {_NOW}, %(tenant)s "
                 "FROM unnest(%(ids)s::text[]) t ON CONFLICT (job_id) DO NOTHING",
-                {"rule": rule, "ids": [row[0] for row in found]},
+                {"prefix": job_prefix(rule, tenant), "rule": rule, "tenant": tenant, "ids": [row[0] for row in found]},
             )
             return max(cursor.rowcount, 0)
 

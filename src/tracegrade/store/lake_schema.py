@@ -120,11 +120,11 @@ def _newest_write(table: str, columns: str = "*") -> str:
 def _record_view_sql(table: str, columns: list[Column]) -> str:
     stamps = f"EXCLUDE ({_WRITTEN}, {_WRITE_ID})"
     if table == "eval_results":  # the results of each case's newest write, however many criteria it had
-        cases = _newest_write("eval_case_results", f"run_id, eval_id, {_WRITE_ID}")
+        cases = _newest_write("eval_case_results", f"tenant, run_id, eval_id, {_WRITE_ID}")
         key = ", ".join(f"r.{column}" for column in RECORD_KEYS[table])
         return (
-            f"SELECT r.* {stamps} FROM {RAW_SCHEMA}.eval_results r SEMI JOIN ({cases}) c "
-            f"ON r.run_id = c.run_id AND r.eval_id = c.eval_id AND r.{_WRITE_ID} = c.{_WRITE_ID} "
+            f"SELECT r.* {stamps} FROM {RAW_SCHEMA}.eval_results r SEMI JOIN ({cases}) c ON r.tenant = c.tenant "
+            f"AND r.run_id = c.run_id AND r.eval_id = c.eval_id AND r.{_WRITE_ID} = c.{_WRITE_ID} "
             f"QUALIFY row_number() OVER (PARTITION BY {key}) = 1"  # a write stored twice shows once
         )
     if table == "eval_runs":  # a run recorded case by case (no report) counts the cases it has
@@ -135,8 +135,8 @@ def _record_view_sql(table: str, columns: list[Column]) -> str:
         )
         return (
             f"SELECT r.* {stamps} REPLACE ({recounted}) FROM ({_newest_write(table)}) r LEFT JOIN "
-            f"(SELECT run_id, {counts} FROM ({_newest_write('eval_case_results')}) GROUP BY run_id) c "
-            "ON r.report IS NULL AND c.run_id = r.run_id"
+            f"(SELECT tenant, run_id, {counts} FROM ({_newest_write('eval_case_results')}) GROUP BY tenant, run_id) c "
+            "ON r.report IS NULL AND c.tenant = r.tenant AND c.run_id = r.run_id"
         )
     return f"SELECT * {stamps} FROM ({_newest_write(table)})"
 

@@ -7,6 +7,12 @@ reads outside the store or has a side effect. Statement types come from DuckDB's
 (``duckdb.extract_statements``) and the functions a query calls from its parse tree
 (``json_serialize_sql``), so comments, case, quoting or nesting cannot hide them. Queries also run inside a
 transaction that is rolled back, so nothing a query does can change stored data.
+
+A tenant's query (``scoped=True``) runs where every store table's name is taken by a view of that tenant's
+rows (``TraceStore`` makes them per query), so it must name tables the way that reaches those views: no
+catalog- or schema-qualified name (``information_schema`` excepted), no time travel (``AT``), none of the
+system catalog's views or ``duckdb_tables()`` (they count every tenant's rows), and no ``EXPLAIN`` (a plan
+shows the statistics of every tenant's rows).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ __all__ = [
     "ALLOWED_TABLE_FUNCTIONS",
     "REFUSED_FUNCTIONS",
     "SANDBOX_SETTINGS",
+    "SCOPED_TABLE_FUNCTIONS",
     "check_read_only",
     "lock_down",
     "refusal",
@@ -38,6 +45,10 @@ _EXPLAIN_PREFIX = re.compile(r"^\s*explain\s+(?:\([^)]*\)\s*)?(?:analy[sz]e\s+)?
 ALLOWED_TABLE_FUNCTIONS = frozenset(
     {"range", "generate_series", "unnest", "json_each", "json_tree", "duckdb_tables", "duckdb_columns", "duckdb_views"}
 )
+# What a tenant's query may call: duckdb_tables() is left out, as it counts the rows of every tenant.
+SCOPED_TABLE_FUNCTIONS = ALLOWED_TABLE_FUNCTIONS - {"duckdb_tables"}
+# The one schema a tenant's query may name: its views describe tables and columns, never rows or counts.
+_SCOPED_SCHEMA = "information_schema"
 # Scalar functions with a side effect (sequences, the random seed) or that read the server's settings.
 REFUSED_FUNCTIONS = frozenset({"current_setting", "nextval", "currval", "setseed", "getvariable"})
 # Applied in this order; ``lock_configuration`` last, since it freezes every setting (this one included).
@@ -51,6 +62,7 @@ SANDBOX_SETTINGS: tuple[tuple[str, str], ...] = (
 
 _parser_lock = threading.Lock()
 _parser: duckdb.DuckDBPyConnection | None = None
+_system_views: frozenset[str] = frozenset()  # the system catalog's views outside information_schema
 
 
 def lock_down(con: duckdb.DuckDBPyConnection) -> None:
@@ -63,8 +75,10 @@ def lock_down(con: duckdb.DuckDBPyConnection) -> None:
             continue  # an older release without this setting (the others still apply)
 
 
-def check_read_only(sql: str) -> None:
-    """Raise QueryRefused unless ``sql`` is exactly one read-only statement that stays inside the store."""
+def check_read_only(sql: str, *, scoped: bool = False) -> frozenset[str]:
+    """Raise QueryRefused unless ``sql`` is exactly one read-only statement that stays inside the store
+    (and, ``scoped``, inside the tables of the tenant it runs for; see the module docstring). Returns the
+    unqualified table names the statement reads (lower-case): every table whose rows it can reach."""
     try:
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as exc:
@@ -77,29 +91,37 @@ def check_read_only(sql: str) -> None:
         )
     statement = statements[0]
     if statement.type == duckdb.StatementType.EXPLAIN:
+        if scoped:
+            raise QueryRefused(
+                "EXPLAIN is not available to a tenant's query: a plan shows statistics of every tenant's rows"
+            )
         inner = _EXPLAIN_PREFIX.sub("", statement.query, count=1)
         if inner != statement.query:
-            check_read_only(inner)
-            return
+            return check_read_only(inner)
     if statement.type != duckdb.StatementType.SELECT:
         raise QueryRefused(
             f"{statement.type.name} statements are not allowed: the store is read-only here "
             "(use SELECT, WITH … SELECT, DESCRIBE, SHOW, SUMMARIZE or EXPLAIN)"
         )
-    _check_functions(statement.query)
+    return _check_tree(statement.query, scoped)
 
 
 def _parse_tree(sql: str) -> dict[str, Any]:
-    global _parser
+    global _parser, _system_views
     with _parser_lock:
         if _parser is None:
-            _parser = duckdb.connect(":memory:")
-            lock_down(_parser)
+            parser = duckdb.connect(":memory:")
+            lock_down(parser)
+            views = parser.execute(
+                "SELECT view_name FROM duckdb_views() WHERE internal AND schema_name <> ?", [_SCOPED_SCHEMA]
+            )
+            _system_views = frozenset(name.lower() for (name,) in views.fetchall())
+            _parser = parser
         (document,) = _parser.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()  # type: ignore[misc]
     return json.loads(document)
 
 
-def _check_functions(sql: str) -> None:
+def _check_tree(sql: str, scoped: bool) -> frozenset[str]:
     tree = _parse_tree(sql)
     if tree.get("error"):
         # DuckDB serializes plain SELECTs only; PIVOT and the like are rewritten into other statements
@@ -107,27 +129,54 @@ def _check_functions(sql: str) -> None:
             f"this form of query is not supported by the read-only store ({tree.get('error_message', 'unknown')}); "
             "write it as a plain SELECT (PIVOT/UNPIVOT as GROUP BY, for instance)"
         )
-    for kind, name in _functions(tree):
-        if kind == "table" and name not in ALLOWED_TABLE_FUNCTIONS:
-            raise QueryRefused(
-                f"table function {name}() is not allowed: queries read the store's tables only "
-                f"(allowed table functions: {', '.join(sorted(ALLOWED_TABLE_FUNCTIONS))})"
-            )
-        if kind == "scalar" and name in REFUSED_FUNCTIONS:
-            raise QueryRefused(f"function {name}() is not allowed: it changes or reveals the server's state")
+    allowed = SCOPED_TABLE_FUNCTIONS if scoped else ALLOWED_TABLE_FUNCTIONS
+    tables: set[str] = set()
+    for node in _nodes(tree):
+        if node.get("type") == "TABLE_FUNCTION":
+            name = str((node.get("function") or {}).get("function_name", "")).lower()
+            if name not in allowed:
+                raise QueryRefused(
+                    f"table function {name}() is not allowed: queries read the store's tables only "
+                    f"(allowed table functions: {', '.join(sorted(allowed))})"
+                )
+        elif node.get("class") == "FUNCTION" and "function_name" in node:
+            if str(node["function_name"]).lower() in REFUSED_FUNCTIONS:
+                raise QueryRefused(
+                    f"function {node['function_name']}() is not allowed: it changes or reveals the server's state"
+                )
+        elif node.get("type") == "BASE_TABLE":
+            if scoped:
+                _check_scoped_table(node)
+            tables.add(str(node.get("table_name") or "").lower())
+    return frozenset(tables)
 
 
-def _functions(node: Any) -> Iterator[tuple[str, str]]:
-    """Every ("table" | "scalar", lower-case name) called anywhere in a serialized parse tree."""
-    stack = [node]
+def _check_scoped_table(node: dict[str, Any]) -> None:
+    """Refuse a table reference of a tenant's query that could reach past its tenant's views."""
+    catalog, schema = str(node.get("catalog_name") or ""), str(node.get("schema_name") or "")
+    name = str(node.get("table_name") or "")
+    shown = ".".join(part for part in (catalog, schema, name) if part)
+    if catalog or (schema and schema.lower() != _SCOPED_SCHEMA):
+        raise QueryRefused(
+            f"{shown}: a tenant's query names tables without a catalog or schema (write {name}); "
+            f"only {_SCOPED_SCHEMA}.* may be qualified"
+        )
+    if node.get("at_clause"):
+        raise QueryRefused(f"{shown} AT (...): time travel is not available to a tenant's query")
+    if not schema and name.lower() in _system_views:
+        raise QueryRefused(
+            f"{name}: the system catalog's views are not available to a tenant's query (they count every "
+            f"tenant's rows); use {_SCOPED_SCHEMA}.tables and {_SCOPED_SCHEMA}.columns"
+        )
+
+
+def _nodes(tree: Any) -> Iterator[dict[str, Any]]:
+    """Every object node anywhere in a serialized parse tree."""
+    stack = [tree]
     while stack:
         item = stack.pop()
         if isinstance(item, dict):
-            if item.get("type") == "TABLE_FUNCTION":
-                function = item.get("function") or {}
-                yield "table", str(function.get("function_name", "")).lower()
-            elif item.get("class") == "FUNCTION" and "function_name" in item:
-                yield "scalar", str(item["function_name"]).lower()
+            yield item
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)

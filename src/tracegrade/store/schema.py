@@ -63,6 +63,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "grading tables: eval_runs, eval_case_results, eval_results, eval_run_cases, calibrations, grading_jobs",
         "schema_v7.sql",
     ),
+    Migration(8, "a tenant column on the grading tables, leading their keys", "schema_v8.sql"),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

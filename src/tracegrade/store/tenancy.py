@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from tracegrade.errors import InvalidValueError
@@ -20,6 +21,7 @@ if TYPE_CHECKING:  # the receiver's settings import this module before anything 
 
 __all__ = [
     "DEFAULT_TENANT",
+    "GRADING_TENANT",
     "TENANT_COLUMN",
     "TraceKey",
     "by_tenant",
@@ -33,6 +35,10 @@ TENANT_COLUMN = "tenant"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 TraceKey = tuple[str, str]  # (tenant, trace_id)
+
+# The tenant a grading runs for, where a process grades for several (the online worker runs each job as its
+# rule's tenant): what it caches, such as judge replies, is that tenant's alone.
+GRADING_TENANT: ContextVar[str] = ContextVar("tracegrade_grading_tenant", default=DEFAULT_TENANT)
 
 
 def check_tenant_name(name: object, where: str = "tenant") -> str:

@@ -523,17 +523,28 @@ class TraceStore:
         return found
 
     def query(
-        self, sql: str, params: Sequence[Any] | None = None, *, control: QueryControl | None = None
+        self,
+        sql: str,
+        params: Sequence[Any] | None = None,
+        *,
+        control: QueryControl | None = None,
+        tenant: str | None = None,
     ) -> QueryResult:
         """Run one read-only statement on a fresh cursor. A statement that is not one SELECT, or reaches
-        outside the store, raises QueryRefused; one stopped through ``control`` raises QueryCancelled."""
-        return self._run(sql, params, check=True, control=control)
+        outside the store, raises QueryRefused; one stopped through ``control`` raises QueryCancelled.
+        With ``tenant`` the statement sees that tenant's rows only (see ``_scope``), else every tenant's."""
+        return self._run(sql, params, check=True, control=control, tenant=tenant)
 
     def query_arrow(
-        self, sql: str, params: Sequence[Any] | None = None, *, control: QueryControl | None = None
+        self,
+        sql: str,
+        params: Sequence[Any] | None = None,
+        *,
+        control: QueryControl | None = None,
+        tenant: str | None = None,
     ) -> pa.Table:
         """Like ``query`` but returns DuckDB's result as an Arrow table (exports, parquet output)."""
-        return self._run(sql, params, check=True, arrow=True, control=control).to_arrow()
+        return self._run(sql, params, check=True, arrow=True, control=control, tenant=tenant).to_arrow()
 
     def _run(
         self,
@@ -544,16 +555,19 @@ class TraceStore:
         arrow: bool = False,
         control: QueryControl | None = None,
         use: bool = True,
+        tenant: str | None = None,
     ) -> QueryResult:
-        """``use=False``: on a cursor where the store's tables must be named in full (no USE statement)."""
-        if check:
-            check_read_only(sql)
+        """``use=False``: on a cursor where the store's tables must be named in full (no USE statement).
+        ``tenant``: the statement sees that tenant's rows only (see ``_scope``)."""
+        tables = check_read_only(sql, scoped=tenant is not None) if check else frozenset[str]()
         self._require_open()
         cursor = self._cursor(use=use)
         if control is not None and not control.attach(cursor):
             cursor.close()
             raise QueryCancelled(f"the query was cancelled before it started: {control.reason}")
         try:
+            if tenant is not None:
+                _scope(cursor, tenant, tables)
             cursor.begin()  # rolled back below: a query can never change stored data
             cursor.execute(sql, list(params) if params is not None else None)
             columns = [d[0] for d in cursor.description or []]
@@ -620,6 +634,37 @@ class TraceStore:
             self._closed = True
             self._cursor_source.close()
             self._con.close()
+
+
+def _scope(cursor: duckdb.DuckDBPyConnection, tenant: str, names: frozenset[str]) -> None:
+    """Give each table or view of the cursor's schema that the query names (``names``, lower-case) a TEMP
+    view of the same name holding ``tenant``'s rows only (a table without a ``tenant`` column shows none),
+    so the query reaches the tenant's rows and nothing else: temporary objects come first in DuckDB's
+    search path, and ``check_read_only(scoped=True)`` refuses the qualified names that could reach past
+    them (a query reads rows only through the tables it names). The views belong to this cursor alone."""
+    if not names:
+        return
+    database, schema = cursor.execute("SELECT current_database(), current_schema()").fetchone()  # type: ignore[misc]
+    owned = f"tenant = {sql_string(tenant)}"
+    for name in sorted(names):
+        view = quote_identifier(name)
+        source = ".".join(quote_identifier(part) for part in (database, schema, name))
+        try:
+            cursor.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM {source} WHERE {owned}")
+        except duckdb.CatalogException:
+            if _exists(cursor, source):  # the view could not be made for another reason: run nothing
+                raise
+            continue  # not a table of the store: a CTE's name (or an unknown one, which fails to bind)
+        except duckdb.BinderException:  # a table without a tenant column: none of its rows is a tenant's
+            cursor.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM {source} WHERE false")
+
+
+def _exists(cursor: duckdb.DuckDBPyConnection, source: str) -> bool:
+    try:
+        cursor.execute(f"SELECT 1 FROM {source} LIMIT 0")
+    except duckdb.CatalogException:
+        return False
+    return True
 
 
 def _replace_trajectory_rows(

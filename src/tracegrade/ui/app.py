@@ -2,8 +2,9 @@
 
 ``tracegrade serve`` mounts it on its HTTP port over the receiver's store and token check; ``tracegrade ui``
 mounts it on a store file opened read-only. Store reads are blocking DuckDB calls, so every handler runs
-its reads on the loop's thread pool; the store provider is called per request because a receiver reopens
-its store after a failure (the provider then raises, and the UI answers 503 until the store is back).
+its reads on the loop's thread pool; the store provider is called per request, with the tenant the
+request's token names, because each tenant reads its own rows and a receiver reopens its store after a
+failure (the provider then raises, and the UI answers 503 until the store is back).
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ from aiohttp import web
 from tracegrade.errors import QueryRefused, StoreError, TracegradeError
 from tracegrade.store import TraceStore
 from tracegrade.store.query_control import QueryControl
+from tracegrade.store.tenant_scope import TenantStore
 from tracegrade.ui import api, pages
 from tracegrade.ui.auth import Authorize, check, remember
 from tracegrade.ui.openapi import openapi_document
 
 __all__ = ["SQL_TIMEOUT", "add_ui_routes", "redirect_to_ui"]
 
-StoreProvider = Callable[[], Any]
+StoreProvider = Callable[[str | None], Any]  # the caller's tenant (None: no token needed) -> what it reads
 SQL_TIMEOUT = 30.0  # seconds an ad-hoc query from the SQL page may run (the receiver's --query-timeout default)
 _Reader = Callable[[Any, web.Request, Any], Any]  # (store, request, parsed body) -> page HTML or JSON data
 
@@ -67,8 +69,8 @@ class _UI:
         self.store_provider = store_provider
         self.authorize = authorize
 
-    async def _read(self, request: web.Request, reader: _Reader, body: Any) -> Any:
-        store = self.store_provider()  # may raise: the receiver is reopening its store
+    async def _read(self, request: web.Request, reader: _Reader, body: Any, tenant: str | None) -> Any:
+        store = self.store_provider(tenant)  # may raise: the receiver is reopening its store
         return await asyncio.get_running_loop().run_in_executor(None, reader, store, request, body)
 
     def page(self, reader: _Reader) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
@@ -76,11 +78,11 @@ class _UI:
             if "token" in request.query:
                 return self._accept_link_token(request)
             try:
-                check(request, self.authorize)
+                tenant = check(request, self.authorize)
             except Exception as exc:
                 return _html(pages.login_page(str(exc), request.path_qs), int(getattr(exc, "http_status", 401)))
             try:
-                return _html(await self._read(request, reader, None))
+                return _html(await self._read(request, reader, None, tenant))
             except Exception as exc:
                 if not _expected(exc):
                     raise
@@ -91,12 +93,12 @@ class _UI:
     def json(self, reader: _Reader, *, body: bool = False) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handle(request: web.Request) -> web.StreamResponse:
             try:
-                check(request, self.authorize)
+                tenant = check(request, self.authorize)
             except Exception as exc:
                 return _error(int(getattr(exc, "http_status", 401)), str(exc))
             try:
                 parsed = await _json_body(request) if body else None
-                return web.json_response(await self._read(request, reader, parsed), headers=_HEADERS)
+                return web.json_response(await self._read(request, reader, parsed, tenant), headers=_HEADERS)
             except Exception as exc:
                 if not _expected(exc):
                     raise
@@ -206,7 +208,7 @@ def _sql_data(store: Any, request: web.Request, body: Any) -> dict[str, Any]:
     if not isinstance(sql, str):
         raise api.BadRequest('send the query as a JSON body {"sql": "SELECT ..."} or as ?q=SELECT ...')
     # an ad-hoc query can cost anything: on a local store it stops at a time limit, as the receiver's do
-    control = QueryControl(SQL_TIMEOUT) if isinstance(store, TraceStore) else None
+    control = QueryControl(SQL_TIMEOUT) if isinstance(store, (TraceStore, TenantStore)) else None
     try:
         return api.run_sql(store, sql, control)
     except QueryRefused:
@@ -248,9 +250,9 @@ async def _openapi(request: web.Request) -> web.StreamResponse:
 def add_ui_routes(app: web.Application, store_provider: StoreProvider, authorize: Authorize | None = None) -> None:
     """Mount the UI at ``/ui/`` on ``app`` (before it starts).
 
-    ``store_provider()`` returns the store to read (anything with ``query(sql, params)``); ``authorize``
-    receives an ``Authorization`` value and raises to refuse (the receiver's ``Intake.authorize``), or is
-    None for an open UI.
+    ``store_provider(tenant)`` returns what a caller of ``tenant`` reads (anything with ``query(sql, params)``);
+    ``authorize`` receives an ``Authorization`` value and returns the caller's tenant or raises to refuse (the
+    receiver's ``Intake.authorize``), or is None for an open UI (the provider then gets None).
     """
     ui = _UI(store_provider, authorize)
     router = app.router

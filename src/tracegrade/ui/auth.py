@@ -4,8 +4,8 @@ A browser cannot send ``Authorization: Bearer`` when it follows a link, so the t
 the sign-in form or a ``?token=`` link, checked with the receiver's own ``authorize`` function, and kept in
 an HttpOnly, SameSite=Strict cookie scoped to ``/ui``: scripts cannot read it and other sites cannot make
 the browser send it. Every request, page or API, is then checked with the same ``authorize`` again (an
-``Authorization`` header, as the CLI sends, takes precedence over the cookie). Without a configured token
-``authorize`` accepts everything and so does the UI.
+``Authorization`` header, as the CLI sends, takes precedence over the cookie), which names the tenant whose
+rows the request reads. Without a configured token ``authorize`` accepts everything and so does the UI.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ def credential(request: web.Request) -> str | None:
     return f"Bearer {token}" if token else None
 
 
-def check(request: web.Request, authorize: Authorize | None) -> None:
-    """Raise (what ``authorize`` raises) unless the request carries the right token, or none is needed."""
-    if authorize is not None:
-        authorize(credential(request))
+def check(request: web.Request, authorize: Authorize | None) -> str | None:
+    """The tenant of the request's token (None when no token is needed); raises (what ``authorize`` raises)
+    unless the request carries a token in force."""
+    return authorize(credential(request)) if authorize is not None else None
 
 
 def remember(response: web.StreamResponse, request: web.Request, token: str) -> None:
