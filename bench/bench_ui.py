@@ -14,7 +14,8 @@ from the client (median, min and max of --repeat runs after one warm-up).
 
 ``--as-tenant NAME`` serves the UI twice, on the whole store (as a receiver with one token does) and as
 tenant NAME (as ``serve --tokens`` does: every query on views of the tenant's rows), and times each request
-on both, alternating.
+on both, alternating. ``--tenant-sql N`` (with ``--as-tenant``) runs the traces page's reads (first page,
+filter choices, one trace) on both, alternating, N rounds: process CPU time and wall time, medians.
 
 ``--tool-filter-sql N`` times the trace list's tool filter as SQL on the store (the first page, as
 ``ui/api.py`` asks it), the way it is answered now (``list_contains(tool_names, ?)``, schema version 6) and
@@ -239,6 +240,38 @@ def tool_filter_sql(path: Path, rounds: int) -> dict[str, list[tuple[float, floa
     return timings
 
 
+def tenant_reads(path: Path, tenant: str, rounds: int) -> dict[str, list[tuple[float, float]]]:
+    """(CPU ms, wall ms) of the traces page's reads on the whole store and as ``tenant``, alternating."""
+    from tracegrade.ui import api
+
+    store = TraceStore(path, read_only=True)
+    readers = {"whole store": store, f"as {tenant}": TenantStore(store, tenant)}
+    timings: dict[str, list[tuple[float, float]]] = {name: [] for name in readers}
+    try:
+        some_trace = api.list_traces(store, api.TraceFilters(), 1)["traces"][0]["trace_id"]
+        for round_no in range(rounds + 1):  # round 0 warms the caches up
+            for name, reader in readers.items():
+                cpu, wall = time.process_time(), time.perf_counter()
+                api.list_traces(reader, api.TraceFilters(), 50)
+                api.facets(reader)
+                api.trace_detail(reader, some_trace)
+                cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+                if round_no:
+                    timings[name].append((cpu * 1000, wall * 1000))
+    finally:
+        store.close()
+    return timings
+
+
+def _print_cpu_wall(timings: dict[str, list[tuple[float, float]]]) -> None:
+    for name, values in timings.items():
+        cpu, wall = [v[0] for v in values], [v[1] for v in values]
+        print(
+            f"{name:36s} CPU median {statistics.median(cpu):6.1f} ms [{min(cpu):.1f}–{max(cpu):.1f}]  "
+            f"wall median {statistics.median(wall):6.1f} ms [{min(wall):.1f}–{max(wall):.1f}]"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spans", type=int, default=1_000_000)
@@ -248,16 +281,17 @@ def main() -> None:
     parser.add_argument("--store", type=Path, help="keep the store here (default: a temporary directory)")
     parser.add_argument("--tool-filter-sql", type=int, metavar="N", help="only compare the tool filter's SQL, N rounds")
     parser.add_argument("--as-tenant", metavar="NAME", help="also time every request read as this tenant")
+    parser.add_argument("--tenant-sql", type=int, metavar="N", help="with --as-tenant: the page's reads, N rounds")
     args = parser.parse_args()
-    if args.tool_filter_sql:
+    if args.tool_filter_sql or args.tenant_sql:
         if args.store is None or not args.store.exists():
-            parser.error("--tool-filter-sql reads a filled store: give one with --store (a run without it fills one)")
-        for name, values in tool_filter_sql(args.store, args.tool_filter_sql).items():
-            cpu, wall = [v[0] for v in values], [v[1] for v in values]
-            print(
-                f"{name:36s} CPU median {statistics.median(cpu):6.1f} ms [{min(cpu):.1f}–{max(cpu):.1f}]  "
-                f"wall median {statistics.median(wall):6.1f} ms [{min(wall):.1f}–{max(wall):.1f}]"
-            )
+            parser.error("--tool-filter-sql and --tenant-sql read a filled store: give one with --store")
+        if args.tool_filter_sql:
+            _print_cpu_wall(tool_filter_sql(args.store, args.tool_filter_sql))
+        if args.tenant_sql:
+            if not args.as_tenant:
+                parser.error("--tenant-sql compares the whole store with a tenant: give --as-tenant NAME")
+            _print_cpu_wall(tenant_reads(args.store, args.as_tenant, args.tenant_sql))
         return
     with tempfile.TemporaryDirectory() as scratch:
         path = args.store or Path(scratch) / "bench-ui.duckdb"
