@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from tests.support.imports import modules_loaded_by
 from tracegrade.criteria import (
     CRITERIA_REGISTRY,
     BaseCriterion,
@@ -202,12 +203,7 @@ def test_build_criteria_from_slots_in_slot_order():
 
 
 def test_importing_criteria_does_not_import_litellm():
-    import subprocess
-    import sys
-
-    code = "import sys, tracegrade.criteria; print('litellm' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "False"
+    assert modules_loaded_by("import tracegrade.criteria", ["litellm"]) == []
 
 
 # --- the engine: inline sync criteria, concurrent async ones ----------------------------------------------

@@ -4,14 +4,11 @@ report, write their reports, and show exactly the failures they were designed to
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+from tests.support.examples import run_example
 
 # example -> (cases that must fail, cases that must pass)
 EXPECTED = {
@@ -26,22 +23,14 @@ EXPECTED = {
 
 @pytest.mark.parametrize("example", sorted(EXPECTED))
 def test_example_runs_offline_and_reports_its_designed_failure(example: str, tmp_path: Path):
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "NO_COLOR": "1"}
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLES / example / "run.py"), str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env=env,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    out = tmp_path / "out"
+    done = run_example(example, out)
     must_fail, must_pass = EXPECTED[example]
     for eval_id in must_fail | must_pass:
         assert eval_id in done.stdout, (eval_id, done.stdout[-3000:])
-    report = json.loads(next(tmp_path.glob("*.json")).read_text())
+    report = json.loads(next(out.glob("*.json")).read_text())
     outcome = {r["eval_id"]: r["passed"] for r in report["results"]}
     assert {k for k, passed in outcome.items() if not passed} == must_fail, report["results"]
     assert {k for k, passed in outcome.items() if passed} == must_pass
-    assert list(tmp_path.glob("*.html"))
+    assert list(out.glob("*.html"))
     assert not any(r.get("error") for r in report["results"] if r["eval_id"] in must_pass)

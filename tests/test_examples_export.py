@@ -2,33 +2,16 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from .support.examples import EXAMPLES, run_example
 from .support.server_process import ServerProcess
 from .support.server_requests import query
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 TOKEN = "example-token"
-
-
-def run_example(example: str, out: Path, otel_env: dict[str, str]) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    env |= {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "NO_COLOR": "1", **otel_env}
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLES / example / "run.py"), str(out)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env=env,
-        cwd=out.parent,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
 
 
 def stored_cases(server: ServerProcess, timeout: float = 30.0) -> set[str]:

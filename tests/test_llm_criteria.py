@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from tests.support.imports import modules_loaded_by
 from tests.support.judges_setup import fast_runtime, fresh_server, judge_config, scripted_server  # noqa: F401
 from tests.support.llm_server import Reply
 from tracegrade.criteria.llm import (
@@ -290,9 +291,4 @@ def test_every_llm_slot_builds_its_criterion():
 
 
 def test_importing_the_criteria_does_not_import_litellm():
-    import subprocess
-    import sys
-
-    code = "import sys, tracegrade.criteria, tracegrade.judges; print('litellm' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert modules_loaded_by("import tracegrade.criteria, tracegrade.judges", ["litellm"]) == []

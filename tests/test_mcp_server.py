@@ -19,11 +19,10 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from tests.support.grading_traces import AgentRun, fill_store
+from tests.support.grading_traces import AgentRun, fill_store, keywords_config
 from tests.support.server_process import ServerProcess
 from tracegrade.evaluation.offline import TraceGrader, TraceSelection
 from tracegrade.evaluation.run_records import record_report
-from tracegrade.models.config import CriteriaConfig, CriterionConfig, EvalConfig
 
 TOOLS = {
     "list_traces",
@@ -36,10 +35,6 @@ TOOLS = {
     "diff_runs",
     "grade",
 }
-
-
-def _keywords(*words: str) -> EvalConfig:
-    return EvalConfig(criteria=CriteriaConfig(contains_keywords=CriterionConfig.contains_keywords(list(words))))
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +51,7 @@ def store_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str
     try:
         run_ids = [
             record_report(store, TraceGrader(store, config).grade_traces_sync(TraceSelection()), "reference_free", rid)
-            for rid, config in (("run-a", _keywords("refund")), ("run-b", _keywords("your")))
+            for rid, config in (("run-a", keywords_config("refund")), ("run-b", keywords_config("your")))
         ]
     finally:
         store.close()
@@ -130,7 +125,7 @@ async def test_every_tool_is_listed_and_answers_from_the_store(
             ("list_runs", {}),
             ("failing_cases", {"run_id": run_a}),
             ("diff_runs", {"run_a": run_a, "run_b": run_b}),
-            ("grade", {"config": _keywords("sunny").model_dump(mode="json"), "trace_ids": [f"{4:032x}"]}),
+            ("grade", {"config": keywords_config("sunny").model_dump(mode="json"), "trace_ids": [f"{4:032x}"]}),
         ],
     )
     assert tools == TOOLS

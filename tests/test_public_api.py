@@ -1,9 +1,7 @@
 """The curated public surface: every exported name resolves, and the list is pinned."""
 
-import subprocess
-import sys
-
 import tracegrade
+from tests.support.imports import modules_loaded_by
 
 EXPECTED = {
     "AgentEvaluator",
@@ -125,12 +123,8 @@ def test_unknown_name_is_an_attribute_error() -> None:
 
 def test_import_is_light() -> None:
     """Importing the package and the data model pulls in neither litellm nor grpc nor duckdb."""
-    code = (
-        "import sys, tracegrade; from tracegrade import EvalSet, EvalConfig, EvalCase; "
-        "heavy = [m for m in ('litellm', 'grpc', 'duckdb', 'aiohttp') if m in sys.modules]; print(heavy)"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    code = "import tracegrade; from tracegrade import EvalSet, EvalConfig, EvalCase"
+    assert modules_loaded_by(code, ["litellm", "grpc", "duckdb", "aiohttp"]) == []
 
 
 def test_every_name_the_store_package_exports_resolves() -> None:

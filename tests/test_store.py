@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from datetime import datetime, timedelta
 from importlib import resources
 
 import duckdb
 import pytest
 
+from tests.support.imports import modules_loaded_by
 from tracegrade.errors import StoreError, StoreLockedError
 from tracegrade.models.span import LogRecordData
 from tracegrade.store import (
@@ -424,9 +423,7 @@ def test_a_duckdb_without_an_attach_option_falls_back_to_the_options_it_knows(tm
 
 def test_the_mapping_process_imports_no_duckdb():
     # The receiver's trajectory mapping runs in a child process; DuckDB would add ~30 MB to it.
-    probe = "import sys, tracegrade.store.mapping_process as m; m.map_arrow; print('duckdb' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert modules_loaded_by("import tracegrade.store.mapping_process as m; m.map_arrow", ["duckdb"]) == []
 
 
 def test_arrow_results_come_in_bounded_record_batches(store):

@@ -16,11 +16,10 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from tests.support.grading_traces import AgentRun, fill_store
+from tests.support.grading_traces import AgentRun, fill_store, keywords_config
 from tests.support.waiting import wait_until
 from tracegrade.evaluation.offline import TraceGrader, TraceSelection
 from tracegrade.evaluation.run_records import record_report
-from tracegrade.models.config import CriteriaConfig, CriterionConfig, EvalConfig
 from tracegrade.models.dataset import ToolCall
 from tracegrade.models.results import EvalCaseResult, EvalReport
 from tracegrade.store import TraceStore
@@ -48,17 +47,13 @@ def _runs() -> list[AgentRun]:
     return runs
 
 
-def _keywords(word: str) -> EvalConfig:
-    return EvalConfig(criteria=CriteriaConfig(contains_keywords=CriterionConfig.contains_keywords([word])))
-
-
 @pytest.fixture(scope="module")
 def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("ui-api") / "store.duckdb"
     store = fill_store(path, _runs())
     try:
         for run_id, word in (("run-a", "answer"), ("run-b", "1")):  # B: only answers containing a 1 pass
-            report = TraceGrader(store, _keywords(word)).grade_traces_sync(TraceSelection())
+            report = TraceGrader(store, keywords_config(word)).grade_traces_sync(TraceSelection())
             record_report(store, report, "live", run_id)
     finally:
         store.close()

@@ -27,11 +27,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import Status, StatusCode
 
 from tests.support.chromium import CHROMIUM_FLAGS
+from tests.support.grading_traces import keywords_config
 from tests.support.server_process import ServerProcess
 from tests.support.waiting import wait_for_value
 from tracegrade.cli.grading_store import GradingStore
 from tracegrade.evaluation.offline import TraceGrader, TraceSelection
-from tracegrade.models.config import CriteriaConfig, CriterionConfig, EvalConfig
 from tracegrade.store import RemoteStore
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -103,10 +103,6 @@ def export_turns(http_url: str, turns: list[tuple[Any, ...]], service: str = "su
     provider.shutdown()
 
 
-def _keywords(*words: str) -> EvalConfig:
-    return EvalConfig(criteria=CriteriaConfig(contains_keywords=CriterionConfig.contains_keywords(list(words))))
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, list[str]]]:
     """A receiver with a token, four traces from the OTel SDK, and two recorded runs over them."""
@@ -120,7 +116,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
         # run A wants "order", run B wants "shipped": the refund answer passes both, the cancel answer
         # regresses (it mentions no shipping), and the uncaptured one fails both
         run_ids = [
-            recorder.record(TraceGrader(remote, _keywords(word)).grade_traces_sync(TraceSelection()), "reference_free")
+            recorder.record(
+                TraceGrader(remote, keywords_config(word)).grade_traces_sync(TraceSelection()), "reference_free"
+            )
             for word in ("order", "shipped")
         ]
         yield process, run_ids

@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tracegrade.models.config import CriteriaConfig, CriterionConfig, EvalConfig
 from tracegrade.models.span import SpanRecord
 from tracegrade.store import TraceStore
 
-__all__ = ["AgentRun", "fill_store", "run_spans"]
+__all__ = ["AgentRun", "fill_store", "keywords_config", "run_spans"]
 
 BASE_NS = 1_767_225_600_000_000_000  # 2026-01-01T00:00:00Z
 _span_numbers = itertools.count(1)
@@ -122,3 +123,8 @@ def fill_store(path: Path | TraceStore, runs: list[AgentRun]) -> TraceStore:
     result = store.write(spans)
     store.rebuild_trajectories(sorted(result.trace_ids))
     return store
+
+
+def keywords_config(*words: str) -> EvalConfig:
+    """A config with one criterion, reference-free: the response contains every one of ``words``."""
+    return EvalConfig(criteria=CriteriaConfig(contains_keywords=CriterionConfig.contains_keywords(list(words))))
