@@ -258,7 +258,7 @@ def _json_text(value: Any) -> bytes | str:
 
 def _pack_cases(results: list[EvalCaseResult]) -> bytes:
     """``results`` as one zstd-compressed JSON array, serialised case by case into the compressor (the
-    text of a large run, 40 KB a case, is never held whole)."""
+    text of a large run is never held whole)."""
     sink = pa.BufferOutputStream()
     with pa.CompressedOutputStream(sink, "zstd") as packed:
         packed.write(b"[")

@@ -6,7 +6,7 @@ Content-Security-Policy meta tag forbids loading anything from elsewhere.
 
 Runs of any size stay small and quick to open: each case is rendered once, by :meth:`HTMLReporter._case`;
 the first page of cases is in the document, and all of them ride along gzip-compressed in one attribute,
-from which the script pages, filters and searches (case HTML compresses about 40 times).
+from which the script pages, filters and searches (case HTML, one case much like the next, compresses well).
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ on their own cursor, so any thread may query while another writes.
 
 ``wal=False`` is for an owner that keeps its own log of what it writes (the receiver's request journal):
 DuckDB then writes no WAL, a commit lives in memory until ``checkpoint`` writes it to the file, and a
-crash loses what was committed since the last checkpoint (the owner replays it). Writing everything once
-instead of twice roughly halves the cost of a span. Read-write stores use small row groups
+crash loses what was committed since the last checkpoint (the owner replays it): each span is then written
+once (to the file) rather than twice (the WAL, then the file). Read-write stores use small row groups
 (``ROW_GROUP_SIZE``), which bounds what a checkpoint holds in memory.
 
 Every ``received_at`` and ``updated_at`` comes from one clock that never repeats or goes back and is
