@@ -12,7 +12,7 @@ from typing import Any
 
 from tracegrade.trajectory.messages import Message, build_messages, normalise_role
 from tracegrade.trajectory.readers import reads
-from tracegrade.trajectory.tool_payloads import attribute_payload, json_attribute
+from tracegrade.trajectory.tool_payloads import Reader, attribute_payload, json_attribute
 from tracegrade.trajectory.tree import Role, SpanNode
 from tracegrade.trajectory.values import as_int
 
@@ -137,7 +137,7 @@ def finish_reason(node: SpanNode) -> str | None:
     return value.lower() if isinstance(value, str) and value else None
 
 
-tool_args = attribute_payload(_PREFIX + "tool_call_args", json_attribute)
+tool_args: Reader = attribute_payload(_PREFIX + "tool_call_args", json_attribute)
 
 
 @reads(_PREFIX + "tool_response")

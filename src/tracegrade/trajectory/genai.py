@@ -21,7 +21,7 @@ from tracegrade.trajectory.messages import (
     share_single_message,
 )
 from tracegrade.trajectory.readers import reads
-from tracegrade.trajectory.tool_payloads import ToolPayloads
+from tracegrade.trajectory.tool_payloads import Reader, ToolPayloads
 from tracegrade.trajectory.tree import Role, SpanNode
 from tracegrade.trajectory.values import as_int, as_text, load_json
 
@@ -308,8 +308,8 @@ def tool_name(node: SpanNode) -> str | None:
     return None
 
 
-tool_args = _TOOL_PAYLOADS.args
-tool_result = _TOOL_PAYLOADS.result
+tool_args: Reader = _TOOL_PAYLOADS.args
+tool_result: Reader = _TOOL_PAYLOADS.result
 
 
 @reads("gen_ai.tool.call.id", *_TOOL_PAYLOADS.input_keys, *_TOOL_PAYLOADS.output_keys)

@@ -10,7 +10,7 @@ from typing import Any
 
 from tracegrade.trajectory.messages import Message, answer_in, last_user_text, messages_from_any
 from tracegrade.trajectory.readers import reads
-from tracegrade.trajectory.tool_payloads import attribute_payload
+from tracegrade.trajectory.tool_payloads import Reader, attribute_payload
 from tracegrade.trajectory.tree import Role, SpanNode
 from tracegrade.trajectory.values import as_int, as_text
 
@@ -79,8 +79,8 @@ def tool_name(node: SpanNode) -> str | None:
     return found if isinstance(found, str) and found else node.name
 
 
-tool_args = attribute_payload("mlflow.spanInputs", value)
-tool_result = attribute_payload("mlflow.spanOutputs", value)
+tool_args: Reader = attribute_payload("mlflow.spanInputs", value)
+tool_result: Reader = attribute_payload("mlflow.spanOutputs", value)
 
 
 @reads("mlflow.spanInputs")

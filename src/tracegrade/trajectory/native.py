@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracegrade.trajectory.readers import reads
-from tracegrade.trajectory.tool_payloads import attribute_payload, json_attribute
+from tracegrade.trajectory.tool_payloads import Reader, attribute_payload, json_attribute
 from tracegrade.trajectory.tree import Role, SpanNode
 from tracegrade.trajectory.values import as_int, as_text
 
@@ -49,8 +49,8 @@ def tool_name(node: SpanNode) -> str | None:
     return node.first_text("tracegrade.tool.name")
 
 
-tool_args = attribute_payload("tracegrade.tool.arguments", json_attribute)
-tool_result = attribute_payload("tracegrade.tool.result")
+tool_args: Reader = attribute_payload("tracegrade.tool.arguments", json_attribute)
+tool_result: Reader = attribute_payload("tracegrade.tool.result")
 
 
 @reads("tracegrade.tool.call_id")

@@ -16,7 +16,7 @@ from tracegrade.trajectory.messages import (
     query_in,
 )
 from tracegrade.trajectory.readers import reads
-from tracegrade.trajectory.tool_payloads import ToolPayloads
+from tracegrade.trajectory.tool_payloads import Reader, ToolPayloads
 from tracegrade.trajectory.tree import Role, SpanNode
 from tracegrade.trajectory.values import as_int
 
@@ -204,8 +204,8 @@ def tool_name(node: SpanNode) -> str | None:
     return node.first_text("tool.name")
 
 
-tool_args = _TOOL_PAYLOADS.args
-tool_result = _TOOL_PAYLOADS.result
+tool_args: Reader = _TOOL_PAYLOADS.args
+tool_result: Reader = _TOOL_PAYLOADS.result
 
 
 @reads("tool.id", "tool_call.id", *_TOOL_PAYLOADS.input_keys, *_TOOL_PAYLOADS.output_keys)

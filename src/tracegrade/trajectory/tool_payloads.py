@@ -15,7 +15,7 @@ from tracegrade.trajectory import langchain
 from tracegrade.trajectory.readers import reads
 from tracegrade.trajectory.tree import SpanNode
 
-__all__ = ["ToolPayloads", "attribute_payload", "json_attribute"]
+__all__ = ["Reader", "ToolPayloads", "attribute_payload", "json_attribute"]
 
 Payload = tuple[Any, str | None]
 Reader = Callable[[SpanNode], Any]

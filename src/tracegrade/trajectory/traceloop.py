@@ -11,7 +11,7 @@ from typing import Any
 from tracegrade.trajectory.langgraph import GraphTask, graph_task
 from tracegrade.trajectory.messages import Message, answer_in, build_messages, normalise_role, query_in
 from tracegrade.trajectory.readers import reads
-from tracegrade.trajectory.tool_payloads import ToolPayloads
+from tracegrade.trajectory.tool_payloads import Reader, ToolPayloads
 from tracegrade.trajectory.tree import Role, SpanNode
 from tracegrade.trajectory.values import group_indexed, load_json
 
@@ -132,8 +132,8 @@ def tool_name(node: SpanNode) -> str | None:
     return node.first_text("traceloop.entity.name") or node.name.removesuffix(".tool")
 
 
-tool_args = _TOOL_PAYLOADS.args
-tool_result = _TOOL_PAYLOADS.result
+tool_args: Reader = _TOOL_PAYLOADS.args
+tool_result: Reader = _TOOL_PAYLOADS.result
 
 
 @reads(*_TOOL_PAYLOADS.input_keys, *_TOOL_PAYLOADS.output_keys)
