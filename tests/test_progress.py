@@ -25,7 +25,8 @@ BAR = {
     "export": re.compile(r"exporting.*\d+/\d+ tables"),
     "export-cases": re.compile(r"exporting cases"),
 }
-ANY_BAR = re.compile(r"grading|decoding|mapping \d+ traces|exporting|\d+/(\d+|\?) (cases|files|tables|traces)")
+# whole words: an exported table's name (grading_jobs) is not a bar
+ANY_BAR = re.compile(r"\b(grading|decoding|exporting)\b|mapping \d+ traces|\d+/(\d+|\?) (cases|files|tables|traces)")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 

@@ -13,6 +13,7 @@ from tests.support.large_reports import large_report
 from tracegrade.evaluation.run_records import list_runs, load_run, record_report
 from tracegrade.models.results import EvalReport, NodeDetail
 from tracegrade.store import TraceStore
+from tracegrade.store.schema import GRADING_TABLES
 
 # eval_runs as tracegrade created it before case_results existed: the whole report in `report`
 OLD_EVAL_RUNS_DDL = """
@@ -72,7 +73,8 @@ def test_runs_recorded_before_case_results_existed_still_load(tmp_path: Path) ->
     old, new = _report(30), _report(20)
     path = tmp_path / "store.duckdb"
     with TraceStore(path) as before:  # a store from before the grading tables joined the schema (version 7)
-        before.execute_write("DROP TABLE eval_runs")
+        for table in GRADING_TABLES:
+            before.execute_write(f"DROP TABLE {table}")
         before.execute_write(OLD_EVAL_RUNS_DDL)
         s = old.summary
         counts = [s.total_cases, s.passed_cases, s.failed_cases, s.error_cases, s.pass_rate]
@@ -81,8 +83,9 @@ def test_runs_recorded_before_case_results_existed_still_load(tmp_path: Path) ->
             "?, '{}', '{}', ?)",
             [old.eval_set_id, old.eval_set_name, *counts, old.model_dump_json()],
         )
-        before.execute_write("DELETE FROM schema_version WHERE version = 7")
-    with TraceStore(path) as store:  # migrating to version 7 adds the case_results column to the old table
+        before.execute_write("DELETE FROM schema_version WHERE version >= 7")
+    # migrating adds the case_results column to the old table (7), then the tenant leading its key (8)
+    with TraceStore(path) as store:
         record_report(store, new, "eval_set", "run-new")
         assert {r.run_id for r in list_runs(store)} == {"run-old", "run-new"}
         assert load_run(store, "run-old").model_dump() == old.model_dump()
