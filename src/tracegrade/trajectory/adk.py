@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from tracegrade.trajectory.messages import Message, build_messages, normalise_role
-from tracegrade.trajectory.readers import reads
 from tracegrade.trajectory.tool_payloads import Reader, attribute_payload, json_attribute
 from tracegrade.trajectory.tree import Role, SpanNode
 from tracegrade.trajectory.values import as_int
@@ -83,7 +82,6 @@ def _content_messages(content: Any, default_role: str, keep_ids: bool) -> list[M
     return build_messages(role, _parts_blocks(content.get("parts"), keep_ids))
 
 
-@reads(_PREFIX + "llm_request")
 def request_messages(node: SpanNode) -> list[Message] | None:
     request = node.parsed(_PREFIX + "llm_request", expect_json=True)
     if not isinstance(request, dict) or "contents" not in request:
@@ -106,7 +104,6 @@ def _response(node: SpanNode) -> dict[str, Any] | None:
     return response if isinstance(response, dict) and response else None
 
 
-@reads(_PREFIX + "llm_response")
 def response_messages(node: SpanNode) -> list[Message] | None:
     response = _response(node)
     if response is None or "content" not in response:
@@ -114,7 +111,6 @@ def response_messages(node: SpanNode) -> list[Message] | None:
     return _content_messages(response.get("content"), "assistant", keep_ids=True)
 
 
-@reads(_PREFIX + "llm_response")
 def usage(node: SpanNode) -> dict[str, int] | None:
     """From ``usage_metadata`` (early 1.x wrote the total into ``gen_ai.usage.output_tokens``)."""
     response = _response(node)
@@ -130,7 +126,6 @@ def usage(node: SpanNode) -> dict[str, int] | None:
     return clean or None
 
 
-@reads(_PREFIX + "llm_response")
 def finish_reason(node: SpanNode) -> str | None:
     response = _response(node)
     value = response.get("finish_reason") if response else None
@@ -140,7 +135,6 @@ def finish_reason(node: SpanNode) -> str | None:
 tool_args: Reader = attribute_payload(_PREFIX + "tool_call_args", json_attribute)
 
 
-@reads(_PREFIX + "tool_response")
 def tool_result(node: SpanNode) -> Any:
     value = node.parsed(_PREFIX + "tool_response", expect_json=True)
     if isinstance(value, dict) and len(value) == 1 and "result" in value and not isinstance(value["result"], dict):
@@ -148,6 +142,5 @@ def tool_result(node: SpanNode) -> Any:
     return value
 
 
-@reads(_PREFIX + "session_id")
 def conversation_id(node: SpanNode) -> str | None:
     return node.first_text(_PREFIX + "session_id")

@@ -20,7 +20,6 @@ from tracegrade.trajectory.messages import (
     normalise_role,
     share_single_message,
 )
-from tracegrade.trajectory.readers import reads
 from tracegrade.trajectory.tool_payloads import Reader, ToolPayloads
 from tracegrade.trajectory.tree import Role, SpanNode
 from tracegrade.trajectory.values import as_int, as_text, load_json
@@ -56,7 +55,6 @@ _TOOL_PAYLOADS = ToolPayloads(
 # -- classification ----------------------------------------------------------------------------
 
 
-@reads("gen_ai.operation.name")
 def classify(node: SpanNode) -> str | None:
     operation = node.attrs.get("gen_ai.operation.name")
     if isinstance(operation, str) and operation:
@@ -123,7 +121,6 @@ def _system_messages(node: SpanNode) -> list[Message] | None:
     return found
 
 
-@reads("gen_ai.input.messages", _SYSTEM_KEY)
 def input_messages(node: SpanNode) -> list[Message] | None:
     messages = _history(node, "gen_ai.input.messages")
     system = _system_messages(node)
@@ -132,7 +129,6 @@ def input_messages(node: SpanNode) -> list[Message] | None:
     return (system or []) + (messages or [])
 
 
-@reads("gen_ai.output.messages")
 def output_messages(node: SpanNode) -> list[Message] | None:
     """The output messages; a single one is offered to the next call's input history, which repeats it."""
     value = node.parsed(_OUTPUT_KEY, expect_json=True)  # decoded once, for finish_reason too
@@ -208,13 +204,11 @@ def _events(node: SpanNode) -> tuple[list[Message], list[Message]] | None:
     return node.memo("#genai.events", lambda n: _event_messages(_span_and_log_events(n)))
 
 
-@reads(events=True)
 def event_input(node: SpanNode) -> list[Message] | None:
     found = _events(node)
     return found[0] if found and found[0] else None
 
 
-@reads(events=True)
 def event_output(node: SpanNode) -> list[Message] | None:
     found = _events(node)
     return found[1] if found and found[1] else None
@@ -228,13 +222,11 @@ def _attribute_events(node: SpanNode, key: str) -> tuple[list[Message], list[Mes
     return _event_messages((str(item.get("event.name", "")), item) for item in value if isinstance(item, dict))
 
 
-@reads("events")
 def pydantic_event_input(node: SpanNode) -> list[Message] | None:
     found = node.memo("#genai.pydantic_events", lambda n: _attribute_events(n, "events"))
     return found[0] if found and found[0] else None
 
 
-@reads("events")
 def pydantic_event_output(node: SpanNode) -> list[Message] | None:
     found = node.memo("#genai.pydantic_events", lambda n: _attribute_events(n, "events"))
     return found[1] if found and found[1] else None
@@ -243,7 +235,6 @@ def pydantic_event_output(node: SpanNode) -> list[Message] | None:
 # -- LLM facts -----------------------------------------------------------------------------------
 
 
-@reads("gen_ai.response.model", "gen_ai.request.model")
 def model(node: SpanNode) -> str | None:
     for key in ("gen_ai.response.model", "gen_ai.request.model"):
         value = node.attrs.get(key)
@@ -252,7 +243,6 @@ def model(node: SpanNode) -> str | None:
     return None
 
 
-@reads("gen_ai.provider.name", "gen_ai.system")
 def provider(node: SpanNode) -> str | None:
     return node.first_text("gen_ai.provider.name", "gen_ai.system")
 
@@ -269,7 +259,6 @@ _USAGE_KEYS = {
 }
 
 
-@reads(*(key for keys in _USAGE_KEYS.values() for key in keys))
 def usage(node: SpanNode) -> dict[str, int] | None:
     found: dict[str, int] = {}
     attrs = node.attrs
@@ -282,7 +271,6 @@ def usage(node: SpanNode) -> dict[str, int] | None:
     return found or None
 
 
-@reads("gen_ai.response.finish_reasons", "gen_ai.output.messages")
 def finish_reason(node: SpanNode) -> str | None:
     """The last non-empty of ``gen_ai.response.finish_reasons``, else of the output messages' reasons."""
     reasons = node.attrs.get("gen_ai.response.finish_reasons")
@@ -312,7 +300,6 @@ tool_args: Reader = _TOOL_PAYLOADS.args
 tool_result: Reader = _TOOL_PAYLOADS.result
 
 
-@reads("gen_ai.tool.call.id", *_TOOL_PAYLOADS.input_keys, *_TOOL_PAYLOADS.output_keys)
 def tool_call_id(node: SpanNode) -> str | None:
     return node.first_text("gen_ai.tool.call.id") or _TOOL_PAYLOADS.call_id(node)
 
@@ -355,13 +342,11 @@ def _block_text(value: Any) -> Any:
     return value
 
 
-@reads(events=True)
 def event_tool_args(node: SpanNode) -> Any:
     found = node.memo("#genai.tool_events", _tool_events)
     return found[0] if found else None
 
 
-@reads(events=True)
 def event_tool_result(node: SpanNode) -> Any:
     found = node.memo("#genai.tool_events", _tool_events)
     return found[1] if found else None
@@ -380,7 +365,6 @@ def agent_name(node: SpanNode) -> str | None:
     return None
 
 
-@reads("gen_ai.input.messages", _SYSTEM_KEY, "pydantic_ai.all_messages", "all_messages_events", events=True)
 def run_query(node: SpanNode) -> str | None:
     """The user message an agent/run span answered (its own input messages, pydantic history, events)."""
     for messages in (
@@ -395,7 +379,6 @@ def run_query(node: SpanNode) -> str | None:
     return None
 
 
-@reads("final_result", "gen_ai.output.messages", events=True)
 def run_answer(node: SpanNode) -> str | None:
     """The answer of an agent/run span: pydantic ``final_result``, its output messages, a choice event."""
     final = node.attrs.get("final_result")
@@ -412,6 +395,5 @@ def _first(found: tuple[list[Message], list[Message]] | None) -> list[Message] |
     return found[0] if found else None
 
 
-@reads("gen_ai.conversation.id")
 def conversation_id(node: SpanNode) -> str | None:
     return node.first_text("gen_ai.conversation.id")

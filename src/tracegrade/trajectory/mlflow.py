@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from tracegrade.trajectory.messages import Message, answer_in, last_user_text, messages_from_any
-from tracegrade.trajectory.readers import reads
 from tracegrade.trajectory.tool_payloads import Reader, attribute_payload
 from tracegrade.trajectory.tree import Role, SpanNode
 from tracegrade.trajectory.values import as_int, as_text
@@ -31,7 +30,6 @@ def value(node: SpanNode, key: str) -> Any:
     return None if decoded == {} else decoded
 
 
-@reads("mlflow.spanType")
 def classify(node: SpanNode) -> str | None:
     span_type = value(node, "mlflow.spanType")
     if not isinstance(span_type, str) or not span_type:
@@ -39,29 +37,24 @@ def classify(node: SpanNode) -> str | None:
     return _TYPE_ROLES.get(span_type.upper(), Role.OTHER)
 
 
-@reads("mlflow.spanInputs")
 def input_messages(node: SpanNode) -> list[Message] | None:
     return messages_from_any(value(node, "mlflow.spanInputs"), "user")
 
 
-@reads("mlflow.spanOutputs")
 def output_messages(node: SpanNode) -> list[Message] | None:
     return messages_from_any(value(node, "mlflow.spanOutputs"), "assistant")
 
 
-@reads("mlflow.llm.model")
 def model(node: SpanNode) -> str | None:
     found = value(node, "mlflow.llm.model")
     return found if isinstance(found, str) and found else None
 
 
-@reads("mlflow.llm.provider")
 def provider(node: SpanNode) -> str | None:
     found = value(node, "mlflow.llm.provider")
     return found if isinstance(found, str) and found else None
 
 
-@reads("mlflow.chat.tokenUsage")
 def usage(node: SpanNode) -> dict[str, int] | None:
     tokens = value(node, "mlflow.chat.tokenUsage")
     if not isinstance(tokens, dict):
@@ -71,7 +64,6 @@ def usage(node: SpanNode) -> dict[str, int] | None:
     return clean or None
 
 
-@reads("mlflow.spanType")
 def tool_name(node: SpanNode) -> str | None:
     if "mlflow.spanType" not in node.attrs:
         return None
@@ -83,12 +75,10 @@ tool_args: Reader = attribute_payload("mlflow.spanInputs", value)
 tool_result: Reader = attribute_payload("mlflow.spanOutputs", value)
 
 
-@reads("mlflow.spanInputs")
 def run_query(node: SpanNode) -> str | None:
     return last_user_text(input_messages(node))
 
 
-@reads("mlflow.spanOutputs")
 def run_answer(node: SpanNode) -> str | None:
     outputs = value(node, "mlflow.spanOutputs")
     text = answer_in(outputs)

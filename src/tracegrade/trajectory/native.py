@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracegrade.trajectory.readers import reads
 from tracegrade.trajectory.tool_payloads import Reader, attribute_payload, json_attribute
 from tracegrade.trajectory.tree import Role, SpanNode
 from tracegrade.trajectory.values import as_int, as_text
@@ -39,12 +38,10 @@ def classify(node: SpanNode) -> str | None:
     return None
 
 
-@reads("tracegrade.node.name")
 def node_name(node: SpanNode) -> str | None:
     return node.first_text("tracegrade.node.name")
 
 
-@reads("tracegrade.tool.name")
 def tool_name(node: SpanNode) -> str | None:
     return node.first_text("tracegrade.tool.name")
 
@@ -53,7 +50,6 @@ tool_args: Reader = attribute_payload("tracegrade.tool.arguments", json_attribut
 tool_result: Reader = attribute_payload("tracegrade.tool.result")
 
 
-@reads("tracegrade.tool.call_id")
 def tool_call_id(node: SpanNode) -> str | None:
     return node.first_text("tracegrade.tool.call_id")
 
@@ -74,6 +70,5 @@ def turn_output(node: SpanNode) -> str | None:
     return as_text(node.attrs.get("tracegrade.turn.output"))
 
 
-@reads("tracegrade.thread_id")
 def conversation_id(node: SpanNode) -> str | None:
     return node.first_text("tracegrade.thread_id")

@@ -15,7 +15,6 @@ from tracegrade.trajectory.messages import (
     normalise_role,
     query_in,
 )
-from tracegrade.trajectory.readers import reads
 from tracegrade.trajectory.tool_payloads import Reader, ToolPayloads
 from tracegrade.trajectory.tree import Role, SpanNode
 from tracegrade.trajectory.values import as_int
@@ -153,12 +152,10 @@ def output_messages(node: SpanNode) -> list[Message] | None:
     return _messages_or_texts(node, "llm.output_messages.", "assistant", "llm.choices.", "completion.text")
 
 
-@reads("input.value")
 def io_input_messages(node: SpanNode) -> list[Message] | None:
     return messages_from_any(node.parsed("input.value"), "user")
 
 
-@reads("output.value")
 def io_output_messages(node: SpanNode) -> list[Message] | None:
     return messages_from_any(node.parsed("output.value"), "assistant")
 
@@ -166,12 +163,10 @@ def io_output_messages(node: SpanNode) -> list[Message] | None:
 # -- LLM facts -----------------------------------------------------------------------------------
 
 
-@reads("llm.response.model_name", "llm.model_name", "llm.request.model_name")
 def model(node: SpanNode) -> str | None:
     return node.first_text("llm.response.model_name", "llm.model_name", "llm.request.model_name")
 
 
-@reads("llm.provider", "llm.system")
 def provider(node: SpanNode) -> str | None:
     return node.first_text("llm.provider", "llm.system")
 
@@ -184,14 +179,12 @@ _USAGE_KEYS = {
 }
 
 
-@reads(*_USAGE_KEYS.values())
 def usage(node: SpanNode) -> dict[str, int] | None:
     found = {field: as_int(node.attrs.get(key)) for field, key in _USAGE_KEYS.items()}
     clean = {k: v for k, v in found.items() if v is not None}
     return clean or None
 
 
-@reads("llm.finish_reason")
 def finish_reason(node: SpanNode) -> str | None:
     return node.first_text("llm.finish_reason")
 
@@ -199,7 +192,6 @@ def finish_reason(node: SpanNode) -> str | None:
 # -- tools ---------------------------------------------------------------------------------------
 
 
-@reads("tool.name")
 def tool_name(node: SpanNode) -> str | None:
     return node.first_text("tool.name")
 
@@ -208,7 +200,6 @@ tool_args: Reader = _TOOL_PAYLOADS.args
 tool_result: Reader = _TOOL_PAYLOADS.result
 
 
-@reads("tool.id", "tool_call.id", *_TOOL_PAYLOADS.input_keys, *_TOOL_PAYLOADS.output_keys)
 def tool_call_id(node: SpanNode) -> str | None:
     return node.first_text("tool.id", "tool_call.id") or _TOOL_PAYLOADS.call_id(node, output_first=True)
 
@@ -216,26 +207,21 @@ def tool_call_id(node: SpanNode) -> str | None:
 # -- agents, routing and runs --------------------------------------------------------------------
 
 
-@reads("agent.name", "graph.node.id")
 def agent_name(node: SpanNode) -> str | None:
     return node.first_text("agent.name", "graph.node.id")
 
 
-@reads("output.value")
 def routing_output(node: SpanNode) -> Any:
     return node.parsed("output.value")
 
 
-@reads("input.value")
 def run_query(node: SpanNode) -> str | None:
     return query_in(node.parsed("input.value"))
 
 
-@reads("output.value")
 def run_answer(node: SpanNode) -> str | None:
     return answer_in(node.parsed("output.value"))
 
 
-@reads("session.id")
 def conversation_id(node: SpanNode) -> str | None:
     return node.first_text("session.id")

@@ -12,9 +12,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from tracegrade.trajectory import adk, genai, langgraph, mlflow, native, openinference, traceloop
-from tracegrade.trajectory.readers import Chain, applicable
+from tracegrade.trajectory.readers import Chain
 from tracegrade.trajectory.tree import Role, SpanNode
-from tracegrade.trajectory.values import SharedWork
 
 Reader = Callable[[SpanNode], Any]
 
@@ -113,12 +112,10 @@ _COUNTED_ROLES = frozenset({Role.LLM, Role.TOOL, Role.AGENT, Role.NODE})
 def first(chain: Chain, node: SpanNode) -> Any:
     """The first non-None answer of the ``chain``'s readers for ``node``.
 
-    Readers that no span of the mapping can feed (``readers.reads``) are left out, once per mapping. A
-    reader that fails on a malformed span is noted as a mapping issue and skipped, so one bad attribute
+    A reader that fails on a malformed span is noted as a mapping issue and skipped, so one bad attribute
     costs only what it holds.
     """
-    shared = node.shared
-    for reader in shared.chains[chain.slot] or _applicable(chain, shared):
+    for reader in chain.readers:
         try:
             value = reader(node)
         except Exception as exc:
@@ -129,14 +126,6 @@ def first(chain: Chain, node: SpanNode) -> Any:
     return None
 
 
-def _applicable(chain: Chain, shared: SharedWork) -> tuple[Reader, ...]:
-    """The readers of ``chain`` that the spans of this mapping can feed (worked out once per mapping)."""
-    readers = shared.chains[chain.slot]
-    if readers is None:
-        readers = shared.chains[chain.slot] = applicable(chain.readers, shared.trace_keys, shared.has_events)
-    return readers
-
-
 def _reader_name(reader: Reader) -> str:
     return f"{reader.__module__.rsplit('.', 1)[-1]}.{getattr(reader, '__name__', 'reader')}"
 
@@ -144,8 +133,6 @@ def _reader_name(reader: Reader) -> str:
 def first_of(chain: Chain, nodes: Iterable[SpanNode]) -> Any:
     """The first non-None answer over ``nodes`` (in order), each asked the whole chain."""
     for node in nodes:
-        if not _applicable(chain, node.shared):
-            return None  # no span of this mapping can feed the chain
         value = first(chain, node)
         if value is not None:
             return value

@@ -1,5 +1,5 @@
 """Readers of a convention's tool-span payloads (arguments, result, call id): each convention says where
-it keeps them, the readers (declared with ``readers.reads``) are made here.
+it keeps them, the readers are made here.
 
 ``ToolPayloads`` reads conventions whose payloads may be LangChain shapes (unwrapped by ``langchain``, each
 read and unwrapped once per span); any other value is taken as it is. ``attribute_payload`` reads a
@@ -12,7 +12,6 @@ from collections.abc import Callable
 from typing import Any
 
 from tracegrade.trajectory import langchain
-from tracegrade.trajectory.readers import reads
 from tracegrade.trajectory.tree import SpanNode
 
 __all__ = ["Reader", "ToolPayloads", "attribute_payload", "json_attribute"]
@@ -27,12 +26,12 @@ def json_attribute(node: SpanNode, key: str) -> Any:
 
 
 def attribute_payload(key: str, decode: Callable[[SpanNode, str], Any] = SpanNode.parsed) -> Reader:
-    """The reader of a payload kept in attribute ``key``: ``decode(node, key)``, declared as reading ``key``."""
+    """The reader of a payload kept in attribute ``key``: ``decode(node, key)``."""
 
     def read(node: SpanNode) -> Any:
         return decode(node, key)
 
-    return reads(key)(read)
+    return read
 
 
 class _Side:
@@ -73,14 +72,12 @@ class ToolPayloads:
         self._output = _Side(f"{memo_prefix}.tool_output", output_keys, langchain.tool_output)
         self.input_keys = input_keys
         self.output_keys = output_keys
-        self.args: Reader = reads(*input_keys)(self._args)
-        self.result: Reader = reads(*output_keys)(self._result)
 
-    def _args(self, node: SpanNode) -> Any:
+    def args(self, node: SpanNode) -> Any:
         found = self._input.read(node)
         return found[0] if found else None
 
-    def _result(self, node: SpanNode) -> Any:
+    def result(self, node: SpanNode) -> Any:
         found = self._output.read(node)
         return found[0] if found else None
 

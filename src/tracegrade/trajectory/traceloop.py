@@ -10,7 +10,6 @@ from typing import Any
 
 from tracegrade.trajectory.langgraph import GraphTask, graph_task
 from tracegrade.trajectory.messages import Message, answer_in, build_messages, normalise_role, query_in
-from tracegrade.trajectory.readers import reads
 from tracegrade.trajectory.tool_payloads import Reader, ToolPayloads
 from tracegrade.trajectory.tree import Role, SpanNode
 from tracegrade.trajectory.values import group_indexed, load_json
@@ -117,7 +116,6 @@ def completion_messages(node: SpanNode) -> list[Message] | None:
     return _legacy(node, "gen_ai.completion.", "assistant")
 
 
-@reads("gen_ai.completion.0.finish_reason")
 def finish_reason(node: SpanNode) -> str | None:
     return node.first_text("gen_ai.completion.0.finish_reason")
 
@@ -125,7 +123,6 @@ def finish_reason(node: SpanNode) -> str | None:
 # -- tools ---------------------------------------------------------------------------------------
 
 
-@reads("traceloop.span.kind")
 def tool_name(node: SpanNode) -> str | None:
     if node.attrs.get("traceloop.span.kind") != "tool":
         return None
@@ -136,7 +133,6 @@ tool_args: Reader = _TOOL_PAYLOADS.args
 tool_result: Reader = _TOOL_PAYLOADS.result
 
 
-@reads(*_TOOL_PAYLOADS.input_keys, *_TOOL_PAYLOADS.output_keys)
 def tool_call_id(node: SpanNode) -> str | None:
     return _TOOL_PAYLOADS.call_id(node)
 
@@ -144,7 +140,6 @@ def tool_call_id(node: SpanNode) -> str | None:
 # -- nodes, routing and runs ---------------------------------------------------------------------
 
 
-@reads("traceloop.entity.name")
 def agent_name(node: SpanNode) -> str | None:
     return node.first_text("traceloop.entity.name")
 
@@ -157,7 +152,6 @@ def _outputs(node: SpanNode) -> Any:
     return None
 
 
-@reads("gen_ai.task.output", "traceloop.entity.output")
 def routing_output(node: SpanNode) -> Any:
     return _outputs(node)
 
@@ -167,12 +161,10 @@ def workflow_nodes(node: SpanNode) -> set[str]:
     return {v for v in value if isinstance(v, str)} if isinstance(value, (list, tuple)) else set()
 
 
-@reads("traceloop.entity.input", "gen_ai.task.input")
 def run_query(node: SpanNode) -> str | None:
     return _first_text_in(node, ("traceloop.entity.input", "gen_ai.task.input"), query_in)
 
 
-@reads("traceloop.entity.output", "gen_ai.task.output")
 def run_answer(node: SpanNode) -> str | None:
     return _first_text_in(node, ("traceloop.entity.output", "gen_ai.task.output"), answer_in)
 
@@ -189,6 +181,5 @@ def _first_text_in(node: SpanNode, keys: tuple[str, ...], read: Callable[[Any], 
 _CONVERSATION_KEYS = tuple(_ASSOCIATION + key for key in ("session_id", "thread_id", "conversation_id"))
 
 
-@reads(*_CONVERSATION_KEYS)
 def conversation_id(node: SpanNode) -> str | None:
     return node.first_text(*_CONVERSATION_KEYS)

@@ -10,7 +10,6 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final
 
 from tracegrade.models.span import LogRecordData, SpanRecord
-from tracegrade.trajectory.readers import chains_for
 from tracegrade.trajectory.values import Issues, SharedWork, index_families
 
 if TYPE_CHECKING:
@@ -173,8 +172,6 @@ def build_forest(spans: Iterable[SpanRecord], logs: Iterable[LogRecordData], iss
     roots.sort(key=_start_key)
     _attach_logs(by_key, logs)
     shared.trace_keys = frozenset().union(*[n.attrs for n in nodes])
-    shared.has_events = any(n.span.events or n.logs for n in nodes)
-    shared.chains = chains_for(shared.trace_keys, shared.has_events)  # readers no span can feed are left out
     trace_ids = list(dict.fromkeys([n.span.trace_id for n in roots] + [n.span.trace_id for n in nodes]))
     return Forest(nodes, roots, trace_ids)
 

@@ -48,17 +48,14 @@ class SharedWork:
 
     Traces repeat attribute texts a lot (the same system instructions, LangGraph metadata and history on
     every span of a run); decoded values are shared between the spans that carry the same text, so
-    nothing downstream may modify them in place. It also knows which attribute keys the spans carry, which
-    decides the reader chains ``sources`` applies to them (see ``readers``).
+    nothing downstream may modify them in place. It also knows which attribute keys the spans carry.
     """
 
-    __slots__ = ("_lists", "_loose", "_memos", "_problems", "_strict", "chains", "has_events", "issues", "trace_keys")
+    __slots__ = ("_lists", "_loose", "_memos", "_problems", "_strict", "issues", "trace_keys")
 
     def __init__(self, issues: Issues) -> None:
         self.issues = issues
         self.trace_keys: frozenset[str] | None = None  # every attribute key of the spans (None: not known yet)
-        self.has_events = True  # whether any span has events or log records
-        self.chains: list[Any] = []  # the reader chains ``sources`` applies to these spans (``readers.Chains``)
         self._strict: dict[str, Any] = {}
         self._loose: dict[str, Any] = {}
         self._problems: dict[tuple[str, bool], str] = {}  # only texts that could not be decoded as expected
