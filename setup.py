@@ -12,6 +12,10 @@ extension was built.
   * ``1``: compile, editable installs too (the extensions land beside the sources: reinstall after editing
     a compiled module), and fail the build if compiling fails (CI does this);
   * ``0``: never compile.
+
+Which build this is comes from ``TRACEGRADE_BUILD``, set by the build backend (build_backend/tracegrade_build.py)
+for each PEP 517 hook: ``wheel``, ``editable``, or ``metadata``/``sdist``, which never compile. Run directly
+(``python setup.py build_ext --inplace``), setup.py builds as for a wheel.
 """
 
 from __future__ import annotations
@@ -36,8 +40,11 @@ def _compile_setting() -> str:
     return value
 
 
-def _editable_install() -> bool:
-    return any(command in sys.argv for command in ("editable_wheel", "develop"))
+def _build_kind() -> str:
+    kind = os.environ.get("TRACEGRADE_BUILD", "wheel")
+    if kind not in ("wheel", "editable", "metadata", "sdist"):
+        sys.exit(f"TRACEGRADE_BUILD={kind!r}: the build backend sets it to wheel, editable, metadata or sdist")
+    return kind
 
 
 def _sources() -> list[str]:
@@ -70,8 +77,10 @@ class _OptionalBuildExt(build_ext):
             _warn_pure(exc)
 
 
-def _extensions(setting: str) -> list:
-    if setting == "0" or (setting == "" and _editable_install()):
+def _extensions(setting: str, kind: str) -> list:
+    if kind in ("metadata", "sdist"):
+        return []
+    if setting == "0" or (setting == "" and kind == "editable"):
         _remove_compiled_in_place()
         return []
     try:
@@ -95,4 +104,4 @@ def _warn_pure(reason: BaseException) -> None:
 
 _setting = _compile_setting()
 _OptionalBuildExt.required = _setting == "1"
-setup(ext_modules=_extensions(_setting), cmdclass={"build_ext": _OptionalBuildExt})
+setup(ext_modules=_extensions(_setting, _build_kind()), cmdclass={"build_ext": _OptionalBuildExt})
