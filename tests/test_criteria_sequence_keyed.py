@@ -1,4 +1,5 @@
-"""The matcher's shortcuts give the plain path's answer: the key index, ``same=None`` and the LCS prefix trim."""
+"""The matcher's shortcuts give the plain path's answer: the key index, ``same=None``, the aligned prefix and
+the LCS prefix trim."""
 
 from __future__ import annotations
 
@@ -45,10 +46,11 @@ def full_table_lcs_pairs(expected, actual) -> list[tuple[int, int]]:
 @given(EXPECTED, ACTUAL, st.sampled_from(list(MatchType)))
 def test_the_key_index_changes_nothing(expected, actual, match_type):
     plain = match_sequences(expected, actual, match_type, same)
-    keyed = match_sequences(expected, actual, match_type, same, name)
+    names = ([name(e) for e in expected], [name(a) for a in actual])
+    keyed = match_sequences(expected, actual, match_type, same, names)
     assert keyed == plain
     for i in plain.missing:
-        assert why_unmatched(i, expected, actual, keyed, same, name) == why_unmatched(i, expected, actual, plain, same)
+        assert why_unmatched(i, expected, actual, keyed, same, names) == why_unmatched(i, expected, actual, plain, same)
 
 
 @settings(max_examples=400, deadline=None)
@@ -64,6 +66,55 @@ def test_in_order_pairs_are_the_full_tables_pairs(expected, actual):
 @given(st.lists(st.sampled_from("abc"), max_size=6), st.lists(st.sampled_from("abc"), max_size=7))
 def test_equal_keys_without_a_predicate_are_plain_equality(expected, actual):
     for match_type in MatchType:
-        assert match_sequences(expected, actual, match_type, None, str) == match_sequences(
+        assert match_sequences(expected, actual, match_type, None, (expected, actual)) == match_sequences(
             expected, actual, match_type, str.__eq__
         )
+
+
+def plain_pairs(expected, actual, match_type) -> list[tuple[int, int]]:
+    """The pairs each match type chooses, item by item from the start (no aligned-prefix shortcut)."""
+    if match_type is MatchType.EXACT:
+        return [(i, i) for i in range(min(len(expected), len(actual))) if same(actual[i], expected[i])]
+    if match_type is MatchType.IN_ORDER:
+        pairs, j = [], 0
+        for i, item in enumerate(expected):
+            found = next((k for k in range(j, len(actual)) if same(actual[k], item)), None)
+            if found is None:
+                return full_table_lcs_pairs(expected, actual)
+            pairs.append((i, found))
+            j = found + 1
+        return pairs
+    owner: dict[int, int] = {}
+
+    def augment(i: int, seen: set[int]) -> bool:
+        for j in (k for k in range(len(actual)) if same(actual[k], expected[i])):
+            if j not in seen:
+                seen.add(j)
+                if j not in owner or augment(owner[j], seen):
+                    owner[j] = i
+                    return True
+        return False
+
+    for i, item in enumerate(expected):
+        free = next((k for k in range(len(actual)) if same(actual[k], item) and k not in owner), None)
+        if free is not None:
+            owner[free] = i
+        else:
+            augment(i, set())
+    return sorted((i, j) for j, i in owner.items())
+
+
+# Mostly-equal sequences, so that long aligned prefixes (and whole aligned runs) come up often.
+SHARED = st.lists(st.tuples(st.sampled_from("abc"), st.sampled_from("xy")), max_size=6)
+
+
+@settings(max_examples=500, deadline=None)
+@given(SHARED, st.lists(st.tuples(st.sampled_from("abc"), st.sampled_from("xy*")), max_size=3), ACTUAL)
+def test_the_aligned_prefix_pairs_as_the_plain_path_does(common, expected_tail, actual_tail):
+    expected, actual = common + expected_tail, common + actual_tail
+    for match_type in MatchType:
+        names = ([name(e) for e in expected], [name(a) for a in actual])
+        for keys in (None, names):
+            assert match_sequences(expected, actual, match_type, same, keys).pairs == plain_pairs(
+                expected, actual, match_type
+            ), (match_type, keys)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracegrade.criteria import ContainsKeywordsCriterion, ExactMatchCriterion, RougeMatchCriterion
-from tracegrade.criteria.text import _tokens, rouge1
+from tracegrade.criteria.text import _ascii_tokens, _tokens, rouge1
 from tracegrade.models import CriterionConfig, EvalCase, ExecutionResult, Invocation, MessageContent
 
 
@@ -112,8 +114,15 @@ def test_rouge1(actual, expected, prf):
 
 def test_rouge_ascii_fast_path_matches_the_unicode_tokeniser():
     text = "Tabs\tand\x00nulls\x7fand\x1cseparators, (brackets) [and] {braces} a-b a_b"
-    assert _tokens(text) | {"é"} == _tokens(text + " é")  # the second call takes the regular-expression path
-    assert _tokens(text) == {"tabs", "and", "nulls", "separators", "brackets", "braces", "a", "b", "a_b"}
+    expected = {"tabs", "and", "nulls", "separators", "brackets", "braces", "a", "b", "a_b"}
+    assert _tokens(text) == expected  # the regular-expression path
+    assert {token.decode() for token in _ascii_tokens(text)} == expected
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(st.characters(max_codepoint=127), max_size=40))
+def test_ascii_tokens_are_the_unicode_tokenisers(text):
+    assert {token.decode() for token in _ascii_tokens(text)} == _tokens(text)
 
 
 def test_rouge_criterion_details_and_threshold():
@@ -156,3 +165,10 @@ def test_uncaptured_response_is_an_error_not_an_empty_answer(criterion):
 def test_no_keywords_still_scores_one_when_the_response_was_not_captured():
     uncaptured = ExecutionResult(response_captured=False)
     assert ContainsKeywordsCriterion().evaluate_sync(uncaptured, expecting(None)).score == 1.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=30))
+def test_an_identical_response_scores_as_its_tokens_do(text):
+    # rouge1 answers equal texts without tokenising; a trailing space (same tokens, other text) takes the plain path
+    assert rouge1(text, text) == rouge1(text, text + " ") == (1.0, 1.0, 1.0)

@@ -130,6 +130,7 @@ class _AdkCriterion(SyncCriterion):
     """Scores each invocation, then the case as their mean (ADK's ``overall_score``)."""
 
     adk_metric = ""
+    reads = frozenset({"turns", "tool_calls", "actual_response"})
 
     def evaluate_sync(self, actual: ExecutionResult, expected: EvalCase) -> CriterionResult:
         turns = _turns(actual, expected)

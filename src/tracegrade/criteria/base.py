@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from tracegrade.models.config import CriterionConfig
@@ -10,7 +11,7 @@ from tracegrade.models.dataset import EvalCase
 from tracegrade.models.execution import ExecutionResult
 from tracegrade.models.results import CriterionResult, TokenUsage
 
-__all__ = ["BaseCriterion", "SyncCriterion"]
+__all__ = ["BaseCriterion", "SyncCriterion", "fields_read"]
 
 
 class BaseCriterion(ABC):
@@ -18,7 +19,8 @@ class BaseCriterion(ABC):
 
     Subclasses set ``name`` (the key written into results and stats) and implement ``evaluate``.
     ``requires_reference`` says whether the criterion needs something the case expects (an expected
-    response, tools, node order…); reference-free grading of production traces skips those.
+    response, tools, node order…); reference-free grading of production traces skips those. ``reads``
+    names the execution fields it reads, so that offline grading loads no more of a stored trace.
     """
 
     name: ClassVar[str] = "base_criterion"
@@ -26,6 +28,9 @@ class BaseCriterion(ABC):
     requires_reference: ClassVar[bool] = True
     # True: graded after the case's other criteria, by ``evaluate_after`` (a budget on what judging cost)
     sees_other_results: ClassVar[bool] = False
+    # The ``ExecutionResult`` fields ``evaluate`` reads; None: any of them. Offline grading loads a stored
+    # trace's LLM content (``LLM_CONTENT_FIELDS``) only when a criterion of the run reads it.
+    reads: ClassVar[frozenset[str] | None] = None
 
     def __init__(self, config: CriterionConfig | None = None) -> None:
         self.config = config or CriterionConfig()
@@ -37,6 +42,10 @@ class BaseCriterion(ABC):
     @property
     def is_enabled(self) -> bool:
         return self.config.enabled
+
+    def fields_read(self) -> frozenset[str] | None:
+        """The ``ExecutionResult`` fields this criterion reads (``reads``; a composite: its parts'); None: any."""
+        return self.reads
 
     @abstractmethod
     async def evaluate(self, actual: ExecutionResult, expected: EvalCase) -> CriterionResult:
@@ -92,3 +101,14 @@ class SyncCriterion(BaseCriterion):
 
     async def evaluate(self, actual: ExecutionResult, expected: EvalCase) -> CriterionResult:
         return self.evaluate_sync(actual, expected)
+
+
+def fields_read(criteria: Iterable[BaseCriterion]) -> frozenset[str] | None:
+    """The ``ExecutionResult`` fields any of ``criteria`` reads; None when one of them may read any field."""
+    fields: set[str] = set()
+    for criterion in criteria:
+        read = criterion.fields_read()
+        if read is None:
+            return None
+        fields |= read
+    return frozenset(fields)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tracegrade.criteria.base import BaseCriterion
+from tracegrade.criteria.base import BaseCriterion, fields_read
 from tracegrade.criteria.running import evaluate_all
 from tracegrade.models.config import CriterionConfig
 from tracegrade.models.dataset import EvalCase
@@ -52,6 +52,9 @@ class CompositeCriterion(BaseCriterion):
     def validate_config(self) -> list[str]:
         return super().validate_config() + _sub_problems(self.criteria)
 
+    def fields_read(self) -> frozenset[str] | None:
+        return fields_read(self.criteria)
+
     async def evaluate(self, actual: ExecutionResult, expected: EvalCase) -> CriterionResult:
         results = await evaluate_all(self.criteria, actual, expected)
         counted = [r.score for r in results if not r.skipped]
@@ -88,6 +91,9 @@ class WeightedCriterion(BaseCriterion):
         problems = super().validate_config()
         problems += [f"weight of {c.name} must not be negative, got {w}" for c, w in self.criteria_weights if w < 0]
         return problems + _sub_problems([c for c, _ in self.criteria_weights])
+
+    def fields_read(self) -> frozenset[str] | None:
+        return fields_read(c for c, _ in self.criteria_weights)
 
     async def evaluate(self, actual: ExecutionResult, expected: EvalCase) -> CriterionResult:
         criteria = [c for c, _ in self.criteria_weights]

@@ -14,11 +14,14 @@ item matched which actual item, so criteria can give partial-credit details, not
 Empty expectations are the callers' business (tools and nodes treat them differently); here both
 sequences empty score 1.0, and only EXACT penalises actual items when nothing is expected.
 
-``same`` is the costly part (tool arguments are compared structurally), so callers whose predicate
-implies equal keys (a tool call only satisfies a call of the same name) pass ``key``: ``same`` is then
-asked only about pairs whose keys are equal, found through an index of the actual items by key, instead
-of about every pair (and not at all when it is ``None``: equal keys match). The outcome is the same as
-without ``key`` (a test compares both).
+``same`` is the costly part (tool arguments are compared structurally), so callers whose items carry a
+key that a satisfying item must share (a tool call only satisfies a call of the same name) pass ``keys``,
+each item's key: ``same`` is then asked only about pairs whose keys are equal (so it need not compare
+them itself), found through an index of the actual items by key, instead of about every pair (and not
+at all when it is ``None``: equal keys match). Every match type first walks the prefix where both
+sequences match position by position, since each of them pairs that prefix the same way; a run that did
+what was expected is then one pass. The outcome is the same as without ``keys`` and without the prefix
+walk (tests compare them).
 """
 
 from __future__ import annotations
@@ -26,14 +29,16 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any
 
 from tracegrade.models.config import MatchType
 
-__all__ = ["SequenceMatch", "match_sequences", "why_unmatched"]
+__all__ = ["SequenceMatch", "match_sequences", "pair_details", "why_unmatched"]
 
-A = TypeVar("A")
-E = TypeVar("E")
+# ``(expected_keys, actual_keys)``: one hashable key per item of each sequence
+Keys = tuple[Sequence[Hashable], Sequence[Hashable]]
+# ``same(actual_item, expected_item)``
+Same = Callable[[Any, Any], bool]
 
 
 @dataclass(slots=True)
@@ -47,27 +52,29 @@ class SequenceMatch:
 
 
 def match_sequences(
-    expected: Sequence[E],
-    actual: Sequence[A],
+    expected: Sequence[Any],
+    actual: Sequence[Any],
     match_type: MatchType,
-    same: Callable[[A, E], bool] | None,
-    key: Callable[[A | E], Hashable] | None = None,
+    same: Same | None,
+    keys: Keys | None = None,
 ) -> SequenceMatch:
     """Match ``actual`` against ``expected`` under ``match_type`` using the ``same`` predicate.
 
-    With ``key``, ``same(a, e)`` must imply ``key(a) == key(e)``; only such pairs are then tested, and
-    ``same=None`` means equal keys match.
+    With ``keys``, ``same(a, e)`` is asked only about pairs with equal keys (an item can only satisfy an
+    expectation that has its key), and ``same=None`` means equal keys match.
     """
-    pairs_of = _Pairs(expected, actual, same, key)
-    if match_type is MatchType.EXACT:
-        pairs = [(i, i) for i in range(min(len(expected), len(actual))) if pairs_of.same(i, i)]
-        denominator = max(len(expected), len(actual))
+    pairs_of = _Pairs(expected, actual, same, keys)
+    aligned = pairs_of.aligned_prefix()
+    if aligned == len(expected) == len(actual):  # every match type pairs each item with its namesake position
+        pairs = [(i, i) for i in range(aligned)]
+    elif match_type is MatchType.EXACT:
+        pairs = [(i, i) for i in range(aligned)]
+        pairs += [(i, i) for i in range(aligned + 1, min(len(expected), len(actual))) if pairs_of.same(i, i)]
     elif match_type is MatchType.IN_ORDER:
-        pairs = _in_order_pairs(pairs_of)
-        denominator = len(expected)
+        pairs = _in_order_pairs(pairs_of, aligned)
     else:
-        pairs = _any_order_pairs(pairs_of)
-        denominator = len(expected)
+        pairs = _any_order_pairs(pairs_of, aligned)
+    denominator = max(len(expected), len(actual)) if match_type is MatchType.EXACT else len(expected)
     if denominator == 0:
         score = 1.0 if not actual or match_type is not MatchType.EXACT else 0.0
     else:
@@ -85,107 +92,133 @@ def match_sequences(
     return SequenceMatch(score=score, pairs=pairs, missing=missing, extra=extra)
 
 
+def pair_details(match: SequenceMatch, expected_names: Sequence[str]) -> list[dict[str, Any]]:
+    """The match's pairs as result details: each expected index, the actual index it matched and its name."""
+    return [{"expected_index": i, "actual_index": j, "name": expected_names[i]} for i, j in match.pairs]
+
+
 def why_unmatched(
     expected_index: int,
-    expected: Sequence[E],
-    actual: Sequence[A],
+    expected: Sequence[Any],
+    actual: Sequence[Any],
     match: SequenceMatch,
-    same: Callable[[A, E], bool] | None,
-    key: Callable[[A | E], Hashable] | None = None,
+    same: Same | None,
+    keys: Keys | None = None,
 ) -> str | None:
     """Why an expected item went unmatched although an actual item satisfies it, else ``None``.
 
     ``"out of order"`` when a satisfying actual item is left over (it sits at the wrong position);
     ``"fewer times than expected"`` when every satisfying actual item was used by another expectation.
     """
-    satisfying = _Pairs(expected, actual, same, key).satisfying(expected_index)
+    satisfying = _Pairs(expected, actual, same, keys).satisfying(expected_index)
     if not satisfying:
         return None
     leftover = set(match.extra)
-    return "out of order" if any(j in leftover for j in satisfying) else "fewer times than expected"
+    for j in satisfying:
+        if j in leftover:
+            return "out of order"
+    return "fewer times than expected"
 
 
 class _Pairs:
     """Answers "does actual ``j`` satisfy expected ``i``?" for one match, testing only same-key pairs."""
 
-    __slots__ = ("_positions", "_same", "_satisfying", "actual", "expected", "key")
-
-    def __init__(
-        self,
-        expected: Sequence[E],
-        actual: Sequence[A],
-        same: Callable[[A, E], bool] | None,
-        key: Callable[[A | E], Hashable] | None,
-    ) -> None:
-        if same is None and key is None:
-            raise ValueError("match_sequences needs a predicate (same), a key, or both")
-        self.expected, self.actual, self._same, self.key = expected, actual, same, key
-        self._positions: dict[Hashable, list[int]] | None = None
-        self._satisfying: dict[int, list[int]] = {}
+    def __init__(self, expected: Sequence[Any], actual: Sequence[Any], same: Same | None, keys: Keys | None) -> None:
+        if same is None and keys is None:
+            raise ValueError("match_sequences needs a predicate (same), keys, or both")
+        if keys is not None and (len(keys[0]) != len(expected) or len(keys[1]) != len(actual)):
+            raise ValueError("match_sequences needs one key per item of each sequence")
+        self.expected = expected
+        self.actual = actual
+        self.predicate = same
+        self.keys = keys
+        self.by_key: dict[Hashable, list[int]] | None = None  # actual indices by key, built when first needed
+        self.found: dict[int, list[int]] = {}  # expected index -> the actual indices that satisfy it
 
     def same(self, i: int, j: int) -> bool:
-        a, e = self.actual[j], self.expected[i]
-        key = self.key
-        same = self._same
-        return (key is None or key(a) == key(e)) and (same is None or same(a, e))
+        keys = self.keys
+        if keys is not None and keys[0][i] != keys[1][j]:
+            return False
+        predicate = self.predicate
+        return predicate is None or predicate(self.actual[j], self.expected[i])
+
+    def aligned_prefix(self) -> int:
+        """How many leading items match position by position."""
+        expected, actual, predicate, keys = self.expected, self.actual, self.predicate, self.keys
+        end = min(len(expected), len(actual))
+        i = 0
+        if keys is None:
+            while i < end and predicate(actual[i], expected[i]):  # type: ignore[misc]
+                i += 1
+            return i
+        expected_keys, actual_keys = keys
+        while i < end and expected_keys[i] == actual_keys[i]:
+            if predicate is not None and not predicate(actual[i], expected[i]):
+                break
+            i += 1
+        return i
 
     def positions(self, i: int) -> Sequence[int]:
         """The actual indices (ascending) that could satisfy expected ``i``: same key, or all without one."""
-        key = self.key
-        if key is None:
+        keys = self.keys
+        if keys is None:
             return range(len(self.actual))
-        if self._positions is None:
-            self._positions = {}
-            for j, item in enumerate(self.actual):
-                self._positions.setdefault(key(item), []).append(j)
-        return self._positions.get(key(self.expected[i]), [])
+        by_key = self.by_key
+        if by_key is None:
+            by_key = self.by_key = {}
+            for j, key in enumerate(keys[1]):
+                found = by_key.get(key)
+                if found is None:
+                    by_key[key] = [j]
+                else:
+                    found.append(j)
+        return by_key.get(keys[0][i], [])
 
     def satisfying(self, i: int) -> list[int]:
         """Every actual index that satisfies expected ``i``, ascending (computed once per ``i``)."""
-        found = self._satisfying.get(i)
+        found = self.found.get(i)
         if found is None:
-            item, actual, same = self.expected[i], self.actual, self._same
+            item, actual, predicate = self.expected[i], self.actual, self.predicate
             positions = self.positions(i)
-            found = list(positions) if same is None else [j for j in positions if same(actual[j], item)]
-            self._satisfying[i] = found
+            found = list(positions) if predicate is None else [j for j in positions if predicate(actual[j], item)]
+            self.found[i] = found
         return found
 
-    def first_from(self, i: int, start: int) -> int | None:
-        """The first actual index ``>= start`` that satisfies expected ``i``."""
+    def first_from(self, i: int, start: int) -> int:
+        """The first actual index ``>= start`` that satisfies expected ``i``, or -1."""
         positions = self.positions(i)
-        item, actual, same = self.expected[i], self.actual, self._same
+        item, actual, predicate = self.expected[i], self.actual, self.predicate
         for n in range(bisect_left(positions, start), len(positions)):
-            if same is None or same(actual[positions[n]], item):
-                return positions[n]
-        return None
+            j = positions[n]
+            if predicate is None or predicate(actual[j], item):
+                return j
+        return -1
 
 
-def _in_order_pairs(pairs_of: _Pairs) -> list[tuple[int, int]]:
+def _in_order_pairs(pairs_of: _Pairs, aligned: int) -> list[tuple[int, int]]:
     """Pairs of a longest common subsequence, each expected item taking the earliest usable actual item."""
-    # Fast path: a greedy leftmost embedding that places every expected item is already optimal.
-    pairs: list[tuple[int, int]] = []
-    j = 0
-    for i in range(len(pairs_of.expected)):
+    # Fast path: a greedy leftmost embedding that places every expected item is already optimal (and it
+    # places the aligned prefix position by position).
+    pairs = [(i, i) for i in range(aligned)]
+    j = aligned
+    for i in range(aligned, len(pairs_of.expected)):
         found = pairs_of.first_from(i, j)
-        if found is None:
+        if found < 0:
             break
         pairs.append((i, found))
         j = found + 1
     if len(pairs) == len(pairs_of.expected):
         return pairs
-    return _lcs_pairs(pairs_of)
+    return _lcs_pairs(pairs_of, aligned)
 
 
-def _lcs_pairs(pairs_of: _Pairs) -> list[tuple[int, int]]:
+def _lcs_pairs(pairs_of: _Pairs, start: int) -> list[tuple[int, int]]:
     n, m = len(pairs_of.expected), len(pairs_of.actual)
-    # A common prefix matched position by position is part of the pairs the full table would choose (an
-    # item satisfied at the front can always take the front), so the table covers only what follows it.
-    start = 0
-    while start < min(n, m) and pairs_of.same(start, start):
-        start += 1
+    # The prefix matched position by position is part of the pairs the full table would choose (an item
+    # satisfied at the front can always take the front), so the table covers only what follows it.
     pairs = [(k, k) for k in range(start)]
     rows, cols = n - start, m - start
-    equal = []
+    equal: list[list[bool]] = []
     for i in range(start, n):
         row = [False] * cols
         for j in pairs_of.satisfying(i):
@@ -214,26 +247,35 @@ def _lcs_pairs(pairs_of: _Pairs) -> list[tuple[int, int]]:
     return pairs
 
 
-def _any_order_pairs(pairs_of: _Pairs) -> list[tuple[int, int]]:
-    """Maximum bipartite matching (augmenting paths); expected items prefer the earliest free actual item."""
-    candidates = [pairs_of.satisfying(i) for i in range(len(pairs_of.expected))]
-    owner: dict[int, int] = {}  # actual index -> expected index
+def _any_order_pairs(pairs_of: _Pairs, aligned: int) -> list[tuple[int, int]]:
+    """Maximum bipartite matching (augmenting paths); expected items prefer the earliest free actual item.
 
-    def augment(i: int, seen: set[int]) -> bool:
-        for j in candidates[i]:
-            if j in seen:
-                continue
-            seen.add(j)
-            if j not in owner or augment(owner[j], seen):
-                owner[j] = i
-                return True
-        return False
-
-    for i in range(len(candidates)):
+    Taken in order, each item of the aligned prefix takes its own position (every earlier position is
+    owned by an earlier item), so the prefix starts out matched.
+    """
+    owner: dict[int, int] = {j: j for j in range(aligned)}  # actual index -> expected index
+    for i in range(aligned, len(pairs_of.expected)):
         # Cheap first try: a free candidate needs no search.
-        free = next((j for j in candidates[i] if j not in owner), None)
-        if free is not None:
+        free = -1
+        for j in pairs_of.satisfying(i):
+            if j not in owner:
+                free = j
+                break
+        if free >= 0:
             owner[free] = i
         else:
-            augment(i, set())
+            _augment(pairs_of, owner, i, set())
     return sorted((i, j) for j, i in owner.items())
+
+
+def _augment(pairs_of: _Pairs, owner: dict[int, int], i: int, seen: set[int]) -> bool:
+    """Find expected ``i`` an actual item, moving the items that own candidates along (an augmenting path)."""
+    for j in pairs_of.satisfying(i):
+        if j in seen:
+            continue
+        seen.add(j)
+        holder = owner.get(j)
+        if holder is None or _augment(pairs_of, owner, holder, seen):
+            owner[j] = i
+            return True
+    return False

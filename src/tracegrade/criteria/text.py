@@ -24,8 +24,9 @@ _EXCERPT_CHARS = 500
 # A token is a maximal run of Unicode word characters: the same as turning every character that is
 # neither a word character nor whitespace into a space and splitting on whitespace.
 _TOKEN = re.compile(r"\w+")
-# The same for ASCII text, twice as fast: every ASCII character that is not a word character -> space.
-_ASCII_NON_WORD_TO_SPACE = {c: " " for c in range(128) if not (chr(c).isalnum() or chr(c) == "_")}
+# The same for ASCII text, several times faster: as bytes, every byte that is not an ASCII word character
+# becomes a space (one table lookup per byte), then split on whitespace.
+_ASCII_NON_WORD_TO_SPACE = bytes(c if (c < 128 and chr(c).isalnum()) or c == ord("_") else ord(" ") for c in range(256))
 RESPONSE_NOT_CAPTURED = (
     "response not captured: the trace recorded no final response text (content capture is off), so it "
     "cannot be compared; enable message content capture in the instrumentation"
@@ -34,6 +35,8 @@ RESPONSE_NOT_CAPTURED = (
 
 class _ResponseCriterion(SyncCriterion):
     """Scores the final response text; an uncaptured response is an error result."""
+
+    reads = frozenset({"actual_response", "response_captured"})
 
     def evaluate_sync(self, actual: ExecutionResult, expected: EvalCase) -> CriterionResult:
         if not actual.response_captured:
@@ -96,16 +99,26 @@ class ContainsKeywordsCriterion(_ResponseCriterion):
 
 
 def _tokens(text: str) -> set[str]:
-    if text.isascii():  # ASCII is already NFKC
-        return set(text.lower().translate(_ASCII_NON_WORD_TO_SPACE).split())
     # NFKC first: a decomposed accent, a ligature or a full-width digit is the same word as its plain
     # form, and a combining mark is not a word character, so without it "cafe\u0301" would tokenise as "cafe".
     return set(_TOKEN.findall(unicodedata.normalize("NFKC", text).lower()))
 
 
+def _ascii_tokens(text: str) -> set[bytes]:
+    """``_tokens`` of ASCII text (already NFKC), as bytes: only the sets' sizes and overlap are used."""
+    return set(text.encode("ascii").lower().translate(_ASCII_NON_WORD_TO_SPACE).split())
+
+
 def rouge1(actual: str, expected: str) -> tuple[float, float, float]:
     """ROUGE-1 ``(precision, recall, f1)`` over NFKC-normalised, lowercased, punctuation-stripped unigram sets."""
-    actual_tokens, expected_tokens = _tokens(actual), _tokens(expected)
+    if actual == expected:  # the same tokens, or none on either side: (1, 1, 1) without tokenising
+        return 1.0, 1.0, 1.0
+    actual_tokens: set[str] | set[bytes]
+    expected_tokens: set[str] | set[bytes]
+    if actual.isascii() and expected.isascii():
+        actual_tokens, expected_tokens = _ascii_tokens(actual), _ascii_tokens(expected)
+    else:
+        actual_tokens, expected_tokens = _tokens(actual), _tokens(expected)
     if not expected_tokens:
         return (1.0, 1.0, 1.0) if not actual_tokens else (0.0, 0.0, 0.0)
     overlap = len(actual_tokens & expected_tokens)

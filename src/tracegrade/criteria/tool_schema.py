@@ -50,6 +50,7 @@ class ToolSchemaCriterion(SyncCriterion):
 
     name = "tool_schema"
     description = "Every tool call's arguments are valid for the tool's schema"
+    reads = frozenset({"tool_calls", "tool_definitions"})
     requires_reference = False
 
     def __init__(self, config: CriterionConfig | None = None) -> None:

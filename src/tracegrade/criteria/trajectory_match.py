@@ -10,17 +10,17 @@ which actual item), ``missing`` (expected items not matched, with the reason) an
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
-from operator import attrgetter
-from typing import Any
+from collections.abc import Callable
 
 from tracegrade.criteria.base import SyncCriterion
 from tracegrade.criteria.registry import register_criterion
-from tracegrade.criteria.sequence_match import SequenceMatch, match_sequences, why_unmatched
+from tracegrade.criteria.sequence_match import SequenceMatch, match_sequences, pair_details, why_unmatched
 from tracegrade.criteria.tool_args import args_compared, call_satisfies, describe_arg_difference
-from tracegrade.models.config import ArgMatchMode, MatchType
+from tracegrade.criteria.tool_calls import call_views
+from tracegrade.models.config import ArgMatchMode, MatchType, ToolArgsRule
 from tracegrade.models.dataset import EvalCase, ToolCall
 from tracegrade.models.execution import ExecutionResult
+from tracegrade.models.json_values import arguments_satisfy
 from tracegrade.models.results import CriterionResult
 
 __all__ = ["ARGS_NOT_COMPARED", "NodeOrderMatchCriterion", "ToolNameMatchCriterion", "TrajectoryMatchCriterion"]
@@ -28,38 +28,13 @@ __all__ = ["ARGS_NOT_COMPARED", "NodeOrderMatchCriterion", "ToolNameMatchCriteri
 #: appended to the reason when expected calls list arguments that ``check_args=False`` leaves uncompared
 ARGS_NOT_COMPARED = "Arguments were not compared (check_args is off); set check_args=true to compare them."
 
-# A call only satisfies an expected call of the same name: the matcher compares arguments of namesakes only.
-_tool_name = attrgetter("name")
-
 
 def _reason(score: float, noun: str, expected: list[str], actual: list[str]) -> str:
     if not expected:
         return f"No {noun} expected; got {actual}."
-    return f"Matched {score * 100:.0f}% of expected {noun}. Expected {expected}, got {actual}."
-
-
-def _call_dict(call: ToolCall) -> dict[str, Any]:
-    """A compact dump of a call for result details (cheaper than ``model_dump``, same keys)."""
-    data: dict[str, Any] = {"name": call.name, "args": call.args, "call_id": call.call_id, "result": call.result}
-    if not call.args_captured:
-        data["args_captured"] = False
-    if call.error is not None:
-        data["error"] = call.error
-    return data
-
-
-def _call_dicts(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
-    """``_call_dict`` of each call; the common shape is built inline (this runs for every call of every case)."""
-    return [
-        {"name": c.name, "args": c.args, "call_id": c.call_id, "result": c.result}
-        if c.args_captured and c.error is None
-        else _call_dict(c)
-        for c in calls
-    ]
-
-
-def _match_details(match: SequenceMatch, expected_names: Sequence[str]) -> list[dict[str, Any]]:
-    return [{"expected_index": i, "actual_index": j, "name": expected_names[i]} for i, j in match.pairs]
+    shown = repr(expected)
+    got = shown if actual == expected else repr(actual)  # the common case: one list written once
+    return f"Matched {score * 100:.0f}% of expected {noun}. Expected {shown}, got {got}."
 
 
 @register_criterion("trajectory", "trajectory_match")
@@ -68,6 +43,7 @@ class TrajectoryMatchCriterion(SyncCriterion):
 
     name = "tool_trajectory_avg_score"
     description = "Tool-call trajectory matches the expected tools (EXACT, IN_ORDER or ANY_ORDER)"
+    reads = frozenset({"tool_calls"})
 
     def validate_config(self) -> list[str]:
         problems = super().validate_config()
@@ -83,7 +59,8 @@ class TrajectoryMatchCriterion(SyncCriterion):
         actual_calls = actual.tool_calls
         check_args = self.config.check_args
         rules = self.config.tool_args
-        if check_args:
+        wanted, called = call_views(expected_calls), call_views(actual_calls)
+        if check_args and not called.all_captured:
             uncaptured = self._uncaptured_tools(expected_calls, actual_calls)
             if uncaptured:
                 return self._failure(
@@ -93,45 +70,47 @@ class TrajectoryMatchCriterion(SyncCriterion):
                     "{name: {'mode': 'ignore'}}) for these tools",
                     {"uncaptured_tools": uncaptured, "check_args": True},
                 )
-
-        same: Callable[[ToolCall, ToolCall], bool] | None
+        names = (wanted.names, called.names)  # a call only satisfies an expected call of the same name
+        match_type = self.config.match_type
+        same = self._predicate(check_args, rules)
         if rules:
-
-            def same(call: ToolCall, wanted: ToolCall) -> bool:
-                return call_satisfies(call, wanted, check_args, rules.get(wanted.name))
-
-        else:  # call_satisfies without rules, minus its indirection (names are the matcher's key)
-            same = ToolCall.matches if check_args else None
-        match = match_sequences(expected_calls, actual_calls, self.config.match_type, same, _tool_name)
-        expected_names = [c.name for c in expected_calls]
-        actual_names = [c.name for c in actual_calls]
-        reason = _reason(match.score, "tools", expected_names, actual_names)
+            match = match_sequences(expected_calls, actual_calls, match_type, same, names)
+        else:  # the same test on the arguments alone, read once per call
+            match = match_sequences(
+                wanted.arguments, called.arguments, match_type, arguments_satisfy if check_args else None, names
+            )
+        reason = _reason(match.score, "tools", wanted.names, called.names)
         if not check_args and any(c.args for c in expected_calls):
             # check_args=False is the seed's default; say so, or an expected city=Bergen "passes" against Oslo
             reason += f" {ARGS_NOT_COMPARED}"
         details = {
             "reason": reason,
-            "match_type": self.config.match_type.value,
+            "match_type": match_type.value,
             "check_args": check_args,
-            "matches": _match_details(match, expected_names),
+            "matches": pair_details(match, wanted.names),
             "missing": [
                 {
-                    **_call_dict(expected_calls[i]),
+                    **wanted.details[i],
                     "expected_index": i,
-                    "reason": self._missing_reason(i, expected_calls, actual_calls, match, same),
+                    "reason": self._missing_reason(i, expected_calls, actual_calls, match, same, names),
                 }
                 for i in match.missing
             ],
-            "extra": [{**_call_dict(actual_calls[j]), "actual_index": j} for j in match.extra],
-            "expected_trajectory": _call_dicts(expected_calls),
-            "actual_trajectory": _call_dicts(actual_calls),
+            "extra": [{**called.details[j], "actual_index": j} for j in match.extra],
+            "expected_trajectory": wanted.details,
+            "actual_trajectory": called.details,
         }
         return self._result(match.score, details)
 
+    @staticmethod
+    def _predicate(check_args: bool, rules: dict[str, ToolArgsRule]) -> Callable[[ToolCall, ToolCall], bool] | None:
+        """Does a recorded call satisfy an expected call of its name? None: any call of the name does."""
+        if rules:
+            return lambda call, wanted: call_satisfies(call, wanted, check_args, rules.get(wanted.name))
+        return ToolCall.matches if check_args else None
+
     def _uncaptured_tools(self, expected_calls: list[ToolCall], actual_calls: list[ToolCall]) -> list[str]:
         """Tools whose arguments must be compared but whose recorded calls carry no captured arguments."""
-        if all(a.args_captured for a in actual_calls):
-            return []
         compared = {e.name for e in expected_calls if args_compared(e, self.config.tool_args.get(e.name))}
         return sorted({a.name for a in actual_calls if not a.args_captured and a.name in compared})
 
@@ -142,9 +121,10 @@ class TrajectoryMatchCriterion(SyncCriterion):
         actual_calls: list[ToolCall],
         match: SequenceMatch,
         same: Callable[[ToolCall, ToolCall], bool] | None,
+        names: tuple[list[str], list[str]],
     ) -> str:
         wanted = expected_calls[index]
-        positional = why_unmatched(index, expected_calls, actual_calls, match, same, _tool_name)
+        positional = why_unmatched(index, expected_calls, actual_calls, match, same, names)
         if positional == "fewer times than expected":
             return "called fewer times than expected"
         if positional:
@@ -165,13 +145,14 @@ class NodeOrderMatchCriterion(SyncCriterion):
 
     name = "node_order_score"
     description = "Graph nodes were visited in the expected order"
+    reads = frozenset({"node_visits"})
 
     def evaluate_sync(self, actual: ExecutionResult, expected: EvalCase) -> CriterionResult:
         expected_nodes = expected.expected_node_order()
         actual_nodes = actual.node_visits
         match_type = self.config.match_type
         if expected_nodes:
-            match = match_sequences(expected_nodes, actual_nodes, match_type, None, str)
+            match = match_sequences(expected_nodes, actual_nodes, match_type, None, (expected_nodes, actual_nodes))
         else:  # nothing expected: every match type passes
             match = SequenceMatch(score=1.0, pairs=[], missing=[], extra=list(range(len(actual_nodes))))
         details = {
@@ -179,7 +160,7 @@ class NodeOrderMatchCriterion(SyncCriterion):
             "match_type": match_type.value,
             "expected_node_order": expected_nodes,
             "actual_node_order": actual_nodes,
-            "matches": _match_details(match, expected_nodes),
+            "matches": pair_details(match, expected_nodes),
             "missing": [
                 {
                     "name": expected_nodes[i],
@@ -194,7 +175,7 @@ class NodeOrderMatchCriterion(SyncCriterion):
 
     @staticmethod
     def _missing_reason(index: int, expected_nodes: list[str], actual_nodes: list[str], match: SequenceMatch) -> str:
-        positional = why_unmatched(index, expected_nodes, actual_nodes, match, None, str)
+        positional = why_unmatched(index, expected_nodes, actual_nodes, match, None, (expected_nodes, actual_nodes))
         if positional == "fewer times than expected":
             return "visited fewer times than expected"
         return positional or "not visited"
@@ -206,21 +187,27 @@ class ToolNameMatchCriterion(SyncCriterion):
 
     name = "tool_name_match_score"
     description = "The expected tools were called (names only)"
+    reads = frozenset({"tool_calls"})
 
     def evaluate_sync(self, actual: ExecutionResult, expected: EvalCase) -> CriterionResult:
         expected_names = [c.name for c in expected.expected_tools()]
         actual_names = actual.get_tool_names()
-        wanted, called = Counter(expected_names), Counter(actual_names)
-        if expected_names:
-            matched = sum(min(n, called[name]) for name, n in wanted.items())
-            score = matched / len(expected_names)
+        if sorted(expected_names) == sorted(actual_names):  # the usual case: the same calls, in whatever order
+            missing_names: list[str] = []
+            extra_names: list[str] = []
+        else:
+            wanted, called = Counter(expected_names), Counter(actual_names)
+            missing_names = sorted((wanted - called).elements())
+            extra_names = sorted((called - wanted).elements())
+        if expected_names:  # each expected name matches one call of that name, as often as both have it
+            score = (len(expected_names) - len(missing_names)) / len(expected_names)
         else:  # nothing expected: full marks only if nothing was called
             score = 0.5 if actual_names else 1.0
         details = {
             "reason": _reason(score, "tool names", expected_names, actual_names),
             "expected_names": expected_names,
             "actual_names": actual_names,
-            "missing_names": sorted((wanted - called).elements()),
-            "extra_names": sorted((called - wanted).elements()),
+            "missing_names": missing_names,
+            "extra_names": extra_names,
         }
         return self._result(score, details)

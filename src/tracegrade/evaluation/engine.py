@@ -18,7 +18,7 @@ from tracegrade.errors import InvalidValueError, NoCriteriaError
 from tracegrade.models.config import EvalConfig
 from tracegrade.models.dataset import EvalCase
 from tracegrade.models.execution import ExecutionResult
-from tracegrade.models.results import CriterionResult, EvalCaseResult, NodeDetail
+from tracegrade.models.results import CriterionResult, EvalCaseResult, NodeDetail, TokenUsage
 
 __all__ = [
     "CriteriaGrader",
@@ -131,11 +131,13 @@ def build_case_result(
     duration_seconds: float,
     *,
     detailed: bool = True,
+    agent_token_usage: TokenUsage | None = None,
 ) -> EvalCaseResult:
     """Assemble a case result from what the agent did and how the criteria scored it.
 
     ``detailed=False`` leaves out the per-LLM-call details, messages, node responses and turn records
-    (reference-free grading of many stored traces: those stay in the store, joinable by trace id).
+    (offline grading that did not load them: those stay in the store, joinable by trace id).
+    ``agent_token_usage`` is the agent's token usage when the execution's LLM calls were not loaded.
     """
     details: dict[str, Any] = {}
     if detailed:
@@ -169,7 +171,7 @@ def build_case_result(
             **case.metadata,
             **({"mapping_issues": execution.mapping_issues} if execution.mapping_issues else {}),
         },
-        agent_token_usage=execution.token_usage,
+        agent_token_usage=execution.token_usage if agent_token_usage is None else agent_token_usage,
         trace_ids=execution.trace_ids,
         **details,
     )

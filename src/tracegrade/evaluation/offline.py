@@ -20,7 +20,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tracegrade.criteria.base import BaseCriterion
+from tracegrade.criteria.base import BaseCriterion, fields_read
 from tracegrade.errors import EvalSetError, NoCriteriaError
 from tracegrade.evaluation.engine import (
     EvaluatorFactory,
@@ -34,14 +34,14 @@ from tracegrade.evaluation.selection import (
     QueryableStore,
     TraceSelection,
     iter_executions,
-    load_executions,
+    reads_llm_content,
     selected_trace_ids,
 )
 from tracegrade.evaluation.trials import combine_trials
 from tracegrade.models.config import EvalConfig
 from tracegrade.models.dataset import EvalCase, EvalSet, Invocation, MessageContent
 from tracegrade.models.execution import ExecutionResult
-from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport
+from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport, TokenUsage
 
 __all__ = ["REFERENCE_FREE_SET_ID", "TraceGrader", "TraceSelection", "run_sync"]
 
@@ -81,26 +81,37 @@ class TraceGrader:
         with no usable trace becomes an error result saying why; the other cases are graded.
         """
         eval_set = _load_eval_set(eval_set)
-        grader = grader_for(compile_criteria(self.config, extra_criteria), self.config, self.evaluator_factory)
+        criteria = compile_criteria(self.config, extra_criteria)
+        grader = grader_for(criteria, self.config, self.evaluator_factory)
+        fields = self._fields_read(criteria)
         matches = match_cases(self.store, eval_set.eval_cases, run_id, eval_set.eval_set_id)
         trials = [_trials(m, self.config.num_runs) for m in matches]
-        executions = load_executions(self.store, [t for groups in trials for ids in groups for t in ids])
+        wanted = list(dict.fromkeys(t for groups in trials for ids in groups for t in ids))
+        stored = {s.trace_id: s for s in iter_executions(self.store, wanted, fields=fields) if s.execution is not None}
+        # The report carries each case's LLM-call details only when the criteria had them loaded; otherwise they
+        # stay in the store, under the case's trace ids.
+        detailed = reads_llm_content(fields)
         results: list[EvalCaseResult] = []
         for m, groups in zip(matches, trials):
             self.progress(len(results), len(matches))
-            fields: dict[str, Any] = {"match_strategy": m.strategy} if m.strategy else {}
+            meta: dict[str, Any] = {"match_strategy": m.strategy} if m.strategy else {}
             if not groups:
-                results.append(_failed(m, m.error or "", m.trace_ids, fields))
+                results.append(_failed(m, m.error or "", m.trace_ids, meta))
                 continue
             graded = []
             for ids in groups:  # each a trial (one, unless num_runs > 1 found several)
-                missing = [t for t in ids if t not in executions]
+                missing = [t for t in ids if t not in stored]
                 if missing:
                     why = f"traces {missing} have no trajectory yet (spans may still be arriving); try again shortly"
-                    graded.append(_failed(m, why, ids, fields))
+                    graded.append(_failed(m, why, ids, meta))
                     continue
-                execution = ExecutionResult.merge_turns([executions[t] for t in ids])
-                graded.append(await _grade_one(grader, execution, _as_graded(m.case), {"match_strategy": m.strategy}))
+                turns = [stored[t] for t in ids]
+                execution = ExecutionResult.merge_turns([t.execution for t in turns])  # type: ignore[misc]
+                usage = sum((t.token_usage for t in turns), TokenUsage())
+                case = _as_graded(m.case)
+                graded.append(
+                    await _grade_one(grader, execution, case, {"match_strategy": m.strategy}, usage, detailed)
+                )
             results.append(combine_trials(graded))
         self.progress(len(results), len(matches))
         return self._report(eval_set.eval_set_id, eval_set.name, results, {"mode": "eval_set"})
@@ -117,11 +128,10 @@ class TraceGrader:
                 "contains_keywords, rubric_based, hallucination or safety"
             )
         grader = grader_for(usable, self.config, self.evaluator_factory)
-        lean = self.evaluator_factory is None and all(type(c) in _TRAJECTORY_ONLY_CRITERIA for c in usable)
         skipped_results = [_skipped_result(c) for c in skipped]
         results: list[EvalCaseResult] = []
         trace_ids = selected_trace_ids(self.store, selection)
-        for trace_id, execution, usage in iter_executions(self.store, trace_ids, lean=lean):
+        for trace_id, execution, usage in iter_executions(self.store, trace_ids, fields=self._fields_read(usable)):
             self.progress(len(results), len(trace_ids))
             case = _reference_free_case(trace_id, execution)
             if execution is None:
@@ -129,10 +139,7 @@ class TraceGrader:
                     EvalCaseResult.failure(case.eval_id, "the trace has no trajectory yet", trace_ids=[trace_id])
                 )
                 continue
-            result = await _grade_one(grader, execution, case, {"trace_id": trace_id}, detailed=False)
-            if lean:  # the LLM calls were not loaded: the agent's tokens come from the traces table
-                result.agent_token_usage = usage
-                result.token_usage = result.token_usage + usage
+            result = await _grade_one(grader, execution, case, {"trace_id": trace_id}, usage, detailed=False)
             result.criterion_results += [r.model_copy() for r in skipped_results]
             results.append(result)
         self.progress(len(results), len(trace_ids))
@@ -142,6 +149,10 @@ class TraceGrader:
             "skipped_criteria": [c.name for c in skipped],
         }
         return self._report(REFERENCE_FREE_SET_ID, "production traces", results, meta)
+
+    def _fields_read(self, criteria: Sequence[BaseCriterion]) -> frozenset[str] | None:
+        """The execution fields grading with ``criteria`` reads (None: any): a custom evaluator may read any."""
+        return fields_read(criteria) if self.evaluator_factory is None else None
 
     def _report(self, set_id: str, name: str, results: list[EvalCaseResult], meta: dict[str, Any]) -> EvalReport:
         return EvalReport.create(set_id, results, name, config_used=self.config.model_dump(mode="json"), metadata=meta)
@@ -209,40 +220,24 @@ def _as_graded(case: EvalCase) -> EvalCase:
 
 
 async def _grade_one(
-    grader: Grader, execution: ExecutionResult, case: EvalCase, extra_meta: dict[str, Any], detailed: bool = True
+    grader: Grader,
+    execution: ExecutionResult,
+    case: EvalCase,
+    extra_meta: dict[str, Any],
+    agent_usage: TokenUsage,
+    detailed: bool,
 ) -> EvalCaseResult:
+    """Grade one stored execution; ``agent_usage`` is its LLM calls' token usage (which may not be loaded)."""
     started = time.perf_counter()
     criterion_results = await grader.grade(execution, case)
     grading_seconds = time.perf_counter() - started
     # Like a live run, a case's duration is the agent's (its traces') plus the grading.
     duration = execution.duration_seconds + grading_seconds
-    result = build_case_result(case, execution, criterion_results, duration, detailed=detailed)
+    result = build_case_result(
+        case, execution, criterion_results, duration, detailed=detailed, agent_token_usage=agent_usage
+    )
     result.metadata.update(extra_meta)
     return result
-
-
-def _trajectory_only_criteria() -> frozenset[type[BaseCriterion]]:
-    """Built-in criteria that read only tool calls, node visits and the response (see ``lean`` loading)."""
-    from tracegrade.criteria.text import ContainsKeywordsCriterion, ExactMatchCriterion, RougeMatchCriterion
-    from tracegrade.criteria.trajectory_match import (
-        NodeOrderMatchCriterion,
-        ToolNameMatchCriterion,
-        TrajectoryMatchCriterion,
-    )
-
-    return frozenset(
-        {
-            ContainsKeywordsCriterion,
-            ExactMatchCriterion,
-            RougeMatchCriterion,
-            NodeOrderMatchCriterion,
-            ToolNameMatchCriterion,
-            TrajectoryMatchCriterion,
-        }
-    )
-
-
-_TRAJECTORY_ONLY_CRITERIA = _trajectory_only_criteria()
 
 
 def _reference_free_case(trace_id: str, execution: ExecutionResult | None) -> EvalCase:

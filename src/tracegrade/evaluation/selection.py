@@ -9,16 +9,13 @@ picked.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from tracegrade.errors import InvalidValueError
 from tracegrade.evaluation.timewindow import parse_since
-from tracegrade.models.dataset import ToolCall
-from tracegrade.models.execution import ExecutionResult
+from tracegrade.models.execution import LLM_CONTENT_FIELDS, ExecutionResult, LeanExecution
 from tracegrade.models.results import TokenUsage
 from tracegrade.store.rows import decompress_json, sql_string_list
 
@@ -29,6 +26,7 @@ __all__ = [
     "in_sample",
     "iter_executions",
     "load_executions",
+    "reads_llm_content",
     "sample_predicate",
     "selected_trace_ids",
     "selection_sql",
@@ -118,66 +116,50 @@ class StoredExecution(NamedTuple):
     token_usage: TokenUsage
 
 
-class _GradingView(BaseModel):
-    """The parts of a stored execution that the deterministic criteria read (the rest of the JSON —
-    messages, node responses, LLM calls with their prompts — is skipped by the parser, not built)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    tool_calls: list[ToolCall] = Field(default_factory=list)
-    node_visits: list[str] = Field(default_factory=list)
-    actual_response: str = ""
-    response_captured: bool = True
-    content_captured: bool = True
-    user_query: str | None = None
-    duration_seconds: float = 0.0
-    convention: str | None = None
-    trace_ids: list[str] = Field(default_factory=list)
-    conversation_id: str | None = None
-    status: str = "UNSET"
-    error: str | None = None
-    mapping_issues: list[str] = Field(default_factory=list)
-    metadata: dict[str, Any] = Field(default_factory=dict)
-
-
-def _lean_execution(text: bytes) -> ExecutionResult:
-    return ExecutionResult(**dict(_GradingView.model_validate_json(text)))
+def reads_llm_content(fields: Collection[str] | None) -> bool:
+    """Does a reader of ``fields`` (None: any field) need the stored LLM content (``LLM_CONTENT_FIELDS``)?"""
+    return fields is None or not LLM_CONTENT_FIELDS.isdisjoint(fields)
 
 
 def iter_executions(
-    store: QueryableStore, trace_ids: Sequence[str], chunk: int = LOAD_CHUNK, *, lean: bool = False
+    store: QueryableStore,
+    trace_ids: Sequence[str],
+    chunk: int = LOAD_CHUNK,
+    *,
+    fields: Collection[str] | None = None,
 ) -> Iterator[StoredExecution]:
     """Each id's stored execution, in order; one query per ``chunk`` ids.
 
     Streaming keeps memory flat when grading a large selection: only one chunk of executions is alive
     at a time. Ids go into the SQL as a literal list: binding a Python list parameter costs far more per
     element in DuckDB's Python client, and a literal IN list can use the ``traces`` primary key.
-    ``lean=True`` builds only what the deterministic criteria read (tool calls, node visits, response,
-    user query; no messages, node responses or LLM calls), several times faster on real agent traces;
-    the agent's token usage then comes from the ``traces`` columns.
+    ``fields`` names the ``ExecutionResult`` fields the caller reads (None: any). Unless one of them is LLM
+    content, each trace's lean execution (``traces.lean_execution``, a small part of the whole) is read instead of
+    the whole, and the LLM content fields are left empty; a trace stored before that column existed is
+    read whole.
     """
-    parse = _lean_execution if lean else ExecutionResult.model_validate_json
+    lean = not reads_llm_content(fields)
+    columns = "lean_execution, CASE WHEN lean_execution IS NULL THEN execution END" if lean else "NULL, execution"
     for start in range(0, len(trace_ids), chunk):
         part = list(trace_ids[start : start + chunk])
-        rows = store.query(
-            "SELECT trace_id, execution, input_tokens, output_tokens, llm_calls FROM traces "
-            f"WHERE trace_id IN {sql_string_list(part)}"
-        ).rows
-        found = {row[0]: row for row in rows if row[1]}
+        rows = store.query(f"SELECT trace_id, {columns} FROM traces WHERE trace_id IN {sql_string_list(part)}").rows
+        found = {row[0]: row for row in rows}
         for tid in part:
             row = found.get(tid)
-            if row is None:
+            if row is None or not (row[1] or row[2]):
                 yield StoredExecution(tid, None, TokenUsage())
                 continue
-            execution = parse(decompress_json(row[1]))
+            if row[1]:
+                stored = LeanExecution.model_validate_json(decompress_json(row[1]))
+                execution, usage = stored.execution, stored.token_usage
+            else:
+                execution = ExecutionResult.model_validate_json(decompress_json(row[2]))
+                usage = execution.token_usage
             execution.attach_store(store)  # criteria that query the trace itself read its rows there
-            usage = (
-                TokenUsage(input_tokens=row[2], output_tokens=row[3], calls=row[4]) if lean else execution.token_usage
-            )
             yield StoredExecution(tid, execution, usage)
 
 
 def load_executions(store: QueryableStore, trace_ids: Sequence[str]) -> dict[str, ExecutionResult]:
-    """The stored trajectory (``traces.execution``) of each trace id found."""
+    """The stored execution (``traces.execution``) of each trace id found."""
     found = iter_executions(store, list(dict.fromkeys(trace_ids)))
     return {stored.trace_id: stored.execution for stored in found if stored.execution is not None}

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
-from tracegrade.models.json_values import json_equal
+from tracegrade.models.json_values import arguments_satisfy, json_equal
 
 __all__ = [
     "EvalCase",
@@ -120,7 +120,7 @@ class ToolCall(_StrictModel):
         """
         if self.name != other.name:
             return False
-        if check_args and other.args and (not self.args_captured or not json_equal(self.args, other.args)):
+        if check_args and not arguments_satisfy(self.args if self.args_captured else None, other.args):
             return False
         return not (check_call_id and self.call_id != other.call_id)
 

@@ -16,7 +16,16 @@ from tracegrade.models.dataset import ToolCall, TrajectoryStep
 from tracegrade.models.results import TokenUsage
 from tracegrade.models.span import SpanRecord
 
-__all__ = ["ExecutionResult", "LLMCall", "NodeResponseData", "NodeVisit", "ToolDefinition", "TurnRecord"]
+__all__ = [
+    "LLM_CONTENT_FIELDS",
+    "ExecutionResult",
+    "LLMCall",
+    "LeanExecution",
+    "NodeResponseData",
+    "NodeVisit",
+    "ToolDefinition",
+    "TurnRecord",
+]
 
 
 class NodeResponseData(BaseModel):
@@ -198,3 +207,24 @@ class ExecutionResult(BaseModel):
         if len(stores) == 1:  # turns read from one store can be queried there together
             merged._source_store = first.source_store
         return merged
+
+
+#: The ``ExecutionResult`` fields that hold the LLM calls (their prompts and replies) and the per-turn records:
+#: most of a stored execution. Offline grading reads a trace's ``LeanExecution`` instead of its whole execution
+#: unless a criterion reads one of these (``BaseCriterion.reads``).
+LLM_CONTENT_FIELDS: frozenset[str] = frozenset({"messages", "node_responses", "llm_calls", "turns"})
+_LEAN_EXCLUDE = {"execution": set(LLM_CONTENT_FIELDS)}
+
+
+class LeanExecution(BaseModel):
+    """A stored execution without its ``LLM_CONTENT_FIELDS`` (they are empty), and the agent's token usage that
+    its LLM calls add up to (``traces.lean_execution`` in the store)."""
+
+    execution: ExecutionResult
+    token_usage: TokenUsage = Field(default_factory=TokenUsage)
+
+    @staticmethod
+    def dump_json(execution: ExecutionResult) -> str:
+        """The JSON of ``execution``'s lean form."""
+        lean = LeanExecution(execution=execution, token_usage=execution.token_usage)
+        return lean.model_dump_json(exclude=_LEAN_EXCLUDE)  # type: ignore[arg-type]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["json_equal", "json_subset", "parse_json_maybe"]
+__all__ = ["arguments_satisfy", "json_equal", "json_subset", "parse_json_maybe"]
 
 
 def json_equal(a: Any, b: Any) -> bool:
@@ -41,6 +41,12 @@ def json_equal(a: Any, b: Any) -> bool:
 
 _ABSENT = object()
 _SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def arguments_satisfy(actual: dict[str, Any] | None, expected: dict[str, Any]) -> bool:
+    """Do a call's arguments (None: not captured) satisfy an expected call's? Any do when nothing is expected;
+    else they must be captured and equal as JSON values."""
+    return not expected or (actual is not None and json_equal(actual, expected))
 
 
 def json_subset(actual: Any, expected: Any) -> bool:

@@ -64,6 +64,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "schema_v7.sql",
     ),
     Migration(8, "a tenant column on the grading tables, leading their keys", "schema_v8.sql"),
+    Migration(9, "traces.lean_execution: the execution without its LLM content, for offline grading", "schema_v9.sql"),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from tracegrade.models.execution import ExecutionResult
+from tracegrade.models.execution import ExecutionResult, LeanExecution
 from tracegrade.models.span import LogRecordData, SpanRecord
 from tracegrade.store.rows import compress_json, ns_to_datetime, to_json
 
@@ -135,6 +135,7 @@ def execution_rows(
             "mapping_issues": to_json(execution.mapping_issues),
             "execution": compress_json(execution.model_dump_json()),
             "updated_at": updated_at,
+            "lean_execution": compress_json(LeanExecution.dump_json(execution)),
         },
     )
     for seq, visit in enumerate(execution.visits):
