@@ -63,9 +63,17 @@ docker image inspect "$image" --format 'user={{.Config.User}} volumes={{json .Co
 
 step "run: tracegrade serve on 127.0.0.1:$grpc_port/$http_port, grading online with deploy/rules.yaml"
 mkdir -p "$work/data" && chown 10001:10001 "$work/data"
+# The traffic sent below is the example's eval run, whose traces rules skip unless include_eval_runs is set.
+python - "$here/rules.yaml" "$work/rules.yaml" <<'PY'
+import sys, yaml
+rules = yaml.safe_load(open(sys.argv[1]))
+for rule in rules["rules"]:
+    rule["include_eval_runs"] = True
+yaml.safe_dump(rules, open(sys.argv[2], "w"))
+PY
 docker run -d --name tracegrade-smoke --network host \
   -e TRACEGRADE_HOST=127.0.0.1 -e TRACEGRADE_GRPC_PORT="$grpc_port" -e TRACEGRADE_HTTP_PORT="$http_port" \
-  -e TRACEGRADE_TOKEN="$token" -v "$work/data:/data" -v "$here/rules.yaml:/etc/tracegrade/rules.yaml:ro" \
+  -e TRACEGRADE_TOKEN="$token" -v "$work/data:/data" -v "$work/rules.yaml:/etc/tracegrade/rules.yaml:ro" \
   "$image" serve --worker-rules /etc/tracegrade/rules.yaml >/dev/null
 for _ in $(seq 60); do
   [ "$(docker inspect -f '{{.State.Health.Status}}' tracegrade-smoke)" = healthy ] && break
@@ -79,11 +87,13 @@ python "$root/examples/send_to_server.py" --endpoint "http://127.0.0.1:$http_por
 
 step "graded online and queried through the server"
 in_container() { docker exec -e TRACEGRADE_TOKEN="$token" tracegrade-smoke tracegrade "$@"; }
+graded=0
 for _ in $(seq 60); do
-  in_container sql "SELECT count(*) FROM grading_jobs WHERE status = 'done'" --format csv 2>/dev/null \
-    | tail -1 | grep -qv '^0$' && break
+  graded="$(in_container sql "SELECT count(*) FROM grading_jobs WHERE status = 'done'" --format csv | tail -1)"
+  [ "$graded" -gt 0 ] 2>/dev/null && break
   sleep 2
 done
+[ "$graded" -gt 0 ] 2>/dev/null || { echo "smoke.sh: no trace graded online after 120 s" >&2; docker logs tracegrade-smoke >&2; exit 1; }
 in_container sql "SELECT count(*) AS spans, count(DISTINCT trace_id) AS traces FROM spans"
 in_container sql "SELECT status, count(*) AS jobs FROM grading_jobs GROUP BY status"
 in_container runs | head -8
