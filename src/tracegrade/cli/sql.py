@@ -28,7 +28,9 @@ __all__ = ["command"]
 def command(query: str, fmt: str, output: Path | None, store_path: Path, token: str | None) -> None:
     """Run one read-only QUERY (SELECT, WITH, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN) on the store.
 
-    Tables: spans, logs, traces, node_visits, tool_calls, llm_calls, schema_version.
+    Tables: spans, logs, evaluations, traces, node_visits, tool_calls, llm_calls (traces and their
+    trajectories); eval_runs, eval_case_results, eval_results, eval_run_cases, calibrations, grading_jobs
+    (grading); schema_version. Their columns: `tracegrade sql "DESCRIBE tool_calls"`.
     Example: tracegrade sql "SELECT name, count(*) FROM tool_calls GROUP BY name"
     """
     if fmt == "parquet" and output is None:
