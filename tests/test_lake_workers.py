@@ -1,7 +1,10 @@
 """Online grading across machines: two real ``tracegrade worker`` processes share one lake's jobs (the queue
 in its catalog's PostgreSQL), spans sent by real OTLP exporters into a real ``tracegrade serve`` on the lake;
 one worker is SIGKILLed in the middle of a job, the other takes its leases over when they expire, and every
-job is graded exactly once. And ``serve --worker-rules`` grades on a lake too."""
+job is graded exactly once. A worker whose lake failed under it (its catalog refusing connections when it
+recorded a result) opens the lake again, rides out its catalog going away (a private PostgreSQL cluster
+stopped and started) and grades every job.
+And ``serve --worker-rules`` grades on a lake too."""
 
 from __future__ import annotations
 
@@ -15,9 +18,10 @@ import pytest
 from tests.support import pg_cluster
 from tests.support.grading_slow_criterion import write_slow_rules
 from tests.support.lake_serve import LakeServerProcess
-from tests.support.pg_cluster import PgServer
+from tests.support.pg_cluster import PgServer, PrivateCluster
 from tests.support.waiting import wait_for_value, wait_until
 from tracegrade.store.lake import LakeStore
+from tracegrade.store.lake_location import catalog_conninfo
 
 pg_server = pg_cluster.pg_server  # the session's PostgreSQL (a fixture)
 REPO = Path(__file__).resolve().parent.parent
@@ -53,12 +57,27 @@ def _export_agent_runs(http_url: str, count: int) -> None:
     provider.shutdown()
 
 
-def _worker(lake: tuple[str, Path], tmp_path: Path, name: str, seconds: float, lease: float) -> subprocess.Popen[bytes]:
-    """``tracegrade worker --worker-id NAME`` on the lake, grading ``seconds`` slowly under ``lease``-second
-    leases, three jobs a claim; its output in ``NAME.log``."""
+def _worker(
+    lake: tuple[str, Path],
+    tmp_path: Path,
+    name: str,
+    seconds: float,
+    lease: float,
+    release: Path | None = None,
+    attempts: int = 3,
+) -> subprocess.Popen[bytes]:
+    """``tracegrade worker --worker-id NAME`` on the lake, grading ``seconds`` slowly (or until ``release``
+    exists) under ``lease``-second leases, three jobs a claim, each tried ``attempts`` times at most; its
+    output in ``NAME.log``."""
     location, data = lake
     rules = write_slow_rules(
-        tmp_path / f"{name}.yaml", tmp_path / "markers", seconds, lease_seconds=lease, batch_size=3
+        tmp_path / f"{name}.yaml",
+        tmp_path / "markers",
+        seconds,
+        lease_seconds=lease,
+        batch_size=3,
+        release=release,
+        max_attempts=attempts,
     )
     args = [
         sys.executable,
@@ -169,3 +188,74 @@ def test_serve_grades_on_a_lake_with_worker_rules(lake: tuple[str, Path], tmp_pa
     finally:
         server.kill()
     assert _query(location, "SELECT count(*) FROM eval_results") == [(8,)]
+
+
+def _refuse_lake_connections(pg: PgServer, location: str, refuse: bool) -> None:
+    """Make the lake's catalog database refuse new connections (or accept them again); refusing also ends
+    the connections DuckDB's postgres extension holds, so the lake's next statement must connect anew and
+    fails with an I/O error, while tracegrade's own queue connections (application_name tracegrade) live on."""
+    database = catalog_conninfo(location).rsplit("dbname=", 1)[1].split()[0]
+    pg.psql(f"ALTER DATABASE {database} ALLOW_CONNECTIONS {'false' if refuse else 'true'}")
+    if refuse:
+        pg.psql(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            f"WHERE datname = '{database}' AND application_name <> 'tracegrade'"
+        )
+
+
+def test_a_worker_whose_lake_failed_opens_it_again_and_rides_out_a_catalog_outage(tmp_path: Path) -> None:
+    cluster = PrivateCluster()  # stopped and started here: never the shared cluster
+    server: LakeServerProcess | None = None
+    worker: subprocess.Popen[bytes] | None = None
+    log = tmp_path / "phoenix.log"
+
+    def said(*phrases: str) -> int:
+        text = log.read_text()
+        return sum(text.count(phrase) for phrase in phrases)
+
+    try:
+        pg = cluster.start()
+        lake = f"ducklake:postgres:{pg.new_database()}", tmp_path / "lake-data"
+        location = lake[0]
+        server = LakeServerProcess(location, lake[1], tmp_path / "receiver.journal").start(timeout=90)
+        _export_agent_runs(server.http_url, 6)
+        wait_for_value(lambda: _query(location, "SELECT count(*) FROM traces")[0][0], 6, "every trace mapped", 60)
+        assert server.terminate() == 0, server.log()
+        markers, release = tmp_path / "markers", tmp_path / "release"
+        markers.mkdir()
+        # jobs fail a few times while the lake is out of reach: they must not run out of attempts
+        worker = _worker(lake, tmp_path, "phoenix", 600, lease=3, release=release, attempts=20)
+        wait_until(lambda: any(markers.iterdir()) or worker.poll() is not None, "the worker's first job", 90)
+        # the catalog refuses the lake's connections when the first job's result is recorded: the lake
+        # marks itself failed (an I/O error), as when PostgreSQL goes away in the middle of a commit
+        _refuse_lake_connections(pg, location, True)
+        release.touch()
+        wait_until(lambda: said("opening it again") or worker.poll() is not None, "the lake to fail", 120)
+        assert worker.poll() is None, log.read_text()
+        _refuse_lake_connections(pg, location, False)
+        # and then the catalog goes away altogether, while the worker grades or opens the lake again
+        before = said("trying again in", "worker cycle failed")
+        cluster.stop()
+        wait_until(
+            lambda: said("trying again in", "worker cycle failed") > before, "the worker to meet the outage", 120
+        )
+        cluster.start()
+        wait_for_value(
+            lambda: _query(location, "SELECT status, count(*) FROM grading_jobs GROUP BY ALL"),
+            [("done", 6)],
+            "every job done once the catalog was back",
+            timeout=180,
+        )
+        worker.terminate()
+        assert worker.wait(60) == 0, log.read_text()
+        assert _query(location, "SELECT criterion, count(*) FROM eval_results GROUP BY ALL ORDER BY ALL") == [
+            ("contains_keywords", 6),
+            ("slow_answered", 6),
+        ]
+    finally:
+        if worker is not None and worker.poll() is None:
+            worker.kill()
+            worker.wait(30)
+        if server is not None:
+            server.kill()
+        cluster.remove()

@@ -11,16 +11,15 @@ import click
 
 from tracegrade.cli.common import friendly_errors
 from tracegrade.cli.lake_options import checked_lake, lake_options
+from tracegrade.cli.store_access import open_until_stopped
 
 if TYPE_CHECKING:
     from tracegrade.store.backend import StoreBackend
-    from tracegrade.store.lake import LakeStore
     from tracegrade.store.rebuilder import TrajectoryRebuilder
 
 __all__ = ["command"]
 
 WATCH_SECONDS = 1.0  # how often a running builder checks that its lake is still usable
-REOPEN_SECONDS = 2.0  # between attempts to reopen a lake whose catalog or data path was out of reach
 
 
 @click.command("build")
@@ -57,7 +56,7 @@ def command(location: str, lake_data: Path | None, once: bool, mapping_process: 
     click.echo(f"tracegrade build: building the trajectories of {redacted(location)} (stop with SIGTERM)")
     built = batches = 0
     while not stop.is_set():
-        store = _open(location, data_path, stop)
+        store = open_until_stopped(lambda: LakeStore(location, data_path=data_path), stop.wait)
         if store is None:
             break
         rebuilder = _rebuilder(store, mapping_process)
@@ -77,17 +76,3 @@ def _rebuilder(store: StoreBackend, mapping_process: bool) -> TrajectoryRebuilde
     from tracegrade.store.rebuilder import TrajectoryRebuilder
 
     return TrajectoryRebuilder(store, mapping=MappingProcess() if mapping_process else MappingProcess(None))
-
-
-def _open(location: str, data_path: Path, stop: threading.Event) -> LakeStore | None:
-    """The lake opened read-write, retrying while it is out of reach; None once stopped."""
-    from tracegrade.errors import StoreError
-    from tracegrade.store.lake import LakeStore
-
-    while not stop.is_set():
-        try:
-            return LakeStore(location, data_path=data_path)
-        except StoreError as exc:
-            click.echo(f"{exc}; trying again in {REOPEN_SECONDS:g} s", err=True)
-            stop.wait(REOPEN_SECONDS)
-    return None

@@ -36,6 +36,7 @@ __all__ = [
     "display",
     "emit",
     "lake_data_option",
+    "open_until_stopped",
     "open_writable_store",
     "reading_store",
     "render_csv",
@@ -49,7 +50,9 @@ __all__ = [
 ]
 
 DEFAULT_STORE = "tracegrade.duckdb"  # the read commands' store; `serve` must be told where to write
+REOPEN_SECONDS = 2.0  # between attempts to open again a store whose catalog or data path was out of reach
 F = TypeVar("F", bound=Callable[..., Any])
+S = TypeVar("S")
 
 
 store_option = click.option(
@@ -129,6 +132,21 @@ def as_tenant(store: Any) -> Any:
     store without ``--tenant``, as it is: through a server the token decides the tenant."""
     tenant = chosen_tenant()
     return store if tenant is None or isinstance(store, RemoteStore) else TenantStore(store, tenant)
+
+
+def open_until_stopped(open_store: Callable[[], S], wait: Callable[[float], bool]) -> S | None:
+    """``open_store()``, tried again every ``REOPEN_SECONDS`` while it raises StoreError (a lake's catalog or
+    data path out of reach), each failure said on stderr; None once ``wait(seconds)`` (which waits and
+    returns True when the caller is being stopped) says stop."""
+    from tracegrade.errors import StoreError
+
+    while True:
+        try:
+            return open_store()
+        except StoreError as exc:
+            click.echo(f"{exc}; trying again in {REOPEN_SECONDS:g} s", err=True)
+        if wait(REOPEN_SECONDS):
+            return None
 
 
 def store_options(func: F) -> F:

@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import signal
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from tracegrade.cli.common import UsageProblem, friendly_errors
 from tracegrade.cli.progress import ProgressBar
-from tracegrade.cli.store_access import lake_data_option, open_writable_store, store_option
-from tracegrade.errors import StoreLockedError
+from tracegrade.cli.store_access import lake_data_option, open_until_stopped, open_writable_store, store_option
+from tracegrade.errors import StoreError, StoreLockedError
 from tracegrade.evaluation.worker import GradingWorker, WorkerRules
+
+if TYPE_CHECKING:
+    from tracegrade.store.backend import StoreBackend
 
 __all__ = ["command"]
 
@@ -32,13 +39,15 @@ def command(
 
     The worker opens the store file read-write; while `tracegrade serve` holds it, run the worker inside
     the server instead (`tracegrade serve --worker-rules RULES`). On a lake (with --lake-data), workers on
-    any number of machines share its jobs, which live in the lake's catalog database.
+    any number of machines share its jobs, which live in the lake's catalog database. A store that fails
+    under a running worker (a lake's catalog or data path out of reach) is opened again, and grading goes on.
     """
     rules = WorkerRules.from_file(rules_path)
     if isinstance(store_path, Path) and not store_path.exists():
         raise UsageProblem(f"store not found: {store_path} (start `tracegrade serve --store {store_path}` first)")
+    open_store = functools.partial(open_writable_store, store_path, lake_data, "grading")
     try:
-        store = open_writable_store(store_path, lake_data, "grading")
+        store = open_store()
     except StoreLockedError as exc:
         raise UsageProblem(
             f"{exc}; to grade while serving, use `tracegrade serve --worker-rules {rules_path}`"
@@ -48,31 +57,59 @@ def command(
             worker = GradingWorker(store, rules, worker_id=worker_id)
         except ValueError as exc:
             raise UsageProblem(f"{rules_path}: {exc}") from None
-        if once:
+    except BaseException:
+        store.close()
+        raise
+    if once:
+        try:
             ran = asyncio.run(worker.run_once())
             click.echo(f"ran {ran} job(s); jobs by status: {worker.job_counts()}")
-            return
-        asyncio.run(_serve(worker))
-    finally:
-        store.close()
+        finally:
+            store.close()
+        return
+    asyncio.run(_serve(worker, store, open_store))
 
 
-async def _serve(worker: GradingWorker) -> None:
+async def _serve(worker: GradingWorker, store: StoreBackend, open_store: Callable[[], StoreBackend]) -> None:
+    """Grade until SIGINT/SIGTERM; a store that fails is closed and opened again (retrying while it is out
+    of reach), and the same worker (its leases are its own) goes on with it."""
     stop = asyncio.Event()
+    stopping = threading.Event()  # the same, for the thread that opens the store again
     loop = asyncio.get_running_loop()
+
+    def request_stop() -> None:
+        stop.set()
+        stopping.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, request_stop)
     click.echo(f"worker {worker.worker_id} grading; stop with Ctrl-C", err=True)
     with ProgressBar("grading jobs", unit="jobs") as bar:
         watcher = asyncio.create_task(_show_backlog(worker, bar, stop))
-        await worker.run_forever(stop)
+        while True:
+            try:
+                await worker.run_forever(stop)
+            finally:
+                store.close()
+            if stop.is_set():
+                break
+            click.echo(f"the store failed ({store.failure}); opening it again", err=True)
+            reopened = await loop.run_in_executor(None, open_until_stopped, open_store, stopping.wait)
+            if reopened is None:
+                break
+            store = reopened
+            worker.use_store(store)
+        stop.set()
         await watcher
 
 
 async def _show_backlog(worker: GradingWorker, bar: ProgressBar, stop: asyncio.Event) -> None:
     """Every second, the jobs finished (done or failed) out of all jobs enqueued so far."""
     while bar.active and not stop.is_set():
-        counts = worker.job_counts()
+        try:
+            counts = worker.job_counts()
+        except StoreError:  # the store is out of reach: the worker opens it again
+            counts = {}
         bar.update(counts.get("done", 0) + counts.get("failed", 0), sum(counts.values()))
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stop.wait(), 1.0)

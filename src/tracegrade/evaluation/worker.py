@@ -98,7 +98,10 @@ class WorkerRules(BaseModel):
 
 
 class GradingSink(RunSink, Protocol):
-    """A read-write store with a job queue: a ``TraceStore`` or a ``LakeStore``."""
+    """A read-write store with a job queue: a ``TraceStore`` or a ``LakeStore``; ``failure`` says why it
+    must be opened again (None while usable)."""
+
+    failure: str | None
 
     def job_queue(self) -> JobQueue: ...
 
@@ -127,6 +130,12 @@ class GradingWorker:
         self._extra = {r.name: [self._named(n) for n in r.extra_criteria] for r in rules.rules}
         for rule in rules.rules:
             self._check_rule(rule)
+
+    def use_store(self, store: GradingSink) -> None:
+        """Go on with ``store``: the same store, opened again after it failed (this worker's leases, kept
+        in it, stay its own)."""
+        self.store = store
+        self.jobs = store.job_queue()
 
     @staticmethod
     def _named(spec: NamedCriterion) -> BaseCriterion:
@@ -230,7 +239,9 @@ class GradingWorker:
         return len(jobs)
 
     async def run_forever(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
+        """Grade until ``stop`` is set, or until the store failed (its owner opens it again, see ``use_store``:
+        a failed store refuses every query and write until then)."""
+        while not stop.is_set() and self.store.failure is None:
             try:
                 ran = await self.run_once()
             except Exception as exc:  # keep the worker alive through transient store errors

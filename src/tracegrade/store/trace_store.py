@@ -599,7 +599,11 @@ class TraceStore:
         with self._cursor_lock:
             cursor = self._cursor_source.cursor()
         if self._use and use:
-            cursor.execute(self._use)
+            try:
+                cursor.execute(self._use)
+            except duckdb.Error as exc:  # a lake reads its catalog here: PostgreSQL may be out of reach
+                cursor.close()
+                raise StoreError(f"query failed: {str(exc).splitlines()[0]}") from None
         return cursor
 
     # ------------------------------------------------------------- lifecycle
