@@ -202,18 +202,6 @@ def test_the_receiver_process_is_set_up_for_low_memory(tmp_path: Path) -> None:
         assert server.terminate() == 0
 
 
-def test_the_receiver_allocator_is_jemalloc() -> None:
-    import subprocess
-    import sys
-
-    probe = (
-        "import pyarrow as pa; from tracegrade.store.arrow_pool import use_receiver_allocator; "
-        "use_receiver_allocator(); print(pa.default_memory_pool().backend_name)"
-    )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "jemalloc"
-
-
 def _invoke_serve(args: list[str], env: dict[str, str] | None = None) -> Any:
     return CliRunner().invoke(serve_command, args, env=env)
 

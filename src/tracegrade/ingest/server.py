@@ -431,13 +431,5 @@ async def _serve(settings: ServeSettings, announce: Any) -> None:
 
 
 def run_server(settings: ServeSettings, announce: Any = lambda server: None) -> None:
-    """Run a receiver in this thread until signalled; ``announce(server)`` is called once it listens.
-
-    The process is the receiver's own (``tracegrade serve``): Arrow's allocator and glibc's thresholds
-    are set for it."""
-    from tracegrade.ingest.malloc_tuning import fix_malloc_thresholds
-    from tracegrade.store.arrow_pool import use_receiver_allocator
-
-    use_receiver_allocator()
-    fix_malloc_thresholds()
+    """Run a receiver in this thread until signalled; ``announce(server)`` is called once it listens."""
     asyncio.run(_serve(settings, announce))

@@ -34,7 +34,6 @@ import pyarrow as pa
 
 from tracegrade.errors import StoreError
 from tracegrade.models.span import LogRecordData, SpanRecord
-from tracegrade.store.arrow_pool import use_system_allocator
 from tracegrade.store.rows import log_from_row, span_from_row
 from tracegrade.store.trajectories import map_traces
 
@@ -56,7 +55,6 @@ def _start_child(parent_pid: int) -> None:
     """In the child: lower its priority, and end it when the receiver's process is gone (a receiver
     killed with SIGKILL cannot shut its pool down; an orphan would hold its pipes and memory)."""
     os.nice(CHILD_NICENESS)
-    use_system_allocator()
 
     def watch_parent() -> None:
         while os.getppid() == parent_pid:
