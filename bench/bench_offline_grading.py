@@ -46,7 +46,7 @@ from tracegrade.models.config import CriteriaConfig, CriterionConfig, EvalConfig
 from tracegrade.models.results import EvalReport  # noqa: E402
 from tracegrade.store import TraceStore  # noqa: E402
 
-TARGET_TRACES_PER_SECOND = 2_000
+TARGET_TRACES_PER_SECOND = 5_000  # issue 26 §4
 SPANS_PER_TRACE = 7  # root + 4 chat + 2 tool spans
 WRITE_CHUNK_TRACES = 5_000
 DEFAULT_STORE = Path(tempfile.gettempdir()) / "tracegrade_bench_offline_grading.duckdb"
