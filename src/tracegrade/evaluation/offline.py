@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from tracegrade.criteria.base import BaseCriterion, fields_read
 from tracegrade.errors import EvalSetError, NoCriteriaError
+from tracegrade.evaluation.collection_pace import fewer_full_collections
 from tracegrade.evaluation.engine import (
     EvaluatorFactory,
     Grader,
@@ -81,6 +82,12 @@ class TraceGrader:
         with no usable trace becomes an error result saying why; the other cases are graded.
         """
         eval_set = _load_eval_set(eval_set)
+        with fewer_full_collections():
+            return await self._grade_eval_set(eval_set, run_id, extra_criteria)
+
+    async def _grade_eval_set(
+        self, eval_set: EvalSet, run_id: str | None, extra_criteria: Sequence[BaseCriterion]
+    ) -> EvalReport:
         criteria = compile_criteria(self.config, extra_criteria)
         grader = grader_for(criteria, self.config, self.evaluator_factory)
         fields = self._fields_read(criteria)
@@ -118,6 +125,10 @@ class TraceGrader:
 
     async def grade_traces(self, selection: TraceSelection, extra_criteria: Sequence[BaseCriterion] = ()) -> EvalReport:
         """Reference-free grading of the selected traces; criteria needing expectations are skipped."""
+        with fewer_full_collections():
+            return await self._grade_traces(selection, extra_criteria)
+
+    async def _grade_traces(self, selection: TraceSelection, extra_criteria: Sequence[BaseCriterion]) -> EvalReport:
         criteria = compile_criteria(self.config, extra_criteria)
         usable = [c for c in criteria if not c.requires_reference]
         skipped = [c for c in criteria if c.requires_reference]
