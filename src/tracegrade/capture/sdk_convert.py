@@ -123,28 +123,27 @@ def _record(
             # %-formatting: compiled, it takes under half the time of a format spec (bench/RESULTS.md)
             parent_span_id = "%016x" % parent_id  # noqa: UP031
     scope_name, scope_version = _scope_fields(scope)
-    # positional, in field order: a keyword call with all twenty fields costs twice as much
     return SpanRecord(
-        _trace_hex(trace_id),  # trace_id
-        "%016x" % span_id,  # noqa: UP031  (span_id)
-        name,
-        start,  # start_ns
-        end_time or start,  # end_ns
-        parent_span_id,  # parent_span_id
-        kind._name_,  # kind
-        _plain(attributes),  # attributes
-        [_event(event) for event in events] if events else [],  # events
-        [_link(link) for link in links] if links else [],  # links
-        status.status_code._name_,  # status_code
-        status.description or "",  # status_message
-        _resource_attributes(resource),  # resource
-        scope_name,  # scope_name
-        scope_version,  # scope_version
-        _trace_state_header(trace_state),  # trace_state
-        int(flags),  # flags
-        dropped_attributes,  # dropped_attributes_count
-        dropped_events,  # dropped_events_count
-        dropped_links,  # dropped_links_count
+        trace_id=_trace_hex(trace_id),
+        span_id="%016x" % span_id,  # noqa: UP031
+        name=name,
+        start_ns=start,
+        end_ns=end_time or start,
+        parent_span_id=parent_span_id,
+        kind=kind._name_,
+        attributes=_plain(attributes),
+        events=[_event(event) for event in events] if events else [],
+        links=[_link(link) for link in links] if links else [],
+        status_code=status.status_code._name_,
+        status_message=status.description or "",
+        resource=_resource_attributes(resource),
+        scope_name=scope_name,
+        scope_version=scope_version,
+        trace_state=_trace_state_header(trace_state),
+        flags=int(flags),
+        dropped_attributes_count=dropped_attributes,
+        dropped_events_count=dropped_events,
+        dropped_links_count=dropped_links,
     )
 
 

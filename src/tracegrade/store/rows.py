@@ -305,28 +305,27 @@ def span_from_row(row: Sequence[Any], resources: dict[str, dict[str, Any]] | Non
         resource_attributes = resources.get(resource)
         if resource_attributes is None:
             resource_attributes = resources[resource] = json.loads(resource)
-    # positional, in field order (as sdk_convert does: about half the cost of keywords)
     return SpanRecord(
-        trace_id,
-        span_id,
-        name,
-        start_ns,
-        end_ns,
-        parent,  # parent_span_id
-        kind,
-        json.loads(attributes),
-        [SpanEvent(**e) for e in json.loads(events)] if events != "[]" else [],
-        [SpanLink(**x) for x in json.loads(links)] if links != "[]" else [],
-        status_code,
-        status_message,
-        resource_attributes,
-        scope_name,
-        scope_version,
-        trace_state,
-        flags,
-        dropped_attrs,
-        dropped_events,
-        dropped_links,
+        trace_id=trace_id,
+        span_id=span_id,
+        name=name,
+        start_ns=start_ns,
+        end_ns=end_ns,
+        parent_span_id=parent,
+        kind=kind,
+        attributes=json.loads(attributes),
+        events=[SpanEvent(**e) for e in json.loads(events)] if events != "[]" else [],
+        links=[SpanLink(**x) for x in json.loads(links)] if links != "[]" else [],
+        status_code=status_code,
+        status_message=status_message,
+        resource=resource_attributes,
+        scope_name=scope_name,
+        scope_version=scope_version,
+        trace_state=trace_state,
+        flags=flags,
+        dropped_attributes_count=dropped_attrs,
+        dropped_events_count=dropped_events,
+        dropped_links_count=dropped_links,
     )
 
 

@@ -113,27 +113,27 @@ def decode_traces_message(msg: Any, limits: DecodeLimits = DEFAULT_LIMITS) -> De
                 attributes, dropped = attributes_from_proto(span.attributes, limits)
                 status = span.status
                 append(
-                    SpanRecord(  # positional, in field order: twenty keywords cost twice as much
-                        trace_id.hex(),
-                        span_id.hex(),
-                        name,
-                        start,  # start_ns
-                        end,  # end_ns
-                        parent.hex() if parent and parent.strip(b"\0") else None,  # parent_span_id
-                        KIND_BY_NUMBER.get(span.kind, "UNSPECIFIED"),  # kind
-                        attributes,
-                        events,
-                        links,
-                        STATUS_BY_NUMBER.get(status.code, "UNSET"),  # status_code
-                        status.message,  # status_message
-                        resource,  # shared by the spans of one resource block (records are not mutated)
-                        scope_name,
-                        scope_version,
-                        span.trace_state,
-                        span.flags,
-                        span.dropped_attributes_count + dropped,  # dropped_attributes_count
-                        span.dropped_events_count + dropped_events,  # dropped_events_count
-                        span.dropped_links_count + dropped_links,  # dropped_links_count
+                    SpanRecord(
+                        trace_id=trace_id.hex(),
+                        span_id=span_id.hex(),
+                        name=name,
+                        start_ns=start,
+                        end_ns=end,
+                        parent_span_id=parent.hex() if parent and parent.strip(b"\0") else None,
+                        kind=KIND_BY_NUMBER.get(span.kind, "UNSPECIFIED"),
+                        attributes=attributes,
+                        events=events,
+                        links=links,
+                        status_code=STATUS_BY_NUMBER.get(status.code, "UNSET"),
+                        status_message=status.message,
+                        resource=resource,
+                        scope_name=scope_name,
+                        scope_version=scope_version,
+                        trace_state=span.trace_state,
+                        flags=span.flags,
+                        dropped_attributes_count=span.dropped_attributes_count + dropped,
+                        dropped_events_count=span.dropped_events_count + dropped_events,
+                        dropped_links_count=span.dropped_links_count + dropped_links,
                     )
                 )
     return DecodedTraces(spans, rejected)
