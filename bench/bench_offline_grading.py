@@ -17,6 +17,7 @@ wall-clock; the CPU seconds of each run are printed too, since on a shared machi
 
     python bench/bench_offline_grading.py                    # 100,000 traces, 3 runs
     python bench/bench_offline_grading.py --traces 10000 --runs 1 --profile
+    python bench/bench_offline_grading.py --traces 10000 --runs 1 --paths eval_set --plain-collection  # GC as CPython's
 """
 
 from __future__ import annotations
@@ -137,7 +138,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--store", type=Path, default=None, help=f"cached store (default {DEFAULT_STORE})")
     parser.add_argument("--profile", action="store_true", help="cProfile the first run of each path")
     parser.add_argument("--paths", default="reference_free,eval_set", help="which grading paths to time")
+    parser.add_argument(
+        "--plain-collection", action="store_true", help="keep CPython's GC thresholds (no collection_pace)"
+    )
     args = parser.parse_args(argv)
+    if args.plain_collection:
+        from tracegrade.evaluation import collection_pace
+
+        collection_pace.FULL_COLLECTION_EVERY = 0
     path = args.store or DEFAULT_STORE.with_name(f"{DEFAULT_STORE.stem}_{args.traces}.duckdb")
     if _stored_traces(path) != args.traces:
         print(f"building {path} with {args.traces:,} traces (cached for later runs)…", file=sys.stderr)
