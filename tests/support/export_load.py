@@ -39,13 +39,21 @@ def make_batches(count: int, spans_per_batch: int, payload_bytes: int = 200) -> 
 
 
 class ExportLoad(threading.Thread):
-    """Exports batches one by one with a real exporter, recording the span ids of acknowledged ones."""
+    """Exports batches one by one with a real exporter, recording the span ids of acknowledged ones.
 
-    def __init__(self, exporter: SpanExporter, batches: Sequence[list[ReadableSpan]], pause: float = 0.02) -> None:
+    With ``resend``, a batch the exporter gave up on (its retries are bounded: 6 attempts for OpenTelemetry
+    Python's) is exported again until acknowledged or stopped, as a Collector's sending queue would keep it;
+    ``failed_batches`` counts every give-up either way.
+    """
+
+    def __init__(
+        self, exporter: SpanExporter, batches: Sequence[list[ReadableSpan]], pause: float = 0.02, resend: bool = False
+    ) -> None:
         super().__init__(daemon=True)
         self.exporter = exporter
         self.batches = batches
         self.pause = pause  # pacing, so a fault lands mid-load rather than after it
+        self.resend = resend
         self.acked: list[SpanIds] = []
         self.acked_batches = 0
         self.failed_batches = 0
@@ -55,11 +63,14 @@ class ExportLoad(threading.Thread):
         for batch in self.batches:
             if self._halt.is_set():
                 break
-            if self.exporter.export(batch) == SpanExportResult.SUCCESS:
-                self.acked.extend((f"{s.context.trace_id:032x}", f"{s.context.span_id:016x}") for s in batch)
-                self.acked_batches += 1
-            else:
+            while not self._halt.is_set():
+                if self.exporter.export(batch) == SpanExportResult.SUCCESS:
+                    self.acked.extend((f"{s.context.trace_id:032x}", f"{s.context.span_id:016x}") for s in batch)
+                    self.acked_batches += 1
+                    break
                 self.failed_batches += 1
+                if not self.resend:
+                    break
             time.sleep(self.pause)
         self.exporter.shutdown()
 

@@ -49,6 +49,11 @@ __all__ = [
 MAX_LISTED_REJECTIONS = 5
 SHUTDOWN_RETRY_AFTER = 5.0
 RECOVERY_RETRY_AFTER = 1.0  # a store reopens in about a second plus its journal's replay
+# While a failed store is being reopened, an export is told to retry after twice as long as the failure has
+# lasted so far (from 1 s up to this cap): an exporter that makes a fixed number of attempts and takes the
+# advice as its delay (OpenTelemetry Python's gRPC exporter: 6) then spans an outage of about a minute,
+# where a fixed 1 s would have had it give up after about 5 s; the cap bounds the wait once the store is back.
+RECOVERY_RETRY_AFTER_MAX = 30.0
 
 
 class ExportRefused(TracegradeError):
@@ -199,6 +204,7 @@ class Intake:
         self._idle.set()
         self.draining = False
         self.recovering: str | None = None  # why exports are refused while the store is reopened
+        self._recovering_since = 0.0  # time.monotonic() when the store failed
 
     def _free_records(self) -> int:
         return self._writer.free_records() if self._writer is not None else 0
@@ -211,9 +217,15 @@ class Intake:
     def begin_recovery(self, reason: str) -> None:
         """Refuse exports retryably (503 / UNAVAILABLE) until ``end_recovery``: the store is reopened."""
         self.recovering = reason
+        self._recovering_since = time.monotonic()
 
     def end_recovery(self) -> None:
         self.recovering = None
+
+    def recovery_retry_after(self) -> float:
+        """The delay a refused export is told to wait while the store is reopened (RECOVERY_RETRY_AFTER_MAX)."""
+        lasted = time.monotonic() - self._recovering_since if self.recovering is not None else 0.0
+        return min(RECOVERY_RETRY_AFTER_MAX, max(RECOVERY_RETRY_AFTER, 2 * lasted))
 
     @property
     def inflight(self) -> int:
@@ -248,7 +260,8 @@ class Intake:
         if self.draining:
             raise ShuttingDown("the receiver is shutting down; retry later", SHUTDOWN_RETRY_AFTER)
         if self.recovering is not None or self._writer is None:
-            raise StoreUnavailable(f"{self.recovering or 'the store is opening'}; retry shortly", RECOVERY_RETRY_AFTER)
+            reason = self.recovering or "the store is opening"
+            raise StoreUnavailable(f"{reason}; retry shortly", self.recovery_retry_after())
         if self._inflight >= self._max_inflight:
             raise Overloaded(f"{self._inflight} requests in flight (the limit); retry later", 1.0)
         self._inflight += 1
