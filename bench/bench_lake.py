@@ -9,16 +9,23 @@ generator), and the configurations run interleaved (file, lake, lake x2, file, �
   LakeStore, as a third node would; through the receiver's query endpoint for the file);
 - CPU-seconds per 100,000 spans per receiver (the receiver and its children, user + system, when every
   span is stored);
-- visibility: a marker span is exported every 0.25 s over OTLP/HTTP during the load (to the receivers
-  in turn) and the reader polls for it; p50/p95 of the time from its acknowledgement until a query sees
-  it (the receiver's gathering of a commit included);
+- visibility under saturation: a marker span is exported every 0.25 s over OTLP/HTTP during the load (to
+  the receivers in turn) and the reader polls for it; p50/p95 of the time from its acknowledgement until
+  a query sees it (the receiver's gathering of a commit included), mostly queueing at this load;
 - lake data files before and after one ``maintain`` pass (``--keep 0s``);
 - lost spans and spans visible twice (both must be 0).
 
+Then, as issue 22 defines visibility (commit-to-query at a rate the receivers carry), each configuration
+runs again for ``--sustained-seconds`` at ``--sustained-fraction`` (default 0.6) of the spans/s it stored
+in the saturation runs above (or at ``--sustained-rate``), from bench/paced_load.py (OTLP/gRPC on a fixed
+schedule, split evenly over the receivers), with the same markers: their p50/p95 is the visibility
+figure. This process is the third one that queries (a read-only LakeStore, as another node would).
+
 PostgreSQL: $TRACEGRADE_TEST_PG_DSN (a new database per run), else a private cluster for the benchmark.
 
-    python bench/bench_lake.py                       # 3 rounds x 3 configurations x 200,000 spans
+    python bench/bench_lake.py                       # 3 rounds x 3 configurations x (200,000 spans + 30 s paced)
     python bench/bench_lake.py --rounds 1 --spans 50000 --configs lake lake2
+    python bench/bench_lake.py --rounds 0 --sustained-rate 800 --configs lake lake2   # visibility only
 """
 
 from __future__ import annotations
@@ -135,7 +142,18 @@ def _loadgen(endpoint: str, spans: int, concurrency: int, seed: int) -> subproce
     return subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
 
 
-def one_run(config: str, spans: int, seed: int, pg: PgServer | None) -> dict[str, Any]:
+def _paced(endpoint: str, rate: float, seconds: float, seed: int) -> subprocess.Popen[str]:
+    command = [sys.executable, str(BENCH / "paced_load.py"), "--endpoint", endpoint, "--rate", f"{rate:.1f}"]
+    command += ["--seconds", str(seconds), "--seed", str(seed)]
+    environment = os.environ | {"TRACEGRADE_LOADGEN": str(LOADGEN)}
+    return subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=environment)
+
+
+def one_run(
+    config: str, spans: int, seed: int, pg: PgServer | None, paced: tuple[float, float] | None = None
+) -> dict[str, Any]:
+    """One configuration under load: ``spans`` as fast as it takes them, or with ``paced`` (spans/s,
+    seconds) at that rate; the figures of the module docstring."""
     receivers: list[ServerProcess] = []
     with tempfile.TemporaryDirectory(prefix="tracegrade-bench-lake-") as directory:
         work = Path(directory)
@@ -152,8 +170,14 @@ def one_run(config: str, spans: int, seed: int, pg: PgServer | None) -> dict[str
             sampler.start()
         reader = Reader(location, receivers[0].http_url if location is None else None)
         markers = Markers([r.http_url for r in receivers], reader)
-        share = spans // len(receivers)
-        loads = [_loadgen(r.grpc_target, share, 4 // len(receivers), seed * 10 + n) for n, r in enumerate(receivers)]
+        if paced is None:
+            share, concurrency = spans // len(receivers), 4 // len(receivers)
+            loads = [_loadgen(r.grpc_target, share, concurrency, seed * 10 + n) for n, r in enumerate(receivers)]
+        else:
+            rate = round(paced[0] / len(receivers), 1)  # as paced_load.py is told it
+            share = max(128, int(rate * paced[1]))
+            spans = share * len(receivers)
+            loads = [_paced(r.grpc_target, rate, paced[1], seed * 10 + n) for n, r in enumerate(receivers)]
         markers.start()
         try:
             stored, stored_at, summaries = _wait_until_stored(reader, markers, spans, loads)
@@ -182,6 +206,9 @@ def one_run(config: str, spans: int, seed: int, pg: PgServer | None) -> dict[str
     delays = markers.delays()
     return {
         "config": config,
+        "phase": "saturation" if paced is None else "sustained",
+        "rate_requested": None if paced is None else paced[0],
+        "behind_seconds": max((summary.get("behind_seconds", 0.0) for summary in summaries), default=0.0),
         "receivers": len(receivers),
         "spans": spans,
         "stored": stored,
@@ -233,8 +260,40 @@ def _maintain(location: str, data: Path) -> tuple[int, int]:
     return done.files_before, done.files_after
 
 
-def _range(values: list[float], fmt: str = ",.0f") -> str:
-    return f"median {statistics.median(values):{fmt}} (range {min(values):{fmt}}–{max(values):{fmt}})"
+def _median_range(values: list[float], fmt: str) -> str:
+    if not values:
+        return "–"
+    return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}–{max(values):{fmt}})"
+
+
+def _table(runs: list[dict[str, Any]], configs: list[str]) -> None:
+    """One row per configuration: medians over the rounds (range in brackets)."""
+    print(f"machine: {psutil.cpu_count()} CPUs; targets: {TARGETS}")
+    print(
+        "| config | saturation spans/s | CPU-s/100k spans/receiver | visibility p95 at saturation (s) "
+        "| sustained rate (spans/s) | visibility p50 (s) | visibility p95 (s) | lost | twice | load average |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for config in configs:
+        full = [r for r in runs if r["config"] == config and r["phase"] == "saturation"]
+        paced = [r for r in runs if r["config"] == config and r["phase"] == "sustained"]
+        mine = full + paced
+        cells = [
+            config,
+            _median_range([r["spans_per_second"] for r in full], ",.0f"),
+            _median_range([c for r in full for c in r["cpu_per_100k_per_receiver"]], ".1f"),
+            _median_range([r["visibility_p95"] for r in full if r["visibility_p95"] is not None], ".2f"),
+            _median_range([r["rate_requested"] for r in paced], ",.0f"),
+            _median_range([r["visibility_p50"] for r in paced if r["visibility_p50"] is not None], ".2f"),
+            _median_range([r["visibility_p95"] for r in paced if r["visibility_p95"] is not None], ".2f"),
+            str(sum(r["lost"] for r in mine)),
+            str(sum(r["visible_twice"] for r in mine)),
+            _median_range([r["load_average"] for r in mine], ".1f"),
+        ]
+        print("| " + " | ".join(cells) + " |")
+    behind = max((r["behind_seconds"] for r in runs if r["phase"] == "sustained"), default=0.0)
+    if behind > 1.0:
+        print(f"note: a paced sender fell up to {behind:.1f} s behind its schedule (the rate was above capacity)")
 
 
 def main() -> None:
@@ -242,37 +301,42 @@ def main() -> None:
     parser.add_argument("--spans", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--configs", nargs="+", default=["file", "lake", "lake2"], choices=["file", "lake", "lake2"])
+    parser.add_argument("--sustained-fraction", type=float, default=0.6, help="of each saturation spans/s")
+    parser.add_argument("--sustained-rate", type=float, help="spans/s of the sustained runs (all receivers)")
+    parser.add_argument("--sustained-seconds", type=float, default=30.0)
+    parser.add_argument("--sustained-rounds", type=int, help="sustained runs per configuration (--rounds)")
     parser.add_argument("--json", type=Path, help="also write every run's figures to this file")
     args = parser.parse_args()
+    if args.rounds == 0 and args.sustained_rate is None:
+        parser.error("--rounds 0 measures no capacity: give --sustained-rate")
 
     dsn = os.environ.get("TRACEGRADE_TEST_PG_DSN")
     cluster = None if dsn or args.configs == ["file"] else PrivateCluster()
     pg = PgServer(dsn) if dsn else (cluster.start() if cluster is not None else None)
     runs: list[dict[str, Any]] = []
+
+    def run(config: str, seed: int, paced: tuple[float, float] | None = None) -> None:
+        load = os.getloadavg()[0]
+        result = one_run(config, args.spans, seed, pg, paced) | {"load_average": load}
+        runs.append(result)
+        print(json.dumps(result), flush=True)
+
     try:
         for round_ in range(args.rounds):
             for config in args.configs:
-                load = os.getloadavg()[0]
-                result = one_run(config, args.spans, round_ + 1, pg) | {"load_average": load}
-                runs.append(result)
-                print(json.dumps(result), flush=True)
+                run(config, round_ + 1)
+        rates = {
+            config: args.sustained_rate
+            or args.sustained_fraction * statistics.median(r["spans_per_second"] for r in runs if r["config"] == config)
+            for config in args.configs
+        }
+        for round_ in range(args.sustained_rounds or args.rounds or 1):
+            for config in args.configs:
+                run(config, 100 + round_, (rates[config], args.sustained_seconds))
     finally:
         if cluster is not None:
             cluster.remove()
-    print(f"machine: {psutil.cpu_count()} CPUs; targets: {TARGETS}")
-    for config in args.configs:
-        mine = [r for r in runs if r["config"] == config]
-        cpu = [c for r in mine for c in r["cpu_per_100k_per_receiver"]]
-        print(f"{config:5} spans/s stored+queryable: {_range([r['spans_per_second'] for r in mine])}")
-        print(f"{config:5} CPU-s per 100k spans per receiver: {_range(cpu, '.1f')}")
-        p50 = [r["visibility_p50"] for r in mine if r["visibility_p50"] is not None]
-        p95 = [r["visibility_p95"] for r in mine if r["visibility_p95"] is not None]
-        if p50:
-            print(f"{config:5} visibility p50 {_range(p50, '.2f')} s, p95 {_range(p95, '.2f')} s")
-        if config != "file":
-            files = [(r["files_before"], r["files_after"]) for r in mine]
-            print(f"{config:5} data files before/after maintain: {files}")
-        print(f"{config:5} lost {sum(r['lost'] for r in mine)}, visible twice {sum(r['visible_twice'] for r in mine)}")
+    _table(runs, args.configs)
     if args.json:
         args.json.write_text(json.dumps(runs, indent=2))
 
