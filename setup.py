@@ -29,7 +29,7 @@ from setuptools import setup
 from setuptools.command.build_ext import build_ext
 
 COMPILED_PACKAGES = ("src/tracegrade/trajectory",)
-COMPILED_MODULES = ("src/tracegrade/capture/sdk_convert.py",)
+COMPILED_MODULES = ("src/tracegrade/capture/sdk_convert.py", "src/tracegrade/models/json_values.py")
 GROUP = "tracegrade"  # the shared library of the compiled modules is ``tracegrade__mypyc``
 
 
