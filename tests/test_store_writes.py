@@ -12,7 +12,7 @@ import pytest
 from tracegrade.store import StoreWriter, TraceStore
 from tracegrade.store.database import BULK_FREE_FLUSH
 from tracegrade.store.prepared import prepare_write
-from tracegrade.store.rows import decompress_json
+from tracegrade.store.rows import compress_json, decompress_json, decompress_json_many
 from tracegrade.store.tenancy import DEFAULT_TENANT
 
 from .support.store_records import FIXTURES, decode_fixture, make_span, trace_hex
@@ -151,3 +151,11 @@ def test_a_failed_rebuild_is_retried(tmp_path):
         wait_for(lambda: writer.query("SELECT count(*) FROM traces").rows == [(1,)], "the retried rebuild")
     finally:
         writer.close()
+
+
+def test_compressed_json_columns_decompress_together_as_one_by_one() -> None:
+    texts = ['{"a": 1}', "", '{"b": "' + "x" * 5000 + '"}', '["é", "ü"]']
+    blobs = [compress_json(t) for t in texts]
+    assert decompress_json_many(blobs) == [decompress_json(b) for b in blobs] == [t.encode() for t in texts]
+    assert decompress_json_many(blobs[2:3]) == [texts[2].encode()]
+    assert decompress_json_many([]) == []

@@ -114,7 +114,7 @@ class TraceGrader:
                     continue
                 turns = [stored[t] for t in ids]
                 execution = ExecutionResult.merge_turns([t.execution for t in turns])  # type: ignore[misc]
-                usage = sum((t.token_usage for t in turns), TokenUsage())
+                usage = TokenUsage.total(t.token_usage for t in turns)
                 case = _as_graded(m.case)
                 graded.append(
                     await _grade_one(grader, execution, case, {"match_strategy": m.strategy}, usage, detailed)

@@ -17,7 +17,7 @@ from tracegrade.errors import InvalidValueError
 from tracegrade.evaluation.timewindow import parse_since
 from tracegrade.models.execution import LLM_CONTENT_FIELDS, ExecutionResult, LeanExecution
 from tracegrade.models.results import TokenUsage
-from tracegrade.store.rows import decompress_json, sql_string_list
+from tracegrade.store.rows import decompress_json, decompress_json_many, sql_string_list
 
 __all__ = [
     "QueryableStore",
@@ -144,13 +144,15 @@ def iter_executions(
         part = list(trace_ids[start : start + chunk])
         rows = store.query(f"SELECT trace_id, {columns} FROM traces WHERE trace_id IN {sql_string_list(part)}").rows
         found = {row[0]: row for row in rows}
+        lean_texts = iter(decompress_json_many([row[1] for row in rows if row[1]]))
+        lean_text = {row[0]: next(lean_texts) for row in rows if row[1]}
         for tid in part:
             row = found.get(tid)
             if row is None or not (row[1] or row[2]):
                 yield StoredExecution(tid, None, TokenUsage())
                 continue
             if row[1]:
-                stored = LeanExecution.model_validate_json(decompress_json(row[1]))
+                stored = LeanExecution.model_validate_json(lean_text[tid])
                 execution, usage = stored.execution, stored.token_usage
             else:
                 execution = ExecutionResult.model_validate_json(decompress_json(row[2]))

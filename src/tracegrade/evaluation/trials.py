@@ -58,8 +58,8 @@ def combine_trials(trials: Sequence[EvalCaseResult]) -> EvalCaseResult:
             "criterion_results": criteria,
             "error": errors[0] if len(errors) == len(trials) else None,
             "duration_seconds": sum(t.duration_seconds for t in trials),
-            "token_usage": _total([t.token_usage for t in trials]),
-            "agent_token_usage": _total([t.agent_token_usage for t in trials]),
+            "token_usage": TokenUsage.total(t.token_usage for t in trials),
+            "agent_token_usage": TokenUsage.total(t.agent_token_usage for t in trials),
             "trace_ids": [trace for t in trials for trace in t.trace_ids],
             "metadata": metadata,
             "trial_stats": trial_stats([1.0 if v else 0.0 for v in verdicts], verdicts),
@@ -74,12 +74,6 @@ def _criterion_names(trials: Sequence[EvalCaseResult]) -> list[str]:
     return list(names)
 
 
-def _total(usages: list[TokenUsage]) -> TokenUsage:
-    """The sum of ``usages``; most are zero (deterministic criteria), and adding those costs a model each."""
-    used = [u for u in usages if not u.is_zero()]
-    return sum(used[1:], used[0]) if used else usages[0]
-
-
 def _combine_criterion(
     name: str, trials: Sequence[EvalCaseResult], found: list[CriterionResult | None]
 ) -> CriterionResult:
@@ -88,7 +82,7 @@ def _combine_criterion(
     graded = [(c.score if not c.is_error else 0.0, c.passed) for c in found if c is not None and not c.skipped]
     graded += [(0.0, False) for t, c in zip(trials, found) if c is None and t.is_error]
     template = next(c for c in found if c is not None)
-    usage = _total([c.token_usage for c in found if c is not None])
+    usage = TokenUsage.total(c.token_usage for c in found if c is not None)
     if not graded:  # skipped in every trial
         return template.model_copy(update={"token_usage": usage})
     stats = trial_stats([s for s, _ in graded], [p for _, p in graded])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,38 @@ class TokenUsage(BaseModel):
             cache_creation_tokens=max(0, self.cache_creation_tokens - other.cache_creation_tokens),
             cost_usd=max(0.0, self.cost_usd - other.cost_usd),
             calls=max(0, self.calls - other.calls),
+        )
+
+    @classmethod
+    def total(cls, usages: Iterable[TokenUsage]) -> TokenUsage:
+        """A new ``TokenUsage``, the sum of ``usages`` (what ``sum(usages, TokenUsage())`` gives). Usages that are
+        all zeros, as most are (deterministic criteria use no tokens), are passed over: adding one builds a model."""
+        total = cls()
+        for usage in usages:
+            if usage.has_any():
+                total = total + usage
+        return total
+
+    def counts(self) -> tuple[int, int, int, int, float, int]:
+        """Every field, in declaration order (two usages with equal counts are equal)."""
+        return (
+            self.input_tokens,
+            self.output_tokens,
+            self.cache_read_tokens,
+            self.cache_creation_tokens,
+            self.cost_usd,
+            self.calls,
+        )
+
+    def has_any(self) -> bool:
+        """Is any field non-zero (unlike :meth:`is_zero`, cache-creation tokens count)?"""
+        return bool(
+            self.input_tokens
+            or self.output_tokens
+            or self.cache_read_tokens
+            or self.cache_creation_tokens
+            or self.cost_usd
+            or self.calls
         )
 
     def __radd__(self, other: object) -> TokenUsage:
@@ -176,7 +209,7 @@ class EvalCaseResult(BaseModel):
 
     @classmethod
     def success(cls, eval_id: str, criterion_results: list[CriterionResult], **fields: Any) -> EvalCaseResult:
-        judge = sum((c.token_usage for c in criterion_results), TokenUsage())
+        judge = TokenUsage.total(c.token_usage for c in criterion_results)
         agent = fields.get("agent_token_usage") or TokenUsage()
         fields.setdefault("token_usage", agent + judge)
         return cls(
@@ -256,32 +289,47 @@ class EvalSummary(BaseModel):
         passed = sum(1 for r in results if r.passed)
         errors = sum(1 for r in results if r.is_error)
         total_duration = sum(r.duration_seconds for r in results)
-        stats: dict[str, CriterionStats] = {}
+        # Counted in plain lists, the models built once per criterion at the end: assigning to a model's field
+        # validates it, and a run has a result per criterion per case.
+        counts: dict[str, list[int]] = {}  # criterion -> [graded, passed, skipped, errors]
         scores: dict[str, list[float]] = {}
+        usages: dict[str, list[TokenUsage]] = {}
         warnings: dict[str, int] = {}
         for r in results:
             for c in r.criterion_results:
-                s = stats.setdefault(c.criterion, CriterionStats())
-                s.token_usage = s.token_usage + c.token_usage
+                name = c.criterion
+                count = counts.get(name)
+                if count is None:
+                    count = counts[name] = [0, 0, 0, 0]
+                    scores[name], usages[name] = [], []
+                usages[name].append(c.token_usage)
                 for w in c.warnings:
-                    warnings[f"{c.criterion}: {w}"] = warnings.get(f"{c.criterion}: {w}", 0) + 1
+                    warnings[f"{name}: {w}"] = warnings.get(f"{name}: {w}", 0) + 1
                 if c.skipped:
-                    s.skipped += 1
+                    count[2] += 1
                     continue
-                s.total += 1
-                s.passed += c.passed
-                s.errors += c.is_error
-                scores.setdefault(c.criterion, []).append(c.score)
-        for name, s in stats.items():
-            s.failed = s.total - s.passed
-            vals = scores.get(name, [])
-            s.avg_score = sum(vals) / len(vals) if vals else 0.0
-            s.pass_rate = s.passed / s.total if s.total else 0.0
+                count[0] += 1
+                count[1] += c.passed
+                count[3] += c.is_error
+                scores[name].append(c.score)
+        stats = {
+            name: CriterionStats(
+                total=graded,
+                passed=passes,
+                failed=graded - passes,
+                skipped=skipped,
+                errors=errored,
+                avg_score=sum(scores[name]) / len(scores[name]) if scores[name] else 0.0,
+                pass_rate=passes / graded if graded else 0.0,
+                token_usage=TokenUsage.total(usages[name]),
+            )
+            for name, (graded, passes, skipped, errored) in counts.items()
+        }
         per_case = {r.eval_id: r.token_usage for r in results}
-        total_usage = sum((r.token_usage for r in results), TokenUsage())
-        agent_usage = sum((r.agent_token_usage for r in results), TokenUsage())
+        total_usage = TokenUsage.total(r.token_usage for r in results)
+        agent_usage = TokenUsage.total(r.agent_token_usage for r in results)
         # Judge usage is everything that is not the agent's: criteria, plus any simulated user.
-        judge_usage = sum((r.token_usage.minus(r.agent_token_usage) for r in results), TokenUsage())
+        judge_usage = TokenUsage.total(_judge_usage(r) for r in results)
         return cls(
             total_cases=total,
             passed_cases=passed,
@@ -299,6 +347,18 @@ class EvalSummary(BaseModel):
             warnings=[f"{w} ({n} case{'s' if n != 1 else ''})" for w, n in warnings.items()],
             **_trial_summary(results),
         )
+
+
+def _judge_usage(result: EvalCaseResult) -> TokenUsage:
+    """What a case used besides its agent (floored at zero); without building a model when that is nothing, as
+    when no criterion used tokens."""
+    usage, agent = result.token_usage, result.agent_token_usage
+    if usage is agent or usage.counts() == agent.counts():
+        return _NO_USAGE
+    return usage.minus(agent)
+
+
+_NO_USAGE = TokenUsage()  # only ever added up, never stored
 
 
 def _trial_summary(results: list[EvalCaseResult]) -> dict[str, Any]:

@@ -26,6 +26,7 @@ __all__ = [
     "SPAN_SELECT_COLUMNS",
     "compress_json",
     "decompress_json",
+    "decompress_json_many",
     "dedupe_spans",
     "from_json",
     "log_from_row",
@@ -98,6 +99,21 @@ def decompress_json(blob: bytes) -> bytes:
     """The UTF-8 JSON text of a compressed JSON column value (pydantic and orjson parse bytes directly)."""
     (length,) = _LENGTH.unpack_from(blob)
     return _ZSTD.decompress(memoryview(blob)[_LENGTH.size :], decompressed_size=length, asbytes=True)
+
+
+def decompress_json_many(blobs: Sequence[bytes]) -> list[bytes]:
+    """``[decompress_json(b) for b in blobs]`` in one zstd call: concatenated zstd frames decompress to their texts
+    concatenated, and each call of the codec costs several times what decompressing a small trajectory does."""
+    if not blobs:
+        return []
+    lengths = [_LENGTH.unpack_from(blob)[0] for blob in blobs]
+    frames = b"".join(memoryview(blob)[_LENGTH.size :] for blob in blobs)
+    texts = _ZSTD.decompress(frames, decompressed_size=sum(lengths), asbytes=True)
+    parts, start = [], 0
+    for length in lengths:
+        parts.append(texts[start : start + length])
+        start += length
+    return parts
 
 
 def utc_now() -> datetime:
