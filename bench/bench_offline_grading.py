@@ -139,13 +139,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile", action="store_true", help="cProfile the first run of each path")
     parser.add_argument("--paths", default="reference_free,eval_set", help="which grading paths to time")
     parser.add_argument(
-        "--plain-collection", action="store_true", help="keep CPython's GC thresholds (no collection_pace)"
+        "--plain-collection", action="store_true", help="collect garbage as CPython does (no collection_pace)"
     )
     args = parser.parse_args(argv)
     if args.plain_collection:
         from tracegrade.evaluation import collection_pace
 
         collection_pace.FULL_COLLECTION_EVERY = 0
+        collection_pace.SET_ASIDE_LONG_LIVED = False
     path = args.store or DEFAULT_STORE.with_name(f"{DEFAULT_STORE.stem}_{args.traces}.duckdb")
     if _stored_traces(path) != args.traces:
         print(f"building {path} with {args.traces:,} traces (cached for later runs)…", file=sys.stderr)

@@ -1,5 +1,6 @@
-"""Offline grading collects the oldest garbage generation less often (``fewer_full_collections``): the reports are
-the ones grading with CPython's own thresholds gives, and the thresholds come back after (overlapping scopes too)."""
+"""Offline grading collects the oldest garbage generation less often and sets long-lived objects aside
+(``fewer_full_collections``): the reports are the ones grading with CPython's own collection gives, and the
+thresholds and the collector's frozen objects come back after (overlapping scopes too)."""
 
 from __future__ import annotations
 
@@ -41,10 +42,24 @@ def test_reports_are_those_of_the_default_thresholds(tmp_path, monkeypatch: pyte
         eval_set = cases_from_traces(store, TraceSelection(), name="fixtures")
         grader = TraceGrader(store, CONFIG)
         before = gc.get_threshold()
+        frozen: list[int] = []
+        monkeypatch.setattr("tracegrade.evaluation.offline.SET_ASIDE_EVERY", 2)
+        real_freeze = gc.freeze
+
+        def freeze() -> None:
+            real_freeze()
+            frozen.append(gc.get_freeze_count())
+
+        monkeypatch.setattr(gc, "freeze", freeze)
         paced = grader.grade_eval_set_sync(eval_set), grader.grade_traces_sync(TraceSelection())
-        assert gc.get_threshold() == before
-        monkeypatch.setattr(collection_pace, "FULL_COLLECTION_EVERY", 0)  # the plain path: thresholds untouched
+        assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+        assert len(frozen) > 2 and all(count > 0 for count in frozen)  # objects were set aside, then handed back
+        # the plain path: thresholds untouched, nothing set aside
+        monkeypatch.setattr(collection_pace, "FULL_COLLECTION_EVERY", 0)
+        monkeypatch.setattr(collection_pace, "SET_ASIDE_LONG_LIVED", False)
+        frozen.clear()
         plain = grader.grade_eval_set_sync(eval_set), grader.grade_traces_sync(TraceSelection())
+        assert not frozen
     assert [_scores(r) for r in paced] == [_scores(r) for r in plain]
     assert len(paced[0].results) == len(eval_set.eval_cases) >= len(FIXTURES)
 
@@ -64,3 +79,25 @@ def test_overlapping_scopes_restore_the_thresholds_once_the_last_ends() -> None:
     asyncio.run(both())
     assert seen == [(before[0], before[1], max(before[2], FULL_COLLECTION_EVERY))] * 2
     assert gc.get_threshold() == before
+
+
+def test_objects_someone_else_froze_stay_frozen_and_nothing_is_set_aside_outside_a_scope(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[str] = []
+    real_freeze, real_unfreeze = gc.freeze, gc.unfreeze
+    monkeypatch.setattr(gc, "freeze", lambda: calls.append("freeze") or real_freeze())
+    monkeypatch.setattr(gc, "unfreeze", lambda: calls.append("unfreeze") or real_unfreeze())
+    collection_pace.set_aside_long_lived()
+    assert calls == []
+    with fewer_full_collections():
+        collection_pace.set_aside_long_lived()
+    assert calls == ["freeze", "unfreeze"] and gc.get_freeze_count() == 0
+    calls.clear()
+    real_freeze()  # someone else's
+    try:
+        with fewer_full_collections():
+            collection_pace.set_aside_long_lived()
+        assert calls == [] and gc.get_freeze_count() > 0  # theirs stay frozen: not ours to hand back
+    finally:
+        real_unfreeze()

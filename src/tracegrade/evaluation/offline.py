@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from tracegrade.criteria.base import BaseCriterion, fields_read
 from tracegrade.errors import EvalSetError, NoCriteriaError
-from tracegrade.evaluation.collection_pace import fewer_full_collections
+from tracegrade.evaluation.collection_pace import fewer_full_collections, set_aside_long_lived
 from tracegrade.evaluation.engine import (
     EvaluatorFactory,
     Grader,
@@ -47,6 +47,7 @@ from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalRepor
 __all__ = ["REFERENCE_FREE_SET_ID", "TraceGrader", "TraceSelection", "run_sync"]
 
 REFERENCE_FREE_SET_ID = "production"
+SET_ASIDE_EVERY = 500  # graded cases between two set_aside_long_lived calls
 T = TypeVar("T")
 
 
@@ -95,12 +96,15 @@ class TraceGrader:
         trials = [_trials(m, self.config.num_runs) for m in matches]
         wanted = list(dict.fromkeys(t for groups in trials for ids in groups for t in ids))
         stored = {s.trace_id: s for s in iter_executions(self.store, wanted, fields=fields) if s.execution is not None}
+        set_aside_long_lived()  # the executions live until graded, and their steps in the results after that
         # The report carries each case's LLM-call details only when the criteria had them loaded; otherwise they
         # stay in the store, under the case's trace ids.
         detailed = reads_llm_content(fields)
         results: list[EvalCaseResult] = []
         for m, groups in zip(matches, trials):
             self.progress(len(results), len(matches))
+            if len(results) % SET_ASIDE_EVERY == 0:
+                set_aside_long_lived()  # the results so far live until the report is written
             meta: dict[str, Any] = {"match_strategy": m.strategy} if m.strategy else {}
             if not groups:
                 results.append(_failed(m, m.error or "", m.trace_ids, meta))
@@ -144,6 +148,8 @@ class TraceGrader:
         trace_ids = selected_trace_ids(self.store, selection)
         for trace_id, execution, usage in iter_executions(self.store, trace_ids, fields=self._fields_read(usable)):
             self.progress(len(results), len(trace_ids))
+            if len(results) % SET_ASIDE_EVERY == 0:
+                set_aside_long_lived()  # the results so far live until the report is written
             case = _reference_free_case(trace_id, execution)
             if execution is None:
                 results.append(
