@@ -33,6 +33,7 @@ from tracegrade.evaluation.engine import (
 from tracegrade.evaluation.matching import TraceMatch, match_cases
 from tracegrade.evaluation.selection import (
     QueryableStore,
+    StoredExecution,
     TraceSelection,
     iter_executions,
     reads_llm_content,
@@ -47,7 +48,7 @@ from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalRepor
 __all__ = ["REFERENCE_FREE_SET_ID", "TraceGrader", "TraceSelection", "run_sync"]
 
 REFERENCE_FREE_SET_ID = "production"
-SET_ASIDE_EVERY = 500  # graded cases between two set_aside_long_lived calls
+SET_ASIDE_EVERY = 500  # loaded traces, or graded cases, between two set_aside_long_lived calls
 T = TypeVar("T")
 
 
@@ -95,8 +96,12 @@ class TraceGrader:
         matches = match_cases(self.store, eval_set.eval_cases, run_id, eval_set.eval_set_id)
         trials = [_trials(m, self.config.num_runs) for m in matches]
         wanted = list(dict.fromkeys(t for groups in trials for ids in groups for t in ids))
-        stored = {s.trace_id: s for s in iter_executions(self.store, wanted, fields=fields) if s.execution is not None}
-        set_aside_long_lived()  # the executions live until graded, and their steps in the results after that
+        stored: dict[str, StoredExecution] = {}
+        for count, loaded in enumerate(iter_executions(self.store, wanted, fields=fields)):
+            if count % SET_ASIDE_EVERY == 0:
+                set_aside_long_lived()  # the executions live until graded, and their steps in the results after that
+            if loaded.execution is not None:
+                stored[loaded.trace_id] = loaded
         # The report carries each case's LLM-call details only when the criteria had them loaded; otherwise they
         # stay in the store, under the case's trace ids.
         detailed = reads_llm_content(fields)
