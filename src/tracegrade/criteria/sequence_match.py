@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tracegrade.models.config import MatchType
@@ -49,6 +49,8 @@ class SequenceMatch:
     pairs: list[tuple[int, int]]
     missing: list[int]  # expected indices left unmatched
     extra: list[int]  # actual indices left unmatched
+    # what the match learnt about which pairs satisfy (``why_unmatched`` asks the same questions again)
+    tester: _Pairs | None = field(default=None, repr=False, compare=False)
 
 
 def match_sequences(
@@ -63,6 +65,11 @@ def match_sequences(
     With ``keys``, ``same(a, e)`` is asked only about pairs with equal keys (an item can only satisfy an
     expectation that has its key), and ``same=None`` means equal keys match.
     """
+    if keys is not None and keys[0] == keys[1] and (same is None or all(map(same, actual, expected))):
+        # the usual graded run: the same keys throughout and every item satisfied at its own position, which
+        # one C-level pass decides; every match type pairs the sequences position by position then
+        everywhere = range(len(expected))
+        return SequenceMatch(score=1.0, pairs=list(zip(everywhere, everywhere)), missing=[], extra=[])
     pairs_of = _Pairs(expected, actual, same, keys)
     aligned = pairs_of.aligned_prefix()
     if aligned == len(expected) == len(actual):  # every match type pairs each item with its namesake position
@@ -89,7 +96,7 @@ def match_sequences(
     else:
         matched_actual = {a for _, a in pairs}
         extra = [j for j in range(len(actual)) if j not in matched_actual]
-    return SequenceMatch(score=score, pairs=pairs, missing=missing, extra=extra)
+    return SequenceMatch(score=score, pairs=pairs, missing=missing, extra=extra, tester=pairs_of)
 
 
 def pair_details(match: SequenceMatch, expected_names: Sequence[str]) -> list[dict[str, Any]]:
@@ -110,7 +117,10 @@ def why_unmatched(
     ``"out of order"`` when a satisfying actual item is left over (it sits at the wrong position);
     ``"fewer times than expected"`` when every satisfying actual item was used by another expectation.
     """
-    satisfying = _Pairs(expected, actual, same, keys).satisfying(expected_index)
+    tester = match.tester
+    if tester is None or not tester.answers_for(expected, actual, same, keys):
+        tester = _Pairs(expected, actual, same, keys)
+    satisfying = tester.satisfying(expected_index)
     if not satisfying:
         return None
     leftover = set(match.extra)
@@ -134,6 +144,14 @@ class _Pairs:
         self.keys = keys
         self.by_key: dict[Hashable, list[int]] | None = None  # actual indices by key, built when first needed
         self.found: dict[int, list[int]] = {}  # expected index -> the actual indices that satisfy it
+
+    def answers_for(self, expected: Sequence[Any], actual: Sequence[Any], same: Same | None, keys: Keys | None) -> bool:
+        """Was this built for exactly these sequences, predicate and keys (the same objects)?"""
+        own_keys = self.keys
+        same_keys = own_keys is keys or (
+            own_keys is not None and keys is not None and own_keys[0] is keys[0] and own_keys[1] is keys[1]
+        )
+        return self.expected is expected and self.actual is actual and self.predicate is same and same_keys
 
     def same(self, i: int, j: int) -> bool:
         keys = self.keys
@@ -186,28 +204,25 @@ class _Pairs:
 
     def first_from(self, i: int, start: int) -> int:
         """The first actual index ``>= start`` that satisfies expected ``i``, or -1."""
-        positions = self.positions(i)
-        item, actual, predicate = self.expected[i], self.actual, self.predicate
-        for n in range(bisect_left(positions, start), len(positions)):
-            j = positions[n]
-            if predicate is None or predicate(actual[j], item):
-                return j
-        return -1
+        satisfying = self.satisfying(i)  # every pair asked about once, also when the table runs after this
+        n = bisect_left(satisfying, start)
+        return satisfying[n] if n < len(satisfying) else -1
 
 
 def _in_order_pairs(pairs_of: _Pairs, aligned: int) -> list[tuple[int, int]]:
     """Pairs of a longest common subsequence, each expected item taking the earliest usable actual item."""
-    # Fast path: a greedy leftmost embedding that places every expected item is already optimal (and it
-    # places the aligned prefix position by position).
+    # Fast path: a greedy leftmost embedding (an expected item with no usable actual item left is skipped)
+    # that pairs min(len(expected), len(actual)) items cannot be beaten, and it picks the same pairs as the
+    # table below (each expected item its earliest usable actual item; tests compare the two). It places
+    # the aligned prefix position by position; a run that skipped or lost one item is still one pass.
     pairs = [(i, i) for i in range(aligned)]
     j = aligned
     for i in range(aligned, len(pairs_of.expected)):
         found = pairs_of.first_from(i, j)
-        if found < 0:
-            break
-        pairs.append((i, found))
-        j = found + 1
-    if len(pairs) == len(pairs_of.expected):
+        if found >= 0:
+            pairs.append((i, found))
+            j = found + 1
+    if len(pairs) == min(len(pairs_of.expected), len(pairs_of.actual)):
         return pairs
     return _lcs_pairs(pairs_of, aligned)
 

@@ -10,7 +10,8 @@ which actual item), ``missing`` (expected items not matched, with the reason) an
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from tracegrade.criteria.base import SyncCriterion
 from tracegrade.criteria.registry import register_criterion
@@ -24,6 +25,9 @@ from tracegrade.models.json_values import arguments_satisfy
 from tracegrade.models.results import CriterionResult
 
 __all__ = ["ARGS_NOT_COMPARED", "NodeOrderMatchCriterion", "ToolNameMatchCriterion", "TrajectoryMatchCriterion"]
+
+# What the matcher compares: the expected and actual items and the predicate (None: equal names suffice)
+_Compared = tuple[Sequence[Any], Sequence[Any], Callable[[Any, Any], bool] | None]
 
 #: appended to the reason when expected calls list arguments that ``check_args=False`` leaves uncompared
 ARGS_NOT_COMPARED = "Arguments were not compared (check_args is off); set check_args=true to compare them."
@@ -72,13 +76,12 @@ class TrajectoryMatchCriterion(SyncCriterion):
                 )
         names = (wanted.names, called.names)  # a call only satisfies an expected call of the same name
         match_type = self.config.match_type
-        same = self._predicate(check_args, rules)
+        compared: _Compared
         if rules:
-            match = match_sequences(expected_calls, actual_calls, match_type, same, names)
+            compared = (expected_calls, actual_calls, self._predicate(check_args, rules))
         else:  # the same test on the arguments alone, read once per call
-            match = match_sequences(
-                wanted.arguments, called.arguments, match_type, arguments_satisfy if check_args else None, names
-            )
+            compared = (wanted.arguments, called.arguments, arguments_satisfy if check_args else None)
+        match = match_sequences(compared[0], compared[1], match_type, compared[2], names)
         reason = _reason(match.score, "tools", wanted.names, called.names)
         if not check_args and any(c.args for c in expected_calls):
             # check_args=False is the seed's default; say so, or an expected city=Bergen "passes" against Oslo
@@ -92,7 +95,7 @@ class TrajectoryMatchCriterion(SyncCriterion):
                 {
                     **wanted.details[i],
                     "expected_index": i,
-                    "reason": self._missing_reason(i, expected_calls, actual_calls, match, same, names),
+                    "reason": self._missing_reason(i, expected_calls, actual_calls, match, compared, names),
                 }
                 for i in match.missing
             ],
@@ -103,11 +106,9 @@ class TrajectoryMatchCriterion(SyncCriterion):
         return self._result(match.score, details)
 
     @staticmethod
-    def _predicate(check_args: bool, rules: dict[str, ToolArgsRule]) -> Callable[[ToolCall, ToolCall], bool] | None:
-        """Does a recorded call satisfy an expected call of its name? None: any call of the name does."""
-        if rules:
-            return lambda call, wanted: call_satisfies(call, wanted, check_args, rules.get(wanted.name))
-        return ToolCall.matches if check_args else None
+    def _predicate(check_args: bool, rules: dict[str, ToolArgsRule]) -> Callable[[ToolCall, ToolCall], bool]:
+        """Does a recorded call satisfy an expected call of its name, under the per-tool rules?"""
+        return lambda call, wanted: call_satisfies(call, wanted, check_args, rules.get(wanted.name))
 
     def _uncaptured_tools(self, expected_calls: list[ToolCall], actual_calls: list[ToolCall]) -> list[str]:
         """Tools whose arguments must be compared but whose recorded calls carry no captured arguments."""
@@ -120,11 +121,11 @@ class TrajectoryMatchCriterion(SyncCriterion):
         expected_calls: list[ToolCall],
         actual_calls: list[ToolCall],
         match: SequenceMatch,
-        same: Callable[[ToolCall, ToolCall], bool] | None,
+        compared: _Compared,
         names: tuple[list[str], list[str]],
     ) -> str:
         wanted = expected_calls[index]
-        positional = why_unmatched(index, expected_calls, actual_calls, match, same, names)
+        positional = why_unmatched(index, compared[0], compared[1], match, compared[2], names)
         if positional == "fewer times than expected":
             return "called fewer times than expected"
         if positional:
