@@ -7,8 +7,10 @@ import pytest
 from tests.support.grading_traces import AgentRun, fill_store
 from tracegrade.evaluation.matching import match_case, match_cases
 from tracegrade.evaluation.offline import TraceGrader
+from tracegrade.evaluation.selection import iter_executions
 from tracegrade.models import EvalCase, EvalSet, Invocation, ToolCall
 from tracegrade.models.config import CriteriaConfig, CriterionConfig, EvalConfig
+from tracegrade.store import rows
 
 CONFIG = EvalConfig(
     criteria=CriteriaConfig(
@@ -224,3 +226,28 @@ def test_a_simulated_case_takes_every_turn_of_its_conversation(store) -> None:
     assert match_case(store, scripted).error is not None  # one scripted turn cannot stand for two traces
     result = grade(store, simulated).results[0]
     assert result.passed and [t.args for t in result.actual_tool_calls] == [{"q": "a"}, {"q": "b"}]
+
+
+def test_long_id_lists_bound_as_one_parameter_match_and_load_as_literal_lists_do(
+    store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Matching and loading name many ids as one JSON parameter (``sql_string_in``); short lists stay literal."""
+    cases = [
+        case("refund", ("x", [])),
+        case("chat", ("first question", []), ("second question", [])),
+        case("sel", ("s", []), selector={"trace_id": tid(10)}),
+        case("gone", ("g", []), selector={"trace_id": "f" * 32}),
+        case("parcel-q", ("where is my parcel", [])),
+    ]
+    ids = [tid(n) for n in (1, 2, 3, 4, 5, 10, 11, 12, 13, 14)] + ["0" * 32]
+
+    def matched_and_loaded() -> tuple[list[tuple[object, ...]], list[tuple[str, object]]]:
+        matches = match_cases(store, cases, eval_set_id="support")
+        loaded = iter_executions(store, ids, fields={"tool_calls"})
+        return [(m.trace_ids, m.strategy, m.error) for m in matches], [(s.trace_id, s.execution) for s in loaded]
+
+    literal = matched_and_loaded()
+    monkeypatch.setattr(rows, "LONG_STRING_LIST", 0)
+    assert rows.sql_string_in(["a"])[1] == ['["a"]']  # the parameter form is what runs now
+    assert matched_and_loaded() == literal
+    assert sum(execution is not None for _, execution in literal[1]) == 10  # every stored trace, not the made-up one

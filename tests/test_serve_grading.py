@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -15,8 +16,10 @@ from tests.support.grading_cli import read_report, run_cli, write_config
 from tests.support.server_process import ServerProcess
 from tests.support.waiting import wait_for_value
 from tracegrade.evaluation.run_records import list_runs, load_run
+from tracegrade.evaluation.selection import iter_executions
 from tracegrade.models.config import CriteriaConfig, CriterionConfig, EvalConfig
 from tracegrade.store import RemoteStore
+from tracegrade.store import rows as store_rows
 
 RULES = """
 rules:
@@ -53,7 +56,9 @@ def _send_turns(http_url: str, turns: list[tuple[str, str]]) -> None:
     provider.shutdown()
 
 
-def test_in_process_worker_grades_arriving_traces_and_grade_records_through_the_server(tmp_path: Path) -> None:
+def test_in_process_worker_grades_arriving_traces_and_grade_records_through_the_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     rules = tmp_path / "rules.yaml"
     rules.write_text(RULES, encoding="utf-8")
     store = tmp_path / "store.duckdb"
@@ -70,6 +75,13 @@ def test_in_process_worker_grades_arriving_traces_and_grade_records_through_the_
             "SELECT t.user_query, r.score FROM eval_results r JOIN traces t USING (trace_id) ORDER BY t.user_query"
         ).rows
         assert rows == [("Is a refund possible?", 0.0), ("Where is my refund?", 1.0)]
+        # stored executions read through the server with their ids as one JSON parameter (a long list's form)
+        ids = [r[0] for r in remote.query("SELECT trace_id FROM traces ORDER BY trace_id").rows]
+        literal = [(s.trace_id, s.execution) for s in iter_executions(remote, ids)]
+        monkeypatch.setattr(store_rows, "LONG_STRING_LIST", 0)
+        assert [(s.trace_id, s.execution) for s in iter_executions(remote, ids)] == literal
+        assert len(literal) == 3 and all(execution is not None for _, execution in literal)
+        monkeypatch.undo()
 
         config = write_config(
             tmp_path / "config.json",

@@ -26,7 +26,7 @@ from typing import Any
 from tracegrade.errors import StoreError
 from tracegrade.evaluation.selection import QueryableStore
 from tracegrade.models.dataset import EvalCase
-from tracegrade.store.rows import sql_string_list
+from tracegrade.store.rows import sql_string_in
 
 __all__ = ["QueryableStore", "TraceMatch", "match_case", "match_cases"]
 
@@ -96,11 +96,9 @@ def _stamped_traces(store: QueryableStore, case_ids: list[str], run_id: str | No
     """``case_id -> [(trace_id, run_id, turn_index, eval_set_id), …]`` oldest first, in one query."""
     if not case_ids:
         return {}
-    sql = (
-        "SELECT trace_id, run_id, turn_index, eval_set_id, case_id FROM traces "
-        f"WHERE case_id IN {sql_string_list(dict.fromkeys(case_ids))}"
-    )
-    params: list[Any] = []
+    in_ids, id_params = sql_string_in(dict.fromkeys(case_ids))
+    sql = f"SELECT trace_id, run_id, turn_index, eval_set_id, case_id FROM traces WHERE case_id IN {in_ids}"
+    params: list[Any] = [*id_params]
     if run_id:
         sql += " AND run_id = ?"
         params.append(run_id)
@@ -146,8 +144,8 @@ def _selector_trace_ids(case: EvalCase) -> list[str]:
 def _existing_trace_ids(store: QueryableStore, trace_ids: list[str]) -> set[str]:
     if not trace_ids:
         return set()
-    sql = f"SELECT trace_id FROM traces WHERE trace_id IN {sql_string_list(dict.fromkeys(trace_ids))}"
-    return {r[0] for r in _rows(store, sql, [])}
+    in_ids, params = sql_string_in(dict.fromkeys(trace_ids))
+    return {r[0] for r in _rows(store, f"SELECT trace_id FROM traces WHERE trace_id IN {in_ids}", params)}
 
 
 def _by_selector(store: QueryableStore, case: EvalCase, turns: int | None, known_ids: set[str]) -> TraceMatch | None:

@@ -17,7 +17,7 @@ from tracegrade.errors import InvalidValueError
 from tracegrade.evaluation.timewindow import parse_since
 from tracegrade.models.execution import LLM_CONTENT_FIELDS, ExecutionResult, LeanExecution
 from tracegrade.models.results import TokenUsage
-from tracegrade.store.rows import decompress_json, decompress_json_many, sql_string_list
+from tracegrade.store.rows import decompress_json, decompress_json_many, sql_string_in, sql_string_list
 
 __all__ = [
     "QueryableStore",
@@ -131,8 +131,7 @@ def iter_executions(
     """Each id's stored execution, in order; one query per ``chunk`` ids.
 
     Streaming keeps memory flat when grading a large selection: only one chunk of executions is alive
-    at a time. Ids go into the SQL as a literal list: binding a Python list parameter costs far more per
-    element in DuckDB's Python client, and a literal IN list can use the ``traces`` primary key.
+    at a time (ids in the SQL as :func:`~tracegrade.store.rows.sql_string_in` writes them).
     ``fields`` names the ``ExecutionResult`` fields the caller reads (None: any). Unless one of them is LLM
     content, each trace's lean execution (``traces.lean_execution``, a small part of the whole) is read instead of
     the whole, and the LLM content fields are left empty; a trace stored before that column existed is
@@ -142,7 +141,8 @@ def iter_executions(
     columns = "lean_execution, CASE WHEN lean_execution IS NULL THEN execution END" if lean else "NULL, execution"
     for start in range(0, len(trace_ids), chunk):
         part = list(trace_ids[start : start + chunk])
-        rows = store.query(f"SELECT trace_id, {columns} FROM traces WHERE trace_id IN {sql_string_list(part)}").rows
+        in_ids, params = sql_string_in(part)
+        rows = store.query(f"SELECT trace_id, {columns} FROM traces WHERE trace_id IN {in_ids}", params).rows
         found = {row[0]: row for row in rows}
         lean_texts = iter(decompress_json_many([row[1] for row in rows if row[1]]))
         lean_text = {row[0]: next(lean_texts) for row in rows if row[1]}

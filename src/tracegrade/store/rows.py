@@ -34,6 +34,7 @@ __all__ = [
     "ns_to_datetime",
     "span_from_row",
     "spans_to_arrow",
+    "sql_string_in",
     "sql_string_list",
     "to_json",
     "utc_now",
@@ -142,6 +143,22 @@ def sql_string_list(values: Iterable[str]) -> str:
     """A SQL literal list ``('a','b')`` (``(NULL)`` when empty, which matches nothing)."""
     quoted = [sql_string(v) for v in values]
     return "(" + ",".join(quoted) + ")" if quoted else "(NULL)"
+
+
+LONG_STRING_LIST = 100  # values from which sql_string_in passes a list as one parameter
+
+
+def sql_string_in(values: Iterable[str]) -> tuple[str, list[str]]:
+    """The right side of ``x IN …`` for ``values``, and the parameters it binds.
+
+    Up to ``LONG_STRING_LIST`` values, the literal list (DuckDB can look a few values up in an index). A longer list
+    is one JSON parameter that DuckDB unnests: DuckDB joins a long list with the table either way, and parsing,
+    binding and the read-only check of a literal list cost several microseconds a value.
+    """
+    listed = list(values)
+    if len(listed) <= LONG_STRING_LIST:
+        return sql_string_list(listed), []
+    return "(SELECT unnest(from_json(?, '[\"VARCHAR\"]')))", [orjson.dumps(listed).decode()]
 
 
 def dedupe_spans(spans: Sequence[SpanRecord]) -> list[SpanRecord]:
