@@ -228,35 +228,49 @@ def _in_order_pairs(pairs_of: _Pairs, aligned: int) -> list[tuple[int, int]]:
 
 
 def _lcs_pairs(pairs_of: _Pairs, start: int) -> list[tuple[int, int]]:
+    """The pairs of a longest common subsequence of what follows the aligned prefix ``start``.
+
+    The prefix matched position by position is part of the pairs the full table would choose (an item
+    satisfied at the front can always take the front), so only what follows it is matched here. The table
+    ``length(i, j)`` (the LCS length of expected[i:] and actual[j:]) is kept one bit-vector row per expected
+    item (the bit-parallel LCS recurrence of Allison and Dix, as Hyyrö writes it, over the reversed
+    sequences), and walked from the front: an expected item takes an actual item when that keeps the length,
+    else an actual item is skipped when that keeps it, else the expected item is. Tests compare the pairs
+    with those of a plain full table.
+    """
     n, m = len(pairs_of.expected), len(pairs_of.actual)
-    # The prefix matched position by position is part of the pairs the full table would choose (an item
-    # satisfied at the front can always take the front), so the table covers only what follows it.
-    pairs = [(k, k) for k in range(start)]
-    rows, cols = n - start, m - start
-    equal: list[list[bool]] = []
+    cols = m - start
+    everything = (1 << cols) - 1
+    # masks[i]: the actual items expected ``start + i`` is satisfied by, actual ``start + c`` at bit cols-1-c
+    masks = []
     for i in range(start, n):
-        row = [False] * cols
+        mask = 0
         for j in pairs_of.satisfying(i):
             if j >= start:
-                row[j - start] = True
-        equal.append(row)
-    # suffix[i][j] = LCS length of expected[start + i:] and actual[start + j:]
-    suffix = [[0] * (cols + 1) for _ in range(rows + 1)]
+                mask |= 1 << (m - 1 - j)
+        masks.append(mask)
+    rows = n - start
+    vectors = [everything] * (rows + 1)  # vectors[i] after the expected items from start + i on
+    vector = everything
     for i in range(rows - 1, -1, -1):
-        here, below, eq_row = suffix[i], suffix[i + 1], equal[i]
-        for j in range(cols - 1, -1, -1):
-            if eq_row[j]:
-                here[j] = below[j + 1] + 1
-            else:
-                here[j] = below[j] if below[j] >= here[j + 1] else here[j + 1]
-    i = j = 0
-    while i < rows and j < cols:
-        if equal[i][j] and suffix[i][j] == suffix[i + 1][j + 1] + 1:
-            pairs.append((start + i, start + j))
+        matched = vector & masks[i]
+        vector = ((vector + matched) | (vector - matched)) & everything
+        vectors[i] = vector
+
+    def length(i: int, c: int) -> int:  # LCS length of expected[start + i:] and actual[start + c:]
+        tail = cols - c
+        return tail - (vectors[i] & ((1 << tail) - 1)).bit_count()
+
+    pairs = [(k, k) for k in range(start)]
+    i = c = 0
+    while i < rows and c < cols:
+        here = length(i, c)
+        if masks[i] >> (cols - 1 - c) & 1 and here == length(i + 1, c + 1) + 1:
+            pairs.append((start + i, start + c))
             i += 1
-            j += 1
-        elif suffix[i][j + 1] == suffix[i][j]:
-            j += 1
+            c += 1
+        elif length(i, c + 1) == here:
+            c += 1
         else:
             i += 1
     return pairs
