@@ -65,13 +65,26 @@ class TokenUsage(BaseModel):
 
     @classmethod
     def total(cls, usages: Iterable[TokenUsage]) -> TokenUsage:
-        """A new ``TokenUsage``, the sum of ``usages`` (what ``sum(usages, TokenUsage())`` gives). Usages that are
-        all zeros, as most are (deterministic criteria use no tokens), are passed over: adding one builds a model."""
-        total = cls()
+        """A new ``TokenUsage``, the sum of ``usages`` (what ``sum(usages, TokenUsage())`` gives, added in the same
+        order), built once: adding two builds a model, and most usages are all zeros (deterministic criteria)."""
+        inputs = outputs = cache_reads = cache_creations = calls = 0
+        cost = 0.0
         for usage in usages:
             if usage.has_any():
-                total = total + usage
-        return total
+                inputs += usage.input_tokens
+                outputs += usage.output_tokens
+                cache_reads += usage.cache_read_tokens
+                cache_creations += usage.cache_creation_tokens
+                cost += usage.cost_usd
+                calls += usage.calls
+        return cls(
+            input_tokens=inputs,
+            output_tokens=outputs,
+            cache_read_tokens=cache_reads,
+            cache_creation_tokens=cache_creations,
+            cost_usd=cost,
+            calls=calls,
+        )
 
     def counts(self) -> tuple[int, int, int, int, float, int]:
         """Every field, in declaration order (two usages with equal counts are equal)."""
