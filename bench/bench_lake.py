@@ -13,7 +13,13 @@ generator), and the configurations run interleaved (file, lake, lake x2, file, â
   the receivers in turn) and the reader polls for it; p50/p95 of the time from its acknowledgement until
   a query sees it (the receiver's gathering of a commit included), mostly queueing at this load;
 - lake data files before and after one ``maintain`` pass (``--keep 0s``);
-- lost spans and spans visible twice (both must be 0).
+- lost spans and spans visible twice (both must be 0);
+- where the machine's CPU went from the first send until every span was stored: the cores busy (from
+  /proc/stat, every process on the machine) and the CPU-seconds of the receivers (with their children),
+  the load generators, PostgreSQL's processes (the whole cluster's) and this process (the reader and
+  the samplers; ``cpu_reader_statements`` in the JSON is its queries alone); with ``--thread-cpu``, the
+  receivers' CPU by thread (the writer, the rebuilder, the decoders: bench/thread_names names their
+  threads for the OS).
 
 Then, as issue 22 defines visibility (commit-to-query at a rate the receivers carry), each configuration
 runs again for ``--sustained-seconds`` at ``--sustained-fraction`` (default 0.6) of the spans/s it stored
@@ -39,6 +45,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -49,7 +56,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH.parent))  # tests.support, when run as a script from anywhere
 sys.path.insert(0, str(BENCH))
 
-from bench_ingest import PeakRss, query_number  # noqa: E402
+from bench_ingest import PeakRss  # noqa: E402
 from tests.support.lake_serve import LakeServerProcess  # noqa: E402
 from tests.support.pg_cluster import PgServer, PrivateCluster  # noqa: E402
 from tests.support.server_otlp import post  # noqa: E402
@@ -67,25 +74,123 @@ TARGETS = "lake CPU/span <= 1.15x file; two lake receivers >= 1.25x one; visibil
 
 
 class Reader:
-    """Counts spans and finds markers: a read-only LakeStore, or the file receiver's query endpoint."""
+    """Counts spans and finds markers: a read-only LakeStore, or the file receiver's query endpoint.
+
+    Each poll is one statement (on a lake every statement pays its catalog round trips, and the reader
+    shares the machine with the receivers): the count of every stored copy (``raw.spans`` on a lake, which
+    only grows) and the markers the query view shows. The deduplicating view's count, a sort of every
+    stored key, runs only once that raw count says every span may be there.
+    """
 
     def __init__(self, location: str | None, http_url: str | None) -> None:
         self.lake = None
         self.http_url = http_url
+        self.copies = "spans"
+        self.cpu_seconds = 0.0  # of the statements (their thread's CPU time)
         if location is not None:
             from tracegrade.store.lake import LakeStore
+            from tracegrade.store.lake_schema import RAW_SCHEMA
 
-            self.lake = LakeStore(location, read_only=True)
+            self.lake = LakeStore(location, read_only=True, threads=1)  # queries on the calling thread: timed
+            self.copies = f"{RAW_SCHEMA}.spans"
+
+    def row(self, sql: str) -> list[Any]:
+        started = time.thread_time()
+        try:
+            if self.lake is not None:
+                return list(self.lake.query(sql).rows[0])
+            from tests.support.server_requests import query
+
+            return list(query(self.http_url or "", sql)[0])
+        finally:
+            self.cpu_seconds += time.thread_time() - started
 
     def number(self, sql: str) -> int:
-        if self.lake is not None:
-            return int(self.lake.query(sql).rows[0][0])
-        assert self.http_url is not None
-        return query_number(self.http_url, sql)
+        return int(self.row(sql)[0])
+
+    def poll(self, markers: list[str]) -> tuple[int, list[str]]:
+        """How many span copies are stored (markers included), and which of ``markers`` a query sees."""
+        found = "NULL"
+        if markers:
+            listed = ", ".join(f"'{trace_id}'" for trace_id in markers)
+            found = f"(SELECT list(DISTINCT trace_id) FROM spans WHERE trace_id IN ({listed}))"
+        copies, seen = self.row(f"SELECT (SELECT count(*) FROM {self.copies}), {found}")
+        return int(copies), list(seen or [])
 
     def close(self) -> None:
         if self.lake is not None:
             self.lake.close()
+
+
+class CpuWatch(threading.Thread):
+    """Samples the machine's CPU (/proc/stat) and the CPU time of the benchmark's processes every 0.2 s;
+    ``stop`` gives the figures between the first sample and the last."""
+
+    def __init__(self, groups: dict[str, list[int]]) -> None:
+        super().__init__(daemon=True)
+        self.processes = {role: [psutil.Process(pid) for pid in pids] for role, pids in groups.items()}
+        self.last: dict[tuple[str, int], float] = {}  # CPU seconds at the last sample (a process that ended keeps it)
+        self.first: dict[tuple[str, int], float] = {}
+        self.stopped = threading.Event()
+        self.machine_start = _machine_times()
+        self.machine_end = self.machine_start
+        self.started = time.monotonic()
+        self.ended = self.started
+
+    def _sample(self) -> None:
+        groups = dict(self.processes)
+        groups["postgres"] = [p for p in psutil.process_iter(["name"]) if (p.info["name"] or "").startswith("postg")]
+        for role, processes in groups.items():
+            for process in processes:
+                try:
+                    times = process.cpu_times()
+                    seconds = times.user + times.system
+                    if role in ("receivers", "loadgens"):  # the reader's children are the other roles
+                        seconds += sum(c.cpu_times().user + c.cpu_times().system for c in process.children(True))
+                except psutil.Error:
+                    continue
+                self.first.setdefault((role, process.pid), seconds)
+                self.last[(role, process.pid)] = seconds
+                if role == "receivers":
+                    self._sample_threads(process.pid)
+        self.machine_end, self.ended = _machine_times(), time.monotonic()
+
+    def _sample_threads(self, pid: int) -> None:
+        """CPU seconds of each thread of a receiver, summed by thread name (as the OS knows it)."""
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                name = (task / "comm").read_text().strip()
+                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            seconds = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            self.first.setdefault((f"thread {name}", int(task.name)), seconds)
+            self.last[(f"thread {name}", int(task.name))] = seconds
+
+    def run(self) -> None:
+        self._sample()
+        while not self.stopped.wait(0.2):
+            self._sample()
+
+    def stop(self) -> dict[str, float]:
+        """Stop sampling; cores busy on average, and CPU-seconds per role, over the sampled span."""
+        self.stopped.set()
+        self.join()
+        busy = sum(self.machine_end[:2]) - sum(self.machine_start[:2])
+        total = sum(self.machine_end) - sum(self.machine_start)
+        figures = {"cores": float(psutil.cpu_count() or 1), "seconds": self.ended - self.started}
+        figures["cores_busy"] = figures["cores"] * busy / total if total else 0.0
+        for (role, pid), seconds in self.last.items():
+            figures[f"cpu_{role}"] = figures.get(f"cpu_{role}", 0.0) + seconds - self.first[(role, pid)]
+        return figures
+
+
+def _machine_times() -> tuple[int, int, int]:
+    """Jiffies of the whole machine: busy outside the kernel (user + nice + irq + softirq + steal: steal is
+    CPU the hypervisor gave elsewhere, as unavailable as busy), in the kernel (system), idle (idle + iowait)."""
+    fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    user, nice, system, idle, iowait, irq, softirq, steal = fields
+    return user + nice + irq + softirq + steal, system, idle + iowait
 
 
 class Markers(threading.Thread):
@@ -111,26 +216,16 @@ class Markers(threading.Thread):
                     self.acked[trace_id] = time.monotonic()
             sent += 1
 
-    def poll(self) -> None:
-        """Look for the acknowledged markers not seen yet (on the reader's thread)."""
+    def poll(self) -> int:
+        """Look for the acknowledged markers not seen yet (on the reader's thread); how many span copies
+        are stored."""
         with self._lock:
             waiting = [trace_id for trace_id in self.acked if trace_id not in self.seen]
-        if not waiting:
-            return
-        listed = ", ".join(f"'{trace_id}'" for trace_id in waiting)
-        sql = f"SELECT count(DISTINCT trace_id) FROM spans WHERE trace_id IN ({listed})"
-        if self.reader.number(sql) == 0:
-            return
+        copies, found = self.reader.poll(waiting)
         now = time.monotonic()
-        found_sql = f"SELECT list(DISTINCT trace_id) FROM spans WHERE trace_id IN ({listed})"
-        if self.reader.lake is not None:
-            found = self.reader.lake.query(found_sql).rows[0][0] or []
-        else:
-            from tests.support.server_requests import query
-
-            found = query(self.reader.http_url or "", found_sql)[0][0] or []
         for trace_id in found:
             self.seen.setdefault(trace_id, now)
+        return copies
 
     def delays(self) -> list[float]:
         return sorted(self.seen[t] - self.acked[t] for t in self.seen)
@@ -150,7 +245,12 @@ def _paced(endpoint: str, rate: float, seconds: float, seed: int) -> subprocess.
 
 
 def one_run(
-    config: str, spans: int, seed: int, pg: PgServer | None, paced: tuple[float, float] | None = None
+    config: str,
+    spans: int,
+    seed: int,
+    pg: PgServer | None,
+    paced: tuple[float, float] | None = None,
+    thread_cpu: bool = False,
 ) -> dict[str, Any]:
     """One configuration under load: ``spans`` as fast as it takes them, or with ``paced`` (spans/s,
     seconds) at that rate; the figures of the module docstring."""
@@ -159,12 +259,15 @@ def one_run(
         work = Path(directory)
         location = None
         if config == "file":
-            receivers.append(ServerProcess(work / "bench.duckdb").start())
+            receivers.append(ServerProcess(work / "bench.duckdb", env=_thread_names(thread_cpu)).start())
         else:
             assert pg is not None
             location = f"ducklake:postgres:{pg.new_database()}"
             for n in range(2 if config == "lake2" else 1):
-                receivers.append(LakeServerProcess(location, work / "data", work / f"r{n}.journal").start())
+                journal = work / f"r{n}.journal"
+                receivers.append(
+                    LakeServerProcess(location, work / "data", journal, env=_thread_names(thread_cpu)).start()
+                )
         samplers = [PeakRss(receiver.pid) for receiver in receivers]
         for sampler in samplers:
             sampler.start()
@@ -178,9 +281,15 @@ def one_run(
             share = max(128, int(rate * paced[1]))
             spans = share * len(receivers)
             loads = [_paced(r.grpc_target, rate, paced[1], seed * 10 + n) for n, r in enumerate(receivers)]
+        watch = CpuWatch(
+            {"receivers": [r.pid for r in receivers], "loadgens": [load.pid for load in loads], "reader": [os.getpid()]}
+        )
+        watch.start()
         markers.start()
         try:
             stored, stored_at, summaries = _wait_until_stored(reader, markers, spans, loads)
+            machine = watch.stop() | {"cpu_reader_statements": reader.cpu_seconds}
+            writers = [_store_stats(receiver.http_url) for receiver in receivers]
             cpu = [sum(sampler.cpu_seconds.values()) for sampler in samplers]
             markers.stopped.set()
             markers.join()
@@ -224,7 +333,25 @@ def one_run(
         "retries": sum(summary["retries"] for summary in summaries),
         "spans_refused": sum(summary["spans_failed"] for summary in summaries),
         "exit_codes": exit_codes,
+        "machine": machine,
+        "writers": writers,
     }
+
+
+def _thread_names(wanted: bool) -> dict[str, str] | None:
+    """The receivers' environment for ``--thread-cpu``: bench/thread_names first on their PYTHONPATH."""
+    if not wanted:
+        return None
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(BENCH / "thread_names"), os.environ.get("PYTHONPATH")]))}
+
+
+def _store_stats(http_url: str) -> dict[str, float]:
+    """A receiver's store-writer figures from its /metrics (commits, traces built, ...), by name."""
+    with urllib.request.urlopen(f"{http_url}/metrics", timeout=60) as response:
+        lines = response.read().decode().splitlines()
+    prefix = "tracegrade_store_"
+    pairs = (line.split() for line in lines if line.startswith(prefix))
+    return {name.removeprefix(prefix): float(value) for name, value in pairs}
 
 
 def _wait_until_stored(
@@ -235,8 +362,10 @@ def _wait_until_stored(
     target, summaries = spans, []
     stored, changed_at = -1, time.monotonic()
     while True:
-        markers.poll()
-        count = reader.number(f"SELECT count(*) FROM spans WHERE NOT starts_with(trace_id, '{MARKER_PREFIX}')")
+        copies = markers.poll()
+        count = copies - len(markers.seen)  # an upper bound of the loadgens' spans a query sees
+        if count >= target:
+            count = reader.number(f"SELECT count(*) FROM spans WHERE NOT starts_with(trace_id, '{MARKER_PREFIX}')")
         now = time.monotonic()
         if not summaries and all(load.poll() is not None for load in loads):
             summaries = [json.loads(load.communicate()[0].strip().splitlines()[-1]) for load in loads]
@@ -291,9 +420,45 @@ def _table(runs: list[dict[str, Any]], configs: list[str]) -> None:
             _median_range([r["load_average"] for r in mine], ".1f"),
         ]
         print("| " + " | ".join(cells) + " |")
+    print()
+    print(
+        "| config | cores busy of the machine's (saturation) | receivers | load generators | PostgreSQL | reader "
+        "(CPU-s per 100k spans, all processes of each kind) |"
+    )
+    print("|---|---|---|---|---|---|")
+    for config in configs:
+        full = [r for r in runs if r["config"] == config and r["phase"] == "saturation" and "machine" in r]
+        if not full:
+            continue
+        cells = [config, _median_range([r["machine"]["cores_busy"] for r in full], ".2f")]
+        for role in ("receivers", "loadgens", "postgres", "reader"):
+            per_100k = [r["machine"].get(f"cpu_{role}", 0.0) / r["spans"] * 100_000 for r in full]
+            cells.append(_median_range(per_100k, ".1f"))
+        print("| " + " | ".join(cells) + " |")
+    threads = sorted({key for r in runs for key in r.get("machine", {}) if key.startswith("cpu_thread ")})
+    per_thread: dict[tuple[str, str], list[float]] = {}
+    for r in runs:
+        if r["phase"] != "saturation" or "machine" not in r:
+            continue
+        for name in {_thread_kind(key) for key in threads}:
+            seconds = sum(v for k, v in r["machine"].items() if k in threads and _thread_kind(k) == name)
+            per_thread.setdefault((r["config"], name), []).append(seconds / r["spans"] * 100_000)
+    names = sorted({name for (_, name), values in per_thread.items() if max(values) >= 0.05})  # the busy ones
+    if names:
+        print()
+        print("| config | " + " | ".join(names) + " (receivers' CPU-s per 100k spans by thread) |")
+        print("|---|" + "---|" * len(names))
+        for config in configs:
+            cells = [_median_range(per_thread.get((config, name), []), ".2f") for name in names]
+            print("| " + " | ".join([config, *cells]) + " |")
     behind = max((r["behind_seconds"] for r in runs if r["phase"] == "sustained"), default=0.0)
     if behind > 1.0:
         print(f"note: a paced sender fell up to {behind:.1f} s behind its schedule (the rate was above capacity)")
+
+
+def _thread_kind(key: str) -> str:
+    """A thread's name without its number (decode_0 and decode_1 are both decode)."""
+    return key.removeprefix("cpu_thread ").rstrip("0123456789").rstrip("_") or "?"
 
 
 def main() -> None:
@@ -304,7 +469,10 @@ def main() -> None:
     parser.add_argument("--sustained-fraction", type=float, default=0.6, help="of each saturation spans/s")
     parser.add_argument("--sustained-rate", type=float, help="spans/s of the sustained runs (all receivers)")
     parser.add_argument("--sustained-seconds", type=float, default=30.0)
-    parser.add_argument("--sustained-rounds", type=int, help="sustained runs per configuration (--rounds)")
+    parser.add_argument(
+        "--sustained-rounds", type=int, help="sustained runs per configuration (default --rounds; 0: none)"
+    )
+    parser.add_argument("--thread-cpu", action="store_true", help="report the receivers' CPU by thread")
     parser.add_argument("--json", type=Path, help="also write every run's figures to this file")
     args = parser.parse_args()
     if args.rounds == 0 and args.sustained_rate is None:
@@ -317,7 +485,7 @@ def main() -> None:
 
     def run(config: str, seed: int, paced: tuple[float, float] | None = None) -> None:
         load = os.getloadavg()[0]
-        result = one_run(config, args.spans, seed, pg, paced) | {"load_average": load}
+        result = one_run(config, args.spans, seed, pg, paced, args.thread_cpu) | {"load_average": load}
         runs.append(result)
         print(json.dumps(result), flush=True)
 
@@ -330,7 +498,8 @@ def main() -> None:
             or args.sustained_fraction * statistics.median(r["spans_per_second"] for r in runs if r["config"] == config)
             for config in args.configs
         }
-        for round_ in range(args.sustained_rounds or args.rounds or 1):
+        sustained_rounds = args.rounds or 1 if args.sustained_rounds is None else args.sustained_rounds
+        for round_ in range(sustained_rounds):
             for config in args.configs:
                 run(config, 100 + round_, (rates[config], args.sustained_seconds))
     finally:
