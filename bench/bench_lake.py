@@ -124,18 +124,17 @@ class Reader:
 
 class CpuWatch(threading.Thread):
     """Samples the machine's CPU (/proc/stat) and the CPU time of the benchmark's processes every 0.2 s;
-    ``stop`` gives the figures between the first sample and the last."""
+    ``stop`` gives the figures from the first sample after the load generators began sending (they build
+    their requests first) to the last."""
 
-    def __init__(self, groups: dict[str, list[int]]) -> None:
+    def __init__(self, groups: dict[str, list[int]], *, threads: bool) -> None:
         super().__init__(daemon=True)
+        self.threads = threads  # sample the receivers' threads too (named by bench/thread_names)
         self.processes = {role: [psutil.Process(pid) for pid in pids] for role, pids in groups.items()}
         self.last: dict[tuple[str, int], float] = {}  # CPU seconds at the last sample (a process that ended keeps it)
         self.first: dict[tuple[str, int], float] = {}
         self.stopped = threading.Event()
-        self.machine_start = _machine_times()
-        self.machine_end = self.machine_start
-        self.started = time.monotonic()
-        self.ended = self.started
+        self.samples: list[tuple[float, tuple[int, int, int], dict[tuple[str, int], float]]] = []
 
     def _sample(self) -> None:
         groups = dict(self.processes)
@@ -151,9 +150,9 @@ class CpuWatch(threading.Thread):
                     continue
                 self.first.setdefault((role, process.pid), seconds)
                 self.last[(role, process.pid)] = seconds
-                if role == "receivers":
+                if role == "receivers" and self.threads:
                     self._sample_threads(process.pid)
-        self.machine_end, self.ended = _machine_times(), time.monotonic()
+        self.samples.append((time.time(), _machine_times(), dict(self.last)))
 
     def _sample_threads(self, pid: int) -> None:
         """CPU seconds of each thread of a receiver, summed by thread name (as the OS knows it)."""
@@ -172,16 +171,20 @@ class CpuWatch(threading.Thread):
         while not self.stopped.wait(0.2):
             self._sample()
 
-    def stop(self) -> dict[str, float]:
-        """Stop sampling; cores busy on average, and CPU-seconds per role, over the sampled span."""
+    def stop(self, since: float) -> dict[str, float]:
+        """Stop sampling; cores busy on average, and CPU-seconds per role, from the first sample at or after
+        ``since`` (a ``time.time()``) to the last."""
         self.stopped.set()
         self.join()
-        busy = sum(self.machine_end[:2]) - sum(self.machine_start[:2])
-        total = sum(self.machine_end) - sum(self.machine_start)
-        figures = {"cores": float(psutil.cpu_count() or 1), "seconds": self.ended - self.started}
+        start = next((sample for sample in self.samples if sample[0] >= since), self.samples[0])
+        end = self.samples[-1]
+        busy = sum(end[1][:2]) - sum(start[1][:2])
+        total = sum(end[1]) - sum(start[1])
+        figures = {"cores": float(psutil.cpu_count() or 1), "seconds": end[0] - start[0]}
         figures["cores_busy"] = figures["cores"] * busy / total if total else 0.0
-        for (role, pid), seconds in self.last.items():
-            figures[f"cpu_{role}"] = figures.get(f"cpu_{role}", 0.0) + seconds - self.first[(role, pid)]
+        for (role, pid), seconds in end[2].items():
+            before = start[2].get((role, pid), self.first[(role, pid)])
+            figures[f"cpu_{role}"] = figures.get(f"cpu_{role}", 0.0) + seconds - before
         return figures
 
 
@@ -282,13 +285,19 @@ def one_run(
             spans = share * len(receivers)
             loads = [_paced(r.grpc_target, rate, paced[1], seed * 10 + n) for n, r in enumerate(receivers)]
         watch = CpuWatch(
-            {"receivers": [r.pid for r in receivers], "loadgens": [load.pid for load in loads], "reader": [os.getpid()]}
+            {
+                "receivers": [r.pid for r in receivers],
+                "loadgens": [load.pid for load in loads],
+                "reader": [os.getpid()],
+            },
+            threads=thread_cpu,
         )
         watch.start()
         markers.start()
         try:
             stored, stored_at, summaries = _wait_until_stored(reader, markers, spans, loads)
-            machine = watch.stop() | {"cpu_reader_statements": reader.cpu_seconds}
+            machine = watch.stop(min(summary["send_start_unix"] for summary in summaries))
+            machine["cpu_reader_statements"] = reader.cpu_seconds
             writers = [_store_stats(receiver.http_url) for receiver in receivers]
             cpu = [sum(sampler.cpu_seconds.values()) for sampler in samplers]
             markers.stopped.set()
@@ -422,8 +431,8 @@ def _table(runs: list[dict[str, Any]], configs: list[str]) -> None:
         print("| " + " | ".join(cells) + " |")
     print()
     print(
-        "| config | cores busy of the machine's (saturation) | receivers | load generators | PostgreSQL | reader "
-        "(CPU-s per 100k spans, all processes of each kind) |"
+        "| config | cores busy, whole machine (saturation) | receivers | load generators | PostgreSQL | bench process "
+        "(CPU-s per 100k spans from the first request sent until all are stored) |"
     )
     print("|---|---|---|---|---|---|")
     for config in configs:
