@@ -6,6 +6,9 @@ against counts made here from the same results.
 
 from __future__ import annotations
 
+import pytest
+from pydantic import ValidationError
+
 from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalSummary, TokenUsage
 
 USAGES = [
@@ -77,3 +80,15 @@ def test_summary_counts_and_totals_match_the_results() -> None:
         assert total.counts() == sum(parts, TokenUsage()).counts()
     assert summary.judge_token_usage.calls == 2
     assert (summary.passed_cases, summary.failed_cases, summary.error_cases) == (2, 2, 1)
+
+
+def test_results_without_usage_share_one_zero_usage_nobody_can_change() -> None:
+    plain = CriterionResult(criterion="a", score=1.0, passed=True)
+    made = CriterionResult.success("b", 0.5, 0.7)
+    assert plain.token_usage is made.token_usage  # one shared zero usage, not one built per result
+    assert made.token_usage.counts() == TokenUsage().counts()
+    with pytest.raises(ValidationError):
+        made.token_usage.input_tokens = 5  # type: ignore[misc]  # frozen: sharing it is safe
+    assert plain.token_usage.input_tokens == 0
+    added = made.token_usage + TokenUsage(input_tokens=3)
+    assert added.input_tokens == 3 and made.token_usage.input_tokens == 0

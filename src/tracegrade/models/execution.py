@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, Field, PrivateAttr
 
 from tracegrade.models.dataset import ToolCall, TrajectoryStep
-from tracegrade.models.results import TokenUsage
+from tracegrade.models.results import TokenUsage, no_tokens
 from tracegrade.models.span import SpanRecord
 
 __all__ = [
@@ -38,7 +38,7 @@ class NodeResponseData(BaseModel):
     tool_call_names: list[str] = Field(default_factory=list)
     is_final: bool = False
     timestamp: float = 0.0
-    token_usage: TokenUsage = Field(default_factory=TokenUsage)
+    token_usage: TokenUsage = Field(default_factory=no_tokens)
 
 
 class NodeVisit(BaseModel):
@@ -64,7 +64,7 @@ class LLMCall(BaseModel):
     output_messages: list[dict[str, Any]] = Field(default_factory=list)
     output_text: str | None = None
     tool_call_requests: list[ToolCall] = Field(default_factory=list)
-    token_usage: TokenUsage = Field(default_factory=TokenUsage)
+    token_usage: TokenUsage = Field(default_factory=no_tokens)
     content_captured: bool = True
     span_id: str | None = None
     start_ns: int = 0
@@ -91,7 +91,7 @@ class TurnRecord(BaseModel):
     node_visits: list[str] = Field(default_factory=list)
     trace_id: str | None = None
     duration_seconds: float = 0.0
-    token_usage: TokenUsage = Field(default_factory=TokenUsage)
+    token_usage: TokenUsage = Field(default_factory=no_tokens)
 
 
 class ExecutionResult(BaseModel):
@@ -221,7 +221,7 @@ class LeanExecution(BaseModel):
     its LLM calls add up to (``traces.lean_execution`` in the store)."""
 
     execution: ExecutionResult
-    token_usage: TokenUsage = Field(default_factory=TokenUsage)
+    token_usage: TokenUsage = Field(default_factory=no_tokens)
 
     @staticmethod
     def dump_json(execution: ExecutionResult) -> str:

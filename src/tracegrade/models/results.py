@@ -20,13 +20,18 @@ __all__ = [
     "NodeDetail",
     "TokenUsage",
     "TrialStats",
+    "no_tokens",
 ]
 
 
 class TokenUsage(BaseModel):
-    """Token counts (and judge cost in USD, when known). ``a + b`` adds every field; ``sum()`` works."""
+    """Token counts (and judge cost in USD, when known). ``a + b`` adds every field; ``sum()`` works.
 
-    model_config = ConfigDict(extra="ignore")
+    Immutable (``a + b`` makes a new one), so every result that used no tokens shares one zero usage
+    (``no_tokens``) instead of building its own: deterministic criteria build one result per case each.
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -120,6 +125,14 @@ class TokenUsage(BaseModel):
         return self.total_tokens == 0 and self.cache_read_tokens == 0 and self.cost_usd == 0 and self.calls == 0
 
 
+_NO_TOKENS = TokenUsage()
+
+
+def no_tokens() -> TokenUsage:
+    """The zero ``TokenUsage`` every result that used no tokens shares (it is immutable)."""
+    return _NO_TOKENS
+
+
 class TrialStats(BaseModel):
     """Repeated trials of one case (``EvalConfig.num_runs``, or several recorded traces of it): the mean score
     (of a case: its pass fraction) with a 95% Wilson interval, pass@k (any of the k trials passed), pass^k
@@ -148,7 +161,7 @@ class CriterionResult(BaseModel):
     threshold: float = 0.0
     details: dict[str, Any] = Field(default_factory=dict)
     error: str | None = None
-    token_usage: TokenUsage = Field(default_factory=TokenUsage)
+    token_usage: TokenUsage = Field(default_factory=no_tokens)
     skipped: bool = False
     warnings: list[str] = Field(default_factory=list)
     trial_stats: TrialStats | None = None  # set when the case ran several trials (score is then their mean)
@@ -169,7 +182,7 @@ class CriterionResult(BaseModel):
             passed=score >= threshold,
             threshold=threshold,
             details=details or {},
-            token_usage=token_usage or TokenUsage(),
+            token_usage=token_usage or _NO_TOKENS,
         )
 
     @classmethod
@@ -191,7 +204,7 @@ class NodeDetail(BaseModel):
     node_name: str = ""
     input_messages: list[dict[str, Any]] = Field(default_factory=list)
     response_text: str = ""
-    token_usage: TokenUsage = Field(default_factory=TokenUsage)
+    token_usage: TokenUsage = Field(default_factory=no_tokens)
     timestamp: float = 0.0
     model: str | None = None
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
@@ -214,8 +227,8 @@ class EvalCaseResult(BaseModel):
     error: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     turn_results: list[dict[str, Any]] = Field(default_factory=list)
-    token_usage: TokenUsage = Field(default_factory=TokenUsage)
-    agent_token_usage: TokenUsage = Field(default_factory=TokenUsage)
+    token_usage: TokenUsage = Field(default_factory=no_tokens)
+    agent_token_usage: TokenUsage = Field(default_factory=no_tokens)
     node_details: list[NodeDetail] = Field(default_factory=list)
     trace_ids: list[str] = Field(default_factory=list)
     trial_stats: TrialStats | None = None  # set when the case ran several trials (see evaluation.trials)
@@ -223,7 +236,7 @@ class EvalCaseResult(BaseModel):
     @classmethod
     def success(cls, eval_id: str, criterion_results: list[CriterionResult], **fields: Any) -> EvalCaseResult:
         judge = TokenUsage.total(c.token_usage for c in criterion_results)
-        agent = fields.get("agent_token_usage") or TokenUsage()
+        agent = fields.get("agent_token_usage") or _NO_TOKENS
         fields.setdefault("token_usage", agent + judge)
         return cls(
             eval_id=eval_id,
@@ -269,7 +282,7 @@ class CriterionStats(BaseModel):
     errors: int = 0
     avg_score: float = 0.0
     pass_rate: float = 0.0
-    token_usage: TokenUsage = Field(default_factory=TokenUsage)
+    token_usage: TokenUsage = Field(default_factory=no_tokens)
 
 
 class EvalSummary(BaseModel):
@@ -283,9 +296,9 @@ class EvalSummary(BaseModel):
     avg_duration_seconds: float = 0.0
     total_duration_seconds: float = 0.0
     criterion_stats: dict[str, CriterionStats] = Field(default_factory=dict)
-    total_token_usage: TokenUsage = Field(default_factory=TokenUsage)
-    agent_token_usage: TokenUsage = Field(default_factory=TokenUsage)
-    judge_token_usage: TokenUsage = Field(default_factory=TokenUsage)
+    total_token_usage: TokenUsage = Field(default_factory=no_tokens)
+    agent_token_usage: TokenUsage = Field(default_factory=no_tokens)
+    judge_token_usage: TokenUsage = Field(default_factory=no_tokens)
     per_case_token_usage: dict[str, TokenUsage] = Field(default_factory=dict)
     avg_tokens_per_case: float = 0.0
     warnings: list[str] = Field(default_factory=list)
@@ -367,11 +380,8 @@ def _judge_usage(result: EvalCaseResult) -> TokenUsage:
     when no criterion used tokens."""
     usage, agent = result.token_usage, result.agent_token_usage
     if usage is agent or usage.counts() == agent.counts():
-        return _NO_USAGE
+        return no_tokens()
     return usage.minus(agent)
-
-
-_NO_USAGE = TokenUsage()  # only ever added up, never stored
 
 
 def _trial_summary(results: list[EvalCaseResult]) -> dict[str, Any]:
