@@ -27,6 +27,20 @@ def runs_inline(criterion: BaseCriterion) -> bool:
     return isinstance(criterion, SyncCriterion) and type(criterion).evaluate is SyncCriterion.evaluate
 
 
+# How ``evaluate_all`` runs a criterion depends only on its class; asked once per class, not once per case.
+_INLINE, _AWAITED, _LAST = "inline", "awaited", "last"
+_HOW_BY_CLASS: dict[type[BaseCriterion], str] = {}
+
+
+def _how(criterion: BaseCriterion) -> str:
+    how = _HOW_BY_CLASS.get(type(criterion))
+    if how is None:
+        how = _HOW_BY_CLASS[type(criterion)] = (
+            _LAST if criterion.sees_other_results else _INLINE if runs_inline(criterion) else _AWAITED
+        )
+    return how
+
+
 def _error_result(criterion: BaseCriterion, case: EvalCase, exc: Exception) -> CriterionResult:
     log.warning("criterion %s raised on case %s: %s", criterion.name, case.eval_id, exc)
     return CriterionResult.failure(criterion.name, f"{type(exc).__name__}: {exc}", criterion.threshold)
@@ -40,27 +54,23 @@ async def evaluate_guarded(criterion: BaseCriterion, actual: ExecutionResult, ca
         return _error_result(criterion, case, exc)
 
 
-def _evaluate_inline(criterion: SyncCriterion, actual: ExecutionResult, case: EvalCase) -> CriterionResult:
-    try:
-        return criterion.evaluate_sync(actual, case)
-    except Exception as exc:
-        return _error_result(criterion, case, exc)
-
-
 async def evaluate_all(
     criteria: Sequence[BaseCriterion], actual: ExecutionResult, case: EvalCase
 ) -> list[CriterionResult]:
     """One result per criterion, in the criteria's order."""
-    results: list[CriterionResult | None] = [None] * len(criteria)
-    awaiting = []
-    last = []
+    results: list[CriterionResult | None] = []
+    awaiting: list[int] = []
+    last: list[int] = []
     for index, criterion in enumerate(criteria):
-        if criterion.sees_other_results:
-            last.append(index)
-        elif runs_inline(criterion):
-            results[index] = _evaluate_inline(criterion, actual, case)  # type: ignore[arg-type]
+        how = _how(criterion)
+        if how is _INLINE:
+            try:
+                results.append(criterion.evaluate_sync(actual, case))  # type: ignore[attr-defined]  # a SyncCriterion
+            except Exception as exc:  # a broken criterion must not take the run down
+                results.append(_error_result(criterion, case, exc))
         else:
-            awaiting.append(index)
+            results.append(None)
+            (last if how is _LAST else awaiting).append(index)
     if len(awaiting) == 1:
         results[awaiting[0]] = await evaluate_guarded(criteria[awaiting[0]], actual, case)
     elif awaiting:

@@ -83,6 +83,7 @@ class ContainsKeywordsCriterion(_ResponseCriterion):
     def __init__(self, keywords: list[str] | None = None, config: CriterionConfig | None = None) -> None:
         super().__init__(config)
         self.keywords = list(self.config.keywords or keywords or [])
+        self._lowered = [(keyword, keyword.lower()) for keyword in self.keywords]
 
     def evaluate_sync(self, actual: ExecutionResult, expected: EvalCase) -> CriterionResult:
         if not self.keywords:  # documented: no keywords scores 1.0, whatever the response
@@ -91,8 +92,10 @@ class ContainsKeywordsCriterion(_ResponseCriterion):
 
     def _score(self, response: str, expected: EvalCase) -> CriterionResult:
         response = response.lower()
-        found = [k for k in self.keywords if k.lower() in response]
-        missing = [k for k in self.keywords if k.lower() not in response]
+        found: list[str] = []
+        missing: list[str] = []
+        for keyword, lowered in self._lowered:
+            (found if lowered in response else missing).append(keyword)
         return self._result(
             len(found) / len(self.keywords), {"found": found, "missing": missing, "keywords": self.keywords}
         )

@@ -193,7 +193,7 @@ class ToolNameMatchCriterion(SyncCriterion):
     def evaluate_sync(self, actual: ExecutionResult, expected: EvalCase) -> CriterionResult:
         expected_names = [c.name for c in expected.expected_tools()]
         actual_names = actual.get_tool_names()
-        if sorted(expected_names) == sorted(actual_names):  # the usual case: the same calls, in whatever order
+        if expected_names == actual_names or sorted(expected_names) == sorted(actual_names):  # the usual cases
             missing_names: list[str] = []
             extra_names: list[str] = []
         else:
