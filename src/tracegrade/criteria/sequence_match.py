@@ -143,7 +143,7 @@ class _Pairs:
         self.predicate = same
         self.keys = keys
         self.by_key: dict[Hashable, list[int]] | None = None  # actual indices by key, built when first needed
-        self.found: dict[int, list[int]] = {}  # expected index -> the actual indices that satisfy it
+        self.found: dict[int, Sequence[int]] = {}  # expected index -> the actual indices that satisfy it
 
     def answers_for(self, expected: Sequence[Any], actual: Sequence[Any], same: Same | None, keys: Keys | None) -> bool:
         """Was this built for exactly these sequences, predicate and keys (the same objects)?"""
@@ -192,13 +192,17 @@ class _Pairs:
                     found.append(j)
         return by_key.get(keys[0][i], [])
 
-    def satisfying(self, i: int) -> list[int]:
-        """Every actual index that satisfies expected ``i``, ascending (computed once per ``i``)."""
+    def satisfying(self, i: int) -> Sequence[int]:
+        """Every actual index that satisfies expected ``i``, ascending (computed once per ``i``; read only)."""
         found = self.found.get(i)
         if found is None:
-            item, actual, predicate = self.expected[i], self.actual, self.predicate
             positions = self.positions(i)
-            found = list(positions) if predicate is None else [j for j in positions if predicate(actual[j], item)]
+            predicate = self.predicate
+            if predicate is None:  # every position of the key satisfies it: the index's own list
+                found = positions
+            else:
+                item, actual = self.expected[i], self.actual
+                found = [j for j in positions if predicate(actual[j], item)]
             self.found[i] = found
         return found
 
@@ -257,19 +261,21 @@ def _lcs_pairs(pairs_of: _Pairs, start: int) -> list[tuple[int, int]]:
         vector = ((vector + matched) | (vector - matched)) & everything
         vectors[i] = vector
 
-    def length(i: int, c: int) -> int:  # LCS length of expected[start + i:] and actual[start + c:]
-        tail = cols - c
-        return tail - (vectors[i] & ((1 << tail) - 1)).bit_count()
-
+    # length(i, c), the LCS length of expected[start + i:] and actual[start + c:], is the number of zero bits
+    # among the lowest cols - c of vectors[i]; the walk reads it for (i, c), (i + 1, c + 1) and (i, c + 1)
     pairs = [(k, k) for k in range(start)]
     i = c = 0
     while i < rows and c < cols:
-        here = length(i, c)
-        if masks[i] >> (cols - 1 - c) & 1 and here == length(i + 1, c + 1) + 1:
+        tail = cols - c
+        low = (1 << tail) - 1
+        row = vectors[i]
+        here = tail - (row & low).bit_count()
+        rest = low >> 1
+        if masks[i] >> (tail - 1) & 1 and here == tail - (vectors[i + 1] & rest).bit_count():
             pairs.append((start + i, start + c))
             i += 1
             c += 1
-        elif length(i, c + 1) == here:
+        elif tail - 1 - (row & rest).bit_count() == here:
             c += 1
         else:
             i += 1
