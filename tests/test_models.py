@@ -412,3 +412,18 @@ def test_merge_turns_keeps_new_messages_only_and_repeated_ones_when_history_is_n
         [ExecutionResult(messages=[u1, a1]), ExecutionResult(messages=[u2, a2])]
     )
     assert without_history.messages == [u1, a1, u2, a2]  # the user really said "ok" twice
+
+
+def test_criterion_details_given_as_a_dict_are_kept_and_anything_else_is_validated() -> None:
+    from types import MappingProxyType
+
+    details = {"reason": "ok", "matches": [1, 2]}
+    assert CriterionResult.success("c", 1.0, 0.5, details).details is details  # kept, not copied
+    mapped = CriterionResult(criterion="c", score=1.0, passed=True, details=MappingProxyType({"a": 1}))
+    assert type(mapped.details) is dict and mapped.details == {"a": 1}
+    for bad in (["not", "a", "mapping"], "text", 3):
+        with pytest.raises(ValidationError, match="details"):
+            CriterionResult(criterion="c", score=1.0, passed=True, details=bad)
+    loaded = CriterionResult.model_validate_json('{"criterion": "c", "score": 1, "passed": true, "details": {"x": 1}}')
+    assert loaded.details == {"x": 1}
+    assert CriterionResult.model_json_schema()["properties"]["details"]["type"] == "object"

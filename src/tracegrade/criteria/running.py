@@ -32,12 +32,10 @@ _INLINE, _AWAITED, _LAST = "inline", "awaited", "last"
 _HOW_BY_CLASS: dict[type[BaseCriterion], str] = {}
 
 
-def _how(criterion: BaseCriterion) -> str:
-    how = _HOW_BY_CLASS.get(type(criterion))
-    if how is None:
-        how = _HOW_BY_CLASS[type(criterion)] = (
-            _LAST if criterion.sees_other_results else _INLINE if runs_inline(criterion) else _AWAITED
-        )
+def _learn_how(criterion: BaseCriterion) -> str:
+    how = _HOW_BY_CLASS[type(criterion)] = (
+        _LAST if criterion.sees_other_results else _INLINE if runs_inline(criterion) else _AWAITED
+    )
     return how
 
 
@@ -62,7 +60,7 @@ async def evaluate_all(
     awaiting: list[int] = []
     last: list[int] = []
     for index, criterion in enumerate(criteria):
-        how = _how(criterion)
+        how = _HOW_BY_CLASS.get(type(criterion)) or _learn_how(criterion)
         if how is _INLINE:
             try:
                 results.append(criterion.evaluate_sync(actual, case))  # type: ignore[attr-defined]  # a SyncCriterion

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, ValidatorFunctionWrapHandler, computed_field, field_validator
 
 from tracegrade.models.dataset import ToolCall, TrajectoryStep
 
@@ -165,6 +165,13 @@ class CriterionResult(BaseModel):
     skipped: bool = False
     warnings: list[str] = Field(default_factory=list)
     trial_stats: TrialStats | None = None  # set when the case ran several trials (score is then their mean)
+
+    @field_validator("details", mode="wrap")
+    @classmethod
+    def _details_as_given(cls, value: Any, validate: ValidatorFunctionWrapHandler) -> dict[str, Any]:
+        # Criteria build a fresh dict of details for every result (thousands a second): a plain dict is kept as
+        # given rather than validated into a copy; anything else (a mapping, JSON) is validated as usual.
+        return value if type(value) is dict else validate(value)  # type: ignore[no-any-return]
 
     @classmethod
     def success(
