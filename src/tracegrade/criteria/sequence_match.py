@@ -214,11 +214,11 @@ class _Pairs:
 
 
 def _in_order_pairs(pairs_of: _Pairs, aligned: int) -> list[tuple[int, int]]:
-    """Pairs of a longest common subsequence, each expected item taking the earliest usable actual item."""
-    # Fast path: a greedy leftmost embedding (an expected item with no usable actual item left is skipped)
-    # that pairs min(len(expected), len(actual)) items cannot be beaten, and it picks the same pairs as the
-    # table below (each expected item its earliest usable actual item; tests compare the two). It places
-    # the aligned prefix position by position; a run that skipped or lost one item is still one pass.
+    """Pairs of a longest common subsequence, as the table of ``_lcs_pairs`` walks it."""
+    # Fast path: a greedy leftmost embedding (each expected item takes the earliest usable actual item, and one
+    # with none left is skipped) that pairs min(len(expected), len(actual)) items cannot be beaten, and then it
+    # picks the same pairs as the table (tests compare the two). It places the aligned prefix position by
+    # position; a run that skipped or lost one item is still one pass.
     pairs = [(i, i) for i in range(aligned)]
     j = aligned
     for i in range(aligned, len(pairs_of.expected)):
