@@ -331,3 +331,22 @@ def test_a_store_that_duckdb_invalidated_refuses_writes_with_a_clear_error(tmp_p
         assert not durable.is_set()  # nothing was reported durable: the journal would keep it all
     finally:
         writer.close()
+
+
+def test_a_lone_write_that_runs_out_of_memory_fails_the_store_so_its_owner_replays_it(tmp_path):
+    # 12MB cannot hold one submission of 5,000 spans with 4 KB attributes. Nothing is wrong with the records,
+    # so the store is marked failed: a receiver then reopens it and replays them from its journal, instead of
+    # leaving acknowledged records unwritten (invisible) until its next start.
+    store = TraceStore(tmp_path / "small.duckdb", memory_limit="12MB")
+    writer = StoreWriter(store, settle_seconds=0.05)
+    writer.start()
+    try:
+        spans = [make_span(t, t * 10 + i, attributes={"blob": "x" * 4000}) for t in range(1, 1001) for i in range(5)]
+        with pytest.raises(StoreError, match="ran out of memory"):
+            writer.submit(spans).result(timeout=_WAIT_SECONDS)
+        assert store.failure is not None and "a write ran out of memory" in store.failure
+        assert writer.stats["write_errors"] == 1
+        with pytest.raises(StoreError, match="until it is reopened"):
+            writer.submit([make_span(99, 1)])
+    finally:
+        writer.close()

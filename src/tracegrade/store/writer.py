@@ -33,6 +33,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import duckdb
+
 from tracegrade.errors import StoreError
 from tracegrade.models.span import LogRecordData, SpanRecord
 from tracegrade.store.build_queue import DEFAULT_CAPACITY
@@ -421,6 +423,11 @@ class StoreWriter:
                     self._write([submission])
                 return
             log.error("store write failed: %s", exc)
+            if self.store.failure is None and isinstance(exc.__cause__, duckdb.OutOfMemoryException):
+                # Nothing is wrong with the records: the store could not hold the write (a burst). Failing
+                # the store makes its owner reopen it and replay them from the journal, rather than leave
+                # acknowledged records unwritten until the next start.
+                self.store.mark_failed(f"a write ran out of memory: {str(exc).splitlines()[0]}")
             with self._cond:
                 self._stats.write_errors += len(batch)
             error = exc if isinstance(exc, StoreError) else StoreError(f"write failed: {exc}")
