@@ -16,6 +16,7 @@ from tracegrade.store import StoreWriter, TraceStore
 from tracegrade.store.lake import LakeStore
 from tracegrade.store.lake_location import redacted
 from tracegrade.store.lake_schema import file_schema_columns
+from tracegrade.store.prepared import prepare_write
 from tracegrade.store.schema import SCHEMA_VERSION, TABLES
 from tracegrade.store.tenancy import DEFAULT_TENANT
 
@@ -81,6 +82,23 @@ def test_write_read_and_duplicates_across_two_writers(lake: tuple[str, Path]) ->
     finally:
         first.close()
         second.close()
+
+
+def test_spans_fresh_from_an_exporter_are_not_looked_up_yet_show_once(lake: tuple[str, Path]) -> None:
+    location, data = lake
+    sent = _agent_trace(1)
+    with LakeStore(location, data_path=data) as store:
+        store.write_batch([prepare_write(sent, fresh=True)])
+        # an exporter re-sent a request whose acknowledgement it lost: a second copy, not looked up ...
+        again = store.write_batch([prepare_write(sent, fresh=True)]).results[0]
+        assert (again.spans_inserted, again.spans_duplicate) == (3, 0)
+        # ... while a journal replay (or an import) of the same spans is looked up, even beside fresh spans
+        replayed = store.write_batch([prepare_write(sent), prepare_write(_agent_trace(2), fresh=True)]).results
+        assert [(r.spans_inserted, r.spans_duplicate) for r in replayed] == [(0, 3), (3, 0)]
+        assert store.query("SELECT count(*) FROM raw.spans").rows == [(9,)]
+        assert store.query("SELECT count(*), count(DISTINCT (trace_id, span_id)) FROM spans").rows == [(6, 6)]
+        assert store.rebuild_trajectories([trace_hex(1)]) == 1
+        assert store.query("SELECT span_count FROM traces WHERE trace_id = ?", [trace_hex(1)]).rows == [(3,)]
 
 
 def test_trajectories_rebuilt_by_two_builders_show_once(lake: tuple[str, Path], tmp_path: Path) -> None:

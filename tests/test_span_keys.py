@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tracegrade.models.span import SpanRecord
 from tracegrade.store import TraceStore
+from tracegrade.store.prepared import prepare_write
 from tracegrade.store.span_keys import START_GAP_NS, start_ranges
 
 from .support.store_records import make_span, trace_hex
@@ -64,3 +65,13 @@ def test_a_resent_batch_spread_over_sixteen_ranges_is_checked_within_a_small_mem
         again = store.write(spread)
         assert (again.spans_inserted, again.spans_duplicate) == (0, len(spread))
         assert store.query("SELECT count(*) FROM spans").rows == [(len(spread),)]
+
+
+def test_the_file_store_looks_up_spans_fresh_from_an_exporter_too(tmp_path):
+    # the look-up is the file's only guard against a second copy: a re-sent request's spans are found
+    sent = [_span(4, 1, 5), _span(4, 2, 6)]
+    with TraceStore(tmp_path / "keys.duckdb") as store:
+        store.write_batch([prepare_write(sent, fresh=True)])
+        again = store.write_batch([prepare_write(sent, fresh=True)]).results[0]
+        assert (again.spans_inserted, again.spans_duplicate) == (0, 2)
+        assert store.query("SELECT count(*) FROM spans").rows == [(2,)]

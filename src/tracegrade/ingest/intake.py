@@ -347,7 +347,7 @@ class Intake:
 
         decoded = decoder(payload, *self._limits)
         spans, logs = _records(signal, decoded)
-        return decoded, prepare_write(spans, logs, tenant) if spans or logs else None
+        return decoded, prepare_write(spans, logs, tenant, fresh=True) if spans or logs else None
 
     def _count_received(self, signal: Signal, decoded: Any) -> str:
         """Count a decoded request's records; returns the message listing its rejected ones ("" if none)."""

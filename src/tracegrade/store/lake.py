@@ -15,7 +15,8 @@ its traces there, and any process claims them; ``updated_at`` and ``stamp`` come
 A LakeStore is a TraceStore whose connections see the lake through two schemas (see ``lake_schema``):
 the writing connection works in ``raw`` (every copy written), so the file store's write path (its
 lookup of stored span keys, its inserts, its replacement of trajectory rows) runs unchanged on the base
-tables, while query cursors work in ``main``, whose store tables are views with one row per key.
+tables (except that spans fresh from an exporter are not looked up: see ``looks_up_fresh_spans``), while
+query cursors work in ``main``, whose store tables are views with one row per key.
 Log records, which the file store keeps unique with a primary key, are looked up before the insert
 instead, and each trajectory replacement gets its own ``build_id``. Recorded runs are appended, each
 write stamped (``grading_tables``); the online grading job queue is a table in the catalog's PostgreSQL
@@ -160,6 +161,11 @@ class LakeStore(TraceStore):
             raise
 
     commit_seconds = COMMIT_SECONDS
+    # spans fresh from exporters skip the stored-key look-up: the look-up reads the key columns of every
+    # file whose start times overlap the batch's (each commit's largest cost), while the views show one
+    # copy per span anyway, so a re-sent request stores a second copy that no query sees; journal replays
+    # and imports, which re-send much, are still looked up (bench/RESULTS.md, lake ingest)
+    looks_up_fresh_spans = False
     # every lake query pays catalog round trips (tens of milliseconds of CPU), so a build claims more
     # traces at once than on a file; their rows still fit the store's memory limit
     rebuild_traces = 1000

@@ -26,13 +26,19 @@ __all__ = ["PreparedWrite", "prepare_write"]
 class PreparedWrite:
     """One submission of one tenant: ``spans`` and ``logs`` tables (logs already unique by content, both
     with the ``tenant`` column) and how many records were sent (duplicates included), for the WriteResult
-    counts."""
+    counts.
+
+    ``fresh``: the records come straight from an exporter's request (not a journal replay or an import),
+    so a copy of them is stored already only if the exporter re-sent a request whose acknowledgement it
+    lost; a store whose reads show one copy per span may skip looking them up (``TraceStore``).
+    """
 
     spans: pa.Table | None
     logs: pa.Table | None
     spans_sent: int
     logs_sent: int
     tenant: str = DEFAULT_TENANT
+    fresh: bool = False
 
     @property
     def size(self) -> int:
@@ -41,9 +47,13 @@ class PreparedWrite:
 
 
 def prepare_write(
-    spans: Sequence[SpanRecord], logs: Sequence[LogRecordData] = (), tenant: str = DEFAULT_TENANT
+    spans: Sequence[SpanRecord],
+    logs: Sequence[LogRecordData] = (),
+    tenant: str = DEFAULT_TENANT,
+    *,
+    fresh: bool = False,
 ) -> PreparedWrite:
-    """Convert ``tenant``'s records for a write (no ``received_at`` column yet).
+    """Convert ``tenant``'s records for a write (no ``received_at`` column yet); ``fresh``: see PreparedWrite.
 
     Raises StoreError, naming the record and field, when a string holds an unpaired surrogate: it is not
     valid Unicode and cannot be stored. (The OTLP decoders refuse such input; only records built in Python
@@ -54,7 +64,7 @@ def prepare_write(
         log_table = with_tenant(logs_to_arrow(logs)[1], tenant) if logs else None
     except UnicodeEncodeError:
         raise StoreError(_describe_unencodable([*spans, *logs])) from None
-    return PreparedWrite(span_table, log_table, len(spans), len(logs), tenant)
+    return PreparedWrite(span_table, log_table, len(spans), len(logs), tenant, fresh)
 
 
 def _describe_unencodable(records: Sequence[SpanRecord | LogRecordData]) -> str:

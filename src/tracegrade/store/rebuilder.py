@@ -8,8 +8,10 @@ in one thread, so in one process a trace's newer rows always replace its older o
 lake) the queue's claims order them.
 
 Ingestion comes first: while the writer is behind (``behind()``), a claim is made only when none was
-made for ``REBUILD_MIN_INTERVAL``, so trajectories still advance under a sustained burst and keep up
-freely otherwise (bench/RESULTS.md, bench_ingest). ``rebuild_traces`` runs the same jobs, in the same
+made for ``REBUILD_MIN_INTERVAL``, or for ``REBUILD_SATURATED_INTERVAL`` while the machine's processors
+have no idle time either (``CpuLoad``: other receivers on the machine build too, each paced by its own
+backlog), so trajectories still advance under a sustained burst and keep up freely otherwise
+(bench/RESULTS.md, bench_ingest and lake ingest). ``rebuild_traces`` runs the same jobs, in the same
 chunks, synchronously: ``tracegrade import`` and ``TraceStore.rebuild_trajectories`` use it.
 """
 
@@ -24,15 +26,23 @@ from typing import TYPE_CHECKING
 
 from tracegrade.errors import StoreError
 from tracegrade.store.build_queue import BuildClaim
+from tracegrade.store.cpu_load import CpuLoad
 from tracegrade.store.mapping_process import MappingProcess
 from tracegrade.store.tenancy import TraceKey, by_tenant
 
 if TYPE_CHECKING:
     from tracegrade.store.backend import StoreBackend
 
-__all__ = ["REBUILD_MIN_INTERVAL", "RebuildStats", "TrajectoryRebuilder", "rebuild_traces"]
+__all__ = [
+    "REBUILD_MIN_INTERVAL",
+    "REBUILD_SATURATED_INTERVAL",
+    "RebuildStats",
+    "TrajectoryRebuilder",
+    "rebuild_traces",
+]
 
 REBUILD_MIN_INTERVAL = 2.0
+REBUILD_SATURATED_INTERVAL = 10.0
 IDLE_POLL_SECONDS = 1.0  # longest wait between claims when the queue knows of nothing due (a shared queue)
 
 log = logging.getLogger(__name__)
@@ -83,7 +93,8 @@ class TrajectoryRebuilder:
     """One thread building what ``store.builds`` has due, ``max_traces`` per claim (default: the store's
     ``rebuild_traces``).
 
-    ``behind`` says the writer has a backlog (claims are then spaced).
+    ``behind`` says the writer has a backlog (claims are then spaced); ``cpu_load`` tells whether the
+    machine's processors are saturated (claims are then spaced further).
     """
 
     def __init__(
@@ -93,11 +104,13 @@ class TrajectoryRebuilder:
         mapping: MappingProcess | None = None,
         max_traces: int | None = None,
         behind: Callable[[], bool] = lambda: False,
+        cpu_load: CpuLoad | None = None,
     ) -> None:
         self.store = store
         self.max_traces = max_traces or store.rebuild_traces
         self._mapping = mapping or MappingProcess()
         self._behind = behind
+        self._cpu_load = cpu_load or CpuLoad()
         self.stats = RebuildStats()
         self._running = 0  # traces in the claim being built
         self._stopping = False
@@ -188,7 +201,11 @@ class TrajectoryRebuilder:
         due = self._queue_wait()
         wait = IDLE_POLL_SECONDS if due is None else min(due, IDLE_POLL_SECONDS)
         if self._behind():
-            wait = max(wait, self._last_claim + REBUILD_MIN_INTERVAL - time.monotonic())
+            saturated = self._cpu_load.saturated()
+            if saturated is None:  # measuring now: a claim under a burst is too costly to make blind
+                wait = max(wait, self._cpu_load.window_seconds)
+            spacing = REBUILD_SATURATED_INTERVAL if saturated else REBUILD_MIN_INTERVAL
+            wait = max(wait, self._last_claim + spacing - time.monotonic())
         return max(0.0, wait)
 
     def _past_deadline(self) -> bool:

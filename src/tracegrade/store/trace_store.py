@@ -200,6 +200,8 @@ class TraceStore:
         self._builds: BuildQueue = LocalBuildQueue(self.stamp, self.stale_trajectories)
 
     commit_seconds = 0.0  # a commit costs little more than its rows: a writer commits what is queued at once
+    # the stored-key look-up is the file's only guard against a span stored twice, so fresh spans get it too
+    looks_up_fresh_spans = True
     # traces mapped and replaced per build: the rows of a few hundred agent traces stay well inside the
     # store's memory limit (1,000 ran a 128 MB store out of memory on 10-span agent traces)
     rebuild_traces = 250
@@ -259,7 +261,8 @@ class TraceStore:
         submission that holds it; the traces whose root span was inserted.
 
         Arrow does the per-row work; Python loops over rows only when a batch holds a span twice or
-        one already stored (exporter retries, replays).
+        one already stored (exporter retries, replays). A batch of fresh submissions only (see
+        ``PreparedWrite``) is not looked up in a store that does not ``looks_up_fresh_spans``.
         """
         owned = [(s.spans, r) for s, r in zip(submissions, results) if s.spans is not None]
         if not owned:
@@ -268,7 +271,8 @@ class TraceStore:
         keys = pc.binary_join_element_wise(
             batch.column("tenant"), batch.column("trace_id"), batch.column("span_id"), "/"
         )
-        stored = stored_span_keys(self._con, batch)
+        looked_up = self.looks_up_fresh_spans or not all(s.fresh for s in submissions)
+        stored = stored_span_keys(self._con, batch) if looked_up else set()
         if stored or pc.count_distinct(keys).as_py() < batch.num_rows:
             batch, owned = self._first_new_copies(batch, keys, owned, stored)
         batch = batch.append_column("received_at", pa.array([received_at] * batch.num_rows, pa.timestamp("us")))
