@@ -56,8 +56,9 @@ def test_the_load_is_judged_over_a_whole_recent_window(tmp_path: Path) -> None:
 def test_without_readable_counters_the_machine_never_counts_as_saturated(tmp_path: Path) -> None:
     load = CpuLoad(tmp_path / "absent", window_seconds=WINDOW)
     assert _after_window(load) is False
-    (tmp_path / "garbled").write_text("not a stat file\n")
-    assert _after_window(CpuLoad(tmp_path / "garbled", window_seconds=WINDOW)) is False
+    for garbled in ("not a stat file\n", "cpu  12 x 3 4 5 6 7 8\n"):
+        (tmp_path / "garbled").write_text(garbled)
+        assert _after_window(CpuLoad(tmp_path / "garbled", window_seconds=WINDOW)) is False
 
 
 @pytest.mark.parametrize(
@@ -76,8 +77,6 @@ def test_claims_are_spaced_by_the_backlog_and_the_machines_load(
     with TraceStore(tmp_path / "store.duckdb") as store:
         rebuilder = TrajectoryRebuilder(store, behind=lambda: behind, cpu_load=load)
         rebuilder._last_claim = time.monotonic()
-        if behind:  # the load is not known yet: wait for one window rather than claim blind
-            assert rebuilder._wait_seconds() >= WINDOW
         stat.advance(busy=busy, idle=100 - busy)
         time.sleep(WINDOW * 1.2)
         wait = rebuilder._wait_seconds()
@@ -85,3 +84,11 @@ def test_claims_are_spaced_by_the_backlog_and_the_machines_load(
         assert wait <= 1.0  # nothing is due in an empty store: the idle poll
     else:
         assert spacing - 1.0 < wait <= spacing
+
+
+def test_no_claim_is_made_under_a_backlog_before_the_load_is_known(tmp_path: Path) -> None:
+    # a window longer than the idle poll and no claim for long: only not knowing the load makes it wait
+    load = CpuLoad(ProcStat(tmp_path / "stat").path, window_seconds=5.0)
+    with TraceStore(tmp_path / "store.duckdb") as store:
+        assert TrajectoryRebuilder(store, behind=lambda: True, cpu_load=load)._wait_seconds() >= 5.0
+        assert TrajectoryRebuilder(store, behind=lambda: False, cpu_load=load)._wait_seconds() <= 1.0

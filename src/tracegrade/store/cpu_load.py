@@ -53,10 +53,10 @@ class CpuLoad:
                 fields = stat.readline().split()
         except OSError:
             return None
-        if len(fields) < 5 or fields[0] != "cpu":
+        if len(fields) < 6 or fields[0] != "cpu" or not all(value.isdigit() for value in fields[1:9]):
             return None
         # user nice system idle iowait irq softirq steal (guest time is already counted in user)
         ticks = [int(value) for value in fields[1:9]]
-        idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+        idle = ticks[3] + ticks[4]
         total = sum(ticks)
         return total - idle, total
