@@ -72,6 +72,8 @@ def test_exported_cases_round_trip_into_a_passing_grade(store_path: Path, tmp_pa
     assert result.exit_code == 0, result.output
     eval_set = EvalSet.from_file(cases)
     assert eval_set.eval_set_id == "golden" and len(eval_set) == 2
+    # one case id per trace, also for 64-bit trace ids padded to 128 bits (these fixtures' ids start with 16 zeros)
+    assert sorted(c.eval_id for c in eval_set.eval_cases) == [f"trace-{n:032x}" for n in (1, 2)]
     invoice = next(c for c in eval_set.eval_cases if c.first_user_text() == "invoice for May").conversation[0]
     assert [(t.name, t.args) for t in invoice.expected_tool_trajectory] == [("invoice", {"month": "May", "pdf": True})]
     assert invoice.expected_node_order == ["support-agent", "planner", "writer", "responder"]

@@ -47,7 +47,7 @@ def cases_from_traces(
             metadata["arguments_not_captured"] = uncaptured
         cases.append(
             EvalCase(
-                eval_id=f"trace-{tid[:16]}",
+                eval_id=f"trace-{tid}",  # the whole id: 64-bit ids padded to 128 bits share their first half
                 name=(ex.user_query or f"trace {tid[:16]}")[:80],
                 conversation=[invocation],
                 tags=["exported"],
