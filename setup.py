@@ -1,4 +1,5 @@
-"""Build script: compiles the span-to-trajectory mapper with mypyc; everything else is declared in pyproject.toml.
+"""Build script: compiles the span-to-trajectory mapper with mypyc and the tool-call comparison's C twin
+(``src/tracegrade/criteria/_call_compare.c``); everything else is declared in pyproject.toml.
 
 The mapper runs for every span tracegrade sees (live capture, the receiver's rebuilds, offline grading).
 Compiled, it maps more spans per second (figures: bench/RESULTS.md, bench_mapper). The compiled
@@ -25,12 +26,13 @@ import sys
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 COMPILED_PACKAGES = ("src/tracegrade/trajectory",)
 COMPILED_MODULES = ("src/tracegrade/capture/sdk_convert.py", "src/tracegrade/models/json_values.py")
 GROUP = "tracegrade"  # the shared library of the compiled modules is ``tracegrade__mypyc``
+C_EXTENSIONS = {"tracegrade.criteria._call_compare": "src/tracegrade/criteria/_call_compare.c"}
 
 
 def _compile_setting() -> str:
@@ -55,7 +57,8 @@ def _sources() -> list[str]:
 def _remove_compiled_in_place() -> None:
     """Delete extensions an earlier ``TRACEGRADE_COMPILE=1`` editable install left beside the sources: they
     would shadow the Python source of an install that is meant to run it."""
-    stale = [Path(source).with_suffix(suffix) for source in _sources() for suffix in EXTENSION_SUFFIXES]
+    sources = _sources() + list(C_EXTENSIONS.values())
+    stale = [Path(source).with_suffix(suffix) for source in sources for suffix in EXTENSION_SUFFIXES]
     stale += [path for suffix in EXTENSION_SUFFIXES for path in Path("src").glob(f"{GROUP}__mypyc{suffix}")]
     for path in stale:
         path.unlink(missing_ok=True)
@@ -86,7 +89,8 @@ def _extensions(setting: str, kind: str) -> list:
     try:
         from mypyc.build import mypycify
 
-        return mypycify(_sources(), opt_level="3", debug_level="0", group_name=GROUP)
+        compiled = mypycify(_sources(), opt_level="3", debug_level="0", group_name=GROUP)
+        return compiled + [Extension(name, [source]) for name, source in C_EXTENSIONS.items()]
     except (Exception, SystemExit) as exc:
         if setting == "1":
             raise

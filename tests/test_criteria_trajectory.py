@@ -246,8 +246,17 @@ def test_details_name_matches_missing_and_extra_with_reasons():
         "Matched 33% of expected tools. Expected ['get_weather', 'book', 'notify'], got ['book', 'get_weather', 'log']."
     )
     assert d["match_type"] == "IN_ORDER" and d["check_args"] is True
-    assert [c["name"] for c in d["expected_trajectory"]] == ["get_weather", "book", "notify"]
-    assert d["actual_trajectory"][1]["args"] == {"city": "Lyon"}
+    assert [c.name for c in d["expected_trajectory"]] == ["get_weather", "book", "notify"]
+    assert d["actual_trajectory"][1].args == {"city": "Lyon"}
+    # as JSON (reports, stored results) each trajectory entry is the call's fields
+    dumped = result.model_dump(mode="json")["details"]
+    assert dumped["actual_trajectory"][1]["args"] == {"city": "Lyon"}
+    assert dumped["expected_trajectory"][0] == {
+        "name": "get_weather",
+        "args": {"city": "Paris"},
+        "call_id": None,
+        "result": None,
+    }
 
 
 def test_out_of_order_and_fewer_times_reasons():
@@ -275,7 +284,12 @@ def test_nested_argument_difference_names_the_path():
 
 def test_result_serialises_to_json():
     result = run_tools([ToolCall(name="a", args={"x": [1, {"y": None}]})], calls("b"), check_args=True)
-    assert type(result).model_validate_json(result.model_dump_json()) == result
+    text = result.model_dump_json()
+    again = type(result).model_validate_json(text)
+    assert again.model_dump_json() == text and again.score == result.score
+    assert again.details["expected_trajectory"] == [
+        {"name": "a", "args": {"x": [1, {"y": None}]}, "call_id": None, "result": None}
+    ]
 
 
 # --- NodeOrderMatchCriterion ----------------------------------------------------------------------------

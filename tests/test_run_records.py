@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from tests.support.grading_traces import AgentRun, fill_store
+from tracegrade.evaluation.case_export import cases_from_traces
 from tracegrade.evaluation.offline import TraceGrader
 from tracegrade.evaluation.run_records import list_runs, load_run, record_report
 from tracegrade.evaluation.selection import TraceSelection
 from tracegrade.models.config import CriteriaConfig, CriterionConfig, EvalConfig
+from tracegrade.models.dataset import ToolCall
 
 CONFIG = EvalConfig(
     criteria=CriteriaConfig(
@@ -64,3 +67,23 @@ def test_list_and_load_runs(store) -> None:
         load_run(store, "run-")
     with pytest.raises(KeyError, match="no grading run 'nope'"):
         load_run(store, "nope")
+
+
+def test_trajectory_details_are_stored_as_the_calls_fields(store) -> None:
+    # the trajectory criterion's details hold the ToolCall records; the stored run holds their fields as JSON
+    eval_set = cases_from_traces(store, TraceSelection(), name="exported")
+    config = EvalConfig(criteria=CriteriaConfig(trajectory=CriterionConfig.trajectory(check_args=True)))
+    report = TraceGrader(store, config).grade_eval_set_sync(eval_set)
+    live = [c for r in report.results for c in r.criterion_results if c.criterion == "tool_trajectory_avg_score"]
+    assert len(live) == 3 and all(c.passed for c in live)
+    assert all(isinstance(call, ToolCall) for c in live for call in c.details["actual_trajectory"])
+    record_report(store, report, "eval_set", "run-t")
+    rows = store.query(
+        "SELECT details FROM eval_results WHERE run_id = 'run-t' AND criterion = 'tool_trajectory_avg_score'"
+    ).rows
+    calls = [json.loads(row[0])["actual_trajectory"] for row in rows]
+    assert sorted((c[0]["name"], c[0]["args"]["n"]) for c in calls) == [("lookup", 1), ("lookup", 2), ("lookup", 3)]
+    loaded = load_run(store, "run-t")
+    for case, again in zip(report.results, loaded.results, strict=True):
+        for result, reloaded in zip(case.criterion_results, again.criterion_results, strict=True):
+            assert reloaded.model_dump(mode="json") == result.model_dump(mode="json")

@@ -77,6 +77,8 @@ def _differences(actual: Any, expected: Any, path: str, allow_extra: bool) -> li
     if isinstance(actual, dict) and isinstance(expected, dict):
         found = []
         for key, value in expected.items():
+            if key in actual and json_equal(actual[key], value):
+                continue
             where = f"{path}.{key}" if path else str(key)
             if key not in actual:
                 found.append(f"key {where!r} missing (expected {_short(value)})")

@@ -1,7 +1,8 @@
-"""The trajectory criterion's work per tool call: each call's name, arguments and details entry, read in one pass.
+"""The trajectory criterion's reading of tool calls: names and arguments for the matcher, entries for the details.
 
-This runs for every call of every graded case: the matcher then compares plain lists (names as keys,
-arguments as dicts) instead of reading pydantic fields per comparison, and the details reuse what was read.
+The matcher compares plain lists (names as keys, arguments as dicts) read once per call, instead of reading
+pydantic fields per comparison. Details name the calls themselves; only the few calls that went unmatched get a
+details entry of their own (:func:`call_entry`), which carries their position and reason.
 """
 
 from __future__ import annotations
@@ -11,42 +12,32 @@ from typing import Any
 
 from tracegrade.models.dataset import ToolCall
 
-__all__ = ["CallViews", "call_views"]
+__all__ = ["CallViews", "call_entry", "call_views"]
 
 
 class CallViews:
-    """A list of calls, read once: what the matcher compares and what the details list."""
+    """A list of calls, read once: what the matcher compares."""
 
-    def __init__(
-        self,
-        names: list[str],
-        arguments: list[dict[str, Any] | None],
-        details: list[dict[str, Any]],
-        all_captured: bool,
-    ) -> None:
+    def __init__(self, names: list[str], arguments: list[dict[str, Any] | None], all_captured: bool) -> None:
         self.names = names
         self.arguments = arguments  # None: the call's arguments were not captured
-        # each call for result details (cheaper than ``model_dump``): name, arguments, call id and result, and
-        # ``args_captured``/``error`` when they say something
-        self.details = details
         self.all_captured = all_captured  # every call's arguments were captured
 
 
 def call_views(calls: Sequence[ToolCall]) -> CallViews:
-    """The names, arguments and details entries of ``calls``."""
-    names: list[str] = []
-    arguments: list[dict[str, Any] | None] = []
-    details: list[dict[str, Any]] = []
-    all_captured = True
-    for call in calls:
-        name, args, captured, error = call.name, call.args, call.args_captured, call.error
-        names.append(name)
-        arguments.append(args if captured else None)
-        entry: dict[str, Any] = {"name": name, "args": args, "call_id": call.call_id, "result": call.result}
-        if not captured:
-            entry["args_captured"] = False
-            all_captured = False
-        if error is not None:
-            entry["error"] = error
-        details.append(entry)
-    return CallViews(names, arguments, details, all_captured)
+    """The names and arguments of ``calls``."""
+    names = [call.name for call in calls]
+    captured = [call.args_captured for call in calls]
+    arguments = [call.args if known else None for call, known in zip(calls, captured)]
+    return CallViews(names, arguments, all(captured))
+
+
+def call_entry(call: ToolCall) -> dict[str, Any]:
+    """A call as a details entry: name, arguments, call id and result, and ``args_captured``/``error`` when they
+    say something."""
+    entry: dict[str, Any] = {"name": call.name, "args": call.args, "call_id": call.call_id, "result": call.result}
+    if not call.args_captured:
+        entry["args_captured"] = False
+    if call.error is not None:
+        entry["error"] = call.error
+    return entry

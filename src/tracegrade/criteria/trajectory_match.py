@@ -14,14 +14,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tracegrade.criteria.base import SyncCriterion
+from tracegrade.criteria.call_compare import arguments_satisfy, calls_satisfy_in_place
 from tracegrade.criteria.registry import register_criterion
 from tracegrade.criteria.sequence_match import SequenceMatch, match_sequences, pair_details, why_unmatched
 from tracegrade.criteria.tool_args import args_compared, call_satisfies, describe_arg_difference
-from tracegrade.criteria.tool_calls import call_views
+from tracegrade.criteria.tool_calls import call_entry, call_views
 from tracegrade.models.config import ArgMatchMode, MatchType, ToolArgsRule
 from tracegrade.models.dataset import EvalCase, ToolCall
 from tracegrade.models.execution import ExecutionResult
-from tracegrade.models.json_values import arguments_satisfy
 from tracegrade.models.results import CriterionResult
 
 __all__ = ["ARGS_NOT_COMPARED", "NodeOrderMatchCriterion", "ToolNameMatchCriterion", "TrajectoryMatchCriterion"]
@@ -60,9 +60,16 @@ class TrajectoryMatchCriterion(SyncCriterion):
 
     def evaluate_sync(self, actual: ExecutionResult, expected: EvalCase) -> CriterionResult:
         expected_calls = expected.expected_tools()
-        actual_calls = actual.tool_calls
+        actual_calls = list(actual.tool_calls)  # the details keep this list: later turns must not extend it
         check_args = self.config.check_args
         rules = self.config.tool_args
+        trajectories = (expected_calls, actual_calls)
+        if not rules and check_args and calls_satisfy_in_place(actual_calls, expected_calls):
+            # the usual graded run: every call as expected at its own position, which every match type pairs
+            # position by position; the calls are read again only for their names
+            in_order = [call.name for call in expected_calls]
+            matches = [{"expected_index": i, "actual_index": i, "name": name} for i, name in enumerate(in_order)]
+            return self._result(1.0, self._details(1.0, (in_order, in_order), matches, [], [], trajectories))
         wanted, called = call_views(expected_calls), call_views(actual_calls)
         if check_args and not called.all_captured:
             uncaptured = self._uncaptured_tools(expected_calls, actual_calls)
@@ -75,35 +82,49 @@ class TrajectoryMatchCriterion(SyncCriterion):
                     {"uncaptured_tools": uncaptured, "check_args": True},
                 )
         names = (wanted.names, called.names)  # a call only satisfies an expected call of the same name
-        match_type = self.config.match_type
         compared: _Compared
         if rules:
             compared = (expected_calls, actual_calls, self._predicate(check_args, rules))
         else:  # the same test on the arguments alone, read once per call
             compared = (wanted.arguments, called.arguments, arguments_satisfy if check_args else None)
-        match = match_sequences(compared[0], compared[1], match_type, compared[2], names)
-        reason = _reason(match.score, "tools", wanted.names, called.names)
-        if not check_args and any(c.args for c in expected_calls):
+        match = match_sequences(compared[0], compared[1], self.config.match_type, compared[2], names)
+        missing = [
+            {
+                **call_entry(expected_calls[i]),
+                "expected_index": i,
+                "reason": self._missing_reason(i, expected_calls, actual_calls, match, compared, names),
+            }
+            for i in match.missing
+        ]
+        extra = [{**call_entry(actual_calls[j]), "actual_index": j} for j in match.extra]
+        matches = pair_details(match, wanted.names)
+        return self._result(match.score, self._details(match.score, names, matches, missing, extra, trajectories))
+
+    def _details(
+        self,
+        score: float,
+        names: tuple[list[str], list[str]],
+        matches: list[dict[str, Any]],
+        missing: list[dict[str, Any]],
+        extra: list[dict[str, Any]],
+        trajectories: tuple[list[ToolCall], list[ToolCall]],
+    ) -> dict[str, Any]:
+        """The result's details: the reason, the partial credit, and both trajectories (the calls themselves)."""
+        check_args = self.config.check_args
+        reason = _reason(score, "tools", *names)
+        if not check_args and any(c.args for c in trajectories[0]):
             # check_args=False is the seed's default; say so, or an expected city=Bergen "passes" against Oslo
             reason += f" {ARGS_NOT_COMPARED}"
-        details = {
+        return {
             "reason": reason,
-            "match_type": match_type.value,
+            "match_type": self.config.match_type.value,
             "check_args": check_args,
-            "matches": pair_details(match, wanted.names),
-            "missing": [
-                {
-                    **wanted.details[i],
-                    "expected_index": i,
-                    "reason": self._missing_reason(i, expected_calls, actual_calls, match, compared, names),
-                }
-                for i in match.missing
-            ],
-            "extra": [{**called.details[j], "actual_index": j} for j in match.extra],
-            "expected_trajectory": wanted.details,
-            "actual_trajectory": called.details,
+            "matches": matches,
+            "missing": missing,
+            "extra": extra,
+            "expected_trajectory": trajectories[0],
+            "actual_trajectory": trajectories[1],
         }
-        return self._result(match.score, details)
 
     @staticmethod
     def _predicate(check_args: bool, rules: dict[str, ToolArgsRule]) -> Callable[[ToolCall, ToolCall], bool]:

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 import orjson
 import pyarrow as pa
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
 from tracegrade.errors import NotFoundError
 from tracegrade.evaluation.timewindow import utc_now
@@ -252,9 +252,15 @@ def _json_text(value: Any) -> str:
     library for what orjson refuses (lone surrogates, integers beyond 64 bits). As ``str``: Arrow builds a
     string column from ``str`` values faster than from ``bytes``, which it checks for UTF-8 one by one."""
     try:
-        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+        return orjson.dumps(value, default=_json_default, option=orjson.OPT_NON_STR_KEYS).decode()
     except TypeError:
-        return json.dumps(value, default=str)
+        return json.dumps(value, default=_json_default)
+
+
+def _json_default(value: Any) -> Any:
+    """What JSON cannot hold as is: a model (the trajectory criterion's details name the calls) as its fields,
+    anything else as text."""
+    return value.model_dump(mode="json") if isinstance(value, BaseModel) else str(value)
 
 
 def _pack_cases(results: list[EvalCaseResult]) -> bytes:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+from pydantic import BaseModel
 
 from tracegrade.errors import StoreError
 
@@ -87,7 +88,8 @@ def _parsed_json(value: Any) -> Any:
 
 
 def json_safe(value: Any) -> Any:
-    """A DuckDB result value as JSON: timestamps in ISO 8601, decimals as numbers, bytes in base64."""
+    """A DuckDB result value (or a criterion's details) as JSON: timestamps in ISO 8601, decimals as numbers, bytes in
+    base64, models as their fields."""
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
@@ -106,6 +108,8 @@ def json_safe(value: Any) -> Any:
         return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [json_safe(v) for v in value]
+    if isinstance(value, BaseModel):
+        return json_safe(value.model_dump(mode="json"))
     return str(value)
 
 
