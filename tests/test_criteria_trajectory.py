@@ -3,9 +3,12 @@ node order and tool-name matching, with the seed page's edge cases and the parti
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from tracegrade.criteria import NodeOrderMatchCriterion, ToolNameMatchCriterion, TrajectoryMatchCriterion
+from tracegrade.criteria.call_compare import calls_satisfy_in_place
 from tracegrade.models import (
     ArgMatchMode,
     CriterionConfig,
@@ -372,3 +375,28 @@ def test_names_and_reference_flags():
     assert all(
         c.requires_reference for c in (TrajectoryMatchCriterion, NodeOrderMatchCriterion, ToolNameMatchCriterion)
     )
+
+
+@pytest.mark.parametrize("match_type", [EXACT, IN_ORDER, ANY_ORDER])
+def test_runs_decided_in_one_pass_grade_as_the_general_path_does(match_type: MatchType) -> None:
+    # a rule for a tool no case calls sends every case down the general path (the per-tool predicate); the
+    # results must be the same, details included, whether or not the one-pass check decided them
+    rng = random.Random(5)
+    unused_rule = {"never_called": ToolArgsRule(mode=ArgMatchMode.EXACT)}
+    in_one_pass = 0
+    for _ in range(400):
+        expected = [
+            ToolCall(name=rng.choice("ab"), args=rng.choice([{}, {"k": 1}, {"k": 1.0}, {"k": True}]))
+            for _ in range(rng.randrange(4))
+        ]
+        if rng.random() < 0.5:
+            actual = [call.model_copy(update={"call_id": f"c{n}"}) for n, call in enumerate(expected)]
+        else:
+            actual = [ToolCall(name=rng.choice("ab"), args=rng.choice([{}, {"k": 1}])) for _ in range(rng.randrange(4))]
+        if actual and rng.random() < 0.1:
+            actual[-1] = actual[-1].model_copy(update={"args_captured": False})
+        fast = run_tools(expected, actual, match_type, check_args=True)
+        general = run_tools(expected, actual, match_type, check_args=True, tool_args=unused_rule)
+        assert fast.model_dump(mode="json") == general.model_dump(mode="json")
+        in_one_pass += calls_satisfy_in_place(actual, expected)
+    assert in_one_pass > 100

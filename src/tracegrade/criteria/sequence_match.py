@@ -33,7 +33,7 @@ from typing import Any
 
 from tracegrade.models.config import MatchType
 
-__all__ = ["SequenceMatch", "match_sequences", "pair_details", "why_unmatched"]
+__all__ = ["SequenceMatch", "aligned_pair_details", "match_sequences", "pair_details", "why_unmatched"]
 
 # ``(expected_keys, actual_keys)``: one hashable key per item of each sequence
 Keys = tuple[Sequence[Hashable], Sequence[Hashable]]
@@ -102,6 +102,11 @@ def match_sequences(
 def pair_details(match: SequenceMatch, expected_names: Sequence[str]) -> list[dict[str, Any]]:
     """The match's pairs as result details: each expected index, the actual index it matched and its name."""
     return [{"expected_index": i, "actual_index": j, "name": expected_names[i]} for i, j in match.pairs]
+
+
+def aligned_pair_details(names: Sequence[str]) -> list[dict[str, Any]]:
+    """:func:`pair_details` of a match that paired every item with the item at its own position."""
+    return [{"expected_index": i, "actual_index": i, "name": name} for i, name in enumerate(names)]
 
 
 def why_unmatched(

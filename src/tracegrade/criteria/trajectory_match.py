@@ -16,7 +16,13 @@ from typing import Any
 from tracegrade.criteria.base import SyncCriterion
 from tracegrade.criteria.call_compare import arguments_satisfy, calls_satisfy_in_place
 from tracegrade.criteria.registry import register_criterion
-from tracegrade.criteria.sequence_match import SequenceMatch, match_sequences, pair_details, why_unmatched
+from tracegrade.criteria.sequence_match import (
+    SequenceMatch,
+    aligned_pair_details,
+    match_sequences,
+    pair_details,
+    why_unmatched,
+)
 from tracegrade.criteria.tool_args import args_compared, call_satisfies, describe_arg_difference
 from tracegrade.criteria.tool_calls import call_entry, call_views
 from tracegrade.models.config import ArgMatchMode, MatchType, ToolArgsRule
@@ -68,7 +74,7 @@ class TrajectoryMatchCriterion(SyncCriterion):
             # the usual graded run: every call as expected at its own position, which every match type pairs
             # position by position; the calls are read again only for their names
             in_order = [call.name for call in expected_calls]
-            matches = [{"expected_index": i, "actual_index": i, "name": name} for i, name in enumerate(in_order)]
+            matches = aligned_pair_details(in_order)
             return self._result(1.0, self._details(1.0, (in_order, in_order), matches, [], [], trajectories))
         wanted, called = call_views(expected_calls), call_views(actual_calls)
         if check_args and not called.all_captured:
