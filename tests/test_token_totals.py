@@ -10,6 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalSummary, TokenUsage
+from tracegrade.reporters.text import format_usage
 
 USAGES = [
     TokenUsage(),
@@ -32,6 +33,10 @@ def test_total_is_the_plain_sum_as_a_new_model() -> None:
 
 def test_has_any_sees_every_field() -> None:
     assert [u.has_any() for u in USAGES] == [False, True, False, True, True, True]
+    # reporters show a usage unless it is zero: a prompt-cache write alone is shown
+    assert [u.is_zero() for u in USAGES] == [True, False, True, False, False, False]
+    assert format_usage(USAGES[3]) == "0 tokens (in 0 / out 0), cache write 7"
+    assert format_usage(USAGES[5]) == "0 tokens (in 0 / out 0), cache read 3, 2 calls"
 
 
 def _case(eval_id: str, agent: TokenUsage, criteria: list[CriterionResult]) -> EvalCaseResult:

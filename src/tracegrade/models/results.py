@@ -103,7 +103,7 @@ class TokenUsage(BaseModel):
         )
 
     def has_any(self) -> bool:
-        """Is any field non-zero (unlike :meth:`is_zero`, cache-creation tokens count)?"""
+        """Is any field non-zero (cache-creation tokens too: a prompt-cache write is usage)?"""
         return bool(
             self.input_tokens
             or self.output_tokens
@@ -122,7 +122,8 @@ class TokenUsage(BaseModel):
         return self.model_dump()
 
     def is_zero(self) -> bool:
-        return self.total_tokens == 0 and self.cache_read_tokens == 0 and self.cost_usd == 0 and self.calls == 0
+        """Is every field zero (reporters leave such a usage out)?"""
+        return not self.has_any()
 
 
 _NO_TOKENS = TokenUsage()

@@ -128,11 +128,13 @@ def format_cost(usd: float) -> str:
 
 
 def format_usage(usage: Any) -> str:
-    """One line for a TokenUsage: totals, in/out split, cache reads, calls and cost when known."""
+    """One line for a TokenUsage: totals, in/out split, cache reads and writes, calls and cost when known."""
     total = getattr(usage, "total_tokens", 0)
     parts = [f"{total:,} tokens (in {usage.input_tokens:,} / out {usage.output_tokens:,})"]
     if usage.cache_read_tokens:
         parts.append(f"cache read {usage.cache_read_tokens:,}")
+    if usage.cache_creation_tokens:
+        parts.append(f"cache write {usage.cache_creation_tokens:,}")
     if usage.calls:
         parts.append(f"{usage.calls:,} call{'s' if usage.calls != 1 else ''}")
     if usage.cost_usd:
