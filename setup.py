@@ -30,7 +30,9 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 COMPILED_PACKAGES = ("src/tracegrade/trajectory",)
-COMPILED_MODULES = ("src/tracegrade/capture/sdk_convert.py", "src/tracegrade/models/json_values.py")
+COMPILED_MODULES = ("src/tracegrade/capture/sdk_convert.py",)
+# compiled by earlier versions: extensions an earlier editable install left beside them would shadow their source
+RETIRED_MODULES = ("src/tracegrade/models/json_values.py",)
 GROUP = "tracegrade"  # the shared library of the compiled modules is ``tracegrade__mypyc``
 C_EXTENSIONS = {"tracegrade.criteria._call_compare": "src/tracegrade/criteria/_call_compare.c"}
 
@@ -59,9 +61,14 @@ def _remove_compiled_in_place() -> None:
     would shadow the Python source of an install that is meant to run it."""
     sources = _sources() + list(C_EXTENSIONS.values())
     stale = [Path(source).with_suffix(suffix) for source in sources for suffix in EXTENSION_SUFFIXES]
+    stale += _retired()
     stale += [path for suffix in EXTENSION_SUFFIXES for path in Path("src").glob(f"{GROUP}__mypyc{suffix}")]
     for path in stale:
         path.unlink(missing_ok=True)
+
+
+def _retired() -> list[Path]:
+    return [Path(source).with_suffix(suffix) for source in RETIRED_MODULES for suffix in EXTENSION_SUFFIXES]
 
 
 class _OptionalBuildExt(build_ext):
@@ -86,6 +93,8 @@ def _extensions(setting: str, kind: str) -> list:
     if setting == "0" or (setting == "" and kind == "editable"):
         _remove_compiled_in_place()
         return []
+    for path in _retired():
+        path.unlink(missing_ok=True)
     try:
         from mypyc.build import mypycify
 

@@ -1,9 +1,9 @@
-"""The mypyc-compiled modules (the mapper, the SDK span converter, JSON value comparison) give exactly what their
-Python source gives.
+"""The mypyc-compiled modules (the mapper, the SDK span converter) give exactly what their Python source gives.
 
 Runs where tracegrade is installed compiled (CI: ``TRACEGRADE_COMPILE=1``): one script maps the real agent runs
-in tests/data/otlp, converts SDK spans and compares JSON values pairwise, once on the installed package and once
-on a copy of its Python source without the extensions; both outputs must be equal.
+in tests/data/otlp and converts SDK spans, once on the installed package and once on a copy of its Python source
+without the extensions; both outputs must be equal. (The C twin of the tool-call comparison has its own test:
+tests/test_call_compare.py.)
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import pytest
 
 import tracegrade
 import tracegrade.capture.sdk_convert as sdk_convert
-import tracegrade.models.json_values as json_values
 from tracegrade.trajectory import COMPILED
 
 DATA = Path(__file__).parent / "data" / "otlp"
@@ -33,7 +32,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import Link, Status, StatusCode
 import tracegrade.capture.sdk_convert as sdk_convert
-import tracegrade.models.json_values as json_values
 from tracegrade.capture.sdk_convert import span_from_readable
 from tracegrade.ingest.decode import decode_traces_json
 from tracegrade.trajectory import COMPILED, map_spans
@@ -48,7 +46,7 @@ class Counting(IdGenerator):
         self.n += 1
         return self.n << 64
 
-out = {"compiled": [COMPILED, sdk_convert.__file__.endswith(".so"), json_values.__file__.endswith(".so")], "mapped": {}}
+out = {"compiled": [COMPILED, sdk_convert.__file__.endswith(".so")], "mapped": {}}
 for path in sorted(Path(sys.argv[1]).glob("*.otlp.json")):
     out["mapped"][path.name] = map_spans(decode_traces_json(path.read_bytes()).spans).model_dump(mode="json")
 exporter = InMemorySpanExporter()
@@ -66,14 +64,6 @@ with tracer.start_as_current_span("invoke_agent", start_time=10, end_on_exit=Fal
         tool.end(end_time=50)
     root.end(end_time=60)
 out["converted"] = [dataclasses.asdict(span_from_readable(s)) for s in exporter.get_finished_spans()]
-class Mapping(dict):
-    pass
-values = [None, True, False, 0, 1, 1.0, -0.0, float("nan"), float("inf"), "1", "", [], (), [1, True], (1.0, True),
-          {}, {"a": 1}, {"a": 1.0}, {"a": True}, Mapping(a=1), {"a": [1, {"b": None}]}, {"a": (1, {"b": None})},
-          {"a": [1, {"b": 0}]}, {"b": 1}, {"a": 1, "b": 2}, {"b": 2, "a": 1}, [[1, {"x": "y"}]], [[1, {"x": "z"}]]]
-out["json_equal"] = [[json_values.json_equal(a, b) for b in values] for a in values]
-out["json_subset"] = [[json_values.json_subset(a, b) for b in values] for a in values]
-out["arguments_satisfy"] = [json_values.arguments_satisfy(a, b) for a in (None, {}, {"a": 1}) for b in ({}, {"a": 1.0})]
 print(json.dumps(out, sort_keys=True, default=str))
 """
 
@@ -90,14 +80,14 @@ def _run(pythonpath: str | None) -> dict:
 
 
 @pytest.mark.skipif(
-    not (COMPILED and sdk_convert.__file__.endswith(".so") and json_values.__file__.endswith(".so")),
+    not (COMPILED and sdk_convert.__file__.endswith(".so")),
     reason="tracegrade is installed without its compiled modules",
 )
 def test_compiled_modules_give_what_their_python_source_gives(tmp_path: Path) -> None:
     package = Path(tracegrade.__file__).parent
     shutil.copytree(package, tmp_path / "tracegrade", ignore=shutil.ignore_patterns("*.so", "__pycache__"))
     compiled, pure = _run(None), _run(str(tmp_path))
-    assert compiled.pop("compiled") == [True, True, True]
-    assert pure.pop("compiled") == [False, False, False]
+    assert compiled.pop("compiled") == [True, True]
+    assert pure.pop("compiled") == [False, False]
     assert len(compiled["mapped"]) == 5 and len(compiled["converted"]) == 3
     assert compiled == pure

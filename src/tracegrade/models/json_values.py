@@ -1,8 +1,7 @@
 """Structural comparison and parsing of JSON-like values (tool arguments, attribute payloads).
 
-Compiled with mypyc where it was built so (``setup.py``): the trajectory criterion compares the arguments
-of every pair of namesake calls with :func:`json_equal`. The code is written for that (exact type tests,
-typed helpers, plain loops) and behaves the same interpreted.
+:func:`json_equal` is the reference for comparing argument values; the trajectory criterion's common path runs its
+C twin (:mod:`tracegrade.criteria.call_compare`), which hands any value outside the built-in JSON types back here.
 """
 
 from __future__ import annotations
