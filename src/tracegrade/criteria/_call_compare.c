@@ -16,6 +16,19 @@ static PyObject *str_name, *str_args, *str_args_captured;
 
 static int values_equal(PyObject *a, PyObject *b);
 
+/* values_equal on two borrowed items of containers, held while compared: a comparison handed to Python could
+ * change either container and drop them */
+static int
+items_equal(PyObject *left, PyObject *right)
+{
+    Py_INCREF(left);
+    Py_INCREF(right);
+    int same = values_equal(left, right);
+    Py_DECREF(left);
+    Py_DECREF(right);
+    return same;
+}
+
 static int
 dicts_equal(PyObject *a, PyObject *b)
 {
@@ -29,11 +42,7 @@ dicts_equal(PyObject *a, PyObject *b)
         if (other == NULL) {
             return PyErr_Occurred() ? -1 : 0;
         }
-        Py_INCREF(value);
-        Py_INCREF(other);
-        int same = values_equal(value, other);
-        Py_DECREF(value);
-        Py_DECREF(other);
+        int same = items_equal(value, other);
         if (same != 1) {
             return same;
         }
@@ -49,12 +58,7 @@ lists_equal(PyObject *a, PyObject *b)
     }
     /* the sizes are read again on every step: a comparison handed to Python could change either list */
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(a) && i < PyList_GET_SIZE(b); i++) {
-        PyObject *left = PyList_GET_ITEM(a, i), *right = PyList_GET_ITEM(b, i);
-        Py_INCREF(left);
-        Py_INCREF(right);
-        int same = values_equal(left, right);
-        Py_DECREF(left);
-        Py_DECREF(right);
+        int same = items_equal(PyList_GET_ITEM(a, i), PyList_GET_ITEM(b, i));
         if (same != 1) {
             return same;
         }
