@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalSummary, TokenUsage
+from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalSummary, TokenUsage, no_tokens
 from tracegrade.reporters.text import format_usage
 
 USAGES = [
@@ -29,6 +29,19 @@ def test_total_is_the_plain_sum_as_a_new_model() -> None:
         assert total.counts() == sum(usages, TokenUsage()).counts()
         assert all(total is not u for u in usages)
     assert TokenUsage.total(iter(USAGES)).counts() == sum(USAGES, TokenUsage()).counts()
+
+
+def test_zero_sums_share_the_one_zero_usage() -> None:
+    # usages are immutable, so a sum that adds nothing builds nothing
+    assert TokenUsage.total([]) is no_tokens()
+    assert TokenUsage.total([TokenUsage(), TokenUsage()]) is no_tokens()
+    used = USAGES[1]
+    assert used + TokenUsage() is used
+    assert TokenUsage() + used is used
+    assert (used + used).counts() == (20, 10, 0, 0, 0.0, 2)
+    assert sum(USAGES, TokenUsage()).counts() == (10, 5, 3, 7, 0.25, 3)
+    with pytest.raises(ValidationError):
+        used.input_tokens = 1  # type: ignore[misc]
 
 
 def test_has_any_sees_every_field() -> None:

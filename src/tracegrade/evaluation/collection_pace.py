@@ -7,8 +7,8 @@ whole heap; every younger collection walks whatever survived since the last one:
 the grading's CPU time (figures: bench/RESULTS.md, grading speed). Inside ``fewer_full_collections``:
 
 * the oldest generation waits for ``FULL_COLLECTION_EVERY`` middle collections instead of ten;
-* with ``SET_ASIDE_LONG_LIVED``, :func:`set_aside_long_lived` (called by the grading once its traces are loaded,
-  and every so many results) moves every object alive at that moment out of the collector's reach
+* with ``SET_ASIDE_LONG_LIVED``, :func:`set_aside_long_lived` (called by the grading every so many graded cases)
+  moves every object alive at that moment out of the collector's reach
   (``gc.freeze``); they are handed back to the oldest generation (``gc.unfreeze``) when the last scope ends, so a
   cycle among them that died meanwhile is freed by the next full collection. Nothing is set aside when someone
   else froze objects first (handing those back would undo their freeze).

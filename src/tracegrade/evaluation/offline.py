@@ -32,6 +32,7 @@ from tracegrade.evaluation.engine import (
 )
 from tracegrade.evaluation.matching import TraceMatch, match_cases
 from tracegrade.evaluation.selection import (
+    LOAD_CHUNK,
     QueryableStore,
     StoredExecution,
     TraceSelection,
@@ -48,7 +49,7 @@ from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalRepor
 __all__ = ["REFERENCE_FREE_SET_ID", "TraceGrader", "TraceSelection", "run_sync"]
 
 REFERENCE_FREE_SET_ID = "production"
-SET_ASIDE_EVERY = 500  # loaded traces, or graded cases, between two set_aside_long_lived calls
+SET_ASIDE_EVERY = 500  # graded cases between two set_aside_long_lived calls
 T = TypeVar("T")
 
 
@@ -95,42 +96,47 @@ class TraceGrader:
         fields = self._fields_read(criteria)
         matches = match_cases(self.store, eval_set.eval_cases, run_id, eval_set.eval_set_id)
         trials = [_trials(m, self.config.num_runs) for m in matches]
-        wanted = list(dict.fromkeys(t for groups in trials for ids in groups for t in ids))
-        stored: dict[str, StoredExecution] = {}
-        for count, loaded in enumerate(iter_executions(self.store, wanted, fields=fields)):
-            if count % SET_ASIDE_EVERY == 0:
-                set_aside_long_lived()  # the executions live until graded, and their steps in the results after that
-            if loaded.execution is not None:
-                stored[loaded.trace_id] = loaded
         # The report carries each case's LLM-call details only when the criteria had them loaded; otherwise they
         # stay in the store, under the case's trace ids.
         detailed = reads_llm_content(fields)
         results: list[EvalCaseResult] = []
-        for m, groups in zip(matches, trials):
-            self.progress(len(results), len(matches))
-            if len(results) % SET_ASIDE_EVERY == 0:
-                set_aside_long_lived()  # the results so far live until the report is written
-            meta: dict[str, Any] = {"match_strategy": m.strategy} if m.strategy else {}
-            if not groups:
-                results.append(_failed(m, m.error or "", m.trace_ids, meta))
-                continue
-            graded = []
-            for ids in groups:  # each a trial (one, unless num_runs > 1 found several)
-                missing = [t for t in ids if t not in stored]
-                if missing:
-                    why = f"traces {missing} have no trajectory yet (spans may still be arriving); try again shortly"
-                    graded.append(_failed(m, why, ids, meta))
-                    continue
-                turns = [stored[t] for t in ids]
-                execution = ExecutionResult.merge_turns([t.execution for t in turns])  # type: ignore[misc]
-                usage = TokenUsage.total(t.token_usage for t in turns)
-                case = _as_graded(m.case)
-                graded.append(
-                    await _grade_one(grader, execution, case, {"match_strategy": m.strategy}, usage, detailed)
-                )
-            results.append(combine_trials(graded))
+        for start, stop in _load_groups(trials, LOAD_CHUNK):
+            # one group of cases at a time: their executions are loaded in one query and freed once graded
+            wanted = list(dict.fromkeys(t for groups in trials[start:stop] for ids in groups for t in ids))
+            stored = {
+                loaded.trace_id: loaded
+                for loaded in iter_executions(self.store, wanted, len(wanted) or 1, fields=fields)
+                if loaded.execution is not None
+            }
+            for m, groups in zip(matches[start:stop], trials[start:stop]):
+                self.progress(len(results), len(matches))
+                if len(results) % SET_ASIDE_EVERY == 0:
+                    set_aside_long_lived()  # the results so far live until the report is written
+                results.append(await self._graded_case(grader, m, groups, stored, detailed))
         self.progress(len(results), len(matches))
         return self._report(eval_set.eval_set_id, eval_set.name, results, {"mode": "eval_set"})
+
+    @staticmethod
+    async def _graded_case(
+        grader: Grader, m: TraceMatch, groups: list[list[str]], stored: dict[str, StoredExecution], detailed: bool
+    ) -> EvalCaseResult:
+        """One matched case graded against its stored traces (each group of ids a trial)."""
+        meta: dict[str, Any] = {"match_strategy": m.strategy} if m.strategy else {}
+        if not groups:
+            return _failed(m, m.error or "", m.trace_ids, meta)
+        graded = []
+        for ids in groups:  # each a trial (one, unless num_runs > 1 found several)
+            missing = [t for t in ids if t not in stored]
+            if missing:
+                why = f"traces {missing} have no trajectory yet (spans may still be arriving); try again shortly"
+                graded.append(_failed(m, why, ids, meta))
+                continue
+            turns = [stored[t] for t in ids]
+            execution = ExecutionResult.merge_turns([t.execution for t in turns])  # type: ignore[misc]
+            usage = TokenUsage.total(t.token_usage for t in turns)
+            case = _as_graded(m.case)
+            graded.append(await _grade_one(grader, execution, case, {"match_strategy": m.strategy}, usage, detailed))
+        return combine_trials(graded)
 
     async def grade_traces(self, selection: TraceSelection, extra_criteria: Sequence[BaseCriterion] = ()) -> EvalReport:
         """Reference-free grading of the selected traces; criteria needing expectations are skipped."""
@@ -221,6 +227,22 @@ def _trials(match: TraceMatch, num_runs: int) -> list[list[str]]:
     count = len(match.trace_ids) // turns
     # the traces are listed turn by turn (each turn's repeats oldest first): trial j is every count-th from j
     return [match.trace_ids[j::count] for j in range(count)]
+
+
+def _load_groups(trials: Sequence[list[list[str]]], most: int) -> list[tuple[int, int]]:
+    """Consecutive ``[start, stop)`` ranges of cases whose traces number at most ``most`` (a case with more is a
+    range of its own), so that grading holds one range's executions at a time."""
+    ranges: list[tuple[int, int]] = []
+    start, seen = 0, set[str]()
+    for index, groups in enumerate(trials):
+        ids = {t for trial in groups for t in trial}
+        if index > start and len(seen) + len(ids - seen) > most:
+            ranges.append((start, index))
+            start, seen = index, set()
+        seen |= ids
+    if start < len(trials):
+        ranges.append((start, len(trials)))
+    return ranges
 
 
 def _load_eval_set(eval_set: EvalSet | str | Path) -> EvalSet:

@@ -20,6 +20,7 @@ from tracegrade.models.results import TokenUsage
 from tracegrade.store.rows import decompress_json, decompress_json_many, sql_string_in, sql_string_list
 
 __all__ = [
+    "LOAD_CHUNK",
     "QueryableStore",
     "StoredExecution",
     "TraceSelection",
@@ -34,7 +35,7 @@ __all__ = [
 ]
 
 _SAMPLE_SPACE = 1 << 32
-LOAD_CHUNK = 2000  # trace ids per query when loading stored executions
+LOAD_CHUNK = 10_000  # trace ids per query when loading stored executions (each query scans the traces table)
 
 
 class QueryableStore(Protocol):

@@ -48,6 +48,10 @@ class TokenUsage(BaseModel):
     def __add__(self, other: object) -> TokenUsage:
         if not isinstance(other, TokenUsage):
             return NotImplemented
+        if not other.has_any():  # immutable, so the sum may be self itself
+            return self
+        if not self.has_any():
+            return other
         return TokenUsage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
@@ -70,18 +74,23 @@ class TokenUsage(BaseModel):
 
     @classmethod
     def total(cls, usages: Iterable[TokenUsage]) -> TokenUsage:
-        """A new ``TokenUsage``, the sum of ``usages`` (what ``sum(usages, TokenUsage())`` gives, added in the same
-        order), built once: adding two builds a model, and most usages are all zeros (deterministic criteria)."""
+        """The sum of ``usages`` (what ``sum(usages, TokenUsage())`` gives, added in the same order), built once:
+        adding two builds a model, and most usages are all zeros (deterministic criteria), whose sum is the shared
+        ``no_tokens()``."""
         inputs = outputs = cache_reads = cache_creations = calls = 0
         cost = 0.0
+        counted = False
         for usage in usages:
             if usage.has_any():
+                counted = True
                 inputs += usage.input_tokens
                 outputs += usage.output_tokens
                 cache_reads += usage.cache_read_tokens
                 cache_creations += usage.cache_creation_tokens
                 cost += usage.cost_usd
                 calls += usage.calls
+        if not counted:
+            return _NO_TOKENS
         return cls(
             input_tokens=inputs,
             output_tokens=outputs,
