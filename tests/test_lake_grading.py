@@ -105,10 +105,14 @@ def test_workers_on_two_machines_claim_each_job_once_and_take_expired_leases_ove
         assert (one.enqueue(), two.enqueue(), two.enqueue()) == (40, 0, 0)  # each (rule, trace) queued once
 
         claimed: dict[str, list[str]] = {"one": [], "two": []}
+        both_started = threading.Barrier(2, timeout=60)  # else one thread may drain the queue before the other runs
 
         def claim_all(worker: GradingWorker) -> None:
-            while jobs := worker.claim():
+            jobs = worker.claim()
+            both_started.wait()
+            while jobs:
                 claimed[worker.worker_id].extend(job_id for job_id, _, _ in jobs)
+                jobs = worker.claim()
 
         racing = [threading.Thread(target=claim_all, args=(w,)) for w in (one, two)]
         for thread in racing:

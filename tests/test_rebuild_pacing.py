@@ -73,8 +73,9 @@ def test_claims_are_spaced_by_the_backlog_and_the_machines_load(
     tmp_path: Path, behind: bool, busy: int, spacing: float | None
 ) -> None:
     stat = ProcStat(tmp_path / "stat")
-    load = CpuLoad(stat.path, window_seconds=WINDOW)
     with TraceStore(tmp_path / "store.duckdb") as store:
+        # the window starts once the store is open: opening it on a busy machine must not age the reference
+        load = CpuLoad(stat.path, window_seconds=WINDOW)
         rebuilder = TrajectoryRebuilder(store, behind=lambda: behind, cpu_load=load)
         rebuilder._last_claim = time.monotonic()
         stat.advance(busy=busy, idle=100 - busy)
