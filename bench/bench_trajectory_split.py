@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from bench_trajectory_vs_adk import _adk_grader, _tracegrade_grader, make_cases
+from bench_trajectory_vs_adk import adk_grader, make_cases, tracegrade_grader
 
 
 def per_case(step: Callable[[Any, Any], object], cases: Sequence[tuple[Any, Any]], repeats: int) -> float:
@@ -52,7 +52,7 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=5000)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    make = _adk_grader if args.side == "adk" else _tracegrade_grader
+    make = adk_grader if args.side == "adk" else tracegrade_grader
     grade, inputs = make(args.match_type, make_cases(args.cases))
     matching = [pair for index, pair in enumerate(inputs) if index % 4 != 3]
     deviating = [pair for index, pair in enumerate(inputs) if index % 4 == 3]

@@ -62,7 +62,7 @@ def make_cases(count: int, seed: int = 42) -> list[tuple[list[dict[str, Any]], l
     return cases
 
 
-def _tracegrade_grader(match_type: str, cases: list[Any]) -> tuple[Any, list[Any]]:
+def tracegrade_grader(match_type: str, cases: list[Any]) -> tuple[Any, list[Any]]:
     from tracegrade.criteria import TrajectoryMatchCriterion
     from tracegrade.models import CriterionConfig, EvalCase, ExecutionResult, MatchType, ToolCall
 
@@ -79,7 +79,7 @@ def _tracegrade_grader(match_type: str, cases: list[Any]) -> tuple[Any, list[Any
     return grade, inputs
 
 
-def _adk_grader(match_type: str, cases: list[Any]) -> tuple[Any, list[Any]]:
+def adk_grader(match_type: str, cases: list[Any]) -> tuple[Any, list[Any]]:
     from google.adk.evaluation.eval_case import IntermediateData, Invocation
     from google.adk.evaluation.eval_metrics import EvalMetric, ToolTrajectoryCriterion
     from google.adk.evaluation.trajectory_evaluator import TrajectoryEvaluator
@@ -105,7 +105,7 @@ def _adk_grader(match_type: str, cases: list[Any]) -> tuple[Any, list[Any]]:
 
 def run_side(side: str, match_type: str, count: int) -> dict[str, float]:
     """Grade ``count`` cases once on one side; wall and CPU seconds of the grading loop."""
-    make = _adk_grader if side == "adk" else _tracegrade_grader
+    make = adk_grader if side == "adk" else tracegrade_grader
     grade, inputs = make(match_type, make_cases(count))
     for actual, expected in inputs[:200]:  # warm up (imports, caches)
         grade(actual, expected)
