@@ -26,7 +26,7 @@ def cases_from_traces(
     cases = []
     trace_ids = selected_trace_ids(store, selection)
     read = ("tool_calls", "user_query", "node_visits", "actual_response", "response_captured")
-    for done, (tid, ex, _) in enumerate(iter_executions(store, trace_ids, fields=read)):
+    for done, (tid, ex, _, _) in enumerate(iter_executions(store, trace_ids, fields=read)):
         if progress is not None:
             progress(done, len(trace_ids))
         if ex is None:

@@ -106,7 +106,6 @@ class TraceGrader:
             stored = {
                 loaded.trace_id: loaded
                 for loaded in iter_executions(self.store, wanted, len(wanted) or 1, fields=fields)
-                if loaded.execution is not None
             }
             for m, groups in zip(matches[start:stop], trials[start:stop]):
                 self.progress(len(results), len(matches))
@@ -120,18 +119,21 @@ class TraceGrader:
     async def _graded_case(
         grader: Grader, m: TraceMatch, groups: list[list[str]], stored: dict[str, StoredExecution], detailed: bool
     ) -> EvalCaseResult:
-        """One matched case graded against its stored traces (each group of ids a trial)."""
+        """One matched case graded against its stored traces (each group of ids a trial; ``stored`` has each id)."""
         meta: dict[str, Any] = {"match_strategy": m.strategy} if m.strategy else {}
         if not groups:
             return _failed(m, m.error or "", m.trace_ids, meta)
         graded = []
         for ids in groups:  # each a trial (one, unless num_runs > 1 found several)
-            missing = [t for t in ids if t not in stored]
+            turns = [stored[t] for t in ids]
+            missing = [t.trace_id for t in turns if t.execution is None]
             if missing:
-                why = f"traces {missing} have no trajectory yet (spans may still be arriving); try again shortly"
+                problems = [t.problem for t in turns if t.problem]
+                why = "; ".join(problems) or (
+                    f"traces {missing} have no trajectory yet (spans may still be arriving); try again shortly"
+                )
                 graded.append(_failed(m, why, ids, meta))
                 continue
-            turns = [stored[t] for t in ids]
             execution = ExecutionResult.merge_turns([t.execution for t in turns])  # type: ignore[misc]
             usage = TokenUsage.total(t.token_usage for t in turns)
             case = _as_graded(m.case)
@@ -157,15 +159,16 @@ class TraceGrader:
         skipped_results = [_skipped_result(c) for c in skipped]
         results: list[EvalCaseResult] = []
         trace_ids = selected_trace_ids(self.store, selection)
-        for trace_id, execution, usage in iter_executions(self.store, trace_ids, fields=self._fields_read(usable)):
+        for trace_id, execution, usage, problem in iter_executions(
+            self.store, trace_ids, fields=self._fields_read(usable)
+        ):
             self.progress(len(results), len(trace_ids))
             if len(results) % SET_ASIDE_EVERY == 0:
                 set_aside_long_lived()  # the results so far live until the report is written
             case = _reference_free_case(trace_id, execution)
             if execution is None:
-                results.append(
-                    EvalCaseResult.failure(case.eval_id, "the trace has no trajectory yet", trace_ids=[trace_id])
-                )
+                why = problem or "the trace has no trajectory yet"
+                results.append(EvalCaseResult.failure(case.eval_id, why, trace_ids=[trace_id]))
                 continue
             result = await _grade_one(grader, execution, case, {"trace_id": trace_id}, usage, detailed=False)
             result.criterion_results += [r.model_copy() for r in skipped_results]

@@ -110,11 +110,21 @@ def selected_trace_ids(store: QueryableStore, sel: TraceSelection) -> list[str]:
 
 
 class StoredExecution(NamedTuple):
-    """One stored trace as graded: its execution (None when it has no trajectory yet) and agent tokens."""
+    """One stored trace as graded: its execution and agent tokens. Without an execution, ``problem`` says why
+    when the reason is not that the trace has no trajectory yet."""
 
     trace_id: str
     execution: ExecutionResult | None
     token_usage: TokenUsage
+    problem: str | None = None
+
+
+def _shared_id_problem(trace_id: str, tenants: Collection[str]) -> str:
+    return (
+        f"trace id {trace_id} is stored by several tenants ({', '.join(sorted(tenants))}), so which trace to grade "
+        "is ambiguous; read the store as one tenant (--tenant, TRACEGRADE_TENANT, or TenantStore(store, tenant) in "
+        "Python)"
+    )
 
 
 def reads_llm_content(fields: Collection[str] | None) -> bool:
@@ -136,27 +146,37 @@ def iter_executions(
     ``fields`` names the ``ExecutionResult`` fields the caller reads (None: any). Unless one of them is LLM
     content, each trace's lean execution (``traces.lean_execution``, a small part of the whole) is read instead of
     the whole, and the LLM content fields are left empty; a trace stored before that column existed is
-    read whole.
+    read whole. Read with every tenant's rows (an operator's view), an id that several tenants stored has no
+    execution: its ``problem`` says so.
     """
     lean = not reads_llm_content(fields)
     columns = "lean_execution, CASE WHEN lean_execution IS NULL THEN execution END" if lean else "NULL, execution"
     for start in range(0, len(trace_ids), chunk):
         part = list(trace_ids[start : start + chunk])
         in_ids, params = sql_string_in(part)
-        rows = store.query(f"SELECT trace_id, {columns} FROM traces WHERE trace_id IN {in_ids}", params).rows
-        found = {row[0]: row for row in rows}
-        lean_texts = iter(decompress_json_many([row[1] for row in rows if row[1]]))
-        lean_text = {row[0]: next(lean_texts) for row in rows if row[1]}
+        sql = f"SELECT trace_id, tenant, {columns} FROM traces WHERE trace_id IN {in_ids}"
+        found: dict[str, tuple[Any, ...]] = {}
+        tenants: dict[str, set[str]] = {}  # the ids stored by more than one tenant, and by which
+        for row in store.query(sql, params).rows:
+            first = found.setdefault(row[0], tuple(row))
+            if first[1] != row[1]:
+                tenants.setdefault(row[0], {first[1]}).add(row[1])
+        graded = [row for tid, row in found.items() if row[2] and tid not in tenants]
+        lean_texts = iter(decompress_json_many([row[2] for row in graded]))
+        lean_text = {row[0]: next(lean_texts) for row in graded}
         for tid in part:
             row = found.get(tid)
-            if row is None or not (row[1] or row[2]):
+            if tid in tenants:
+                yield StoredExecution(tid, None, TokenUsage(), _shared_id_problem(tid, tenants[tid]))
+                continue
+            if row is None or not (row[2] or row[3]):
                 yield StoredExecution(tid, None, TokenUsage())
                 continue
-            if row[1]:
+            if row[2]:
                 stored = LeanExecution.model_validate_json(lean_text[tid])
                 execution, usage = stored.execution, stored.token_usage
             else:
-                execution = ExecutionResult.model_validate_json(decompress_json(row[2]))
+                execution = ExecutionResult.model_validate_json(decompress_json(row[3]))
                 usage = execution.token_usage
             execution.attach_store(store)  # criteria that query the trace itself read its rows there
             yield StoredExecution(tid, execution, usage)
