@@ -105,8 +105,9 @@ def selection_sql(sel: TraceSelection) -> tuple[str, list[object]]:
 
 
 def selected_trace_ids(store: QueryableStore, sel: TraceSelection) -> list[str]:
+    """The selected trace ids, newest first, each once (an operator's view lists an id once per tenant)."""
     sql, params = selection_sql(sel)
-    return [row[0] for row in store.query(sql, params).rows]
+    return list(dict.fromkeys(row[0] for row in store.query(sql, params).rows))
 
 
 class StoredExecution(NamedTuple):
