@@ -9,7 +9,7 @@ import gc
 
 import pytest
 
-from tests.support.store_records import FIXTURES, decode_fixture
+from tests.support.store_records import FIXTURES, store_fixtures
 from tracegrade.evaluation import collection_pace
 from tracegrade.evaluation.case_export import cases_from_traces
 from tracegrade.evaluation.collection_pace import FULL_COLLECTION_EVERY, fewer_full_collections
@@ -36,9 +36,7 @@ def _scores(report) -> list[tuple[object, ...]]:
 
 def test_reports_are_those_of_the_default_thresholds(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     with TraceStore(tmp_path / "store.duckdb") as store:
-        for path in FIXTURES:
-            spans, logs = decode_fixture(path)
-            store.rebuild_trajectories(sorted(store.write(spans, logs).trace_ids))
+        store_fixtures(store)
         eval_set = cases_from_traces(store, TraceSelection(), name="fixtures")
         grader = TraceGrader(store, CONFIG)
         before = gc.get_threshold()

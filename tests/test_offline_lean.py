@@ -10,7 +10,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from tests.support.store_records import FIXTURES, decode_fixture
+from tests.support.store_records import FIXTURES, decode_fixture, store_fixtures
 from tracegrade.evaluation.case_export import cases_from_traces
 from tracegrade.evaluation.engine import default_evaluator_factory
 from tracegrade.evaluation.offline import TraceGrader
@@ -33,10 +33,7 @@ DETERMINISTIC = EvalConfig(
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory):
     with TraceStore(tmp_path_factory.mktemp("lean") / "store.duckdb") as opened:
-        for path in FIXTURES:
-            spans, logs = decode_fixture(path)
-            written = opened.write(spans, logs)
-            opened.rebuild_trajectories(sorted(written.trace_ids))
+        store_fixtures(opened)
         yield opened
 
 

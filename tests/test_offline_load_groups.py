@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from tests.support.store_records import FIXTURES, decode_fixture
+from tests.support.store_records import FIXTURES, store_fixtures
 from tracegrade.evaluation import offline
 from tracegrade.evaluation.case_export import cases_from_traces
 from tracegrade.evaluation.offline import TraceGrader, _load_groups
@@ -51,9 +51,7 @@ def _rows(report) -> list[tuple[object, ...]]:
 
 def test_grading_in_groups_gives_the_report_of_one_load(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     with TraceStore(tmp_path / "store.duckdb") as store:
-        for path in FIXTURES:
-            spans, logs = decode_fixture(path)
-            store.rebuild_trajectories(sorted(store.write(spans, logs).trace_ids))
+        store_fixtures(store)
         eval_set = cases_from_traces(store, TraceSelection(), name="fixtures")
         unmatched = EvalCase.single_turn("nowhere", "hi")
         unmatched.metadata["selector"] = {"trace_id": "0" * 32}

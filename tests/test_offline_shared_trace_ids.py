@@ -4,7 +4,7 @@ against a guess. Read as one tenant, the same cases grade as usual."""
 
 from __future__ import annotations
 
-from tests.support.store_records import FIXTURES, decode_fixture
+from tests.support.store_records import FIXTURES, store_fixtures
 from tracegrade.evaluation.case_export import cases_from_traces
 from tracegrade.evaluation.offline import TraceGrader
 from tracegrade.evaluation.selection import TraceSelection, iter_executions
@@ -20,22 +20,12 @@ CONFIG = EvalConfig(
 )
 
 
-def _store_as(store: TraceStore, tenant: str, paths: list) -> set[str]:
-    ids: set[str] = set()
-    for path in paths:
-        spans, logs = decode_fixture(path)
-        written = store.write(spans, logs, tenant=tenant).trace_ids
-        store.rebuild_trajectories(sorted(written), tenant=tenant)
-        ids |= set(written)
-    return ids
-
-
 def test_a_trace_id_two_tenants_stored_is_an_error_for_the_operator_and_grades_for_each_tenant(tmp_path) -> None:
     shared_paths, own_paths = FIXTURES[:1], FIXTURES[1:2]
     with TraceStore(tmp_path / "store.duckdb") as store:
-        shared = _store_as(store, "acme", shared_paths)
-        assert _store_as(store, "globex", shared_paths) == shared
-        own = _store_as(store, "acme", own_paths) - shared
+        shared = store_fixtures(store, shared_paths, tenant="acme")
+        assert store_fixtures(store, shared_paths, tenant="globex") == shared
+        own = store_fixtures(store, own_paths, tenant="acme") - shared
         assert shared and own
         acme, globex = TenantStore(store, "acme"), TenantStore(store, "globex")
         eval_set = cases_from_traces(acme, TraceSelection(), name="acme")

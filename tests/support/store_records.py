@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,7 @@ __all__ = [
     "holding_store",
     "make_span",
     "rich_span",
+    "store_fixtures",
     "trace_hex",
 ]
 
@@ -82,6 +83,17 @@ def decode_fixture(path: Path) -> tuple[list[SpanRecord], list[LogRecordData]]:
     traces, logs = read_otlp_file(path)
     assert not traces.rejected and not logs.rejected, (traces.rejected, logs.rejected)
     return traces.spans, logs.records
+
+
+def store_fixtures(store: Any, paths: Iterable[Path] = FIXTURES, tenant: str = "default") -> set[str]:
+    """Write each fixture file's records to ``store`` as ``tenant`` and build their trajectories; the trace ids."""
+    ids: set[str] = set()
+    for path in paths:
+        spans, logs = decode_fixture(path)
+        written = sorted(store.write(spans, logs, tenant=tenant).trace_ids)
+        store.rebuild_trajectories(written, tenant=tenant)
+        ids.update(written)
+    return ids
 
 
 _HOLDER = """
