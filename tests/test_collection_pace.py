@@ -99,3 +99,26 @@ def test_objects_someone_else_froze_stay_frozen_and_nothing_is_set_aside_outside
         assert calls == [] and gc.get_freeze_count() > 0  # theirs stay frozen: not ours to hand back
     finally:
         real_unfreeze()
+
+
+def test_what_a_block_builds_is_set_aside_with_the_collector_paused_meanwhile() -> None:
+    with fewer_full_collections():
+        before = gc.get_freeze_count()
+        with collection_pace.building_long_lived():
+            assert not gc.isenabled()
+            built = [{"call": n} for n in range(1000)]
+        assert gc.isenabled() and gc.get_freeze_count() >= before + len(built)
+        with pytest.raises(KeyError), collection_pace.building_long_lived():
+            raise KeyError("a load that fails")
+        assert gc.isenabled()  # a failed block does not leave the collector off
+        gc.disable()  # someone else's choice: the block leaves it as it found it
+        try:
+            with collection_pace.building_long_lived():
+                pass
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+    assert gc.get_freeze_count() == 0
+    with collection_pace.building_long_lived():  # outside a scope it changes nothing
+        assert gc.isenabled()
+    assert gc.get_freeze_count() == 0

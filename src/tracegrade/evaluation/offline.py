@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from tracegrade.criteria.base import BaseCriterion, fields_read
 from tracegrade.errors import EvalSetError, NoCriteriaError
-from tracegrade.evaluation.collection_pace import fewer_full_collections, set_aside_long_lived
+from tracegrade.evaluation.collection_pace import building_long_lived, fewer_full_collections, set_aside_long_lived
 from tracegrade.evaluation.engine import (
     EvaluatorFactory,
     Grader,
@@ -91,6 +91,7 @@ class TraceGrader:
     async def _grade_eval_set(
         self, eval_set: EvalSet, run_id: str | None, extra_criteria: Sequence[BaseCriterion]
     ) -> EvalReport:
+        set_aside_long_lived()  # the eval set lives until the report is written
         criteria = compile_criteria(self.config, extra_criteria)
         grader = grader_for(criteria, self.config, self.evaluator_factory)
         fields = self._fields_read(criteria)
@@ -103,10 +104,11 @@ class TraceGrader:
         for start, stop in _load_groups(trials, LOAD_CHUNK):
             # one group of cases at a time: their executions are loaded in one query and freed once graded
             wanted = list(dict.fromkeys(t for groups in trials[start:stop] for ids in groups for t in ids))
-            stored = {
-                loaded.trace_id: loaded
-                for loaded in iter_executions(self.store, wanted, len(wanted) or 1, fields=fields)
-            }
+            with building_long_lived():  # the group's executions live until its cases are graded
+                stored = {
+                    loaded.trace_id: loaded
+                    for loaded in iter_executions(self.store, wanted, len(wanted) or 1, fields=fields)
+                }
             for m, groups in zip(matches[start:stop], trials[start:stop]):
                 self.progress(len(results), len(matches))
                 if len(results) % SET_ASIDE_EVERY == 0:
