@@ -7,7 +7,8 @@ it takes minutes, so it is cached (``--store``, default under /tmp) and reused w
 requested number of traces.
 
 Two grading paths are timed from the opened store to the finished ``EvalReport`` (median of ``--runs``,
-wall-clock; the CPU seconds of each run are printed too, since on a shared machine they say more):
+wall-clock; the CPU seconds of each run are printed too, since on a shared machine they say more, and so are the
+garbage collections of each run and the time they took):
 
 * **reference-free** (production traffic): every trace, ``contains_keywords`` graded, ``trajectory``
   reported as skipped — ``TraceGrader.grade_traces``;
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import pstats
 import statistics
 import sys
@@ -106,16 +108,38 @@ def build_store(path: Path, traces: int, seed: int = 7) -> None:
     partial.replace(path)
 
 
+class CollectorTimes:
+    """Collections per generation and the seconds they took, while registered in ``gc.callbacks``."""
+
+    def __init__(self) -> None:
+        self.count = [0, 0, 0]
+        self.seconds = [0.0, 0.0, 0.0]
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.count[info["generation"]] += 1
+            self.seconds[info["generation"]] += time.perf_counter() - self._started
+
+    def __str__(self) -> str:
+        return ", ".join(f"generation {g}: {n:,} in {s:.2f}s" for g, (n, s) in enumerate(zip(self.count, self.seconds)))
+
+
 def _timed(label: str, grade, runs: int, traces: int, profile: bool) -> float:
     rates = []
     for run in range(runs):
         profiler = cProfile.Profile() if profile and run == 0 else None
+        collector = CollectorTimes()
+        gc.callbacks.append(collector)
         started, cpu_started = time.perf_counter(), time.process_time()
         if profiler:
             profiler.enable()
         report: EvalReport = grade()
         if profiler:
             profiler.disable()
+        gc.callbacks.remove(collector)
         seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
         assert len(report.results) == traces, f"graded {len(report.results)} of {traces}"
         rates.append(traces / seconds)
@@ -126,6 +150,7 @@ def _timed(label: str, grade, runs: int, traces: int, profile: bool) -> float:
             f"(passed {s.passed_cases:,}, failed {s.failed_cases:,}, errors {s.error_cases:,})",
             flush=True,
         )
+        print(f"    garbage collections: {collector}", flush=True)
         if profiler:
             pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
     return statistics.median(rates)
