@@ -2,8 +2,8 @@
 
 Copies the offline-grading benchmark's store (``bench_offline_grading.py`` builds and caches it), enqueues the
 jobs of one rule that samples ``--sample`` of its traces with one reference-free criterion, and runs ``--jobs``
-of them the way ``tracegrade worker`` does (claim a batch, grade and record each job). Prints wall-clock and CPU
-milliseconds per job for each run and their medians; with ``--profile``, the cProfile of the first run.
+of them the way ``tracegrade worker`` does (``GradingWorker.run_once`` until enough jobs ran). Prints wall-clock
+and CPU milliseconds per job for each run and their medians; with ``--profile``, the cProfile of the first run.
 
     python bench/bench_worker_jobs.py [--traces 100000] [--jobs 200] [--runs 3] [--profile]
 """
@@ -39,15 +39,14 @@ def rules(sample: float) -> WorkerRules:
 
 
 async def run_jobs(worker: GradingWorker, limit: int) -> int:
-    """Claim and run batches, as ``run_once`` does, until ``limit`` jobs ran or none is left."""
+    """Run the worker's cycles (``run_once``: enqueue, claim a batch, run it) until ``limit`` jobs ran or none is
+    left."""
     done = 0
     while done < limit:
-        jobs = worker.claim()
-        if not jobs:
+        ran = await worker.run_once()
+        if not ran:
             break
-        for job in jobs:
-            await worker.run_job(*job)
-        done += len(jobs)
+        done += ran
     return done
 
 

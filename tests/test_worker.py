@@ -67,6 +67,56 @@ def test_worker_grades_matching_settled_traces_and_records_each_job(store) -> No
     assert kinds == [("worker",)]
 
 
+def _billing_runs() -> list[AgentRun]:
+    return [
+        AgentRun(
+            n, f"q{n}", "refund sent" if n % 2 else "no", [("lookup", {"n": n})], service="billing", start_offset_s=n
+        )
+        for n in range(1, 9)
+    ]
+
+
+def _graded(store) -> list[tuple]:
+    return store.query(
+        "SELECT j.job_id, j.status, j.run_id, r.eval_id, r.trace_id, r.criterion, r.score, "
+        "c.result->'metadata'->>'job_id' FROM grading_jobs j "
+        "JOIN eval_results r ON r.run_id = j.run_id AND r.trace_id = j.trace_id "
+        "JOIN eval_run_cases c ON c.run_id = r.run_id AND c.eval_id = r.eval_id ORDER BY j.job_id"
+    ).rows
+
+
+def test_a_batch_graded_together_records_what_its_jobs_graded_one_by_one_record(tmp_path: Path) -> None:
+    with fill_store(tmp_path / "together.duckdb", _billing_runs()) as together:
+        worker = GradingWorker(together, rules(), worker_id="w1")
+        worker.enqueue()
+        assert asyncio.run(worker.run_once()) == 8  # one claim: the 8 jobs of one rule and window, as one group
+        batched = _graded(together)
+    with fill_store(tmp_path / "alone.duckdb", _billing_runs()) as alone:
+        worker = GradingWorker(alone, rules(), worker_id="w1")
+        worker.enqueue()
+        for job in worker.claim():
+            asyncio.run(worker.run_job(*job))
+        assert _graded(alone) == batched
+    assert len(batched) == 8 and {row[1] for row in batched} == {"done"}
+    assert all(row[7] == row[0] for row in batched)  # each case names its own job
+
+
+def test_a_job_whose_stored_trace_is_damaged_fails_alone_and_its_batch_is_graded(tmp_path: Path) -> None:
+    damaged = f"{3:032x}"
+    with fill_store(tmp_path / "store.duckdb", _billing_runs()) as store:
+        # the stored execution of one trace no longer reads (a damaged blob), so loading it raises
+        store.execute_write("UPDATE traces SET lean_execution = ? WHERE trace_id = ?", [b"\x10\0\0\0junk", damaged])
+        worker = GradingWorker(store, rules(max_attempts=1), worker_id="w1")
+        worker.enqueue()
+        assert asyncio.run(worker.run_once()) == 8
+        jobs = {row[0]: row[1:] for row in store.query("SELECT trace_id, status, error FROM grading_jobs").rows}
+        status, error = jobs.pop(damaged)
+        assert status == "failed" and error  # with what went wrong
+        assert {status for status, _ in jobs.values()} == {"done"}
+        graded = [row[0] for row in store.query("SELECT trace_id FROM eval_results ORDER BY trace_id").rows]
+        assert graded == sorted(jobs)  # every other trace once, none for the damaged one
+
+
 def test_a_retried_job_never_duplicates_results(store) -> None:
     worker = GradingWorker(store, rules(), worker_id="w1")
     worker.enqueue()

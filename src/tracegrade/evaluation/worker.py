@@ -191,20 +191,12 @@ class GradingWorker:
 
     async def run_job(self, job_id: str, rule_name: str, trace_id: str) -> str | None:
         """Grade one job, as its rule's tenant, and record it; returns the run id, or None when the job failed."""
-        rule = self.rules.get(rule_name)
-        grading_as = GRADING_TENANT.set(rule.tenant if rule is not None else DEFAULT_TENANT)
         try:
+            rule = self.rules.get(rule_name)
             if rule is None:
                 raise NotFoundError(f"rule {rule_name!r} is no longer in the rules file")
             run_id, window = self._window_run(rule_name, self.jobs.job(job_id).created_at)
-            traces = TenantStore(self.store, rule.tenant)  # the trace is read as its tenant's, like every read
-            grader = TraceGrader(traces, EvalConfig(criteria=rule.criteria), self.evaluator_factory)
-            report = await grader.grade_traces(
-                TraceSelection(trace_ids=[trace_id]), extra_criteria=self._extra[rule_name]
-            )
-            for case in report.results:
-                case.metadata.update({"job_id": job_id, "worker": self.worker_id})
-            record_cases(self.store, report, "worker", run_id, {"rule": rule_name, **window}, rule.tenant)
+            await self._grade_and_record(rule, run_id, window, {trace_id: job_id})
         except Exception as exc:
             log.warning("grading job %s failed: %s", job_id, exc)
             self._finish(
@@ -214,10 +206,61 @@ class GradingWorker:
                 f"{type(exc).__name__}: {exc}",
             )
             return None
-        finally:
-            GRADING_TENANT.reset(grading_as)
         self._finish(job_id, "done", run_id, None)
         return run_id
+
+    async def run_jobs(self, jobs: list[tuple[str, str, str]]) -> None:
+        """Run claimed jobs ``(job_id, rule, trace_id)``: those of one rule and run window are graded and recorded
+        together (one load of their traces, one write of their cases); a group that fails is run again job by job,
+        so that each job's failure is its own."""
+        groups: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (rule, run id) -> [(job_id, trace_id)]
+        windows: dict[str, dict[str, Any]] = {}
+        for job_id, rule_name, trace_id in jobs:
+            try:
+                run_id, windows[run_id] = self._window_run(rule_name, self.jobs.job(job_id).created_at)
+            except Exception:  # run_job says what went wrong, for this job alone
+                await self.run_job(job_id, rule_name, trace_id)
+                continue
+            groups.setdefault((rule_name, run_id), []).append((job_id, trace_id))
+        for (rule_name, run_id), members in groups.items():
+            rule = self.rules.get(rule_name)
+            if rule is not None and len(members) > 1:
+                try:
+                    await self._grade_and_record(rule, run_id, windows[run_id], {t: j for j, t in members})
+                except Exception as exc:
+                    log.warning(
+                        "grading %d jobs of rule %r together failed (%s); grading them one by one",
+                        len(members),
+                        rule_name,
+                        exc,
+                    )
+                else:
+                    for job_id, _ in members:
+                        self._finish(job_id, "done", run_id, None)
+                    continue
+            for job_id, trace_id in members:
+                await self.run_job(job_id, rule_name, trace_id)
+
+    async def _grade_and_record(
+        self, rule: GradingRule, run_id: str, window: dict[str, Any], jobs: dict[str, str]
+    ) -> None:
+        """Grade the traces of ``jobs`` (trace id -> job id) as the rule's tenant, and record their cases in run
+        ``run_id`` in one write; raises when any of it failed (nothing is then recorded as done)."""
+        grading_as = GRADING_TENANT.set(rule.tenant)
+        try:
+            traces = TenantStore(self.store, rule.tenant)  # the traces are read as their tenant's, like every read
+            grader = TraceGrader(traces, EvalConfig(criteria=rule.criteria), self.evaluator_factory)
+            report = await grader.grade_traces(
+                TraceSelection(trace_ids=list(jobs)), extra_criteria=self._extra[rule.name]
+            )
+            for case in report.results:
+                job_id = jobs.get(case.trace_ids[0]) if case.trace_ids else None
+                if job_id is None:
+                    raise RuntimeError(f"case {case.eval_id!r} names no trace of the jobs graded")
+                case.metadata.update({"job_id": job_id, "worker": self.worker_id})
+            record_cases(self.store, report, "worker", run_id, {"rule": rule.name, **window}, rule.tenant)
+        finally:
+            GRADING_TENANT.reset(grading_as)
 
     def _window_run(self, rule_name: str, enqueued: datetime) -> tuple[str, dict[str, Any]]:
         """The run id of the window ``enqueued`` falls in, and the window's bounds for the run's metadata."""
@@ -234,8 +277,7 @@ class GradingWorker:
         """Enqueue, claim and run one batch; returns the number of jobs run."""
         self.enqueue()
         jobs = self.claim()
-        for job in jobs:
-            await self.run_job(*job)
+        await self.run_jobs(jobs)
         return len(jobs)
 
     async def run_forever(self, stop: asyncio.Event) -> None:
