@@ -46,7 +46,7 @@ from tracegrade.models.dataset import EvalCase, EvalSet, Invocation, MessageCont
 from tracegrade.models.execution import ExecutionResult
 from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport, TokenUsage
 
-__all__ = ["REFERENCE_FREE_SET_ID", "TraceGrader", "TraceSelection", "run_sync"]
+__all__ = ["REFERENCE_FREE_SET_ID", "TraceGrader", "TraceSelection", "reference_free_case_id", "run_sync"]
 
 REFERENCE_FREE_SET_ID = "production"
 SET_ASIDE_EVERY = 500  # graded cases between two set_aside_long_lived calls
@@ -289,10 +289,15 @@ async def _grade_one(
     return result
 
 
+def reference_free_case_id(trace_id: str) -> str:
+    """The ``eval_id`` of the case that reference-free grading (``grade_traces``) makes of a trace."""
+    return f"trace-{trace_id}"
+
+
 def _reference_free_case(trace_id: str, execution: ExecutionResult | None) -> EvalCase:
     query = (execution.user_query if execution else None) or ""
     return EvalCase(
-        eval_id=f"trace-{trace_id}",
+        eval_id=reference_free_case_id(trace_id),
         name=query[:60] or f"trace {trace_id[:16]}",
         conversation=[Invocation(user_content=MessageContent.user(query))],
         metadata={"reference_free": True, "selector": {"trace_id": trace_id}},

@@ -32,7 +32,7 @@ from tracegrade.criteria.base import BaseCriterion
 from tracegrade.criteria.registry import CRITERIA_REGISTRY
 from tracegrade.errors import InvalidValueError, NoCriteriaError, NotFoundError
 from tracegrade.evaluation.engine import EvaluatorFactory, compile_criteria
-from tracegrade.evaluation.offline import TraceGrader
+from tracegrade.evaluation.offline import TraceGrader, reference_free_case_id
 from tracegrade.evaluation.run_records import RunSink, record_cases
 from tracegrade.evaluation.selection import TraceSelection, sample_predicate
 from tracegrade.evaluation.timewindow import utc_now
@@ -253,11 +253,9 @@ class GradingWorker:
             report = await grader.grade_traces(
                 TraceSelection(trace_ids=list(jobs)), extra_criteria=self._extra[rule.name]
             )
+            job_of_case = {reference_free_case_id(trace_id): job_id for trace_id, job_id in jobs.items()}
             for case in report.results:
-                job_id = jobs.get(case.trace_ids[0]) if case.trace_ids else None
-                if job_id is None:
-                    raise RuntimeError(f"case {case.eval_id!r} names no trace of the jobs graded")
-                case.metadata.update({"job_id": job_id, "worker": self.worker_id})
+                case.metadata.update({"job_id": job_of_case[case.eval_id], "worker": self.worker_id})
             record_cases(self.store, report, "worker", run_id, {"rule": rule.name, **window}, rule.tenant)
         finally:
             GRADING_TENANT.reset(grading_as)
