@@ -97,9 +97,15 @@ def test_rows_stored_before_the_grading_column_are_read_whole(store, tmp_path) -
             written = old.write(spans, logs)
             old.rebuild_trajectories(sorted(written.trace_ids))
     con = duckdb.connect(str(path))  # as a store migrated from before schema version 9 holds its rows
+    con.execute("UPDATE traces SET lean_execution = NULL WHERE trace_id IN (SELECT min(trace_id) FROM traces)")
+    con.close()
+    with TraceStore(path, read_only=True) as partly:  # one row built before, the others after: read in one group
+        assert partly.query("SELECT count(*) FROM traces WHERE lean_execution IS NULL").rows == [(1,)]
+        mixed = TraceGrader(partly, DETERMINISTIC).grade_eval_set_sync(eval_set)
+    con = duckdb.connect(str(path))
     con.execute("UPDATE traces SET lean_execution = NULL")
     con.close()
     with TraceStore(path, read_only=True) as old:
         assert old.query("SELECT count(*) FROM traces WHERE lean_execution IS NOT NULL").rows == [(0,)]
         after = TraceGrader(old, DETERMINISTIC).grade_eval_set_sync(eval_set)
-    assert _seen(after) == _seen(before)
+    assert _seen(after) == _seen(mixed) == _seen(before)

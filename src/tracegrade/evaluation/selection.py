@@ -140,7 +140,7 @@ def iter_executions(
     *,
     fields: Collection[str] | None = None,
 ) -> Iterator[StoredExecution]:
-    """Each id's stored execution, in order; one query per ``chunk`` ids.
+    """Each id's stored execution, in order; one query per ``chunk`` ids (and one more for those read whole below).
 
     Streaming keeps memory flat when grading a large selection: only one chunk of executions is alive
     at a time (ids in the SQL as :func:`~tracegrade.store.rows.sql_string_in` writes them).
@@ -151,36 +151,55 @@ def iter_executions(
     execution: its ``problem`` says so.
     """
     lean = not reads_llm_content(fields)
-    columns = "lean_execution, CASE WHEN lean_execution IS NULL THEN execution END" if lean else "NULL, execution"
     for start in range(0, len(trace_ids), chunk):
         part = list(trace_ids[start : start + chunk])
-        in_ids, params = sql_string_in(part)
-        sql = f"SELECT trace_id, tenant, {columns} FROM traces WHERE trace_id IN {in_ids}"
-        found: dict[str, tuple[Any, ...]] = {}
-        tenants: dict[str, set[str]] = {}  # the ids stored by more than one tenant, and by which
-        for row in store.query(sql, params).rows:
-            first = found.setdefault(row[0], tuple(row))
-            if first[1] != row[1]:
-                tenants.setdefault(row[0], {first[1]}).add(row[1])
-        graded = [row for tid, row in found.items() if row[2] and tid not in tenants]
-        lean_texts = iter(decompress_json_many([row[2] for row in graded]))
-        lean_text = {row[0]: next(lean_texts) for row in graded}
+        blobs, shared = _stored_column(store, part, "lean_execution" if lean else "execution")
+        whole: dict[str, Any] = blobs
+        if lean:
+            # A row built before schema version 9 has no lean execution: its whole one is read instead. Asked for
+            # apart, so that the query for the others reads no whole execution (each row's is several times larger).
+            older = [trace_id for trace_id, blob in blobs.items() if blob is None]
+            whole = _stored_column(store, older, "execution")[0] if older else {}
+            blobs = {trace_id: blob for trace_id, blob in blobs.items() if blob is not None}
+            lean_texts = dict(zip(blobs, decompress_json_many(list(blobs.values()))))
+        else:
+            lean_texts = {}
         for tid in part:
-            row = found.get(tid)
-            if tid in tenants:
-                yield StoredExecution(tid, None, TokenUsage(), _shared_id_problem(tid, tenants[tid]))
+            if tid in shared:
+                yield StoredExecution(tid, None, TokenUsage(), _shared_id_problem(tid, shared[tid]))
                 continue
-            if row is None or not (row[2] or row[3]):
+            if tid in lean_texts:
+                stored = LeanExecution.model_validate_json(lean_texts[tid])
+                execution, usage = stored.execution, stored.token_usage
+            elif whole.get(tid):
+                execution = ExecutionResult.model_validate_json(decompress_json(whole[tid]))
+                usage = execution.token_usage
+            else:
                 yield StoredExecution(tid, None, TokenUsage())
                 continue
-            if row[2]:
-                stored = LeanExecution.model_validate_json(lean_text[tid])
-                execution, usage = stored.execution, stored.token_usage
-            else:
-                execution = ExecutionResult.model_validate_json(decompress_json(row[3]))
-                usage = execution.token_usage
             execution.attach_store(store)  # criteria that query the trace itself read its rows there
             yield StoredExecution(tid, execution, usage)
+
+
+def _stored_column(
+    store: QueryableStore, trace_ids: list[str], column: str
+) -> tuple[dict[str, Any], dict[str, set[str]]]:
+    """``column`` of each id's ``traces`` row, and apart from those the ids that several tenants stored (read with
+    every tenant's rows, an operator's view), each with the tenants that did."""
+    in_ids, params = sql_string_in(trace_ids)
+    values: dict[str, Any] = {}
+    owner: dict[str, str] = {}
+    shared: dict[str, set[str]] = {}
+    for trace_id, tenant, value in store.query(
+        f"SELECT trace_id, tenant, {column} FROM traces WHERE trace_id IN {in_ids}", params
+    ).rows:
+        first = owner.setdefault(trace_id, tenant)
+        if first != tenant:
+            shared.setdefault(trace_id, {first}).add(tenant)
+        values.setdefault(trace_id, value)
+    for trace_id in shared:
+        del values[trace_id]
+    return values, shared
 
 
 def load_executions(store: QueryableStore, trace_ids: Sequence[str]) -> dict[str, ExecutionResult]:
