@@ -217,10 +217,11 @@ class GradingWorker:
         windows: dict[str, dict[str, Any]] = {}
         for job_id, rule_name, trace_id in jobs:
             try:
-                run_id, windows[run_id] = self._window_run(rule_name, self.jobs.job(job_id).created_at)
+                run_id, window = self._window_run(rule_name, self.jobs.job(job_id).created_at)
             except Exception:  # run_job says what went wrong, for this job alone
                 await self.run_job(job_id, rule_name, trace_id)
                 continue
+            windows[run_id] = window
             groups.setdefault((rule_name, run_id), []).append((job_id, trace_id))
         for (rule_name, run_id), members in groups.items():
             rule = self.rules.get(rule_name)
