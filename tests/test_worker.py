@@ -28,7 +28,13 @@ def rules(**overrides: object) -> WorkerRules:
 
 @pytest.fixture(params=["file", "lake"])
 def store(request: pytest.FixtureRequest, tmp_path: Path):
-    runs = [
+    with fill_store(open_store(request.param, tmp_path, request), _agent_runs(10)) as opened:
+        yield opened
+
+
+def _agent_runs(count: int) -> list[AgentRun]:
+    """Runs 1..count: the first 8 by the billing service (the rule's), the others by chat; odd ones say refund."""
+    return [
         AgentRun(
             n,
             f"q{n}",
@@ -37,10 +43,8 @@ def store(request: pytest.FixtureRequest, tmp_path: Path):
             service="billing" if n <= 8 else "chat",
             start_offset_s=n,
         )
-        for n in range(1, 11)
+        for n in range(1, count + 1)
     ]
-    with fill_store(open_store(request.param, tmp_path, request), runs) as opened:
-        yield opened
 
 
 def _results_per_key(store) -> list[tuple]:
@@ -67,15 +71,6 @@ def test_worker_grades_matching_settled_traces_and_records_each_job(store) -> No
     assert kinds == [("worker",)]
 
 
-def _billing_runs() -> list[AgentRun]:
-    return [
-        AgentRun(
-            n, f"q{n}", "refund sent" if n % 2 else "no", [("lookup", {"n": n})], service="billing", start_offset_s=n
-        )
-        for n in range(1, 9)
-    ]
-
-
 def _graded(store) -> list[tuple]:
     return store.query(
         "SELECT j.job_id, j.status, j.run_id, r.eval_id, r.trace_id, r.criterion, r.score, "
@@ -86,12 +81,12 @@ def _graded(store) -> list[tuple]:
 
 
 def test_a_batch_graded_together_records_what_its_jobs_graded_one_by_one_record(tmp_path: Path) -> None:
-    with fill_store(tmp_path / "together.duckdb", _billing_runs()) as together:
+    with fill_store(tmp_path / "together.duckdb", _agent_runs(8)) as together:
         worker = GradingWorker(together, rules(), worker_id="w1")
         worker.enqueue()
         assert asyncio.run(worker.run_once()) == 8  # one claim: the 8 jobs of one rule and window, as one group
         batched = _graded(together)
-    with fill_store(tmp_path / "alone.duckdb", _billing_runs()) as alone:
+    with fill_store(tmp_path / "alone.duckdb", _agent_runs(8)) as alone:
         worker = GradingWorker(alone, rules(), worker_id="w1")
         worker.enqueue()
         for job in worker.claim():
@@ -103,7 +98,7 @@ def test_a_batch_graded_together_records_what_its_jobs_graded_one_by_one_record(
 
 def test_a_job_whose_stored_trace_is_damaged_fails_alone_and_its_batch_is_graded(tmp_path: Path) -> None:
     damaged = f"{3:032x}"
-    with fill_store(tmp_path / "store.duckdb", _billing_runs()) as store:
+    with fill_store(tmp_path / "store.duckdb", _agent_runs(8)) as store:
         # the stored execution of one trace no longer reads (a damaged blob), so loading it raises
         store.execute_write("UPDATE traces SET lean_execution = ? WHERE trace_id = ?", [b"\x10\0\0\0junk", damaged])
         worker = GradingWorker(store, rules(max_attempts=1), worker_id="w1")

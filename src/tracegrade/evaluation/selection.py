@@ -154,7 +154,6 @@ def iter_executions(
     for start in range(0, len(trace_ids), chunk):
         part = list(trace_ids[start : start + chunk])
         blobs, shared = _stored_column(store, part, "lean_execution" if lean else "execution")
-        whole: dict[str, Any] = blobs
         if lean:
             # A row built before schema version 9 has no lean execution: its whole one is read instead. Asked for
             # apart, so that the query for the others reads no whole execution (each row's is several times larger).
@@ -163,7 +162,7 @@ def iter_executions(
             blobs = {trace_id: blob for trace_id, blob in blobs.items() if blob is not None}
             lean_texts = dict(zip(blobs, decompress_json_many(list(blobs.values()))))
         else:
-            lean_texts = {}
+            whole, lean_texts = blobs, {}
         for tid in part:
             if tid in shared:
                 yield StoredExecution(tid, None, TokenUsage(), _shared_id_problem(tid, shared[tid]))
