@@ -111,7 +111,7 @@ def test_workers_on_two_machines_claim_each_job_once_and_take_expired_leases_ove
             jobs = worker.claim()
             both_started.wait()
             while jobs:
-                claimed[worker.worker_id].extend(job_id for job_id, _, _ in jobs)
+                claimed[worker.worker_id].extend(job.job_id for job in jobs)
                 jobs = worker.claim()
 
         racing = [threading.Thread(target=claim_all, args=(w,)) for w in (one, two)]
@@ -126,7 +126,7 @@ def test_workers_on_two_machines_claim_each_job_once_and_take_expired_leases_ove
         # "one" stops: its leases run out (moved back in PostgreSQL), and "two" takes its jobs over
         for job_id in claimed["one"]:
             set_job_columns(first, job_id, lease_expires=utc_now() - timedelta(seconds=1))
-        taken = [job_id for job_id, _, _ in two.claim()]
+        taken = [job.job_id for job in two.claim()]
         assert taken == sorted(claimed["one"])[:3]  # the oldest first (added together: then by job id)
-        one._finish(taken[0], "done", None, None)  # too late: the lease is no longer its own
+        one.jobs.finish([taken[0]], "one", "done", None, None)  # too late: the lease is no longer its own
         assert first.query("SELECT owner, attempts FROM grading_jobs WHERE job_id = ?", [taken[0]]).rows == [("two", 2)]

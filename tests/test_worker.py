@@ -90,7 +90,7 @@ def test_a_batch_graded_together_records_what_its_jobs_graded_one_by_one_record(
         worker = GradingWorker(alone, rules(), worker_id="w1")
         worker.enqueue()
         for job in worker.claim():
-            asyncio.run(worker.run_job(*job))
+            asyncio.run(worker.run_job(job))
         assert _graded(alone) == batched
     assert len(batched) == 8 and {row[1] for row in batched} == {"done"}
     assert all(row[7] == row[0] for row in batched)  # each case names its own job
@@ -117,12 +117,12 @@ def test_a_retried_job_never_duplicates_results(store) -> None:
     worker.enqueue()
     jobs = worker.claim()
     for job in jobs:
-        asyncio.run(worker.run_job(*job))
+        asyncio.run(worker.run_job(job))
     before = store.query("SELECT count(*) FROM eval_results").rows[0][0]
     # the same jobs graded again (a worker that lost its lease and a new owner both finishing)
     other = GradingWorker(store, rules(), worker_id="w2")
     for job in jobs:
-        asyncio.run(other.run_job(*job))
+        asyncio.run(other.run_job(job))
     assert store.query("SELECT count(*) FROM eval_results").rows[0][0] == before == 8
     assert _results_per_key(store) == []
 
@@ -144,11 +144,29 @@ def test_a_job_whose_lease_expired_too_often_fails(store) -> None:
     worker.enqueue()
     (job,) = worker.claim()
     past = utc_now() - timedelta(seconds=1)
-    set_job_columns(store, job[0], lease_expires=past)
+    set_job_columns(store, job.job_id, lease_expires=past)
     survivor = GradingWorker(store, rules(max_attempts=1, batch_size=1), worker_id="next")
-    assert survivor.claim()[0][0] != job[0]
-    status, error = store.query("SELECT status, error FROM grading_jobs WHERE job_id = ?", [job[0]]).rows[0]
+    assert survivor.claim()[0].job_id != job.job_id
+    status, error = store.query("SELECT status, error FROM grading_jobs WHERE job_id = ?", [job.job_id]).rows[0]
     assert status == "failed" and "stopped 1 time(s) without finishing" in error
+
+
+def test_finishing_many_jobs_touches_only_those_whose_lease_is_still_held(store) -> None:
+    first = GradingWorker(store, rules(batch_size=3), worker_id="first")
+    first.enqueue()
+    held = first.claim()
+    assert [job.attempts for job in held] == [1, 1, 1]
+    set_job_columns(store, held[0].job_id, lease_expires=utc_now() - timedelta(seconds=1))
+    second = GradingWorker(store, rules(batch_size=1), worker_id="second")
+    assert [job.job_id for job in second.claim()] == [held[0].job_id]
+    first.jobs.finish([job.job_id for job in held], "first", "done", "run-1", None)
+    rows = store.query(
+        "SELECT job_id, status, owner, run_id FROM grading_jobs WHERE job_id IN (?, ?, ?) ORDER BY job_id",
+        [job.job_id for job in held],
+    ).rows
+    assert sorted(rows) == sorted(
+        [(held[0].job_id, "leased", "second", None)] + [(job.job_id, "done", None, "run-1") for job in held[1:]]
+    )
 
 
 @pytest.mark.parametrize(

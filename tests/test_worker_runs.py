@@ -85,10 +85,10 @@ def test_a_retried_job_replaces_its_case_and_counts_stay_right(store) -> None:
     worker.enqueue()
     jobs = worker.claim()
     for job in jobs:
-        asyncio.run(worker.run_job(*job))
+        asyncio.run(worker.run_job(job))
     other = GradingWorker(store, rules("billing"), worker_id="w2")  # a worker that took over the leases
     for job in jobs[:3]:
-        asyncio.run(other.run_job(*job))
+        asyncio.run(other.run_job(job))
     (run,) = list_runs(store)
     assert (run.total_cases, run.passed_cases) == (8, 4)
     for table in ("eval_results", "eval_case_results", "eval_run_cases"):

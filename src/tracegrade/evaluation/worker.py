@@ -38,7 +38,7 @@ from tracegrade.evaluation.selection import TraceSelection, sample_predicate
 from tracegrade.evaluation.timewindow import utc_now
 from tracegrade.models.config import CriteriaConfig, CriterionConfig, EvalConfig
 from tracegrade.models.files import load_model
-from tracegrade.store.grading_jobs import JobQueue
+from tracegrade.store.grading_jobs import ClaimedJob, JobQueue
 from tracegrade.store.tenancy import DEFAULT_TENANT, GRADING_TENANT, check_tenant_name
 from tracegrade.store.tenant_scope import TenantStore
 
@@ -176,58 +176,49 @@ class GradingWorker:
             added += self.jobs.enqueue(rule.name, where, [settled], rule.tenant)
         return added
 
-    def claim(self) -> list[tuple[str, str, str]]:
-        """Lease up to ``batch_size`` pending jobs or jobs whose lease expired: ``(job_id, rule, trace_id)``.
+    def claim(self) -> list[ClaimedJob]:
+        """Lease up to ``batch_size`` pending jobs or jobs whose lease expired.
 
         A job whose lease expired after its last allowed attempt is marked failed instead.
         """
-        jobs = self.jobs.claim(
+        return self.jobs.claim(
             self.worker_id,
             self.settings.batch_size,
             timedelta(seconds=self.settings.lease_seconds),
             self.settings.max_attempts,
         )
-        return [(job.job_id, job.rule, job.trace_id) for job in jobs]
 
-    async def run_job(self, job_id: str, rule_name: str, trace_id: str) -> str | None:
+    async def run_job(self, job: ClaimedJob) -> str | None:
         """Grade one job, as its rule's tenant, and record it; returns the run id, or None when the job failed."""
         try:
-            rule = self.rules.get(rule_name)
+            rule = self.rules.get(job.rule)
             if rule is None:
-                raise NotFoundError(f"rule {rule_name!r} is no longer in the rules file")
-            run_id, window = self._window_run(rule_name, self.jobs.job(job_id).created_at)
-            await self._grade_and_record(rule, run_id, window, {trace_id: job_id})
+                raise NotFoundError(f"rule {job.rule!r} is no longer in the rules file")
+            run_id, window = self._window_run(job)
+            await self._grade_and_record(rule, run_id, window, [job])
         except Exception as exc:
-            log.warning("grading job %s failed: %s", job_id, exc)
-            self._finish(
-                job_id,
-                "failed" if self.jobs.job(job_id).attempts >= self.settings.max_attempts else "pending",
-                None,
-                f"{type(exc).__name__}: {exc}",
-            )
+            log.warning("grading job %s failed: %s", job.job_id, exc)
+            again = "failed" if job.attempts >= self.settings.max_attempts else "pending"
+            self._finish([job], again, None, f"{type(exc).__name__}: {exc}")
             return None
-        self._finish(job_id, "done", run_id, None)
+        self._finish([job], "done", run_id, None)
         return run_id
 
-    async def run_jobs(self, jobs: list[tuple[str, str, str]]) -> None:
-        """Run claimed jobs ``(job_id, rule, trace_id)``: those of one rule and run window are graded and recorded
-        together (one load of their traces, one write of their cases); a group that fails is run again job by job,
+    async def run_jobs(self, jobs: list[ClaimedJob]) -> None:
+        """Run claimed jobs: those of one rule and run window are graded and recorded together (one load of their
+        traces, one write of their cases, one update of their status); a group that fails is run again job by job,
         so that each job's failure is its own."""
-        groups: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (rule, run id) -> [(job_id, trace_id)]
+        groups: dict[tuple[str, str], list[ClaimedJob]] = {}  # (rule, run id) -> its jobs
         windows: dict[str, dict[str, Any]] = {}
-        for job_id, rule_name, trace_id in jobs:
-            try:
-                run_id, window = self._window_run(rule_name, self.jobs.job(job_id).created_at)
-            except Exception:  # run_job says what went wrong, for this job alone
-                await self.run_job(job_id, rule_name, trace_id)
-                continue
+        for job in jobs:
+            run_id, window = self._window_run(job)
             windows[run_id] = window
-            groups.setdefault((rule_name, run_id), []).append((job_id, trace_id))
+            groups.setdefault((job.rule, run_id), []).append(job)
         for (rule_name, run_id), members in groups.items():
             rule = self.rules.get(rule_name)
             if rule is not None and len(members) > 1:
                 try:
-                    await self._grade_and_record(rule, run_id, windows[run_id], {t: j for j, t in members})
+                    await self._grade_and_record(rule, run_id, windows[run_id], members)
                 except Exception as exc:
                     log.warning(
                         "grading %d jobs of rule %r together failed (%s); grading them one by one",
@@ -236,41 +227,40 @@ class GradingWorker:
                         exc,
                     )
                 else:
-                    for job_id, _ in members:
-                        self._finish(job_id, "done", run_id, None)
+                    self._finish(members, "done", run_id, None)
                     continue
-            for job_id, trace_id in members:
-                await self.run_job(job_id, rule_name, trace_id)
+            for job in members:
+                await self.run_job(job)
 
     async def _grade_and_record(
-        self, rule: GradingRule, run_id: str, window: dict[str, Any], jobs: dict[str, str]
+        self, rule: GradingRule, run_id: str, window: dict[str, Any], jobs: list[ClaimedJob]
     ) -> None:
-        """Grade the traces of ``jobs`` (trace id -> job id) as the rule's tenant, and record their cases in run
-        ``run_id`` in one write; raises when any of it failed (nothing is then recorded as done)."""
+        """Grade the traces of ``jobs`` as the rule's tenant, and record their cases in run ``run_id`` in one
+        write; raises when any of it failed (nothing is then recorded as done)."""
         grading_as = GRADING_TENANT.set(rule.tenant)
         try:
             traces = TenantStore(self.store, rule.tenant)  # the traces are read as their tenant's, like every read
             grader = TraceGrader(traces, EvalConfig(criteria=rule.criteria), self.evaluator_factory)
             report = await grader.grade_traces(
-                TraceSelection(trace_ids=list(jobs)), extra_criteria=self._extra[rule.name]
+                TraceSelection(trace_ids=[job.trace_id for job in jobs]), extra_criteria=self._extra[rule.name]
             )
-            job_of_case = {reference_free_case_id(trace_id): job_id for trace_id, job_id in jobs.items()}
+            job_of_case = {reference_free_case_id(job.trace_id): job.job_id for job in jobs}
             for case in report.results:
                 case.metadata.update({"job_id": job_of_case[case.eval_id], "worker": self.worker_id})
             record_cases(self.store, report, "worker", run_id, {"rule": rule.name, **window}, rule.tenant)
         finally:
             GRADING_TENANT.reset(grading_as)
 
-    def _window_run(self, rule_name: str, enqueued: datetime) -> tuple[str, dict[str, Any]]:
-        """The run id of the window ``enqueued`` falls in, and the window's bounds for the run's metadata."""
+    def _window_run(self, job: ClaimedJob) -> tuple[str, dict[str, Any]]:
+        """The run id of the window the job was added in, and the window's bounds for the run's metadata."""
         width = timedelta(minutes=self.settings.run_window_minutes)
-        start = _EPOCH + ((enqueued - _EPOCH) // width) * width
+        start = _EPOCH + ((job.created_at - _EPOCH) // width) * width
         window = {"window_start": start.isoformat(), "window_end": (start + width).isoformat()}
-        return f"worker:{rule_name}:{start:%Y%m%dT%H%M%SZ}", window
+        return f"worker:{job.rule}:{start:%Y%m%dT%H%M%SZ}", window
 
-    def _finish(self, job_id: str, status: str, run_id: str | None, error: str | None) -> None:
+    def _finish(self, jobs: list[ClaimedJob], status: str, run_id: str | None, error: str | None) -> None:
         # Only the lease holder may finish a job; a worker that lost its lease leaves it to the new owner.
-        self.jobs.finish(job_id, self.worker_id, status, run_id, error)
+        self.jobs.finish([job.job_id for job in jobs], self.worker_id, status, run_id, error)
 
     async def run_once(self) -> int:
         """Enqueue, claim and run one batch; returns the number of jobs run."""

@@ -16,11 +16,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from tracegrade.errors import NotFoundError
 from tracegrade.store.rows import utc_now
 from tracegrade.store.tenancy import DEFAULT_TENANT
 
-__all__ = ["EXPIRED_ERROR_SQL", "ClaimedJob", "JobQueue", "QueuedJob", "StoreJobQueue", "job_prefix"]
+__all__ = ["EXPIRED_ERROR_SQL", "ClaimedJob", "JobQueue", "StoreJobQueue", "job_prefix"]
 
 # the error of a job failed for good: its lease expired after its last attempt (SQL, for either database)
 EXPIRED_ERROR_SQL = "'the worker holding the lease stopped ' || attempts || ' time(s) without finishing'"
@@ -34,15 +33,12 @@ def job_prefix(rule: str, tenant: str) -> str:
 
 @dataclass(frozen=True)
 class ClaimedJob:
+    """A job leased to a worker: which rule grades which trace, when the job was added (its run window), and how
+    often it was claimed, this time included."""
+
     job_id: str
     rule: str
     trace_id: str
-
-
-@dataclass(frozen=True)
-class QueuedJob:
-    """What a worker needs to know of a job it holds: when it was added and how often it was claimed."""
-
     created_at: datetime
     attempts: int
 
@@ -60,10 +56,8 @@ class JobQueue(Protocol):
         job whose lease expired after its last allowed attempt is marked failed instead."""
         ...
 
-    def job(self, job_id: str) -> QueuedJob: ...
-
-    def finish(self, job_id: str, owner: str, status: str, run_id: str | None, error: str | None) -> None:
-        """Set a job's final (or ``pending`` again) status, if ``owner`` still holds its lease."""
+    def finish(self, job_ids: Sequence[str], owner: str, status: str, run_id: str | None, error: str | None) -> None:
+        """Set the final (or ``pending`` again) status of each of ``job_ids`` whose lease ``owner`` still holds."""
         ...
 
     def counts(self) -> dict[str, int]:
@@ -116,24 +110,19 @@ class StoreJobQueue:
             [owner, expires, now, now, max_attempts, limit],
         )
         rows = self.store.query(
-            "SELECT job_id, rule, trace_id FROM grading_jobs WHERE status = 'leased' AND owner = ? "
-            "AND lease_expires = ? ORDER BY created_at, job_id",
+            "SELECT job_id, rule, trace_id, created_at, attempts FROM grading_jobs WHERE status = 'leased' "
+            "AND owner = ? AND lease_expires = ? ORDER BY created_at, job_id",
             [owner, expires],
         ).rows
-        return [ClaimedJob(str(r[0]), str(r[1]), str(r[2])) for r in rows]
+        return [ClaimedJob(str(r[0]), str(r[1]), str(r[2]), r[3], int(r[4])) for r in rows]
 
-    def job(self, job_id: str) -> QueuedJob:
-        rows = self.store.query("SELECT created_at, attempts FROM grading_jobs WHERE job_id = ?", [job_id]).rows
-        if not rows:
-            raise NotFoundError(f"no grading job {job_id!r}")
-        return QueuedJob(rows[0][0], int(rows[0][1]))
-
-    def finish(self, job_id: str, owner: str, status: str, run_id: str | None, error: str | None) -> None:
-        self.store.execute_write(
-            "UPDATE grading_jobs SET status = ?, run_id = ?, error = ?, updated_at = ?, owner = NULL, "
-            "lease_expires = NULL WHERE job_id = ? AND owner = ?",
-            [status, run_id, error, utc_now(), job_id, owner],
-        )
+    def finish(self, job_ids: Sequence[str], owner: str, status: str, run_id: str | None, error: str | None) -> None:
+        if job_ids:
+            self.store.execute_write(
+                "UPDATE grading_jobs SET status = ?, run_id = ?, error = ?, updated_at = ?, owner = NULL, "
+                "lease_expires = NULL WHERE owner = ? AND job_id IN (SELECT unnest(?::VARCHAR[]))",
+                [status, run_id, error, utc_now(), owner, list(job_ids)],
+            )
 
     def counts(self) -> dict[str, int]:
         rows = self.store.query("SELECT status, count(*) FROM grading_jobs GROUP BY status").rows

@@ -16,9 +16,8 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from tracegrade.errors import NotFoundError
 from tracegrade.store.catalog_connection import CatalogConnection
-from tracegrade.store.grading_jobs import EXPIRED_ERROR_SQL, ClaimedJob, QueuedJob, job_prefix
+from tracegrade.store.grading_jobs import EXPIRED_ERROR_SQL, ClaimedJob, job_prefix
 from tracegrade.store.tenancy import DEFAULT_TENANT
 
 if TYPE_CHECKING:
@@ -105,25 +104,20 @@ class CatalogJobQueue:
                 f"FROM (SELECT job_id FROM {_TABLE} WHERE status IN ('pending', 'leased') AND "
                 f"(status = 'pending' OR lease_expires < {_NOW}) AND attempts < %(max)s "
                 "ORDER BY created_at, job_id LIMIT %(limit)s FOR UPDATE SKIP LOCKED) picked "
-                "WHERE g.job_id = picked.job_id RETURNING g.job_id, g.rule, g.trace_id, g.created_at",
+                "WHERE g.job_id = picked.job_id RETURNING g.job_id, g.rule, g.trace_id, g.created_at, g.attempts",
                 {"owner": owner, "lease": lease, "max": max_attempts, "limit": limit},
             )
             rows = sorted(cursor.fetchall(), key=lambda row: (row[3], row[0]))
-        return [ClaimedJob(job_id, rule, trace_id) for job_id, rule, trace_id, _ in rows]
+        return [ClaimedJob(*row) for row in rows]
 
-    def job(self, job_id: str) -> QueuedJob:
-        with self._catalog.cursor("reading a grading job") as cursor:
-            row = cursor.execute(f"SELECT created_at, attempts FROM {_TABLE} WHERE job_id = %s", [job_id]).fetchone()
-        if row is None:
-            raise NotFoundError(f"no grading job {job_id!r}")
-        return QueuedJob(row[0], int(row[1]))
-
-    def finish(self, job_id: str, owner: str, status: str, run_id: str | None, error: str | None) -> None:
-        with self._catalog.cursor("finishing a grading job") as cursor:
+    def finish(self, job_ids: Sequence[str], owner: str, status: str, run_id: str | None, error: str | None) -> None:
+        if not job_ids:
+            return
+        with self._catalog.cursor("finishing grading jobs") as cursor:
             cursor.execute(
                 f"UPDATE {_TABLE} SET status = %s, run_id = %s, error = %s, updated_at = {_NOW}, owner = NULL, "
-                "lease_expires = NULL WHERE job_id = %s AND owner = %s",
-                [status, run_id, error, job_id, owner],
+                "lease_expires = NULL WHERE owner = %s AND job_id = ANY(%s)",
+                [status, run_id, error, owner, list(job_ids)],
             )
 
     def counts(self) -> dict[str, int]:
