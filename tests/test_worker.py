@@ -151,6 +151,16 @@ def test_a_job_whose_lease_expired_too_often_fails(store) -> None:
     assert status == "failed" and "stopped 1 time(s) without finishing" in error
 
 
+def test_a_worker_looks_for_settled_traces_once_per_poll_interval(store) -> None:
+    slow = GradingWorker(store, rules(poll_seconds=3600), worker_id="slow")
+    assert asyncio.run(slow.run_once()) == 8  # its first cycle looks
+    fill_store(store, [AgentRun(n, f"q{n}", "refund sent", [], service="billing") for n in (11, 12)])
+    assert asyncio.run(slow.run_once()) == 0  # it looked less than an hour ago: the new traces wait
+    eager = GradingWorker(store, rules(poll_seconds=1e-6), worker_id="eager")
+    assert asyncio.run(eager.run_once()) == 2
+    assert asyncio.run(eager.run_once()) == 0 and eager.job_counts() == {"done": 10}
+
+
 def test_finishing_many_jobs_touches_only_those_whose_lease_is_still_held(store) -> None:
     first = GradingWorker(store, rules(batch_size=3), worker_id="first")
     first.enqueue()

@@ -21,6 +21,7 @@ import importlib
 import logging
 import os
 import socket
+import time
 import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -86,7 +87,7 @@ class WorkerRules(BaseModel):
 
     rules: list[GradingRule] = Field(min_length=1)
     lease_seconds: float = Field(default=60.0, gt=0)
-    poll_seconds: float = Field(default=2.0, gt=0)
+    poll_seconds: float = Field(default=2.0, gt=0)  # how often to look for settled traces and for jobs, when idle
     batch_size: int = Field(default=20, ge=1)
     max_attempts: int = Field(default=3, ge=1)
     run_window_minutes: float = Field(default=60.0, gt=0)  # a rule's jobs enqueued in one window: one run
@@ -122,6 +123,7 @@ class GradingWorker:
         self.settings = rules
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.evaluator_factory = evaluator_factory
+        self._looked_at: float | None = None  # when enqueue last looked for settled traces (monotonic clock)
         for module in rules.plugins:
             try:
                 importlib.import_module(module)
@@ -163,6 +165,7 @@ class GradingWorker:
 
     def enqueue(self) -> int:
         """Create jobs for traces that settled since the last look; returns how many were added."""
+        self._looked_at = time.monotonic()
         added = 0
         for rule in self.rules.values():
             where = ["updated_at <= ?"]
@@ -263,8 +266,12 @@ class GradingWorker:
         self.jobs.finish([job.job_id for job in jobs], self.worker_id, status, run_id, error)
 
     async def run_once(self) -> int:
-        """Enqueue, claim and run one batch; returns the number of jobs run."""
-        self.enqueue()
+        """Enqueue (unless that was done less than ``poll_seconds`` ago), claim and run one batch; returns the
+        number of jobs run."""
+        if self._looked_at is None or time.monotonic() - self._looked_at >= self.settings.poll_seconds:
+            # Each look scans every trace of the store, so a worker working off a backlog looks once per poll
+            # interval rather than once per batch; a trace settled meanwhile waits at most that long.
+            self.enqueue()
         jobs = self.claim()
         await self.run_jobs(jobs)
         return len(jobs)
