@@ -231,7 +231,8 @@ def test_a_simulated_case_takes_every_turn_of_its_conversation(store) -> None:
 def test_long_id_lists_bound_as_one_parameter_match_and_load_as_literal_lists_do(
     store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Matching and loading name many ids as one JSON parameter (``sql_string_in``); short lists stay literal."""
+    """Matching and loading name many ids as one JSON parameter (``sql_string_in``); short lists stay literal (loading
+    tests them with ``list_contains``, ``sql_string_among``)."""
     cases = [
         case("refund", ("x", [])),
         case("chat", ("first question", []), ("second question", [])),
@@ -246,8 +247,10 @@ def test_long_id_lists_bound_as_one_parameter_match_and_load_as_literal_lists_do
         loaded = iter_executions(store, ids, fields={"tool_calls"})
         return [(m.trace_ids, m.strategy, m.error) for m in matches], [(s.trace_id, s.execution) for s in loaded]
 
+    assert rows.sql_string_among("trace_id", ids)[0].startswith("list_contains(")
     literal = matched_and_loaded()
     monkeypatch.setattr(rows, "LONG_STRING_LIST", 0)
+    assert rows.sql_string_among("trace_id", ids)[0].startswith("trace_id IN (SELECT unnest(")
     assert rows.sql_string_in(["a"])[1] == ['["a"]']  # the parameter form is what runs now
     assert matched_and_loaded() == literal
     assert sum(execution is not None for _, execution in literal[1]) == 10  # every stored trace, not the made-up one

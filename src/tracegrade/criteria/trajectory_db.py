@@ -30,7 +30,7 @@ import pyarrow as pa
 from tracegrade.errors import StoreError, TracegradeError
 from tracegrade.models.execution import ExecutionResult
 from tracegrade.store.readonly import check_read_only, lock_down
-from tracegrade.store.rows import dedupe_spans, spans_to_arrow, sql_string_list, utc_now
+from tracegrade.store.rows import dedupe_spans, spans_to_arrow, sql_string_among, utc_now
 from tracegrade.store.tenancy import DEFAULT_TENANT, with_tenant
 from tracegrade.store.trajectories import TrajectoryRows, execution_rows, map_traces
 
@@ -74,8 +74,8 @@ def _schema_ddl() -> str:
 
 
 def _stored_tables(store: Any, trace_ids: Sequence[str]) -> dict[str, pa.Table]:
-    ids = sql_string_list(dict.fromkeys(trace_ids))
-    return {table: store.query_arrow(f"SELECT * FROM {table} WHERE trace_id IN {ids}") for table in SANDBOX_TABLES}
+    of_ids, params = sql_string_among("trace_id", dict.fromkeys(trace_ids))
+    return {table: store.query_arrow(f"SELECT * FROM {table} WHERE {of_ids}", params) for table in SANDBOX_TABLES}
 
 
 def _live_tables(execution: ExecutionResult) -> dict[str, pa.Table]:

@@ -17,7 +17,7 @@ from tracegrade.errors import InvalidValueError
 from tracegrade.evaluation.timewindow import parse_since
 from tracegrade.models.execution import LLM_CONTENT_FIELDS, ExecutionResult, LeanExecution
 from tracegrade.models.results import TokenUsage
-from tracegrade.store.rows import decompress_json, decompress_json_many, sql_string_in, sql_string_list
+from tracegrade.store.rows import decompress_json, decompress_json_many, sql_string_among, sql_string_list
 
 __all__ = [
     "LOAD_CHUNK",
@@ -143,7 +143,7 @@ def iter_executions(
     """Each id's stored execution, in order; one query per ``chunk`` ids (and one more for those read whole below).
 
     Streaming keeps memory flat when grading a large selection: only one chunk of executions is alive
-    at a time (ids in the SQL as :func:`~tracegrade.store.rows.sql_string_in` writes them).
+    at a time (ids in the SQL as :func:`~tracegrade.store.rows.sql_string_among` writes them).
     ``fields`` names the ``ExecutionResult`` fields the caller reads (None: any). Unless one of them is LLM
     content, each trace's lean execution (``traces.lean_execution``, a small part of the whole) is read instead of
     the whole, and the LLM content fields are left empty; a trace stored before that column existed is
@@ -185,12 +185,12 @@ def _stored_column(
 ) -> tuple[dict[str, Any], dict[str, set[str]]]:
     """``column`` of each id's ``traces`` row, and apart from those the ids that several tenants stored (read with
     every tenant's rows, an operator's view), each with the tenants that did."""
-    in_ids, params = sql_string_in(trace_ids)
+    of_ids, params = sql_string_among("trace_id", trace_ids)
     values: dict[str, Any] = {}
     owner: dict[str, str] = {}
     shared: dict[str, set[str]] = {}
     for trace_id, tenant, value in store.query(
-        f"SELECT trace_id, tenant, {column} FROM traces WHERE trace_id IN {in_ids}", params
+        f"SELECT trace_id, tenant, {column} FROM traces WHERE {of_ids}", params
     ).rows:
         first = owner.setdefault(trace_id, tenant)
         if first != tenant:
