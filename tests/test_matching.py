@@ -250,6 +250,7 @@ def test_long_id_lists_bound_as_one_parameter_match_and_load_as_literal_lists_do
     assert rows.sql_string_among("trace_id", ids)[0].startswith("list_contains(")
     literal = matched_and_loaded()
     monkeypatch.setattr(rows, "LONG_STRING_LIST", 0)
+    monkeypatch.setattr(rows, "FEW_STRINGS", 0)
     assert rows.sql_string_among("trace_id", ids)[0].startswith("trace_id IN (SELECT unnest(")
     assert rows.sql_string_in(["a"])[1] == ['["a"]']  # the parameter form is what runs now
     assert matched_and_loaded() == literal

@@ -79,6 +79,7 @@ def test_in_process_worker_grades_arriving_traces_and_grade_records_through_the_
         ids = [r[0] for r in remote.query("SELECT trace_id FROM traces ORDER BY trace_id").rows]
         literal = [(s.trace_id, s.execution) for s in iter_executions(remote, ids)]
         monkeypatch.setattr(store_rows, "LONG_STRING_LIST", 0)
+        monkeypatch.setattr(store_rows, "FEW_STRINGS", 0)
         assert [(s.trace_id, s.execution) for s in iter_executions(remote, ids)] == literal
         assert len(literal) == 3 and all(execution is not None for _, execution in literal)
         monkeypatch.undo()

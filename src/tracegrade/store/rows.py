@@ -162,6 +162,9 @@ def sql_string_in(values: Iterable[str]) -> tuple[str, list[str]]:
     return "(SELECT unnest(from_json(?, '[\"VARCHAR\"]')))", [orjson.dumps(listed).decode()]
 
 
+FEW_STRINGS = 50  # values up to which sql_string_among compares each row with each value (bench/bench_few_ids.py)
+
+
 def sql_string_among(column: str, values: Iterable[str]) -> tuple[str, list[str]]:
     """A predicate that ``column`` holds one of ``values``, and the parameters it binds, for a query that reads
     wide columns (blobs, JSON, whole rows) of the few rows it finds.
@@ -169,11 +172,11 @@ def sql_string_among(column: str, values: Iterable[str]) -> tuple[str, list[str]
     DuckDB joins a list of two or more values with the table, after reading every column the query asks for
     from every row: a table of 100,000 traces then costs tens of milliseconds whatever the list. ``list_contains``
     over a literal list is a filter inside the scan instead, so the other columns are read for the matching rows
-    only, while the list is short (every row is compared with each value); one value, or a long list, goes
-    through ``IN`` (``sql_string_in``).
+    only, while the list is short (every row is compared with each value, so up to ``FEW_STRINGS`` values); one
+    value, or a longer list, goes through ``IN`` (``sql_string_in``).
     """
     listed = list(values)
-    if 1 < len(listed) <= LONG_STRING_LIST:
+    if 1 < len(listed) <= FEW_STRINGS:
         return f"list_contains([{','.join(sql_string(v) for v in listed)}], {column})", []
     in_values, params = sql_string_in(listed)
     return f"{column} IN {in_values}", params
