@@ -14,7 +14,7 @@ from tests.support.grading_traces import AgentRun, fill_store
 from tests.support.store_kinds import open_store, set_job_columns
 from tracegrade.evaluation.selection import in_sample
 from tracegrade.evaluation.timewindow import utc_now
-from tracegrade.evaluation.worker import GradingWorker, WorkerRules
+from tracegrade.evaluation.worker import FIRST_BATCH, GradingWorker, WorkerRules, next_batch_size
 
 KEYWORDS = {"contains_keywords": {"keywords": ["refund"]}}
 pg_server = pg_cluster.pg_server  # the session's PostgreSQL (a fixture), for the lake
@@ -177,6 +177,45 @@ def test_finishing_many_jobs_touches_only_those_whose_lease_is_still_held(store)
     assert sorted(rows) == sorted(
         [(held[0].job_id, "leased", "second", None)] + [(job.job_id, "done", None, "run-1") for job in held[1:]]
     )
+
+
+@pytest.mark.parametrize(
+    ("seconds_per_job", "lease", "batch_size", "claimed"),
+    [
+        (None, 60, 200, FIRST_BATCH),  # the pace unknown yet: a small first claim
+        (None, 60, 3, 3),
+        (0.001, 60, 200, 200),  # quick jobs: as many as allowed
+        (1.0, 60, 200, 15),  # a quarter of the lease's worth
+        (100.0, 60, 200, 1),  # slower than the lease itself: one at a time
+        (0.0, 60, 200, 200),
+    ],
+)
+def test_a_claim_takes_what_a_quarter_of_the_lease_grades_at_the_last_batch_s_pace(
+    seconds_per_job: float | None, lease: float, batch_size: int, claimed: int
+) -> None:
+    assert next_batch_size(seconds_per_job, lease, batch_size) == claimed
+
+
+def test_claims_grow_while_jobs_are_quick_and_shrink_when_they_are_slow(tmp_path: Path) -> None:
+    runs = [AgentRun(n, f"q{n}", "refund sent", [], service="billing") for n in range(1, 41)]
+    with fill_store(tmp_path / "store.duckdb", runs) as store:
+        quick = GradingWorker(store, rules(batch_size=25), worker_id="quick")
+        quick.enqueue()
+        # after its first claim, a quick job takes far less than the lease's quarter (15 s) over 25
+        assert [asyncio.run(quick.run_once()) for _ in range(3)] == [FIRST_BATCH, 25, 5]
+        store.execute_write("UPDATE grading_jobs SET status = 'pending', owner = NULL")
+        slow_rule = {
+            "extra_criteria": [{"name": "slow_answered", "config": {"metadata": {"seconds": 0.1}}}],
+        }
+        slow = GradingWorker(
+            store,
+            rules(batch_size=50, lease_seconds=2, plugins=["tests.support.grading_slow_criterion"], rule=slow_rule),
+            worker_id="slow",
+        )
+        # 10 jobs of 0.1 s or more: then no more than the lease's quarter (0.5 s) holds
+        assert asyncio.run(slow.run_once()) == FIRST_BATCH
+        assert 1 <= asyncio.run(slow.run_once()) <= 5
+        assert _results_per_key(store) == []
 
 
 @pytest.mark.parametrize(

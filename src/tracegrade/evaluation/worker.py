@@ -4,14 +4,16 @@
 once a trace has been quiet for ``settle_seconds``. Each (rule, trace) pair becomes one job of the store's
 job queue (``grading_jobs``: the file's own table, or on a lake a table in its catalog database that
 workers on several machines share, see ``store.grading_jobs``); a worker claims jobs by taking a lease,
-grades them reference-free, records the result and marks the job done. A rule's jobs are grouped into
-one run per window of ``run_window_minutes`` (by when the job was enqueued): run
+grades them reference-free, records the result and marks the job done. A claim takes the jobs the worker
+grades in a quarter of the lease at the pace of its last batch (``batch_size`` at most): quick rules go in
+large batches, and a batch of slow ones (judges) ends well before its lease does. A rule's jobs are grouped
+into one run per window of ``run_window_minutes`` (by when the job was enqueued): run
 ``worker:<rule>:<window start, UTC>``, one case per job, so ``tracegrade runs`` lists a row per rule and
-window rather than one per trace. A job whose worker died is
-taken over when its lease expires; a job always lands in the same run, where its case (keyed by trace)
-is replaced, so a retried job never writes duplicate results. A rule belongs to one tenant (``tenant:``,
-by default the one tenant of a receiver without a tokens file): it grades that tenant's traces only, and
-its jobs, runs and cached judge replies are that tenant's.
+window rather than one per trace. A job whose worker died is taken over when its lease expires; a job
+always lands in the same run, where its case (keyed by trace) is replaced, so a retried job never writes
+duplicate results. A rule belongs to one tenant (``tenant:``, by default the one tenant of a receiver
+without a tokens file): it grades that tenant's traces only, and its jobs, runs and cached judge replies
+are that tenant's.
 """
 
 from __future__ import annotations
@@ -48,6 +50,18 @@ __all__ = ["GradingRule", "GradingSink", "GradingWorker", "NamedCriterion", "Wor
 log = logging.getLogger("tracegrade.worker")
 
 _EPOCH = datetime(1970, 1, 1)  # run windows are aligned to it (whole hours for the default hour)
+FIRST_BATCH = 10  # jobs of a worker's first claim, before it knows how long a job takes
+LEASE_SHARE = 0.25  # the share of the lease a batch is sized to take, at the last batch's pace
+
+
+def next_batch_size(seconds_per_job: float | None, lease_seconds: float, batch_size: int) -> int:
+    """How many jobs to claim: those that take ``LEASE_SHARE`` of the lease at ``seconds_per_job`` (the last
+    batch's pace; ``FIRST_BATCH`` while it is unknown), at least one and at most ``batch_size``."""
+    if seconds_per_job is None:
+        return min(batch_size, FIRST_BATCH)
+    if seconds_per_job <= 0:
+        return batch_size
+    return max(1, min(batch_size, int(lease_seconds * LEASE_SHARE / seconds_per_job)))
 
 
 class NamedCriterion(BaseModel):
@@ -88,7 +102,7 @@ class WorkerRules(BaseModel):
     rules: list[GradingRule] = Field(min_length=1)
     lease_seconds: float = Field(default=60.0, gt=0)
     poll_seconds: float = Field(default=2.0, gt=0)  # how often to look for settled traces and for jobs, when idle
-    batch_size: int = Field(default=20, ge=1)
+    batch_size: int = Field(default=200, ge=1)  # the most jobs a claim takes (fewer while jobs are slow)
     max_attempts: int = Field(default=3, ge=1)
     run_window_minutes: float = Field(default=60.0, gt=0)  # a rule's jobs enqueued in one window: one run
     plugins: list[str] = Field(default_factory=list)  # modules imported first (they register user criteria)
@@ -124,6 +138,7 @@ class GradingWorker:
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.evaluator_factory = evaluator_factory
         self._looked_at: float | None = None  # when enqueue last looked for settled traces (monotonic clock)
+        self._seconds_per_job: float | None = None  # the last batch's pace, from its claim to its jobs' finish
         for module in rules.plugins:
             try:
                 importlib.import_module(module)
@@ -180,13 +195,13 @@ class GradingWorker:
         return added
 
     def claim(self) -> list[ClaimedJob]:
-        """Lease up to ``batch_size`` pending jobs or jobs whose lease expired.
+        """Lease pending jobs or jobs whose lease expired: as many as :func:`next_batch_size` says.
 
         A job whose lease expired after its last allowed attempt is marked failed instead.
         """
         return self.jobs.claim(
             self.worker_id,
-            self.settings.batch_size,
+            next_batch_size(self._seconds_per_job, self.settings.lease_seconds, self.settings.batch_size),
             timedelta(seconds=self.settings.lease_seconds),
             self.settings.max_attempts,
         )
@@ -272,8 +287,11 @@ class GradingWorker:
             # Each look scans every trace of the store, so a worker working off a backlog looks once per poll
             # interval rather than once per batch; a trace settled meanwhile waits at most that long.
             self.enqueue()
+        claimed = time.monotonic()
         jobs = self.claim()
-        await self.run_jobs(jobs)
+        if jobs:
+            await self.run_jobs(jobs)
+            self._seconds_per_job = (time.monotonic() - claimed) / len(jobs)
         return len(jobs)
 
     async def run_forever(self, stop: asyncio.Event) -> None:
