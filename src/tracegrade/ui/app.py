@@ -111,6 +111,10 @@ class _UI:
         token = request.query["token"]
         rest = {k: v for k, v in request.query.items() if k != "token"}
         target = request.path + ("?" + urlencode(rest) if rest else "")
+        return self._sign_in(request, token, target)
+
+    def _sign_in(self, request: web.Request, token: str, target: str) -> web.StreamResponse:
+        """Check ``token``; if it is good, keep it in the cookie and go to ``target``, else show the login page."""
         try:
             if self.authorize is not None:
                 self.authorize(f"Bearer {token}")
@@ -125,14 +129,7 @@ class _UI:
             return _html(pages.login_page(None, _safe_next(request.query.get("next"))))
         form = await request.post()
         token, target = str(form.get("token") or ""), _safe_next(str(form.get("next") or ""))
-        try:
-            if self.authorize is not None:
-                self.authorize(f"Bearer {token}")
-        except Exception as exc:
-            return _html(pages.login_page(str(exc), target), int(getattr(exc, "http_status", 401)))
-        response = web.HTTPSeeOther(target, headers=_HEADERS)
-        remember(response, request, token)
-        return response
+        return self._sign_in(request, token, target)
 
 
 def _safe_next(value: str | None) -> str:
