@@ -84,28 +84,31 @@ def build_store(path: Path, traces: int, seed: int = 7) -> None:
     partial = path.with_name(path.name + ".building")
     for stale in (partial, Path(f"{partial}.wal")):
         stale.unlink(missing_ok=True)
+    with TraceStore(partial) as store:
+        fill_store(store, traces, seed)
+    partial.replace(path)
+
+
+def fill_store(store: TraceStore, traces: int, seed: int = 7) -> None:
+    """Write ``traces`` loadgen traces into ``store`` (a file or a lake) in chunks, with their trajectories."""
     factory = TraceFactory(seed)
     resource = resource_pb2.Resource(attributes=[])
     started = time.perf_counter()
-    with TraceStore(partial) as store:
-        done = 0
-        while done < traces:
-            count = min(WRITE_CHUNK_TRACES, traces - done)
-            spans = [span for _ in range(count) for span in factory.trace(SPANS_PER_TRACE)]
-            request = trace_service_pb2.ExportTraceServiceRequest(
-                resource_spans=[
-                    trace_pb2.ResourceSpans(resource=resource, scope_spans=[trace_pb2.ScopeSpans(spans=spans)])
-                ]
-            )
-            decoded = decode_traces_message(request)
-            for span in decoded.spans:
-                span.resource = {"service.name": "bench-agent"}
-            written = store.write(decoded.spans)
-            store.rebuild_trajectories(sorted(written.trace_ids))
-            done += count
-            rate = done / (time.perf_counter() - started)
-            print(f"  built {done:,}/{traces:,} traces ({rate:,.0f} traces/s)", file=sys.stderr, flush=True)
-    partial.replace(path)
+    done = 0
+    while done < traces:
+        count = min(WRITE_CHUNK_TRACES, traces - done)
+        spans = [span for _ in range(count) for span in factory.trace(SPANS_PER_TRACE)]
+        request = trace_service_pb2.ExportTraceServiceRequest(
+            resource_spans=[trace_pb2.ResourceSpans(resource=resource, scope_spans=[trace_pb2.ScopeSpans(spans=spans)])]
+        )
+        decoded = decode_traces_message(request)
+        for span in decoded.spans:
+            span.resource = {"service.name": "bench-agent"}
+        written = store.write(decoded.spans)
+        store.rebuild_trajectories(sorted(written.trace_ids))
+        done += count
+        rate = done / (time.perf_counter() - started)
+        print(f"  built {done:,}/{traces:,} traces ({rate:,.0f} traces/s)", file=sys.stderr, flush=True)
 
 
 class CollectorTimes:

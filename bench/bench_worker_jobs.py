@@ -5,7 +5,13 @@ jobs of one rule that samples ``--sample`` of its traces with one reference-free
 of them the way ``tracegrade worker`` does (``GradingWorker.run_once`` until enough jobs ran). Prints wall-clock
 and CPU milliseconds per job for each run and their medians; with ``--profile``, the cProfile of the first run.
 
+With ``--lake CONNINFO --lake-data DIR`` the worker grades on a lake instead (its catalog in that PostgreSQL
+database, filled with ``--traces`` traces on first use; give it an empty database). A lake is not copied between
+runs: each run empties the job queue first, so every run grades the same traces afresh, and the lake keeps the
+results of the runs before it (each run replaces their cases).
+
     python bench/bench_worker_jobs.py [--traces 100000] [--jobs 200] [--runs 3] [--profile]
+    python bench/bench_worker_jobs.py --traces 10000 --sample 0.1 --jobs 1000 --lake "host=… dbname=…" --lake-data D
 """
 
 from __future__ import annotations
@@ -21,14 +27,18 @@ import tempfile
 import time
 from pathlib import Path
 
+import psycopg
+
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
-from bench_offline_grading import DEFAULT_STORE, _stored_traces, build_store  # noqa: E402
+from bench_offline_grading import DEFAULT_STORE, _stored_traces, build_store, fill_store  # noqa: E402
 
 from tracegrade.evaluation.worker import GradingWorker, WorkerRules  # noqa: E402
 from tracegrade.models.config import CriteriaConfig, CriterionConfig  # noqa: E402
 from tracegrade.store import TraceStore  # noqa: E402
+from tracegrade.store.lake import LakeStore  # noqa: E402
+from tracegrade.store.lake_jobs import JOBS_SCHEMA  # noqa: E402
 
 
 def rules(sample: float) -> WorkerRules:
@@ -56,21 +66,46 @@ def one_run(source: Path, sample: float, limit: int, profile: bool) -> tuple[flo
         path = Path(scratch) / "store.duckdb"
         shutil.copyfile(source, path)
         with TraceStore(path) as store:
-            worker = GradingWorker(store, rules(sample))
-            enqueued = worker.enqueue()
-            profiler = cProfile.Profile() if profile else None
-            wall, cpu = time.perf_counter(), time.process_time()
-            if profiler:
-                profiler.enable()
-            done = asyncio.run(run_jobs(worker, limit))
-            if profiler:
-                profiler.disable()
-            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        if profiler:
-            pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
+            return timed_jobs(store, rules(sample), limit, profile)
+
+
+def one_lake_run(lake: LakeStore, conninfo: str, sample: float, limit: int, profile: bool) -> tuple[float, float]:
+    """Milliseconds per job (wall, CPU) on ``lake``, its job queue emptied first."""
+    with psycopg.connect(conninfo, autocommit=True) as catalog:
+        catalog.execute(f"DELETE FROM {JOBS_SCHEMA}.grading_jobs")
+    return timed_jobs(lake, rules(sample), limit, profile)
+
+
+def timed_jobs(store: TraceStore, settings: WorkerRules, limit: int, profile: bool) -> tuple[float, float]:
+    """Enqueue the rule's jobs, then time the worker's cycles until ``limit`` jobs ran: ms per job (wall, CPU)."""
+    worker = GradingWorker(store, settings)
+    enqueued = worker.enqueue()
+    profiler = cProfile.Profile() if profile else None
+    wall, cpu = time.perf_counter(), time.process_time()
+    if profiler:
+        profiler.enable()
+    done = asyncio.run(run_jobs(worker, limit))
+    if profiler:
+        profiler.disable()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    if profiler:
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
     if not done:
         raise SystemExit(f"no job ran ({enqueued} enqueued)")
     return wall / done * 1000, cpu / done * 1000
+
+
+def open_lake(conninfo: str, data: Path, traces: int) -> LakeStore:
+    """The lake of ``traces`` traces at ``conninfo`` (filled now if it is empty)."""
+    lake = LakeStore(f"ducklake:postgres:{conninfo}", data_path=data)
+    held = int(lake.query("SELECT count(*) FROM traces").rows[0][0])
+    if held == 0:
+        print(f"filling the lake with {traces:,} traces…", file=sys.stderr)
+        fill_store(lake, traces)
+    elif held != traces:
+        lake.close()
+        raise SystemExit(f"the lake holds {held:,} traces, not {traces:,}: give --lake an empty database")
+    return lake
 
 
 def main() -> None:
@@ -81,17 +116,28 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=200, help="jobs run per run")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--profile", action="store_true", help="cProfile the first run")
+    parser.add_argument("--lake", metavar="CONNINFO", help="grade on a lake whose catalog is this PostgreSQL database")
+    parser.add_argument("--lake-data", type=Path, help="the lake's data path (with --lake)")
     args = parser.parse_args()
+    if args.lake and not args.lake_data:
+        parser.error("--lake needs --lake-data")
+    lake = open_lake(args.lake, args.lake_data, args.traces) if args.lake else None
     source = args.store or DEFAULT_STORE.with_name(f"{DEFAULT_STORE.stem}_{args.traces}.duckdb")
-    if _stored_traces(source) != args.traces:
+    if lake is None and _stored_traces(source) != args.traces:
         print(f"building {source} with {args.traces:,} traces (cached for later runs)…", file=sys.stderr)
         build_store(source, args.traces)
     walls, cpus = [], []
     for run in range(args.runs):
-        wall, cpu = one_run(source, args.sample, args.jobs, args.profile and run == 0)
+        profile = args.profile and run == 0
+        if lake is None:
+            wall, cpu = one_run(source, args.sample, args.jobs, profile)
+        else:
+            wall, cpu = one_lake_run(lake, args.lake, args.sample, args.jobs, profile)
         walls.append(wall)
         cpus.append(cpu)
         print(f"run {run + 1}: {wall:.1f} ms wall, {cpu:.1f} ms CPU per job", flush=True)
+    if lake is not None:
+        lake.close()
     wall, cpu = statistics.median(walls), statistics.median(cpus)
     print(f"median over {args.runs} runs: {wall:.1f} ms wall, {cpu:.1f} ms CPU per job")
 
