@@ -3,7 +3,9 @@
 Copies the offline-grading benchmark's store (``bench_offline_grading.py`` builds and caches it), enqueues the
 jobs of one rule that samples ``--sample`` of its traces with one reference-free criterion, and runs ``--jobs``
 of them the way ``tracegrade worker`` does (``GradingWorker.run_once`` until enough jobs ran). Prints wall-clock
-and CPU milliseconds per job for each run and their medians; with ``--profile``, the cProfile of the first run.
+and CPU milliseconds per job for each run and their medians, and after each run how long a worker's first look
+for settled traces takes (it reads every trace) against its next one (it reads those updated since); with
+``--profile``, the cProfile of the first run.
 
 With ``--lake CONNINFO --lake-data DIR`` the worker grades on a lake instead (its catalog in that PostgreSQL
 database, filled with ``--traces`` traces on first use; give it an empty database). A lake is not copied between
@@ -92,7 +94,20 @@ def timed_jobs(store: TraceStore, settings: WorkerRules, limit: int, profile: bo
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
     if not done:
         raise SystemExit(f"no job ran ({enqueued} enqueued)")
+    print_look_times(store, settings)
     return wall / done * 1000, cpu / done * 1000
+
+
+def print_look_times(store: TraceStore, settings: WorkerRules) -> None:
+    """How long a new worker's first look for settled traces takes (it reads every trace) and its next one (it
+    reads those updated since), once every job exists."""
+    worker = GradingWorker(store, settings)
+    times = []
+    for _ in range(2):
+        started = time.perf_counter()
+        worker.enqueue()
+        times.append((time.perf_counter() - started) * 1000)
+    print(f"a look for settled traces: {times[0]:.1f} ms reading every trace, then {times[1]:.1f} ms", flush=True)
 
 
 def open_lake(conninfo: str, data: Path, traces: int) -> LakeStore:

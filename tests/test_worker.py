@@ -12,6 +12,7 @@ import pytest
 from tests.support import pg_cluster
 from tests.support.grading_traces import AgentRun, fill_store
 from tests.support.store_kinds import open_store, set_job_columns
+from tracegrade.evaluation import worker as worker_module
 from tracegrade.evaluation.selection import in_sample
 from tracegrade.evaluation.timewindow import utc_now
 from tracegrade.evaluation.worker import FIRST_BATCH, GradingWorker, WorkerRules, next_batch_size
@@ -159,6 +160,24 @@ def test_a_worker_looks_for_settled_traces_once_per_poll_interval(store) -> None
     eager = GradingWorker(store, rules(poll_seconds=1e-6), worker_id="eager")
     assert asyncio.run(eager.run_once()) == 2
     assert asyncio.run(eager.run_once()) == 0 and eager.job_counts() == {"done": 10}
+
+
+def test_a_look_reads_the_traces_updated_since_the_last_one_and_now_and_then_all(store, monkeypatch) -> None:
+    worker = GradingWorker(store, rules(), worker_id="w1")
+    assert worker.enqueue() == 8  # the first look reads every trace
+    late, fresh = f"{11:032x}", f"{12:032x}"
+    fill_store(store, [AgentRun(n, f"q{n}", "refund sent", [], service="billing") for n in (11, 12)])
+    # trace 11 became visible only now, stamped long before the last look (a commit that took that long)
+    table = "traces" if isinstance(store.path, Path) else "raw.traces"  # a lake's traces view reads raw.traces
+    store.execute_write(f"UPDATE {table} SET updated_at = ? WHERE trace_id = ?", [utc_now() - timedelta(hours=1), late])
+    assert worker.enqueue() == 1  # trace 12 only: trace 11 is older than the window this look reads
+    assert _queued(store) == {f"{n:032x}" for n in range(1, 9)} | {fresh}
+    monkeypatch.setattr(worker_module, "FULL_LOOK_SECONDS", 0.0)  # the next look is a full one
+    assert worker.enqueue() == 1 and late in _queued(store)
+
+
+def _queued(store) -> set[str]:
+    return {row[0] for row in store.query("SELECT trace_id FROM grading_jobs").rows}
 
 
 def test_finishing_many_jobs_touches_only_those_whose_lease_is_still_held(store) -> None:

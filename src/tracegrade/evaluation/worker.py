@@ -51,6 +51,11 @@ log = logging.getLogger("tracegrade.worker")
 
 _EPOCH = datetime(1970, 1, 1)  # run windows are aligned to it (whole hours for the default hour)
 FIRST_BATCH = 10  # jobs of a worker's first claim, before it knows how long a job takes
+# A look for settled traces reads those updated since the last look's bound, less LOOK_OVERLAP: a trace's stamp is
+# taken before its rows commit, so one may become visible after a look whose bound it is under. Every
+# FULL_LOOK_SECONDS (and at a worker's first look) a look reads every trace, which catches any later still.
+LOOK_OVERLAP = timedelta(seconds=60)
+FULL_LOOK_SECONDS = 300.0
 LEASE_SHARE = 0.25  # the share of the lease a batch is sized to take, at the last batch's pace
 
 
@@ -138,6 +143,8 @@ class GradingWorker:
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.evaluator_factory = evaluator_factory
         self._looked_at: float | None = None  # when enqueue last looked for settled traces (monotonic clock)
+        self._looked_through: dict[str, datetime] = {}  # per rule: the settled bound of its last look
+        self._full_look_at: float | None = None  # when a look last read every trace (monotonic clock)
         self._seconds_per_job: float | None = None  # the last batch's pace, from its claim to its jobs' finish
         for module in rules.plugins:
             try:
@@ -179,19 +186,31 @@ class GradingWorker:
             )
 
     def enqueue(self) -> int:
-        """Create jobs for traces that settled since the last look; returns how many were added."""
+        """Create jobs for traces that settled since the last look; returns how many were added.
+
+        A look reads the traces updated since the previous look (``LOOK_OVERLAP`` before its bound), and every
+        trace at the first look and once per ``FULL_LOOK_SECONDS``: the cost of a look follows what is new, not
+        the size of the store."""
         self._looked_at = time.monotonic()
+        full = self._full_look_at is None or self._looked_at - self._full_look_at >= FULL_LOOK_SECONDS
         added = 0
         for rule in self.rules.values():
-            where = ["updated_at <= ?"]
+            settled = utc_now() - timedelta(seconds=rule.settle_seconds)
+            where, params = ["updated_at <= ?"], [settled]
+            since = self._looked_through.get(rule.name)
+            if since is not None and not full:
+                where.append("updated_at > ?")
+                params.append(since - LOOK_OVERLAP)
             if not rule.include_eval_runs:
                 where.append("run_id IS NULL")
             if rule.where:
                 where.append(f"({rule.where})")
             if rule.sample < 1.0:
                 where.append(sample_predicate(rule.sample))
-            settled = utc_now() - timedelta(seconds=rule.settle_seconds)
-            added += self.jobs.enqueue(rule.name, where, [settled], rule.tenant)
+            added += self.jobs.enqueue(rule.name, where, params, rule.tenant)
+            self._looked_through[rule.name] = settled
+        if full:
+            self._full_look_at = self._looked_at
         return added
 
     def claim(self) -> list[ClaimedJob]:
@@ -284,8 +303,8 @@ class GradingWorker:
         """Enqueue (unless that was done less than ``poll_seconds`` ago), claim and run one batch; returns the
         number of jobs run."""
         if self._looked_at is None or time.monotonic() - self._looked_at >= self.settings.poll_seconds:
-            # Each look scans every trace of the store, so a worker working off a backlog looks once per poll
-            # interval rather than once per batch; a trace settled meanwhile waits at most that long.
+            # A look scans the traces table (all of it now and then), so a worker working off a backlog looks once
+            # per poll interval rather than once per batch; a trace settled meanwhile waits at most that long.
             self.enqueue()
         claimed = time.monotonic()
         jobs = self.claim()
