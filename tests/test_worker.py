@@ -4,6 +4,8 @@ on a DuckDB file store and on a lake (whose job queue is in its catalog's Postgr
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import pytest
 from tests.support import pg_cluster
 from tests.support.grading_traces import AgentRun, fill_store
 from tests.support.store_kinds import open_store, set_job_columns
+from tests.support.waiting import wait_until
 from tracegrade.evaluation import worker as worker_module
 from tracegrade.evaluation.selection import in_sample
 from tracegrade.evaluation.timewindow import utc_now
@@ -178,6 +181,33 @@ def test_a_look_reads_the_traces_updated_since_the_last_one_and_now_and_then_all
 
 def _queued(store) -> set[str]:
     return {row[0] for row in store.query("SELECT trace_id FROM grading_jobs").rows}
+
+
+def test_a_live_worker_keeps_the_leases_of_a_batch_that_outlasts_them(store, tmp_path: Path) -> None:
+    markers, release = tmp_path / "markers", tmp_path / "release"
+    markers.mkdir()
+    slow_criterion = {"seconds": 60, "marker_dir": str(markers), "release": str(release)}
+    settings = rules(
+        lease_seconds=1.5,
+        batch_size=1,
+        plugins=["tests.support.grading_slow_criterion"],
+        rule={"extra_criteria": [{"name": "slow_answered", "config": {"metadata": slow_criterion}}]},
+    )
+    slow = GradingWorker(store, settings, worker_id="slow")
+    slow.enqueue()
+    grading = threading.Thread(target=lambda: asyncio.run(slow.run_once()))
+    grading.start()
+    try:
+        wait_until(lambda: any(markers.iterdir()), "the slow job to start")
+        (held,) = store.query("SELECT job_id FROM grading_jobs WHERE owner = 'slow'").rows
+        time.sleep(3 * 1.5)  # three leases' time: a lease that was not renewed has run out by now
+        taken = GradingWorker(store, settings, worker_id="other").claim()
+        assert [job.job_id for job in taken] != [held[0]]  # the oldest job, were its lease not renewed
+    finally:
+        release.touch()
+        grading.join(60)
+    status = store.query("SELECT status, owner, attempts FROM grading_jobs WHERE job_id = ?", [held[0]]).rows
+    assert status == [("done", None, 1)]  # finished by the worker that kept it, on its first attempt
 
 
 def test_finishing_many_jobs_touches_only_those_whose_lease_is_still_held(store) -> None:

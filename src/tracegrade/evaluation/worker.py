@@ -4,9 +4,9 @@
 once a trace has been quiet for ``settle_seconds``. Each (rule, trace) pair becomes one job of the store's
 job queue (``grading_jobs``: the file's own table, or on a lake a table in its catalog database that
 workers on several machines share, see ``store.grading_jobs``); a worker claims jobs by taking a lease,
-grades them reference-free, records the result and marks the job done. A claim takes the jobs the worker
-grades in a quarter of the lease at the pace of its last batch (``batch_size`` at most): quick rules go in
-large batches, and a batch of slow ones (judges) ends well before its lease does. A rule's jobs are grouped
+grades them reference-free, records the result and marks the job done, renewing its leases meanwhile. A claim
+takes the jobs the worker grades in a quarter of the lease at the pace of its last batch (``batch_size`` at
+most): quick rules go in large batches, and a slow batch (judges) stays short. A rule's jobs are grouped
 into one run per window of ``run_window_minutes`` (by when the job was enqueued): run
 ``worker:<rule>:<window start, UTC>``, one case per job, so ``tracegrade runs`` lists a row per rule and
 window rather than one per trace. A job whose worker died is taken over when its lease expires; a job
@@ -19,6 +19,7 @@ are that tenant's.
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import logging
 import os
@@ -35,6 +36,7 @@ from tracegrade.criteria.base import BaseCriterion
 from tracegrade.criteria.registry import CRITERIA_REGISTRY
 from tracegrade.errors import InvalidValueError, NoCriteriaError, NotFoundError
 from tracegrade.evaluation.engine import EvaluatorFactory, compile_criteria
+from tracegrade.evaluation.lease_keeper import LeaseKeeper
 from tracegrade.evaluation.offline import TraceGrader, reference_free_case_id
 from tracegrade.evaluation.run_records import RunSink, record_cases
 from tracegrade.evaluation.selection import TraceSelection, sample_predicate
@@ -57,6 +59,7 @@ FIRST_BATCH = 10  # jobs of a worker's first claim, before it knows how long a j
 LOOK_OVERLAP = timedelta(seconds=60)
 FULL_LOOK_SECONDS = 300.0
 LEASE_SHARE = 0.25  # the share of the lease a batch is sized to take, at the last batch's pace
+RENEW_SHARE = 1 / 3  # the leases of the jobs in hand are renewed when this share of the lease has passed
 
 
 def next_batch_size(seconds_per_job: float | None, lease_seconds: float, batch_size: int) -> int:
@@ -309,7 +312,10 @@ class GradingWorker:
         claimed = time.monotonic()
         jobs = self.claim()
         if jobs:
-            await self.run_jobs(jobs)
+            lease = timedelta(seconds=self.settings.lease_seconds)
+            renew = functools.partial(self.jobs.renew, [job.job_id for job in jobs], self.worker_id, lease)
+            with LeaseKeeper(renew, self.settings.lease_seconds * RENEW_SHARE):
+                await self.run_jobs(jobs)
             self._seconds_per_job = (time.monotonic() - claimed) / len(jobs)
         return len(jobs)
 

@@ -4,7 +4,8 @@ Each (rule, trace) pair is one job, ``<rule>:<trace_id>``, added once; a rule be
 whose traces it grades, and the job is that tenant's (a tenant other than the default one is named in the
 job id too, ``<tenant>/<rule>:<trace_id>``, so two tenants' rules of one name never share a job). A
 worker claims jobs by taking a lease; a job whose lease expired is claimed again (or failed, after its
-last allowed attempt); only the lease holder may finish a job. A DuckDB file has one writer, so its queue
+last allowed attempt); the holder renews the leases of the jobs it is grading, and only the lease holder
+may finish a job. A DuckDB file has one writer, so its queue
 is plain SQL on the file; a lake keeps its queue in the catalog's PostgreSQL database instead
 (``lake_jobs``), whose row locks let workers on several machines share it.
 """
@@ -54,6 +55,10 @@ class JobQueue(Protocol):
     def claim(self, owner: str, limit: int, lease: timedelta, max_attempts: int) -> list[ClaimedJob]:
         """Lease up to ``limit`` pending jobs, or jobs whose lease expired, to ``owner`` (oldest first); a
         job whose lease expired after its last allowed attempt is marked failed instead."""
+        ...
+
+    def renew(self, job_ids: Sequence[str], owner: str, lease: timedelta) -> None:
+        """Extend to ``lease`` from now the lease of each of ``job_ids`` that ``owner`` still holds."""
         ...
 
     def finish(self, job_ids: Sequence[str], owner: str, status: str, run_id: str | None, error: str | None) -> None:
@@ -115,6 +120,16 @@ class StoreJobQueue:
             [owner, expires],
         ).rows
         return [ClaimedJob(str(r[0]), str(r[1]), str(r[2]), r[3], int(r[4])) for r in rows]
+
+    def renew(self, job_ids: Sequence[str], owner: str, lease: timedelta) -> None:
+        if job_ids:
+            among, ids = sql_string_in(job_ids)
+            now = utc_now()
+            self.store.execute_write(
+                "UPDATE grading_jobs SET lease_expires = ?, updated_at = ? "
+                f"WHERE status = 'leased' AND owner = ? AND job_id IN {among}",
+                [now + lease, now, owner, *ids],
+            )
 
     def finish(self, job_ids: Sequence[str], owner: str, status: str, run_id: str | None, error: str | None) -> None:
         if job_ids:

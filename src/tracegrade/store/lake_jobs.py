@@ -110,6 +110,16 @@ class CatalogJobQueue:
             rows = sorted(cursor.fetchall(), key=lambda row: (row[3], row[0]))
         return [ClaimedJob(*row) for row in rows]
 
+    def renew(self, job_ids: Sequence[str], owner: str, lease: timedelta) -> None:
+        if not job_ids:
+            return
+        with self._catalog.cursor("renewing grading job leases") as cursor:
+            cursor.execute(
+                f"UPDATE {_TABLE} SET lease_expires = {_NOW} + %s, updated_at = {_NOW} "
+                "WHERE status = 'leased' AND owner = %s AND job_id = ANY(%s)",
+                [lease, owner, list(job_ids)],
+            )
+
     def finish(self, job_ids: Sequence[str], owner: str, status: str, run_id: str | None, error: str | None) -> None:
         if not job_ids:
             return
