@@ -111,23 +111,20 @@ class CatalogJobQueue:
         return [ClaimedJob(*row) for row in rows]
 
     def renew(self, job_ids: Sequence[str], owner: str, lease: timedelta) -> None:
-        if not job_ids:
-            return
-        with self._catalog.cursor("renewing grading job leases") as cursor:
-            cursor.execute(
-                f"UPDATE {_TABLE} SET lease_expires = {_NOW} + %s, updated_at = {_NOW} "
-                "WHERE status = 'leased' AND owner = %s AND job_id = ANY(%s)",
-                [lease, owner, list(job_ids)],
-            )
+        self._update_held("renewing grading job leases", f"lease_expires = {_NOW} + %s", [lease], job_ids, owner)
 
     def finish(self, job_ids: Sequence[str], owner: str, status: str, run_id: str | None, error: str | None) -> None:
+        assignments = "status = %s, run_id = %s, error = %s, owner = NULL, lease_expires = NULL"
+        self._update_held("finishing grading jobs", assignments, [status, run_id, error], job_ids, owner)
+
+    def _update_held(self, doing: str, assignments: str, values: list[Any], job_ids: Sequence[str], owner: str) -> None:
+        """Set ``assignments`` (with ``values``) on each of ``job_ids`` whose lease ``owner`` holds."""
         if not job_ids:
             return
-        with self._catalog.cursor("finishing grading jobs") as cursor:
+        with self._catalog.cursor(doing) as cursor:
             cursor.execute(
-                f"UPDATE {_TABLE} SET status = %s, run_id = %s, error = %s, updated_at = {_NOW}, owner = NULL, "
-                "lease_expires = NULL WHERE owner = %s AND job_id = ANY(%s)",
-                [status, run_id, error, owner, list(job_ids)],
+                f"UPDATE {_TABLE} SET {assignments}, updated_at = {_NOW} WHERE owner = %s AND job_id = ANY(%s)",
+                [*values, owner, list(job_ids)],
             )
 
     def counts(self) -> dict[str, int]:
