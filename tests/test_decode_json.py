@@ -201,7 +201,7 @@ def test_snake_case_field_names_are_accepted():
             {"attributes": [{"key": "n", "value": {"intValue": "12x"}}]},
             "attributes[0].value.intValue must be an integer",
         ),
-        ({"attributes": [{"key": "n", "value": {"intValue": str(2**63)}}]}, "out of range for a int64"),
+        ({"attributes": [{"key": "n", "value": {"intValue": str(2**63)}}]}, "out of range for an int64"),
         (
             {"attributes": [{"key": "n", "value": {"arrayValue": {"values": [{"boolValue": 3}]}}}]},
             "attributes[0].value.arrayValue.values[0].boolValue: must be true or false, got number",

@@ -326,3 +326,48 @@ def _hex_ids_to_base64_logs(document: dict[str, Any]) -> dict[str, Any]:
                 if "traceId" in record:
                     record["traceId"] = base64.b64encode(bytes.fromhex(record["traceId"])).decode()
     return converted
+
+
+@pytest.mark.parametrize("encoding", ["json", "protobuf"])
+def test_dropped_counts_past_int32_are_stored_at_its_bound_with_the_whole_batch(
+    server: RunningServer, encoding: str
+) -> None:
+    # OTLP's dropped counts are uint32; the store's columns are 32-bit signed. A legal count past 2**31 - 1 once made
+    # the whole request's conversion fail (HTTP 500), losing the good spans beside it.
+    trace_id = unique_trace_id()
+    many = span_json(trace_id, 1, droppedAttributesCount=2**32 - 1, droppedEventsCount=2**31, droppedLinksCount=7)
+    spans = [span_json(trace_id, 0), many]
+    if encoding == "json":
+        reply = post(_traces_url(server), json.dumps(traces_json(spans)).encode(), "application/json")
+    else:
+        reply = post(_traces_url(server), traces_proto(spans))
+    assert reply.status == 200, reply.body[:500]
+    rows = query(
+        server.http_url,
+        "SELECT dropped_attributes_count, dropped_events_count, dropped_links_count FROM spans "
+        "WHERE trace_id = ? ORDER BY span_id",
+        [trace_id],
+    )
+    assert rows == [[0, 0, 0], [2**31 - 1, 2**31 - 1, 7]]
+
+
+def test_json_integers_wider_than_their_protobuf_fields_reject_only_their_record(server: RunningServer) -> None:
+    trace_id = unique_trace_id()
+    spans = [span_json(trace_id, 0), span_json(trace_id, 1, flags=str(2**32)), span_json(trace_id, 2, flags=2**32 - 1)]
+    reply = post(_traces_url(server), json.dumps(traces_json(spans)).encode(), "application/json")
+    assert reply.status == 200, reply.body[:500]
+    partial = reply.json()["partialSuccess"]
+    assert partial["rejectedSpans"] == "1"
+    assert "spans[1]: flags is out of range for a uint32 (0 to 4294967295): 4294967296" in partial["errorMessage"]
+    assert query(server.http_url, "SELECT flags FROM spans WHERE trace_id = ? ORDER BY span_id", [trace_id]) == [
+        [0],
+        [2**32 - 1],
+    ]
+    good = {"timeUnixNano": "1700000000000000000", "traceId": trace_id, "body": {"stringValue": "kept"}}
+    loud = {**good, "severityNumber": 2**31, "body": {"stringValue": "too loud"}}
+    reply = post(f"{server.http_url}/v1/logs", json.dumps(_logs_json([good, loud])).encode(), "application/json")
+    assert reply.status == 200, reply.body[:500]
+    partial = reply.json()["partialSuccess"]
+    assert partial["rejectedLogRecords"] == "1"
+    assert "logRecords[1]: severityNumber is out of range for an int32" in partial["errorMessage"]
+    assert query(server.http_url, "SELECT body FROM logs WHERE trace_id = ?", [trace_id]) == [['"kept"']]

@@ -17,6 +17,7 @@ from tracegrade.errors import DecodeError, TracegradeError
 __all__ = [
     "KIND_BY_NAME",
     "KIND_BY_NUMBER",
+    "MAX_INT32",
     "MAX_INT64",
     "STATUS_BY_NAME",
     "STATUS_BY_NUMBER",
@@ -28,12 +29,14 @@ __all__ = [
     "quote",
     "short_value",
     "span_times_problem",
+    "stored_count",
     "type_name",
 ]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
+MAX_INT32 = 2**31 - 1
 MAX_INT64 = 2**63 - 1
 
 KIND_BY_NUMBER = {0: "UNSPECIFIED", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
@@ -52,6 +55,14 @@ class Invalid(TracegradeError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+def stored_count(count: int) -> int:
+    """A dropped-items count as the store keeps it: OTLP's counts are uint32, the store's columns 32-bit signed.
+
+    A count past 2**31 - 1 says no more than "very many", so it is kept at that bound rather than costing the
+    record (or, at the store, the whole request) its place."""
+    return count if count <= MAX_INT32 else MAX_INT32
 
 
 def type_name(value: object) -> str:

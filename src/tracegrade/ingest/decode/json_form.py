@@ -24,6 +24,7 @@ from tracegrade.ingest.decode.checks import (
     log_times_problem,
     short_value,
     span_times_problem,
+    stored_count,
     type_name,
 )
 from tracegrade.ingest.decode.json_values import attributes_from_json, json_int, value_from_json
@@ -260,10 +261,10 @@ def _span(item: Any, scope: _Scope, limits: DecodeLimits) -> SpanRecord:
         status_code=_enum(status.get("code"), STATUS_BY_NUMBER, STATUS_BY_NAME, "status.code", "STATUS_CODE_ERROR"),
         status_message=message,
         trace_state=_string(_field(item, "traceState", "trace_state"), "traceState"),
-        flags=json_int(item.get("flags") or 0, "flags", unsigned=True),
-        dropped_attributes_count=_count(item, "droppedAttributesCount", "dropped_attributes_count") + dropped,
-        dropped_events_count=_count(item, "droppedEventsCount", "dropped_events_count") + dropped_events,
-        dropped_links_count=_count(item, "droppedLinksCount", "dropped_links_count") + dropped_links,
+        flags=json_int(item.get("flags") or 0, "flags", unsigned=True, bits=32),
+        dropped_attributes_count=_count(item, "droppedAttributesCount", "dropped_attributes_count", dropped),
+        dropped_events_count=_count(item, "droppedEventsCount", "dropped_events_count", dropped_events),
+        dropped_links_count=_count(item, "droppedLinksCount", "dropped_links_count", dropped_links),
         resource=scope.resource,  # shared by the spans of one resource block
         scope_name=scope.name,
         scope_version=scope.version,
@@ -278,9 +279,11 @@ def _string(value: Any, field: str) -> str:
     return value
 
 
-def _count(obj: dict, camel: str, snake: str) -> int:
+def _count(obj: dict, camel: str, snake: str, dropped_here: int = 0) -> int:
+    """A dropped-items count as sent (a uint32), plus what decoding dropped, as the store keeps it."""
     value = _field(obj, camel, snake)
-    return 0 if value is None else json_int(value, camel, unsigned=True)
+    sent = 0 if value is None else json_int(value, camel, unsigned=True, bits=32)
+    return stored_count(sent + dropped_here)
 
 
 def _enum(value: Any, by_number: dict, by_name: dict, field: str, example: str) -> str:
@@ -322,8 +325,9 @@ def _events(items: Any, limits: DecodeLimits) -> tuple[list[SpanEvent], int]:
                     _field(event, "timeUnixNano", "time_unix_nano", 0), f"{where}.timeUnixNano", unsigned=True
                 ),
                 attributes=attributes,
-                dropped_attributes_count=_count(event, "droppedAttributesCount", "dropped_attributes_count")
-                + dropped_attributes,
+                dropped_attributes_count=_count(
+                    event, "droppedAttributesCount", "dropped_attributes_count", dropped_attributes
+                ),
             )
         )
     return out, dropped
@@ -343,8 +347,9 @@ def _links(items: Any, limits: DecodeLimits) -> tuple[list[SpanLink], int]:
                 span_id=hex_id(_field(link, "spanId", "span_id"), f"{where}.spanId", 8),
                 attributes=attributes,
                 trace_state=_string(_field(link, "traceState", "trace_state"), f"{where}.traceState"),
-                dropped_attributes_count=_count(link, "droppedAttributesCount", "dropped_attributes_count")
-                + dropped_attributes,
+                dropped_attributes_count=_count(
+                    link, "droppedAttributesCount", "dropped_attributes_count", dropped_attributes
+                ),
             )
         )
     return out, dropped
@@ -382,8 +387,8 @@ def _log_record(item: Any, scope: _Scope, limits: DecodeLimits) -> LogRecordData
         severity_number=_severity(severity),
         severity_text=_string(_field(item, "severityText", "severity_text"), "severityText"),
         observed_time_ns=observed,
-        flags=json_int(item.get("flags") or 0, "flags", unsigned=True),
-        dropped_attributes_count=_count(item, "droppedAttributesCount", "dropped_attributes_count") + dropped,
+        flags=json_int(item.get("flags") or 0, "flags", unsigned=True, bits=32),
+        dropped_attributes_count=_count(item, "droppedAttributesCount", "dropped_attributes_count", dropped),
         resource=scope.resource,  # shared by the records of one resource block (log records have no scope version)
         scope_name=scope.name,
     )
@@ -398,7 +403,7 @@ def _severity(value: Any) -> int:
         if number is None:
             raise Invalid(f"severityNumber {value!r} is not a known severity")
         return number
-    return json_int(value, "severityNumber")
+    return json_int(value, "severityNumber", bits=32)
 
 
 def _severity_names() -> dict[str, int]:

@@ -14,7 +14,7 @@ import base64
 import binascii
 from typing import Any
 
-from tracegrade.ingest.decode.checks import MAX_INT64, Invalid, quote, short_value, type_name
+from tracegrade.ingest.decode.checks import Invalid, quote, short_value, type_name
 from tracegrade.ingest.decode.limits import TOO_DEEP, DecodeLimits, clip_text
 
 __all__ = ["attributes_from_json", "json_int", "value_from_json"]
@@ -41,8 +41,9 @@ _ANY_KEYS = {
 _SPECIAL_DOUBLES = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
 
 
-def json_int(value: Any, field: str, *, unsigned: bool = False) -> int:
-    """An OTLP/JSON 64-bit integer: a JSON number or a decimal string."""
+def json_int(value: Any, field: str, *, unsigned: bool = False, bits: int = 64) -> int:
+    """An OTLP/JSON integer of the protobuf field's width (``bits``, signed or not): a JSON number or a decimal
+    string. A value the field could not hold is refused, as a protobuf sender could not have sent it."""
     kind = type(value)
     if kind is str:
         digits = value[1:] if value[:1] == "-" else value
@@ -55,10 +56,11 @@ def json_int(value: Any, field: str, *, unsigned: bool = False) -> int:
         number = int(value)
     else:
         raise Invalid(f"{field} must be an integer (a number or a decimal string), got {type_name(value)}")
-    low = 0 if unsigned else -MAX_INT64 - 1
-    high = 2**64 - 1 if unsigned else MAX_INT64
+    low = 0 if unsigned else -(2 ** (bits - 1))
+    high = 2**bits - 1 if unsigned else 2 ** (bits - 1) - 1
     if not low <= number <= high:
-        raise Invalid(f"{field} is out of range for a {'u' if unsigned else ''}int64: {number}")
+        kind = f"a uint{bits}" if unsigned else f"an int{bits}"
+        raise Invalid(f"{field} is out of range for {kind} ({low} to {high}): {number}")
     return number
 
 

@@ -20,6 +20,7 @@ from tracegrade.ingest.decode.checks import (
     guarded,
     log_times_problem,
     span_times_problem,
+    stored_count,
 )
 from tracegrade.ingest.decode.limits import DEFAULT_LIMITS, DecodeLimits
 from tracegrade.ingest.decode.proto_diagnose import explain_parse_failure
@@ -131,9 +132,9 @@ def decode_traces_message(msg: Any, limits: DecodeLimits = DEFAULT_LIMITS) -> De
                         scope_version=scope_version,
                         trace_state=span.trace_state,
                         flags=span.flags,
-                        dropped_attributes_count=span.dropped_attributes_count + dropped,
-                        dropped_events_count=span.dropped_events_count + dropped_events,
-                        dropped_links_count=span.dropped_links_count + dropped_links,
+                        dropped_attributes_count=stored_count(span.dropped_attributes_count + dropped),
+                        dropped_events_count=stored_count(span.dropped_events_count + dropped_events),
+                        dropped_links_count=stored_count(span.dropped_links_count + dropped_links),
                     )
                 )
     return DecodedTraces(spans, rejected)
@@ -239,7 +240,7 @@ def decode_logs_message(msg: Any, limits: DecodeLimits = DEFAULT_LIMITS) -> Deco
                         scope_name=scope_name,
                         observed_time_ns=observed,
                         flags=record.flags,
-                        dropped_attributes_count=record.dropped_attributes_count + dropped,
+                        dropped_attributes_count=stored_count(record.dropped_attributes_count + dropped),
                     )
                 )
     return DecodedLogs(records, rejected)
