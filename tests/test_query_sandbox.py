@@ -79,6 +79,15 @@ ESCAPES: list[tuple[str, str]] = [
     ("two statements", "SELECT 1; DROP TABLE spans"),
     ("a hidden second statement", "SELECT 1; -- harmless\nCOPY spans TO '{dir}/x.csv'"),
     ("PIVOT (not a plain SELECT)", "PIVOT spans ON name USING count(*)"),
+    ("attached databases (paths) as a view", "SELECT path FROM duckdb_databases"),
+    ("attached databases, pragma view", "SELECT * FROM pragma_database_list"),
+    ("attached databases, pg view", "SELECT * FROM pg_database"),
+    ("settings as a view", "SELECT name, setting FROM pg_settings"),
+    ("settings view, qualified", "SELECT * FROM pg_catalog.pg_settings"),
+    ("attached databases, fully qualified", "SELECT * FROM system.main.duckdb_databases"),
+    ("a column's statistics over its whole table", "SELECT stats(name) FROM spans LIMIT 1"),
+    ("a lake's catalog database", "SELECT * FROM __ducklake_metadata_lake.pg_catalog.pg_authid"),
+    ("nested too deeply to check", "SELECT " + "(SELECT " * 300 + "1" + ")" * 300),
 ]
 
 ALLOWED = [
@@ -89,6 +98,8 @@ ALLOWED = [
     "SELECT * FROM range(3)",
     "SELECT column_name FROM information_schema.columns WHERE table_name = 'spans'",
     "SELECT table_name FROM duckdb_tables()",
+    "SELECT table_name, column_name FROM duckdb_columns",
+    "SELECT tablename FROM pg_tables",
     "EXPLAIN SELECT count(*) FROM spans",
     "WITH t AS (SELECT trace_id FROM spans) SELECT count(*) FROM t",
     "SELECT now()",

@@ -157,6 +157,11 @@ HOSTILE: list[tuple[str, str]] = [
     # scalar functions that reveal the server
     ("SELECT current_setting('search_path')", "refused"),
     ("SELECT getvariable('x')", "refused"),
+    ("SELECT stats(name) FROM spans", "refused"),
+    ("SELECT stats(tenant) FROM traces", "refused"),
+    ("SELECT * FROM pg_settings", "refused"),
+    ("SELECT path FROM duckdb_databases", "refused"),
+    ("SELECT * FROM __ducklake_metadata_lake.pg_catalog.pg_authid", "refused"),
     ("SELECT current_database(), current_schema()", "runs"),
     # statements that are not one SELECT
     ("SET search_path = 'store.main'", "refused"),

@@ -8,6 +8,11 @@ reads outside the store or has a side effect. Statement types come from DuckDB's
 (``json_serialize_sql``), so comments, case, quoting or nesting cannot hide them. Queries also run inside a
 transaction that is rolled back, so nothing a query does can change stored data.
 
+Every query is also refused the system views that tell about the server rather than the store (attached
+databases and their paths or connection strings, settings, logs: only ``ALLOWED_SYSTEM_VIEWS`` may be read),
+``stats()`` (it reports a whole table's statistics, past any view of some of its rows) and a lake's metadata
+catalog (``__ducklake_metadata_*``: the PostgreSQL database behind the catalog, its roles and sessions).
+
 A tenant's query (``scoped=True``) runs where every store table's name is taken by a view of that tenant's
 rows (``TraceStore`` makes them per query), so it must name tables the way that reaches those views: no
 catalog- or schema-qualified name (``information_schema`` excepted), no time travel (``AT``), none of the
@@ -28,6 +33,7 @@ import duckdb
 from tracegrade.errors import QueryRefused, StoreError
 
 __all__ = [
+    "ALLOWED_SYSTEM_VIEWS",
     "ALLOWED_TABLE_FUNCTIONS",
     "REFUSED_FUNCTIONS",
     "SANDBOX_SETTINGS",
@@ -49,8 +55,37 @@ ALLOWED_TABLE_FUNCTIONS = frozenset(
 SCOPED_TABLE_FUNCTIONS = ALLOWED_TABLE_FUNCTIONS - {"duckdb_tables"}
 # The one schema a tenant's query may name: its views describe tables and columns, never rows or counts.
 _SCOPED_SCHEMA = "information_schema"
-# Scalar functions with a side effect (sequences, the random seed) or that read the server's settings.
-REFUSED_FUNCTIONS = frozenset({"current_setting", "nextval", "currval", "setseed", "getvariable"})
+# Scalar functions with a side effect (sequences, the random seed), that read the server's settings, or that
+# report a column's statistics over every row of its table (stats: past a tenant's view, past a sandbox's DELETE).
+REFUSED_FUNCTIONS = frozenset({"current_setting", "nextval", "currval", "setseed", "getvariable", "stats"})
+# The system catalog's views (outside information_schema) a query not scoped to a tenant may read: they describe
+# the store's schemas, tables, columns and types. The others tell about the server: attached databases with their
+# paths and connection strings (duckdb_databases, pragma_database_list, pg_database), settings (pg_settings),
+# logs and prepared statements.
+ALLOWED_SYSTEM_VIEWS = frozenset(
+    {
+        "duckdb_columns",
+        "duckdb_constraints",
+        "duckdb_indexes",
+        "duckdb_schemas",
+        "duckdb_tables",
+        "duckdb_types",
+        "duckdb_views",
+        "sqlite_master",
+        "sqlite_schema",
+        "pg_attribute",
+        "pg_class",
+        "pg_constraint",
+        "pg_index",
+        "pg_indexes",
+        "pg_namespace",
+        "pg_tables",
+        "pg_type",
+        "pg_views",
+    }
+)
+# DuckLake attaches its catalog database under this prefix; through it a query would reach the PostgreSQL server.
+_LAKE_METADATA_CATALOG = "__ducklake_metadata_"
 # Applied in this order; ``lock_configuration`` last, since it freezes every setting (this one included).
 SANDBOX_SETTINGS: tuple[tuple[str, str], ...] = (
     ("enable_external_access", "false"),
@@ -118,7 +153,13 @@ def _parse_tree(sql: str) -> dict[str, Any]:
             _system_views = frozenset(name.lower() for (name,) in views.fetchall())
             _parser = parser
         (document,) = _parser.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()  # type: ignore[misc]
-    return json.loads(document)
+    try:
+        return json.loads(document)  # type: ignore[no-any-return]
+    except RecursionError:
+        raise QueryRefused(
+            "the query was refused: it is nested too deeply to be checked (hundreds of levels of subqueries or "
+            "expressions); flatten it, with WITH clauses for instance"
+        ) from None
 
 
 def _check_tree(sql: str, scoped: bool) -> frozenset[str]:
@@ -145,10 +186,27 @@ def _check_tree(sql: str, scoped: bool) -> frozenset[str]:
                     f"function {node['function_name']}() is not allowed: it changes or reveals the server's state"
                 )
         elif node.get("type") == "BASE_TABLE":
+            _check_table(node)
             if scoped:
                 _check_scoped_table(node)
             tables.add(str(node.get("table_name") or "").lower())
     return frozenset(tables)
+
+
+def _check_table(node: dict[str, Any]) -> None:
+    """Refuse a table reference of any query that reaches the server rather than the store."""
+    catalog, name = str(node.get("catalog_name") or ""), str(node.get("table_name") or "")
+    if catalog.lower().startswith(_LAKE_METADATA_CATALOG):
+        raise QueryRefused(
+            f"{catalog}.*: the lake's catalog database is not allowed in queries (it is the PostgreSQL server "
+            "behind the lake); read the store's tables and views: spans, traces, tool_calls …"
+        )
+    lowered = name.lower()
+    if lowered in _system_views and lowered not in ALLOWED_SYSTEM_VIEWS:
+        raise QueryRefused(
+            f"{name}: this system view is not allowed: it tells about the server, not the store; the catalog views "
+            f"a query may read are information_schema.* and {', '.join(sorted(ALLOWED_SYSTEM_VIEWS))}"
+        )
 
 
 def _check_scoped_table(node: dict[str, Any]) -> None:
