@@ -25,7 +25,14 @@ from google.rpc import error_details_pb2
 
 from tests.support.server_inprocess import RunningServer, running_server
 from tests.support.server_otlp import HttpReply, post
-from tests.support.server_requests import count_spans, span_json, status_of, traces_proto, unique_trace_id
+from tests.support.server_requests import (
+    count_spans,
+    receiver_metric,
+    span_json,
+    status_of,
+    traces_proto,
+    unique_trace_id,
+)
 from tracegrade.ingest import server as server_module
 
 TRACE_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -70,13 +77,6 @@ def _readyz(server: RunningServer) -> tuple[int, dict[str, Any]]:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read())
-
-
-def _metric(server: RunningServer, name: str) -> float:
-    with urllib.request.urlopen(f"{server.http_url}/metrics", timeout=10) as response:
-        page = response.read().decode()
-    line = next(x for x in page.splitlines() if x.startswith(f"tracegrade_receiver_{name} "))
-    return float(line.split()[1])
 
 
 def _spans(count: int) -> tuple[str, bytes]:
@@ -154,11 +154,13 @@ def test_a_request_that_finds_the_queue_full_waits_undecoded_for_room_instead_of
             assert _post_traces(server, _spans(5)[1]).status == 200  # the queue is full now
             third_trace, third = _spans(5)
             pending = pool.submit(_post_traces, server, third)
-            _wait_for(lambda: _metric(server, "requests_waiting_for_room") == 1, "the third request to wait")
-            assert _metric(server, "spans_received_total") == 10  # held before decoding
+            _wait_for(
+                lambda: receiver_metric(server.http_url, "requests_waiting_for_room") == 1, "the third request to wait"
+            )
+            assert receiver_metric(server.http_url, "spans_received_total") == 10  # held before decoding
             assert not pending.done()
         assert pending.result(30).status == 200  # let on once the writer took the queued batch: no retry
-        assert _metric(server, "requests_waiting_for_room") == 0
+        assert receiver_metric(server.http_url, "requests_waiting_for_room") == 0
         _wait_for(lambda: count_spans(server.http_url, third_trace) == 5, "the held batch to be stored")
 
 

@@ -1,9 +1,11 @@
-"""Hand-built OTLP requests for receiver tests (JSON documents and protobuf), and store look-ups over HTTP."""
+"""Hand-built OTLP requests for receiver tests (JSON documents and protobuf), and store and metric look-ups
+over HTTP."""
 
 from __future__ import annotations
 
 import itertools
 import json
+import urllib.request
 from typing import Any
 
 from google.rpc import status_pb2
@@ -13,6 +15,7 @@ from tests.support.server_otlp import HttpReply, otlp_json_to_proto, post
 __all__ = [
     "count_spans",
     "query",
+    "receiver_metric",
     "span_json",
     "status_of",
     "traces_json",
@@ -75,3 +78,11 @@ def query(http_url: str, sql: str, params: list[Any] | None = None, token: str |
 
 def count_spans(http_url: str, trace_id: str, token: str | None = None) -> int:
     return query(http_url, "SELECT count(*) FROM spans WHERE trace_id = ?", [trace_id], token=token)[0][0]
+
+
+def receiver_metric(http_url: str, name: str) -> float:
+    """The receiver's ``tracegrade_receiver_<name>`` gauge or counter (unlabelled), read from /metrics."""
+    with urllib.request.urlopen(f"{http_url}/metrics", timeout=10) as response:
+        page = response.read().decode()
+    line = next(x for x in page.splitlines() if x.startswith(f"tracegrade_receiver_{name} "))
+    return float(line.split()[1])

@@ -3,11 +3,15 @@
 ``POST /v1/traces`` and ``POST /v1/logs`` take ``application/x-protobuf`` or ``application/json``,
 optionally gzip-compressed, and answer in the request's encoding. The body is streamed with a byte cap
 that applies to the wire size and, for gzip, to the decompressed size (decompressed incrementally, so a
-gzip bomb costs at most the cap). Errors carry a ``google.rpc.Status`` body saying why.
+gzip bomb costs at most the cap). A body is read before its request takes an in-flight slot, under a
+byte budget shared by all bodies (:mod:`~tracegrade.ingest.body_budget`) and read deadlines: one that
+stalls between chunks, or takes too long in all, is answered 408. Errors carry a ``google.rpc.Status``
+body saying why.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import math
@@ -15,10 +19,12 @@ import zlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from aiohttp import web
+from aiohttp import StreamReader, web
 
 from tracegrade.errors import StoreError
+from tracegrade.ingest.body_budget import BodyBudget
 from tracegrade.ingest.intake import (
+    BodyTimeout,
     ExportRefused,
     Intake,
     PayloadTooLarge,
@@ -45,6 +51,8 @@ MEDIA_TYPES: dict[str, WireFormat] = {
 SUPPORTED_ENCODINGS = ("gzip", "identity")
 TOO_LARGE_HINT = "send smaller batches (the exporter's max export batch size) or raise --max-request-bytes"
 READ_CHUNK = 64 * 1024
+BODY_IDLE_TIMEOUT = 30.0  # longest wait for a body's next chunk (as nginx's client_body_timeout)
+BODY_TOTAL_TIMEOUT = 120.0  # longest a whole body may take to arrive
 
 # (sql, params, is the client still connected?, the caller's tenant) -> QueryResult
 QueryRunner = Callable[[str, Sequence[Any] | None, Callable[[], bool], str], Awaitable[Any]]
@@ -85,28 +93,59 @@ def _gunzip_into(out: bytearray, inflater: Any, chunk: bytes, limit: int) -> Non
             raise Undecodable("unexpected data after the end of the gzip stream")
 
 
-async def read_limited_body(request: web.Request, limit: int) -> bytes:
-    """The request body, decompressed; 413 past ``limit`` bytes on the wire or after decompression."""
+def _inflater(request: web.Request, limit: int) -> Any:
+    """The gzip decompressor the body needs (None for identity); refused when the headers already say
+    the encoding is unsupported (415) or the body too large (413)."""
     encoding = request.headers.get("Content-Encoding", "identity").strip().lower() or "identity"
     if encoding not in SUPPORTED_ENCODINGS:
         raise UnsupportedMediaType(f"unsupported Content-Encoding {encoding!r}; send gzip or identity")
     declared = request.content_length
     if declared is not None and declared > limit:
         raise PayloadTooLarge(f"the request body has {declared} bytes; the limit is {limit}: {TOO_LARGE_HINT}")
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS) if encoding == "gzip" else None
+    return zlib.decompressobj(16 + zlib.MAX_WBITS) if encoding == "gzip" else None
+
+
+async def _next_chunk(content: StreamReader, within: float) -> bytes:
+    """The body's next chunk (b"" at its end); asyncio.TimeoutError when none arrives ``within`` seconds."""
+    return await asyncio.wait_for(content.read(READ_CHUNK), within)
+
+
+def _late_body(idle_timeout: float, total_timeout: float, overdue: bool) -> BodyTimeout:
+    if overdue:
+        what = f"the request body did not arrive in full within {total_timeout:g} s"
+    else:
+        what = f"no part of the request body arrived for {idle_timeout:g} s"
+    return BodyTimeout(f"{what}; retry, and if this recurs check the network between the exporter and the receiver")
+
+
+async def read_limited_body(
+    request: web.Request, limit: int, take: Callable[[int], None], *, idle_timeout: float, total_timeout: float
+) -> bytes:
+    """The request body, decompressed; 413 past ``limit`` bytes on the wire or after decompression, 408 when
+    a chunk is ``idle_timeout`` seconds late or the body is not in after ``total_timeout``. ``take`` is told
+    of every byte the body comes to hold (a :class:`BodyBudget` share, which may refuse it)."""
+    inflater = _inflater(request, limit)
     out = bytearray()
     received = 0
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + total_timeout
     try:
-        async for chunk in request.content.iter_chunked(READ_CHUNK):
+        while chunk := await _next_chunk(request.content, min(idle_timeout, deadline - loop.time())):
             received += len(chunk)
             if received > limit:
                 raise PayloadTooLarge(f"the request body exceeds the {limit}-byte limit; {TOO_LARGE_HINT}")
+            held = len(out)
             if inflater is None:
                 out += chunk
             else:
                 _gunzip_into(out, inflater, chunk, limit)
+            # counted once held: requests run one at a time on the loop, so the budget is only ever exceeded
+            # by this one chunk, and only until the refusal frees it
+            take(len(out) - held)
     except zlib.error as exc:
         raise Undecodable(f"the gzip body is corrupt: {exc}") from None
+    except asyncio.TimeoutError:
+        raise _late_body(idle_timeout, total_timeout, overdue=loop.time() >= deadline) from None
     if inflater is not None and not inflater.eof:
         raise Undecodable("the gzip body is truncated (the stream did not end)")
     return bytes(out)
@@ -138,12 +177,18 @@ class HttpFrontEnd:
         metrics: ReceiverMetrics,
         *,
         max_request_bytes: int,
+        body_budget: BodyBudget,
         run_query: QueryRunner,
         readiness: Readiness,
+        body_idle_timeout: float = BODY_IDLE_TIMEOUT,
+        body_total_timeout: float = BODY_TOTAL_TIMEOUT,
     ) -> None:
         self._intake = intake
         self._metrics = metrics
         self._limit = max_request_bytes
+        self._budget = body_budget
+        self._idle_timeout = body_idle_timeout
+        self._total_timeout = body_total_timeout
         self._run_query = run_query
         self._readiness = readiness
 
@@ -170,9 +215,18 @@ class HttpFrontEnd:
         try:
             tenant = self._intake.authorize(request.headers.get("Authorization"))
             fmt = _wire_format(request)
-            async with self._intake.admit():
-                payload = await read_limited_body(request, self._limit)
-                outcome = await self._intake.export(signal, payload, fmt, tenant)
+            # read before a slot is taken, so that slots only count decoding and journaling and slow senders
+            # cannot hold them all; the payload stays in the budget until the request ends
+            with self._budget.share() as take:
+                payload = await read_limited_body(
+                    request,
+                    self._limit,
+                    take,
+                    idle_timeout=self._idle_timeout,
+                    total_timeout=self._total_timeout,
+                )
+                async with self._intake.admit():
+                    outcome = await self._intake.export(signal, payload, fmt, tenant)
         except ExportRefused as refused:
             self._count(signal.value, refused.http_status)
             return self._refusal(refused, reply_format)

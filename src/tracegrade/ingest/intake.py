@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # types only: the receiver imports the decoders and the store
     from tracegrade.store.results import WriteResult
 
 __all__ = [
+    "BodyTimeout",
     "ExportRefused",
     "Intake",
     "Overloaded",
@@ -86,6 +87,13 @@ class UnsupportedMediaType(ExportRefused):
 class PayloadTooLarge(ExportRefused):
     http_status = 413
     grpc_code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class BodyTimeout(ExportRefused):
+    """Retryable: the request body did not arrive in time (OTLP exporters retry 408)."""
+
+    http_status = 408
+    grpc_code = grpc.StatusCode.DEADLINE_EXCEEDED
 
 
 class Overloaded(ExportRefused):

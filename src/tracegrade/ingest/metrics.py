@@ -171,6 +171,7 @@ class ReceiverMetrics:
         inflight: Callable[[], float],
         store_stats: Callable[[], dict[str, object]] = dict,
         waiting_for_room: Callable[[], float] = lambda: 0,
+        body_bytes: Callable[[], float] = lambda: 0,
     ) -> None:
         self.registry = MetricsRegistry()
         add = self.registry.add
@@ -215,6 +216,13 @@ class ReceiverMetrics:
                 prefix + "requests_waiting_for_room",
                 "Export requests held, undecoded, until the write queue has room.",
                 waiting_for_room,
+            )
+        )
+        add(
+            Gauge(
+                prefix + "request_body_bytes",
+                "Bytes held by OTLP/HTTP request bodies being received or handled (the body budget's use).",
+                body_bytes,
             )
         )
         add(StatsGauges("tracegrade_store_", "Store writer statistic", store_stats))

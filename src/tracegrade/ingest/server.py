@@ -30,6 +30,7 @@ import grpc
 from aiohttp import web
 
 from tracegrade.errors import StoreError, TracegradeError
+from tracegrade.ingest.body_budget import BodyBudget
 from tracegrade.ingest.grpc_services import OtlpGrpcServices
 from tracegrade.ingest.http_app import HttpFrontEnd
 from tracegrade.ingest.intake import Intake, ShuttingDown, StoreUnavailable
@@ -97,11 +98,14 @@ class ReceiverServer:
         try:
             self._bind_grpc()
             self._bind_http()
+            # what the in-flight slots bounded when they also covered reading bodies: nothing new to configure
+            body_budget = BodyBudget(self.settings.max_inflight_requests * self.settings.max_request_bytes)
             metrics = ReceiverMetrics(
                 queue_depth=lambda: self.writer.queue_depth if self.writer is not None else 0,
                 inflight=lambda: self.inflight,
                 store_stats=lambda: self._storage.journaled.stats if self._storage is not None else {},
                 waiting_for_room=lambda: self._intake.waiting_for_room if self._intake is not None else 0,
+                body_bytes=lambda: body_budget.held,
             )
             self._intake = Intake(
                 None,
@@ -120,6 +124,7 @@ class ReceiverServer:
                 self._intake,
                 metrics,
                 max_request_bytes=self.settings.max_request_bytes,
+                body_budget=body_budget,
                 run_query=self._run_query,
                 readiness=self.readiness,
             )
