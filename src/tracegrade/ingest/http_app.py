@@ -143,6 +143,11 @@ async def read_limited_body(
             # by this one chunk, and only until the refusal frees it
             take(len(out) - held)
     except zlib.error as exc:
+        if not out and "header" in str(exc):  # zlib's "incorrect header check": no gzip stream at all
+            raise Undecodable(
+                "the body is labelled Content-Encoding: gzip but is not gzip (no gzip header at its start): "
+                "compress it, or drop the header"
+            ) from None
         raise Undecodable(f"the gzip body is corrupt: {exc}") from None
     except asyncio.TimeoutError:
         raise _late_body(idle_timeout, total_timeout, overdue=loop.time() >= deadline) from None
