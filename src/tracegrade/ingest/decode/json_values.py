@@ -59,8 +59,8 @@ def json_int(value: Any, field: str, *, unsigned: bool = False, bits: int = 64) 
     low = 0 if unsigned else -(2 ** (bits - 1))
     high = 2**bits - 1 if unsigned else 2 ** (bits - 1) - 1
     if not low <= number <= high:
-        kind = f"a uint{bits}" if unsigned else f"an int{bits}"
-        raise Invalid(f"{field} is out of range for {kind} ({low} to {high}): {number}")
+        width = f"a uint{bits}" if unsigned else f"an int{bits}"
+        raise Invalid(f"{field} is out of range for {width} ({low} to {high}): {number}")
     return number
 
 
