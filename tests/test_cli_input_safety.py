@@ -33,7 +33,8 @@ from tracegrade.timespec import parse_duration, parse_since, utc_now
 
 # a lake whose catalog refuses at once: options are checked before it is reached, or it fails fast
 UNREACHABLE_LAKE = "ducklake:postgres:host=127.0.0.1 port=1 dbname=x connect_timeout=1"
-EVAL_SET = {"eval_set_id": "s", "eval_cases": [{"eval_id": "a", "conversation": [{"user_content": {"parts": [{"text": "hi"}]}}]}]}
+TURN = {"user_content": {"parts": [{"text": "hi"}]}}
+EVAL_SET = {"eval_set_id": "s", "eval_cases": [{"eval_id": "a", "conversation": [TURN]}]}
 
 
 @pytest.fixture(scope="module")
