@@ -23,6 +23,7 @@ from tests.support.server_inprocess import running_server
 from tests.support.server_otlp import post
 from tests.support.server_process import ServerProcess
 from tests.support.server_requests import count_spans, query, span_json, status_of, traces_proto, unique_trace_id
+from tracegrade.cli.main import cli
 from tracegrade.cli.serve import command as serve_command
 from tracegrade.store import TraceStore
 
@@ -218,7 +219,8 @@ def test_serve_rejects_bad_settings_clearly(tmp_path: Path) -> None:
         result = _invoke_serve(args)
         assert result.exit_code == 2, result.output
         assert fragment in result.output
-    result = _invoke_serve(["--store", store], env={"TRACEGRADE_GRPC_PROT": "1"})
+    # the check runs before every command (the group's callback), so the command is invoked through it
+    result = CliRunner().invoke(cli, ["serve", "--store", store], env={"TRACEGRADE_GRPC_PROT": "1"})
     assert result.exit_code == 2
     assert "did you mean TRACEGRADE_GRPC_PORT" in result.output
 

@@ -14,6 +14,7 @@ __all__ = [
     "MissingFileError",
     "NoCriteriaError",
     "NotFoundError",
+    "OutputFileError",
     "QueryCancelled",
     "QueryRefused",
     "StoreError",
@@ -40,6 +41,19 @@ class EventLoopError(InvalidStateError):
 
 class MissingFileError(TracegradeError, FileNotFoundError):
     """A file tracegrade was pointed at does not exist; the message names it."""
+
+
+class OutputFileError(TracegradeError, OSError):
+    """A file cannot be written where asked: the path is not a regular file (a directory, FIFO or device), it
+    is the same file as an input, or the system refused (no such directory, permission denied…)."""
+
+    def __init__(self, path: object, reason: str) -> None:
+        super().__init__(f"cannot write {path}: {reason}")
+        self.path = str(path)
+        self.reason = reason
+
+    def __str__(self) -> str:  # OSError's str() of one argument is that argument; said explicitly for clarity
+        return str(self.args[0])
 
 
 class NotFoundError(TracegradeError, KeyError):

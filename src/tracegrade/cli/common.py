@@ -1,16 +1,21 @@
-"""Helpers shared by CLI commands: turning tracegrade errors into clean messages and exit codes."""
+"""Helpers shared by CLI commands: clean messages and exit codes for expected errors, and the option types
+that check a value the same way wherever it is taken (durations, endpoint URLs)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import click
 
-from tracegrade.errors import TracegradeError
+from tracegrade.errors import InvalidValueError, TracegradeError
 
-__all__ = ["UsageProblem", "friendly_errors"]
+__all__ = ["HTTP_URL", "Duration", "HttpUrl", "UsageProblem", "friendly_errors", "logged_errors"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -32,3 +37,65 @@ def friendly_errors(func: F) -> F:
             raise UsageProblem(str(exc)) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+class Duration(click.ParamType):
+    """A positive duration with a unit (``30s``, ``5m``, ``1h``), read by :func:`tracegrade.timespec.parse_duration`;
+    ``allow_zero`` also takes ``0s``. A date, a bare number or a negative value is refused."""
+
+    name = "duration"
+
+    def __init__(self, *, allow_zero: bool = False) -> None:
+        self.allow_zero = allow_zero
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> timedelta:
+        if isinstance(value, timedelta):
+            return value
+        from tracegrade.timespec import parse_duration
+
+        option = param.opts[0] if param is not None and param.opts else "duration"
+        try:
+            return parse_duration(str(value), option, allow_zero=self.allow_zero)
+        except InvalidValueError as exc:
+            self.fail(str(exc).removeprefix(f"{option} "), param, ctx)  # click names the option already
+
+
+class HttpUrl(click.ParamType):
+    """An ``http://`` or ``https://`` URL with a host (an OTLP/HTTP endpoint), checked before anything runs."""
+
+    name = "url"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value).strip()
+        try:
+            parts = urlsplit(text)
+            parts.port  # noqa: B018 - raises ValueError for a port that is not a number in 0-65535
+        except ValueError as exc:
+            self.fail(f"{text!r} is not a valid URL: {exc}", param, ctx)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            self.fail(
+                f"{text!r} is not an http:// or https:// URL with a host (e.g. http://collector:4318)", param, ctx
+            )
+        return text
+
+
+HTTP_URL = HttpUrl()
+
+
+@contextlib.contextmanager
+def logged_errors(logger_name: str) -> Iterator[list[str]]:
+    """The messages of ERROR records ``logger_name`` (and its children) log inside the block: for libraries that
+    log a failure rather than raise it (OpenTelemetry's exporters), so a command can report it."""
+    messages: list[str] = []
+
+    class _Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            messages.append(record.getMessage())
+
+    handler = _Collect(logging.ERROR)
+    logger = logging.getLogger(logger_name)
+    logger.addHandler(handler)
+    try:
+        yield messages
+    finally:
+        logger.removeHandler(handler)

@@ -1,4 +1,8 @@
-"""``tracegrade export-cases``: turn stored traces into an editable eval set."""
+"""``tracegrade export-cases``: turn stored traces into an editable eval set.
+
+A selection that matches no trace is an error (exit 2) and leaves ``--output`` as it was: an empty eval set
+written over a golden file would lose it, and is no eval set ``validate`` accepts anyway.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from tracegrade.cli.progress import ProgressBar
 from tracegrade.cli.store_access import store_options
 from tracegrade.evaluation.case_export import cases_from_traces
 from tracegrade.evaluation.selection import TraceSelection, selection_where
+from tracegrade.models.files import save_model
 
 __all__ = ["command"]
 
@@ -40,5 +45,16 @@ def command(
             raise UsageProblem(f"--where {where!r} is not a valid predicate over the traces table: {exc}") from None
         with ProgressBar("exporting cases", unit="traces") as bar:
             eval_set = cases_from_traces(store.reader, selection, name=name, progress=bar.update)
-    eval_set.to_file(output)
+    if not len(eval_set):
+        raise UsageProblem(f"no trace matched {_described(selection)}; nothing written to {output}")
+    save_model(eval_set, output, inputs=[store_path])
     click.echo(f"wrote {len(eval_set)} case(s) to {output}")
+
+
+def _described(selection: TraceSelection) -> str:
+    """The selection as the user gave it, for the message that says it matched nothing."""
+    given = [
+        f"--where {selection.where!r}" if selection.where else "",
+        f"--since {selection.since!r}" if selection.since else "",
+    ]
+    return " and ".join(g for g in given if g) or "the selection (the store has no traces)"

@@ -20,7 +20,7 @@ from tracegrade.cli.common import friendly_errors
 from tracegrade.cli.run_refs import load_runs
 from tracegrade.cli.store_access import store_options
 from tracegrade.evaluation.compare import CASES, RunComparison, compare_runs
-from tracegrade.models.files import write_text_file
+from tracegrade.output_files import write_text_file
 
 __all__ = ["command", "junit_xml"]
 
@@ -56,8 +56,9 @@ def command(
         base, cand, alpha=alpha, max_drop=max_drop, strict=strict, baseline_name=base_name, candidate_name=cand_name
     )
     markdown = result.to_markdown()
-    summary = write_text_file(out_dir / "summary.md", markdown)
-    junit = write_text_file(out_dir / "junit.xml", junit_xml(result))
+    reports = (baseline, candidate)  # those that are report files are never written over
+    summary = write_text_file(out_dir / "summary.md", markdown, inputs=reports)
+    junit = write_text_file(out_dir / "junit.xml", junit_xml(result), inputs=reports)
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if step_summary:
         with open(step_summary, "a", encoding="utf-8") as fh:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from tracegrade.cli.common import UsageProblem, friendly_errors
+from tracegrade.cli.common import HTTP_URL, UsageProblem, friendly_errors, logged_errors
 from tracegrade.cli.grading_store import open_grading_store
 from tracegrade.cli.progress import ProgressBar
 from tracegrade.cli.store_access import lake_data_option, store_options
@@ -32,6 +32,8 @@ def _formats(value: str) -> list[str]:
     unknown = [f for f in chosen if f not in FORMATS]
     if unknown:
         raise click.BadParameter(f"unknown format(s) {', '.join(unknown)}; choose from {', '.join(FORMATS)}")
+    if not chosen:
+        raise click.BadParameter(f"give at least one format: {', '.join(FORMATS)}", param_hint="'--format'")
     return chosen
 
 
@@ -54,6 +56,7 @@ def _formats(value: str) -> list[str]:
 @click.option(
     "--emit-otlp",
     metavar="ENDPOINT",
+    type=HTTP_URL,
     help="Send each criterion result as a gen_ai.evaluation.result event on its trace to this OTLP/HTTP endpoint.",
 )
 @click.option(
@@ -147,12 +150,17 @@ def _emit_events(report: EvalReport, reader: object, endpoint: str | None) -> No
     from tracegrade.evaluation.evaluation_events import EvaluationEventEmitter, root_spans
 
     emitter = EvaluationEventEmitter(endpoint=endpoint)
-    try:
-        roots = root_spans(reader, [t for r in report.results for t in r.trace_ids])  # type: ignore[arg-type]
-        count = emitter.emit_report(report, roots)
-    finally:
-        emitter.close()
-    click.echo(f"sent {count} evaluation events to {endpoint or 'the OTLP endpoint of OTEL_EXPORTER_OTLP_*'}", err=True)
+    where = endpoint or "the OTLP endpoint of OTEL_EXPORTER_OTLP_*"
+    with logged_errors("opentelemetry.exporter") as failures:  # the exporter logs a failed send, never raises
+        try:
+            roots = root_spans(reader, [t for r in report.results for t in r.trace_ids])  # type: ignore[arg-type]
+            count = emitter.emit_report(report, roots)
+        finally:
+            emitter.close()
+    if failures:  # reported as a failed reporter is: on stderr, the grading's exit code unchanged
+        click.echo(f"evaluation events to {where} failed: {failures[0]}", err=True)
+        return
+    click.echo(f"sent {count} evaluation events to {where}", err=True)
 
 
 def _write_reports(report: EvalReport, out_dir: Path, formats: list[str], verbose: bool) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 
 import click
@@ -68,6 +69,14 @@ class LazyGroup(click.Group):
 @click.version_option(package_name="tracegrade")
 def cli() -> None:
     """tracegrade: OpenTelemetry-native evaluation of LLM agents."""
+    # Here, before any command runs, so that every command refuses a misspelt TRACEGRADE_* variable rather
+    # than silently falling back to the default it was meant to override (./tracegrade.duckdb for the store).
+    from tracegrade.cli.common import UsageProblem
+    from tracegrade.env_vars import misspelled_env_vars
+
+    typos = misspelled_env_vars(os.environ)
+    if typos:
+        raise UsageProblem("; ".join(typos))
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tracegrade.cli.common import UsageProblem, friendly_errors
+from tracegrade.cli.common import Duration, friendly_errors
 from tracegrade.cli.lake_options import checked_lake, lake_options
 
 if TYPE_CHECKING:
@@ -19,32 +19,23 @@ if TYPE_CHECKING:
 __all__ = ["command"]
 
 
-def _duration(value: str, option: str) -> timedelta:
-    """A duration such as ``5m``, ``1h`` or ``0s`` (the forms ``--since`` takes)."""
-    from tracegrade.evaluation.timewindow import parse_since, utc_now
-
-    now = utc_now()
-    try:
-        since = parse_since(value)
-    except ValueError:
-        since = None
-    if since is None or not value.strip()[:1].isdigit():
-        raise UsageProblem(f"cannot read {option} {value!r}: use a duration such as 0s, 30s, 5m or 1h")
-    return timedelta(seconds=round((now - since).total_seconds(), 3))
-
-
 @click.command("maintain")
 @lake_options
-@click.option("--every", help="Keep maintaining at this interval (5m, 1h); default: one pass, then exit.")
+@click.option(
+    "--every",
+    type=Duration(),
+    help="Keep maintaining at this interval (30s, 5m, 1h); default: one pass, then exit.",
+)
 @click.option(
     "--keep",
+    type=Duration(allow_zero=True),  # 0s: expire every snapshot but the current one, files dropped at once
     default="15m",
     show_default=True,
     help="Snapshots younger than this, and files dropped less than this ago, are kept: a query running "
     "shorter than this is never disturbed.",
 )
 @friendly_errors
-def command(location: str, lake_data: Path | None, every: str | None, keep: str) -> None:
+def command(location: str, lake_data: Path | None, every: timedelta | None, keep: timedelta) -> None:
     """Merge a lake's small Parquet files, flush inlined rows, expire old snapshots and delete old files.
 
     Safe while receivers write: each step is a DuckLake commit, retried when it races theirs. With
@@ -52,23 +43,20 @@ def command(location: str, lake_data: Path | None, every: str | None, keep: str)
     store file needs none of this (it checkpoints itself), so a file store is refused.
     """
     data_path = checked_lake(location, lake_data, "maintain", "which needs no maintenance (it checkpoints itself)")
-    kept = _duration(keep, "--keep")
-    interval = _duration(every, "--every").total_seconds() if every else None
-    if interval is not None and interval <= 0:
-        raise UsageProblem(f"--every {every!r} must be longer than zero")
+    interval = every.total_seconds() if every else None
 
     from tracegrade.store.lake import LakeStore
 
     store = LakeStore(location, data_path=data_path)
     try:
         if interval is None:
-            _one_pass(store, kept, stop_on_error=True)
+            _one_pass(store, keep, stop_on_error=True)
             return
         stop = threading.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):  # stop after the pass in progress, not inside a commit
             signal.signal(signum, lambda *_: stop.set())
         while not stop.is_set():
-            _one_pass(store, kept, stop_on_error=False)
+            _one_pass(store, keep, stop_on_error=False)
             stop.wait(interval)
     finally:
         store.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -9,14 +10,15 @@ from typing import TextIO
 import click
 from pydantic import ValidationError
 
-from tracegrade.cli.common import UsageProblem, friendly_errors
+from tracegrade.cli.common import friendly_errors
 from tracegrade.cli.file_kinds import KIND_NAMES, document_kind, file_kind
 from tracegrade.errors import FileFormatError
 from tracegrade.models.config import ReporterConfig
 from tracegrade.models.files import read_json_file, validation_problems
 from tracegrade.models.results import EvalReport
+from tracegrade.output_files import write_text_file
 from tracegrade.reporters import ConsoleReporter, JUnitXMLReporter
-from tracegrade.reporters.base import FileReporter, write_text_file
+from tracegrade.reporters.base import FileReporter
 from tracegrade.reporters.manager import FILE_REPORTERS
 
 __all__ = ["command"]
@@ -97,7 +99,8 @@ def _file_reporter(fmt: str, suite_name: str) -> FileReporter:
     "--output",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Write to this file instead of standard output (parent directories are created).",
+    help="Write to this file instead of standard output (parent directories are created; never REPORT_FILE "
+    "itself, nor a directory, FIFO or device).",
 )
 @click.option("-v", "--verbose", is_flag=True, help="Console: show every case in full, with tokens and details.")
 @click.option("--no-color", is_flag=True, help="Console: plain text even on a colour terminal.")
@@ -113,26 +116,16 @@ def command(report_file: Path, fmt: str, output: Path | None, verbose: bool, no_
       tracegrade report eval_reports/capitals.json -f junit > junit.xml
     """
     report = load_report(report_file)
-    try:
-        _render(report, fmt, output, verbose=verbose, no_color=no_color, suite_name=suite_name)
-    except OSError as exc:
-        raise UsageProblem(f"cannot write {output}: {exc.strerror or exc}") from None
-
-
-def _render(
-    report: EvalReport, fmt: str, output: Path | None, *, verbose: bool, no_color: bool, suite_name: str
-) -> None:
-    if fmt == "console":
-        if output is None:
-            _console_reporter(None, use_color=not no_color, verbose=verbose).report(report)
-            return
-        output.parent.mkdir(parents=True, exist_ok=True)
-        with output.open("w", encoding="utf-8") as fh:
-            _console_reporter(fh, use_color=False, verbose=verbose).report(report)
-        click.echo(f"wrote {output.absolute()}", err=True)
+    if fmt == "console" and output is None:
+        _console_reporter(None, use_color=not no_color, verbose=verbose).report(report)
         return
-    text = _file_reporter(fmt, suite_name).render(report)
+    if fmt == "console":
+        buffer = io.StringIO()
+        _console_reporter(buffer, use_color=False, verbose=verbose).report(report)
+        text = buffer.getvalue()
+    else:
+        text = _file_reporter(fmt, suite_name).render(report)
     if output is None:
         sys.stdout.buffer.write(text.encode("utf-8"))  # bytes as rendered: no newline translation
         return
-    click.echo(f"wrote {write_text_file(output, text)}", err=True)
+    click.echo(f"wrote {write_text_file(output, text, inputs=[report_file])}", err=True)

@@ -15,6 +15,9 @@ from tracegrade.models.results import EvalReport
 __all__ = ["load_runs"]
 
 _LATEST = re.compile(r"latest(?:~(\d+))?")
+_FORMS = (
+    "a run id or a unique prefix of one, latest, latest~N (N runs before the latest: latest~1) or a report JSON file"
+)
 
 
 def load_runs(refs: list[str], store_path: Path, token: str | None) -> list[tuple[str, EvalReport]]:
@@ -41,7 +44,11 @@ def load_runs(refs: list[str], store_path: Path, token: str | None) -> list[tupl
 
 
 def _run_id(reader: object, ref: str) -> str:
+    if not ref.strip():  # a prefix of every run id: say what is wanted rather than "ambiguous"
+        raise UsageProblem(f"an empty run reference: give {_FORMS}")
     match = _LATEST.fullmatch(ref)
+    if match is None and ref.startswith("latest~"):
+        raise UsageProblem(f"{ref!r} is not a run reference: latest~N takes a whole number N; give {_FORMS}")
     if match is None:
         return ref
     back = int(match.group(1) or 0)

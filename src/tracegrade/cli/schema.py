@@ -13,9 +13,11 @@ from typing import Any
 import click
 from pydantic import BaseModel
 
+from tracegrade.cli.common import friendly_errors
 from tracegrade.models.config import EvalConfig
 from tracegrade.models.dataset import EvalSet
 from tracegrade.models.results import EvalReport
+from tracegrade.output_files import write_text_file
 
 __all__ = ["command", "file_schema"]
 
@@ -32,12 +34,12 @@ def file_schema(kind: str) -> dict[str, Any]:
 @click.command("schema")
 @click.argument("kind", type=click.Choice(sorted(_MODELS)), default="evalset", required=False)
 @click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), help="Write to FILE instead.")
+@friendly_errors
 def command(kind: str, output: Path | None) -> None:
     """Print the JSON Schema of an eval-set, config or report file (default: evalset)."""
     text = json.dumps(file_schema(kind), indent=2, ensure_ascii=False) + "\n"
     if output is None:
         click.echo(text, nl=False)
         return
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(text, encoding="utf-8")
+    write_text_file(output, text)
     click.echo(f"wrote the {kind} schema to {output}", err=True)

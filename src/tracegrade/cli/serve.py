@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,7 +11,7 @@ import click
 
 from tracegrade.cli.common import UsageProblem, friendly_errors
 from tracegrade.cli.store_location import STORE_LOCATION
-from tracegrade.ingest.settings import ENV_VARS, ServeSettings, misspelled_env_vars
+from tracegrade.ingest.settings import ENV_VARS, ServeSettings
 
 __all__ = ["command"]
 
@@ -80,6 +80,17 @@ def _setting_options(command: Callable[..., None]) -> Callable[..., None]:
     return command
 
 
+def _check_host(host: str) -> None:
+    """A --host name that does not resolve is refused as such: gRPC would only say it cannot listen there."""
+    try:
+        socket.getaddrinfo(host.strip("[]"), None)  # an IPv6 address may come bracketed
+    except socket.gaierror as exc:
+        raise UsageProblem(
+            f"--host {host!r} does not resolve to an address ({exc.strerror}); give an IP address of this machine "
+            "(127.0.0.1, 0.0.0.0) or a name that resolves to one"
+        ) from None
+
+
 @click.command("serve")
 @_setting_options
 @friendly_errors
@@ -87,12 +98,14 @@ def command(**options: object) -> None:
     """Receive OTLP traces and logs (gRPC and HTTP) and store them in a DuckDB file.
 
     Every flag can also be set with the environment variable shown beside it; a misspelt TRACEGRADE_*
-    variable is refused with a suggestion.
+    variable is refused with a suggestion (by every tracegrade command).
     """
-    typos = misspelled_env_vars(os.environ)
-    if typos:
-        raise UsageProblem("; ".join(typos))
     settings = ServeSettings.build(options, source="(tracegrade serve options and TRACEGRADE_* variables)")
+    _check_host(settings.host)
+    if settings.worker_rules is not None:  # refused before the store (and its journal) is created
+        from tracegrade.evaluation.worker import WorkerRules
+
+        WorkerRules.from_file(settings.worker_rules)
     exposures = settings.exposures()
     if exposures and settings.require_auth:
         raise UsageProblem("refusing to start (--require-auth): " + "; ".join(exposures))

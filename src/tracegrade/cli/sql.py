@@ -8,6 +8,7 @@ import click
 
 from tracegrade.cli.common import UsageProblem, friendly_errors
 from tracegrade.cli.store_access import emit, reading_store, render_csv, render_json, render_table, store_options
+from tracegrade.output_files import replacing
 
 __all__ = ["command"]
 
@@ -40,9 +41,10 @@ def command(query: str, fmt: str, output: Path | None, store_path: Path, token: 
             import pyarrow.parquet as pq
 
             table = store.query_arrow(query)
-            pq.write_table(table, output)
+            with replacing(output, inputs=[store_path]) as fh:  # type: ignore[arg-type]
+                pq.write_table(table, fh)
             click.echo(f"wrote {table.num_rows} rows to {output}", err=True)
             return
         result = store.query(query)
     renderers = {"table": render_table, "csv": render_csv, "json": render_json}
-    emit(renderers[fmt](result), output)
+    emit(renderers[fmt](result), output, inputs=[store_path])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -16,6 +16,7 @@ import click
 from tracegrade.cli.common import UsageProblem
 from tracegrade.cli.store_location import STORE_LOCATION
 from tracegrade.ingest.settings import ENV_VARS
+from tracegrade.output_files import write_text_file
 from tracegrade.store.access import ReadableStore, open_store_for_read
 from tracegrade.store.journal import journal_directory, unstored_journal_bytes
 from tracegrade.store.lake_location import is_lake_location
@@ -231,18 +232,20 @@ def render_json(result: QueryResult) -> str:
     return json.dumps(result.json_rows(), ensure_ascii=False, indent=2)
 
 
-def emit(renderable: Any, output: Path | None) -> None:
-    """Print text or a rich renderable to stdout, or write it to ``output``."""
-    if isinstance(renderable, str):
-        if output is None:
-            click.echo(renderable, nl=not renderable.endswith("\n"))
-        else:
-            output.write_text(renderable if renderable.endswith("\n") else renderable + "\n", encoding="utf-8")
-        return
+def emit(renderable: Any, output: Path | None, *, inputs: Iterable[str | Path] = ()) -> None:
+    """Print text or a rich renderable to stdout, or write it to ``output`` (never one of ``inputs``)."""
     from rich.console import Console
 
     if output is None:
-        Console(soft_wrap=False).print(renderable)
+        if isinstance(renderable, str):
+            click.echo(renderable, nl=not renderable.endswith("\n"))
+        else:
+            Console(soft_wrap=False).print(renderable)
+        return
+    if isinstance(renderable, str):
+        text = renderable
     else:
-        with output.open("w", encoding="utf-8") as handle:
-            Console(file=handle, width=200, no_color=True).print(renderable)
+        buffer = io.StringIO()
+        Console(file=buffer, width=200, no_color=True).print(renderable)
+        text = buffer.getvalue()
+    write_text_file(output, text if text.endswith("\n") else text + "\n", inputs=inputs)

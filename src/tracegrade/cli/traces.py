@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import click
 
-from tracegrade.cli.common import UsageProblem, friendly_errors
+from tracegrade.cli.common import friendly_errors
 from tracegrade.cli.store_access import display, emit, reading_store, render_csv, render_json, store_options
+from tracegrade.timespec import parse_since
 
-__all__ = ["command", "parse_since", "table_columns"]
+__all__ = ["command", "table_columns"]
 
 # json and csv: every column the traces table has for a trace list (the trajectory is left to `show`)
 _DATA_COLUMNS = (
@@ -62,25 +61,6 @@ def table_columns(width: int) -> list[_Column]:
             columns.append(column)
             used += column.width + _GAP
     return [*columns, replace(_QUERY, width=max(_QUERY_MIN, width - used - 1))]
-
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w)\s*$", re.IGNORECASE)
-_UNIT_SECONDS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def parse_since(value: str, now: datetime | None = None) -> datetime:
-    """``30m``/``2h``/``1d``/``1w`` ago, or an ISO 8601 time; as a naive UTC datetime like the store's."""
-    now = now or datetime.now(timezone.utc).replace(tzinfo=None)
-    match = _DURATION.match(value)
-    if match:
-        return now - timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS[match.group(2).lower()])
-    try:
-        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise UsageProblem(
-            f"--since {value!r} is neither a duration (30s, 15m, 2h, 1d, 1w) nor an ISO time (2025-01-31T12:00)"
-        ) from None
-    return moment.astimezone(timezone.utc).replace(tzinfo=None) if moment.tzinfo else moment
 
 
 def build_query(

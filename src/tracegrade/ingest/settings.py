@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from tracegrade.env_vars import ENV_VARS, misspelled_env_vars
 from tracegrade.errors import ConfigError
 from tracegrade.ingest.tokens import TokenTable
 from tracegrade.store.database import duckdb_size_bytes
@@ -19,33 +20,6 @@ from tracegrade.store.lake_location import catalog_conninfo, is_lake_location
 __all__ = ["ENV_VARS", "ServeSettings", "misspelled_env_vars", "parse_byte_size"]
 
 MIB = 1024 * 1024
-
-# setting name -> environment variable (also the click ``envvar`` of the matching flag)
-ENV_VARS: dict[str, str] = {
-    "store": "TRACEGRADE_STORE",
-    "lake_data": "TRACEGRADE_LAKE_DATA",
-    "journal": "TRACEGRADE_JOURNAL",
-    "host": "TRACEGRADE_HOST",
-    "grpc_port": "TRACEGRADE_GRPC_PORT",
-    "http_port": "TRACEGRADE_HTTP_PORT",
-    "token": "TRACEGRADE_TOKEN",
-    "tokens": "TRACEGRADE_TOKENS",
-    "tls_cert": "TRACEGRADE_TLS_CERT",
-    "tls_key": "TRACEGRADE_TLS_KEY",
-    "max_request_bytes": "TRACEGRADE_MAX_REQUEST_BYTES",
-    "queue_spans": "TRACEGRADE_QUEUE_SPANS",
-    "queue_wait": "TRACEGRADE_QUEUE_WAIT",
-    "store_memory_limit": "TRACEGRADE_STORE_MEMORY_LIMIT",
-    "max_inflight_requests": "TRACEGRADE_MAX_INFLIGHT_REQUESTS",
-    "shutdown_timeout": "TRACEGRADE_SHUTDOWN_TIMEOUT",
-    "worker_rules": "TRACEGRADE_WORKER_RULES",
-    "mapping_process": "TRACEGRADE_MAPPING_PROCESS",
-    "build_trajectories": "TRACEGRADE_BUILD_TRAJECTORIES",
-    "query_timeout": "TRACEGRADE_QUERY_TIMEOUT",
-    "max_queries": "TRACEGRADE_MAX_QUERIES",
-    "query_memory_limit": "TRACEGRADE_QUERY_MEMORY_LIMIT",
-    "require_auth": "TRACEGRADE_REQUIRE_AUTH",
-}
 
 MIN_STORE_MEMORY = 64 * 1000**2  # below this, DuckDB failed the receiver's checkpoints (measured at 32MB)
 
@@ -287,19 +261,3 @@ def _describe(error: object) -> str:
         hint = f"; did you mean {close[0]!r}?" if close else ""
         return f"unknown setting {name!r}{hint} (known: {', '.join(ServeSettings.model_fields)})"
     return str(err["msg"]).removeprefix("Value error, ")
-
-
-def misspelled_env_vars(environ: Mapping[str, str]) -> list[str]:
-    """``TRACEGRADE_*`` variables that look like a typo of a serve variable (each with the suggestion).
-
-    Other tracegrade commands have their own variables, so only near misses are reported, not every
-    unknown name.
-    """
-    known = set(ENV_VARS.values()) | {"TRACEGRADE_WORKER_RULES"}
-    problems = []
-    for name in environ:
-        if name.startswith("TRACEGRADE_") and name not in known:
-            close = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
-            if close:
-                problems.append(f"unknown environment variable {name}; did you mean {close[0]}?")
-    return problems

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import secrets
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from tracegrade.errors import ConfigError, EvalSetError, FileFormatError, MissingFileError
+from tracegrade.output_files import write_text_file
 
 __all__ = ["json_path", "load_model", "read_json_file", "save_model", "validation_problems", "write_text_file"]
 
@@ -99,40 +99,8 @@ def _make(
     return err_cls(str(path), problems)  # type: ignore[call-arg]
 
 
-def write_text_file(path: str | Path, text: str) -> Path:
-    """Write UTF-8 ``text`` atomically (parent directories created); returns the absolute path.
-
-    The file gets the mode a plain ``open(path, "w")`` would give it: an existing file keeps its mode, a
-    new one gets 0666 minus the umask (``tempfile.mkstemp`` would make it 0600, unreadable to a CI
-    artifact step or a teammate).
-    """
-    target = Path(path).expanduser().absolute()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = _create_sibling(target)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        if target.exists():  # a new file already has its mode: the umask applied at creation
-            os.chmod(tmp, target.stat().st_mode & 0o7777)
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return target
-
-
-def _create_sibling(target: Path) -> tuple[int, Path]:
-    """A new, uniquely named temporary file next to ``target``, opened for writing with mode 0666 & ~umask."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-    while True:
-        tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
-        try:
-            return os.open(tmp, flags, 0o666), tmp
-        except FileExistsError:
-            continue
-
-
-def save_model(model: BaseModel, path: str | Path) -> None:
-    """Write ``model`` as 2-space-indented JSON, atomically (a crash never leaves half a file)."""
+def save_model(model: BaseModel, path: str | Path, *, inputs: Iterable[str | Path] = ()) -> None:
+    """Write ``model`` as 2-space-indented JSON, atomically (a crash never leaves half a file); ``inputs`` are
+    files ``path`` must not be (see :mod:`tracegrade.output_files`)."""
     text = json.dumps(model.model_dump(mode="json"), indent=2, ensure_ascii=False, default=str)
-    write_text_file(path, text + "\n")
+    write_text_file(path, text + "\n", inputs=inputs)

@@ -29,6 +29,7 @@ DuckLake's own reads and writes.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
@@ -204,9 +205,11 @@ class LakeStore(TraceStore):
     def _attach(self, conninfo: str, data_path: str | Path | None) -> str:
         """ATTACH the lake; the absolute data path (with a trailing slash) it keeps its files under."""
         options = []
+        made: list[Path] = []  # directories made here, removed again if the lake cannot be opened
         if data_path is not None:
             path = Path(data_path).absolute()
             if not self.read_only:
+                made = [p for p in (path, *path.parents) if not p.exists()]
                 path.mkdir(parents=True, exist_ok=True)
             options.append(f"DATA_PATH {sql_string(str(path) + '/')}")
         if self.read_only:
@@ -218,6 +221,9 @@ class LakeStore(TraceStore):
                 "SELECT value FROM ducklake_options(?) WHERE option_name = 'data_path'", [CATALOG_ALIAS]
             ).fetchone()  # type: ignore[misc]
         except duckdb.Error as exc:
+            for directory in made:  # innermost first; a failed open leaves no new directory behind
+                with contextlib.suppress(OSError):
+                    directory.rmdir()
             raise StoreError(
                 f"cannot open lake {self.path}: {redacted(str(exc).splitlines()[0])} (is PostgreSQL reachable, "
                 "does the database exist? A new lake is created by a read-write open with --lake-data)"

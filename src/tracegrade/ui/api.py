@@ -17,9 +17,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, Protocol
 
-from tracegrade.cli.common import UsageProblem
-from tracegrade.cli.traces import parse_since
-from tracegrade.errors import TracegradeError
+from tracegrade.errors import InvalidValueError, TracegradeError
 from tracegrade.evaluation.run_diff import diff_reports
 from tracegrade.evaluation.run_records import load_run
 from tracegrade.evaluation.statistics import wilson_interval
@@ -29,6 +27,7 @@ from tracegrade.reporters.case_view import case_score, case_status, criterion_st
 from tracegrade.store.query_control import QueryControl
 from tracegrade.store.results import QueryResult, json_safe
 from tracegrade.store.rows import decompress_json
+from tracegrade.timespec import parse_since
 
 __all__ = [
     "SQL_ROW_LIMIT",
@@ -142,7 +141,7 @@ class TraceFilters:
 def _instant(value: str) -> datetime:
     try:
         return parse_since(value)
-    except UsageProblem:  # parse_since speaks to the CLI (UsageProblem, naming --since): say it plainly
+    except InvalidValueError:  # its message names --since: say it plainly for the API
         raise BadRequest(f"{value!r} is neither a duration (30s, 15m, 2h, 1d, 1w) nor an ISO time") from None
 
 
