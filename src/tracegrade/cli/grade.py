@@ -13,12 +13,12 @@ from tracegrade.cli.progress import ProgressBar
 from tracegrade.cli.store_access import lake_data_option, store_options
 from tracegrade.errors import StoreError
 from tracegrade.evaluation.calibration import enforce_calibration
+from tracegrade.evaluation.checks import checked_config, checked_eval_set
 from tracegrade.evaluation.engine import compile_criteria
 from tracegrade.evaluation.offline import TraceGrader
 from tracegrade.evaluation.run_records import new_run_id
 from tracegrade.evaluation.selection import TraceSelection, selection_where
 from tracegrade.models.config import EvalConfig, ReporterConfig
-from tracegrade.models.dataset import EvalSet
 from tracegrade.models.results import EvalReport
 from tracegrade.reporters.manager import FILE_REPORTERS, ReporterManager
 
@@ -90,9 +90,10 @@ def command(
     reference_free = evalset_path is None
     if not reference_free and any(v is not None for v in (where, since, sample, limit)):
         raise UsageProblem("--where/--since/--sample/--limit select traces for reference-free grading; drop --evalset")
-    # Check every input before touching the store, so bad input writes nothing.
-    eval_set = None if reference_free else EvalSet.from_file(evalset_path)  # type: ignore[arg-type]
-    config = EvalConfig.from_file(config_path) if config_path else EvalConfig.default()
+    # Check every input before touching the store, so bad input writes nothing; with the checks `validate` makes,
+    # so that what it refuses is refused here with the same message.
+    eval_set = None if reference_free else checked_eval_set(evalset_path)  # type: ignore[arg-type]
+    config = checked_config(config_path) if config_path else EvalConfig.default()
     if calibration:
         config = config.model_copy(update={"calibration": calibration})
     # refuses a config that enables no criterion, or whose judges fall short of their min_agreement
