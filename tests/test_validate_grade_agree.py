@@ -209,6 +209,20 @@ def test_the_python_api_refuses_duplicate_eval_ids_naming_both_positions(workspa
     ]
 
 
+def test_a_report_that_cannot_be_written_fails_grade_after_the_run_is_recorded(workspace: Path) -> None:
+    config = _write(workspace / "config.json", KEYWORDS)
+    eval_set = _write(workspace / "evalset.json", GOOD_SET)
+    blocker = workspace / "not_a_directory"
+    blocker.write_text("")  # a file where the report directory would be: no report can be written under it
+
+    graded = _grade(workspace, config, eval_set, out=blocker / "reports")
+
+    assert graded.exit_code == 2
+    assert f"cannot write {blocker / 'reports'}" in graded.stderr and "NotADirectoryError" in graded.stderr
+    assert "recorded as run" in graded.stderr
+    assert [row[1:] for row in eval_runs(workspace / "store.duckdb")] == [("eval_set", 2, 2)]
+
+
 RULE = {"name": "r", "settle_seconds": 0, "criteria": {"contains_keywords": {"keywords": ["order"]}}}
 
 

@@ -117,7 +117,7 @@ def command(
             click.echo("no traces matched the selection; nothing graded", err=True)
         if record:
             report.metadata["run_id"] = new_run_id()
-        _write_reports(report, out_dir, chosen, verbose)
+        unwritten = _write_reports(report, out_dir, chosen, verbose)
         if emit_otlp or config.emit_evaluation_events:
             _emit_events(report, store.reader, emit_otlp)
         if record:
@@ -130,6 +130,8 @@ def command(
                     f"the reports were written to {out_dir}, but the run was not recorded: {exc}"
                 ) from None
             click.echo(f"recorded as run {recorded}", err=True)
+    if unwritten:  # the run is recorded (the grading is not lost), but a report asked for is missing: a failure
+        raise UsageProblem("the run was graded, but not every report asked for was written: " + "; ".join(unwritten))
     sys.exit(0 if report.passed or (reference_free and not report.results) else 1)
 
 
@@ -156,11 +158,11 @@ def _emit_events(report: EvalReport, reader: object, endpoint: str | None) -> No
     click.echo(f"sent {count} evaluation events to {endpoint or 'the OTLP endpoint of OTEL_EXPORTER_OTLP_*'}", err=True)
 
 
-def _write_reports(report: EvalReport, out_dir: Path, formats: list[str], verbose: bool) -> None:
+def _write_reports(report: EvalReport, out_dir: Path, formats: list[str], verbose: bool) -> list[str]:
+    """Print and write the reports of ``formats``; returns why each one that failed did."""
     switches = {entry.switch: name in formats for name, entry in FILE_REPORTERS.items()}
     config = ReporterConfig(output_dir=str(out_dir), console="console" in formats, verbose=verbose, **switches)
     output = ReporterManager(config).run_all(report)
     for path in output.generated_files:
         click.echo(f"wrote {path}", err=True)
-    for name, message in output.errors:
-        click.echo(f"reporter {name} failed: {message}", err=True)
+    return [f"{name}: {message}" for name, message in output.errors]
