@@ -127,7 +127,7 @@ def _no_criteria(ws: Path) -> list[str]:
         (lambda ws: ["--sample", "2"], "--sample must be a fraction in (0, 1], got 2.0"),
         (_bad_eval_set, "broken.json"),
         (_wrong_eval_set, "$.eval_cases[0].conversation"),
-        (_no_criteria, "enables no criterion"),
+        (_no_criteria, "at $.criteria: no criterion is enabled"),  # what `validate` says
         (lambda ws: ["--evalset", str(ws / "evalset.json"), "--where", "TRUE"], "drop --evalset"),
     ],
 )

@@ -88,9 +88,10 @@ def test_semantic_problems_of_a_config(tmp_path: Path):
     assert result.exit_code == 2
     lines = result.stderr.splitlines()
     assert lines[0] == f"error {path}: invalid config (3 problems):"
-    assert lines[1].startswith("  at $.criteria.rubric_based.rubrics: rubric_based is enabled without rubrics")
+    # in slot order, each slot's problems together
+    assert lines[1].startswith("  at $.criteria.trajectory: tool_args['book'].keys: mode 'keys' needs")
     assert lines[2].startswith("  at $.criteria.contains_keywords.keywords: contains_keywords is enabled without")
-    assert lines[3].startswith("  at $.criteria.trajectory: tool_args['book']: mode 'keys' needs")
+    assert lines[3].startswith("  at $.criteria.rubric_based.rubrics: rubric_based is enabled without rubrics")
 
 
 def test_config_enabling_nothing(tmp_path: Path):

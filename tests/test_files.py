@@ -67,7 +67,7 @@ def test_wrong_types_and_unknown_keys_are_all_listed_with_json_paths(tmp_path: P
         "$.eval_cases[1].conversation[1].expected_node_order",
         "$.eval_cases[1].tagz",
     }
-    assert found["$.eval_cases[1].tagz"] == "unknown key 'tagz' (remove it or check its spelling)"
+    assert found["$.eval_cases[1].tagz"] == "unknown key 'tagz' (did you mean 'tags'?)"
     assert found["$.eval_cases[1].conversation[0].expected_tool_trajectory[0].name"] == "Field required"
     assert "got 7" in found["$.eval_cases[1].eval_id"]
     assert "5 problems" in str(info.value)
@@ -106,10 +106,10 @@ def test_config_unknown_slot_lists_valid_slots_and_other_problems(tmp_path: Path
         EvalConfig.from_file(path)
     found = problems_of(info.value)
     slot_message = found["$.criteria.exact_match"]
-    assert slot_message.startswith("unknown criterion slot 'exact_match'; valid slots: ")
+    assert slot_message.startswith("unknown criterion slot 'exact_match'; valid slots: ")  # none is close
     assert all(slot in slot_message for slot in CRITERIA_SLOTS) and "got" not in slot_message
     assert "'EXACT', 'IN_ORDER' or 'ANY_ORDER'" in found["$.criteria.trajectory.match_type"]
-    assert found["$.paralel"] == "unknown key 'paralel' (remove it or check its spelling)"
+    assert found["$.paralel"] == "unknown key 'paralel' (did you mean 'parallel'?)"
     assert info.value.kind == "config" and str(path) in str(info.value)
 
 

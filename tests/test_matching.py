@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.grading_traces import AgentRun, fill_store
+from tracegrade.errors import EvalSetError
 from tracegrade.evaluation.matching import match_case, match_cases
 from tracegrade.evaluation.offline import TraceGrader
 from tracegrade.evaluation.selection import iter_executions
@@ -197,10 +198,15 @@ def test_selector_errors_are_per_case(store) -> None:
     malformed = case("odd", ("x", []), selector={"trace_id": tid(10), "where": "TRUE"})
     turns = case("turns", ("hello there", []), ("b", []), ("c", []), selector={"conversation_id": "conv-9"})
     ok = case("parcel", ("anything", [tool("track", id="p1")]), selector={"trace_id": tid(10)})
-    results = {r.eval_id: r for r in grade(store, bad_sql, missing, malformed, turns, ok).results}
-    assert "no_such_column" in results["bad"].error
+    matched = {m.case.eval_id: m for m in match_cases(store, [bad_sql, missing, malformed, turns, ok])}
+    assert "no_such_column" in (matched["bad"].error or "")
+    assert "exactly one of trace_id, conversation_id or where" in (matched["odd"].error or "")
+    # grading refuses the selectors `validate` refuses, before anything is graded; the others fail per case
+    with pytest.raises(EvalSetError, match="no_such_column") as refused:
+        grade(store, bad_sql, malformed, ok)
+    assert "exactly one of trace_id, conversation_id or where" in str(refused.value)
+    results = {r.eval_id: r for r in grade(store, missing, turns, ok).results}
     assert "not in the store" in results["gone"].error and "f" * 32 in results["gone"].error
-    assert "exactly one of trace_id, conversation_id or where" in results["odd"].error
     assert "has 3 turns but 2 traces matched by selector" in results["turns"].error
     assert results["parcel"].passed
 

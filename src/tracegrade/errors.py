@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 __all__ = [
     "ConfigError",
     "DecodeError",
@@ -20,7 +23,16 @@ __all__ = [
     "StoreError",
     "StoreLockedError",
     "TracegradeError",
+    "did_you_mean",
 ]
+
+
+def did_you_mean(name: object, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` when ``name`` is a likely misspelling of one of the ``known`` names, else empty:
+    what follows the name in an "unknown name" message."""
+    # stricter than difflib's 0.6, which offers rouge_match for exact_match (a criterion with no slot)
+    close = difflib.get_close_matches(str(name), list(known), n=1, cutoff=0.75)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 class TracegradeError(Exception):

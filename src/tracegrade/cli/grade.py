@@ -13,12 +13,12 @@ from tracegrade.cli.progress import ProgressBar
 from tracegrade.cli.store_access import lake_data_option, store_options
 from tracegrade.errors import StoreError
 from tracegrade.evaluation.calibration import enforce_calibration
+from tracegrade.evaluation.checks import checked_config, checked_eval_set
 from tracegrade.evaluation.engine import compile_criteria
 from tracegrade.evaluation.offline import TraceGrader
 from tracegrade.evaluation.run_records import new_run_id
 from tracegrade.evaluation.selection import TraceSelection, selection_where
 from tracegrade.models.config import EvalConfig, ReporterConfig
-from tracegrade.models.dataset import EvalSet
 from tracegrade.models.results import EvalReport
 from tracegrade.reporters.manager import FILE_REPORTERS, ReporterManager
 
@@ -93,9 +93,10 @@ def command(
     reference_free = evalset_path is None
     if not reference_free and any(v is not None for v in (where, since, sample, limit)):
         raise UsageProblem("--where/--since/--sample/--limit select traces for reference-free grading; drop --evalset")
-    # Check every input before touching the store, so bad input writes nothing.
-    eval_set = None if reference_free else EvalSet.from_file(evalset_path)  # type: ignore[arg-type]
-    config = EvalConfig.from_file(config_path) if config_path else EvalConfig.default()
+    # Check every input before touching the store, so bad input writes nothing; with the checks `validate` makes,
+    # so that what it refuses is refused here with the same message.
+    eval_set = None if reference_free else checked_eval_set(evalset_path)  # type: ignore[arg-type]
+    config = checked_config(config_path) if config_path else EvalConfig.default()
     if calibration:
         config = config.model_copy(update={"calibration": calibration})
     # refuses a config that enables no criterion, or whose judges fall short of their min_agreement
@@ -119,7 +120,7 @@ def command(
             click.echo("no traces matched the selection; nothing graded", err=True)
         if record:
             report.metadata["run_id"] = new_run_id()
-        _write_reports(report, out_dir, chosen, verbose)
+        unwritten = _write_reports(report, out_dir, chosen, verbose)
         if emit_otlp or config.emit_evaluation_events:
             _emit_events(report, store.reader, emit_otlp)
         if record:
@@ -132,6 +133,8 @@ def command(
                     f"the reports were written to {out_dir}, but the run was not recorded: {exc}"
                 ) from None
             click.echo(f"recorded as run {recorded}", err=True)
+    if unwritten:  # the run is recorded (the grading is not lost), but a report asked for is missing: a failure
+        raise UsageProblem("the run was graded, but not every report asked for was written: " + "; ".join(unwritten))
     sys.exit(0 if report.passed or (reference_free and not report.results) else 1)
 
 
@@ -163,11 +166,11 @@ def _emit_events(report: EvalReport, reader: object, endpoint: str | None) -> No
     click.echo(f"sent {count} evaluation events to {where}", err=True)
 
 
-def _write_reports(report: EvalReport, out_dir: Path, formats: list[str], verbose: bool) -> None:
+def _write_reports(report: EvalReport, out_dir: Path, formats: list[str], verbose: bool) -> list[str]:
+    """Print and write the reports of ``formats``; returns why each one that failed did."""
     switches = {entry.switch: name in formats for name, entry in FILE_REPORTERS.items()}
     config = ReporterConfig(output_dir=str(out_dir), console="console" in formats, verbose=verbose, **switches)
     output = ReporterManager(config).run_all(report)
     for path in output.generated_files:
         click.echo(f"wrote {path}", err=True)
-    for name, message in output.errors:
-        click.echo(f"reporter {name} failed: {message}", err=True)
+    return [f"{name}: {message}" for name, message in output.errors]

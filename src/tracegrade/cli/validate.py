@@ -3,9 +3,11 @@
 Each file is recognised as an eval set (it has ``eval_cases`` or ``eval_set_id``) or a config (it has
 ``criteria`` or another ``EvalConfig`` key) — ADK's ``*.evalset.json``, ``*.test.json`` and
 ``test_config.json`` too — loaded with the same loader a run uses, then checked for
-problems that load fine but cannot grade well: duplicate case ids, an empty eval set, cases without
-turns (unless simulated), malformed simulation scenarios, a config that enables no criterion,
-``rubric_based`` without rubrics, ``contains_keywords`` without keywords, invalid criterion settings.
+problems that load fine but cannot grade well, with the checks every grading path makes
+(:mod:`tracegrade.evaluation.checks`): duplicate case ids, an empty eval set, cases without turns (unless
+simulated), malformed simulation scenarios or selectors, a config that enables no criterion,
+``rubric_based`` without rubrics, ``contains_keywords`` without keywords, options a slot does not read,
+invalid criterion settings.
 Exit 0 with one summary line per file when all are valid; exit 2 listing every problem (file, JSON
 path, what is wrong) otherwise.
 """
@@ -13,106 +15,22 @@ path, what is wrong) otherwise.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 from pydantic import BaseModel, ValidationError
 
 from tracegrade.cli.file_kinds import KIND_NAMES, document_kind
 from tracegrade.errors import EvalSetError, FileFormatError
+from tracegrade.evaluation.checks import Problem, config_problems, eval_set_problems
 from tracegrade.models.adk_files import adk_document
 from tracegrade.models.config import EvalConfig
-from tracegrade.models.dataset import SCENARIO_KEY, EvalCase, EvalSet
+from tracegrade.models.dataset import EvalSet
 from tracegrade.models.files import read_json_file, validation_problems
 
-__all__ = ["command", "config_problems", "eval_set_problems"]
-
-Problem = tuple[str, str]  # (JSON path, what is wrong)
+__all__ = ["command"]
 
 _KINDS: dict[str, type[BaseModel]] = {"evalset": EvalSet, "config": EvalConfig}
 _KIND_LABELS = {"evalset": "eval set", "config": "config"}
-
-
-def eval_set_problems(eval_set: EvalSet) -> list[Problem]:
-    """Problems of a loaded eval set that would make grading meaningless or ambiguous."""
-    if not eval_set.eval_cases:
-        return [("$.eval_cases", "the eval set has no cases; add at least one (an empty eval set cannot be graded)")]
-    problems: list[Problem] = []
-    first_index: dict[str, int] = {}
-    for i, case in enumerate(eval_set.eval_cases):
-        where = f"$.eval_cases[{i}]"
-        if case.eval_id in first_index:
-            problems.append(
-                (
-                    f"{where}.eval_id",
-                    f"duplicate eval_id {case.eval_id!r} (also used at $.eval_cases[{first_index[case.eval_id]}]); "
-                    "every case needs its own id",
-                )
-            )
-        else:
-            first_index[case.eval_id] = i
-        if case.is_simulated:
-            problems += _scenario_problems(case, where)
-        elif not case.conversation:
-            problems.append(
-                (f"{where}.conversation", f"case {case.eval_id!r} has no turns; add at least one invocation")
-            )
-        for j, turn in enumerate(case.conversation):
-            if not turn.user_content.get_text().strip():
-                problems.append(
-                    (f"{where}.conversation[{j}].user_content", "the user message is empty; give the turn a query")
-                )
-    return problems
-
-
-def _scenario_problems(case: EvalCase, where: str) -> list[Problem]:
-    """A simulated case's ``metadata.scenario`` must be a valid ConversationScenario."""
-    from tracegrade.evaluation.simulator import ConversationScenario  # heavy: only for simulated cases
-
-    try:
-        ConversationScenario.of_case(case)
-    except ValidationError as exc:
-        return [(f"{where}.metadata.{SCENARIO_KEY}{path[1:]}", msg) for path, msg in validation_problems(exc)]
-    return []
-
-
-def config_problems(config: EvalConfig) -> list[Problem]:
-    """Problems of a loaded config: nothing enabled, or enabled criteria that cannot grade as set up."""
-    enabled = config.criteria.enabled_slots()
-    if not enabled:
-        return [
-            (
-                "$.criteria",
-                'no criterion is enabled; set at least one slot, for example "trajectory": {"match_type": "IN_ORDER"}',
-            )
-        ]
-    problems: list[Problem] = []
-    slots = dict(enabled)
-    if "rubric_based" in slots and not slots["rubric_based"].rubrics:
-        problems.append(
-            ("$.criteria.rubric_based.rubrics", "rubric_based is enabled without rubrics; list at least one rubric")
-        )
-    if "contains_keywords" in slots and not slots["contains_keywords"].keywords:
-        problems.append(
-            (
-                "$.criteria.contains_keywords.keywords",
-                "contains_keywords is enabled without keywords, so it always scores 1.0; list the keywords",
-            )
-        )
-    problems += _criterion_setting_problems(enabled)
-    return problems
-
-
-def _criterion_setting_problems(enabled: list[tuple[str, Any]]) -> list[Problem]:
-    """What each enabled slot's criterion class says about its own settings (``validate_config``)."""
-    from tracegrade.criteria import CRITERIA_REGISTRY
-
-    problems = []
-    for slot, cfg in enabled:
-        cls = CRITERIA_REGISTRY.get(slot)
-        if cls is not None:
-            problems += [(f"$.criteria.{slot}", p) for p in cls(config=cfg).validate_config()]
-    return problems
 
 
 def check_file(path: Path, kind: str) -> tuple[str, str | list[Problem]]:
@@ -147,7 +65,7 @@ def check_file(path: Path, kind: str) -> tuple[str, str | list[Problem]]:
     try:
         loaded = _KINDS[kind].model_validate(data)
     except ValidationError as exc:
-        return kind, validation_problems(exc)
+        return kind, validation_problems(exc, _KINDS[kind])
     return kind, _outcome(loaded)
 
 
@@ -163,7 +81,9 @@ def _outcome(loaded: BaseModel) -> str | list[Problem]:
     else:
         assert isinstance(loaded, EvalConfig)
         problems = config_problems(loaded)
-        summary = "config enabling " + ", ".join(slot for slot, _ in loaded.criteria.enabled_slots())
+        enabled = [slot for slot, _ in loaded.criteria.enabled_slots()]
+        enabled += [f"sql_assertion:{a.name}" for a in loaded.criteria.sql_assertions if a.enabled]
+        summary = "config enabling " + ", ".join(enabled)
     return problems or summary
 
 

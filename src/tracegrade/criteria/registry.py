@@ -7,9 +7,9 @@ from typing import TypeVar
 
 from tracegrade.criteria.base import BaseCriterion
 from tracegrade.errors import NotFoundError
-from tracegrade.models.config import CriteriaConfig
+from tracegrade.models.config import CriteriaConfig, CriterionConfig
 
-__all__ = ["CRITERIA_REGISTRY", "build_criteria", "register_criterion"]
+__all__ = ["CRITERIA_REGISTRY", "build_criteria", "criterion_class", "register_criterion"]
 
 CRITERIA_REGISTRY: dict[str, type[BaseCriterion]] = {}
 
@@ -35,16 +35,21 @@ def register_criterion(*names: str) -> Callable[[C], C]:
 def build_criteria(criteria: CriteriaConfig) -> list[BaseCriterion]:
     """One criterion instance per enabled slot, in slot order (the order results appear in), then one per
     enabled SQL assertion. A slot with ``scoring="adk"`` gets its ADK-compatible class where there is one."""
-    import tracegrade.criteria  # noqa: F401  (registers the built-in criteria)
-    from tracegrade.criteria.adk_scoring import ADK_CRITERIA
     from tracegrade.criteria.sql_assertion import SqlAssertionCriterion
 
-    built: list[BaseCriterion] = []
-    for slot, cfg in criteria.enabled_slots():
-        cls = ADK_CRITERIA.get(slot) if cfg.scoring == "adk" else None  # ADK's numbers for this slot
-        cls = cls or CRITERIA_REGISTRY.get(slot)
-        if cls is None:
-            raise NotFoundError(f"no criterion class is registered for slot {slot!r}")
-        built.append(cls(config=cfg))
+    built = [criterion_class(slot, cfg)(config=cfg) for slot, cfg in criteria.enabled_slots()]
     built += [SqlAssertionCriterion.from_config(a) for a in criteria.sql_assertions if a.enabled]
     return built
+
+
+def criterion_class(slot: str, config: CriterionConfig) -> type[BaseCriterion]:
+    """The class that grades slot ``slot`` set up as ``config``: with ``scoring="adk"``, the ADK-compatible
+    class where there is one."""
+    import tracegrade.criteria  # noqa: F401  (registers the built-in criteria)
+    from tracegrade.criteria.adk_scoring import ADK_CRITERIA
+
+    cls = ADK_CRITERIA.get(slot) if config.scoring == "adk" else None  # ADK's numbers for this slot
+    cls = cls or CRITERIA_REGISTRY.get(slot)
+    if cls is None:
+        raise NotFoundError(f"no criterion class is registered for slot {slot!r}")
+    return cls

@@ -40,6 +40,14 @@ def argument_path(path: Any) -> str:
     return text
 
 
+def _innermost(error: schema_errors.SchemaError) -> schema_errors.SchemaError:
+    """The most specific of an error's alternatives: "'objekt' is not one of [...]" at ``type`` rather than
+    "is not valid under any of the given schemas" (the meta-schema allows a type name or a list of them)."""
+    while error.context:
+        error = schema_errors.best_match(error.context)  # type: ignore[assignment]
+    return error
+
+
 def _call_label(index: int, call: ToolCall) -> str:
     return f"call {index} {call.name!r}" + (f" ({call.call_id})" if call.call_id else "")
 
@@ -63,7 +71,9 @@ class ToolSchemaCriterion(SyncCriterion):
             try:
                 validator_for(schema).check_schema(schema)
             except schema_errors.SchemaError as exc:
-                problems.append(f"schemas[{tool!r}] is not a valid JSON Schema: {exc.message}")
+                error = _innermost(exc)
+                where = f"schemas[{tool!r}]{argument_path(error.absolute_path)[1:]}"
+                problems.append(f"{where}: {error.message} (schemas[{tool!r}] is not a valid JSON Schema)")
         return problems
 
     def evaluate_sync(self, actual: ExecutionResult, expected: EvalCase) -> CriterionResult:

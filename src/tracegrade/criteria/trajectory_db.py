@@ -22,7 +22,7 @@ import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import duckdb
 import pyarrow as pa
@@ -34,12 +34,34 @@ from tracegrade.store.rows import dedupe_spans, spans_to_arrow, sql_string_among
 from tracegrade.store.tenancy import DEFAULT_TENANT, with_tenant
 from tracegrade.store.trajectories import TrajectoryRows, execution_rows, map_traces
 
-__all__ = ["SANDBOX_TABLES", "SqlAssertionError", "TrajectorySandbox", "check_assertion_sql", "sandbox"]
+__all__ = [
+    "SANDBOX_TABLES",
+    "SqlAssertionError",
+    "SqlProblem",
+    "TrajectorySandbox",
+    "check_assertion_sql",
+    "predicate_problem",
+    "sandbox",
+]
 
 SANDBOX_TABLES: tuple[str, ...] = ("spans", "traces", "node_visits", "tool_calls", "llm_calls")
 
 _EXPLAIN = "EXPLAIN "
 _LOCATION = re.compile(r"\n*LINE (\d+): (.*)\n( *)\^\s*$")
+_AT_END = "at end of input"  # DuckDB's parser gives no LINE excerpt for this one: the end is the place
+_PREDICATE_QUERY = "SELECT trace_id FROM traces WHERE (\n{}\n)"  # the predicate on lines of its own
+
+
+class SqlProblem(NamedTuple):
+    """Why a query is refused, and where: the 1-based line and column, None when DuckDB does not say."""
+
+    message: str
+    line: int | None = None
+    column: int | None = None
+
+    def located(self) -> str:
+        """`` at line L, column C`` (empty when the place is unknown), to follow what was refused."""
+        return f" at line {self.line}, column {self.column}" if self.line is not None else ""
 
 
 class SqlAssertionError(TracegradeError, ValueError):
@@ -51,7 +73,7 @@ class SqlAssertionError(TracegradeError, ValueError):
         self.problem = problem
         self.line = line
         self.column = column
-        where = f" at line {line}, column {column}" if line is not None else ""
+        where = SqlProblem(problem, line, column).located()
         super().__init__(
             f"SQL assertion {assertion!r} is invalid{where}: {problem}. The query must be one SELECT over the "
             f"tables {', '.join(SANDBOX_TABLES)} (columns as in the store, see SCHEMA.md) that returns the "
@@ -103,12 +125,16 @@ def trajectory_tables(execution: ExecutionResult) -> dict[str, pa.Table]:
     return _live_tables(execution)
 
 
-def _located(message: str, sql: str) -> tuple[str, int | None, int | None]:
+def _located(message: str, sql: str) -> SqlProblem:
     """DuckDB's message without its ``LINE n: …`` excerpt, and the 1-based line and column of the caret
-    in ``sql`` (the excerpt may be cut short with ``...`` and, on line 1, starts with the EXPLAIN prefix)."""
+    in ``sql`` (the excerpt may be cut short with ``...`` and, on line 1, starts with the EXPLAIN prefix);
+    a query that ends too soon is located at its end."""
     found = _LOCATION.search(message)
     if found is None:
-        return message.strip(), None, None
+        if _AT_END in message:
+            lines = sql.rstrip().splitlines() or [""]
+            return SqlProblem(message.strip(), len(lines), len(lines[-1]) + 1)
+        return SqlProblem(message.strip())
     line = int(found[1])
     shown = found[2]
     caret = len(found[3]) - len(f"LINE {found[1]}: ")
@@ -119,7 +145,7 @@ def _located(message: str, sql: str) -> tuple[str, int | None, int | None]:
     column = max(text.find(excerpt), 0) + caret - lead
     if line == 1:
         column -= len(_EXPLAIN)
-    return message[: found.start()].strip(), line, max(column, 0) + 1
+    return SqlProblem(message[: found.start()].strip(), line, max(column, 0) + 1)
 
 
 class TrajectorySandbox:
@@ -133,18 +159,23 @@ class TrajectorySandbox:
 
     def check(self, assertion: str, sql: str) -> None:
         """Raise SqlAssertionError unless ``sql`` is one SELECT that parses and binds against the tables."""
+        problem = self.problem(sql)
+        if problem is not None:
+            raise SqlAssertionError(assertion, *problem)
+
+    def problem(self, sql: str) -> SqlProblem | None:
+        """Why ``sql`` is not one read-only SELECT that parses and binds against the tables (None: it is)."""
         try:
             check_read_only(sql)
         except StoreError as exc:
-            message, line, column = _located(str(exc).removeprefix("the SQL does not parse: "), sql)
-            raise SqlAssertionError(assertion, message, line, column) from None
+            return _located(str(exc).removeprefix("the SQL does not parse: "), sql)
         if duckdb.extract_statements(sql)[0].type != duckdb.StatementType.SELECT:
-            raise SqlAssertionError(assertion, "only a SELECT can be an assertion (not EXPLAIN)")
+            return SqlProblem("only a SELECT can be an assertion (not EXPLAIN)")
         try:
             self._con.execute(_EXPLAIN + sql)  # binds every name and type without running the query
         except duckdb.Error as exc:
-            message, line, column = _located(str(exc), sql)
-            raise SqlAssertionError(assertion, message, line, column) from None
+            return _located(str(exc), sql)
+        return None
 
     def load(self, execution: ExecutionResult) -> None:
         """Hold exactly the trajectory of ``execution`` (nothing is reloaded for the execution already held)."""
@@ -184,3 +215,19 @@ def sandbox() -> TrajectorySandbox:
 def check_assertion_sql(assertion: str, sql: str) -> None:
     """Refuse bad SQL early (config load, criterion construction): see ``TrajectorySandbox.check``."""
     sandbox().check(assertion, sql)
+
+
+def predicate_problem(predicate: str) -> SqlProblem | None:
+    """Why ``predicate`` is not a valid SQL predicate over the ``traces`` table (None: it is), found without a
+    store by binding it against the store's own table definition; the line and column are the predicate's own.
+
+    This is how predicates written into files (a case's ``metadata.selector.where``, a worker rule's ``where``)
+    are checked when the file loads, rather than when a query over the store first fails."""
+    problem = sandbox().problem(_PREDICATE_QUERY.format(predicate))
+    if problem is None or problem.line is None:
+        return problem
+    lines = predicate.splitlines() or [""]
+    if problem.line - 1 > len(lines):  # at the closing parenthesis, which is ours: the predicate ended too soon
+        message = problem.message.replace('at or near ")"', _AT_END)
+        return SqlProblem(message, len(lines), len(lines[-1]) + 1)
+    return problem._replace(line=max(problem.line - 1, 1))

@@ -59,9 +59,9 @@ class TrajectoryMatchCriterion(SyncCriterion):
         problems = super().validate_config()
         for tool, rule in self.config.tool_args.items():
             if rule.mode is ArgMatchMode.KEYS and not rule.keys:
-                problems.append(f"tool_args[{tool!r}]: mode 'keys' needs a non-empty 'keys' list")
+                problems.append(f"tool_args[{tool!r}].keys: mode 'keys' needs a non-empty 'keys' list")
             if rule.keys and rule.mode is not ArgMatchMode.KEYS:
-                problems.append(f"tool_args[{tool!r}]: 'keys' is only used with mode 'keys'")
+                problems.append(f"tool_args[{tool!r}].keys: 'keys' is only used with mode 'keys'")
         return problems
 
     def evaluate_sync(self, actual: ExecutionResult, expected: EvalCase) -> CriterionResult:

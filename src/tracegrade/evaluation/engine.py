@@ -65,13 +65,18 @@ def default_evaluator_factory(criteria: Sequence[BaseCriterion]) -> Grader:
 
 
 def compile_criteria(config: EvalConfig, extra: Sequence[BaseCriterion] = ()) -> list[BaseCriterion]:
-    """Instantiate every enabled slot (plus hand-attached criteria); refuse a run that would grade nothing."""
+    """Instantiate every enabled slot (plus hand-attached criteria); refuse a run that would grade nothing, and
+    slots that ``validate`` refuses (:func:`~tracegrade.evaluation.checks.criteria_problems`), however the config
+    was made."""
+    from tracegrade.evaluation.checks import criteria_problems
+
+    problems = [f"at {where}: {what}" for where, what in criteria_problems(config.criteria)]
+    problems += [f"{c.name}: {p}" for c in extra for p in c.validate_config()]
+    if problems:
+        raise InvalidValueError("invalid criterion configuration: " + "; ".join(problems))
     criteria = build_criteria(config.criteria) + list(extra)
     if not criteria:
         raise NoCriteriaError()
-    problems = [f"{c.name}: {p}" for c in criteria for p in c.validate_config()]
-    if problems:
-        raise InvalidValueError("invalid criterion configuration: " + "; ".join(problems))
     return criteria
 
 

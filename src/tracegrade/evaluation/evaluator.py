@@ -38,6 +38,7 @@ from tracegrade.evaluation.adapters import (
     run_agent_turn,
 )
 from tracegrade.evaluation.agent_loading import load_agent
+from tracegrade.evaluation.checks import checked_eval_set
 from tracegrade.evaluation.engine import EvaluatorFactory, RunGrader, build_case_result, create_grader
 from tracegrade.evaluation.evaluation_events import EvaluationEventEmitter
 from tracegrade.evaluation.mock_mode import expected_execution
@@ -81,16 +82,13 @@ def create_eval_app(
 
 
 def _load_eval_set(eval_set: EvalSet | str | Path) -> tuple[EvalSet, str]:
-    """The eval set and where it came from (for error messages)."""
+    """The eval set, refused as ``validate`` refuses it (see :mod:`tracegrade.evaluation.checks`), and where it
+    came from (for error messages)."""
     if isinstance(eval_set, EvalSet):
-        loaded, source = eval_set, f"<EvalSet {eval_set.eval_set_id}>"
-    else:
-        if not Path(eval_set).exists():
-            raise MissingFileError(f"Eval set file not found: {eval_set}")
-        loaded, source = EvalSet.from_file(eval_set), str(eval_set)
-    if not loaded.eval_cases:
-        raise EvalSetError(source, [("$.eval_cases", "the eval set has no cases; add at least one EvalCase")])
-    return loaded, source
+        return checked_eval_set(eval_set), f"<EvalSet {eval_set.eval_set_id}>"
+    if not Path(eval_set).exists():
+        raise MissingFileError(f"Eval set file not found: {eval_set}")
+    return checked_eval_set(eval_set), str(eval_set)
 
 
 def _check_simulated_cases(cases: Sequence[tuple[str, EvalCase]], source: str, config: EvalConfig) -> None:
@@ -229,7 +227,8 @@ class AgentEvaluator:
         turns (and, for a simulated case, the simulated user's messages; grading is not counted); a timed-out
         case becomes an error result and the others continue (a sync agent's worker thread cannot be stopped:
         it finishes in the background). Raises ``FileNotFoundError`` for a missing eval-set file,
-        :class:`~tracegrade.errors.EvalSetError` for an empty set or a malformed ``metadata.scenario``,
+        :class:`~tracegrade.errors.EvalSetError` for an eval set ``tracegrade validate`` refuses (empty,
+        duplicate case ids, a malformed ``metadata.scenario`` or ``metadata.selector``…),
         :class:`~tracegrade.errors.NoCriteriaError` for a config that enables no criterion and
         :class:`~tracegrade.errors.ConfigError` for simulated cases with no simulated-user model (neither
         ``user_simulator_config`` nor ``scenario.model``) — all before any agent runs.

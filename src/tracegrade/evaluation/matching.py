@@ -23,12 +23,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracegrade.errors import StoreError
+from tracegrade.errors import StoreError, did_you_mean
 from tracegrade.evaluation.selection import QueryableStore
 from tracegrade.models.dataset import EvalCase
 from tracegrade.store.rows import sql_string_in
 
-__all__ = ["QueryableStore", "TraceMatch", "match_case", "match_cases"]
+__all__ = ["QueryableStore", "TraceMatch", "match_case", "match_cases", "selector_problems"]
 
 _ORDER = "ORDER BY start_time, trace_id"
 _SELECTOR_KEYS = ("trace_id", "conversation_id", "where")
@@ -148,21 +148,43 @@ def _existing_trace_ids(store: QueryableStore, trace_ids: list[str]) -> set[str]
     return {r[0] for r in _rows(store, f"SELECT trace_id FROM traces WHERE trace_id IN {in_ids}", params)}
 
 
+def selector_problems(case: EvalCase) -> list[tuple[str, str]]:
+    """Why the case's ``metadata.selector`` cannot pick traces, as ``(path under the selector, what is wrong)``
+    pairs; empty when it can (or when the case has none). Needs no store: a ``where`` predicate is bound against
+    the store's table definition. ``validate`` and grading refuse a case with problems; matching reports them."""
+    from tracegrade.criteria.trajectory_db import predicate_problem
+
+    selector = case.metadata.get("selector")
+    if not selector:  # absent, or empty: the case is matched by its id or first message
+        return []
+    unknown = [key for key in selector if key not in _SELECTOR_KEYS] if isinstance(selector, dict) else []
+    if unknown:
+        return [(f".{key}", f"unknown key {key!r}{did_you_mean(key, _SELECTOR_KEYS)}") for key in unknown]
+    if not isinstance(selector, dict) or len(selector) != 1:
+        return [("", f"must be an object with exactly one of trace_id, conversation_id or where; got {selector!r}")]
+    if "trace_id" in selector and not _selector_trace_ids(case):
+        return [(".trace_id", "must be a trace id or a list of them")]
+    if "conversation_id" in selector and not isinstance(selector["conversation_id"], str):
+        return [(".conversation_id", "must be a conversation id (a string)")]
+    if "where" in selector:
+        if not isinstance(selector["where"], str) or not selector["where"].strip():
+            return [(".where", "must be a SQL predicate over the traces table (a string)")]
+        problem = predicate_problem(selector["where"])
+        if problem is not None:
+            return [(".where", f"not a valid predicate over the traces table{problem.located()}: {problem.message}")]
+    return []
+
+
 def _by_selector(store: QueryableStore, case: EvalCase, turns: int | None, known_ids: set[str]) -> TraceMatch | None:
     selector = case.metadata.get("selector")
     if not selector:
         return None
     where = f"case {case.eval_id!r}: metadata.selector"
-    if not isinstance(selector, dict) or sum(k in selector for k in _SELECTOR_KEYS) != 1:
-        return TraceMatch(
-            case,
-            strategy="selector",
-            error=f"{where} must be an object with exactly one of trace_id, conversation_id or where; got {selector!r}",
-        )
+    problems = selector_problems(case)
+    if problems:
+        return TraceMatch(case, strategy="selector", error="; ".join(f"{where}{at}: {what}" for at, what in problems))
     if "trace_id" in selector:
         ids = _selector_trace_ids(case)
-        if not ids:
-            return TraceMatch(case, strategy="selector", error=f"{where}.trace_id must be a trace id or a list of them")
         missing = [t for t in ids if t not in known_ids]
         if missing:
             return TraceMatch(case, strategy="selector", error=f"{where}.trace_id: not in the store: {missing}")

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tracegrade.criteria.base import BaseCriterion, fields_read
-from tracegrade.errors import EvalSetError, NoCriteriaError
+from tracegrade.errors import NoCriteriaError
+from tracegrade.evaluation.checks import checked_eval_set
 from tracegrade.evaluation.collection_pace import building_long_lived, fewer_full_collections, set_aside_long_lived
 from tracegrade.evaluation.engine import (
     EvaluatorFactory,
@@ -82,9 +83,10 @@ class TraceGrader:
         """Grade every case of ``eval_set`` (an EvalSet or a path) against its matching traces.
 
         ``run_id`` restricts case-id matching to the traces of one recorded ``AgentEvaluator`` run. A case
-        with no usable trace becomes an error result saying why; the other cases are graded.
+        with no usable trace becomes an error result saying why; the other cases are graded. An eval set that
+        ``tracegrade validate`` refuses (duplicate case ids, a malformed selector…) raises EvalSetError first.
         """
-        eval_set = _load_eval_set(eval_set)
+        eval_set = checked_eval_set(eval_set)  # refused as `validate` refuses it
         with fewer_full_collections():
             return await self._grade_eval_set(eval_set, run_id, extra_criteria)
 
@@ -248,14 +250,6 @@ def _load_groups(trials: Sequence[list[list[str]]], most: int) -> list[tuple[int
     if start < len(trials):
         ranges.append((start, len(trials)))
     return ranges
-
-
-def _load_eval_set(eval_set: EvalSet | str | Path) -> EvalSet:
-    loaded = eval_set if isinstance(eval_set, EvalSet) else EvalSet.from_file(eval_set)
-    if not loaded.eval_cases:
-        source = str(eval_set) if not isinstance(eval_set, EvalSet) else f"<EvalSet {loaded.eval_set_id}>"
-        raise EvalSetError(source, [("$.eval_cases", "the eval set has no cases; add at least one EvalCase")])
-    return loaded
 
 
 def _as_graded(case: EvalCase) -> EvalCase:

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tracegrade.criteria.base import BaseCriterion
 from tracegrade.criteria.registry import CRITERIA_REGISTRY
-from tracegrade.errors import InvalidValueError, NoCriteriaError, NotFoundError
+from tracegrade.errors import FileFormatError, InvalidValueError, NoCriteriaError, NotFoundError
 from tracegrade.evaluation.engine import EvaluatorFactory, compile_criteria
 from tracegrade.evaluation.lease_keeper import LeaseKeeper
 from tracegrade.evaluation.offline import TraceGrader, reference_free_case_id
@@ -47,7 +47,7 @@ from tracegrade.store.grading_jobs import ClaimedJob, JobQueue
 from tracegrade.store.tenancy import DEFAULT_TENANT, GRADING_TENANT, check_tenant_name
 from tracegrade.store.tenant_scope import TenantStore
 
-__all__ = ["GradingRule", "GradingSink", "GradingWorker", "NamedCriterion", "WorkerRules"]
+__all__ = ["GradingRule", "GradingSink", "GradingWorker", "NamedCriterion", "WorkerRules", "rules_problems"]
 
 log = logging.getLogger("tracegrade.worker")
 
@@ -117,7 +117,46 @@ class WorkerRules(BaseModel):
 
     @classmethod
     def from_file(cls, path: str | Path) -> WorkerRules:
-        return load_model(cls, path)
+        """Load and check a rules file (see :func:`rules_problems`); raises FileFormatError naming every problem."""
+        rules = load_model(cls, path)
+        problems = rules_problems(rules)
+        if problems:
+            raise FileFormatError(str(path), problems, "worker rules")
+        return rules
+
+
+def rules_problems(rules: WorkerRules) -> list[tuple[str, str]]:
+    """``(JSON path, what is wrong)`` for each problem of rules that loaded but cannot all grade: two rules of one
+    name (jobs and runs are keyed by it, so one of them would never grade), a ``where`` that is not a predicate
+    over the traces table (bound without a store: every look for traces would fail), criteria ``validate``
+    refuses."""
+    from tracegrade.criteria.trajectory_db import predicate_problem
+    from tracegrade.evaluation.checks import criteria_problems
+
+    problems: list[tuple[str, str]] = []
+    first: dict[str, int] = {}
+    for i, rule in enumerate(rules.rules):
+        where = f"$.rules[{i}]"
+        if rule.name in first:
+            problems.append(
+                (
+                    f"{where}.name",
+                    f"duplicate rule name {rule.name!r} (also used at $.rules[{first[rule.name]}]); every rule needs "
+                    "its own name",
+                )
+            )
+        first.setdefault(rule.name, i)
+        problem = predicate_problem(rule.where) if rule.where else None
+        if problem is not None:
+            problems.append(
+                (
+                    f"{where}.where",
+                    f"rule {rule.name!r}: not a valid predicate over the traces table{problem.located()}: "
+                    f"{problem.message}",
+                )
+            )
+        problems += criteria_problems(rule.criteria, f"{where}.criteria")
+    return problems
 
 
 class GradingSink(RunSink, Protocol):
@@ -141,6 +180,9 @@ class GradingWorker:
     ) -> None:
         self.store = store
         self.jobs = store.job_queue()
+        problems = rules_problems(rules)  # rules built in Python are checked as a rules file is
+        if problems:
+            raise InvalidValueError("invalid rules: " + "; ".join(f"at {where}: {what}" for where, what in problems))
         self.rules = {r.name: r for r in rules.rules}
         self.settings = rules
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"

@@ -18,9 +18,12 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from tracegrade.errors import did_you_mean
+
 __all__ = [
     "CRITERIA_SLOTS",
     "DEFAULT_JUDGE_MODEL",
+    "SLOT_OPTIONS",
     "ArgMatchMode",
     "BudgetConfig",
     "CriteriaConfig",
@@ -228,13 +231,21 @@ class SqlAssertion(_Strict):
     description: str = ""
     enabled: bool = True
 
-    @model_validator(mode="after")
-    def _query_binds(self) -> SqlAssertion:
-        """Bad SQL is refused when the config loads (parsed and bound against the trajectory tables)."""
-        from tracegrade.criteria.trajectory_db import check_assertion_sql
+    @field_validator("query")
+    @classmethod
+    def _query_binds(cls, query: str, info: ValidationInfo) -> str:
+        """Bad SQL is refused when the config loads (parsed and bound against the trajectory tables).
 
-        check_assertion_sql(self.name, self.query)
-        return self
+        A custom error rather than a ValueError, so that the message is the SQL problem itself (pydantic
+        prefixes a ValueError's message with "Value error, ")."""
+        from tracegrade.criteria.trajectory_db import SqlAssertionError, check_assertion_sql
+
+        try:
+            check_assertion_sql(info.data.get("name", "?"), query)
+        except SqlAssertionError as exc:
+            # the message goes in as context: a template would read any braces of the SQL as placeholders
+            raise PydanticCustomError("invalid_sql", "{problem}", {"problem": str(exc)}) from None
+        return query
 
 
 class CriteriaConfig(_Strict):
@@ -292,8 +303,9 @@ class CriteriaConfig(_Strict):
                 InitErrorDetails(
                     type=PydanticCustomError(
                         "unknown_criterion_slot",
-                        f"unknown criterion slot {e['loc'][0]!r}; valid slots: {valid} (a criterion without a "
-                        "slot, such as exact_match, is attached to the evaluator directly)",
+                        f"unknown criterion slot {e['loc'][0]!r}{did_you_mean(e['loc'][0], cls.model_fields)}; "
+                        f"valid slots: {valid} (a criterion without a slot, such as exact_match, is attached to "
+                        "the evaluator directly)",
                     )
                     if e["type"] == "extra_forbidden" and len(e["loc"]) == 1
                     else PydanticCustomError(e["type"], e["msg"]),
@@ -306,6 +318,40 @@ class CriteriaConfig(_Strict):
 
 
 CRITERIA_SLOTS: tuple[str, ...] = tuple(f for f in CriteriaConfig.model_fields if f != "sql_assertions")
+
+_JUDGE_OPTIONS = frozenset(
+    {
+        "judge_model",
+        "num_samples",
+        "api_style",
+        "api_base",
+        "api_key",
+        "timeout_seconds",
+        "temperature",
+        "use_vertex_ai",
+        "min_agreement",
+    }
+)
+# The CriterionConfig options each slot's criterion reads, beyond those every slot has (threshold, enabled,
+# metadata); a slot's own settings class (BudgetConfig, ToolSchemaConfig) adds its fields. An option set on a
+# slot that does not read it would be silently ignored, so it is refused (evaluation.checks). Keep this table in
+# step with what the criterion classes read: it is the one place that says so.
+SLOT_OPTIONS: dict[str, frozenset[str]] = {
+    "tool_name_match": frozenset(),
+    "trajectory": frozenset({"match_type", "check_args", "tool_args", "scoring"}),
+    "node_order": frozenset({"match_type"}),
+    "response_match": _JUDGE_OPTIONS,
+    "rouge_match": frozenset({"scoring"}),
+    "contains_keywords": frozenset({"keywords"}),
+    "llm_judge": _JUDGE_OPTIONS,
+    "rubric_based": _JUDGE_OPTIONS | {"rubrics"},
+    "factual_accuracy": _JUDGE_OPTIONS,
+    "hallucination": _JUDGE_OPTIONS,
+    "safety": _JUDGE_OPTIONS,
+    "simulation_goals": _JUDGE_OPTIONS,
+    "budget": frozenset(),
+    "tool_schema": frozenset(),
+}
 
 
 class UserSimulatorConfig(_Strict):

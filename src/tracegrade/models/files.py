@@ -9,7 +9,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from tracegrade.errors import ConfigError, EvalSetError, FileFormatError, MissingFileError
+from tracegrade.errors import ConfigError, EvalSetError, FileFormatError, MissingFileError, did_you_mean
+from tracegrade.models.model_keys import known_keys
 from tracegrade.output_files import write_text_file
 
 __all__ = ["json_path", "load_model", "read_json_file", "save_model", "validation_problems", "write_text_file"]
@@ -25,14 +26,16 @@ def json_path(loc: tuple[Any, ...]) -> str:
     return out
 
 
-def validation_problems(exc: ValidationError) -> list[tuple[str, str]]:
-    """One ``(json_path, message)`` pair per validation error, with a hint for unknown keys."""
+def validation_problems(exc: ValidationError, model: type[BaseModel] | None = None) -> list[tuple[str, str]]:
+    """One ``(json_path, message)`` pair per validation error, with a hint for unknown keys (the key meant,
+    when ``model``, the model validated, has one close to it)."""
     problems = []
     for err in exc.errors(include_url=False):
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
-            msg = f"unknown key {loc[-1]!r} (remove it or check its spelling)"
+            meant = did_you_mean(loc[-1], known_keys(model, loc[:-1])) if model is not None else ""
+            msg = f"unknown key {loc[-1]!r}{meant or ' (remove it or check its spelling)'}"
         elif "input" in err and err["type"] not in ("missing", "unknown_criterion_slot"):
             shown = repr(err["input"])
             msg = f"{msg} (got {shown[:80]}{'…' if len(shown) > 80 else ''})"
@@ -88,7 +91,7 @@ def load_model(model: type[M], path: str | Path) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise _make(err_cls, path, validation_problems(exc), kind) from None
+        raise _make(err_cls, path, validation_problems(exc, model), kind) from None
 
 
 def _make(

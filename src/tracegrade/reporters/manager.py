@@ -135,8 +135,9 @@ class ReporterManager:
             if not getattr(c, entry.switch):
                 continue
             reporter = entry.build(c)
+            target = directory / f"{stem}{entry.suffix}"
             try:
-                out.files[name] = reporter.save(report, directory / f"{stem}{entry.suffix}")
-            except Exception as exc:
-                out.errors.append((reporter.name, _error_message(exc)))
+                out.files[name] = reporter.save(report, target)
+            except Exception as exc:  # named by the file asked for: the error may name a temporary file beside it
+                out.errors.append((reporter.name, f"cannot write {target}: {_error_message(exc)}"))
         return out

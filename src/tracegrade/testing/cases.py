@@ -75,10 +75,12 @@ def parametrize_eval_cases(path_or_evalset: str | Path | EvalSet, argname: str =
     """
     import pytest
 
-    if isinstance(path_or_evalset, EvalSet):
-        eval_set = path_or_evalset
-    else:
-        eval_set = EvalSet.from_file(_resolve(Path(path_or_evalset), _caller_dir()))
+    from tracegrade.evaluation.checks import checked_eval_set
+
+    # refused as `tracegrade validate` refuses it: two cases of one id would be one test id, one result
+    eval_set = checked_eval_set(
+        path_or_evalset if isinstance(path_or_evalset, EvalSet) else _resolve(Path(path_or_evalset), _caller_dir())
+    )
     params = []
     for case in eval_set.eval_cases:
         _ORIGINS[id(case)] = (case, eval_set.eval_set_id, eval_set.name)
