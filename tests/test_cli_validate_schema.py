@@ -61,7 +61,7 @@ def test_semantic_problems_of_an_eval_set(tmp_path: Path):
         f"error {path}: invalid eval set (3 problems):",
         "  at $.eval_cases[0].conversation: case 'a' has no turns; add at least one invocation",
         "  at $.eval_cases[1].eval_id: duplicate eval_id 'a' (also used at $.eval_cases[0]); "
-        "every case needs its own id",
+        "every case needs its own eval_id",
         "  at $.eval_cases[1].conversation[0].user_content: the user message is empty; give the turn a query",
         "1 of 1 file invalid",
     ]

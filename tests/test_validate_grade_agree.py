@@ -204,7 +204,7 @@ def test_the_python_api_refuses_duplicate_eval_ids_naming_both_positions(workspa
     assert refused.value.problems == [
         (
             "$.eval_cases[1].eval_id",
-            "duplicate eval_id 'a' (also used at $.eval_cases[0]); every case needs its own id",
+            "duplicate eval_id 'a' (also used at $.eval_cases[0]); every case needs its own eval_id",
         )
     ]
 
@@ -241,7 +241,7 @@ RULE = {"name": "r", "settle_seconds": 0, "criteria": {"contains_keywords": {"ke
         ),
         (
             [RULE, {**RULE, "criteria": {"contains_keywords": {"keywords": ["ships"]}}}],
-            "at $.rules[1].name: duplicate rule name 'r' (also used at $.rules[0]); every rule needs its own name",
+            "at $.rules[1].name: duplicate name 'r' (also used at $.rules[0]); every rule needs its own name",
         ),
         (
             [{**RULE, "criteria": {"contains_keywords": {}}}],

@@ -63,23 +63,26 @@ def eval_set_problems(eval_set: EvalSet) -> list[Problem]:
     """Problems of a loaded eval set that would make grading meaningless or ambiguous."""
     if not eval_set.eval_cases:
         return [("$.eval_cases", "the eval set has no cases; add at least one (an empty eval set cannot be graded)")]
+    # results are keyed by case id: a second case of the same id would overwrite the first's
+    repeats = repeated_names([case.eval_id for case in eval_set.eval_cases], "$.eval_cases", "eval_id", "case")
     problems: list[Problem] = []
-    first_index: dict[str, int] = {}
     for i, case in enumerate(eval_set.eval_cases):
-        where = f"$.eval_cases[{i}]"
-        if case.eval_id in first_index:
-            # results are keyed by case id: a second case of the same id would overwrite the first's
-            problems.append(
-                (
-                    f"{where}.eval_id",
-                    f"duplicate eval_id {case.eval_id!r} (also used at $.eval_cases[{first_index[case.eval_id]}]); "
-                    "every case needs its own id",
-                )
-            )
-        else:
-            first_index[case.eval_id] = i
-        problems += _case_problems(case, where)
+        problems += repeats.get(i, [])
+        problems += _case_problems(case, f"$.eval_cases[{i}]")
     return problems
+
+
+def repeated_names(names: list[str], items: str, field: str, noun: str) -> dict[int, list[Problem]]:
+    """The problem of each item (by index) whose ``field`` repeats an earlier item's, naming both positions."""
+    repeats: dict[int, list[Problem]] = {}
+    first: dict[str, int] = {}
+    for i, name in enumerate(names):
+        if name in first:
+            where = f"{items}[{i}].{field}"
+            also = f"also used at {items}[{first[name]}]"
+            repeats[i] = [(where, f"duplicate {field} {name!r} ({also}); every {noun} needs its own {field}")]
+        first.setdefault(name, i)
+    return repeats
 
 
 def _case_problems(case: EvalCase, where: str) -> list[Problem]:

@@ -131,21 +131,13 @@ def rules_problems(rules: WorkerRules) -> list[tuple[str, str]]:
     over the traces table (bound without a store: every look for traces would fail), criteria ``validate``
     refuses."""
     from tracegrade.criteria.trajectory_db import predicate_problem
-    from tracegrade.evaluation.checks import criteria_problems
+    from tracegrade.evaluation.checks import criteria_problems, repeated_names
 
+    repeats = repeated_names([rule.name for rule in rules.rules], "$.rules", "name", "rule")
     problems: list[tuple[str, str]] = []
-    first: dict[str, int] = {}
     for i, rule in enumerate(rules.rules):
         where = f"$.rules[{i}]"
-        if rule.name in first:
-            problems.append(
-                (
-                    f"{where}.name",
-                    f"duplicate rule name {rule.name!r} (also used at $.rules[{first[rule.name]}]); every rule needs "
-                    "its own name",
-                )
-            )
-        first.setdefault(rule.name, i)
+        problems += repeats.get(i, [])
         problem = predicate_problem(rule.where) if rule.where else None
         if problem is not None:
             problems.append(
