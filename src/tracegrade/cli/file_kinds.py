@@ -66,7 +66,7 @@ def file_kind(path: Path) -> str | None:
     first_line = head.split(b"\n", 1)[0]
     try:
         first = json.loads(first_line)
-    except ValueError:
+    except (ValueError, RecursionError):  # a line nested too deeply for the parser is no OTLP record either
         return None
     return "otlp-json-lines" if (document_kind(first) or "").startswith("otlp-") else None
 

@@ -39,7 +39,7 @@ _INSTEAD = {
 def load_report(path: Path) -> EvalReport:
     """The saved report at ``path``; any other kind of file is refused, naming what it looks like instead."""
     try:
-        data = read_json_file(path, _KIND)
+        data = read_json_file(path, _KIND, strict=False)
     except FileFormatError:
         kind = file_kind(path)
         if kind is None:

@@ -23,9 +23,25 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from tracegrade.errors import ConfigError, EvalSetError, FileFormatError
+from tracegrade.models.adk_schema import (
+    CRITERION_MODELS,
+    AdkEvalCase,
+    AdkEvalSet,
+    Content,
+    FunctionCall,
+    FunctionResponse,
+    IntermediateData,
+    JudgeCriterion,
+    OldCase,
+    OldTurn,
+    RubricCriterion,
+    TrajectoryCriterion,
+)
+from tracegrade.models.adk_schema import Invocation as AdkInvocation
+from tracegrade.models.adk_schema import SessionInput as AdkSessionInput
 from tracegrade.models.config import CRITERIA_SLOTS, CriterionConfig, EvalConfig, MatchType, Rubric
 from tracegrade.models.dataset import EvalCase, EvalSet, Invocation, MessageContent, SessionInput, ToolCall
 from tracegrade.models.files import read_json_file, validation_problems
@@ -101,6 +117,29 @@ def _has_parts(content: Any) -> bool:
     return isinstance(content, dict) and "parts" in content
 
 
+def _turns(case: Any) -> list[Any]:
+    turns = case.get("conversation") if isinstance(case, dict) else None
+    return turns if isinstance(turns, list) else []  # a wrong type is the reader's to report
+
+
+def _is_adk_case(case: dict[str, Any]) -> bool:
+    if "conversation_scenario" in case or "conversationScenario" in case:
+        return True
+    return any(isinstance(t, dict) and (_has_parts(t.get("user_content")) or "userContent" in t) for t in _turns(case))
+
+
+def _is_tracegrade_case(case: dict[str, Any]) -> bool:
+    """A case in tracegrade's own format: a message with ``content``, or an ``expected_*`` key ADK never has."""
+    return any(
+        isinstance(t, dict)
+        and (
+            (isinstance(t.get("user_content"), dict) and "content" in t["user_content"])
+            or any(str(k).startswith("expected_") for k in t)
+        )
+        for t in _turns(case)
+    )
+
+
 def is_adk_eval_set(data: Any) -> bool:
     """Whether parsed JSON is one of ADK's eval-set forms (tracegrade's own has ``content``, not ``parts``)."""
     if isinstance(data, list):
@@ -110,17 +149,25 @@ def is_adk_eval_set(data: Any) -> bool:
     if "evalSetId" in data or "evalCases" in data:
         return True
     cases = data.get("eval_cases")
-    if not isinstance(cases, list):
-        return False
-    for case in cases:
-        if not isinstance(case, dict):
-            continue
-        if "conversation_scenario" in case or "conversationScenario" in case:
-            return True
-        for turn in case.get("conversation") or []:
-            if isinstance(turn, dict) and (_has_parts(turn.get("user_content")) or "userContent" in turn):
-                return True
-    return False
+    return isinstance(cases, list) and any(isinstance(c, dict) and _is_adk_case(c) for c in cases)
+
+
+def _mixed_formats(data: dict[str, Any]) -> list[Problem]:
+    """A problem when an ADK eval set also holds cases in tracegrade's format: read as ADK's, their content and
+    expectations would be lost."""
+    cases = data.get("eval_cases", data.get("evalCases"))
+    cases = [c if isinstance(c, dict) else {} for c in cases] if isinstance(cases, list) else []
+    ours = [f"$.eval_cases[{i}]" for i, c in enumerate(cases) if _is_tracegrade_case(c)]
+    if not ours:
+        return []
+    adk = [f"$.eval_cases[{i}]" for i, c in enumerate(cases) if _is_adk_case(c)]
+    adk += [f"$.{k}" for k in ("evalSetId", "evalCases") if k in data]
+    message = (
+        f"the eval set mixes Google ADK's format ({', '.join(adk)}: turns with parts, camelCase keys) and "
+        f"tracegrade's ({', '.join(ours)}: messages with content, expected_* keys); write every case in one "
+        "format (`tracegrade convert` rewrites a whole file in the other)"
+    )
+    return [("$.eval_cases", message)]
 
 
 def is_adk_config(data: Any) -> bool:
@@ -134,30 +181,27 @@ def is_adk_config(data: Any) -> bool:
     )
 
 
+def _validated(shape: Any, data: Any, source: str, error: type[EvalSetError] | type[ConfigError]) -> Any:
+    """``data`` validated as ``shape`` (an ADK model, or a list of one); its problems raise ``error``."""
+    try:
+        return TypeAdapter(shape).validate_python(data)
+    except ValidationError as exc:
+        raise error(source, validation_problems(exc, shape)) from None
+
+
 # ---- eval sets: ADK -> tracegrade ----
 
 
-def _part_blocks(parts: list[Any], where: str, problems: list[Problem]) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = []
-    for i, part in enumerate(parts):
-        if not isinstance(part, dict):
-            problems.append((f"{where}[{i}]", f"a part must be an object, got {type(part).__name__}"))
-        elif isinstance(part.get("text"), str):
-            blocks.append({"type": "text", "text": part["text"]})
-        else:
-            blocks.append({"type": "adk_part", "part": part})  # images, files...: kept for writing back
-    return blocks
-
-
-def _message(content: Any, where: str, problems: list[Problem], role: str) -> MessageContent | None:
+def _message(content: Content | None, role: str) -> MessageContent | None:
     """A genai ``Content`` as a MessageContent: one text part becomes plain text, several become blocks."""
     if content is None:
         return None
-    if not isinstance(content, dict) or not isinstance(content.get("parts", []), list):
-        problems.append((where, 'expected a Content object {"role": ..., "parts": [{"text": ...}]}'))
-        return None
-    blocks = _part_blocks(content.get("parts") or [], f"{where}.parts", problems)
-    adk_role = content.get("role") or ("model" if role == "assistant" else "user")
+    # images, files...: kept as adk_part blocks for writing back
+    blocks: list[dict[str, Any]] = [
+        {"type": "text", "text": p["text"]} if isinstance(p.get("text"), str) else {"type": "adk_part", "part": p}
+        for p in content.parts
+    ]
+    adk_role = content.role or ("model" if role == "assistant" else "user")
     text: str | list[dict[str, Any]] = blocks[0]["text"] if len(blocks) == 1 and "text" in blocks[0] else blocks
     if not blocks:
         text = ""
@@ -165,44 +209,49 @@ def _message(content: Any, where: str, problems: list[Problem], role: str) -> Me
     return MessageContent(role=role, content=text, metadata=metadata)
 
 
-def _tool_calls(data: dict[str, Any], where: str, problems: list[Problem]) -> tuple[list[ToolCall], list[Any]]:
-    """Expected tool calls (results joined by call id) and intermediate responses of ``intermediate_data``."""
-    calls: list[dict[str, Any]] = []
-    responses: list[dict[str, Any]] = []
+def _event_calls(
+    data: IntermediateData, where: str, problems: list[Problem]
+) -> tuple[list[FunctionCall], list[FunctionResponse], list[tuple[str, list[Any]]]]:
+    """Tool calls, tool responses and text replies of the ``invocation_events`` form."""
+    calls: list[FunctionCall] = []
+    responses: list[FunctionResponse] = []
     texts: list[tuple[str, list[Any]]] = []
-    if "invocation_events" in data:
-        for event in data.get("invocation_events") or []:
-            parts = ((event or {}).get("content") or {}).get("parts") or []
-            author = str((event or {}).get("author", ""))
-            for part in parts:
-                if not isinstance(part, dict):
-                    continue
-                if part.get("function_call"):
-                    calls.append(part["function_call"])
-                elif part.get("function_response"):
-                    responses.append(part["function_response"])
-                elif "text" in part:
-                    texts.append((author, [part]))
+    for i, event in enumerate(data.invocation_events):
+        for j, part in enumerate(event.content.parts if event.content else []):
+            at = f"{where}.invocation_events[{i}].content.parts[{j}]"
+            if part.get("function_call"):
+                calls += _genai(FunctionCall, part["function_call"], f"{at}.function_call", problems)
+            elif part.get("function_response"):
+                responses += _genai(FunctionResponse, part["function_response"], f"{at}.function_response", problems)
+            elif "text" in part:
+                texts.append((event.author, [part]))
+    return calls, responses, texts
+
+
+def _genai(shape: type[Any], value: Any, where: str, problems: list[Problem]) -> list[Any]:
+    """``[value]`` as a ``shape`` object, or [] with its problems noted (a part's contents are not validated
+    with the rest of the file: ``Content`` keeps parts as written)."""
+    try:
+        return [shape.model_validate(value)]
+    except ValidationError as exc:
+        problems += [(where + path[1:], message) for path, message in validation_problems(exc, shape)]
+        return []
+
+
+def _tool_calls(
+    data: IntermediateData | None, where: str, problems: list[Problem]
+) -> tuple[list[ToolCall], list[MessageContent]]:
+    """Expected tool calls (results joined by call id) and intermediate responses of ``intermediate_data``."""
+    if data is None:
+        return [], []
+    if data.invocation_events:
+        calls, responses, texts = _event_calls(data, where, problems)
     else:
-        calls = list(data.get("tool_uses") or [])
-        responses = list(data.get("tool_responses") or [])
-        for i, pair in enumerate(data.get("intermediate_responses") or []):
-            if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[1], list):
-                texts.append((str(pair[0]), pair[1]))
-            else:
-                problems.append((f"{where}.intermediate_responses[{i}]", "expected an [author, parts] pair"))
-    by_id = {r.get("id"): r.get("response") for r in responses if isinstance(r, dict) and r.get("id")}
-    tools: list[ToolCall] = []
-    for i, call in enumerate(calls):
-        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
-            problems.append((f"{where}.tool_uses[{i}]", 'a tool use needs a "name"'))
-            continue
-        args = call.get("args")
-        if args is not None and not isinstance(args, dict):
-            problems.append((f"{where}.tool_uses[{i}].args", "tool arguments must be an object"))
-            continue
-        call_id = call.get("id")
-        tools.append(ToolCall(name=call["name"], args=args or {}, call_id=call_id, result=by_id.get(call_id)))
+        calls, responses, texts = data.tool_uses, data.tool_responses, data.intermediate_responses
+    by_id = {r.id: r.response for r in responses if r.id}
+    tools = [
+        ToolCall(name=c.name, args=c.args or {}, call_id=c.id, result=by_id.get(c.id) if c.id else None) for c in calls
+    ]
     intermediate = [
         MessageContent(role="assistant", content=_joined_text(parts), metadata={"author": author})
         for author, parts in texts
@@ -214,60 +263,33 @@ def _joined_text(parts: list[Any]) -> str:
     return "\n".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
 
 
-def _invocation(turn: Any, where: str, problems: list[Problem]) -> Invocation | None:
-    if not isinstance(turn, dict):
-        problems.append((where, "an invocation must be an object"))
-        return None
-    user = _message(turn.get("user_content"), f"{where}.user_content", problems, "user")
-    if user is None:
-        problems.append((f"{where}.user_content", "every invocation needs user_content"))
-        return None
-    final = _message(turn.get("final_response"), f"{where}.final_response", problems, "assistant")
-    tools, intermediate = _tool_calls(turn.get("intermediate_data") or {}, f"{where}.intermediate_data", problems)
-    fields: dict[str, Any] = {}
-    if turn.get("invocation_id"):
-        fields["invocation_id"] = str(turn["invocation_id"])
+def _invocation(turn: AdkInvocation, where: str, problems: list[Problem]) -> Invocation:
+    tools, intermediate = _tool_calls(turn.intermediate_data, f"{where}.intermediate_data", problems)
+    user = _message(turn.user_content, "user")
+    assert user is not None  # user_content is required by the shape
+    fields: dict[str, Any] = {"invocation_id": turn.invocation_id} if turn.invocation_id else {}
     return Invocation(
         user_content=user,
-        expected_final_response=final,
+        expected_final_response=_message(turn.final_response, "assistant"),
         expected_tool_trajectory=tools,
         expected_intermediate_responses=intermediate,
         **fields,
     )
 
 
-_CASE_KEYS = frozenset({"eval_id", "conversation", "session_input"})
-
-
-def _case(case: Any, where: str, problems: list[Problem]) -> EvalCase | None:
-    if not isinstance(case, dict) or not case.get("eval_id"):
-        problems.append((where, 'an eval case must be an object with an "eval_id"'))
-        return None
-    if case.get("conversation_scenario") is not None:
-        problems.append(
-            (
-                f"{where}.conversation_scenario",
-                "ADK conversation scenarios (user simulation) are not read by tracegrade; give the case a "
-                '"conversation", or write it as a tracegrade simulated case (metadata.scenario)',
-            )
-        )
-        return None
-    turns = [
-        _invocation(t, f"{where}.conversation[{i}]", problems) for i, t in enumerate(case.get("conversation") or [])
-    ]
-    session = case.get("session_input") or {}
-    extra = {k: v for k, v in case.items() if k not in _CASE_KEYS and v not in (None, {}, [], 0, 0.0)}
-    if session.get("session_id"):
-        extra["session_id"] = session["session_id"]
+def _case(case: AdkEvalCase, where: str, problems: list[Problem]) -> EvalCase:
+    turns = [_invocation(t, f"{where}.conversation[{i}]", problems) for i, t in enumerate(case.conversation)]
+    session = case.session_input or AdkSessionInput()
+    kept = {k: v for k, v in case.model_dump(include=set(case.KEPT)).items() if v not in (None, {}, [], 0, 0.0)}
+    if session.session_id:
+        kept["session_id"] = session.session_id
     return EvalCase(
-        eval_id=str(case["eval_id"]),
-        conversation=[t for t in turns if t is not None],
+        eval_id=case.eval_id,
+        conversation=turns,
         session_input=SessionInput(
-            app_name=str(session.get("app_name") or ""),
-            user_id=str(session.get("user_id") or "test_user"),
-            state=dict(session.get("state") or {}),
+            app_name=session.app_name or "", user_id=session.user_id or "test_user", state=session.state
         ),
-        metadata={"adk": extra} if extra else {},
+        metadata={"adk": kept} if kept else {},
     )
 
 
@@ -277,36 +299,35 @@ def _stem(source: str) -> str:
 
 
 def _old_format_cases(data: list[Any], source: str) -> list[dict[str, Any]]:
-    """The older list formats as EvalSet cases (the same conversion ADK's migration performs)."""
-    if all("data" in d for d in data):
-        named = [
-            (str(d.get("name") or f"case_{i}"), d.get("data") or [], d.get("initial_session") or {})
-            for i, d in enumerate(data)
-        ]
+    """The older list formats (turns, or named cases of turns: the first item says which) as EvalSet cases,
+    the same conversion ADK's migration performs; problems are reported at their paths in the list."""
+    if data and isinstance(data[0], dict) and "data" in data[0]:
+        old_cases: list[OldCase] = _validated(list[OldCase], data, source, EvalSetError)
+        named = [(c.name or f"case_{i}", c.data, c.initial_session) for i, c in enumerate(old_cases)]
     else:
-        named = [(_stem(source), data, {})]
+        named = [(_stem(source), _validated(list[OldTurn], data, source, EvalSetError), None)]
     cases = []
     for name, turns, session in named:
-        conversation = []
-        for turn in turns:
-            if not isinstance(turn, dict):
-                conversation.append(turn)  # reported by _invocation
-                continue
-            tool_uses = [
-                {"name": u.get("tool_name"), "args": u.get("tool_input")} for u in turn.get("expected_tool_use") or []
-            ]
-            intermediate = [
-                [r.get("author", ""), [{"text": r.get("text", "")}]]
-                for r in turn.get("expected_intermediate_agent_responses") or []
-            ]
-            conversation.append(
-                {
-                    "user_content": {"role": "user", "parts": [{"text": turn.get("query", "")}]},
-                    "final_response": {"role": "model", "parts": [{"text": turn.get("reference", "")}]},
-                    "intermediate_data": {"tool_uses": tool_uses, "intermediate_responses": intermediate},
-                }
-            )
-        cases.append({"eval_id": name, "conversation": conversation, "session_input": session or None})
+        conversation = [
+            {
+                "user_content": {"role": "user", "parts": [{"text": turn.query}]},
+                "final_response": {"role": "model", "parts": [{"text": turn.reference}]},
+                "intermediate_data": {
+                    "tool_uses": [{"name": u.tool_name, "args": u.tool_input} for u in turn.expected_tool_use],
+                    "intermediate_responses": [
+                        [r.author, [{"text": r.text}]] for r in turn.expected_intermediate_agent_responses
+                    ],
+                },
+            }
+            for turn in turns
+        ]
+        cases.append(
+            {
+                "eval_id": name,
+                "conversation": conversation,
+                "session_input": session.model_dump(exclude_none=True) if session else None,
+            }
+        )
     return cases
 
 
@@ -315,19 +336,20 @@ def eval_set_from_adk(data: Any, source: str = "<ADK eval set>") -> EvalSet:
     once as an :class:`~tracegrade.errors.EvalSetError` with paths in the ADK file."""
     if isinstance(data, list):
         data = {"eval_set_id": _stem(source), "eval_cases": _old_format_cases(data, source)}
-    data = _snaked(data)
+    mixed = _mixed_formats(data) if isinstance(data, dict) else []
+    if mixed:
+        raise EvalSetError(source, mixed)
+    parsed: AdkEvalSet = _validated(AdkEvalSet, _snaked(data), source, EvalSetError)
     problems: list[Problem] = []
-    if not isinstance(data.get("eval_cases"), list):
-        raise EvalSetError(source, [("$.eval_cases", "an ADK eval set needs an eval_cases list")])
-    cases = [_case(c, f"$.eval_cases[{i}]", problems) for i, c in enumerate(data["eval_cases"])]
-    extra = {k: v for k, v in data.items() if k not in ("eval_set_id", "name", "description", "eval_cases") and v}
+    cases = [_case(c, f"$.eval_cases[{i}]", problems) for i, c in enumerate(parsed.eval_cases)]
+    kept = {"creation_timestamp": parsed.creation_timestamp} if parsed.creation_timestamp else {}
     try:
         built = EvalSet(
-            eval_set_id=str(data.get("eval_set_id") or _stem(source)),
-            name=str(data.get("name") or ""),
-            description=str(data.get("description") or ""),
-            eval_cases=[c for c in cases if c is not None],
-            metadata={"adk": extra} if extra else {},
+            eval_set_id=parsed.eval_set_id or _stem(source),
+            name=parsed.name or "",
+            description=parsed.description or "",
+            eval_cases=cases,
+            metadata={"adk": kept} if kept else {},
         )
     except ValidationError as exc:
         problems += validation_problems(exc)
@@ -424,28 +446,27 @@ def _criterion(metric: str, value: Any, where: str, problems: list[Problem]) -> 
     if not isinstance(value, dict) or "threshold" not in value:
         problems.append((where, f'ADK metric {metric!r} needs a threshold: a number or an object with "threshold"'))
         return None
+    shape = CRITERION_MODELS[metric]
+    try:
+        criterion = shape.model_validate(value)
+    except ValidationError as exc:
+        problems += [(where + path[1:], message) for path, message in validation_problems(exc, shape)]
+        return None
     slot = ADK_METRIC_SLOTS[metric]
-    fields: dict[str, Any] = {"threshold": value["threshold"]}
+    fields: dict[str, Any] = {"threshold": criterion.threshold}
     if slot in _ADK_SCORED:
         fields["scoring"] = "adk"
-    if slot == "trajectory":
-        fields["check_args"] = not value.get("ignore_args", False)
-        if "match_type" in value:
-            fields["match_type"] = _match_type(value["match_type"], f"{where}.match_type", problems)
-    judge = value.get("judge_model_options") or {}
-    if slot in ("llm_judge", "rubric_based", "hallucination"):
-        fields["judge_model"] = judge.get("judge_model") or _DEFAULT_JUDGE
-        if "num_samples" in judge:
-            fields["num_samples"] = judge["num_samples"]
-    if slot == "rubric_based":
-        rubrics = value.get("rubrics") or []
+    if isinstance(criterion, TrajectoryCriterion):
+        fields["check_args"] = not criterion.ignore_args
+        fields["match_type"] = _match_type(criterion.match_type, f"{where}.match_type", problems)
+    if isinstance(criterion, JudgeCriterion):
+        judge = criterion.judge_model_options
+        fields["judge_model"] = judge.judge_model or _DEFAULT_JUDGE
+        if judge.num_samples is not None:
+            fields["num_samples"] = judge.num_samples
+    if isinstance(criterion, RubricCriterion):
         fields["rubrics"] = [
-            Rubric(
-                rubric_id=str(r.get("rubric_id", f"rubric_{i}")),
-                content=str((r.get("rubric_content") or {}).get("text_property") or ""),
-            )
-            for i, r in enumerate(rubrics)
-            if isinstance(r, dict)
+            Rubric(rubric_id=r.rubric_id, content=r.rubric_content.text_property or "") for r in criterion.rubrics
         ]
     try:
         return CriterionConfig(**fields)

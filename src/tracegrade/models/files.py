@@ -9,7 +9,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from tracegrade.errors import ConfigError, EvalSetError, FileFormatError, MissingFileError, did_you_mean
+from tracegrade.errors import ConfigError, EvalSetError, FileFormatError, did_you_mean
+from tracegrade.models.file_text import read_json_file  # re-exported: every loader's way in
 from tracegrade.models.model_keys import known_keys
 from tracegrade.output_files import write_text_file
 
@@ -26,9 +27,9 @@ def json_path(loc: tuple[Any, ...]) -> str:
     return out
 
 
-def validation_problems(exc: ValidationError, model: type[BaseModel] | None = None) -> list[tuple[str, str]]:
+def validation_problems(exc: ValidationError, model: Any = None) -> list[tuple[str, str]]:
     """One ``(json_path, message)`` pair per validation error, with a hint for unknown keys (the key meant,
-    when ``model``, the model validated, has one close to it)."""
+    when ``model``, the type validated, has one close to it)."""
     problems = []
     for err in exc.errors(include_url=False):
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
@@ -36,11 +37,16 @@ def validation_problems(exc: ValidationError, model: type[BaseModel] | None = No
         if err["type"] == "extra_forbidden":
             meant = did_you_mean(loc[-1], known_keys(model, loc[:-1])) if model is not None else ""
             msg = f"unknown key {loc[-1]!r}{meant or ' (remove it or check its spelling)'}"
-        elif "input" in err and err["type"] not in ("missing", "unknown_criterion_slot"):
+        elif "input" in err and err["type"] not in ("missing", "unknown_criterion_slot", "not_read"):
+            msg = _JSON_TYPE_WORDS.get(err["type"], msg)
             shown = repr(err["input"])
             msg = f"{msg} (got {shown[:80]}{'…' if len(shown) > 80 else ''})"
         problems.append((json_path(loc), msg))
     return problems
+
+
+# pydantic's words for these name Python types and classes; a file's author thinks in JSON's
+_JSON_TYPE_WORDS = {"dict_type": "must be an object", "model_type": "must be an object", "list_type": "must be a list"}
 
 
 def _error_class(model: type[BaseModel]) -> type[FileFormatError]:
@@ -52,30 +58,6 @@ def _error_class(model: type[BaseModel]) -> type[FileFormatError]:
     return FileFormatError
 
 
-def read_json_file(path: str | Path, kind: str = "file") -> Any:
-    """Read a JSON (or, by extension, YAML) file; decoding problems raise :class:`FileFormatError`."""
-    p = Path(path)
-    if not p.exists():
-        raise MissingFileError(f"{kind} file not found: {p}")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise FileFormatError(str(p), [("$", f"not UTF-8 text ({exc.reason} at byte {exc.start})")], kind) from None
-    if p.suffix.lower() in (".yaml", ".yml"):
-        import yaml
-
-        try:
-            return yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise FileFormatError(str(p), [("$", f"invalid YAML: {exc}")], kind) from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise FileFormatError(
-            str(p), [("$", f"invalid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}")], kind
-        ) from None
-
-
 def load_model(model: type[M], path: str | Path) -> M:
     """Validate a whole file into ``model``; on any problem nothing is returned and every problem is listed."""
     err_cls = _error_class(model)
@@ -83,7 +65,7 @@ def load_model(model: type[M], path: str | Path) -> M:
         err_cls.__name__, "report" if model.__name__ == "EvalReport" else model.__name__
     )
     try:
-        data = read_json_file(path, kind)
+        data = read_json_file(path, kind, strict=kind != "report")
     except FileFormatError as exc:  # undecodable: same error class as any other problem of this file kind
         raise _make(err_cls, path, exc.problems, kind) from None
     if not isinstance(data, dict):

@@ -16,13 +16,20 @@ from pydantic import BaseModel
 __all__ = ["known_keys"]
 
 
-def known_keys(model: type[BaseModel], loc: Sequence[str | int]) -> list[str]:
-    """The field names of the model found at ``loc`` inside ``model`` (empty when no model is found there)."""
+def known_keys(model: Any, loc: Sequence[str | int]) -> list[str]:
+    """The keys of the model found at ``loc`` inside ``model`` (a model, or a type holding models; empty when
+    no model is found there): its field names, or what its ``accepted_keys()`` says (the ADK file models add the
+    keys they accept and drop)."""
     places: list[Any] = [model]
     for part in loc:
         places = [step for place in places for member in _members(place) for step in _steps(member, part)]
     models = [member for place in places for member in _members(place) if _is_model(member)]
-    return list(dict.fromkeys(name for found in models for name in found.model_fields))
+    return list(dict.fromkeys(name for found in models for name in _keys_of(found)))
+
+
+def _keys_of(model: type[BaseModel]) -> list[str]:
+    accepted = getattr(model, "accepted_keys", None)
+    return list(accepted()) if callable(accepted) else list(model.model_fields)
 
 
 def _members(annotation: Any) -> list[Any]:
@@ -43,6 +50,8 @@ def _steps(annotation: Any, part: str | int) -> list[Any]:
         return [args[0]]
     if origin is dict and isinstance(part, str) and len(args) == 2:
         return [args[1]]
+    if origin is tuple and isinstance(part, int) and part < len(args):
+        return [args[part]]
     return []
 
 

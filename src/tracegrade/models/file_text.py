@@ -1,0 +1,227 @@
+"""A file's bytes as a JSON value, for every loader of eval sets, configs and reports: the one place that refuses
+what the standard parsers let through or crash on (duplicate keys, nesting too deep for the parser, an empty file,
+a symlink loop) and accepts a UTF-8 byte-order mark, each as a :class:`FileFormatError` naming the file."""
+
+from __future__ import annotations
+
+import errno
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tracegrade.errors import FileFormatError, MissingFileError
+
+__all__ = ["MAX_DEPTH", "read_json_file"]
+
+# The deepest nesting an eval set or config may have: far more than any needs, and shallow enough that code
+# walking the value recursively (ADK's camelCase keys turned into snake_case...) stays within Python's limit.
+MAX_DEPTH = 200
+_LIBYAML_DEPTH = 1000  # libyaml's YAML_MAX_NESTING_LEVEL
+_SHOWN_DEPTH = 6  # how deep the path of a too-deep value goes
+
+Problem = tuple[str, str]
+
+# what a file of each kind holds, said when the file is empty
+_EMPTY_HINTS = {
+    "eval set": 'an eval set is an object with "eval_cases": [...]',
+    "config": 'a config is an object with "criteria": {...}',
+    "report": "a report is the JSON file `tracegrade grade --format json` writes",
+    "input": 'an eval set is an object with "eval_cases": [...], a config one with "criteria": {...}',
+}
+_TOO_DEEP = "nested too deeply for the parser (about {limit} levels or more); no eval set, config or report needs this"
+
+
+def read_json_file(path: str | Path, kind: str = "file", *, strict: bool = True) -> Any:
+    """The JSON value in ``path`` (YAML for ``.yaml``/``.yml``); every problem raises :class:`FileFormatError`
+    of ``kind`` (or :class:`MissingFileError`), never a parser's own exception.
+
+    ``strict`` (eval sets, configs) also refuses JSON keys given twice in one object and nesting deeper than
+    :data:`MAX_DEPTH`. Reports pass ``strict=False``: tracegrade writes them (``json.dumps`` repeats no key),
+    pydantic validates them without recursing in Python, and the checks make parsing a large one ~40% slower.
+    """
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise MissingFileError(f"{kind} file not found: {p}") from None
+    except OSError as exc:
+        what = (
+            "a symlink loop: the link points back to itself through other links; point it at a real file"
+            if exc.errno == errno.ELOOP
+            else f"cannot read the file: {exc.strerror}"
+        )
+        raise FileFormatError(str(p), [("$", what)], kind) from None
+    try:
+        text = raw.decode("utf-8-sig")  # a leading byte-order mark is dropped, as `tracegrade import` does
+    except UnicodeDecodeError as exc:
+        raise FileFormatError(str(p), [("$", f"not UTF-8 text ({exc.reason} at byte {exc.start})")], kind) from None
+    yaml_file = p.suffix.lower() in (".yaml", ".yml")
+    try:
+        data, problems = _parse_yaml(text) if yaml_file else _parse_json(text, strict)
+    except _Empty:
+        hint = _EMPTY_HINTS.get(kind)
+        raise FileFormatError(str(p), [("$", "the file is empty" + (f"; {hint}" if hint else ""))], kind) from None
+    except _Invalid as exc:
+        raise FileFormatError(str(p), [("$", str(exc))], kind) from None
+    except RecursionError:
+        raise FileFormatError(str(p), [("$", _TOO_DEEP.format(limit=sys.getrecursionlimit()))], kind) from None
+    if strict and not problems:
+        problems = _too_deep(data)
+    if problems:
+        raise FileFormatError(str(p), problems, kind)
+    return data
+
+
+class _Empty(Exception):
+    """The file holds no value at all."""
+
+
+class _Invalid(Exception):
+    """The parser refused the text; the message says where."""
+
+
+def _duplicate_problem(where: str, key: str, at: str = "") -> Problem:
+    return (
+        where,
+        f"duplicate key {key!r}{at}: the later value would silently replace the earlier one; keep one of them",
+    )
+
+
+# ---- JSON ----
+
+
+class _PairsRecorder:
+    """``object_pairs_hook`` that builds each object as ``json`` would and notes any with a key given twice."""
+
+    def __init__(self) -> None:
+        # (object, its repeated keys); the object is held so that its id is not reused while parsing
+        self.repeated: list[tuple[dict[str, Any], list[str]]] = []
+
+    def __call__(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(pairs)
+        if len(obj) != len(pairs):  # the common case costs one comparison
+            seen: set[str] = set()
+            repeated = []
+            for key, _ in pairs:
+                if key in seen:
+                    repeated.append(key)
+                seen.add(key)
+            self.repeated.append((obj, repeated))
+        return obj
+
+
+def _parse_json(text: str, strict: bool) -> tuple[Any, list[Problem]]:
+    if not text.strip():
+        raise _Empty
+    recorder = _PairsRecorder()
+    try:
+        data = json.loads(text, object_pairs_hook=recorder if strict else None)
+    except json.JSONDecodeError as exc:
+        raise _Invalid(f"invalid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    if not recorder.repeated:
+        return data, []
+    paths = {id(obj): where for where, obj in _objects(data)}
+    problems = []
+    for obj, keys in recorder.repeated:
+        # an object that was itself the earlier value of a repeated key is no longer in the tree: its parent's
+        # repetition is reported instead
+        if id(obj) in paths:
+            problems += [_duplicate_problem(f"{paths[id(obj)]}.{key}", key) for key in keys]
+    return data, problems
+
+
+def _too_deep(value: Any) -> list[Problem]:
+    """A problem when a value is nested more than :data:`MAX_DEPTH` levels deep, walked level by level without
+    recursion (and without paths: this walk visits every object and array of every file)."""
+    level = [value]
+    for _ in range(MAX_DEPTH + 1):
+        inner: list[Any] = []
+        for item in level:
+            children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+            inner += [c for c in children if isinstance(c, (dict, list))]
+        if not inner:
+            return []
+        level = inner
+    return [(_deep_path(value), f"nested too deeply: a value under it is more than {MAX_DEPTH} levels deep")]
+
+
+def _deep_path(value: Any) -> str:
+    """The path, a few levels down, to the ancestor of the deepest value (the full path to it would be hundreds
+    of indexes long)."""
+    best, best_depth = "$", -1
+    stack: list[tuple[int, str, Any]] = [(0, "$", value)]
+    while stack:
+        depth, where, item = stack.pop()
+        if depth > best_depth:
+            best, best_depth = where, depth
+        children = item.items() if isinstance(item, dict) else enumerate(item) if isinstance(item, list) else ()
+        for key, child in children:
+            step = where if depth >= _SHOWN_DEPTH else f"{where}[{key}]" if isinstance(item, list) else f"{where}.{key}"
+            stack.append((depth + 1, step, child))
+    return best
+
+
+def _objects(value: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every object in ``value`` with its JSON path, without recursion (the value may nest deeply)."""
+    stack: list[tuple[str, Any]] = [("$", value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, dict):
+            yield where, item
+            stack += [(f"{where}.{k}", v) for k, v in item.items()]
+        elif isinstance(item, list):
+            stack += [(f"{where}[{i}]", v) for i, v in enumerate(item)]
+
+
+# ---- YAML ----
+
+
+def _parse_yaml(text: str) -> tuple[Any, list[Problem]]:
+    import yaml
+
+    loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    loader = loader_class(text)
+    try:
+        node = loader.get_single_node()  # composed first, so that repeated keys are found with their path
+        if node is None:
+            raise _Empty
+        problems = _yaml_duplicates(node)
+        return loader.construct_document(node), problems
+    except yaml.YAMLError as exc:
+        if "nesting depth" in str(getattr(exc, "problem", "")):  # libyaml's own limit, said as Python's is
+            raise _Invalid(_TOO_DEEP.format(limit=_LIBYAML_DEPTH)) from None
+        raise _Invalid(f"invalid YAML: {exc}") from None
+    finally:
+        loader.dispose()
+
+
+def _yaml_duplicates(root: Any) -> list[Problem]:
+    """Keys given twice in one YAML mapping (a ``<<`` merge that a key then overrides is YAML's own feature)."""
+    import yaml
+
+    problems: list[Problem] = []
+    stack: list[tuple[str, Any]] = [("$", root)]
+    visited: set[int] = set()  # aliases share nodes
+    while stack:
+        where, node = stack.pop()
+        if id(node) in visited:
+            continue
+        visited.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            seen: set[str] = set()
+            for key_node, value_node in node.value:
+                key = str(key_node.value)
+                if key == "<<" or not isinstance(key_node, yaml.ScalarNode):
+                    stack.append((where, value_node))
+                    continue
+                if key in seen:
+                    mark = key_node.start_mark
+                    at = f" (line {mark.line + 1}, column {mark.column + 1})"
+                    problems.append(_duplicate_problem(f"{where}.{key}", key, at))
+                seen.add(key)
+                stack.append((f"{where}.{key}", value_node))
+        elif isinstance(node, yaml.SequenceNode):
+            stack += [(f"{where}[{i}]", item) for i, item in enumerate(node.value)]
+    return problems
