@@ -137,7 +137,10 @@ CASES: list[tuple[str, str, Writer, list[tuple[str, str]]]] = [
         "evalset",
         content(adk_set(turn={"final_respons": TURN["user_content"], "intermediate_dat": {"tool_uses": []}})),
         [
-            ("$.eval_cases[0].conversation[0].final_respons", "unknown key 'final_respons'; did you mean"),
+            (
+                "$.eval_cases[0].conversation[0].final_respons",
+                "unknown key 'final_respons' (did you mean 'final_response'?)",
+            ),
             ("$.eval_cases[0].conversation[0].intermediate_dat", "did you mean 'intermediate_data'?"),
         ],
     ),
