@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,13 +16,6 @@ if TYPE_CHECKING:
     from tracegrade.store import TraceStore
 
 __all__ = ["command"]
-
-
-def _loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
 
 
 @click.command("ui")
@@ -42,16 +34,18 @@ def command(store_path: Path | str, host: str, port: int) -> None:
     """
     from aiohttp import web
 
+    from tracegrade.ingest.host_guard import host_guard, is_loopback
     from tracegrade.ui import add_ui_routes
     from tracegrade.ui.app import redirect_to_ui
 
     store = _open(store_path)
-    if not _loopback(host):
+    if not is_loopback(host):
         click.echo(
             f"warning: serving {redacted(store_path)} on {host} without a token: anyone who can reach it can read it",
             err=True,
         )
-    app = web.Application()
+    guard = host_guard(host)
+    app = web.Application(middlewares=[guard] if guard is not None else [])
     reader = as_tenant(store)
     add_ui_routes(app, lambda _: reader, None)
     app.router.add_get("/", redirect_to_ui)

@@ -46,6 +46,9 @@ def add_runs_route(
                 tenant = authorize(request.headers.get("Authorization"))
             except Exception as exc:
                 return _error(getattr(exc, "http_status", 401), str(exc))
+        if request.content_type != "application/json":
+            # a plain-text body is what another site's form can post without the browser asking first
+            return _error(415, f"send the run as Content-Type: application/json, not {request.content_type}")
         try:
             report, kind, run_id = _parse(await request.read())
         except ValueError as exc:

@@ -32,6 +32,7 @@ from aiohttp import web
 from tracegrade.errors import StoreError, TracegradeError
 from tracegrade.ingest.body_budget import BodyBudget
 from tracegrade.ingest.grpc_services import OtlpGrpcServices
+from tracegrade.ingest.host_guard import host_guard
 from tracegrade.ingest.http_app import HttpFrontEnd
 from tracegrade.ingest.intake import Intake, ShuttingDown, StoreUnavailable
 from tracegrade.ingest.mcp_endpoint import add_mcp_route
@@ -129,6 +130,9 @@ class ReceiverServer:
                 readiness=self.readiness,
             )
             app = front_end.build_app()
+            guard = host_guard(self.settings.host)
+            if guard is not None:
+                app.middlewares.append(guard)
             add_runs_route(app, lambda: self._usable_storage().store, self._intake.authorize)
             # the web UI and MCP read through one path: the query gate's limits, as the caller's tenant
             reads = lambda tenant: GatedStore(self.reader(tenant), self._queries)  # noqa: E731

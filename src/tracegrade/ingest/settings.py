@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import ipaddress
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -12,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from tracegrade.env_vars import ENV_VARS, misspelled_env_vars
 from tracegrade.errors import ConfigError
+from tracegrade.ingest.host_guard import is_loopback
 from tracegrade.ingest.tokens import TokenTable
 from tracegrade.store.database import duckdb_size_bytes
 from tracegrade.store.journal import journal_directory
@@ -188,7 +188,7 @@ class ServeSettings(BaseModel):
 
     def exposures(self) -> list[str]:
         """What leaves this receiver open to others, each with how to close it (empty on loopback)."""
-        if _is_loopback(self.host):
+        if is_loopback(self.host):
             return []
         found = []
         if not self.auth_required:
@@ -234,15 +234,6 @@ class ServeSettings(BaseModel):
         except ValidationError as exc:
             problems = [(_where(err["loc"]), _describe(err)) for err in exc.errors()]
             raise ConfigError(source, problems) from None
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:  # a host name: it may resolve to anything
-        return False
 
 
 def _where(location: tuple[int | str, ...]) -> str:

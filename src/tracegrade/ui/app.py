@@ -30,6 +30,11 @@ __all__ = ["SQL_TIMEOUT", "add_ui_routes", "redirect_to_ui"]
 
 StoreProvider = Callable[[str | None], Any]  # the caller's tenant (None: no token needed) -> what it reads
 SQL_TIMEOUT = 30.0  # seconds an ad-hoc query from the SQL page may run (the receiver's --query-timeout default)
+LINK_FROM_ANOTHER_SITE = (
+    "This sign-in link was followed from another site. Press Sign in to use its token (it replaces the one this "
+    "browser uses, and may show another tenant's data), or go back."
+)
+CROSS_SITE_REFUSAL = "Sign in from this server's own page: a sign-in sent by another site is refused."
 _Reader = Callable[[Any, web.Request, Any], Any]  # (store, request, parsed body) -> page HTML or JSON data
 
 # pages load only what this server serves: the one script and two stylesheets (inline styles are the
@@ -107,10 +112,16 @@ class _UI:
         return handle
 
     def _accept_link_token(self, request: web.Request) -> web.StreamResponse:
-        """``?token=…``: check it, keep it in the cookie and reload the page without it in the address."""
+        """``?token=…``: check it, keep it in the cookie and reload the page without it in the address.
+
+        Any site can send a browser to such a link, with a token of its choosing that would replace the one the
+        browser is signed in with (whose cookie such a visit does not even carry). So a link followed from
+        another site signs in only once the user presses the sign-in form, filled in with the link's token."""
         token = request.query["token"]
         rest = {k: v for k, v in request.query.items() if k != "token"}
         target = request.path + ("?" + urlencode(rest) if rest else "")
+        if _cross_site(request):
+            return _html(pages.login_page(LINK_FROM_ANOTHER_SITE, target, token))
         return self._sign_in(request, token, target)
 
     def _sign_in(self, request: web.Request, token: str, target: str) -> web.StreamResponse:
@@ -127,9 +138,22 @@ class _UI:
     async def login(self, request: web.Request) -> web.StreamResponse:
         if request.method == "GET":
             return _html(pages.login_page(None, _safe_next(request.query.get("next"))))
+        if _cross_site(request):
+            # another site's form would sign the browser in with a token of that site's choosing
+            return _html(pages.login_page(CROSS_SITE_REFUSAL, "/ui/"), 403)
         form = await request.post()
         token, target = str(form.get("token") or ""), _safe_next(str(form.get("next") or ""))
         return self._sign_in(request, token, target)
+
+
+def _cross_site(request: web.Request) -> bool:
+    """Did another site's page send this request? Browsers say so (``Sec-Fetch-Site``, else ``Origin``);
+    a client that says neither is not a browser, which no other site can drive."""
+    fetch_site = request.headers.get("Sec-Fetch-Site")
+    if fetch_site is not None:
+        return fetch_site not in ("same-origin", "none")
+    origin = request.headers.get("Origin")
+    return origin is not None and origin != f"{request.scheme}://{request.host}"
 
 
 def _safe_next(value: str | None) -> str:
@@ -138,6 +162,9 @@ def _safe_next(value: str | None) -> str:
 
 
 async def _json_body(request: web.Request) -> Any:
+    # only JSON: a plain-text body is what another site's form can send without the browser asking first
+    if request.content_type != "application/json":
+        raise api.BadRequest(f"send the body as Content-Type: application/json, not {request.content_type}")
     try:
         return json.loads(await request.read())
     except (ValueError, UnicodeDecodeError) as exc:

@@ -526,14 +526,15 @@ def sql_page(tables: dict[str, list[dict[str, str]]], sql: str) -> str:
     return _layout("SQL", "sql", body)
 
 
-def login_page(error: str | None, next_url: str) -> str:
+def login_page(error: str | None, next_url: str, token: str = "") -> str:
+    """The sign-in form (``token`` filled in: a link's token, for the user to confirm)."""
     problem = f'<div class="warn-inline">{_e(error)}</div>' if error else ""
     body = (
         f"<h1>Sign in</h1>{problem}<p>This tracegrade server needs its token (<code>serve --token</code>).</p>"
         '<form method="post" action="/ui/login" class="login">'
         f'<input type="hidden" name="next" value="{_e(next_url)}">'
-        '<input type="password" name="token" autocomplete="current-password" placeholder="token" aria-label="token" '
-        "required autofocus><button type=submit>Sign in</button></form>"
+        f'<input type="password" name="token" value="{_e(token)}" autocomplete="current-password" placeholder="token" '
+        'aria-label="token" required autofocus><button type=submit>Sign in</button></form>'
     )
     return _layout("Sign in", "", body)
 
