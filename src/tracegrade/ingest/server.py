@@ -388,7 +388,7 @@ class ReceiverServer:
         if self._intake is not None and self._intake.draining:
             raise ShuttingDown("the receiver is shutting down; retry later", 5.0)
         storage = self._usable_storage()
-        control = QueryControl(self.settings.query_timeout)
+        control = QueryControl(self.settings.query_timeout, max_rows=self.settings.query_max_rows)
         loop = asyncio.get_running_loop()
         running = loop.run_in_executor(self._query_executor, self._query_stored, storage, sql, params, control, tenant)
         while True:

@@ -44,6 +44,7 @@ ENV_VARS: dict[str, str] = {
     "query_timeout": "TRACEGRADE_QUERY_TIMEOUT",
     "max_queries": "TRACEGRADE_MAX_QUERIES",
     "query_memory_limit": "TRACEGRADE_QUERY_MEMORY_LIMIT",
+    "query_max_rows": "TRACEGRADE_QUERY_MAX_ROWS",
     "require_auth": "TRACEGRADE_REQUIRE_AUTH",
 }
 
@@ -110,6 +111,11 @@ class ServeSettings(BaseModel):
     )
     query_timeout: float = Field(30.0, gt=0, description="seconds a query may run before it is cancelled")
     max_queries: int = Field(2, ge=1, description="queries run at once; more wait (up to --query-timeout) for a turn")
+    # Each row returned is a Python object and JSON text in the receiver's memory (10,000,000 rows of one
+    # integer took 2 GB): past the cap the answer says truncated, and DuckDB never produces the rest.
+    query_max_rows: int = Field(
+        10_000, ge=1, description="rows a POST /v1/query answer holds at most; a longer result is cut (truncated)"
+    )
     require_auth: bool = Field(
         False, description="refuse to start without --token or --tokens, and without TLS when listening beyond loopback"
     )
