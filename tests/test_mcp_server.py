@@ -187,3 +187,25 @@ def test_mcp_over_http_refuses_a_request_without_the_token(served_store: str) ->
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=30)
         assert refused.value.code == 401
+
+
+async def test_local_grade_reads_regular_files_only_and_says_why_not(
+    store_file: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    path, _ = store_file
+    config_file = tmp_path / "config.json"
+    keywords_config("sunny").to_file(config_file)
+    _, results = await _session_calls(
+        "stdio",
+        path,
+        None,
+        [
+            ("grade", {"config_path": str(tmp_path)}),
+            ("grade", {"eval_set_path": "/dev/null"}),  # a device: /dev/zero would be read without end
+            ("grade", {"config_path": str(config_file), "trace_ids": [f"{4:032x}"]}),
+        ],
+    )
+    directory, device, graded = results
+    assert directory.is_error and f"config_path {tmp_path} is a directory" in directory.content[0].text
+    assert device.is_error and "eval_set_path /dev/null is not a regular file" in device.content[0].text
+    assert not graded.is_error and graded.structured_content["summary"]["passed_cases"] == 1

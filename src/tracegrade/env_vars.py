@@ -38,6 +38,7 @@ ENV_VARS: dict[str, str] = {
     "query_timeout": "TRACEGRADE_QUERY_TIMEOUT",
     "max_queries": "TRACEGRADE_MAX_QUERIES",
     "query_memory_limit": "TRACEGRADE_QUERY_MEMORY_LIMIT",
+    "query_max_rows": "TRACEGRADE_QUERY_MAX_ROWS",
     "require_auth": "TRACEGRADE_REQUIRE_AUTH",
 }
 

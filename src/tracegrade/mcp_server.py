@@ -6,10 +6,21 @@ the store's sandbox), how it was graded (runs, failing cases with reasons, a dif
 traces or an eval set with a config of its choosing (the result is returned, never recorded). The tools are
 the web UI's own reads (``tracegrade.ui.api``), built on the official ``mcp`` SDK (``tracegrade[mcp]``).
 Nothing but protocol messages may reach stdout: it is the transport.
+
+``grade`` runs on a worker thread (never on the event loop that serves the other tools, or a receiver's
+exports) in a SQL-assertion sandbox of its own. Served over the network (``limits`` given: ``/mcp`` of
+``tracegrade serve``), its caller is not the machine's owner: it takes the config and eval set inline only,
+bounded in size, never a path on the server; judges use the server's own endpoint and credentials (a config
+naming another is refused); and its SQL assertions run within the receiver's query limits. On stdio, a
+developer's own machine, paths are read, but only regular files of bounded size.
 """
 
 from __future__ import annotations
 
+import functools
+import json
+import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,10 +30,21 @@ import click
 
 from tracegrade.cli.common import friendly_errors
 from tracegrade.cli.store_access import store_options
+from tracegrade.criteria.trajectory_db import SandboxLimits, own_sandbox
 from tracegrade.errors import TracegradeError
+from tracegrade.models.config import CRITERIA_SLOTS, EvalConfig
+from tracegrade.models.dataset import EvalSet
 from tracegrade.ui import api
 
-__all__ = ["build_server", "command"]
+__all__ = ["GRADING_AT_ONCE", "MAX_FILE_BYTES", "MAX_INLINE_BYTES", "build_server", "command"]
+
+MAX_INLINE_BYTES = 4 * 1024 * 1024  # an inline config or eval set from a caller over the network (as JSON)
+MAX_FILE_BYTES = 64 * 1024 * 1024  # a config or eval set file that the stdio server reads
+GRADING_AT_ONCE = 2  # grade calls running at once; more wait (each holds a thread and a sandbox)
+# Config fields that point judges at another endpoint or other credentials (a caller's URL would receive
+# the server's own key) or name a file on the server: refused to callers over the network.
+_JUDGE_OVERRIDES = ("api_base", "api_key")
+_SERVER_FILES = ("judge_cache_path", "calibration_file")
 
 _INSTRUCTIONS = (
     "Read-only access to a tracegrade store of OpenTelemetry traces of LLM agents and their grading runs. "
@@ -40,26 +62,96 @@ def _tool_errors() -> Iterator[None]:
 
     try:
         yield
-    except (TracegradeError, KeyError, ValueError) as exc:
+    except (TracegradeError, KeyError, ValueError, OSError) as exc:
         raise ToolError(str(exc)) from None
 
 
-def _config(config: dict[str, Any] | None, config_path: str | None) -> Any:
-    from tracegrade.models.config import EvalConfig
+def _regular_file(path: str, kind: str) -> Path:
+    """``path`` if it is a regular file of at most MAX_FILE_BYTES: a FIFO or a device (``/dev/zero``) would be
+    read without end, a directory not at all."""
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        raise api.BadRequest(f"{kind} file not found: {path}") from None
+    if stat.S_ISDIR(found.st_mode):
+        raise api.BadRequest(f"{kind}_path {path} is a directory; give a JSON or YAML file")
+    if not stat.S_ISREG(found.st_mode):
+        raise api.BadRequest(
+            f"{kind}_path {path} is not a regular file (a FIFO, device or socket); give a JSON or YAML file"
+        )
+    if found.st_size > MAX_FILE_BYTES:
+        raise api.BadRequest(f"{kind} file {path} has {found.st_size:,} bytes; grade reads at most {MAX_FILE_BYTES:,}")
+    return Path(path)
 
-    if config is not None and config_path is not None:
-        raise api.BadRequest("give config or config_path, not both")
-    if config_path is not None:
-        return EvalConfig.from_file(config_path)
-    return EvalConfig.model_validate(config) if config is not None else EvalConfig.default()
+
+def _load(model: Any, inline: dict[str, Any] | None, path: str | None, kind: str, served: bool) -> Any:
+    """``model`` (EvalConfig or EvalSet) from the inline document or the file given; None for neither."""
+    if inline is not None and path is not None:
+        raise api.BadRequest(f"give {kind} or {kind}_path, not both")
+    if path is not None:
+        if served:
+            raise api.BadRequest(
+                f"{kind}_path is refused over the network: this server reads no file of its own for a caller. "
+                f"Send the {kind} document itself as {kind} (a JSON object of at most {MAX_INLINE_BYTES:,} bytes)"
+            )
+        return model.from_file(_regular_file(path, kind))
+    if inline is None:
+        return None
+    size = len(json.dumps(inline)) if served else 0
+    if size > MAX_INLINE_BYTES:
+        raise api.BadRequest(f"the {kind} given has {size:,} bytes as JSON; at most {MAX_INLINE_BYTES:,} are accepted")
+    return model.model_validate(inline)
 
 
-def build_server(store: api.Store) -> Any:
-    """The MCP server over ``store`` (anything with ``query(sql, params)``)."""
+def _refuse_judge_overrides(config: EvalConfig) -> None:
+    """Refuse a config that sends judge calls elsewhere or with other credentials, or names a server file."""
+    sections = [(f"criteria.{slot}", getattr(config.criteria, slot)) for slot in CRITERIA_SLOTS]
+    sections.append(("user_simulator_config", config.user_simulator_config))
+    named = [
+        f"{where}.{field}" for where, section in sections for field in _JUDGE_OVERRIDES if getattr(section, field, None)
+    ]
+    named += [field for field in _SERVER_FILES if getattr(config, field) is not None]
+    if named:
+        raise api.BadRequest(
+            f"{', '.join(named)} refused: over the network, judges call the endpoint with the credentials this "
+            "server is configured with (its environment), and the server's judge cache and calibration files are "
+            "its own; remove these fields (judge_model may still pick a model)"
+        )
+
+
+def _grade(
+    store: api.Store,
+    inputs: tuple[dict[str, Any] | None, str | None, dict[str, Any] | None, str | None],
+    selection: Any,
+    limits: SandboxLimits | None,
+) -> dict[str, Any]:
+    """Grade as the ``grade`` tool says, blocking (on a worker thread), in a sandbox of its own."""
+    from tracegrade.evaluation.offline import TraceGrader
+
+    config, config_path, eval_set, eval_set_path = inputs
+    served = limits is not None
+    with own_sandbox(limits):  # the config's assertions are checked in it too
+        loaded: EvalConfig = _load(EvalConfig, config, config_path, "config", served) or EvalConfig.default()
+        if served:
+            _refuse_judge_overrides(loaded)
+        cases: EvalSet | None = _load(EvalSet, eval_set, eval_set_path, "eval_set", served)
+        grader = TraceGrader(store, loaded)
+        report = grader.grade_eval_set_sync(cases) if cases is not None else grader.grade_traces_sync(selection)
+    return {
+        "summary": report.summary.model_dump(mode="json", include=api.SUMMARY_KEYS),
+        "cases": [api.case_summary(r) for r in report.results],
+    }
+
+
+def build_server(store: api.Store, limits: SandboxLimits | None = None) -> Any:
+    """The MCP server over ``store`` (anything with ``query(sql, params)``). ``limits``: its callers come over
+    the network, and their SQL assertions run within these limits (see the module docstring)."""
+    import anyio
     from mcp.server.mcpserver import MCPServer
     from mcp.types import ToolAnnotations
 
     server = MCPServer("tracegrade", instructions=_INSTRUCTIONS)
+    grading_turns = anyio.CapacityLimiter(GRADING_AT_ONCE)
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
     @server.tool(annotations=read_only)
@@ -137,28 +229,24 @@ def build_server(store: api.Store) -> Any:
     async def grade(
         config: dict[str, Any] | None = None,
         config_path: str | None = None,
+        eval_set: dict[str, Any] | None = None,
         eval_set_path: str | None = None,
         trace_ids: list[str] | None = None,
         where: str | None = None,
         limit: int | None = 20,
     ) -> dict[str, Any]:
-        """Grade stored traces with an EvalConfig (config as an object, or config_path to a YAML/JSON file;
-        default criteria otherwise) and return the results; nothing is recorded. With eval_set_path, grade
-        that eval set's cases against their traces; else grade the traces picked by trace_ids / where (a SQL
-        condition on the traces table) / limit without reference. LLM-judge criteria call their configured
-        model (the one tool that may reach outside the store)."""
-        from tracegrade.evaluation.offline import TraceGrader, TraceSelection
+        """Grade stored traces with an EvalConfig (config: the config as an object; default criteria otherwise)
+        and return the results; nothing is recorded. With eval_set (an EvalSet as an object), grade its cases
+        against their traces; else grade the traces picked by trace_ids / where (a SQL condition on the traces
+        table) / limit without reference. config_path and eval_set_path name files instead, on a local server
+        only. LLM-judge criteria call the model configured (the one tool that may reach outside the store)."""
+        from tracegrade.evaluation.offline import TraceSelection
 
+        selection = TraceSelection(where=where, limit=limit, trace_ids=trace_ids)
+        graded = functools.partial(_grade, store, (config, config_path, eval_set, eval_set_path), selection, limits)
         with _tool_errors():
-            grader = TraceGrader(store, _config(config, config_path))
-            if eval_set_path is not None:
-                report = await grader.grade_eval_set(Path(eval_set_path))
-            else:
-                report = await grader.grade_traces(TraceSelection(where=where, limit=limit, trace_ids=trace_ids))
-            return {
-                "summary": report.summary.model_dump(mode="json", include=api.SUMMARY_KEYS),
-                "cases": [api.case_summary(r) for r in report.results],
-            }
+            result: dict[str, Any] = await anyio.to_thread.run_sync(graded, limiter=grading_turns)
+            return result
 
     return server
 

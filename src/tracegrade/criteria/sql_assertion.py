@@ -24,6 +24,9 @@ from tracegrade.models.results import CriterionResult
 __all__ = ["SHOWN_VIOLATIONS", "SqlAssertionCriterion"]
 
 SHOWN_VIOLATIONS = 5  # violating rows quoted in the reason and details
+# violating rows fetched (and counted): a query selecting millions of rows would otherwise hold them all
+# in Python, past any memory limit of the sandbox's database
+COUNTED_VIOLATIONS = 10_000
 
 
 def _plain(value: Any) -> Any:
@@ -66,20 +69,24 @@ class SqlAssertionCriterion(SyncCriterion):
     def evaluate_sync(self, actual: ExecutionResult, expected: EvalCase) -> CriterionResult:
         box = sandbox()
         box.load(actual)
-        columns, rows = box.run(self.query)
+        columns, rows = box.run(self.query, COUNTED_VIOLATIONS + 1)
         shown = [dict(zip(columns, map(_plain, row))) for row in rows[:SHOWN_VIOLATIONS]]
+        counted = min(len(rows), COUNTED_VIOLATIONS)
         details: dict[str, Any] = {
             "assertion": self.assertion,
             "query": self.query,
-            "violations": len(rows),
+            "violations": counted,
             "violating_rows": shown,
         }
+        if len(rows) > COUNTED_VIOLATIONS:
+            details["violations_counted_up_to"] = COUNTED_VIOLATIONS
         if self.assertion_description:
             details["description"] = self.assertion_description
         if rows:
             more = f" (first {len(shown)} shown)" if len(rows) > len(shown) else ""
+            number = f"more than {counted}" if len(rows) > COUNTED_VIOLATIONS else str(counted)
             details["reason"] = (
-                f"{self.assertion}: {len(rows)} violating row{'s' if len(rows) != 1 else ''}{more}: {shown}"
+                f"{self.assertion}: {number} violating row{'s' if len(rows) != 1 else ''}{more}: {shown}"
             )
         else:
             details["reason"] = f"{self.assertion}: no violating rows"

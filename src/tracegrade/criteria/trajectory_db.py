@@ -12,23 +12,30 @@ thing:
 
 The database is locked down before any user query runs: no file or network access, no extension
 loading, configuration frozen. Each thread keeps one sandbox and reloads it per case; consecutive
-assertions on the same execution reuse what is loaded.
+assertions on the same execution reuse what is loaded. A grading call made for someone else (the MCP
+``grade`` tool of a receiver) grades inside ``own_sandbox``: a new database for that call alone, so no
+caller's assertion sees what another's case left in a reused one (DELETE keeps a table's statistics), and
+with ``SandboxLimits`` on its time, memory and threads, so a runaway assertion fails instead of running on.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import duckdb
 import pyarrow as pa
 
-from tracegrade.errors import StoreError, TracegradeError
+from tracegrade.errors import QueryCancelled, StoreError, TracegradeError
 from tracegrade.models.execution import ExecutionResult
+from tracegrade.store.query_control import QueryControl
 from tracegrade.store.readonly import check_read_only, lock_down
 from tracegrade.store.rows import dedupe_spans, spans_to_arrow, sql_string_among, utc_now
 from tracegrade.store.tenancy import DEFAULT_TENANT, with_tenant
@@ -36,10 +43,12 @@ from tracegrade.store.trajectories import TrajectoryRows, execution_rows, map_tr
 
 __all__ = [
     "SANDBOX_TABLES",
+    "SandboxLimits",
     "SqlAssertionError",
     "SqlProblem",
     "TrajectorySandbox",
     "check_assertion_sql",
+    "own_sandbox",
     "predicate_problem",
     "sandbox",
 ]
@@ -148,13 +157,27 @@ def _located(message: str, sql: str) -> SqlProblem:
     return SqlProblem(message[: found.start()].strip(), line, max(column, 0) + 1)
 
 
+@dataclass(frozen=True)
+class SandboxLimits:
+    """What the assertions of one grading call may take: each query ``timeout`` seconds, and the sandbox
+    ``memory_limit`` of DuckDB memory (as DuckDB writes sizes) with nothing spilled to disk, on one thread."""
+
+    timeout: float
+    memory_limit: str
+
+    def config(self) -> dict[str, Any]:
+        # no temp_directory: an in-memory database then fails with out-of-memory rather than spill
+        return {"memory_limit": self.memory_limit, "temp_directory": "", "threads": 1}
+
+
 class TrajectorySandbox:
     """A locked-down in-memory database with the sandbox tables; ``load`` replaces their rows."""
 
-    def __init__(self) -> None:
-        self._con = duckdb.connect(":memory:")
+    def __init__(self, limits: SandboxLimits | None = None) -> None:
+        self._con = duckdb.connect(":memory:", config=limits.config() if limits is not None else {})
         self._con.execute(_schema_ddl())
         lock_down(self._con)
+        self._limits = limits
         self._loaded: ExecutionResult | None = None
 
     def check(self, assertion: str, sql: str) -> None:
@@ -183,33 +206,76 @@ class TrajectorySandbox:
             return
         self._loaded = None
         con = self._con
-        for table in SANDBOX_TABLES:
-            con.execute(f"DELETE FROM {table}")
-        for table, rows in trajectory_tables(execution).items():
-            if rows.num_rows:
-                con.register("_incoming", rows)
-                try:
-                    con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _incoming")
-                finally:
-                    con.unregister("_incoming")
+        with self._memory_bounded("loading the case's traces"):
+            for table in SANDBOX_TABLES:
+                con.execute(f"DELETE FROM {table}")
+            for table, rows in trajectory_tables(execution).items():
+                if rows.num_rows:
+                    con.register("_incoming", rows)
+                    try:
+                        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _incoming")
+                    finally:
+                        con.unregister("_incoming")
         self._loaded = execution
 
-    def run(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
-        """The result columns and rows of a checked query over what is loaded."""
-        cursor = self._con.execute(sql)
-        columns = [d[0] for d in cursor.description or []]
-        return columns, cursor.fetchall()
+    def run(self, sql: str, max_rows: int | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """The result columns and rows (at most ``max_rows``) of a checked query over what is loaded;
+        within the sandbox's limits, if it has any."""
+        cursor = self._con.cursor()
+        control = QueryControl(self._limits.timeout if self._limits is not None else None)
+        control.attach(cursor)
+        try:
+            with self._memory_bounded("the SQL assertion"):
+                cursor.execute(sql)
+                columns = [d[0] for d in cursor.description or []]
+                return columns, cursor.fetchall() if max_rows is None else cursor.fetchmany(max_rows)
+        except duckdb.InterruptException:
+            raise QueryCancelled(f"the SQL assertion was stopped: {control.reason}") from None
+        finally:
+            control.detach()
+            cursor.close()
+
+    @contextmanager
+    def _memory_bounded(self, doing: str) -> Iterator[None]:
+        """Say which limit ``doing`` ran into when the sandbox runs out of memory."""
+        try:
+            yield
+        except duckdb.OutOfMemoryException:
+            if self._limits is None:
+                raise
+            raise StoreError(
+                f"{doing} needed more than the {self._limits.memory_limit} of memory that SQL assertions graded "
+                "for a caller of this receiver may use (its --query-memory-limit); narrow the query"
+            ) from None
+
+    def close(self) -> None:
+        self._con.close()
 
 
 _local = threading.local()
+_owned: contextvars.ContextVar[TrajectorySandbox | None] = contextvars.ContextVar("tracegrade_sandbox", default=None)
 
 
 def sandbox() -> TrajectorySandbox:
-    """This thread's sandbox (created on first use)."""
-    box = getattr(_local, "sandbox", None)
+    """The sandbox of the current ``own_sandbox`` block, else this thread's (created on first use)."""
+    box = _owned.get() or getattr(_local, "sandbox", None)
     if box is None:
         box = _local.sandbox = TrajectorySandbox()
     return box
+
+
+@contextmanager
+def own_sandbox(limits: SandboxLimits | None = None) -> Iterator[TrajectorySandbox]:
+    """A new sandbox (within ``limits``) for every assertion checked and graded in this context until the
+    block ends (an event loop started inside inherits it), then closed. A new database costs some 25 ms,
+    once per block."""
+    box = TrajectorySandbox(limits)
+    bound = _owned.set(box)
+    try:
+        yield box
+    finally:
+        _owned.reset(bound)
+        box.close()
 
 
 def check_assertion_sql(assertion: str, sql: str) -> None:

@@ -39,7 +39,6 @@ from tracegrade.ingest.otlp_responses import (
     encode_export_response,
     encode_status,
 )
-from tracegrade.store.results import json_safe
 
 __all__ = ["MEDIA_TYPES", "HttpFrontEnd"]
 
@@ -260,16 +259,13 @@ class HttpFrontEnd:
         except ExportRefused as refused:
             self._count("query", refused.http_status)
             return self._refusal(refused, WireFormat.JSON)
-        except StoreError as exc:
+        except StoreError as exc:  # its message says what failed (a refusal, or "query failed: <DuckDB's error>")
             self._count("query", 400)
-            return self._refusal(Undecodable(f"query failed: {exc}"), WireFormat.JSON)
+            return self._refusal(Undecodable(str(exc)), WireFormat.JSON)
         self._count("query", 200)
-        payload = {
-            "columns": list(result.columns),
-            "types": result.types,
-            "rows": [json_safe(list(row)) for row in result.rows],
-        }
-        return web.json_response(payload, dumps=json.dumps)
+        # encoding thousands of rows takes a while: off the loop, so exports and health checks go on meanwhile
+        body = await asyncio.get_running_loop().run_in_executor(None, result.answer_json)
+        return web.Response(body=body, content_type="application/json")
 
     @staticmethod
     async def _query_arguments(request: web.Request) -> tuple[str, list[Any] | None]:

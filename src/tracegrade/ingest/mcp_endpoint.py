@@ -5,8 +5,9 @@ handed to the SDK's session manager as one ASGI call (the body read whole, the r
 manager runs stateless with JSON responses: every POST carries one JSON-RPC message and is answered on its
 own, so any number of clients and receivers' restarts need no session state. Requests pass the receiver's
 bearer-token check first, and the tools read through the same store provider as the web UI (its query gate,
-limits and scoping to the token's tenant), resolved once per request. Without the ``mcp`` extra installed
-``/mcp`` answers 501.
+limits and scoping to the token's tenant), resolved once per request. Its callers are remote: ``grade``
+takes no server path, no judge endpoint or key, and runs SQL assertions within the receiver's limits (see
+:mod:`tracegrade.mcp_server`). Without the ``mcp`` extra installed ``/mcp`` answers 501.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from aiohttp import web
 from multidict import CIMultiDict
 
+from tracegrade.criteria.trajectory_db import SandboxLimits
 from tracegrade.ingest.tokens import Authorize
 
 __all__ = ["add_mcp_route"]
@@ -36,14 +38,17 @@ class _RequestStore:
         return getattr(_REQUEST_STORE.get(), name)
 
 
-def add_mcp_route(app: web.Application, store_provider: StoreProvider, authorize: Authorize, host: str) -> None:
+def add_mcp_route(
+    app: web.Application, store_provider: StoreProvider, authorize: Authorize, host: str, limits: SandboxLimits
+) -> None:
     """Serve the MCP tools at ``/mcp`` of ``app`` (before it starts), over the stores ``store_provider`` gives.
 
     ``host`` is the address the receiver listens on: on a loopback address the SDK also refuses requests
-    whose Host or Origin header names another host (DNS-rebinding protection). The SDK loads with the first
-    request, so a receiver nobody asks over MCP never imports it.
+    whose Host or Origin header names another host (DNS-rebinding protection). ``limits`` bound the SQL
+    assertions ``grade`` runs. The SDK loads with the first request, so a receiver nobody asks over MCP never
+    imports it.
     """
-    mount = _McpMount(host)
+    mount = _McpMount(host, limits)
 
     async def handle(request: web.Request) -> web.StreamResponse:
         try:
@@ -77,8 +82,9 @@ class _McpMount:
     """The SDK's session manager, started on first use in a task of its own (its task group must start and
     end in one task) and stopped with the app."""
 
-    def __init__(self, host: str) -> None:
+    def __init__(self, host: str, limits: SandboxLimits) -> None:
         self.host = host
+        self.limits = limits
         self._manager: Any = None
         self._unavailable = False
         self._task: asyncio.Task[None] | None = None
@@ -96,7 +102,7 @@ class _McpMount:
         try:
             from tracegrade.mcp_server import build_server
 
-            server = build_server(_RequestStore())
+            server = build_server(_RequestStore(), self.limits)
         except ImportError:
             self._unavailable = True
             return

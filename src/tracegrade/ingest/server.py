@@ -29,6 +29,7 @@ from typing import Any
 import grpc
 from aiohttp import web
 
+from tracegrade.criteria.trajectory_db import SandboxLimits
 from tracegrade.errors import StoreError, TracegradeError
 from tracegrade.ingest.body_budget import BodyBudget
 from tracegrade.ingest.grpc_services import OtlpGrpcServices
@@ -41,6 +42,7 @@ from tracegrade.ingest.query_gate import GatedStore, QueryGate
 from tracegrade.ingest.runs_endpoint import add_runs_route
 from tracegrade.ingest.settings import ServeSettings
 from tracegrade.ingest.storage import Storage, StorageHooks
+from tracegrade.store.database import duckdb_size_bytes
 from tracegrade.store.query_control import QueryControl
 from tracegrade.store.tenant_scope import TenantStore
 from tracegrade.ui import add_ui_routes
@@ -53,6 +55,7 @@ STORE_WATCH_SECONDS = 0.25  # how often the receiver checks whether its store fa
 REOPEN_RETRY_SECONDS = 2.0  # between attempts to reopen a failed store (the disk may still be full)
 QUERY_CONSISTENCY_TIMEOUT = 30.0  # longest a query waits for acknowledged spans to be committed
 CLIENT_CHECK_SECONDS = 0.2  # how often a running query checks that its client is still there
+MIN_SANDBOX_MEMORY = 32 * 1024 * 1024  # least memory an MCP grading call's SQL-assertion sandbox gets
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +140,7 @@ class ReceiverServer:
             # the web UI and MCP read through one path: the query gate's limits, as the caller's tenant
             reads = lambda tenant: GatedStore(self.reader(tenant), self._queries)  # noqa: E731
             add_ui_routes(app, reads, self._intake.authorize)
-            add_mcp_route(app, reads, self._intake.authorize, self.settings.host)
+            add_mcp_route(app, reads, self._intake.authorize, self.settings.host, self._assertion_limits())
             await self._start_http(app)
         except BaseException:
             await self._shutdown()
@@ -397,7 +400,7 @@ class ReceiverServer:
         if self._intake is not None and self._intake.draining:
             raise ShuttingDown("the receiver is shutting down; retry later", 5.0)
         storage = self._usable_storage()
-        control = QueryControl(self.settings.query_timeout)
+        control = QueryControl(self.settings.query_timeout, max_rows=self.settings.query_max_rows)
         loop = asyncio.get_running_loop()
         running = loop.run_in_executor(self._query_executor, self._query_stored, storage, sql, params, control, tenant)
         while True:
@@ -406,6 +409,13 @@ class ReceiverServer:
                 return running.result()
             if not connected():
                 control.cancel("its client closed the connection")
+
+    def _assertion_limits(self) -> SandboxLimits:
+        """The limits of SQL assertions graded for a caller (MCP ``grade``): a query's time limit, and a query's
+        memory, but at least MIN_SANDBOX_MEMORY (``--query-memory-limit 0MB`` leaves queries no room of their
+        own in the store's pool, while an assertion's sandbox is a database of its own that holds the case)."""
+        memory = max(duckdb_size_bytes(self.settings.query_memory_limit), MIN_SANDBOX_MEMORY)
+        return SandboxLimits(self.settings.query_timeout, f"{memory}B")
 
     def _query_stored(
         self, storage: Storage, sql: str, params: Sequence[Any] | None, control: QueryControl, tenant: str

@@ -84,6 +84,13 @@ class ServeSettings(BaseModel):
     )
     query_timeout: float = Field(30.0, gt=0, description="seconds a query may run before it is cancelled")
     max_queries: int = Field(2, ge=1, description="queries run at once; more wait (up to --query-timeout) for a turn")
+    # Each row returned is a Python object and JSON text in the receiver's memory (10,000,000 rows of one integer
+    # took 2 GB): past the cap the answer says truncated, and DuckDB never produces the rest. The store commands
+    # read through this endpoint when the server holds the file (grading lists every trace id), hence a cap far
+    # above an ad-hoc query's needs.
+    query_max_rows: int = Field(
+        1_000_000, ge=1, description="rows a POST /v1/query answer holds at most; a longer result is cut (truncated)"
+    )
     require_auth: bool = Field(
         False, description="refuse to start without --token or --tokens, and without TLS when listening beyond loopback"
     )

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from tracegrade.errors import StoreLockedError
 from tracegrade.store.lake_location import is_lake_location
+from tracegrade.store.query_control import QueryControl
 from tracegrade.store.remote import RemoteStore
 from tracegrade.store.results import QueryResult
 from tracegrade.store.trace_store import TraceStore
@@ -35,7 +36,9 @@ __all__ = [
 class ReadableStore(Protocol):
     """What read-only commands need: TraceStore (read-only file) and RemoteStore both provide it."""
 
-    def query(self, sql: str, params: Sequence[Any] | None = None) -> QueryResult: ...
+    def query(
+        self, sql: str, params: Sequence[Any] | None = None, *, control: QueryControl | None = None
+    ) -> QueryResult: ...
 
     def query_arrow(self, sql: str, params: Sequence[Any] | None = None) -> pa.Table: ...
 

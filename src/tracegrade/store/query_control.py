@@ -2,6 +2,8 @@
 
 DuckDB checks for an interrupt between the chunks it processes, so ``cancel`` stops even a runaway cross
 join within milliseconds; the query then fails with :class:`~tracegrade.errors.QueryCancelled` naming why.
+``max_rows`` caps the rows fetched: DuckDB streams a result, so rows past the cap are never produced, and a
+result with more is returned cut, marked ``truncated``.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ __all__ = ["QueryControl"]
 
 class QueryControl:
     """Handed to ``TraceStore.query``; ``cancel(reason)`` interrupts the query it runs (or refuses it
-    before it starts). ``timeout`` seconds after it starts, the store cancels the query itself."""
+    before it starts). ``timeout`` seconds after it starts, the store cancels the query itself; at most
+    ``max_rows`` rows come back (None: all)."""
 
-    def __init__(self, timeout: float | None = None) -> None:
+    def __init__(self, timeout: float | None = None, *, max_rows: int | None = None) -> None:
         self.timeout = timeout
+        self.max_rows = max_rows
         self.reason: str | None = None
         self._cursor: Any = None
         self._lock = threading.Lock()

@@ -2,6 +2,10 @@
 
 Used when the server holds the DuckDB file (DuckDB allows one read-write process per file, and no
 reader next to it). A small synchronous urllib client: the CLI has no event loop to share.
+
+The server returns at most its ``--query-max-rows`` rows of a result and says when it cut one
+(``truncated``). A caller that asked for a cap itself (``QueryControl.max_rows``) gets the cut result;
+any other caller gets an error, never part of a result taken for the whole of it.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from tracegrade.errors import StoreError
+from tracegrade.store.query_control import QueryControl
 from tracegrade.store.results import QueryResult
 
 __all__ = ["RemoteStore"]
@@ -67,8 +72,11 @@ class RemoteStore:
         except (OSError, ValueError):
             return False
 
-    def query(self, sql: str, params: Sequence[Any] | None = None) -> QueryResult:
-        """Run one read-only statement on the server; errors come back as StoreError."""
+    def query(
+        self, sql: str, params: Sequence[Any] | None = None, *, control: QueryControl | None = None
+    ) -> QueryResult:
+        """Run one read-only statement on the server; errors come back as StoreError. Of ``control`` only
+        ``max_rows`` applies here (the server's own limits stop the query)."""
         payload = json.dumps({"sql": sql, "params": list(params) if params is not None else []}, default=str)
         request = urllib.request.Request(
             f"{self.url}/v1/query",
@@ -88,7 +96,8 @@ class RemoteStore:
                     f"the tracegrade server at {self.url} refused the query ({exc.code}: {detail}); "
                     "pass its token with --token or TRACEGRADE_TOKEN"
                 ) from None
-            raise StoreError(f"query failed on the tracegrade server at {self.url} ({exc.code}): {detail}") from None
+            # the detail says what failed (a refusal, or "query failed: <DuckDB's error>"): no second prefix
+            raise StoreError(f"the tracegrade server at {self.url} answered {exc.code}: {detail}") from None
         except (OSError, ValueError) as exc:
             raise StoreError(f"the tracegrade server at {self.url} did not answer the query: {exc}") from None
         try:
@@ -100,10 +109,28 @@ class RemoteStore:
         blobs = [index for index, kind in enumerate(types or []) if kind == "BLOB"]
         if blobs:  # the server sends bytes as base64 text; give them back as bytes, as a local file would
             rows = [_with_bytes(row, blobs) for row in rows]
-        return QueryResult(columns, rows, types)
+        return self._capped(QueryResult(columns, rows, types), data, control.max_rows if control else None)
+
+    def _capped(self, result: QueryResult, answer: dict[str, Any], wanted: int | None) -> QueryResult:
+        """``result`` cut to the ``wanted`` rows; a result the server cut is an error unless a cap was wanted."""
+        server_cut = answer.get("truncated") is True
+        server_cap = answer.get("max_rows") if server_cut else None
+        if server_cut and wanted is None:
+            raise StoreError(
+                f"the result has more than {server_cap} rows, the most the tracegrade server at {self.url} "
+                "returns (its --query-max-rows): narrow the query (WHERE, LIMIT, fewer columns), raise the "
+                "server's --query-max-rows, or stop the server and read the store file directly"
+            )
+        if wanted is None:
+            return result
+        caps = [cap for cap in (wanted, server_cap) if isinstance(cap, int)]
+        result.truncated = server_cut or len(result.rows) > wanted
+        result.rows = result.rows[:wanted]
+        result.max_rows = min(caps)
+        return result
 
     def query_arrow(self, sql: str, params: Sequence[Any] | None = None) -> pa.Table:
-        return self.query(sql, params).to_arrow()
+        return self.query(sql, params).to_arrow()  # a result the server cut is refused (see ``_capped``)
 
     def close(self) -> None:
         """Nothing to release (one HTTP request per query)."""

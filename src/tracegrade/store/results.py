@@ -42,12 +42,27 @@ class WriteResult:
 
 @dataclass
 class QueryResult:
-    """Rows of a read-only query. ``types`` are DuckDB type names when known (``JSON``, ``TIMESTAMP``…)."""
+    """Rows of a read-only query. ``types`` are DuckDB type names when known (``JSON``, ``TIMESTAMP``…).
+    ``truncated``: the query had more rows than ``max_rows``, the cap it ran with, and only the first came."""
 
     columns: list[str]
     rows: list[tuple[Any, ...]]
     types: list[str] | None = None
     arrow: pa.Table | None = field(default=None, repr=False)
+    truncated: bool = False
+    max_rows: int | None = None
+
+    def answer_json(self) -> bytes:
+        """The result as ``POST /v1/query`` answers it (what ``RemoteStore`` reads): columns, types, rows as
+        JSON values, and ``truncated`` with the cap. Seconds of work for a large result: keep it off a loop."""
+        document = {
+            "columns": list(self.columns),
+            "types": self.types,
+            "rows": [json_safe(list(row)) for row in self.rows],
+            "truncated": self.truncated,
+            "max_rows": self.max_rows,
+        }
+        return json.dumps(document).encode("utf-8")
 
     def to_dicts(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, row)) for row in self.rows]

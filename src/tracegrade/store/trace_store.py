@@ -535,8 +535,9 @@ class TraceStore:
         tenant: str | None = None,
     ) -> QueryResult:
         """Run one read-only statement on a fresh cursor. A statement that is not one SELECT, or reaches
-        outside the store, raises QueryRefused; one stopped through ``control`` raises QueryCancelled.
-        With ``tenant`` the statement sees that tenant's rows only (see ``_scope``), else every tenant's."""
+        outside the store, raises QueryRefused; one stopped through ``control`` raises QueryCancelled, and
+        ``control.max_rows`` caps the rows fetched (see ``QueryResult.truncated``). With ``tenant`` the
+        statement sees that tenant's rows only (see ``_scope``), else every tenant's."""
         return self._run(sql, params, check=True, control=control, tenant=tenant)
 
     def query_arrow(
@@ -578,7 +579,12 @@ class TraceStore:
             types = [str(d[1]) for d in cursor.description or []]
             if arrow:
                 return QueryResult(columns, [], types, arrow=fetch_arrow(cursor))
-            return QueryResult(columns, cursor.fetchall(), types)
+            max_rows = control.max_rows if control is not None else None
+            if max_rows is None:
+                return QueryResult(columns, cursor.fetchall(), types)
+            # one row past the cap tells a cut result from one that fits; DuckDB never produces the rest
+            rows = cursor.fetchmany(max_rows + 1)
+            return QueryResult(columns, rows[:max_rows], types, truncated=len(rows) > max_rows, max_rows=max_rows)
         except duckdb.InterruptException:
             reason = control.reason if control is not None and control.reason else "it was interrupted"
             raise QueryCancelled(f"the query was cancelled: {reason}") from None

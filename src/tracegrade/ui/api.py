@@ -49,7 +49,7 @@ __all__ = [
     "trace_detail",
 ]
 
-SQL_ROW_LIMIT = 1000  # rows of an ad-hoc query sent back (the rest is counted, not shipped)
+SQL_ROW_LIMIT = 1000  # rows of an ad-hoc query fetched and sent back (the rest is never produced)
 MAX_PAGE = 200
 SUMMARY_KEYS = {
     "total_cases",
@@ -69,7 +69,7 @@ _TEXT_PREVIEW = 300  # characters of query/response in a trace list row
 
 
 class Store(Protocol):
-    def query(self, sql: str, params: Any = None) -> QueryResult: ...
+    def query(self, sql: str, params: Any = None, *, control: QueryControl | None = None) -> QueryResult: ...
 
 
 class NotFound(TracegradeError):
@@ -374,22 +374,24 @@ def diff_runs(store: Store, run_a: str, run_b: str) -> dict[str, Any]:
 # --- SQL ----------------------------------------------------------------------------------------------
 
 
-def run_sql(store: Store, sql: str, control: QueryControl | None = None) -> dict[str, Any]:
-    """One sandboxed read-only statement; the first ``SQL_ROW_LIMIT`` rows come back, the rest are counted.
+def run_sql(store: Store, sql: str, timeout: float | None = None) -> dict[str, Any]:
+    """One sandboxed read-only statement; at most ``SQL_ROW_LIMIT`` rows are fetched (``truncated`` says
+    there were more: the rest are never produced, so a huge result costs what its first rows cost).
 
-    ``control`` (a ``TraceStore`` only) stops the query at its time limit."""
+    ``timeout`` stops the query after that many seconds (a store behind the receiver's gate has its own)."""
     if not isinstance(sql, str) or not sql.strip():
         raise BadRequest("give one SELECT statement")
-    result = store.query(sql) if control is None else store.query(sql, control=control)  # type: ignore[call-arg]
+    result = store.query(sql, control=QueryControl(timeout, max_rows=SQL_ROW_LIMIT))
     # positional names, so that duplicate column names (SELECT 1, 1) do not collapse in json_rows' dicts
     keys = [f"c{i}" for i in range(len(result.columns))]
-    rows = QueryResult(keys, result.rows[:SQL_ROW_LIMIT], result.types).json_rows()
+    rows = QueryResult(keys, result.rows, result.types).json_rows()
     return {
         "columns": result.columns,
         "types": result.types,
         "rows": [[row[k] for k in keys] for row in rows],
         "row_count": len(result.rows),
-        "truncated": len(result.rows) > SQL_ROW_LIMIT,
+        "truncated": result.truncated,
+        "max_rows": SQL_ROW_LIMIT,
     }
 
 

@@ -20,7 +20,6 @@ from aiohttp import web
 
 from tracegrade.errors import QueryRefused, StoreError, TracegradeError
 from tracegrade.store import TraceStore
-from tracegrade.store.query_control import QueryControl
 from tracegrade.store.tenant_scope import TenantStore
 from tracegrade.ui import api, pages
 from tracegrade.ui.auth import Authorize, check, remember
@@ -232,9 +231,9 @@ def _sql_data(store: Any, request: web.Request, body: Any) -> dict[str, Any]:
     if not isinstance(sql, str):
         raise api.BadRequest('send the query as a JSON body {"sql": "SELECT ..."} or as ?q=SELECT ...')
     # an ad-hoc query can cost anything: on a local store it stops at a time limit, as the receiver's do
-    control = QueryControl(SQL_TIMEOUT) if isinstance(store, (TraceStore, TenantStore)) else None
+    timeout = SQL_TIMEOUT if isinstance(store, (TraceStore, TenantStore)) else None
     try:
-        return api.run_sql(store, sql, control)
+        return api.run_sql(store, sql, timeout)
     except QueryRefused:
         raise
     except StoreError as exc:  # the user's SQL failed (unknown column, type error…): their request to fix

@@ -70,7 +70,7 @@ def openapi_document() -> dict[str, Any]:
     sql = _get(
         f"Run one sandboxed read-only SQL statement (at most {SQL_ROW_LIMIT} rows come back).",
         [_query("q", "the SELECT statement", required=True)],
-        "columns, types, rows, row_count and truncated",
+        "columns, types, rows, row_count, truncated (more rows than max_rows) and max_rows",
     )
     return {
         "openapi": "3.1.0",

@@ -105,8 +105,8 @@
           row.forEach(function (v) { tr.appendChild(cell('td', v)); });
         });
         out.appendChild(table);
-        status.textContent = data.row_count + ' row' + (data.row_count === 1 ? '' : 's') +
-          (data.truncated ? ' (first ' + data.rows.length + ' shown)' : '') + ' · ' +
+        status.textContent = (data.truncated ? 'the first ' + data.row_count + ' rows (the rest not fetched)'
+          : data.row_count + ' row' + (data.row_count === 1 ? '' : 's')) + ' · ' +
           Math.round(performance.now() - started) + ' ms';
         history.replaceState(null, '', '/ui/sql?q=' + encodeURIComponent(box.value));
       }).catch(function (err) { status.className = 'error'; status.textContent = err.message; });
