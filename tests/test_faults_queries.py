@@ -65,7 +65,7 @@ def test_a_query_whose_client_hangs_up_is_cancelled(tmp_path: Path) -> None:
         body = json.dumps({"sql": RUNAWAY}).encode()
         with socket.create_connection(("127.0.0.1", server.http_port)) as client:
             client.sendall(
-                b"POST /v1/query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"POST /v1/query HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                 + f"Content-Length: {len(body)}\r\n\r\n".encode()
                 + body
             )

@@ -46,7 +46,7 @@ def _slow_sender(server: RunningServer, declared: int, sent: bytes) -> Iterator[
     assert server.server.http_port is not None
     with socket.create_connection(("127.0.0.1", server.server.http_port), timeout=ANSWER_WAIT) as client:
         client.sendall(
-            b"POST /v1/traces HTTP/1.1\r\nHost: tracegrade\r\nContent-Type: application/x-protobuf\r\n"
+            b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-protobuf\r\n"
             + f"Content-Length: {declared}\r\n\r\n".encode()
             + sent
         )

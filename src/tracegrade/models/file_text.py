@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tracegrade.errors import FileFormatError, MissingFileError
+from tracegrade.errors import FileFormatError, MissingFileError, TracegradeError
 
 __all__ = ["MAX_DEPTH", "read_json_file"]
 
@@ -74,11 +74,11 @@ def read_json_file(path: str | Path, kind: str = "file", *, strict: bool = True)
     return data
 
 
-class _Empty(Exception):
+class _Empty(TracegradeError):
     """The file holds no value at all."""
 
 
-class _Invalid(Exception):
+class _Invalid(TracegradeError):
     """The parser refused the text; the message says where."""
 
 
