@@ -174,3 +174,7 @@ def test_the_refusal_says_what_was_refused_and_what_is_allowed(tmp_path):
             store.query("SELECT current_setting('threads')")
         with pytest.raises(QueryRefused, match="2 statements given"):
             store.query("SELECT 1; SELECT 2")
+        with pytest.raises(QueryRefused, match="reading a file or URL as a table is not allowed"):
+            store.query("SELECT * FROM '/etc/passwd'")
+        with pytest.raises(QueryRefused, match=r"pg_settings: this system view is not allowed.*information_schema"):
+            store.query("SELECT * FROM pg_settings")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import ssl
 import urllib.request
 from pathlib import Path
 
@@ -66,6 +67,9 @@ def test_both_protocols_serve_tls_with_the_given_certificate(tmp_path: Path) -> 
         assert http_exporter.export(spans[1:]) == SpanExportResult.SUCCESS
         with pytest.raises(OSError):  # plain HTTP is not answered on the TLS port
             urllib.request.urlopen(server.http_url.replace("https://", "http://") + "/healthz", timeout=10)
+        context = ssl.create_default_context(cafile=str(cert))
+        with urllib.request.urlopen(server.http_url + "/ui/", timeout=10, context=context) as page:
+            assert page.headers["Strict-Transport-Security"] == "max-age=31536000"  # browsers keep to HTTPS
 
     reader = TraceStore(tmp_path / "tls.duckdb", read_only=True)
     try:

@@ -201,6 +201,11 @@ def _check_table(node: dict[str, Any]) -> None:
             f"{catalog}.*: the lake's catalog database is not allowed in queries (it is the PostgreSQL server "
             "behind the lake); read the store's tables and views: spans, traces, tool_calls …"
         )
+    if any(mark in name for mark in "/\\.:"):  # no store table has these: DuckDB would read it as a file or URL
+        raise QueryRefused(
+            f"{name!r} is not a table of the store, and reading a file or URL as a table is not allowed (a name "
+            "with '/', '.', ':' or '\\' reads one); name the store's tables as they are: spans, traces, tool_calls …"
+        )
     lowered = name.lower()
     if lowered in _system_views and lowered not in ALLOWED_SYSTEM_VIEWS:
         raise QueryRefused(

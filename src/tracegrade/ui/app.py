@@ -252,6 +252,13 @@ def _diff_data(store: Any, request: web.Request, _: Any) -> dict[str, Any]:
     return api.diff_runs(store, a, b)
 
 
+async def _strict_transport(request: web.Request, response: web.StreamResponse) -> None:
+    """Over TLS, tell the browser to keep to HTTPS for this host: a later plain-HTTP visit would send the cookie's
+    token in the clear (Secure keeps the cookie off it, but not a token typed into a page loaded over HTTP)."""
+    if request.secure and request.path.startswith("/ui"):
+        response.headers["Strict-Transport-Security"] = "max-age=31536000"
+
+
 async def redirect_to_ui(request: web.Request) -> web.StreamResponse:
     """``/ui`` (and a UI-only server's ``/``) lead to the traces page."""
     raise web.HTTPFound("/ui/")
@@ -278,6 +285,7 @@ def add_ui_routes(app: web.Application, store_provider: StoreProvider, authorize
     receiver's ``Intake.authorize``), or is None for an open UI (the provider then gets None).
     """
     ui = _UI(store_provider, authorize)
+    app.on_response_prepare.append(_strict_transport)
     router = app.router
     router.add_get("/ui", redirect_to_ui)
     router.add_get("/ui/", ui.page(_traces_html))
