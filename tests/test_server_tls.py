@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 import ssl
+import subprocess
 import urllib.request
 from pathlib import Path
 
