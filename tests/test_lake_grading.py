@@ -17,12 +17,12 @@ from tests.support.large_reports import large_report
 from tests.support.pg_cluster import PgServer
 from tests.support.store_kinds import set_job_columns
 from tracegrade.evaluation.run_records import _columns, list_runs, load_run, record_cases, record_report
-from tracegrade.evaluation.timewindow import utc_now
 from tracegrade.evaluation.worker import GradingWorker, WorkerRules
 from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport
 from tracegrade.store.grading_tables import RECORD_KEYS
 from tracegrade.store.lake import LakeStore
 from tracegrade.store.tenancy import with_tenant
+from tracegrade.timespec import utc_now
 
 pg_server = pg_cluster.pg_server  # the session's PostgreSQL (a fixture)
 

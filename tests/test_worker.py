@@ -17,8 +17,8 @@ from tests.support.store_kinds import open_store, set_job_columns
 from tests.support.waiting import wait_until
 from tracegrade.evaluation import worker as worker_module
 from tracegrade.evaluation.selection import in_sample
-from tracegrade.evaluation.timewindow import utc_now
 from tracegrade.evaluation.worker import FIRST_BATCH, GradingWorker, WorkerRules, next_batch_size
+from tracegrade.timespec import utc_now
 
 KEYWORDS = {"contains_keywords": {"keywords": ["refund"]}}
 pg_server = pg_cluster.pg_server  # the session's PostgreSQL (a fixture), for the lake

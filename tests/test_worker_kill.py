@@ -10,8 +10,8 @@ from pathlib import Path
 from tests.support.grading_slow_criterion import write_slow_rules
 from tests.support.grading_traces import AgentRun, fill_store
 from tests.support.waiting import wait_until
-from tracegrade.evaluation.timewindow import utc_now
 from tracegrade.store import TraceStore
+from tracegrade.timespec import utc_now
 
 REPO = Path(__file__).resolve().parent.parent
 LAUNCH = "from tracegrade.cli.main import main; main()"

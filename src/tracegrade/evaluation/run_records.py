@@ -37,10 +37,10 @@ import pyarrow as pa
 from pydantic import BaseModel, TypeAdapter
 
 from tracegrade.errors import NotFoundError
-from tracegrade.evaluation.timewindow import utc_now
 from tracegrade.models.results import EvalCaseResult, EvalReport
 from tracegrade.store.grading_tables import CASE_COUNTS
 from tracegrade.store.tenancy import DEFAULT_TENANT, with_tenant
+from tracegrade.timespec import utc_now
 
 __all__ = [
     "RunSink",

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from tracegrade.errors import InvalidValueError
-from tracegrade.evaluation.timewindow import parse_since
 from tracegrade.models.execution import LLM_CONTENT_FIELDS, ExecutionResult, LeanExecution
 from tracegrade.models.results import TokenUsage
 from tracegrade.store.rows import decompress_json, decompress_json_many, sql_string_among, sql_string_list
+from tracegrade.timespec import parse_since
 
 __all__ = [
     "LOAD_CHUNK",

@@ -40,12 +40,12 @@ from tracegrade.evaluation.lease_keeper import LeaseKeeper
 from tracegrade.evaluation.offline import TraceGrader, reference_free_case_id
 from tracegrade.evaluation.run_records import RunSink, record_cases
 from tracegrade.evaluation.selection import TraceSelection, sample_predicate
-from tracegrade.evaluation.timewindow import utc_now
 from tracegrade.models.config import CriteriaConfig, CriterionConfig, EvalConfig
 from tracegrade.models.files import load_model
 from tracegrade.store.grading_jobs import ClaimedJob, JobQueue
 from tracegrade.store.tenancy import DEFAULT_TENANT, GRADING_TENANT, check_tenant_name
 from tracegrade.store.tenant_scope import TenantStore
+from tracegrade.timespec import utc_now
 
 __all__ = ["GradingRule", "GradingSink", "GradingWorker", "NamedCriterion", "WorkerRules", "rules_problems"]
 
