@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from tracegrade.errors import ConfigError, EvalSetError, FileFormatError
+from tracegrade.errors import ConfigError, EvalSetError
 from tracegrade.models.adk_schema import (
     CRITERION_MODELS,
     AdkEvalCase,
@@ -44,7 +44,7 @@ from tracegrade.models.adk_schema import Invocation as AdkInvocation
 from tracegrade.models.adk_schema import SessionInput as AdkSessionInput
 from tracegrade.models.config import CRITERIA_SLOTS, CriterionConfig, EvalConfig, MatchType, Rubric
 from tracegrade.models.dataset import EvalCase, EvalSet, Invocation, MessageContent, SessionInput, ToolCall
-from tracegrade.models.files import read_json_file, validation_problems
+from tracegrade.models.files import model_from_data, read_model_file, validation_problems
 
 __all__ = [
     "ADK_METRIC_SLOTS",
@@ -544,23 +544,16 @@ def config_to_adk(config: EvalConfig, *, lossy: bool = False) -> dict[str, Any]:
 # ---- loading, as EvalSet.from_file / EvalConfig.from_file do ----
 
 
-def load_eval_set(path: str | Path) -> EvalSet | None:
-    """The eval set in ``path`` if the file is in one of ADK's forms, else None (load it as tracegrade's)."""
-    data = _read(path, "eval set", EvalSetError)
-    return eval_set_from_adk(data, str(path)) if is_adk_eval_set(data) else None
+def load_eval_set(path: str | Path) -> EvalSet:
+    """The eval set in ``path``, in one of ADK's forms or tracegrade's (the file is read and parsed once)."""
+    data = read_model_file(EvalSet, path)
+    return eval_set_from_adk(data, str(path)) if is_adk_eval_set(data) else model_from_data(EvalSet, data, path)
 
 
-def load_eval_config(path: str | Path) -> EvalConfig | None:
-    """The config in ``path`` if the file is an ADK config, else None (load it as tracegrade's)."""
-    data = _read(path, "config", ConfigError)
-    return config_from_adk(data, str(path)) if is_adk_config(data) else None
-
-
-def _read(path: str | Path, kind: str, error: type[EvalSetError] | type[ConfigError]) -> Any:
-    try:
-        return read_json_file(path, kind)
-    except FileFormatError as exc:
-        raise error(str(path), exc.problems) from None
+def load_eval_config(path: str | Path) -> EvalConfig:
+    """The config in ``path``, an ADK config or tracegrade's (the file is read and parsed once)."""
+    data = read_model_file(EvalConfig, path)
+    return config_from_adk(data, str(path)) if is_adk_config(data) else model_from_data(EvalConfig, data, path)
 
 
 def adk_document(data: Any, source: str, kind: str = "auto") -> tuple[str, EvalSet | EvalConfig] | None:

@@ -450,9 +450,8 @@ class EvalConfig(_Strict):
         """Load JSON or YAML (or an ADK ``test_config.json``); raises :class:`~tracegrade.errors.ConfigError`
         naming every problem."""
         from tracegrade.models.adk_files import load_eval_config
-        from tracegrade.models.files import load_model
 
-        return load_eval_config(path) or load_model(cls, path)
+        return load_eval_config(path)
 
     def to_file(self, path: str | Path) -> None:
         from tracegrade.models.files import save_model

@@ -326,9 +326,8 @@ class EvalSet(_StrictModel):
         """Load and validate (ADK's ``*.evalset.json`` and ``*.test.json`` too); raises
         :class:`~tracegrade.errors.EvalSetError` naming every problem."""
         from tracegrade.models.adk_files import load_eval_set
-        from tracegrade.models.files import load_model
 
-        return load_eval_set(path) or load_model(cls, path)
+        return load_eval_set(path)
 
     def to_file(self, path: str | Path) -> None:
         from tracegrade.models.files import save_model

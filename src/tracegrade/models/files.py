@@ -14,7 +14,16 @@ from tracegrade.models.file_text import read_json_file  # re-exported: every loa
 from tracegrade.models.model_keys import known_keys
 from tracegrade.output_files import write_text_file
 
-__all__ = ["json_path", "load_model", "read_json_file", "save_model", "validation_problems", "write_text_file"]
+__all__ = [
+    "json_path",
+    "load_model",
+    "model_from_data",
+    "read_json_file",
+    "read_model_file",
+    "save_model",
+    "validation_problems",
+    "write_text_file",
+]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -60,20 +69,34 @@ def _error_class(model: type[BaseModel]) -> type[FileFormatError]:
 
 def load_model(model: type[M], path: str | Path) -> M:
     """Validate a whole file into ``model``; on any problem nothing is returned and every problem is listed."""
-    err_cls = _error_class(model)
-    kind = {"EvalSetError": "eval set", "ConfigError": "config"}.get(
-        err_cls.__name__, "report" if model.__name__ == "EvalReport" else model.__name__
-    )
+    return model_from_data(model, read_model_file(model, path), path)
+
+
+def read_model_file(model: type[BaseModel], path: str | Path) -> Any:
+    """The parsed content of ``path``, a file of ``model``'s kind; a file that does not parse raises that
+    kind's error (EvalSetError, ConfigError, FileFormatError)."""
+    err_cls, kind = _error_class(model), _kind(model)
     try:
-        data = read_json_file(path, kind, strict=kind != "report")
+        return read_json_file(path, kind, strict=kind != "report")
     except FileFormatError as exc:  # undecodable: same error class as any other problem of this file kind
         raise _make(err_cls, path, exc.problems, kind) from None
+
+
+def model_from_data(model: type[M], data: Any, path: str | Path) -> M:
+    """``data``, parsed from file ``path``, validated into ``model``; every problem raises its kind's error."""
+    err_cls, kind = _error_class(model), _kind(model)
     if not isinstance(data, dict):
         raise _make(err_cls, path, [("$", f"expected a JSON object, got {type(data).__name__}")], kind)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         raise _make(err_cls, path, validation_problems(exc, model), kind) from None
+
+
+def _kind(model: type[BaseModel]) -> str:
+    """How messages name a file of ``model``'s kind."""
+    named = {"EvalSetError": "eval set", "ConfigError": "config"}.get(_error_class(model).__name__)
+    return named or ("report" if model.__name__ == "EvalReport" else model.__name__)
 
 
 def _make(
