@@ -143,6 +143,7 @@ class _AttackerSite:
 
 @pytest.fixture
 def browser_context(tenants_server: ServerProcess, tmp_path: Path) -> Iterator[tuple[Any, _AttackerSite]]:
+    """A browser signed in as acme (its page is ``context.pages[0]``), and the attacker's site."""
     if not CHROMIUM.exists():
         pytest.skip("needs Debian's chromium (apt-get install chromium)")
     playwright_api = pytest.importorskip("playwright.sync_api")
@@ -150,7 +151,10 @@ def browser_context(tenants_server: ServerProcess, tmp_path: Path) -> Iterator[t
     with playwright_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_FLAGS, headless=True)
         context = browser.new_context()
-        context.new_page().set_default_timeout(15_000)
+        page = context.new_page()
+        page.set_default_timeout(15_000)
+        page.goto(f"{tenants_server.http_url}/ui/runs?token={ACME}")  # signed in, as acme
+        assert _ui_token(context) == ACME
         try:
             yield context, site
         finally:
@@ -169,8 +173,6 @@ def test_another_sites_form_does_not_sign_the_browser_in_with_its_token(
 ) -> None:
     context, site = browser_context
     page = context.pages[0]
-    page.goto(f"{tenants_server.http_url}/ui/runs?token={ACME}")
-    assert _ui_token(context) == ACME
     response = page.goto(site.base + "/form.html")
     page.wait_for_url(f"{tenants_server.http_url}/ui/login")
     assert page.locator(".warn-inline").inner_text().startswith("Sign in from this server's own page")
@@ -183,7 +185,6 @@ def test_a_link_from_another_site_asks_before_it_switches(
 ) -> None:
     context, site = browser_context
     page = context.pages[0]
-    page.goto(f"{tenants_server.http_url}/ui/runs?token={ACME}")
     page.goto(site.base + "/link.html")
     page.wait_for_url(f"{tenants_server.http_url}/ui/runs?token={EVIL}")
     assert "followed from another site" in page.locator(".warn-inline").inner_text()
