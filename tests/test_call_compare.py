@@ -18,12 +18,20 @@ import pytest
 from tracegrade.criteria.call_compare import (
     arguments_satisfy,
     calls_satisfy_in_place,
+    json_equal,
     plain_arguments_satisfy,
     plain_calls_satisfy_in_place,
+    plain_json_equal,
+    plain_satisfying_positions,
+    satisfying_positions,
 )
 from tracegrade.models import ToolCall
 
 SATISFY = [pytest.param(plain_arguments_satisfy, id="plain"), pytest.param(arguments_satisfy, id="installed")]
+POSITIONS = [
+    pytest.param(plain_satisfying_positions, id="plain"),
+    pytest.param(satisfying_positions, id="installed"),
+]
 IN_PLACE = [
     pytest.param(plain_calls_satisfy_in_place, id="plain"),
     pytest.param(calls_satisfy_in_place, id="installed"),
@@ -130,6 +138,53 @@ def test_the_twins_agree_on_generated_arguments() -> None:
     assert min(answers.values()) > 500  # both answers are exercised
 
 
+def test_the_twins_agree_on_generated_values() -> None:
+    rng = random.Random(5)
+    answers = {True: 0, False: 0}
+    for _ in range(4_000):
+        value = _value(rng)
+        other = rng.choice([_variant(rng, value), copy.deepcopy(value), _value(rng)])
+        answer = plain_json_equal(other, value)
+        assert json_equal(other, value) is answer, (other, value)
+        answers[answer] += 1
+    assert min(answers.values()) > 500
+
+
+@pytest.mark.parametrize("positions", POSITIONS)
+def test_satisfying_positions(positions: Callable[..., list[list[int]]]) -> None:
+    table = positions(
+        ["search", "book", "search", "pay"],
+        ["search", "search", "book", "search"],
+        [{"q": "x"}, {}, {"q": "y"}, {"amount": 1}],
+        [{"q": "x"}, {"q": "y"}, None, {"q": "x", "page": 2}],
+    )
+    # namesakes only; ascending; {} accepts uncaptured arguments; an extra key is a difference; nobody called pay
+    assert table == [[0], [2], [1], []]
+    assert positions([], [], [], []) == [] and positions(("a",), (), ({},), ()) == [[]]
+    with pytest.raises(ValueError, match="one name and one argument value per call"):
+        positions(["a", "b"], ["a"], [{}], [{}])
+
+
+def test_the_positions_twins_agree_on_generated_call_lists() -> None:
+    rng = random.Random(13)
+    found = 0
+    for _ in range(2_000):
+        expected = _calls(rng, rng.randrange(6))
+        actual = [call.model_copy(update={"args": _variant(rng, call.args)}) for call in expected]
+        actual += _calls(rng, rng.randrange(3))
+        rng.shuffle(actual)
+        shapes = (
+            [c.name for c in expected],
+            [c.name for c in actual],
+            [c.args for c in expected],
+            [c.args if rng.random() < 0.9 else None for c in actual],
+        )
+        table = plain_satisfying_positions(*shapes)
+        assert satisfying_positions(*shapes) == table, shapes
+        found += sum(map(len, table))
+    assert found > 2_000
+
+
 def _calls(rng: random.Random, count: int) -> list[ToolCall]:
     return [
         ToolCall(
@@ -172,3 +227,5 @@ def test_the_twins_agree_on_generated_call_lists() -> None:
 def test_the_installed_comparison_needs_sequences() -> None:
     with pytest.raises(TypeError):
         calls_satisfy_in_place(None, [])  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        satisfying_positions(["a"], None, [{}], [])  # type: ignore[arg-type]

@@ -189,6 +189,97 @@ calls_satisfy_in_place(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ss
     return same < 0 ? NULL : PyBool_FromLong(same);
 }
 
+static PyObject *
+json_equal(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "json_equal() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    int same = values_equal(args[0], args[1]);
+    return same < 0 ? NULL : PyBool_FromLong(same);
+}
+
+/* The actual indices of each name, as lists in a dict: name -> [j, ...] ascending */
+static PyObject *
+positions_by_name(PyObject *names)
+{
+    PyObject *by_name = PyDict_New();
+    for (Py_ssize_t j = 0; by_name != NULL && j < PyTuple_GET_SIZE(names); j++) {
+        PyObject *name = PyTuple_GET_ITEM(names, j);
+        PyObject *found = PyDict_GetItemWithError(by_name, name);
+        PyObject *index = PyLong_FromSsize_t(j);
+        int failed = index == NULL || (found == NULL && PyErr_Occurred());
+        if (!failed && found == NULL) {
+            found = PyList_New(0);
+            failed = found == NULL || PyDict_SetItem(by_name, name, found) < 0;
+            Py_XDECREF(found); /* the dict holds it */
+        }
+        failed = failed || PyList_Append(found, index) < 0;
+        Py_XDECREF(index);
+        if (failed) {
+            Py_CLEAR(by_name);
+        }
+    }
+    return by_name;
+}
+
+/* For each expected call i, the actual indices j (ascending) of the same name whose arguments satisfy it. The
+ * arguments are tuples, so a comparison handed to Python cannot change them under the loop. */
+static PyObject *
+satisfying_positions_of(PyObject *expected_names, PyObject *actual_names, PyObject *expected_args,
+                        PyObject *actual_args)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(expected_names);
+    if (PyTuple_GET_SIZE(expected_args) != n || PyTuple_GET_SIZE(actual_args) != PyTuple_GET_SIZE(actual_names)) {
+        PyErr_SetString(PyExc_ValueError, "satisfying_positions needs one name and one argument value per call");
+        return NULL;
+    }
+    PyObject *by_name = positions_by_name(actual_names);
+    PyObject *table = by_name == NULL ? NULL : PyList_New(n);
+    for (Py_ssize_t i = 0; table != NULL && i < n; i++) {
+        PyObject *row = PyList_New(0);
+        PyObject *candidates = row == NULL ? NULL : PyDict_GetItemWithError(by_name, PyTuple_GET_ITEM(expected_names, i));
+        int failed = row == NULL || (candidates == NULL && PyErr_Occurred());
+        for (Py_ssize_t k = 0; !failed && candidates != NULL && k < PyList_GET_SIZE(candidates); k++) {
+            PyObject *index = PyList_GET_ITEM(candidates, k);
+            int same = satisfies(PyTuple_GET_ITEM(actual_args, PyLong_AsSsize_t(index)), PyTuple_GET_ITEM(expected_args, i));
+            failed = same < 0 || (same == 1 && PyList_Append(row, index) < 0);
+        }
+        if (failed) {
+            Py_XDECREF(row);
+            Py_CLEAR(table);
+        }
+        else {
+            PyList_SET_ITEM(table, i, row);
+        }
+    }
+    Py_XDECREF(by_name);
+    return table;
+}
+
+static PyObject *
+satisfying_positions(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "satisfying_positions() takes 4 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *tuples[4] = {NULL, NULL, NULL, NULL};
+    PyObject *table = NULL;
+    int k = 0;
+    while (k < 4 && (tuples[k] = PySequence_Tuple(args[k])) != NULL) {
+        k++;
+    }
+    if (k == 4) {
+        table = satisfying_positions_of(tuples[0], tuples[1], tuples[2], tuples[3]);
+    }
+    for (k = 0; k < 4; k++) {
+        Py_XDECREF(tuples[k]);
+    }
+    return table;
+}
+
 static PyMethodDef methods[] = {
     {"arguments_satisfy", (PyCFunction)(void (*)(void))arguments_satisfy, METH_FASTCALL,
      "arguments_satisfy(actual_args, expected_args) -> bool\n\n"
@@ -196,6 +287,11 @@ static PyMethodDef methods[] = {
     {"calls_satisfy_in_place", (PyCFunction)(void (*)(void))calls_satisfy_in_place, METH_FASTCALL,
      "calls_satisfy_in_place(actual_calls, expected_calls) -> bool\n\n"
      "The compiled twin of tracegrade.criteria.call_compare.plain_calls_satisfy_in_place."},
+    {"json_equal", (PyCFunction)(void (*)(void))json_equal, METH_FASTCALL,
+     "json_equal(a, b) -> bool\n\nThe compiled twin of tracegrade.models.json_values.json_equal."},
+    {"satisfying_positions", (PyCFunction)(void (*)(void))satisfying_positions, METH_FASTCALL,
+     "satisfying_positions(expected_names, actual_names, expected_args, actual_args) -> list[list[int]]\n\n"
+     "The compiled twin of tracegrade.criteria.call_compare.plain_satisfying_positions."},
     {NULL, NULL, 0, NULL},
 };
 

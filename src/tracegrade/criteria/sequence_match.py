@@ -21,7 +21,9 @@ them itself), found through an index of the actual items by key, instead of abou
 at all when it is ``None``: equal keys match). Every match type first walks the prefix where both
 sequences match position by position, since each of them pairs that prefix the same way; a run that did
 what was expected is then one pass. The outcome is the same as without ``keys`` and without the prefix
-walk (tests compare them).
+walk (tests compare them). A caller that has already found, for every expected item, the actual items that
+satisfy it (the trajectory criterion does so in one compiled pass) passes that table as ``satisfying``, and
+``same`` is then asked only along the aligned prefix.
 """
 
 from __future__ import annotations
@@ -59,18 +61,20 @@ def match_sequences(
     match_type: MatchType,
     same: Same | None,
     keys: Keys | None = None,
+    satisfying: Sequence[Sequence[int]] | None = None,
 ) -> SequenceMatch:
     """Match ``actual`` against ``expected`` under ``match_type`` using the ``same`` predicate.
 
     With ``keys``, ``same(a, e)`` is asked only about pairs with equal keys (an item can only satisfy an
-    expectation that has its key), and ``same=None`` means equal keys match.
+    expectation that has its key), and ``same=None`` means equal keys match. ``satisfying[i]``, when given,
+    lists the actual indices (ascending) that satisfy expected ``i``, as ``same`` and ``keys`` would say.
     """
     if keys is not None and keys[0] == keys[1] and (same is None or all(map(same, actual, expected))):
         # the usual graded run: the same keys throughout and every item satisfied at its own position, which
         # one C-level pass decides; every match type pairs the sequences position by position then
         everywhere = range(len(expected))
         return SequenceMatch(score=1.0, pairs=list(zip(everywhere, everywhere)), missing=[], extra=[])
-    pairs_of = _Pairs(expected, actual, same, keys)
+    pairs_of = _Pairs(expected, actual, same, keys, satisfying)
     aligned = pairs_of.aligned_prefix()
     if aligned == len(expected) == len(actual):  # every match type pairs each item with its namesake position
         pairs = [(i, i) for i in range(aligned)]
@@ -138,17 +142,27 @@ def why_unmatched(
 class _Pairs:
     """Answers "does actual ``j`` satisfy expected ``i``?" for one match, testing only same-key pairs."""
 
-    def __init__(self, expected: Sequence[Any], actual: Sequence[Any], same: Same | None, keys: Keys | None) -> None:
+    def __init__(
+        self,
+        expected: Sequence[Any],
+        actual: Sequence[Any],
+        same: Same | None,
+        keys: Keys | None,
+        satisfying: Sequence[Sequence[int]] | None = None,
+    ) -> None:
         if same is None and keys is None:
             raise ValueError("match_sequences needs a predicate (same), keys, or both")
         if keys is not None and (len(keys[0]) != len(expected) or len(keys[1]) != len(actual)):
             raise ValueError("match_sequences needs one key per item of each sequence")
+        if satisfying is not None and len(satisfying) != len(expected):
+            raise ValueError("match_sequences needs one list of satisfying positions per expected item")
         self.expected = expected
         self.actual = actual
         self.predicate = same
         self.keys = keys
         self.by_key: dict[Hashable, list[int]] | None = None  # actual indices by key, built when first needed
-        self.found: dict[int, Sequence[int]] = {}  # expected index -> the actual indices that satisfy it
+        # expected index -> the actual indices that satisfy it
+        self.found: dict[int, Sequence[int]] = {} if satisfying is None else dict(enumerate(satisfying))
 
     def answers_for(self, expected: Sequence[Any], actual: Sequence[Any], same: Same | None, keys: Keys | None) -> bool:
         """Was this built for exactly these sequences, predicate and keys (the same objects)?"""

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracegrade.criteria.call_compare import json_equal
 from tracegrade.models.config import ArgMatchMode, ToolArgsRule
 from tracegrade.models.dataset import ToolCall
-from tracegrade.models.json_values import json_equal, json_subset
+from tracegrade.models.json_values import json_subset
 
 __all__ = ["args_compared", "call_satisfies", "describe_arg_difference"]
 

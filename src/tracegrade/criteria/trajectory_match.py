@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tracegrade.criteria.base import SyncCriterion
-from tracegrade.criteria.call_compare import arguments_satisfy, calls_satisfy_in_place
+from tracegrade.criteria.call_compare import arguments_satisfy, calls_satisfy_in_place, satisfying_positions
 from tracegrade.criteria.registry import register_criterion
 from tracegrade.criteria.sequence_match import (
     SequenceMatch,
@@ -89,11 +89,15 @@ class TrajectoryMatchCriterion(SyncCriterion):
                 )
         names = (wanted.names, called.names)  # a call only satisfies an expected call of the same name
         compared: _Compared
+        satisfying = None
         if rules:
             compared = (expected_calls, actual_calls, self._predicate(check_args, rules))
-        else:  # the same test on the arguments alone, read once per call
-            compared = (wanted.arguments, called.arguments, arguments_satisfy if check_args else None)
-        match = match_sequences(compared[0], compared[1], self.config.match_type, compared[2], names)
+        elif check_args:  # the same test on the arguments alone, read once per call, every pair in one pass
+            compared = (wanted.arguments, called.arguments, arguments_satisfy)
+            satisfying = satisfying_positions(wanted.names, called.names, wanted.arguments, called.arguments)
+        else:
+            compared = (wanted.arguments, called.arguments, None)
+        match = match_sequences(compared[0], compared[1], self.config.match_type, compared[2], names, satisfying)
         missing = [
             {
                 **call_entry(expected_calls[i]),
@@ -157,7 +161,7 @@ class TrajectoryMatchCriterion(SyncCriterion):
             return "called fewer times than expected"
         if positional:
             return positional
-        namesakes = [j for j, call in enumerate(actual_calls) if call.name == wanted.name]
+        namesakes = [j for j, name in enumerate(names[1]) if name == wanted.name]
         if not namesakes:
             return "not called"
         leftover = set(match.extra)

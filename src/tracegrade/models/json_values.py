@@ -66,7 +66,7 @@ def _loosely_equal(a: Any, b: Any) -> bool:
     return type(a) is type(b) and bool(a == b)
 
 
-def arguments_satisfy(actual: dict[str, Any] | None, expected: dict[str, Any]) -> bool:
+def arguments_satisfy(actual: dict[str, Any] | None, expected: dict[str, Any] | None) -> bool:
     """Do a call's arguments (None: not captured) satisfy an expected call's? Any do when nothing is expected;
     else they must be captured and equal as JSON values."""
     return not expected or (actual is not None and json_equal(actual, expected))
