@@ -174,6 +174,17 @@ def test_the_refusal_says_what_was_refused_and_what_is_allowed(tmp_path):
             store.query("SELECT current_setting('threads')")
         with pytest.raises(QueryRefused, match="2 statements given"):
             store.query("SELECT 1; SELECT 2")
+        with pytest.raises(QueryRefused, match=r"expands into several .*IN \(\.\.\.\)"):
+            store.query("PIVOT spans ON name")
+        # named by what was written, not by DuckDB's statement type (USE is a SET, ANALYZE a VACUUM)
+        for sql, refused_as in [
+            ("-- switch\nUSE memory", "USE"),
+            ("/* stats */ analyze", "ANALYZE"),
+            ("CHECKPOINT", "CHECKPOINT"),
+            ("install httpfs", "INSTALL"),
+        ]:
+            with pytest.raises(QueryRefused, match=f"^{refused_as} statements are not allowed"):
+                store.query(sql)
         with pytest.raises(QueryRefused, match="reading a file or URL as a table is not allowed"):
             store.query("SELECT * FROM '/etc/passwd'")
         with pytest.raises(QueryRefused, match=r"pg_settings: this system view is not allowed.*information_schema"):

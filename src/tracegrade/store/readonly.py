@@ -44,6 +44,9 @@ __all__ = [
 ]
 
 _EXPLAIN_PREFIX = re.compile(r"^\s*explain\s+(?:\([^)]*\)\s*)?(?:analy[sz]e\s+)?", re.IGNORECASE)
+# the statement's first word, after any comments: DuckDB files USE under SET and ANALYZE under VACUUM, and the
+# refusal should name what the user wrote
+_LEADING_KEYWORD = re.compile(r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*([A-Za-z]+)", re.DOTALL)
 
 # Table functions a query may call: they compute rows or read the store's own catalog. Every other one
 # (read_csv, read_text, glob, parquet_scan, query, checkpoint, pragma_*, duckdb_settings …) reads
@@ -120,6 +123,12 @@ def check_read_only(sql: str, *, scoped: bool = False) -> frozenset[str]:
         raise QueryRefused(f"the SQL does not parse: {exc}") from None
     if not statements:
         raise QueryRefused("no SQL statement given; pass one SELECT statement")
+    if len(statements) > 1 and not any(statement.query.strip() for statement in statements):
+        # DuckDB expands some statements into several it wrote itself (and gives them no text)
+        raise QueryRefused(
+            "this statement is not supported by the read-only store: it expands into several (a PIVOT without an "
+            "IN list does); list the PIVOT values with IN (...), or write it as a SELECT with GROUP BY"
+        )
     if len(statements) > 1:
         raise QueryRefused(
             f"{len(statements)} statements given; the store accepts exactly one read-only statement per query"
@@ -134,8 +143,10 @@ def check_read_only(sql: str, *, scoped: bool = False) -> frozenset[str]:
         if inner != statement.query:
             return check_read_only(inner)
     if statement.type != duckdb.StatementType.SELECT:
+        keyword = _LEADING_KEYWORD.match(statement.query)
         raise QueryRefused(
-            f"{statement.type.name} statements are not allowed: the store is read-only here "
+            f"{keyword.group(1).upper() if keyword else statement.type.name} statements are not allowed: the store "
+            "is read-only here "
             "(use SELECT, WITH … SELECT, DESCRIBE, SHOW, SUMMARIZE or EXPLAIN)"
         )
     return _check_tree(statement.query, scoped)
