@@ -217,6 +217,19 @@ def test_sign_in_form_and_token_link_set_a_strict_http_only_cookie(tab: Tab) -> 
     assert tab.page.locator("#sql-text").input_value() == "SELECT 1"
 
 
+def test_sign_out_drops_the_cookie_and_the_pages_ask_for_the_token_again(tab: Tab) -> None:
+    tab.goto("/ui/runs")
+    assert tab.page.locator("form.sign-out").count() == 0  # not signed in: nothing to sign out of
+    tab.errors.clear()  # the 401 above
+    tab.sign_in()
+    tab.page.click("form.sign-out button")
+    tab.page.wait_for_url(tab.base + "/ui/login")
+    assert tab.context.cookies() == []
+    response = tab.goto("/ui/runs")
+    assert response.status == 401 and tab.page.locator("input[name=token]").count() == 1
+    tab.errors.clear()  # the 401 again, which is the point
+
+
 # --- pages ---------------------------------------------------------------------------------------------
 
 

@@ -114,6 +114,19 @@ def test_a_sign_in_posted_by_another_site_is_refused_and_one_from_a_client_is_no
     assert status == 303 and EVIL in headers["Set-Cookie"]
 
 
+def test_a_sign_out_posted_by_another_site_is_refused(tenants_server: ServerProcess) -> None:
+    url = tenants_server.http_url + "/ui/logout"
+    cookie = f"tracegrade_ui_token={ACME}"
+    for foreign in ({"Sec_Fetch_Site": "cross-site"}, {"Origin": "http://evil.test"}):
+        status, headers, answer = _request(url, "POST", b"", Cookie=cookie, **foreign)
+        assert status == 403 and "Set-Cookie" not in headers and b"another site" in answer, foreign
+    status, headers, _ = _request(url, "POST", b"", Cookie=cookie, Sec_Fetch_Site="same-origin")
+    assert status == 303 and headers["Location"] == "/ui/login"
+    assert headers["Set-Cookie"].startswith('tracegrade_ui_token=""') and "Max-Age=0" in headers["Set-Cookie"]
+    status, _, _ = _request(url, "GET")  # signing out changes state: never by a link
+    assert status == 405
+
+
 # --- in a real browser --------------------------------------------------------------------------------------------
 
 

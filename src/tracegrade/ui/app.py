@@ -22,7 +22,7 @@ from tracegrade.errors import QueryRefused, StoreError, TracegradeError
 from tracegrade.store import TraceStore
 from tracegrade.store.tenant_scope import TenantStore
 from tracegrade.ui import api, pages
-from tracegrade.ui.auth import Authorize, check, remember
+from tracegrade.ui.auth import Authorize, check, forget, remember, signed_in
 from tracegrade.ui.openapi import openapi_document
 
 __all__ = ["SQL_TIMEOUT", "add_ui_routes", "redirect_to_ui"]
@@ -34,6 +34,7 @@ LINK_FROM_ANOTHER_SITE = (
     "browser uses, and may show another tenant's data), or go back."
 )
 CROSS_SITE_REFUSAL = "Sign in from this server's own page: a sign-in sent by another site is refused."
+CROSS_SITE_SIGN_OUT = "Sign out from this server's own page: a sign-out sent by another site is refused."
 _Reader = Callable[[Any, web.Request, Any], Any]  # (store, request, parsed body) -> page HTML or JSON data
 
 # pages load only what this server serves: the one script and two stylesheets (inline styles are the
@@ -85,12 +86,15 @@ class _UI:
                 tenant = check(request, self.authorize)
             except Exception as exc:
                 return _html(pages.login_page(str(exc), request.path_qs), int(getattr(exc, "http_status", 401)))
+            status = 200
             try:
-                return _html(await self._read(request, reader, None, tenant))
+                page = await self._read(request, reader, None, tenant)
             except Exception as exc:
                 if not _expected(exc):
                     raise
-                return _html(pages.error_page(_status_of(exc), str(exc)), _status_of(exc))
+                status = _status_of(exc)
+                page = pages.error_page(status, str(exc))
+            return _html(pages.with_sign_out(page) if signed_in(request) else page, status)
 
         return handle
 
@@ -143,6 +147,13 @@ class _UI:
         form = await request.post()
         token, target = str(form.get("token") or ""), _safe_next(str(form.get("next") or ""))
         return self._sign_in(request, token, target)
+
+    async def logout(self, request: web.Request) -> web.StreamResponse:
+        if _cross_site(request):
+            return _html(pages.login_page(CROSS_SITE_SIGN_OUT, "/ui/"), 403)
+        response = web.HTTPSeeOther("/ui/login", headers=_HEADERS)
+        forget(response)
+        return response
 
 
 def _cross_site(request: web.Request) -> bool:
@@ -295,6 +306,7 @@ def add_ui_routes(app: web.Application, store_provider: StoreProvider, authorize
     router.add_get("/ui/diff", ui.page(_diff_html))
     router.add_get("/ui/sql", ui.page(_sql_html))
     router.add_route("*", "/ui/login", ui.login)
+    router.add_post("/ui/logout", ui.logout)
     router.add_get("/ui/static/{name}", _static)
     router.add_get("/ui/api/openapi.json", _openapi)
     router.add_get("/ui/api/traces", ui.json(_traces_data))

@@ -14,7 +14,7 @@ from aiohttp import web
 
 from tracegrade.ingest.tokens import Authorize
 
-__all__ = ["COOKIE", "Authorize", "check", "credential", "remember"]
+__all__ = ["COOKIE", "Authorize", "check", "credential", "forget", "remember", "signed_in"]
 
 COOKIE = "tracegrade_ui_token"
 
@@ -37,3 +37,13 @@ def check(request: web.Request, authorize: Authorize | None) -> str | None:
 def remember(response: web.StreamResponse, request: web.Request, token: str) -> None:
     """Keep a checked token in the UI cookie (Secure when the page came over TLS)."""
     response.set_cookie(COOKIE, token, path="/ui", httponly=True, samesite="Strict", secure=request.secure)
+
+
+def forget(response: web.StreamResponse) -> None:
+    """Drop the UI cookie: the browser is signed out."""
+    response.del_cookie(COOKIE, path="/ui")
+
+
+def signed_in(request: web.Request) -> bool:
+    """Does the browser carry the UI cookie (and so has something to sign out of)?"""
+    return bool(request.cookies.get(COOKIE))

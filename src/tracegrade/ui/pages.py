@@ -65,6 +65,15 @@ def _status(status: str | None) -> str:
     return f'<span class="badge {css}">{_e(status or "UNSET")}</span>'
 
 
+_NAV_END = "</nav>"
+_SIGN_OUT = '<form method="post" action="/ui/logout" class="sign-out"><button type=submit>Sign out</button></form>'
+
+
+def with_sign_out(page: str) -> str:
+    """``page`` with a sign-out button at the end of its navigation bar (for a browser that signed in)."""
+    return page.replace(_NAV_END, _SIGN_OUT + _NAV_END, 1)
+
+
 def _layout(title: str, active: str, body: str, *, extra_css: str = "") -> str:
     nav = "".join(
         f'<a href="{href}"{" class=active" if key == active else ""}>{label}</a>' for key, label, href in _NAV
@@ -75,7 +84,7 @@ def _layout(title: str, active: str, body: str, *, extra_css: str = "") -> str:
         f'<title>{_e(title)} · tracegrade</title><link rel="icon" href="data:,">'
         '<link rel="stylesheet" href="/ui/static/report.css"><link rel="stylesheet" href="/ui/static/ui.css">'
         f"{extra_css}</head><body>"
-        f'<nav class="top"><span class="brand">tracegrade</span>{nav}</nav><main>{body}</main>'
+        f'<nav class="top"><span class="brand">tracegrade</span>{nav}{_NAV_END}<main>{body}</main>'
         '<script src="/ui/static/ui.js"></script></body></html>'
     )
 
