@@ -38,6 +38,9 @@ _NAV = (
 )
 _NOT_CAPTURED = '<span class="nc" title="the instrumentation did not record this content">content not captured</span>'
 _PREVIEW = 120
+# a value shown in full on a page (a query, a response, a tool's arguments or result, a message) is cut here: a
+# trace whose tools returned megabytes would otherwise make a page of megabytes; the API keeps the whole value
+_PRE_LIMIT = 20_000
 
 
 def _e(value: Any) -> str:
@@ -49,7 +52,14 @@ def _json(value: Any) -> str:
 
 
 def _pre(value: Any) -> str:
-    return f"<pre>{_e(_json(value))}</pre>"
+    text = _json(value)
+    if len(text) <= _PRE_LIMIT:
+        return f"<pre>{_e(text)}</pre>"
+    rest = len(text) - _PRE_LIMIT
+    return (
+        f'<pre>{_e(text[:_PRE_LIMIT])}<span class="cut">… {rest:,} more characters not shown here '
+        "(the raw span and /ui/api/ have the whole value)</span></pre>"
+    )
 
 
 def _ms(value: Any) -> str:

@@ -1,0 +1,35 @@
+"""The UI's pages as HTML: what a page shows of a trace whose values are too large to show in full."""
+
+from __future__ import annotations
+
+from tracegrade.models import ExecutionResult, ToolCall
+from tracegrade.ui import pages
+
+
+def _detail(execution: ExecutionResult) -> dict:
+    return {
+        "trace_id": "ab" * 16,
+        "trace": {"status": "OK", "span_count": 2},
+        "execution": execution.model_dump(mode="json"),
+        "spans": [],
+        "log_counts": {},
+        "runs": [],
+    }
+
+
+def test_a_huge_value_is_cut_on_the_page_and_says_how_much_is_left_out() -> None:
+    megabyte = "x" * 1_000_000
+    calls = [ToolCall(name="fetch_page", args={"url": f"https://example.test/{i}"}, result=megabyte) for i in range(20)]
+    execution = ExecutionResult(user_query="summarise these", actual_response=megabyte, tool_calls=calls)
+    page = pages.trace_page(_detail(execution))
+    assert len(page) < 1_000_000  # 21 MB of values make a page of well under a megabyte
+    assert page.count("more characters not shown here") == 21  # each tool result and the response
+    assert f"{1_000_000 - 20_000:,} more characters" in page
+    assert "https://example.test/19" in page  # small values are shown whole
+
+
+def test_values_under_the_limit_are_shown_whole_and_escaped() -> None:
+    text = "<script>alert(1)</script>" + "y" * 19_000
+    page = pages.trace_page(_detail(ExecutionResult(user_query="q", actual_response=text)))
+    assert "more characters not shown" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" + "y" * 19_000 in page and "<script>alert" not in page
