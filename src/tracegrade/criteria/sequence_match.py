@@ -173,6 +173,9 @@ class _Pairs:
         return self.expected is expected and self.actual is actual and self.predicate is same and same_keys
 
     def same(self, i: int, j: int) -> bool:
+        found = self.found.get(i)
+        if found is not None:  # answered already (or given): a handful of positions at most, as a rule
+            return j in found
         keys = self.keys
         if keys is not None and keys[0][i] != keys[1][j]:
             return False
@@ -184,6 +187,11 @@ class _Pairs:
         expected, actual, predicate, keys = self.expected, self.actual, self.predicate, self.keys
         end = min(len(expected), len(actual))
         i = 0
+        if len(self.found) == len(expected):  # the caller's table: no item is compared again
+            found = self.found
+            while i < end and i in found[i]:
+                i += 1
+            return i
         if keys is None:
             while i < end and predicate(actual[i], expected[i]):  # type: ignore[misc]
                 i += 1
