@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import http.client
+import itertools
 import json
 import random
 import urllib.parse
@@ -188,6 +189,22 @@ def test_gzip_compressed_requests_are_accepted(server: RunningServer) -> None:
     trace_id = unique_trace_id()
     assert post(_traces_url(server), traces_proto([span_json(trace_id, 0)]), gzip_body=True).status == 200
     assert count_spans(server.http_url, trace_id) == 1
+
+
+def test_a_gzip_body_of_several_members_is_read_whole(server: RunningServer) -> None:
+    trace_id = unique_trace_id()
+    body = traces_proto([span_json(trace_id, i) for i in range(300)])
+    cuts = [0, 7, len(body) // 2, len(body) - 3, len(body)]  # members end anywhere, even inside a field
+    members = b"".join(gzip.compress(body[a:b]) for a, b in itertools.pairwise(cuts))
+    assert post(_traces_url(server), members, headers={"Content-Encoding": "gzip"}).status == 200
+    assert count_spans(server.http_url, trace_id) == 300
+    # the limit counts every member: two members of 40 MiB of zeros each are a bomb all the same
+    bomb = gzip.compress(b"\0" * (40 * MIB), compresslevel=9) * 2
+    _assert_refused(post(_traces_url(server), bomb, headers={"Content-Encoding": "gzip"}), 413, "decompresses to")
+    trailing = gzip.compress(body) + b"junk after the stream"
+    _assert_refused(
+        post(_traces_url(server), trailing, headers={"Content-Encoding": "gzip"}), 400, "not another gzip member"
+    )
 
 
 def test_invalid_utf8_in_a_protobuf_string_is_400_saying_where(server: RunningServer) -> None:

@@ -80,19 +80,43 @@ def _wire_format(request: web.Request) -> WireFormat:
     return fmt
 
 
-def _gunzip_into(out: bytearray, inflater: Any, chunk: bytes, limit: int) -> None:
-    """Inflate ``chunk`` into ``out`` without ever producing more than ``limit`` bytes in total."""
-    data = chunk
-    while data:
-        out += inflater.decompress(data, limit - len(out) + 1)
-        if len(out) > limit:
-            raise PayloadTooLarge(f"the request decompresses to more than the {limit}-byte limit; {TOO_LARGE_HINT}")
-        data = inflater.unconsumed_tail
-        if inflater.eof and inflater.unused_data:
-            raise Undecodable("unexpected data after the end of the gzip stream")
+class _Gunzip:
+    """Inflates a gzip body of one member or several, one after another (RFC 1952 allows that, and Go's and
+    Python's readers, the Collector's among them, read them as one body), never to more than ``limit`` bytes."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.member = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self.members = 1
+
+    @property
+    def ended(self) -> bool:
+        """Did the body end where a member ends (not in the middle of one)?"""
+        return bool(self.member.eof)
+
+    def feed(self, out: bytearray, chunk: bytes) -> None:
+        """Inflate ``chunk`` into ``out``; PayloadTooLarge past the limit, zlib.error on corrupt data."""
+        data = chunk
+        while data:
+            if self.member.eof:  # another member follows the one that ended
+                self.member = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                self.members += 1
+            try:
+                out += self.member.decompress(data, self.limit - len(out) + 1)
+            except zlib.error as exc:
+                if self.members > 1 and "header" in str(exc):
+                    raise Undecodable(
+                        "unexpected data after the end of the gzip stream (not another gzip member)"
+                    ) from None
+                raise
+            if len(out) > self.limit:
+                raise PayloadTooLarge(
+                    f"the request decompresses to more than the {self.limit}-byte limit; {TOO_LARGE_HINT}"
+                )
+            data = self.member.unused_data if self.member.eof else self.member.unconsumed_tail
 
 
-def _inflater(request: web.Request, limit: int) -> Any:
+def _inflater(request: web.Request, limit: int) -> _Gunzip | None:
     """The gzip decompressor the body needs (None for identity); refused when the headers already say
     the encoding is unsupported (415) or the body too large (413)."""
     encoding = request.headers.get("Content-Encoding", "identity").strip().lower() or "identity"
@@ -101,7 +125,7 @@ def _inflater(request: web.Request, limit: int) -> Any:
     declared = request.content_length
     if declared is not None and declared > limit:
         raise PayloadTooLarge(f"the request body has {declared} bytes; the limit is {limit}: {TOO_LARGE_HINT}")
-    return zlib.decompressobj(16 + zlib.MAX_WBITS) if encoding == "gzip" else None
+    return _Gunzip(limit) if encoding == "gzip" else None
 
 
 async def _next_chunk(content: StreamReader, within: float) -> bytes:
@@ -137,7 +161,7 @@ async def read_limited_body(
             if inflater is None:
                 out += chunk
             else:
-                _gunzip_into(out, inflater, chunk, limit)
+                inflater.feed(out, chunk)
             # counted once held: requests run one at a time on the loop, so the budget is only ever exceeded
             # by this one chunk, and only until the refusal frees it
             take(len(out) - held)
@@ -150,7 +174,7 @@ async def read_limited_body(
         raise Undecodable(f"the gzip body is corrupt: {exc}") from None
     except asyncio.TimeoutError:
         raise _late_body(idle_timeout, total_timeout, overdue=loop.time() >= deadline) from None
-    if inflater is not None and not inflater.eof:
+    if inflater is not None and not inflater.ended:
         raise Undecodable("the gzip body is truncated (the stream did not end)")
     return bytes(out)
 
