@@ -236,7 +236,12 @@ def test_one_malformed_span_is_rejected_with_its_path(fields, reason):
         (b'{"resourceLogs": []}', "this request holds 'resourceLogs', not 'resourceSpans': send it to /v1/logs"),
         (b'{"name": "\xff\xfe"}', "body is not valid UTF-8: byte 0xff at offset 10"),
         (b'{"resourceSpans": [], "x": "\\ud800"}', "unpaired surrogate"),
-        (b"[" * 10_000 + b"]" * 10_000, "nested too deeply"),
+        (
+            b"[" * 10_000 + b"]" * 10_000,
+            "nested too deeply for the parser (500 levels of arrays or objects open at line 1, column 500)",
+        ),
+        # brackets inside strings are text, and the place is given by line and column
+        (b'{"a": "[[[[{{",\n  "b": ' + b"[" * 10_000 + b"]" * 10_000 + b"}", "open at line 2, column 506"),
     ],
 )
 def test_whole_request_errors(body, message):

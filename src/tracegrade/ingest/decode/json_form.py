@@ -9,6 +9,7 @@ their names (``SPAN_KIND_SERVER``); 64-bit integers may be numbers or decimal st
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any, NamedTuple, TypeVar
 
@@ -59,10 +60,31 @@ def load_json(body: bytes | bytearray | memoryview | str) -> Any:
     except json.JSONDecodeError as exc:
         raise DecodeError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     except RecursionError:
-        raise DecodeError("JSON is nested too deeply for the parser (about 1000 levels or more)") from None
+        raise DecodeError(f"JSON is nested too deeply for the parser{_where_too_deep(text)}") from None
     if "\\ud" in text or "\\uD" in text:
         _refuse_lone_surrogates(parsed)
     return parsed
+
+
+# the tokens that open or close a level, and whole strings (skipped: a bracket inside one is text)
+_LEVEL_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+_DEEPEST_SHOWN = 500  # Python's parser gives up somewhere under its recursion limit (1000 by default)
+
+
+def _where_too_deep(text: str) -> str:
+    """Where ``text`` first opens its ``_DEEPEST_SHOWN``-th nested level, as ``" (… at line L, column C)"``."""
+    depth = 0
+    for token in _LEVEL_TOKENS.finditer(text):
+        mark = token.group()
+        if mark in "[{":
+            depth += 1
+            if depth == _DEEPEST_SHOWN:
+                line = text.count("\n", 0, token.start()) + 1
+                column = token.start() - (text.rfind("\n", 0, token.start()) + 1) + 1
+                return f" ({_DEEPEST_SHOWN} levels of arrays or objects open at line {line}, column {column})"
+        elif mark in "]}":
+            depth -= 1
+    return " (hundreds of levels of arrays or objects)"
 
 
 def _refuse_lone_surrogates(parsed: Any) -> None:
