@@ -3,9 +3,9 @@
 ``bench_trajectory_vs_adk.py`` grades each of its cases once after building them all, so every case is read from
 memory, not from the caches. This splits that figure: the grading loop over the matching cases and over the
 deviating ones (one in four), and the one read of both call lists each side cannot avoid — tracegrade's C pass
-(``calls_satisfy_in_place``) or, on ADK's side, a Python loop comparing names and arguments with ``==``. Best of
-``--repeats`` loops, microseconds per case. ADK's side runs in a virtualenv with google-adk, as in
-``bench_trajectory_vs_adk.py``:
+(``calls_satisfy_in_place``) or, on ADK's side, a Python loop comparing names and arguments with ``==``; then,
+warm, one case of each kind graded ``--cases`` times over. Best of ``--repeats`` loops, microseconds per case.
+ADK's side runs in a virtualenv with google-adk, as in ``bench_trajectory_vs_adk.py``:
 
     python bench/bench_trajectory_split.py --side tracegrade [--match-type EXACT]
     /tmp/adkvenv/bin/python bench/bench_trajectory_split.py --side adk [--match-type EXACT]
@@ -60,6 +60,10 @@ def main() -> None:
     print(f"  matching case, whole    {per_case(grade, matching, args.repeats):6.1f}")
     print(f"  deviating case, whole   {per_case(grade, deviating, args.repeats):6.1f}")
     print(f"  one read of both lists  {per_case(_one_read(args.side), matching, args.repeats):6.1f}")
+    # the first case of each kind graded over and over: what the work costs once the case is in the caches
+    print(f"{args.side} {args.match_type}, us per case, warm:")
+    print(f"  matching case, whole    {per_case(grade, matching[:1] * args.cases, args.repeats):6.1f}")
+    print(f"  deviating case, whole   {per_case(grade, deviating[:1] * args.cases, args.repeats):6.1f}")
 
 
 if __name__ == "__main__":
