@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.grading_traces import AgentRun, fill_store
+from tracegrade.errors import InvalidValueError
 from tracegrade.evaluation.case_export import cases_from_traces
 from tracegrade.evaluation.offline import TraceGrader
 from tracegrade.evaluation.run_records import list_runs, load_run, record_report
@@ -44,6 +45,20 @@ def test_recording_the_same_run_twice_never_duplicates(store) -> None:
     record_report(store, report, "reference_free", "run-a")
     assert _counts(store) == first
     assert load_run(store, "run-a").model_dump(exclude={"timestamp"}) == report.model_dump(exclude={"timestamp"})
+
+
+def test_a_run_id_must_be_one_plain_path_segment(store) -> None:
+    report = TraceGrader(store, CONFIG).grade_traces_sync(TraceSelection())
+    for run_id in ("worker:nightly:20261203T100000Z", "run-20261203-101500-abc123", "me@team+1.v2"):
+        assert record_report(store, report, "reference_free", run_id) == run_id
+    for run_id in ("..", ".hidden", "a/b", "a b", "x%2F", ""):
+        with pytest.raises(InvalidValueError, match="cannot name a run"):
+            record_report(store, report, "reference_free", run_id)
+    assert sorted(r.run_id for r in list_runs(store)) == [
+        "me@team+1.v2",
+        "run-20261203-101500-abc123",
+        "worker:nightly:20261203T100000Z",
+    ]
 
 
 def test_results_join_traces_and_tool_calls_in_sql(store) -> None:

@@ -129,4 +129,9 @@ def test_runs_endpoint_records_a_report_through_the_writer(writer: StoreWriter, 
             token=TOKEN,
         )
         assert kind.status == 400 and "kind must be one of" in kind.json()["error"]
+        # a run id is part of the run's address in the UI: nothing that would leave its path segment
+        for run_id in ("../sql", "a/b", "", " run", "run?x=1", "r" * 201, 7):
+            document = {"report": report.model_dump(mode="json"), "run_id": run_id}
+            refused = post(url + "/v1/runs", json.dumps(document).encode(), "application/json", token=TOKEN)
+            assert refused.status == 400 and "cannot name a run" in refused.json()["error"], run_id
     assert _count(writer, "SELECT count(*) FROM eval_runs") == 1

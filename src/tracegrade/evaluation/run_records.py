@@ -25,6 +25,7 @@ recomputed over all its cases each time. ``load_run`` puts the report together w
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Mapping
@@ -36,7 +37,7 @@ import orjson
 import pyarrow as pa
 from pydantic import BaseModel, TypeAdapter
 
-from tracegrade.errors import NotFoundError
+from tracegrade.errors import InvalidValueError, NotFoundError
 from tracegrade.models.results import EvalCaseResult, EvalReport
 from tracegrade.store.grading_tables import CASE_COUNTS
 from tracegrade.store.tenancy import DEFAULT_TENANT, with_tenant
@@ -45,6 +46,7 @@ from tracegrade.timespec import utc_now
 __all__ = [
     "RunSink",
     "RunSummary",
+    "check_run_id",
     "list_runs",
     "load_run",
     "new_run_id",
@@ -140,7 +142,7 @@ def record_report(
     store: RunSink, report: EvalReport, kind: str, run_id: str | None = None, tenant: str = DEFAULT_TENANT
 ) -> str:
     """Write one run of ``tenant``'s; returns its id. Idempotent for a given ``run_id``."""
-    run_id = run_id or new_run_id()
+    run_id = new_run_id() if run_id is None else check_run_id(run_id)
     s = report.summary
     run_row: list[Any] = [
         run_id,
@@ -177,7 +179,7 @@ def record_cases(
     never duplicates it. The run's row then counts every case recorded in it; ``metadata`` and the
     report's config become the run's.
     """
-    cases = _case_rows(run_id, report)
+    cases = _case_rows(check_run_id(run_id), report)
     results = report.results
     cases["eval_run_cases"] = _columns(
         "eval_run_cases",
@@ -279,6 +281,21 @@ def _pack_cases(results: list[EvalCaseResult]) -> bytes:
 
 def _unpack_cases(blob: bytes) -> list[EvalCaseResult]:
     return _CASE_LIST.validate_json(pa.input_stream(pa.py_buffer(blob), compression="zstd").read())
+
+
+# A run id names its run in URLs (/ui/runs/<id>, /ui/api/runs/<id>), so it is one path segment that needs no
+# escaping and cannot be "." or "..": what new_run_id and the online worker (worker:<rule>:<window>) make.
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+-]{0,199}")
+
+
+def check_run_id(run_id: str) -> str:
+    """``run_id`` if it can name a run; else InvalidValueError saying what a run id may hold."""
+    if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
+        raise InvalidValueError(
+            f"run id {run_id!r} cannot name a run: use 1 to 200 letters, digits and . _ : @ + -, starting with a "
+            "letter or digit (the id is part of the run's address in the UI and its API)"
+        )
+    return run_id
 
 
 def new_run_id() -> str:

@@ -18,7 +18,7 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from tracegrade.errors import StoreError
-from tracegrade.evaluation.run_records import RunSink, record_report
+from tracegrade.evaluation.run_records import RunSink, check_run_id, record_report
 from tracegrade.ingest.tokens import Authorize
 from tracegrade.models.results import EvalReport
 from tracegrade.store.tenancy import DEFAULT_TENANT
@@ -83,8 +83,8 @@ def _parse(body: bytes) -> tuple[EvalReport, str, str | None]:
     if kind not in RUN_KINDS:
         raise ValueError(f"kind must be one of {', '.join(RUN_KINDS)}; got {kind!r}")
     run_id = document.get("run_id")
-    if run_id is not None and (not isinstance(run_id, str) or not run_id.strip()):
-        raise ValueError(f"run_id must be a non-empty string when given; got {run_id!r}")
+    if run_id is not None:
+        check_run_id(run_id)  # an InvalidValueError is a ValueError: the caller's 400
     try:
         report = EvalReport.model_validate(document["report"])
     except ValidationError as exc:
