@@ -500,6 +500,7 @@ def test_sighup_reloads_the_tokens_file_and_a_broken_one_leaves_the_tokens_in_us
     tokens = write_tokens(tmp_path / "tokens.yaml", {"acme": ["old-token", "kept-token"]})
     with ServerProcess(tmp_path / "store.duckdb", extra_args=("--tokens", str(tokens))) as server:
         url = server.http_url
+        assert "tenant(s) acme have a token of fewer than 16 characters" in server.log()  # said at start
         assert sql(url, "SELECT 1", "old-token").status == 200
         assert sql(url, "SELECT 1", "new-token").status == 401
         write_tokens(tokens, {"acme": ["kept-token", "new-token"], "globex": ["globex-new"]})
@@ -508,6 +509,7 @@ def test_sighup_reloads_the_tokens_file_and_a_broken_one_leaves_the_tokens_in_us
         assert sql(url, "SELECT 1", "old-token").status == 401  # removed
         assert sql(url, "SELECT 1", "kept-token").status == 200
         assert sql(url, "SELECT 1", "globex-new").status == 200
+        assert "tenant(s) acme, globex have a token of fewer than 16" in server.log()  # and again after a reload
         tokens.write_text("tenants:\n  acme: [kept-token]\n  bad name!: [x]\n", encoding="utf-8")
         os.kill(server.pid, signal.SIGHUP)
         wait_until(lambda: "NOT reloaded" in server.log(), "the refused reload", 30)

@@ -111,10 +111,13 @@ class ReceiverServer:
                 waiting_for_room=lambda: self._intake.waiting_for_room if self._intake is not None else 0,
                 body_bytes=lambda: body_budget.held,
             )
+            tokens = self.settings.token_table()
+            if warning := tokens.short_token_warning():
+                log.warning(warning)
             self._intake = Intake(
                 None,
                 metrics,
-                tokens=self.settings.token_table(),
+                tokens=tokens,
                 max_inflight_requests=self.settings.max_inflight_requests,
                 queue_wait=self.settings.queue_wait,
                 max_queue_spans=self.settings.queue_spans,
@@ -267,6 +270,8 @@ class ReceiverServer:
             return False
         self._intake.tokens = table
         log.warning("reloaded %s: tenants %s", self.settings.tokens, ", ".join(table.tenants))
+        if warning := table.short_token_warning():
+            log.warning(warning)
         return True
 
     def request_stop(self) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 from tracegrade.errors import InvalidValueError
 from tracegrade.store.tenancy import DEFAULT_TENANT, check_tenant_name
 
-__all__ = ["Authorize", "TokenTable", "TokensFileError", "check_token"]
+__all__ = ["SHORT_TOKEN_CHARS", "Authorize", "TokenTable", "TokensFileError", "check_token"]
 
 # An ``Authorization`` header value (or None) -> the caller's tenant; raises (an error with ``http_status``)
 # to refuse. The receiver's is ``Intake.authorize``.
@@ -44,6 +44,11 @@ def _digest(token: str) -> bytes:
     return hashlib.sha256(token.encode("utf-8")).digest()
 
 
+#: tokens shorter than this are reported at start: the receiver does not slow down wrong guesses, so a short
+#: token can be found by trying
+SHORT_TOKEN_CHARS = 16
+
+
 class TokenTable:
     """Which tenant each bearer token belongs to (``tenant_of``); ``open`` when no token is required."""
 
@@ -51,9 +56,20 @@ class TokenTable:
         self.source = source
         self._tenants = sorted(tenants)
         self._by_digest: dict[bytes, str] = {}
+        self._short = sorted({t for t, tokens in tenants.items() for token in tokens if len(token) < SHORT_TOKEN_CHARS})
         for tenant, tokens in tenants.items():
             for token in tokens:
                 self._by_digest[_digest(token)] = tenant
+
+    def short_token_warning(self) -> str | None:
+        """What to tell the operator when a tenant has a token short enough to be guessed, else None."""
+        if not self._short:
+            return None
+        return (
+            f"tenant(s) {', '.join(self._short)} have a token of fewer than {SHORT_TOKEN_CHARS} characters, which "
+            "anyone who can reach this server could find by trying; use long random tokens, e.g. "
+            "python -c 'import secrets; print(secrets.token_urlsafe(24))'"
+        )
 
     @classmethod
     def single(cls, token: str | None) -> TokenTable:
