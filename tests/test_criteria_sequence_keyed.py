@@ -53,6 +53,28 @@ def test_the_key_index_changes_nothing(expected, actual, match_type):
         assert why_unmatched(i, expected, actual, keyed, same, names) == why_unmatched(i, expected, actual, plain, same)
 
 
+@settings(max_examples=400, deadline=None)
+@given(EXPECTED, ACTUAL, st.sampled_from(list(MatchType)))
+def test_a_given_table_of_satisfying_positions_changes_nothing(expected, actual, match_type):
+    def never(actual_item, expected_item):  # with the table given, the predicate is not asked
+        raise AssertionError("asked the predicate")
+
+    plain = match_sequences(expected, actual, match_type, same)
+    names = ([name(e) for e in expected], [name(a) for a in actual])
+    table = [[j for j, a in enumerate(actual) if same(a, e)] for e in expected]
+    tabled = match_sequences(expected, actual, match_type, never, names, table)
+    assert (tabled.score, tabled.pairs, tabled.missing, tabled.extra) == (
+        plain.score,
+        plain.pairs,
+        plain.missing,
+        plain.extra,
+    )
+    for i in plain.missing:
+        assert why_unmatched(i, expected, actual, tabled, never, names) == why_unmatched(
+            i, expected, actual, plain, same
+        )
+
+
 @settings(max_examples=1000, deadline=None)
 @given(EXPECTED, ACTUAL)
 def test_in_order_pairs_are_the_full_tables_pairs(expected, actual):

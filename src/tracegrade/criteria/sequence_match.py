@@ -23,7 +23,7 @@ sequences match position by position, since each of them pairs that prefix the s
 what was expected is then one pass. The outcome is the same as without ``keys`` and without the prefix
 walk (tests compare them). A caller that has already found, for every expected item, the actual items that
 satisfy it (the trajectory criterion does so in one compiled pass) passes that table as ``satisfying``, and
-``same`` is then asked only along the aligned prefix.
+``same`` is then not asked at all.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def match_sequences(
     expectation that has its key), and ``same=None`` means equal keys match. ``satisfying[i]``, when given,
     lists the actual indices (ascending) that satisfy expected ``i``, as ``same`` and ``keys`` would say.
     """
-    if keys is not None and keys[0] == keys[1] and (same is None or all(map(same, actual, expected))):
+    if keys is not None and keys[0] == keys[1] and _in_place(expected, actual, same, satisfying):
         # the usual graded run: the same keys throughout and every item satisfied at its own position, which
         # one C-level pass decides; every match type pairs the sequences position by position then
         everywhere = range(len(expected))
@@ -101,6 +101,15 @@ def match_sequences(
         matched_actual = {a for _, a in pairs}
         extra = [j for j in range(len(actual)) if j not in matched_actual]
     return SequenceMatch(score=score, pairs=pairs, missing=missing, extra=extra, tester=pairs_of)
+
+
+def _in_place(
+    expected: Sequence[Any], actual: Sequence[Any], same: Same | None, satisfying: Sequence[Sequence[int]] | None
+) -> bool:
+    """Does every actual item satisfy the expected item at its position (the sequences' keys being equal)?"""
+    if satisfying is not None:
+        return all(_holds(row, i) for i, row in enumerate(satisfying))
+    return same is None or all(map(same, actual, expected))
 
 
 def pair_details(match: SequenceMatch, expected_names: Sequence[str]) -> list[dict[str, Any]]:
@@ -174,8 +183,8 @@ class _Pairs:
 
     def same(self, i: int, j: int) -> bool:
         found = self.found.get(i)
-        if found is not None:  # answered already (or given): a handful of positions at most, as a rule
-            return j in found
+        if found is not None:  # answered already, or given
+            return _holds(found, j)
         keys = self.keys
         if keys is not None and keys[0][i] != keys[1][j]:
             return False
@@ -189,7 +198,7 @@ class _Pairs:
         i = 0
         if len(self.found) == len(expected):  # the caller's table: no item is compared again
             found = self.found
-            while i < end and i in found[i]:
+            while i < end and _holds(found[i], i):
                 i += 1
             return i
         if keys is None:
@@ -238,6 +247,12 @@ class _Pairs:
         satisfying = self.satisfying(i)  # every pair asked about once, also when the table runs after this
         n = bisect_left(satisfying, start)
         return satisfying[n] if n < len(satisfying) else -1
+
+
+def _holds(positions: Sequence[int], j: int) -> bool:
+    """Is ``j`` among ``positions`` (ascending)? A tool called hundreds of times has hundreds of them."""
+    n = bisect_left(positions, j)
+    return n < len(positions) and positions[n] == j
 
 
 def _in_order_pairs(pairs_of: _Pairs, aligned: int) -> list[tuple[int, int]]:
