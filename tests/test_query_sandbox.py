@@ -182,6 +182,7 @@ def test_the_refusal_says_what_was_refused_and_what_is_allowed(tmp_path):
             ("/* stats */ analyze", "ANALYZE"),
             ("CHECKPOINT", "CHECKPOINT"),
             ("install httpfs", "INSTALL"),
+            ("WITH doomed AS (SELECT 1) DELETE FROM spans", "DELETE"),
         ]:
             with pytest.raises(QueryRefused, match=f"^{refused_as} statements are not allowed"):
                 store.query(sql)

@@ -143,10 +143,11 @@ def check_read_only(sql: str, *, scoped: bool = False) -> frozenset[str]:
         if inner != statement.query:
             return check_read_only(inner)
     if statement.type != duckdb.StatementType.SELECT:
-        keyword = _LEADING_KEYWORD.match(statement.query)
+        leading = _LEADING_KEYWORD.match(statement.query)
+        keyword = leading.group(1).upper() if leading else None
+        what = keyword if keyword not in (None, "WITH") else statement.type.name  # WITH … DELETE is a DELETE
         raise QueryRefused(
-            f"{keyword.group(1).upper() if keyword else statement.type.name} statements are not allowed: the store "
-            "is read-only here "
+            f"{what} statements are not allowed: the store is read-only here "
             "(use SELECT, WITH … SELECT, DESCRIBE, SHOW, SUMMARIZE or EXPLAIN)"
         )
     return _check_tree(statement.query, scoped)
