@@ -6,14 +6,26 @@ from tracegrade.models import ExecutionResult, ToolCall
 from tracegrade.ui import pages
 
 
-def _detail(execution: ExecutionResult) -> dict:
+def _detail(execution: ExecutionResult, spans: list[dict] | None = None) -> dict:
     return {
         "trace_id": "ab" * 16,
         "trace": {"status": "OK", "span_count": 2},
         "execution": execution.model_dump(mode="json"),
-        "spans": [],
+        "spans": spans or [],
         "log_counts": {},
         "runs": [],
+    }
+
+
+def _span(span_id: str, name: str, parent: str | None = None) -> dict:
+    return {
+        "span_id": span_id,
+        "parent_span_id": parent,
+        "name": name,
+        "start_ns": 1_000,
+        "end_ns": 2_000,
+        "duration_ms": 0.001,
+        "status_code": "OK",
     }
 
 
@@ -33,3 +45,9 @@ def test_values_under_the_limit_are_shown_whole_and_escaped() -> None:
     page = pages.trace_page(_detail(ExecutionResult(user_query="q", actual_response=text)))
     assert "more characters not shown" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" + "y" * 19_000 in page and "<script>alert" not in page
+
+
+def test_a_huge_span_name_is_cut_in_the_waterfall() -> None:
+    spans = [_span("a" * 16, "agent " + "n" * 1_000_000), _span("b" * 16, "tool lookup", "a" * 16)]
+    page = pages.trace_page(_detail(ExecutionResult(user_query="q"), spans))
+    assert len(page) < 10_000 and "tool lookup" in page and "agent nnn" in page

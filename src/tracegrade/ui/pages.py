@@ -38,6 +38,7 @@ _NAV = (
 )
 _NOT_CAPTURED = '<span class="nc" title="the instrumentation did not record this content">content not captured</span>'
 _PREVIEW = 120
+_NAME_PREVIEW = 300  # a span's name in the waterfall (a name can be as long as any attribute value)
 # a value shown in full on a page (a query, a response, a tool's arguments or result, a message) is cut here: a
 # trace whose tools returned megabytes would otherwise make a page of megabytes; the API keeps the whole value
 _PRE_LIMIT = 20_000
@@ -109,7 +110,11 @@ def _text_cell(value: Any, captured: bool = True) -> str:
     if value is None and not captured:
         return _NOT_CAPTURED
     text = "" if value is None else str(value)
-    return _e(text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…")
+    return _e(_clip(text, _PREVIEW))
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # --- traces -------------------------------------------------------------------------------------------
@@ -235,12 +240,13 @@ def _waterfall(spans: list[dict[str, Any]], log_counts: dict[str, int]) -> str:
         css = "bar err" if s["status_code"] == "ERROR" else "bar"
         logs = log_counts.get(s["span_id"], 0)
         chip = f" <span class=chip>{logs} log{'s' if logs != 1 else ''}</span>" if logs else ""
+        name = _e(_clip(s["name"], _NAME_PREVIEW))
         rows.append(
             f'<tr><td class="wf-name depth-{min(depth, 12)}">'
             f'<button type="button" class="link" data-span="{_e(s["span_id"])}">'
-            f"{_e(s['name'])}</button>{chip}</td>"
+            f"{name}</button>{chip}</td>"
             f'<td class="num">{_ms(s["duration_ms"])}</td><td class="wf-bar"><svg viewBox="0 0 1000 10" '
-            f'preserveAspectRatio="none" role="img" aria-label="{_e(s["name"])}">'
+            f'preserveAspectRatio="none" role="img" aria-label="{name}">'
             f'<rect class="{css}" x="{x:.1f}" y="1" width="{w:.1f}" height="8"/></svg></td></tr>'
         )
     return _table(["span", "duration", "timeline"], "".join(rows), css="waterfall")
