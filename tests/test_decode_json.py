@@ -285,6 +285,15 @@ def test_ten_megabyte_value_and_ten_thousand_attributes():
     assert record.attributes["big"].endswith(f"…[truncated {10 * 1024 * 1024 - limit.max_attribute_value_bytes} bytes]")
 
 
+def test_a_huge_span_name_event_name_and_status_message_are_cut_like_values():
+    long = "n" * 100
+    item = _valid_span(name=long, events=[{"name": long}], status={"code": 2, "message": long})
+    limits = DecodeLimits(max_attribute_value_bytes=10)
+    (record,) = decode_traces_json(json.dumps(_one_span(item)).encode(), limits).spans
+    cut = "n" * 10 + "…[truncated 90 bytes]"
+    assert (record.name, record.events[0].name, record.status_message) == (cut, cut, cut)
+
+
 def test_logs_json():
     body = {
         "resourceLogs": [

@@ -271,6 +271,19 @@ def test_ten_megabyte_value_is_truncated_with_a_marker():
     assert record.dropped_attributes_count == 0
 
 
+def test_a_huge_span_name_event_name_and_status_message_are_cut_like_values():
+    limits = DecodeLimits(max_attribute_value_bytes=10)
+    long = "n" * 100
+    body = traces_request(
+        [span(0, name=long, events=[Span.Event(name=long)], status=Status(code=2, message=long))]
+    ).SerializeToString()
+    (record,) = decode_traces_proto(body, limits).spans
+    cut = "n" * 10 + "…[truncated 90 bytes]"
+    assert (record.name, record.events[0].name, record.status_message) == (cut, cut, cut)
+    (plain,) = decode_traces_proto(traces_request([span(0, name="short")]).SerializeToString(), limits).spans
+    assert plain.name == "short"
+
+
 def test_truncation_never_splits_a_multibyte_character():
     limits = DecodeLimits(max_attribute_value_bytes=10)
     (record,) = decode_traces_proto(

@@ -29,7 +29,7 @@ from tracegrade.ingest.decode.checks import (
     type_name,
 )
 from tracegrade.ingest.decode.json_values import attributes_from_json, json_int, value_from_json
-from tracegrade.ingest.decode.limits import DEFAULT_LIMITS, DecodeLimits
+from tracegrade.ingest.decode.limits import DEFAULT_LIMITS, DecodeLimits, clip_text
 from tracegrade.ingest.decode.results import DecodedLogs, DecodedTraces, Rejection
 from tracegrade.models.span import LogRecordData, SpanEvent, SpanLink, SpanRecord
 
@@ -272,7 +272,7 @@ def _span(item: Any, scope: _Scope, limits: DecodeLimits) -> SpanRecord:
     return SpanRecord(
         trace_id=trace_id,
         span_id=span_id,
-        name=name,
+        name=clip_text(name, limits.max_attribute_value_bytes),
         start_ns=start,
         end_ns=end,
         parent_span_id=parent,
@@ -281,7 +281,7 @@ def _span(item: Any, scope: _Scope, limits: DecodeLimits) -> SpanRecord:
         events=events,
         links=links,
         status_code=_enum(status.get("code"), STATUS_BY_NUMBER, STATUS_BY_NAME, "status.code", "STATUS_CODE_ERROR"),
-        status_message=message,
+        status_message=clip_text(message, limits.max_attribute_value_bytes),
         trace_state=_string(_field(item, "traceState", "trace_state"), "traceState"),
         flags=json_int(item.get("flags") or 0, "flags", unsigned=True, bits=32),
         dropped_attributes_count=_count(item, "droppedAttributesCount", "dropped_attributes_count", dropped),
@@ -342,7 +342,7 @@ def _events(items: Any, limits: DecodeLimits) -> tuple[list[SpanEvent], int]:
         attributes, dropped_attributes = attributes_from_json(event.get("attributes"), f"{where}.attributes", limits)
         out.append(
             SpanEvent(
-                name=_string(event.get("name"), f"{where}.name"),
+                name=clip_text(_string(event.get("name"), f"{where}.name"), limits.max_attribute_value_bytes),
                 time_ns=json_int(
                     _field(event, "timeUnixNano", "time_unix_nano", 0), f"{where}.timeUnixNano", unsigned=True
                 ),

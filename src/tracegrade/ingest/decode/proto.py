@@ -22,7 +22,7 @@ from tracegrade.ingest.decode.checks import (
     span_times_problem,
     stored_count,
 )
-from tracegrade.ingest.decode.limits import DEFAULT_LIMITS, DecodeLimits
+from tracegrade.ingest.decode.limits import DEFAULT_LIMITS, DecodeLimits, clip_text
 from tracegrade.ingest.decode.proto_diagnose import explain_parse_failure
 from tracegrade.ingest.decode.proto_values import attributes_from_proto, value_from_proto
 from tracegrade.ingest.decode.results import DecodedLogs, DecodedTraces, Rejection
@@ -75,6 +75,7 @@ def decode_traces_message(msg: Any, limits: DecodeLimits = DEFAULT_LIMITS) -> De
     rejected: list[Rejection] = []
     max_events = limits.max_events_per_span
     max_links = limits.max_links_per_span
+    max_text, quick_text = limits.max_attribute_value_bytes, limits.quick_text_chars  # names are cut as values are
     append = spans.append
     for ri, resource_spans in enumerate(msg.resource_spans):
         resource, _ = attributes_from_proto(resource_spans.resource.attributes, limits)
@@ -113,11 +114,12 @@ def decode_traces_message(msg: Any, limits: DecodeLimits = DEFAULT_LIMITS) -> De
                     continue
                 attributes, dropped = attributes_from_proto(span.attributes, limits)
                 status = span.status
+                message = status.message
                 append(
                     SpanRecord(
                         trace_id=trace_id.hex(),
                         span_id=span_id.hex(),
-                        name=name,
+                        name=name if len(name) <= quick_text else clip_text(name, max_text),
                         start_ns=start,
                         end_ns=end,
                         parent_span_id=parent.hex() if parent and parent.strip(b"\0") else None,
@@ -126,7 +128,7 @@ def decode_traces_message(msg: Any, limits: DecodeLimits = DEFAULT_LIMITS) -> De
                         events=events,
                         links=links,
                         status_code=STATUS_BY_NUMBER.get(status.code, "UNSET"),
-                        status_message=status.message,
+                        status_message=message if len(message) <= quick_text else clip_text(message, max_text),
                         resource=resource,
                         scope_name=scope_name,
                         scope_version=scope_version,
@@ -160,7 +162,7 @@ def _events(events: Any, max_events: int, limits: DecodeLimits) -> tuple[list[Sp
         attributes, dropped_attributes = attributes_from_proto(event.attributes, limits)
         out.append(
             SpanEvent(
-                event.name,
+                clip_text(event.name, limits.max_attribute_value_bytes),
                 event.time_unix_nano,
                 attributes,
                 event.dropped_attributes_count + dropped_attributes,
