@@ -33,6 +33,7 @@ ENV_VARS: dict[str, str] = {
     "max_inflight_requests": "TRACEGRADE_MAX_INFLIGHT_REQUESTS",
     "shutdown_timeout": "TRACEGRADE_SHUTDOWN_TIMEOUT",
     "worker_rules": "TRACEGRADE_WORKER_RULES",
+    "retain": "TRACEGRADE_RETAIN",
     "mapping_process": "TRACEGRADE_MAPPING_PROCESS",
     "build_trajectories": "TRACEGRADE_BUILD_TRAJECTORIES",
     "query_timeout": "TRACEGRADE_QUERY_TIMEOUT",

@@ -1,4 +1,5 @@
-"""``tracegrade maintain``: compact a lake store (merge small files, expire snapshots, delete old files)."""
+"""``tracegrade maintain``: compact a lake store (merge small files, expire snapshots, delete old files), and
+expire old traces from a lake or a DuckDB file (``--retain``)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from tracegrade.cli.common import Duration, friendly_errors
 from tracegrade.cli.lake_options import checked_lake, lake_options
 
 if TYPE_CHECKING:
-    from tracegrade.store.lake import LakeStore
+    from tracegrade.store.trace_store import TraceStore
 
 __all__ = ["command"]
 
@@ -34,47 +35,82 @@ __all__ = ["command"]
     help="Snapshots younger than this, and files dropped less than this ago, are kept: a query running "
     "shorter than this is never disturbed.",
 )
+@click.option(
+    "--retain",
+    type=Duration(),
+    help="First delete each trace of which nothing was received for this long (30d, 12h): its spans, log "
+    "records, trajectory and grading jobs (recorded runs stay). Also takes a DuckDB store file that no "
+    "server holds (a server's file: give `tracegrade serve` --retain).",
+)
 @friendly_errors
-def command(location: str, lake_data: Path | None, every: timedelta | None, keep: timedelta) -> None:
-    """Merge a lake's small Parquet files, flush inlined rows, expire old snapshots and delete old files.
+def command(
+    location: str, lake_data: Path | None, every: timedelta | None, keep: timedelta, retain: timedelta | None
+) -> None:
+    """Merge a lake's small Parquet files, flush inlined rows, expire old snapshots and delete old files;
+    with --retain, delete the traces older than that first.
 
     Safe while receivers write: each step is a DuckLake commit, retried when it races theirs. With
-    --every, SIGINT or SIGTERM stops it once the pass in progress is done. A DuckDB
-    store file needs none of this (it checkpoints itself), so a file store is refused.
+    --every, SIGINT or SIGTERM stops it once the pass in progress is done. A DuckDB store file needs none
+    of the lake's steps (it checkpoints itself), so a file store is refused without --retain.
     """
-    data_path = checked_lake(location, lake_data, "maintain", "which needs no maintenance (it checkpoints itself)")
+    from tracegrade.store.lake_location import is_lake_location
+
+    if retain is not None and not is_lake_location(location):
+        store = _open_file_store(Path(location))
+    else:
+        reason = "which needs no maintenance (it checkpoints itself; --retain deletes its old traces)"
+        data_path = checked_lake(location, lake_data, "maintain", reason)
+        from tracegrade.store.lake import LakeStore
+
+        store = LakeStore(location, data_path=data_path)
     interval = every.total_seconds() if every else None
-
-    from tracegrade.store.lake import LakeStore
-
-    store = LakeStore(location, data_path=data_path)
     try:
         if interval is None:
-            _one_pass(store, keep, stop_on_error=True)
+            _one_pass(store, keep, retain, stop_on_error=True)
             return
         stop = threading.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):  # stop after the pass in progress, not inside a commit
             signal.signal(signum, lambda *_: stop.set())
         while not stop.is_set():
-            _one_pass(store, keep, stop_on_error=False)
+            _one_pass(store, keep, retain, stop_on_error=False)
             stop.wait(interval)
     finally:
         store.close()
 
 
-def _one_pass(store: LakeStore, keep: timedelta, *, stop_on_error: bool) -> None:
+def _open_file_store(path: Path) -> TraceStore:
+    """The DuckDB store file read-write, unless a server holds it (then the server must expire its traces)."""
+    from tracegrade.errors import StoreLockedError
+    from tracegrade.store.database import store_not_found
+    from tracegrade.store.trace_store import TraceStore
+
+    if not path.exists():
+        raise store_not_found(path)
+    try:
+        return TraceStore(path)
+    except StoreLockedError as exc:
+        raise click.ClickException(
+            f"{exc}. If that is `tracegrade serve`, give it --retain instead: a store file has one writer"
+        ) from None
+
+
+def _one_pass(store: TraceStore, keep: timedelta, retain: timedelta | None, *, stop_on_error: bool) -> None:
     """One pass, its summary on stdout; a failed step (a lost race, the catalog away) fails a single run
     and is reported and retried at the next interval by ``--every``."""
     import duckdb
 
+    from tracegrade.errors import StoreError
+    from tracegrade.store.lake import LakeStore
     from tracegrade.store.lake_location import redacted
+    from tracegrade.store.rows import utc_now
 
     try:
-        done = store.maintain(keep=keep)
-    except duckdb.Error as exc:
+        if retain is not None:
+            click.echo(store.expire(utc_now() - retain).summary())
+        if isinstance(store, LakeStore):
+            click.echo(store.maintain(keep=keep).summary())
+    except (duckdb.Error, StoreError) as exc:
         message = f"maintenance of {store.path} failed: {redacted(str(exc).splitlines()[0])}"
         if stop_on_error:
             raise click.ClickException(message + " (run it again; nothing was lost)") from None
         click.echo(f"{message}; retrying at the next interval", err=True)
-        return
-    click.echo(done.summary())

@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # types only: the receiver imports the decoders and the store
     from tracegrade.ingest.decode.limits import DecodeLimits
     from tracegrade.ingest.decode.results import Rejection
     from tracegrade.store.results import WriteResult
+    from tracegrade.store.retention import Expired
 
 __all__ = [
     "BodyTimeout",
@@ -388,6 +389,12 @@ class Intake:
         except Exception as exc:
             raise StoreUnavailable(f"the request could not be made durable: {exc}", 1.0) from None
         self._metrics.write_latency.observe(time.perf_counter() - started)
+
+    def count_expired(self, expired: Expired) -> None:
+        """Count what a retention pass deleted (call on the event loop)."""
+        self._metrics.traces_expired.inc(expired.traces)
+        self._metrics.spans_expired.inc(expired.spans)
+        self._metrics.logs_expired.inc(expired.logs)
 
     def count_stored(self, result: WriteResult) -> None:
         """Count a committed submission's new and duplicate records (call on the event loop)."""

@@ -202,6 +202,13 @@ class ReceiverMetrics:
             Counter(prefix + "log_records_stored_total", "Log records durably written to the store.")
         )
         self.logs_rejected = add(Counter(prefix + "log_records_rejected_total", "Log records refused by the decoder."))
+        self.traces_expired = add(
+            Counter(prefix + "traces_expired_total", "Traces deleted by retention (--retain), every row of them.")
+        )
+        self.spans_expired = add(Counter(prefix + "spans_expired_total", "Spans deleted by retention (--retain)."))
+        self.logs_expired = add(
+            Counter(prefix + "log_records_expired_total", "Log records deleted by retention (--retain).")
+        )
         self.write_latency = add(
             Histogram(
                 prefix + "write_latency_seconds",

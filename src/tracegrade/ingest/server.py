@@ -153,9 +153,11 @@ class ReceiverServer:
 
     def _hooks(self, loop: asyncio.AbstractEventLoop) -> StorageHooks:
         assert self._intake is not None
+        intake = self._intake
         return StorageHooks(
             on_dequeued=functools.partial(self._report_room, loop),
             on_stored=lambda result: loop.call_soon_threadsafe(self._count_stored, result),
+            on_expired=lambda expired: loop.call_soon_threadsafe(intake.count_expired, expired),
             decode=self._intake.decode_record,
         )
 

@@ -5,17 +5,19 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
+from datetime import timedelta
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tracegrade.env_vars import ENV_VARS, misspelled_env_vars
-from tracegrade.errors import ConfigError
+from tracegrade.errors import ConfigError, InvalidValueError
 from tracegrade.ingest.host_guard import is_loopback
 from tracegrade.ingest.tokens import TokenTable
 from tracegrade.store.database import duckdb_size_bytes
 from tracegrade.store.journal import journal_directory
 from tracegrade.store.lake_location import catalog_conninfo, is_lake_location
+from tracegrade.timespec import parse_duration
 
 __all__ = ["ENV_VARS", "ServeSettings", "misspelled_env_vars", "parse_byte_size"]
 
@@ -99,6 +101,11 @@ class ServeSettings(BaseModel):
         30.0, gt=0, description="seconds to wait for in-flight requests on stop, then for pending trajectory rebuilds"
     )
     worker_rules: Path | None = Field(None, description="the rules.yaml of an online grading worker run in-process")
+    retain: timedelta | None = Field(
+        None,
+        description="delete each trace (spans, log records, trajectory) once nothing of it was received for this "
+        "long (30d, 12h); checked every tenth of it, at most hourly",
+    )
     mapping_process: bool = Field(
         False,
         description="map large trajectory backlogs in a child process, off the receiver's GIL (~100 MB more)",
@@ -116,6 +123,16 @@ class ServeSettings(BaseModel):
             catalog_conninfo(str(value))  # a ValueError says what a lake location looks like
             return str(value)
         return Path(str(value))
+
+    @field_validator("retain", mode="before")
+    @classmethod
+    def _retain(cls, value: object) -> object:
+        if value is None or isinstance(value, timedelta):
+            return value
+        try:
+            return parse_duration(str(value), "retain")
+        except InvalidValueError as exc:  # pydantic reports ValueErrors, naming the flag and its variable
+            raise ValueError(str(exc).removeprefix("retain ")) from None
 
     @field_validator("max_request_bytes", mode="before")
     @classmethod

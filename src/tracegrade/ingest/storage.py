@@ -1,9 +1,9 @@
 """Storage: the write path of one receiver on one open store, opened at start and again after a failure.
 
 Store (``open_store``: a DuckDB file or a lake) -> StoreWriter -> JournaledWriter (and an in-process grading
-worker, if configured), opened in that order and closed in reverse. ``Storage.open`` replays the request
-journal before it returns, so a Storage that exists holds every request acknowledged before it: after a
-crash at start-up, and after the store failed under a running receiver (DuckDB invalidates a database
+worker and a retention keeper, if configured), opened in that order and closed in reverse. ``Storage.open``
+replays the request journal before it returns, so a Storage that exists holds every request acknowledged
+before it: after a crash at start-up, and after the store failed under a running receiver (DuckDB invalidates a database
 whose write or checkpoint failed: a full disk, an I/O error, memory exhausted mid-write; a lake's catalog
 or data path out of reach; a lake commit that kept losing races). The receiver then closes the failed
 Storage and opens a new one on the same store and journal (``ReceiverServer`` does this by itself).
@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING
 
 from tracegrade.ingest.inprocess_worker import InProcessWorker, start_inprocess_worker
 from tracegrade.ingest.journaled_writer import Decoded, JournaledWriter
+from tracegrade.ingest.retention_keeper import RetentionKeeper
 from tracegrade.ingest.settings import ServeSettings, duckdb_size_bytes
 from tracegrade.store.journal import JournalRecord, RequestJournal
 from tracegrade.store.results import WriteResult
+from tracegrade.store.retention import Expired
 
 if TYPE_CHECKING:
     from tracegrade.store.backend import StoreBackend
@@ -38,14 +40,18 @@ class StorageHooks:
     on_dequeued: Callable[[], None]  # the writer took records from its queue: room for waiting requests
     on_stored: Callable[[WriteResult], object]  # a submission is committed (what it returns is ignored)
     decode: Callable[[JournalRecord], Decoded]  # a journal record's spans, log records and tenant
+    on_expired: Callable[[Expired], object] = lambda expired: None  # a retention pass deleted something
 
 
 class Storage:
     """An open store with its writer, journal and (optional) worker; see ``open``."""
 
-    def __init__(self, journaled: JournaledWriter, worker: InProcessWorker | None) -> None:
+    def __init__(
+        self, journaled: JournaledWriter, worker: InProcessWorker | None, retention: RetentionKeeper | None = None
+    ) -> None:
         self.journaled = journaled
         self.worker = worker
+        self.retention = retention
 
     @property
     def store(self) -> StoreBackend:
@@ -99,14 +105,20 @@ class Storage:
             raise
         journaled.start()
         worker = start_inprocess_worker(writer, settings.worker_rules) if settings.worker_rules is not None else None
-        return cls(journaled, worker)
+        retention = None
+        if settings.retain is not None:
+            retention = RetentionKeeper(store, settings.retain, hooks.on_expired).start()
+        return cls(journaled, worker, retention)
 
     def close(self, *, drain: bool = True, rebuild_seconds: float | None = None) -> None:
-        """Stop the worker, then the writer (committing what is queued when ``drain``), then the store.
+        """Stop the retention keeper and the worker, then the writer (committing what is queued when ``drain``),
+        then the store.
 
         With ``drain=False`` (a failed store) queued records are not written; they stay in the journal,
         which the next ``open`` replays.
         """
+        if self.retention is not None:  # finishes the batch in hand before the store closes
+            self.retention.stop()
         if self.worker is not None:  # finishes the job in hand before the store closes
             self.worker.stop()
         self.journaled.close(drain=drain, rebuild_seconds=rebuild_seconds)

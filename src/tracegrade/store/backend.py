@@ -7,7 +7,8 @@ backend (ClickHouse, say) implements the same three parts:
 
 - **write**: ``write_batch`` commits prepared submissions in one transaction, skipping records it already
   holds, and marks the traces it touched in ``builds``; ``write_records`` for recorded runs (see
-  ``grading_tables``) and ``job_queue`` for online grading's jobs (see ``grading_jobs``);
+  ``grading_tables``), ``job_queue`` for online grading's jobs (see ``grading_jobs``) and ``expire`` for
+  retention (see ``retention``);
   ``commit_seconds`` says how long a writer should gather submissions into one commit; a store with
   ``wal=False`` is durable only after ``checkpoint`` (its writer schedules them from
   ``uncheckpointed_bytes``/``uncheckpointed_since``/``span_group``).
@@ -34,6 +35,7 @@ from tracegrade.store.grading_jobs import JobQueue
 from tracegrade.store.prepared import PreparedWrite
 from tracegrade.store.query_control import QueryControl
 from tracegrade.store.results import QueryResult
+from tracegrade.store.retention import Expired
 from tracegrade.store.row_groups import RowGroupFill
 from tracegrade.store.tenancy import TraceKey
 
@@ -77,6 +79,8 @@ class StoreBackend(Protocol):
     def write_records(self, tables: Mapping[str, pa.Table]) -> None: ...
 
     def job_queue(self) -> JobQueue: ...
+
+    def expire(self, cutoff: datetime) -> Expired: ...
 
     def checkpoint(self) -> None: ...
 

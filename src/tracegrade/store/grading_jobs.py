@@ -20,8 +20,14 @@ from typing import Any, Protocol
 from tracegrade.store.rows import sql_string_in, utc_now
 from tracegrade.store.tenancy import DEFAULT_TENANT
 
-__all__ = ["EXPIRED_ERROR_SQL", "ClaimedJob", "JobQueue", "StoreJobQueue", "job_prefix"]
+__all__ = ["EXPIRED_ERROR_SQL", "ORPHANED_JOBS_SQL", "ClaimedJob", "JobQueue", "StoreJobQueue", "job_prefix"]
 
+# the ids of the jobs added before a time (the parameter) whose trace has no trajectory: jobs are only ever
+# added for traces with one, and a trajectory goes only when its trace expires (on either database)
+ORPHANED_JOBS_SQL = (
+    "SELECT job_id FROM grading_jobs j WHERE created_at < ? AND NOT EXISTS "
+    "(SELECT 1 FROM traces t WHERE t.tenant = j.tenant AND t.trace_id = j.trace_id)"
+)
 # the error of a job failed for good: its lease expired after its last attempt (SQL, for either database)
 EXPIRED_ERROR_SQL = "'the worker holding the lease stopped ' || attempts || ' time(s) without finishing'"
 
@@ -67,6 +73,10 @@ class JobQueue(Protocol):
 
     def counts(self) -> dict[str, int]:
         """Jobs by status."""
+        ...
+
+    def forget(self, before: datetime) -> int:
+        """Delete the jobs added before ``before`` whose trace is gone (expired: see ``retention``); how many."""
         ...
 
 
@@ -142,3 +152,10 @@ class StoreJobQueue:
     def counts(self) -> dict[str, int]:
         rows = self.store.query("SELECT status, count(*) FROM grading_jobs GROUP BY status").rows
         return {str(status): int(n) for status, n in rows}
+
+    def forget(self, before: datetime) -> int:
+        found = self.store.query(ORPHANED_JOBS_SQL, [before]).rows
+        if found:
+            among, ids = sql_string_in([row[0] for row in found])
+            self.store.execute_write(f"DELETE FROM grading_jobs WHERE job_id IN {among}", ids)
+        return len(found)

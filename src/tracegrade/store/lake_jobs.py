@@ -13,11 +13,11 @@ table sits in a schema of its own: queries see it and nothing else of the catalo
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from tracegrade.store.catalog_connection import CatalogConnection
-from tracegrade.store.grading_jobs import EXPIRED_ERROR_SQL, ClaimedJob, job_prefix
+from tracegrade.store.grading_jobs import EXPIRED_ERROR_SQL, ORPHANED_JOBS_SQL, ClaimedJob, job_prefix
 from tracegrade.store.tenancy import DEFAULT_TENANT
 
 if TYPE_CHECKING:
@@ -131,6 +131,15 @@ class CatalogJobQueue:
         with self._catalog.cursor("counting grading jobs") as cursor:
             rows = cursor.execute(f"SELECT status, count(*) FROM {_TABLE} GROUP BY status").fetchall()
         return {str(status): int(n) for status, n in rows}
+
+    def forget(self, before: datetime) -> int:
+        found = [row[0] for row in self._traces.query(ORPHANED_JOBS_SQL, [before]).rows]
+        if not found:
+            return 0
+        with self._catalog.cursor("deleting the grading jobs of expired traces") as cursor:
+            # the time again: a job added since the lake was read is never the one read
+            cursor.execute(f"DELETE FROM {_TABLE} WHERE job_id = ANY(%s) AND created_at < %s", [found, before])
+            return max(cursor.rowcount, 0)
 
     def close(self) -> None:
         self._catalog.close()

@@ -50,6 +50,7 @@ from tracegrade.store.prepared import PreparedWrite, prepare_write
 from tracegrade.store.query_control import QueryControl
 from tracegrade.store.readonly import check_read_only, lock_down, refusal
 from tracegrade.store.results import QueryResult, WriteResult
+from tracegrade.store.retention import EXPIRE_BATCH, Expired, expire_quiet_traces, expire_traceless_logs
 from tracegrade.store.row_groups import RowGroupFill
 from tracegrade.store.rows import (
     LOG_SELECT_COLUMNS,
@@ -415,6 +416,30 @@ class TraceStore:
                 f"than {limit}: tracegrade serve --store-memory-limit, or TRACEGRADE_STORE_MEMORY_LIMIT"
             )
         return StoreError(f"{doing} failed: {exc}")
+
+    # --------------------------------------------------------------- retention
+
+    def expire(self, cutoff: datetime, *, batch: int = EXPIRE_BATCH) -> Expired:
+        """Delete every trace quiet since before ``cutoff`` (naive UTC; see ``retention``), the log records of
+        no trace received before it, and the grading jobs of traces gone; durable on return.
+
+        Each ``batch`` of traces is its own transaction, so the writer commits between them; a batch that fails
+        raises StoreError, and what earlier batches deleted stays deleted (the next call goes on from there).
+        """
+        expired = Expired()
+        after: TraceKey | None = None
+        while True:
+            with self._transaction("expiring traces"):
+                step, after = expire_quiet_traces(self._con, cutoff, after, batch)
+            expired += step
+            if after is None:
+                break
+        with self._transaction("expiring log records of no trace"):
+            expired += expire_traceless_logs(self._con, cutoff)
+        expired += Expired(jobs=self.job_queue().forget(cutoff))
+        if not self.wal and expired != Expired():
+            self.checkpoint()
+        return expired
 
     # ------------------------------------------------------------ trajectories
 

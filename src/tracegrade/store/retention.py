@@ -1,0 +1,144 @@
+"""Retention: delete the traces that have been quiet for longer than a store keeps them.
+
+A trace's age is the time since the store last received anything of it: its newest span or log record
+(``received_at``, the receiver's clock, never the sender's) or its newest trajectory build (``updated_at``).
+A trace is expired when all of them are older than the cutoff; its spans, log records, evaluation events and
+trajectory rows go in one transaction, so no reader ever sees half a trace. Log records that belong to no
+trace expire by their own ``received_at``. Recorded grading runs stay: they are the history that ``diff``
+and ``gate`` compare, and they hold their own copy of what they graded.
+
+What arrives after the cutoff is never deleted: the candidates are read in the same transaction as the
+deletes, which only touch rows received before the cutoff. A span of an expired trace that arrives later
+starts the trace again (and is rebuilt into a trajectory of its own).
+
+The SQL runs on a writing connection whose tables have the store's names: a DuckDB file's, or a lake's
+``raw`` tables (every copy and build of a row goes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from datetime import datetime
+
+import duckdb
+import pyarrow as pa
+
+from tracegrade.store.tenancy import TraceKey
+from tracegrade.store.trajectories import TRAJECTORY_TABLES
+
+__all__ = ["EXPIRE_BATCH", "Expired", "expire_quiet_traces", "expire_traceless_logs"]
+
+# traces deleted per transaction: a file store's writer waits while one runs, so a first pass over a large
+# backlog is cut into many short ones
+EXPIRE_BATCH = 5_000
+_EXPIRED_VIEW = "_tracegrade_expired_traces"
+# (table, the column saying when the store last wrote the row)
+_RECEIVED = (("spans", "received_at"), ("logs", "received_at"), ("traces", "updated_at"))
+_BUILT = {"traces": "updated_at"}  # the trajectory table saying when its rows were built (the others do not)
+
+
+@dataclass(frozen=True)
+class Expired:
+    """What an expiry deleted: traces, and rows by kind (every copy of a row in a lake)."""
+
+    traces: int = 0
+    spans: int = 0
+    logs: int = 0  # log records, evaluation events among them
+    evaluations: int = 0
+    trajectory_rows: int = 0  # rows of traces, node_visits, tool_calls and llm_calls
+    jobs: int = 0  # online grading jobs of expired traces
+
+    def __add__(self, other: Expired) -> Expired:
+        return Expired(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+
+    def summary(self) -> str:
+        return (
+            f"expired {self.traces} trace(s): {self.spans} span(s), {self.logs} log record(s) "
+            f"({self.evaluations} evaluation event(s)), {self.trajectory_rows} trajectory row(s), "
+            f"{self.jobs} grading job(s)"
+        )
+
+
+def _candidates(con: duckdb.DuckDBPyConnection, cutoff: datetime, after: TraceKey | None, limit: int) -> pa.Table:
+    """The first ``limit`` traces after ``after`` (in key order) with a row written before the cutoff."""
+    past = "" if after is None else " AND (tenant > $tenant OR (tenant = $tenant AND trace_id > $trace_id))"
+    older = " UNION ".join(
+        f"SELECT tenant, trace_id FROM {table} WHERE {column} < $cutoff AND trace_id IS NOT NULL{past}"
+        for table, column in _RECEIVED
+    )
+    params: dict[str, object] = {"cutoff": cutoff, "limit": limit}
+    if after is not None:
+        params |= {"tenant": after[0], "trace_id": after[1]}
+    return con.execute(f"SELECT tenant, trace_id FROM ({older}) ORDER BY ALL LIMIT $limit", params).fetch_arrow_table()
+
+
+def _quiet(con: duckdb.DuckDBPyConnection, cutoff: datetime) -> pa.Table:
+    """Those of the registered candidates with no row written at or after the cutoff."""
+    # a semi join builds on the (few) candidates and streams the newer rows past them
+    newer = " UNION ALL ".join(
+        f"SELECT tenant, trace_id FROM {table} SEMI JOIN {_EXPIRED_VIEW} USING (tenant, trace_id) "
+        f"WHERE {column} >= $cutoff"
+        for table, column in _RECEIVED
+    )
+    sql = f"SELECT tenant, trace_id FROM {_EXPIRED_VIEW} EXCEPT SELECT tenant, trace_id FROM ({newer})"
+    return con.execute(sql, {"cutoff": cutoff}).fetch_arrow_table()
+
+
+def _deleted(con: duckdb.DuckDBPyConnection, sql: str, params: list[object]) -> int:
+    row = con.execute(sql, params).fetchone()
+    return int(row[0]) if row else 0
+
+
+def expire_quiet_traces(
+    con: duckdb.DuckDBPyConnection, cutoff: datetime, after: TraceKey | None = None, limit: int = EXPIRE_BATCH
+) -> tuple[Expired, TraceKey | None]:
+    """Look at the next ``limit`` traces (by key, after ``after``) with rows written before ``cutoff`` (naive
+    UTC) and delete every row of those quiet since; the caller holds the transaction. Returns what was
+    deleted and where the next batch starts (None: no trace is left to look at).
+
+    Batches go by key rather than by age, so a trace that is not quiet (old spans, and new ones) is looked at
+    once per pass, never again and again by every batch."""
+    candidates = _candidates(con, cutoff, after, limit)
+    if candidates.num_rows == 0:
+        return Expired(), None
+    last = candidates.slice(candidates.num_rows - 1).to_pylist()[0]
+    following = (str(last["tenant"]), str(last["trace_id"])) if candidates.num_rows == limit else None
+    con.register(_EXPIRED_VIEW, candidates)
+    try:
+        quiet = _quiet(con, cutoff)
+    finally:
+        con.unregister(_EXPIRED_VIEW)
+    if quiet.num_rows == 0:
+        return Expired(), following
+    con.register(_EXPIRED_VIEW, quiet)
+    try:
+
+        def delete(table: str, received: str | None) -> int:
+            # the time filter narrows the scan (rows are in arrival order): every row of a quiet trace is older
+            when = f"{received} < ? AND " if received else ""
+            return _deleted(
+                con,
+                f"DELETE FROM {table} WHERE {when}EXISTS (SELECT 1 FROM {_EXPIRED_VIEW} e "
+                f"WHERE e.tenant = {table}.tenant AND e.trace_id = {table}.trace_id)",
+                [cutoff] if received else [],
+            )
+
+        expired = Expired(
+            traces=quiet.num_rows,
+            spans=delete("spans", "received_at"),
+            logs=delete("logs", "received_at"),
+            evaluations=delete("evaluations", "received_at"),
+            trajectory_rows=sum(delete(table, _BUILT.get(table)) for table in TRAJECTORY_TABLES),
+        )
+    finally:
+        con.unregister(_EXPIRED_VIEW)
+    return expired, following
+
+
+def expire_traceless_logs(con: duckdb.DuckDBPyConnection, cutoff: datetime) -> Expired:
+    """Delete the log records of no trace (and their evaluation events) received before ``cutoff``."""
+    where = "trace_id IS NULL AND received_at < ?"
+    return Expired(
+        logs=_deleted(con, f"DELETE FROM logs WHERE {where}", [cutoff]),
+        evaluations=_deleted(con, f"DELETE FROM evaluations WHERE {where}", [cutoff]),
+    )

@@ -1,0 +1,160 @@
+"""Retention on a real DuckDB file and a real lake: ``expire`` deletes every row of the traces quiet since before
+the cutoff, and nothing written after it, checked row by row, tenant by tenant."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from tests.support import pg_cluster
+from tests.support.store_kinds import STORE_KINDS, open_store
+from tests.support.store_records import make_span, trace_hex
+from tracegrade.models.span import LogRecordData
+from tracegrade.store import TraceStore
+from tracegrade.store.retention import Expired
+from tracegrade.store.rows import utc_now
+from tracegrade.store.trajectories import TRAJECTORY_TABLES
+
+pg_server = pg_cluster.pg_server  # the session's PostgreSQL (a fixture), for the lake runs
+
+SpanKey = tuple[str, str, str]
+_TOOL = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"}
+
+
+def _agent_trace(trace: int, first_span: int, tools: int = 2) -> list:
+    """An agent span with ``tools`` tool spans under it."""
+    root = make_span(trace, first_span, name="agent", attributes={"gen_ai.operation.name": "invoke_agent"})
+    return [root] + [
+        make_span(trace, first_span + n, parent=first_span, name="search", attributes=_TOOL)
+        for n in range(1, tools + 1)
+    ]
+
+
+def _log(trace: int | None, n: int, *, evaluation: bool = False) -> LogRecordData:
+    attributes = {"event.name": "gen_ai.evaluation.result", "gen_ai.evaluation.name": "x"} if evaluation else {}
+    return LogRecordData(
+        time_ns=1_760_000_000_000_000_000 + n,
+        trace_id=None if trace is None else trace_hex(trace),
+        event_name="gen_ai.evaluation.result" if evaluation else "note",
+        body=f"record {n}",
+        attributes=attributes,
+    )
+
+
+def _cutoff() -> datetime:
+    """A cutoff strictly between what was written before and what is written after it."""
+    time.sleep(0.01)
+    cutoff = utc_now()
+    time.sleep(0.01)
+    return cutoff
+
+
+def _spans(store: TraceStore) -> set[SpanKey]:
+    return {(t, tr, s) for t, tr, s in store.query("SELECT tenant, trace_id, span_id FROM spans").rows}
+
+
+def _per_trace(store: TraceStore, table: str) -> dict[tuple[str, str], int]:
+    sql = f"SELECT tenant, trace_id, count(*) FROM {table} WHERE trace_id IS NOT NULL GROUP BY ALL"
+    return {(t, tr): n for t, tr, n in store.query(sql).rows}
+
+
+def _keys(spans: list, tenant: str = "default") -> set[SpanKey]:
+    return {(tenant, s.trace_id, s.span_id) for s in spans}
+
+
+@STORE_KINDS
+def test_a_quiet_trace_goes_whole_and_whatever_came_after_the_cutoff_stays(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    store = open_store(store_kind, tmp_path, request)
+    with store:
+        quiet = _agent_trace(1, 100)
+        long_running = _agent_trace(2, 200)
+        store.write(quiet, [_log(1, 1), _log(1, 2, evaluation=True), _log(None, 3, evaluation=True)])
+        store.write(long_running[:2])
+        store.rebuild_trajectories([trace_hex(1), trace_hex(2)])
+        store.job_queue().enqueue("rule", ["true"], [])
+        cutoff = _cutoff()
+        store.write(long_running[2:])  # the long-running trace goes on after the cutoff: it is not quiet
+        recent = _agent_trace(3, 300)
+        store.write(recent, [_log(None, 4)])
+        other_tenant = _agent_trace(1, 400)  # the quiet trace's id, another tenant's, sent after the cutoff
+        store.write(other_tenant, tenant="acme")
+        store.rebuild_trajectories([trace_hex(2), trace_hex(3)])
+        store.rebuild_trajectories([trace_hex(1)], tenant="acme")
+        store.job_queue().enqueue("rule", ["true"], [])
+        jobs_before = {row[0] for row in store.query("SELECT trace_id FROM grading_jobs").rows}
+        assert jobs_before == {trace_hex(1), trace_hex(2), trace_hex(3)}
+
+        mapped = {table: _per_trace(store, table).get(("default", trace_hex(1)), 0) for table in TRAJECTORY_TABLES}
+        assert mapped["traces"] == 1 and mapped["tool_calls"] == 2
+
+        expired = store.expire(cutoff)
+
+        assert expired == Expired(
+            traces=1, spans=3, logs=3, evaluations=2, trajectory_rows=sum(mapped.values()), jobs=1
+        )
+        assert _spans(store) == _keys(long_running) | _keys(recent) | _keys(other_tenant, "acme")
+        assert _per_trace(store, "logs") == {}
+        assert store.query("SELECT body FROM logs").rows == [('"record 4"',)]
+        assert store.query("SELECT count(*) FROM evaluations").rows == [(0,)]
+        kept = {("default", trace_hex(2)), ("default", trace_hex(3)), ("acme", trace_hex(1))}
+        assert set(_per_trace(store, "traces")) == kept
+        assert set(_per_trace(store, "tool_calls")) == set(_per_trace(store, "traces"))
+        assert {row[0] for row in store.query("SELECT trace_id FROM grading_jobs").rows} == {trace_hex(2), trace_hex(3)}
+        # the trace that went on keeps its early spans, and its trajectory counts all of them
+        assert store.query("SELECT span_count FROM traces WHERE trace_id = ?", [trace_hex(2)]).rows == [(3,)]
+
+        assert store.expire(cutoff) == Expired()  # a second pass finds nothing left to do
+
+
+@STORE_KINDS
+def test_a_span_of_an_expired_trace_sent_again_is_stored_and_mapped_again(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    store = open_store(store_kind, tmp_path, request)
+    with store:
+        spans = _agent_trace(5, 500)
+        store.write(spans)
+        store.rebuild_trajectories([trace_hex(5)])
+        assert store.expire(_cutoff()).traces == 1
+        assert _spans(store) == set()
+
+        again = store.write(spans[:1])  # an exporter's late retry: no longer a duplicate of anything stored
+        assert (again.spans_inserted, again.spans_duplicate) == (1, 0)
+        store.rebuild_trajectories([trace_hex(5)])
+        assert store.query("SELECT trace_id, span_count FROM traces").rows == [(trace_hex(5), 1)]
+
+
+def test_batches_go_past_traces_that_are_not_quiet(tmp_path: Path) -> None:
+    """Small batches over traces whose keys come first but that went on after the cutoff: every quiet trace
+    still goes, the others stay whole."""
+    with TraceStore(tmp_path / "store.duckdb") as store:
+        traces = {n: _agent_trace(n, n * 100, tools=1) for n in range(1, 11)}
+        for spans in traces.values():
+            store.write(spans[:1])
+        cutoff = _cutoff()
+        going_on = {1, 2, 3, 7}  # the first keys: a batch of 2 finds nothing quiet among its first candidates
+        for n in going_on:
+            store.write(traces[n][1:])
+
+        expired = store.expire(cutoff, batch=2)
+
+        assert expired.traces == len(traces) - len(going_on)
+        assert _spans(store) == set().union(*(_keys(traces[n]) for n in going_on))
+
+
+def test_a_file_store_keeps_the_expiry_after_it_is_reopened(tmp_path: Path) -> None:
+    """Without a WAL (under the receiver's journal) the expiry is checkpointed before ``expire`` returns."""
+    path = tmp_path / "store.duckdb"
+    with TraceStore(path, wal=False) as store:
+        store.write(_agent_trace(1, 100))
+        cutoff = _cutoff()
+        store.write(_agent_trace(2, 200))
+        store.checkpoint()
+        assert store.expire(cutoff).traces == 1
+    with TraceStore(path, read_only=True) as reopened:
+        assert {row[0] for row in reopened.query("SELECT DISTINCT trace_id FROM spans").rows} == {trace_hex(2)}
