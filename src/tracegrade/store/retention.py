@@ -28,9 +28,10 @@ from tracegrade.store.trajectories import TRAJECTORY_TABLES
 
 __all__ = ["EXPIRE_BATCH", "Expired", "expire_quiet_traces", "expire_traceless_logs"]
 
-# traces deleted per transaction: a file store's writer waits while one runs, so a first pass over a large
-# backlog is cut into many short ones
-EXPIRE_BATCH = 5_000
+# traces deleted per transaction: a file store's writer waits while one runs, so a large backlog is cut into
+# several; each batch scans the store's old rows again, so fewer, larger ones finish a pass sooner, and up to
+# 50,000 traces of 10 spans the writer's longest wait stayed the same (bench/RESULTS.md, retention)
+EXPIRE_BATCH = 20_000
 _EXPIRED_VIEW = "_tracegrade_expired_traces"
 # (table, the column saying when the store last wrote the row)
 _RECEIVED = (("spans", "received_at"), ("logs", "received_at"), ("traces", "updated_at"))
