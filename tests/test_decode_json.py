@@ -359,3 +359,17 @@ def test_logs_json():
 def test_traces_request_sent_to_logs_is_refused():
     with pytest.raises(DecodeError, match="send it to /v1/traces"):
         decode_logs_json(_one_span(_valid_span()))
+
+
+def test_a_huge_attribute_key_is_cut_like_a_value():
+    long = "k" * 100
+    nested = {"kvlistValue": {"values": [{"key": long, "value": {"intValue": "2"}}]}}
+    attributes = [
+        {"key": long, "value": {"intValue": "1"}},
+        {"key": "short", "value": {"stringValue": "v"}},
+        {"key": "nested", "value": nested},
+    ]
+    limits = DecodeLimits(max_attribute_value_bytes=10)
+    (record,) = decode_traces_json(json.dumps(_one_span(_valid_span(attributes=attributes))).encode(), limits).spans
+    cut = "k" * 10 + "…[truncated 90 bytes]"
+    assert record.attributes == {cut: 1, "short": "v", "nested": {cut: 2}}

@@ -8,6 +8,7 @@ import random
 
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue, KeyValueList
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from opentelemetry.sdk.resources import Resource
@@ -418,3 +419,14 @@ def test_random_bytes_as_logs_never_raise_anything_else():
             decode_logs_proto(os.urandom(seed + 1))
         except DecodeError as exc:
             assert "internal decoder error" not in str(exc)
+
+
+def test_a_huge_attribute_key_is_cut_like_a_value():
+    limits = DecodeLimits(max_attribute_value_bytes=10)
+    long = "k" * 100
+    nested = AnyValue(kvlist_value=KeyValueList(values=[KeyValue(key=long, value=AnyValue(int_value=2))]))
+    request = traces_request([span(0, attributes={long: 1, "short": "v"})])
+    request.resource_spans[0].scope_spans[0].spans[0].attributes.append(KeyValue(key="nested", value=nested))
+    (record,) = decode_traces_proto(request.SerializeToString(), limits).spans
+    cut = "k" * 10 + "…[truncated 90 bytes]"
+    assert record.attributes == {cut: 1, "short": "v", "nested": {cut: 2}}

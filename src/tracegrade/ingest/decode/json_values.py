@@ -78,6 +78,8 @@ def attributes_from_json(items: Any, field: str, limits: DecodeLimits) -> tuple[
     for index, entry in enumerate(items):
         if type(entry) is not dict or type(key := entry.get("key", "")) is not str:
             raise Invalid(f"{field}[{index}] must be an object with a string 'key', got {_describe(entry)}")
+        if len(key) > quick:
+            key = clip_text(key, limits.max_attribute_value_bytes)
         value = entry.get("value")
         if type(value) is dict:
             text = value.get("stringValue")
@@ -205,7 +207,7 @@ def _kvlist(inner: Any, depth: int, limits: DecodeLimits) -> dict:
         if type(entry) is not dict or type(key := entry.get("key", "")) is not str:
             raise Invalid(f".values[{index}]: must be an object with a string 'key', got {_describe(entry)}")
         try:
-            out[key] = _any(entry.get("value"), depth + 1, limits)
+            out[clip_text(key, limits.max_attribute_value_bytes)] = _any(entry.get("value"), depth + 1, limits)
         except Invalid as bad:
             raise Invalid(f".values[{index}].value{bad.reason}") from None
     if extra > 0:

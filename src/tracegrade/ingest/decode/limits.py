@@ -4,8 +4,8 @@ What each limit does when a payload exceeds it:
 
 - ``max_attribute_value_bytes``: a longer string (or ``bytesValue``, counted as its base64 text) is cut
   to that many UTF-8 bytes and the marker ``…[truncated N bytes]`` is appended; the attribute itself is
-  kept, so ``dropped_attributes_count`` does not change. Span names, event names and status messages are
-  cut the same way.
+  kept, so ``dropped_attributes_count`` does not change. Attribute keys (kvlist keys too), span names, event
+  names and status messages are cut the same way (two keys cut to the same text keep the later value).
 - ``max_attributes_per_span``: applies to every attribute list (span, event, link, resource, scope, log
   record); entries past the limit are dropped and added to that record's ``dropped_attributes_count``
   (resource and scope lists have no count of their own and drop silently).

@@ -26,15 +26,16 @@ def attributes_from_proto(key_values: Any, limits: DecodeLimits) -> tuple[dict[s
     quick = limits.quick_text_chars
     out: dict[str, Any] = {}
     for kv in key_values:
+        key = kv.key if len(kv.key) <= quick else clip_text(kv.key, limits.max_attribute_value_bytes)
         value = kv.value
         which = value.WhichOneof("value")
         if which == "string_value":
             text = value.string_value
-            out[kv.key] = text if len(text) <= quick else clip_text(text, limits.max_attribute_value_bytes)
+            out[key] = text if len(text) <= quick else clip_text(text, limits.max_attribute_value_bytes)
         elif which is None:
-            out[kv.key] = None
+            out[key] = None
         else:
-            out[kv.key] = _converted(value, which, 1, limits)
+            out[key] = _converted(value, which, 1, limits)
     return out, dropped
 
 
@@ -68,7 +69,7 @@ def _converted(value: Any, which: str, depth: int, limits: DecodeLimits) -> Any:
         entries = value.kvlist_value.values
         extra = len(entries) - limits.max_collection_items
         result = {
-            kv.key: _item(kv.value, depth, limits)
+            clip_text(kv.key, limits.max_attribute_value_bytes): _item(kv.value, depth, limits)
             for kv in (entries[: limits.max_collection_items] if extra > 0 else entries)
         }
         if extra > 0:
