@@ -25,6 +25,8 @@ from tests.support.server_otlp import post
 from tests.support.server_process import ServerProcess
 from tests.support.server_requests import count_spans, span_json, traces_json, unique_trace_id
 from tests.support.tenant_traffic import write_tokens
+from tracegrade.ingest.tokens import ui_session
+from tracegrade.ui.auth import COOKIE
 
 CHROMIUM = Path("/usr/bin/chromium")
 ACME, EVIL = "acme-token-1111", "evil-token-2222"
@@ -109,20 +111,20 @@ def test_a_sign_in_posted_by_another_site_is_refused_and_one_from_a_client_is_no
         status, headers, _ = _request(url, "POST", form, Content_Type=kind, **foreign)
         assert status == 403 and "Set-Cookie" not in headers, foreign
     status, headers, _ = _request(url, "POST", form, Content_Type=kind, Sec_Fetch_Site="same-origin")
-    assert status == 303 and EVIL in headers["Set-Cookie"]
+    assert status == 303 and ui_session(EVIL) in headers["Set-Cookie"]
     status, headers, _ = _request(url, "POST", form, Content_Type=kind)  # a script or curl: no browser to misuse
-    assert status == 303 and EVIL in headers["Set-Cookie"]
+    assert status == 303 and ui_session(EVIL) in headers["Set-Cookie"]
 
 
 def test_a_sign_out_posted_by_another_site_is_refused(tenants_server: ServerProcess) -> None:
     url = tenants_server.http_url + "/ui/logout"
-    cookie = f"tracegrade_ui_token={ACME}"
+    cookie = f"{COOKIE}={ui_session(ACME)}"
     for foreign in ({"Sec_Fetch_Site": "cross-site"}, {"Origin": "http://evil.test"}):
         status, headers, answer = _request(url, "POST", b"", Cookie=cookie, **foreign)
         assert status == 403 and "Set-Cookie" not in headers and b"another site" in answer, foreign
     status, headers, _ = _request(url, "POST", b"", Cookie=cookie, Sec_Fetch_Site="same-origin")
     assert status == 303 and headers["Location"] == "/ui/login"
-    assert headers["Set-Cookie"].startswith('tracegrade_ui_token=""') and "Max-Age=0" in headers["Set-Cookie"]
+    assert headers["Set-Cookie"].startswith(f'{COOKIE}=""') and "Max-Age=0" in headers["Set-Cookie"]
     status, _, _ = _request(url, "GET")  # signing out changes state: never by a link
     assert status == 405
 
@@ -167,7 +169,7 @@ def browser_context(tenants_server: ServerProcess, tmp_path: Path) -> Iterator[t
         page = context.new_page()
         page.set_default_timeout(15_000)
         page.goto(f"{tenants_server.http_url}/ui/runs?token={ACME}")  # signed in, as acme
-        assert _ui_token(context) == ACME
+        assert _ui_token(context) == ui_session(ACME)
         try:
             yield context, site
         finally:
@@ -176,7 +178,7 @@ def browser_context(tenants_server: ServerProcess, tmp_path: Path) -> Iterator[t
 
 
 def _ui_token(context: Any) -> str:
-    (cookie,) = [c for c in context.cookies() if c["name"] == "tracegrade_ui_token"]
+    (cookie,) = [c for c in context.cookies() if c["name"] == COOKIE]
     return str(cookie["value"])
 
 
@@ -189,7 +191,7 @@ def test_another_sites_form_does_not_sign_the_browser_in_with_its_token(
     response = page.goto(site.base + "/form.html")
     page.wait_for_url(f"{tenants_server.http_url}/ui/login")
     assert page.locator(".warn-inline").inner_text().startswith("Sign in from this server's own page")
-    assert response is not None and _ui_token(context) == ACME
+    assert response is not None and _ui_token(context) == ui_session(ACME)
 
 
 @pytest.mark.slow
@@ -201,7 +203,7 @@ def test_a_link_from_another_site_asks_before_it_switches(
     page.goto(site.base + "/link.html")
     page.wait_for_url(f"{tenants_server.http_url}/ui/runs?token={EVIL}")
     assert "followed from another site" in page.locator(".warn-inline").inner_text()
-    assert _ui_token(context) == ACME  # nothing switched by the link alone
+    assert _ui_token(context) == ui_session(ACME)  # nothing switched by the link alone
     page.click("form.login button")  # the user's own choice
     page.wait_for_url(f"{tenants_server.http_url}/ui/runs")
-    assert _ui_token(context) == EVIL
+    assert _ui_token(context) == ui_session(EVIL)

@@ -263,6 +263,16 @@ class Intake:
             raise Unauthenticated("invalid bearer token")
         return tenant
 
+    def authorize_ui_session(self, session: str | None) -> str:
+        """The tenant of a web UI cookie (``tokens.ui_session`` of a token in force); Unauthenticated if none."""
+        tokens = self.tokens
+        if tokens.open:
+            return DEFAULT_TENANT
+        tenant = tokens.tenant_of_session(session) if session else None
+        if tenant is None:
+            raise Unauthenticated("this browser's sign-in is no longer valid (its token was changed): sign in again")
+        return tenant
+
     @asynccontextmanager
     async def admit(self) -> AsyncIterator[None]:
         """Hold one of the in-flight slots for the duration of a request, or refuse it (retryably)."""

@@ -142,7 +142,7 @@ class ReceiverServer:
             add_runs_route(app, lambda: self._usable_storage().store, self._intake.authorize)
             # the web UI and MCP read through one path: the query gate's limits, as the caller's tenant
             reads = lambda tenant: GatedStore(self.reader(tenant), self._queries)  # noqa: E731
-            add_ui_routes(app, reads, self._intake.authorize)
+            add_ui_routes(app, reads, self._intake.authorize, self._intake.authorize_ui_session)
             add_mcp_route(app, reads, self._intake.authorize, self.settings.host, self._assertion_limits())
             await self._start_http(app)
         except BaseException:

@@ -15,6 +15,7 @@ takes the same time whichever token (or none) a request carries.
 from __future__ import annotations
 
 import hashlib
+import hmac
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from typing import Any
 from tracegrade.errors import InvalidValueError
 from tracegrade.store.tenancy import DEFAULT_TENANT, check_tenant_name
 
-__all__ = ["SHORT_TOKEN_CHARS", "Authorize", "TokenTable", "TokensFileError", "check_token"]
+__all__ = ["SHORT_TOKEN_CHARS", "Authorize", "TokenTable", "TokensFileError", "check_token", "ui_session"]
 
 # An ``Authorization`` header value (or None) -> the caller's tenant; raises (an error with ``http_status``)
 # to refuse. The receiver's is ``Intake.authorize``.
@@ -44,6 +45,13 @@ def _digest(token: str) -> bytes:
     return hashlib.sha256(token.encode("utf-8")).digest()
 
 
+def ui_session(token: str) -> str:
+    """What the web UI's cookie holds for a signed-in ``token``: derived from it, but not the token, so a cookie
+    that leaks opens the UI (until the token is changed) and not the OTLP and query endpoints, which take the
+    token alone. Every receiver given the same token derives the same value, so it holds behind a load balancer."""
+    return "s1." + hmac.new(token.encode("utf-8"), b"tracegrade web UI session", hashlib.sha256).hexdigest()
+
+
 #: tokens shorter than this are reported at start: the receiver does not slow down wrong guesses, so a short
 #: token can be found by trying
 SHORT_TOKEN_CHARS = 16
@@ -56,10 +64,12 @@ class TokenTable:
         self.source = source
         self._tenants = sorted(tenants)
         self._by_digest: dict[bytes, str] = {}
+        self._by_session: dict[bytes, str] = {}  # by the digest of ``ui_session``'s value
         self._short = sorted({t for t, tokens in tenants.items() for token in tokens if len(token) < SHORT_TOKEN_CHARS})
         for tenant, tokens in tenants.items():
             for token in tokens:
                 self._by_digest[_digest(token)] = tenant
+                self._by_session[_digest(ui_session(token))] = tenant
 
     def short_token_warning(self) -> str | None:
         """What to tell the operator when a tenant has a token short enough to be guessed, else None."""
@@ -113,6 +123,10 @@ class TokenTable:
     def tenant_of(self, token: str) -> str | None:
         """The tenant ``token`` belongs to, or None."""
         return self._by_digest.get(_digest(token))
+
+    def tenant_of_session(self, session: str) -> str | None:
+        """The tenant of the token a UI cookie was made from (``ui_session``), or None."""
+        return self._by_session.get(_digest(session))
 
 
 _EXAMPLE = "write it as\ntenants:\n  acme: [token1, token2]\n  globex: [token3]"

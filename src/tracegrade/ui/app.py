@@ -22,7 +22,7 @@ from tracegrade.errors import QueryRefused, StoreError, TracegradeError
 from tracegrade.store import TraceStore
 from tracegrade.store.tenant_scope import TenantStore
 from tracegrade.ui import api, pages
-from tracegrade.ui.auth import Authorize, check, forget, remember, signed_in
+from tracegrade.ui.auth import Authorize, UiAccess, check, forget, remember, signed_in
 from tracegrade.ui.openapi import openapi_document
 
 __all__ = ["SQL_TIMEOUT", "add_ui_routes", "redirect_to_ui"]
@@ -70,9 +70,9 @@ def _expected(exc: BaseException) -> bool:
 
 
 class _UI:
-    def __init__(self, store_provider: StoreProvider, authorize: Authorize | None) -> None:
+    def __init__(self, store_provider: StoreProvider, access: UiAccess | None) -> None:
         self.store_provider = store_provider
-        self.authorize = authorize
+        self.access = access
 
     async def _read(self, request: web.Request, reader: _Reader, body: Any, tenant: str | None) -> Any:
         store = self.store_provider(tenant)  # may raise: the receiver is reopening its store
@@ -83,7 +83,7 @@ class _UI:
             if "token" in request.query:
                 return self._accept_link_token(request)
             try:
-                tenant = check(request, self.authorize)
+                tenant = check(request, self.access)
             except Exception as exc:
                 return _html(pages.login_page(str(exc), request.path_qs), int(getattr(exc, "http_status", 401)))
             status = 200
@@ -101,7 +101,7 @@ class _UI:
     def json(self, reader: _Reader, *, body: bool = False) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handle(request: web.Request) -> web.StreamResponse:
             try:
-                tenant = check(request, self.authorize)
+                tenant = check(request, self.access)
             except Exception as exc:
                 return _error(int(getattr(exc, "http_status", 401)), str(exc))
             try:
@@ -130,8 +130,8 @@ class _UI:
     def _sign_in(self, request: web.Request, token: str, target: str) -> web.StreamResponse:
         """Check ``token``; if it is good, keep it in the cookie and go to ``target``, else show the login page."""
         try:
-            if self.authorize is not None:
-                self.authorize(f"Bearer {token}")
+            if self.access is not None:
+                self.access.authorize(f"Bearer {token}")
         except Exception as exc:
             return _html(pages.login_page(str(exc), target), int(getattr(exc, "http_status", 401)))
         response = web.HTTPSeeOther(target, headers=_HEADERS)
@@ -288,14 +288,26 @@ async def _openapi(request: web.Request) -> web.StreamResponse:
     return web.json_response(openapi_document())
 
 
-def add_ui_routes(app: web.Application, store_provider: StoreProvider, authorize: Authorize | None = None) -> None:
+def add_ui_routes(
+    app: web.Application,
+    store_provider: StoreProvider,
+    authorize: Authorize | None = None,
+    authorize_session: Authorize | None = None,
+) -> None:
     """Mount the UI at ``/ui/`` on ``app`` (before it starts).
 
     ``store_provider(tenant)`` returns what a caller of ``tenant`` reads (anything with ``query(sql, params)``);
     ``authorize`` receives an ``Authorization`` value and returns the caller's tenant or raises to refuse (the
-    receiver's ``Intake.authorize``), or is None for an open UI (the provider then gets None).
+    receiver's ``Intake.authorize``), or is None for an open UI (the provider then gets None);
+    ``authorize_session`` does the same for the UI's cookie, whose value ``tokens.ui_session`` makes from a
+    token (the receiver's ``Intake.authorize_ui_session``), and is needed with ``authorize``.
     """
-    ui = _UI(store_provider, authorize)
+    access = None
+    if authorize is not None or authorize_session is not None:
+        if authorize is None or authorize_session is None:
+            raise ValueError("add_ui_routes takes authorize and authorize_session together (or neither: an open UI)")
+        access = UiAccess(authorize, authorize_session)
+    ui = _UI(store_provider, access)
     app.on_response_prepare.append(_strict_transport)
     router = app.router
     router.add_get("/ui", redirect_to_ui)

@@ -1,42 +1,52 @@
 """The UI's side of the receiver's token rule: a browser proves the token once and then carries a cookie.
 
 A browser cannot send ``Authorization: Bearer`` when it follows a link, so the token is accepted once, from
-the sign-in form or a ``?token=`` link, checked with the receiver's own ``authorize`` function, and kept in
-an HttpOnly, SameSite=Strict cookie scoped to ``/ui``: scripts cannot read it and other sites cannot make
-the browser send it. Every request, page or API, is then checked with the same ``authorize`` again (an
-``Authorization`` header, as the CLI sends, takes precedence over the cookie), which names the tenant whose
-rows the request reads. Without a configured token ``authorize`` accepts everything and so does the UI.
+the sign-in form or a ``?token=`` link, checked with the receiver's own ``authorize`` function, and the browser
+is given an HttpOnly, SameSite=Strict cookie scoped to ``/ui``: scripts cannot read it and other sites cannot
+make the browser send it. The cookie holds a value derived from the token (``tokens.ui_session``), not the
+token: it opens the UI and nothing else, until the token is changed. Every request, page or API, is then
+checked again: an ``Authorization`` header, as the CLI sends, with ``authorize``, else the cookie with
+``authorize_session``; either names the tenant whose rows the request reads. Without a configured token
+``authorize`` accepts everything and so does the UI.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from aiohttp import web
 
-from tracegrade.ingest.tokens import Authorize
+from tracegrade.ingest.tokens import Authorize, ui_session
 
-__all__ = ["COOKIE", "Authorize", "check", "credential", "forget", "remember", "signed_in"]
+__all__ = ["COOKIE", "Authorize", "UiAccess", "check", "forget", "remember", "signed_in"]
 
-COOKIE = "tracegrade_ui_token"
+COOKIE = "tracegrade_ui_session"
 
 
-def credential(request: web.Request) -> str | None:
-    """The ``Authorization`` value a request carries: its header, else one made from the UI cookie."""
+@dataclass(frozen=True)
+class UiAccess:
+    """How the UI checks a caller: ``authorize`` an ``Authorization`` value, ``authorize_session`` a UI cookie;
+    each returns the caller's tenant or raises (an error with ``http_status``) to refuse."""
+
+    authorize: Authorize
+    authorize_session: Authorize
+
+
+def check(request: web.Request, access: UiAccess | None) -> str | None:
+    """The tenant of the request's credential (None when no token is needed); raises (what ``access`` raises)
+    unless the request carries a token in force, or a cookie made from one."""
+    if access is None:
+        return None
     header = request.headers.get("Authorization")
-    if header:
-        return header
-    token = request.cookies.get(COOKIE)
-    return f"Bearer {token}" if token else None
-
-
-def check(request: web.Request, authorize: Authorize | None) -> str | None:
-    """The tenant of the request's token (None when no token is needed); raises (what ``authorize`` raises)
-    unless the request carries a token in force."""
-    return authorize(credential(request)) if authorize is not None else None
+    session = request.cookies.get(COOKIE)
+    if session and not header:
+        return access.authorize_session(session)
+    return access.authorize(header)
 
 
 def remember(response: web.StreamResponse, request: web.Request, token: str) -> None:
-    """Keep a checked token in the UI cookie (Secure when the page came over TLS)."""
-    response.set_cookie(COOKIE, token, path="/ui", httponly=True, samesite="Strict", secure=request.secure)
+    """Sign the browser in with a checked token (the cookie is Secure when the page came over TLS)."""
+    response.set_cookie(COOKIE, ui_session(token), path="/ui", httponly=True, samesite="Strict", secure=request.secure)
 
 
 def forget(response: web.StreamResponse) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracegrade.ui.api import MAX_PAGE, SQL_ROW_LIMIT, TraceFilters
+from tracegrade.ui.auth import COOKIE
 
 __all__ = ["OPENAPI_PATH", "openapi_document"]
 
@@ -82,7 +83,7 @@ def openapi_document() -> dict[str, Any]:
         "components": {
             "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer", "description": "the server's --token"},
-                "cookie": {"type": "apiKey", "in": "cookie", "name": "tracegrade_ui_token"},
+                "cookie": {"type": "apiKey", "in": "cookie", "name": COOKIE},
             },
             "responses": {
                 "Error": {
