@@ -4,7 +4,6 @@ names its tenant on every receiver given the same tokens, and stops working when
 from __future__ import annotations
 
 import http.client
-import json
 import os
 import signal
 import urllib.parse
@@ -44,15 +43,6 @@ def _sign_in(server: ServerProcess, token: str) -> str:
     name, _, rest = headers["Set-Cookie"].partition("=")
     assert name == COOKIE
     return rest.split(";")[0]
-
-
-def _tenant_seen(server: ServerProcess, cookie: str) -> tuple[int, str]:
-    """The UI's SQL endpoint asked which tenant it reads as, with the cookie alone."""
-    body = json.dumps({"sql": "SELECT current_setting('search_path')"}).encode()
-    status, _, answer = _request(
-        server.http_url + "/ui/api/sql", "POST", body, Content_Type="application/json", Cookie=f"{COOKIE}={cookie}"
-    )
-    return status, answer.decode()
 
 
 def test_the_cookie_is_not_the_token_and_opens_the_ui_only(tmp_path: Path) -> None:
