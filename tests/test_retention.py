@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from tests.support import pg_cluster
+from tests.support.reporters_samples import sample_report
 from tests.support.store_kinds import STORE_KINDS, open_store
 from tests.support.store_records import make_span, trace_hex
+from tracegrade.evaluation.run_records import record_cases, record_report
 from tracegrade.models.span import LogRecordData
 from tracegrade.store import TraceStore
 from tracegrade.store.retention import Expired
@@ -158,3 +160,32 @@ def test_a_file_store_keeps_the_expiry_after_it_is_reopened(tmp_path: Path) -> N
         assert store.expire(cutoff).traces == 1
     with TraceStore(path, read_only=True) as reopened:
         assert {row[0] for row in reopened.query("SELECT DISTINCT trace_id FROM spans").rows} == {trace_hex(2)}
+
+
+@STORE_KINDS
+def test_an_online_workers_runs_expire_and_recorded_runs_stay(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    store = open_store(store_kind, tmp_path, request)
+    with store:
+        report = sample_report()
+        record_cases(store, report, "worker", "rule-old-window", {"rule": "r"})
+        record_report(store, report, "eval_set", "ci-run")
+        cutoff = _cutoff()
+        record_cases(store, report, "worker", "rule-new-window", {"rule": "r"})
+        record_cases(store, report, "worker", "rule-old-window", {"rule": "r"}, tenant="acme")  # another tenant's
+
+        def rows() -> dict[str, set[tuple[str, str]]]:
+            return {
+                table: set(store.query(f"SELECT DISTINCT tenant, run_id FROM {table}").rows)
+                for table in ("eval_runs", "eval_case_results", "eval_results", "eval_run_cases")
+            }
+
+        before = rows()
+        assert ("default", "rule-old-window") in before["eval_results"]
+
+        assert store.expire(cutoff) == Expired(worker_runs=1)
+
+        gone = {("default", "rule-old-window")}
+        assert rows() == {table: runs - gone for table, runs in before.items()}
+        assert ("default", "ci-run") in rows()["eval_runs"]

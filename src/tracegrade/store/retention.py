@@ -4,8 +4,10 @@ A trace's age is the time since the store last received anything of it: its newe
 (``received_at``, the receiver's clock, never the sender's) or its newest trajectory build (``updated_at``).
 A trace is expired when all of them are older than the cutoff; its spans, log records, evaluation events and
 trajectory rows go in one transaction, so no reader ever sees half a trace. Log records that belong to no
-trace expire by their own ``received_at``. Recorded grading runs stay: they are the history that ``diff``
-and ``gate`` compare, and they hold their own copy of what they graded.
+trace expire by their own ``received_at``. An online worker's runs (``kind = 'worker'``: a case per trace it
+graded, so they grow with the traffic) expire once the newest case recorded in them is older than the cutoff.
+The runs that people record (``grade``, CI, live runs) stay: they are the history that ``diff`` and ``gate``
+compare, and they hold their own copy of what they graded.
 
 What arrives after the cutoff is never deleted: the candidates are read in the same transaction as the
 deletes, which only touch rows received before the cutoff. A span of an expired trace that arrives later
@@ -26,13 +28,16 @@ import pyarrow as pa
 from tracegrade.store.tenancy import TraceKey
 from tracegrade.store.trajectories import TRAJECTORY_TABLES
 
-__all__ = ["EXPIRE_BATCH", "Expired", "expire_quiet_traces", "expire_traceless_logs"]
+__all__ = ["EXPIRE_BATCH", "Expired", "expire_quiet_traces", "expire_traceless_logs", "expire_worker_runs"]
 
 # traces deleted per transaction: a file store's writer waits while one runs, so a large backlog is cut into
 # several; each batch scans the store's old rows again, so fewer, larger ones finish a pass sooner, and up to
 # 50,000 traces of 10 spans the writer's longest wait stayed the same (bench/RESULTS.md, retention)
 EXPIRE_BATCH = 20_000
 _EXPIRED_VIEW = "_tracegrade_expired_traces"
+_EXPIRED_RUNS_VIEW = "_tracegrade_expired_runs"
+# the tables holding a recorded run's rows
+_RUN_TABLES = ("eval_results", "eval_case_results", "eval_run_cases", "eval_runs")
 # (table, the column saying when the store last wrote the row)
 _RECEIVED = (("spans", "received_at"), ("logs", "received_at"), ("traces", "updated_at"))
 _BUILT = {"traces": "updated_at"}  # the trajectory table saying when its rows were built (the others do not)
@@ -48,6 +53,7 @@ class Expired:
     evaluations: int = 0
     trajectory_rows: int = 0  # rows of traces, node_visits, tool_calls and llm_calls
     jobs: int = 0  # online grading jobs of expired traces
+    worker_runs: int = 0  # an online worker's runs, every row of them
 
     def __add__(self, other: Expired) -> Expired:
         return Expired(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
@@ -56,7 +62,7 @@ class Expired:
         return (
             f"expired {self.traces} trace(s): {self.spans} span(s), {self.logs} log record(s) "
             f"({self.evaluations} evaluation event(s)), {self.trajectory_rows} trajectory row(s), "
-            f"{self.jobs} grading job(s)"
+            f"{self.jobs} grading job(s), {self.worker_runs} online grading run(s)"
         )
 
 
@@ -134,6 +140,26 @@ def expire_quiet_traces(
     finally:
         con.unregister(_EXPIRED_VIEW)
     return expired, following
+
+
+def expire_worker_runs(con: duckdb.DuckDBPyConnection, cutoff: datetime) -> Expired:
+    """Delete the online worker's runs whose newest recording is older than ``cutoff``, every row of them
+    (every write of them, in a lake); the caller holds the transaction."""
+    runs = con.execute(
+        "SELECT tenant, run_id FROM eval_runs WHERE kind = 'worker' GROUP BY ALL HAVING max(created_at) < ?", [cutoff]
+    ).fetch_arrow_table()
+    if runs.num_rows == 0:
+        return Expired()
+    con.register(_EXPIRED_RUNS_VIEW, runs)
+    try:
+        for table in _RUN_TABLES:
+            con.execute(
+                f"DELETE FROM {table} WHERE EXISTS (SELECT 1 FROM {_EXPIRED_RUNS_VIEW} r "
+                f"WHERE r.tenant = {table}.tenant AND r.run_id = {table}.run_id)"
+            )
+    finally:
+        con.unregister(_EXPIRED_RUNS_VIEW)
+    return Expired(worker_runs=runs.num_rows)
 
 
 def expire_traceless_logs(con: duckdb.DuckDBPyConnection, cutoff: datetime) -> Expired:

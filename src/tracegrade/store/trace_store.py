@@ -50,7 +50,13 @@ from tracegrade.store.prepared import PreparedWrite, prepare_write
 from tracegrade.store.query_control import QueryControl
 from tracegrade.store.readonly import check_read_only, lock_down, refusal
 from tracegrade.store.results import QueryResult, WriteResult
-from tracegrade.store.retention import EXPIRE_BATCH, Expired, expire_quiet_traces, expire_traceless_logs
+from tracegrade.store.retention import (
+    EXPIRE_BATCH,
+    Expired,
+    expire_quiet_traces,
+    expire_traceless_logs,
+    expire_worker_runs,
+)
 from tracegrade.store.row_groups import RowGroupFill
 from tracegrade.store.rows import (
     LOG_SELECT_COLUMNS,
@@ -421,7 +427,8 @@ class TraceStore:
 
     def expire(self, cutoff: datetime, *, batch: int = EXPIRE_BATCH) -> Expired:
         """Delete every trace quiet since before ``cutoff`` (naive UTC; see ``retention``), the log records of
-        no trace received before it, and the grading jobs of traces gone; durable on return.
+        no trace received before it, the grading jobs of traces gone and the online worker's runs last recorded
+        before it; durable on return.
 
         Each ``batch`` of traces is its own transaction, so the writer commits between them; a batch that fails
         raises StoreError, and what earlier batches deleted stays deleted (the next call goes on from there).
@@ -434,8 +441,8 @@ class TraceStore:
             expired += step
             if after is None:
                 break
-        with self._transaction("expiring log records of no trace"):
-            expired += expire_traceless_logs(self._con, cutoff)
+        with self._transaction("expiring log records of no trace, and online grading runs"):
+            expired += expire_traceless_logs(self._con, cutoff) + expire_worker_runs(self._con, cutoff)
         expired += Expired(jobs=self.job_queue().forget(cutoff))
         if not self.wal and expired != Expired():
             self.checkpoint()
