@@ -4,6 +4,7 @@ the cutoff, and nothing written after it, checked row by row, tenant by tenant."
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 from tests.support import pg_cluster
 from tests.support.reporters_samples import sample_report
-from tests.support.store_kinds import STORE_KINDS, open_store
+from tests.support.store_kinds import open_store
 from tests.support.store_records import make_span, trace_hex
 from tracegrade.evaluation.run_records import record_cases, record_report
 from tracegrade.models.span import LogRecordData
@@ -21,6 +22,14 @@ from tracegrade.store.rows import utc_now
 from tracegrade.store.trajectories import TRAJECTORY_TABLES
 
 pg_server = pg_cluster.pg_server  # the session's PostgreSQL (a fixture), for the lake runs
+
+
+@pytest.fixture(params=["file", "lake"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TraceStore]:
+    """A new read-write store of each kind (a DuckDB file, a lake on the session's PostgreSQL)."""
+    with open_store(request.param, tmp_path, request) as opened:
+        yield opened
+
 
 SpanKey = tuple[str, str, str]
 _TOOL = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"}
@@ -67,68 +76,56 @@ def _keys(spans: list, tenant: str = "default") -> set[SpanKey]:
     return {(tenant, s.trace_id, s.span_id) for s in spans}
 
 
-@STORE_KINDS
-def test_a_quiet_trace_goes_whole_and_whatever_came_after_the_cutoff_stays(
-    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    store = open_store(store_kind, tmp_path, request)
-    with store:
-        quiet = _agent_trace(1, 100)
-        long_running = _agent_trace(2, 200)
-        store.write(quiet, [_log(1, 1), _log(1, 2, evaluation=True), _log(None, 3, evaluation=True)])
-        store.write(long_running[:2])
-        store.rebuild_trajectories([trace_hex(1), trace_hex(2)])
-        store.job_queue().enqueue("rule", ["true"], [])
-        cutoff = _cutoff()
-        store.write(long_running[2:])  # the long-running trace goes on after the cutoff: it is not quiet
-        recent = _agent_trace(3, 300)
-        store.write(recent, [_log(None, 4)])
-        other_tenant = _agent_trace(1, 400)  # the quiet trace's id, another tenant's, sent after the cutoff
-        store.write(other_tenant, tenant="acme")
-        store.rebuild_trajectories([trace_hex(2), trace_hex(3)])
-        store.rebuild_trajectories([trace_hex(1)], tenant="acme")
-        store.job_queue().enqueue("rule", ["true"], [])
-        jobs_before = {row[0] for row in store.query("SELECT trace_id FROM grading_jobs").rows}
-        assert jobs_before == {trace_hex(1), trace_hex(2), trace_hex(3)}
+def test_a_quiet_trace_goes_whole_and_whatever_came_after_the_cutoff_stays(store: TraceStore) -> None:
+    quiet = _agent_trace(1, 100)
+    long_running = _agent_trace(2, 200)
+    store.write(quiet, [_log(1, 1), _log(1, 2, evaluation=True), _log(None, 3, evaluation=True)])
+    store.write(long_running[:2])
+    store.rebuild_trajectories([trace_hex(1), trace_hex(2)])
+    store.job_queue().enqueue("rule", ["true"], [])
+    cutoff = _cutoff()
+    store.write(long_running[2:])  # the long-running trace goes on after the cutoff: it is not quiet
+    recent = _agent_trace(3, 300)
+    store.write(recent, [_log(None, 4)])
+    other_tenant = _agent_trace(1, 400)  # the quiet trace's id, another tenant's, sent after the cutoff
+    store.write(other_tenant, tenant="acme")
+    store.rebuild_trajectories([trace_hex(2), trace_hex(3)])
+    store.rebuild_trajectories([trace_hex(1)], tenant="acme")
+    store.job_queue().enqueue("rule", ["true"], [])
+    jobs_before = {row[0] for row in store.query("SELECT trace_id FROM grading_jobs").rows}
+    assert jobs_before == {trace_hex(1), trace_hex(2), trace_hex(3)}
 
-        mapped = {table: _per_trace(store, table).get(("default", trace_hex(1)), 0) for table in TRAJECTORY_TABLES}
-        assert mapped["traces"] == 1 and mapped["tool_calls"] == 2
+    mapped = {table: _per_trace(store, table).get(("default", trace_hex(1)), 0) for table in TRAJECTORY_TABLES}
+    assert mapped["traces"] == 1 and mapped["tool_calls"] == 2
 
-        expired = store.expire(cutoff)
+    expired = store.expire(cutoff)
 
-        assert expired == Expired(
-            traces=1, spans=3, logs=3, evaluations=2, trajectory_rows=sum(mapped.values()), jobs=1
-        )
-        assert _spans(store) == _keys(long_running) | _keys(recent) | _keys(other_tenant, "acme")
-        assert _per_trace(store, "logs") == {}
-        assert store.query("SELECT body FROM logs").rows == [('"record 4"',)]
-        assert store.query("SELECT count(*) FROM evaluations").rows == [(0,)]
-        kept = {("default", trace_hex(2)), ("default", trace_hex(3)), ("acme", trace_hex(1))}
-        assert set(_per_trace(store, "traces")) == kept
-        assert set(_per_trace(store, "tool_calls")) == set(_per_trace(store, "traces"))
-        assert {row[0] for row in store.query("SELECT trace_id FROM grading_jobs").rows} == {trace_hex(2), trace_hex(3)}
-        # the trace that went on keeps its early spans, and its trajectory counts all of them
-        assert store.query("SELECT span_count FROM traces WHERE trace_id = ?", [trace_hex(2)]).rows == [(3,)]
+    assert expired == Expired(traces=1, spans=3, logs=3, evaluations=2, trajectory_rows=sum(mapped.values()), jobs=1)
+    assert _spans(store) == _keys(long_running) | _keys(recent) | _keys(other_tenant, "acme")
+    assert _per_trace(store, "logs") == {}
+    assert store.query("SELECT body FROM logs").rows == [('"record 4"',)]
+    assert store.query("SELECT count(*) FROM evaluations").rows == [(0,)]
+    kept = {("default", trace_hex(2)), ("default", trace_hex(3)), ("acme", trace_hex(1))}
+    assert set(_per_trace(store, "traces")) == kept
+    assert set(_per_trace(store, "tool_calls")) == set(_per_trace(store, "traces"))
+    assert {row[0] for row in store.query("SELECT trace_id FROM grading_jobs").rows} == {trace_hex(2), trace_hex(3)}
+    # the trace that went on keeps its early spans, and its trajectory counts all of them
+    assert store.query("SELECT span_count FROM traces WHERE trace_id = ?", [trace_hex(2)]).rows == [(3,)]
 
-        assert store.expire(cutoff) == Expired()  # a second pass finds nothing left to do
+    assert store.expire(cutoff) == Expired()  # a second pass finds nothing left to do
 
 
-@STORE_KINDS
-def test_a_span_of_an_expired_trace_sent_again_is_stored_and_mapped_again(
-    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    store = open_store(store_kind, tmp_path, request)
-    with store:
-        spans = _agent_trace(5, 500)
-        store.write(spans)
-        store.rebuild_trajectories([trace_hex(5)])
-        assert store.expire(_cutoff()).traces == 1
-        assert _spans(store) == set()
+def test_a_span_of_an_expired_trace_sent_again_is_stored_and_mapped_again(store: TraceStore) -> None:
+    spans = _agent_trace(5, 500)
+    store.write(spans)
+    store.rebuild_trajectories([trace_hex(5)])
+    assert store.expire(_cutoff()).traces == 1
+    assert _spans(store) == set()
 
-        again = store.write(spans[:1])  # an exporter's late retry: no longer a duplicate of anything stored
-        assert (again.spans_inserted, again.spans_duplicate) == (1, 0)
-        store.rebuild_trajectories([trace_hex(5)])
-        assert store.query("SELECT trace_id, span_count FROM traces").rows == [(trace_hex(5), 1)]
+    again = store.write(spans[:1])  # an exporter's late retry: no longer a duplicate of anything stored
+    assert (again.spans_inserted, again.spans_duplicate) == (1, 0)
+    store.rebuild_trajectories([trace_hex(5)])
+    assert store.query("SELECT trace_id, span_count FROM traces").rows == [(trace_hex(5), 1)]
 
 
 def test_batches_go_past_traces_that_are_not_quiet(tmp_path: Path) -> None:
@@ -162,30 +159,25 @@ def test_a_file_store_keeps_the_expiry_after_it_is_reopened(tmp_path: Path) -> N
         assert {row[0] for row in reopened.query("SELECT DISTINCT trace_id FROM spans").rows} == {trace_hex(2)}
 
 
-@STORE_KINDS
-def test_an_online_workers_runs_expire_and_recorded_runs_stay(
-    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    store = open_store(store_kind, tmp_path, request)
-    with store:
-        report = sample_report()
-        record_cases(store, report, "worker", "rule-old-window", {"rule": "r"})
-        record_report(store, report, "eval_set", "ci-run")
-        cutoff = _cutoff()
-        record_cases(store, report, "worker", "rule-new-window", {"rule": "r"})
-        record_cases(store, report, "worker", "rule-old-window", {"rule": "r"}, tenant="acme")  # another tenant's
+def test_an_online_workers_runs_expire_and_recorded_runs_stay(store: TraceStore) -> None:
+    report = sample_report()
+    record_cases(store, report, "worker", "rule-old-window", {"rule": "r"})
+    record_report(store, report, "eval_set", "ci-run")
+    cutoff = _cutoff()
+    record_cases(store, report, "worker", "rule-new-window", {"rule": "r"})
+    record_cases(store, report, "worker", "rule-old-window", {"rule": "r"}, tenant="acme")  # another tenant's
 
-        def rows() -> dict[str, set[tuple[str, str]]]:
-            return {
-                table: set(store.query(f"SELECT DISTINCT tenant, run_id FROM {table}").rows)
-                for table in ("eval_runs", "eval_case_results", "eval_results", "eval_run_cases")
-            }
+    def rows() -> dict[str, set[tuple[str, str]]]:
+        return {
+            table: set(store.query(f"SELECT DISTINCT tenant, run_id FROM {table}").rows)
+            for table in ("eval_runs", "eval_case_results", "eval_results", "eval_run_cases")
+        }
 
-        before = rows()
-        assert ("default", "rule-old-window") in before["eval_results"]
+    before = rows()
+    assert ("default", "rule-old-window") in before["eval_results"]
 
-        assert store.expire(cutoff) == Expired(worker_runs=1)
+    assert store.expire(cutoff) == Expired(worker_runs=1)
 
-        gone = {("default", "rule-old-window")}
-        assert rows() == {table: runs - gone for table, runs in before.items()}
-        assert ("default", "ci-run") in rows()["eval_runs"]
+    gone = {("default", "rule-old-window")}
+    assert rows() == {table: runs - gone for table, runs in before.items()}
+    assert ("default", "ci-run") in rows()["eval_runs"]

@@ -23,7 +23,7 @@ import pytest
 from tests.support.chromium import CHROMIUM_FLAGS
 from tests.support.server_otlp import post
 from tests.support.server_process import ServerProcess
-from tests.support.server_requests import count_spans, span_json, traces_json, unique_trace_id
+from tests.support.server_requests import count_spans, exchange, span_json, traces_json, unique_trace_id
 from tests.support.tenant_traffic import write_tokens
 from tracegrade.ingest.tokens import ui_session
 from tracegrade.ui.auth import COOKIE
@@ -47,19 +47,6 @@ def tenants_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerP
         yield server
 
 
-def _request(url: str, method: str = "GET", body: bytes | None = None, **headers: str) -> tuple[int, dict, bytes]:
-    """One request, no redirect followed: (status, headers, body)."""
-    parts = urllib.parse.urlsplit(url)
-    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
-    try:
-        path = parts.path + (f"?{parts.query}" if parts.query else "")
-        connection.request(method, path, body=body, headers={k.replace("_", "-"): v for k, v in headers.items()})
-        response = connection.getresponse()
-        return response.status, dict(response.getheaders()), response.read()
-    finally:
-        connection.close()
-
-
 # --- DNS rebinding ------------------------------------------------------------------------------------------------
 
 
@@ -70,14 +57,14 @@ def test_on_a_loopback_address_a_request_for_another_host_name_is_refused(open_s
     query = json.dumps({"sql": "SELECT count(*) FROM spans"}).encode()
     rebound = f"attacker.example:{port}"
     for method, path, payload in (("GET", "/ui/api/traces", None), ("POST", "/v1/query", query)):
-        status, _, answer = _request(base + path, method, payload, Host=rebound, Content_Type="application/json")
+        status, _, answer = exchange(base + path, method, payload, Host=rebound, Content_Type="application/json")
         assert status == 421, (path, status, answer)
         assert "attacker.example" in json.loads(answer)["error"] and "localhost" in json.loads(answer)["error"]
-    status, _, _ = _request(base + "/v1/traces", "POST", body, Host=rebound, Content_Type="application/json")
+    status, _, _ = exchange(base + "/v1/traces", "POST", body, Host=rebound, Content_Type="application/json")
     assert status == 421
     assert count_spans(base, trace_id) == 0
     for name in (f"localhost:{port}", f"127.0.0.1:{port}"):  # what exporters, the CLI and browsers send
-        status, _, _ = _request(base + "/ui/api/traces", Host=name)
+        status, _, _ = exchange(base + "/ui/api/traces", Host=name)
         assert status == 200, name
     assert post(base + "/v1/traces", body, "application/json").status == 200
     assert count_spans(base, trace_id) == 1
@@ -108,11 +95,11 @@ def test_a_sign_in_posted_by_another_site_is_refused_and_one_from_a_client_is_no
     form = urllib.parse.urlencode({"token": EVIL, "next": "/ui/runs"}).encode()
     kind = "application/x-www-form-urlencoded"
     for foreign in ({"Sec_Fetch_Site": "cross-site"}, {"Sec_Fetch_Site": "same-site"}, {"Origin": "http://evil.test"}):
-        status, headers, _ = _request(url, "POST", form, Content_Type=kind, **foreign)
+        status, headers, _ = exchange(url, "POST", form, Content_Type=kind, **foreign)
         assert status == 403 and "Set-Cookie" not in headers, foreign
-    status, headers, _ = _request(url, "POST", form, Content_Type=kind, Sec_Fetch_Site="same-origin")
+    status, headers, _ = exchange(url, "POST", form, Content_Type=kind, Sec_Fetch_Site="same-origin")
     assert status == 303 and ui_session(EVIL) in headers["Set-Cookie"]
-    status, headers, _ = _request(url, "POST", form, Content_Type=kind)  # a script or curl: no browser to misuse
+    status, headers, _ = exchange(url, "POST", form, Content_Type=kind)  # a script or curl: no browser to misuse
     assert status == 303 and ui_session(EVIL) in headers["Set-Cookie"]
 
 
@@ -120,12 +107,12 @@ def test_a_sign_out_posted_by_another_site_is_refused(tenants_server: ServerProc
     url = tenants_server.http_url + "/ui/logout"
     cookie = f"{COOKIE}={ui_session(ACME)}"
     for foreign in ({"Sec_Fetch_Site": "cross-site"}, {"Origin": "http://evil.test"}):
-        status, headers, answer = _request(url, "POST", b"", Cookie=cookie, **foreign)
+        status, headers, answer = exchange(url, "POST", b"", Cookie=cookie, **foreign)
         assert status == 403 and "Set-Cookie" not in headers and b"another site" in answer, foreign
-    status, headers, _ = _request(url, "POST", b"", Cookie=cookie, Sec_Fetch_Site="same-origin")
+    status, headers, _ = exchange(url, "POST", b"", Cookie=cookie, Sec_Fetch_Site="same-origin")
     assert status == 303 and headers["Location"] == "/ui/login"
     assert headers["Set-Cookie"].startswith(f'{COOKIE}=""') and "Max-Age=0" in headers["Set-Cookie"]
-    status, _, _ = _request(url, "GET")  # signing out changes state: never by a link
+    status, _, _ = exchange(url, "GET")  # signing out changes state: never by a link
     assert status == 405
 
 

@@ -3,13 +3,13 @@ names its tenant on every receiver given the same tokens, and stops working when
 
 from __future__ import annotations
 
-import http.client
 import os
 import signal
 import urllib.parse
 from pathlib import Path
 
 from tests.support.server_process import ServerProcess
+from tests.support.server_requests import exchange
 from tests.support.tenant_traffic import sql, write_tokens
 from tests.support.waiting import wait_until
 from tracegrade.ui.auth import COOKIE
@@ -17,22 +17,10 @@ from tracegrade.ui.auth import COOKIE
 ACME, GLOBEX = "acme-session-token-0001", "globex-session-token-02"
 
 
-def _request(url: str, method: str = "GET", body: bytes | None = None, **headers: str) -> tuple[int, dict, bytes]:
-    parts = urllib.parse.urlsplit(url)
-    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
-    try:
-        path = parts.path + (f"?{parts.query}" if parts.query else "")
-        connection.request(method, path, body=body, headers={k.replace("_", "-"): v for k, v in headers.items()})
-        response = connection.getresponse()
-        return response.status, dict(response.getheaders()), response.read()
-    finally:
-        connection.close()
-
-
 def _sign_in(server: ServerProcess, token: str) -> str:
     """Sign in with the form, as a browser on the server's own page would; the cookie's value."""
     form = urllib.parse.urlencode({"token": token, "next": "/ui/runs"}).encode()
-    status, headers, _ = _request(
+    status, headers, _ = exchange(
         server.http_url + "/ui/login",
         "POST",
         form,
@@ -50,11 +38,11 @@ def test_the_cookie_is_not_the_token_and_opens_the_ui_only(tmp_path: Path) -> No
     with ServerProcess(tmp_path / "store.duckdb", extra_args=("--tokens", str(tokens))) as server:
         cookie = _sign_in(server, ACME)
         assert ACME not in cookie and cookie != _sign_in(server, GLOBEX)
-        status, _, _ = _request(server.http_url + "/ui/api/traces", Cookie=f"{COOKIE}={cookie}")
+        status, _, _ = exchange(server.http_url + "/ui/api/traces", Cookie=f"{COOKIE}={cookie}")
         assert status == 200
         # the cookie's value is no bearer token: the query, runs and OTLP endpoints refuse it
         assert sql(server.http_url, "SELECT 1", cookie).status == 401
-        status, _, _ = _request(
+        status, _, _ = exchange(
             server.http_url + "/v1/traces",
             "POST",
             b"{}",
@@ -63,7 +51,7 @@ def test_the_cookie_is_not_the_token_and_opens_the_ui_only(tmp_path: Path) -> No
         )
         assert status == 401
         # a made-up cookie opens nothing
-        status, _, answer = _request(server.http_url + "/ui/api/traces", Cookie=f"{COOKIE}=s1.{'0' * 64}")
+        status, _, answer = exchange(server.http_url + "/ui/api/traces", Cookie=f"{COOKIE}=s1.{'0' * 64}")
         assert status == 401 and b"sign in again" in answer
 
 
@@ -76,12 +64,12 @@ def test_a_cookie_holds_on_every_receiver_with_the_same_tokens_until_its_token_g
     ):
         cookie = _sign_in(one, GLOBEX)
         for server in (one, two):  # behind a load balancer, the next request may reach another receiver
-            status, _, _ = _request(server.http_url + "/ui/runs", Cookie=f"{COOKIE}={cookie}")
+            status, _, _ = exchange(server.http_url + "/ui/runs", Cookie=f"{COOKIE}={cookie}")
             assert status == 200
         write_tokens(tokens, {"acme": [ACME], "globex": ["globex-rotated-token-03"]})
         os.kill(one.pid, signal.SIGHUP)
         wait_until(lambda: sql(one.http_url, "SELECT 1", "globex-rotated-token-03").status == 200, "the reload", 30)
-        status, _, page = _request(one.http_url + "/ui/runs", Cookie=f"{COOKIE}={cookie}")
+        status, _, page = exchange(one.http_url + "/ui/runs", Cookie=f"{COOKIE}={cookie}")
         assert status == 401 and b"sign in again" in page  # the sign-in form, saying why
-        status, _, _ = _request(two.http_url + "/ui/runs", Cookie=f"{COOKIE}={cookie}")
+        status, _, _ = exchange(two.http_url + "/ui/runs", Cookie=f"{COOKIE}={cookie}")
         assert status == 200  # not reloaded yet: still the old tokens

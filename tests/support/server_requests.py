@@ -3,8 +3,10 @@ over HTTP."""
 
 from __future__ import annotations
 
+import http.client
 import itertools
 import json
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -14,6 +16,7 @@ from tests.support.server_otlp import HttpReply, otlp_json_to_proto, post
 
 __all__ = [
     "count_spans",
+    "exchange",
     "query",
     "receiver_metric",
     "span_json",
@@ -86,3 +89,16 @@ def receiver_metric(http_url: str, name: str) -> float:
         page = response.read().decode()
     line = next(x for x in page.splitlines() if x.startswith(f"tracegrade_receiver_{name} "))
     return float(line.split()[1])
+
+
+def exchange(url: str, method: str = "GET", body: bytes | None = None, **headers: str) -> tuple[int, dict, bytes]:
+    """One HTTP request with no redirect followed (header names with ``_`` for ``-``): status, headers, body."""
+    parts = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    try:
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        connection.request(method, path, body=body, headers={k.replace("_", "-"): v for k, v in headers.items()})
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        connection.close()
