@@ -108,7 +108,9 @@ def test_maintain_while_another_process_writes_loses_nothing(lake: tuple[str, Pa
         assert maintainer.poll() is None, log.read_text()
         # the receiver's own writer: a commit per batch, trajectories replaced after each trace settles (a
         # replacement that conflicts with a maintenance commit fails and is retried by the writer)
-        writer = StoreWriter(LakeStore(location, data_path=data), settle_seconds=0.05, root_settle_seconds=0.05)
+        # each batch committed at once (a lake's writer would gather for a second): 60 commits racing maintenance
+        store = LakeStore(location, data_path=data)
+        writer = StoreWriter(store, commit_seconds=0, settle_seconds=0.05, root_settle_seconds=0.05)
         writer.start()
         passes_before = passes()
         for trace in range(2, 62):

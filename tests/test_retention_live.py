@@ -116,7 +116,9 @@ def _lake_spans(trace: int) -> list:
 
 def test_maintain_retain_on_a_lake_while_another_process_writes(pg_server: PgServer, tmp_path: Path) -> None:
     location, data = f"ducklake:postgres:{pg_server.new_database()}", tmp_path / "lake-data"
-    writer = StoreWriter(LakeStore(location, data_path=data), settle_seconds=0.05, root_settle_seconds=0.05)
+    # each trace committed at once (a lake's writer would gather for a second)
+    store = LakeStore(location, data_path=data)
+    writer = StoreWriter(store, commit_seconds=0, settle_seconds=0.05, root_settle_seconds=0.05)
     writer.start()
     sent: SpanKeys = {}
     submitted: dict[str, float] = {}

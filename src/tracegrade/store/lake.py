@@ -11,6 +11,8 @@ I/O error: PostgreSQL down, a full disk) marks the store failed, and its owner r
 
 Trajectory builds are coordinated through the catalog's PostgreSQL (``lake_builds``): every write marks
 its traces there, and any process claims them; ``updated_at`` and ``stamp`` come from PostgreSQL's clock.
+Every write transaction also holds the lake's write gate shared (``lake_write_gate``), which retention's
+expiry batches hold exclusive.
 
 A LakeStore is a TraceStore whose connections see the lake through two schemas (see ``lake_schema``):
 the writing connection works in ``raw`` (every copy written), so the file store's write path (its
@@ -32,7 +34,8 @@ from __future__ import annotations
 import contextlib
 import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -60,6 +63,7 @@ from tracegrade.store.lake_schema import (
     file_schema_columns,
     lake_version,
 )
+from tracegrade.store.lake_write_gate import WriteGate
 from tracegrade.store.prepared import PreparedWrite
 from tracegrade.store.readonly import lock_down
 from tracegrade.store.results import CommitConflict, QueryResult, WriteResult
@@ -155,6 +159,7 @@ class LakeStore(TraceStore):
         self._closed = False
         self._conninfo = conninfo
         self._jobs: CatalogJobQueue | None = None
+        self._gate = WriteGate(conninfo, self._catalog_out_of_reach)  # connects at its first use: writes take it
         try:
             self._catalog_builds = CatalogBuildQueue(conninfo, create=not read_only)
         except BaseException:
@@ -191,14 +196,32 @@ class LakeStore(TraceStore):
         if isinstance(exc, duckdb.TransactionException):
             return CommitConflict(f"{doing} failed: {first_line}")
         if isinstance(exc, (duckdb.IOException, duckdb.ConnectionException)):
-            self.mark_failed(f"the lake's catalog or data path is out of reach: {first_line}")
+            self._catalog_out_of_reach(first_line)
             return StoreError(f"{doing} failed: {first_line}")
         return super()._failed(doing, exc)
+
+    @contextmanager
+    def _transaction(self, doing: str) -> Iterator[None]:
+        """As TraceStore's, inside the write gate (shared): an expiry batch on any machine waits for it."""
+        self._require_open()
+        gate = contextlib.nullcontext() if self.read_only else self._gate.shared()
+        with gate, super()._transaction(doing):
+            yield
+
+    @contextmanager
+    def _expiry_batch(self) -> Iterator[None]:
+        """The write gate, exclusive: DuckLake would fail the batch's deletes if any write committed meanwhile."""
+        with self._gate.exclusive():
+            yield
+
+    def _catalog_out_of_reach(self, why: str) -> None:
+        self.mark_failed(f"the lake's catalog or data path is out of reach: {why}")
 
     def close(self) -> None:
         with self._write_lock:
             if self._jobs is not None:
                 self._jobs.close()
+            self._gate.close()
         self._catalog_builds.close()
         super().close()
 

@@ -14,7 +14,8 @@ deletes, which only touch rows received before the cutoff. A span of an expired 
 starts the trace again (and is rebuilt into a trajectory of its own).
 
 The SQL runs on a writing connection whose tables have the store's names: a DuckDB file's, or a lake's
-``raw`` tables (every copy and build of a row goes).
+``raw`` tables (every copy and build of a row goes; each batch inside the lake's write gate, ``lake_write_gate``,
+since DuckLake fails a delete that races an insert into the same table).
 """
 
 from __future__ import annotations
