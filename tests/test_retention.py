@@ -3,6 +3,7 @@ the cutoff, and nothing written after it, checked row by row, tenant by tenant."
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -181,3 +182,34 @@ def test_an_online_workers_runs_expire_and_recorded_runs_stay(store: TraceStore)
     gone = {("default", "rule-old-window")}
     assert rows() == {table: runs - gone for table, runs in before.items()}
     assert ("default", "ci-run") in rows()["eval_runs"]
+
+
+def test_on_a_lake_a_pass_waits_at_the_write_gate_only_when_something_can_expire(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Another process holding the gate (a stuck ``maintain``, say) holds up a pass with work to do, never one
+    with nothing old enough to go."""
+    import psycopg
+
+    from tracegrade.store.lake_location import catalog_conninfo
+    from tracegrade.store.lake_write_gate import GATE_KEY
+
+    with open_store("lake", tmp_path, request) as store:
+        store.write(_agent_trace(1, 100))
+        before_everything = datetime(2000, 1, 1)
+        cutoff = _cutoff()
+        passes: list[Expired] = []
+        with psycopg.connect(catalog_conninfo(str(store.location)), autocommit=True) as holder:
+            holder.execute("SELECT pg_advisory_lock(%s)", [GATE_KEY])
+            quick = threading.Thread(target=lambda: passes.append(store.expire(before_everything)))
+            quick.start()
+            quick.join(30)
+            assert passes == [Expired()], "a pass with nothing to do waited at the closed gate"
+            passes.clear()
+            waiting = threading.Thread(target=lambda: passes.append(store.expire(cutoff)))
+            waiting.start()
+            waiting.join(1.0)
+            assert waiting.is_alive() and not passes, "a pass with work to do went past a closed gate"
+            holder.execute("SELECT pg_advisory_unlock(%s)", [GATE_KEY])
+            waiting.join(60)
+        assert [p.traces for p in passes] == [1]

@@ -29,7 +29,15 @@ import pyarrow as pa
 from tracegrade.store.tenancy import TraceKey
 from tracegrade.store.trajectories import TRAJECTORY_TABLES
 
-__all__ = ["EXPIRE_BATCH", "Expired", "expire_quiet_traces", "expire_traceless_logs", "expire_worker_runs"]
+__all__ = [
+    "EXPIRE_BATCH",
+    "OLDER_ROWS_PARAMS",
+    "OLDER_ROWS_SQL",
+    "Expired",
+    "expire_quiet_traces",
+    "expire_traceless_logs",
+    "expire_worker_runs",
+]
 
 # traces deleted per transaction: a file store's writer waits while one runs, so a large backlog is cut into
 # several; each batch scans the store's old rows again, so fewer, larger ones finish a pass sooner, and up to
@@ -42,6 +50,12 @@ _RUN_TABLES = ("eval_results", "eval_case_results", "eval_run_cases", "eval_runs
 # (table, the column saying when the store last wrote the row)
 _RECEIVED = (("spans", "received_at"), ("logs", "received_at"), ("traces", "updated_at"))
 _BUILT = {"traces": "updated_at"}  # the trajectory table saying when its rows were built (the others do not)
+# whether anything could expire: a row written before the cutoff (one parameter per ?), on a reading cursor
+OLDER_ROWS_SQL = "SELECT " + " OR ".join(
+    [f"EXISTS (SELECT 1 FROM {table} WHERE {column} < ?)" for table, column in _RECEIVED]
+    + ["EXISTS (SELECT 1 FROM eval_runs WHERE kind = 'worker' AND created_at < ?)"]
+)
+OLDER_ROWS_PARAMS = len(_RECEIVED) + 1
 
 
 @dataclass(frozen=True)

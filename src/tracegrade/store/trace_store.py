@@ -52,6 +52,8 @@ from tracegrade.store.readonly import check_read_only, lock_down, refusal
 from tracegrade.store.results import QueryResult, WriteResult
 from tracegrade.store.retention import (
     EXPIRE_BATCH,
+    OLDER_ROWS_PARAMS,
+    OLDER_ROWS_SQL,
     Expired,
     expire_quiet_traces,
     expire_traceless_logs,
@@ -434,15 +436,17 @@ class TraceStore:
         raises StoreError, and what earlier batches deleted stays deleted (the next call goes on from there).
         """
         expired = Expired()
-        after: TraceKey | None = None
-        while True:
-            with self._expiry_batch(), self._transaction("expiring traces"):
-                step, after = expire_quiet_traces(self._con, cutoff, after, batch)
-            expired += step
-            if after is None:
-                break
-        with self._expiry_batch(), self._transaction("expiring log records of no trace, and online grading runs"):
-            expired += expire_traceless_logs(self._con, cutoff) + expire_worker_runs(self._con, cutoff)
+        # most passes find nothing old enough: a read says so without holding up the writers (a lake's gate)
+        if self._run(OLDER_ROWS_SQL, [cutoff] * OLDER_ROWS_PARAMS, check=False).rows[0][0]:
+            after: TraceKey | None = None
+            while True:
+                with self._expiry_batch(), self._transaction("expiring traces"):
+                    step, after = expire_quiet_traces(self._con, cutoff, after, batch)
+                expired += step
+                if after is None:
+                    break
+            with self._expiry_batch(), self._transaction("expiring log records of no trace, and online grading runs"):
+                expired += expire_traceless_logs(self._con, cutoff) + expire_worker_runs(self._con, cutoff)
         expired += Expired(jobs=self.job_queue().forget(cutoff))
         if not self.wal and expired != Expired():
             self.checkpoint()
