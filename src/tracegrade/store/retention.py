@@ -31,7 +31,6 @@ from tracegrade.store.trajectories import TRAJECTORY_TABLES
 
 __all__ = [
     "EXPIRE_BATCH",
-    "OLDER_ROWS_PARAMS",
     "OLDER_ROWS_SQL",
     "Expired",
     "expire_quiet_traces",
@@ -50,12 +49,11 @@ _RUN_TABLES = ("eval_results", "eval_case_results", "eval_run_cases", "eval_runs
 # (table, the column saying when the store last wrote the row)
 _RECEIVED = (("spans", "received_at"), ("logs", "received_at"), ("traces", "updated_at"))
 _BUILT = {"traces": "updated_at"}  # the trajectory table saying when its rows were built (the others do not)
-# whether anything could expire: a row written before the cutoff (one parameter per ?), on a reading cursor
+# whether anything could expire: a row written before the cutoff (the one parameter), on a reading cursor
 OLDER_ROWS_SQL = "SELECT " + " OR ".join(
-    [f"EXISTS (SELECT 1 FROM {table} WHERE {column} < ?)" for table, column in _RECEIVED]
-    + ["EXISTS (SELECT 1 FROM eval_runs WHERE kind = 'worker' AND created_at < ?)"]
+    [f"EXISTS (SELECT 1 FROM {table} WHERE {column} < $1)" for table, column in _RECEIVED]
+    + ["EXISTS (SELECT 1 FROM eval_runs WHERE kind = 'worker' AND created_at < $1)"]
 )
-OLDER_ROWS_PARAMS = len(_RECEIVED) + 1
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,6 @@ from tracegrade.store.readonly import check_read_only, lock_down, refusal
 from tracegrade.store.results import QueryResult, WriteResult
 from tracegrade.store.retention import (
     EXPIRE_BATCH,
-    OLDER_ROWS_PARAMS,
     OLDER_ROWS_SQL,
     Expired,
     expire_quiet_traces,
@@ -437,7 +436,7 @@ class TraceStore:
         """
         expired = Expired()
         # most passes find nothing old enough: a read says so without holding up the writers (a lake's gate)
-        if self._run(OLDER_ROWS_SQL, [cutoff] * OLDER_ROWS_PARAMS, check=False).rows[0][0]:
+        if self._run(OLDER_ROWS_SQL, [cutoff], check=False).rows[0][0]:
             after: TraceKey | None = None
             while True:
                 with self._expiry_batch(), self._transaction("expiring traces"):
