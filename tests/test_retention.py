@@ -18,8 +18,8 @@ from tests.support.store_records import make_span, trace_hex
 from tracegrade.evaluation.run_records import record_cases, record_report
 from tracegrade.models.span import LogRecordData
 from tracegrade.store import TraceStore
-from tracegrade.store.retention import Expired
 from tracegrade.store.rows import utc_now
+from tracegrade.store.trace_deletion import Deleted
 from tracegrade.store.trajectories import TRAJECTORY_TABLES
 
 pg_server = pg_cluster.pg_server  # the session's PostgreSQL (a fixture), for the lake runs
@@ -101,7 +101,7 @@ def test_a_quiet_trace_goes_whole_and_whatever_came_after_the_cutoff_stays(store
 
     expired = store.expire(cutoff)
 
-    assert expired == Expired(traces=1, spans=3, logs=3, evaluations=2, trajectory_rows=sum(mapped.values()), jobs=1)
+    assert expired == Deleted(traces=1, spans=3, logs=3, evaluations=2, trajectory_rows=sum(mapped.values()), jobs=1)
     assert _spans(store) == _keys(long_running) | _keys(recent) | _keys(other_tenant, "acme")
     assert _per_trace(store, "logs") == {}
     assert store.query("SELECT body FROM logs").rows == [('"record 4"',)]
@@ -113,7 +113,7 @@ def test_a_quiet_trace_goes_whole_and_whatever_came_after_the_cutoff_stays(store
     # the trace that went on keeps its early spans, and its trajectory counts all of them
     assert store.query("SELECT span_count FROM traces WHERE trace_id = ?", [trace_hex(2)]).rows == [(3,)]
 
-    assert store.expire(cutoff) == Expired()  # a second pass finds nothing left to do
+    assert store.expire(cutoff) == Deleted()  # a second pass finds nothing left to do
 
 
 def test_a_span_of_an_expired_trace_sent_again_is_stored_and_mapped_again(store: TraceStore) -> None:
@@ -177,7 +177,7 @@ def test_an_online_workers_runs_expire_and_recorded_runs_stay(store: TraceStore)
     before = rows()
     assert ("default", "rule-old-window") in before["eval_results"]
 
-    assert store.expire(cutoff) == Expired(worker_runs=1)
+    assert store.expire(cutoff) == Deleted(worker_runs=1)
 
     gone = {("default", "rule-old-window")}
     assert rows() == {table: runs - gone for table, runs in before.items()}
@@ -198,13 +198,13 @@ def test_on_a_lake_a_pass_waits_at_the_write_gate_only_when_something_can_expire
         store.write(_agent_trace(1, 100))
         before_everything = datetime(2000, 1, 1)
         cutoff = _cutoff()
-        passes: list[Expired] = []
+        passes: list[Deleted] = []
         with psycopg.connect(catalog_conninfo(str(store.location)), autocommit=True) as holder:
             holder.execute("SELECT pg_advisory_lock(%s)", [GATE_KEY])
             quick = threading.Thread(target=lambda: passes.append(store.expire(before_everything)))
             quick.start()
             quick.join(30)
-            assert passes == [Expired()], "a pass with nothing to do waited at the closed gate"
+            assert passes == [Deleted()], "a pass with nothing to do waited at the closed gate"
             passes.clear()
             waiting = threading.Thread(target=lambda: passes.append(store.expire(cutoff)))
             waiting.start()

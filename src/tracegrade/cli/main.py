@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "calibrate": ("tracegrade.cli.calibrate:command", "Measure LLM judges' agreement with human labels."),
     "export-cases": ("tracegrade.cli.export_cases:command", "Write one eval case per selected trace."),
     "worker": ("tracegrade.cli.worker:command", "Keep grading settled traces through durable jobs."),
+    "forget": ("tracegrade.cli.forget:command", "Delete traces on request, for good (spans arriving later too)."),
     "maintain": ("tracegrade.cli.maintain:command", "Compact a lake store: merge files, expire snapshots."),
     "build": ("tracegrade.cli.build:command", "Build a lake's trajectories from its catalog's build queue."),
     "convert": ("tracegrade.cli.convert:command", "Write an eval set or config as ADK's files or tracegrade's."),

@@ -106,7 +106,7 @@ def _one_pass(store: TraceStore, keep: timedelta, retain: timedelta | None, *, s
 
     try:
         if retain is not None:
-            click.echo(store.expire(utc_now() - retain).summary())
+            click.echo(store.expire(utc_now() - retain).summary("expired"))
         if isinstance(store, LakeStore):
             click.echo(store.maintain(keep=keep).summary())
     except (duckdb.Error, StoreError) as exc:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # types only: the receiver imports the decoders and the store
     from tracegrade.ingest.decode.limits import DecodeLimits
     from tracegrade.ingest.decode.results import Rejection
     from tracegrade.store.results import WriteResult
-    from tracegrade.store.retention import Expired
+    from tracegrade.store.trace_deletion import Deleted
 
 __all__ = [
     "BodyTimeout",
@@ -400,14 +400,19 @@ class Intake:
             raise StoreUnavailable(f"the request could not be made durable: {exc}", 1.0) from None
         self._metrics.write_latency.observe(time.perf_counter() - started)
 
-    def count_expired(self, expired: Expired) -> None:
+    def count_expired(self, expired: Deleted) -> None:
         """Count what a retention pass deleted (call on the event loop)."""
         self._metrics.traces_expired.inc(expired.traces)
         self._metrics.spans_expired.inc(expired.spans)
         self._metrics.logs_expired.inc(expired.logs)
 
+    def count_forgotten(self, forgotten: Deleted) -> None:
+        """Count the traces a request forgot (call on the event loop)."""
+        self._metrics.traces_forgotten.inc(forgotten.traces)
+
     def count_stored(self, result: WriteResult) -> None:
-        """Count a committed submission's new and duplicate records (call on the event loop)."""
+        """Count a committed submission's new, duplicate and dropped records (call on the event loop)."""
+        self._metrics.spans_dropped_forgotten.inc(result.spans_forgotten)
         self._metrics.spans_stored.inc(result.spans_inserted)
         self._metrics.spans_duplicate.inc(result.spans_duplicate)
         self._metrics.logs_stored.inc(result.logs_inserted)

@@ -209,6 +209,12 @@ class ReceiverMetrics:
         self.logs_expired = add(
             Counter(prefix + "log_records_expired_total", "Log records deleted by retention (--retain).")
         )
+        self.traces_forgotten = add(
+            Counter(prefix + "traces_forgotten_total", "Traces deleted on request (POST /v1/forget).")
+        )
+        self.spans_dropped_forgotten = add(
+            Counter(prefix + "spans_dropped_forgotten_total", "Spans received for a forgotten trace, not stored.")
+        )
         self.write_latency = add(
             Histogram(
                 prefix + "write_latency_seconds",

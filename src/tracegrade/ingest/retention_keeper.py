@@ -14,8 +14,8 @@ from datetime import timedelta
 
 from tracegrade.errors import StoreError
 from tracegrade.store.backend import StoreBackend
-from tracegrade.store.retention import Expired
 from tracegrade.store.rows import utc_now
+from tracegrade.store.trace_deletion import Deleted
 
 __all__ = ["RetentionKeeper", "pass_interval"]
 
@@ -35,7 +35,7 @@ class RetentionKeeper:
     """Expires ``store``'s traces quiet for longer than ``retain``, one pass per ``pass_interval``, until
     ``stop``; ``on_expired`` hears of each pass that deleted something (on the keeper's thread)."""
 
-    def __init__(self, store: StoreBackend, retain: timedelta, on_expired: Callable[[Expired], object]) -> None:
+    def __init__(self, store: StoreBackend, retain: timedelta, on_expired: Callable[[Deleted], object]) -> None:
         self.store = store
         self.retain = retain
         self.on_expired = on_expired
@@ -46,11 +46,11 @@ class RetentionKeeper:
         self._thread.start()
         return self
 
-    def run_once(self) -> Expired:
+    def run_once(self) -> Deleted:
         """One pass: expire what went quiet before now minus ``retain``."""
         expired = self.store.expire(utc_now() - self.retain)
-        if expired != Expired():
-            log.info("retention (%s): %s", self.retain, expired.summary())
+        if expired != Deleted():
+            log.info("retention (%s): %s", self.retain, expired.summary("expired"))
             self.on_expired(expired)
         return expired
 

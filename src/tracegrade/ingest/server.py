@@ -32,6 +32,7 @@ from aiohttp import web
 from tracegrade.criteria.trajectory_db import SandboxLimits
 from tracegrade.errors import StoreError, TracegradeError
 from tracegrade.ingest.body_budget import BodyBudget
+from tracegrade.ingest.forget_endpoint import add_forget_route
 from tracegrade.ingest.grpc_services import OtlpGrpcServices
 from tracegrade.ingest.host_guard import host_guard
 from tracegrade.ingest.http_app import HttpFrontEnd
@@ -140,6 +141,8 @@ class ReceiverServer:
             if guard is not None:
                 app.middlewares.append(guard)
             add_runs_route(app, lambda: self._usable_storage().store, self._intake.authorize)
+            store = lambda: self._usable_storage().store  # noqa: E731
+            add_forget_route(app, store, self._intake.authorize, self._intake.count_forgotten)
             # the web UI and MCP read through one path: the query gate's limits, as the caller's tenant
             reads = lambda tenant: GatedStore(self.reader(tenant), self._queries)  # noqa: E731
             add_ui_routes(app, reads, self._intake.authorize, self._intake.authorize_ui_session)

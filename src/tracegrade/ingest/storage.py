@@ -22,7 +22,7 @@ from tracegrade.ingest.retention_keeper import RetentionKeeper
 from tracegrade.ingest.settings import ServeSettings, duckdb_size_bytes
 from tracegrade.store.journal import JournalRecord, RequestJournal
 from tracegrade.store.results import WriteResult
-from tracegrade.store.retention import Expired
+from tracegrade.store.trace_deletion import Deleted
 
 if TYPE_CHECKING:
     from tracegrade.store.backend import StoreBackend
@@ -40,7 +40,7 @@ class StorageHooks:
     on_dequeued: Callable[[], None]  # the writer took records from its queue: room for waiting requests
     on_stored: Callable[[WriteResult], object]  # a submission is committed (what it returns is ignored)
     decode: Callable[[JournalRecord], Decoded]  # a journal record's spans, log records and tenant
-    on_expired: Callable[[Expired], object] = lambda expired: None  # a retention pass deleted something
+    on_expired: Callable[[Deleted], object] = lambda expired: None  # a retention pass deleted something
 
 
 class Storage:

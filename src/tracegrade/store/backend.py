@@ -35,9 +35,9 @@ from tracegrade.store.grading_jobs import JobQueue
 from tracegrade.store.prepared import PreparedWrite
 from tracegrade.store.query_control import QueryControl
 from tracegrade.store.results import QueryResult
-from tracegrade.store.retention import Expired
 from tracegrade.store.row_groups import RowGroupFill
 from tracegrade.store.tenancy import TraceKey
+from tracegrade.store.trace_deletion import Deleted
 
 if TYPE_CHECKING:
     from tracegrade.store.trace_store import BatchWrite
@@ -80,7 +80,9 @@ class StoreBackend(Protocol):
 
     def job_queue(self) -> JobQueue: ...
 
-    def expire(self, cutoff: datetime) -> Expired: ...
+    def expire(self, cutoff: datetime) -> Deleted: ...
+
+    def forget(self, trace_ids: Sequence[str], tenant: str = ...) -> Deleted: ...
 
     def checkpoint(self) -> None: ...
 

@@ -1,6 +1,7 @@
 """One psycopg connection to a lake's catalog database (PostgreSQL), for the queues kept beside the catalog.
 
-The build queue (``lake_builds``) and the grading job queue (``lake_jobs``) each hold one: statements run
+The build queue (``lake_builds``), the grading job queue (``lake_jobs``) and the forgotten traces
+(``lake_forgotten``) each hold one: statements run
 under a lock, each block in one transaction, and any PostgreSQL error becomes a StoreError that names what
 was being done (never the password). A connection that broke (PostgreSQL restarted, the network dropped)
 is dropped, and the next block opens another, so a caller rides out an outage by trying again.
@@ -9,7 +10,7 @@ is dropped, and the next block opens another, so a caller rides out an outage by
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -19,9 +20,32 @@ from tracegrade.store.lake_location import redacted
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["CONNECT_TIMEOUT", "CatalogConnection"]
+    from tracegrade.store.lake_schema import Column
+
+__all__ = ["CONNECT_TIMEOUT", "PG_NOW", "CatalogConnection", "pg_columns"]
 
 CONNECT_TIMEOUT = 5  # seconds; an unreachable catalog fails a call quickly rather than hanging the thread
+# PostgreSQL's clock when the transaction began (one time for all its rows), as the UTC TIMESTAMP the store keeps
+PG_NOW = "(now() AT TIME ZONE 'UTC')"
+_PG_TYPES = {
+    "VARCHAR": "text",
+    "JSON": "text",
+    "TIMESTAMP": "timestamp",
+    "INTEGER": "integer",
+    "BIGINT": "bigint",
+    "DOUBLE": "double precision",
+    "BOOLEAN": "boolean",
+}
+
+
+def pg_columns(table: str, columns: Sequence[Column]) -> list[str]:
+    """``"name" type`` for each of a store table's columns (``lake_schema.Column``), in PostgreSQL's types."""
+    listed = []
+    for column in columns:
+        if column.data_type not in _PG_TYPES:
+            raise AssertionError(f"no PostgreSQL type for {table}.{column.name} ({column.data_type})")
+        listed.append(f'"{column.name}" {_PG_TYPES[column.data_type]}')
+    return listed
 
 
 class CatalogConnection:

@@ -51,6 +51,7 @@ from tracegrade.store.evaluations import evaluation_rows
 from tracegrade.store.grading_tables import append_record_rows
 from tracegrade.store.lake_builds import CatalogBuildQueue
 from tracegrade.store.lake_extensions import load_lake_extensions
+from tracegrade.store.lake_forgotten import CatalogForgottenTraces, ensure_forgotten_table
 from tracegrade.store.lake_jobs import JOBS_SCHEMA, CatalogJobQueue, ensure_job_table
 from tracegrade.store.lake_location import catalog_conninfo, redacted
 from tracegrade.store.lake_maintenance import MaintenanceResult, maintain_lake
@@ -135,7 +136,9 @@ class LakeStore(TraceStore):
             if read_only:
                 self._check_version()
             elif (lake_version(self._con, CATALOG_ALIAS) or 0) < SCHEMA_VERSION:
-                ensure_job_table(conninfo, file_schema_columns()["grading_jobs"])
+                columns = file_schema_columns()
+                ensure_job_table(conninfo, columns["grading_jobs"])
+                ensure_forgotten_table(conninfo, columns["forgotten_traces"])
             self._con.execute(
                 f"ATTACH {sql_string(conninfo)} AS {JOBS_ALIAS} (TYPE postgres, READ_ONLY, SCHEMA '{JOBS_SCHEMA}')"
             )
@@ -159,6 +162,8 @@ class LakeStore(TraceStore):
         self._closed = False
         self._conninfo = conninfo
         self._jobs: CatalogJobQueue | None = None
+        self._forgotten = CatalogForgottenTraces(conninfo)
+        self.holds_forgotten = True  # another machine may forget a trace at any time: every write looks
         self._gate = WriteGate(conninfo, self._catalog_out_of_reach)  # connects at its first use: writes take it
         try:
             self._catalog_builds = CatalogBuildQueue(conninfo, create=not read_only)
@@ -209,8 +214,8 @@ class LakeStore(TraceStore):
             yield
 
     @contextmanager
-    def _expiry_batch(self) -> Iterator[None]:
-        """The write gate, exclusive: DuckLake would fail the batch's deletes if any write committed meanwhile."""
+    def _deletion_batch(self) -> Iterator[None]:
+        """The write gate, exclusive: DuckLake would fail the deletes if any write committed meanwhile."""
         with self._gate.exclusive():
             yield
 
@@ -222,8 +227,24 @@ class LakeStore(TraceStore):
             if self._jobs is not None:
                 self._jobs.close()
             self._gate.close()
+            self._forgotten.close()
         self._catalog_builds.close()
         super().close()
+
+    def _remember_forgotten(self, keys: pa.Table) -> None:
+        """In the catalog's database (``lake_forgotten``), committed there."""
+        self._require_open()
+        self._forgotten.add(list(zip(keys.column("tenant").to_pylist(), keys.column("trace_id").to_pylist())))
+
+    def _forgotten_among(self, traces: set[TraceKey]) -> set[TraceKey]:
+        """Looked up in the catalog's database, inside the caller's transaction and so the write gate."""
+        if not traces:
+            return set()
+        try:
+            return self._forgotten.among(traces)
+        except StoreError as exc:  # as when the gate cannot be entered: reopened, the journal replays the write
+            self._catalog_out_of_reach(str(exc))
+            raise
 
     def _attach(self, conninfo: str, data_path: str | Path | None) -> str:
         """ATTACH the lake; the absolute data path (with a trailing slash) it keeps its files under."""

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from tracegrade.store.catalog_connection import CatalogConnection
+from tracegrade.store.catalog_connection import PG_NOW, CatalogConnection, pg_columns
 from tracegrade.store.grading_jobs import EXPIRED_ERROR_SQL, ORPHANED_JOBS_SQL, ClaimedJob, job_prefix
 from tracegrade.store.tenancy import DEFAULT_TENANT
 
@@ -27,42 +27,24 @@ __all__ = ["JOBS_SCHEMA", "CatalogJobQueue", "ensure_job_table"]
 
 JOBS_SCHEMA = "tracegrade"
 _TABLE = f"{JOBS_SCHEMA}.grading_jobs"
-_PG_TYPES = {
-    "VARCHAR": "text",
-    "JSON": "text",
-    "TIMESTAMP": "timestamp",
-    "INTEGER": "integer",
-    "BIGINT": "bigint",
-    "DOUBLE": "double precision",
-    "BOOLEAN": "boolean",
-}
-# PostgreSQL's clock when the transaction began (one time for all its rows), as the UTC TIMESTAMP the store keeps
-_NOW = "(now() AT TIME ZONE 'UTC')"
 
 
 def ensure_job_table(conninfo: str, columns: Sequence[Column]) -> None:
     """Create ``tracegrade.grading_jobs`` in the catalog's database, or add the columns it lacks."""
-    listed = ", ".join(f'"{c.name}" {_pg_type(c)}' for c in columns)
+    listed = pg_columns("grading_jobs", columns)
     catalog = CatalogConnection(conninfo)
     try:
         catalog.create(
             "creating the grading job queue",
             f"CREATE SCHEMA IF NOT EXISTS {JOBS_SCHEMA}",
-            f"CREATE TABLE IF NOT EXISTS {_TABLE} ({listed}, PRIMARY KEY (job_id))",
-            *(f'ALTER TABLE {_TABLE} ADD COLUMN IF NOT EXISTS "{c.name}" {_pg_type(c)}' for c in columns),
+            f"CREATE TABLE IF NOT EXISTS {_TABLE} ({', '.join(listed)}, PRIMARY KEY (job_id))",
+            *(f"ALTER TABLE {_TABLE} ADD COLUMN IF NOT EXISTS {column}" for column in listed),
             # what claims look for: the jobs not finished yet, oldest first
             f"CREATE INDEX IF NOT EXISTS grading_jobs_open ON {_TABLE} (created_at, job_id) "
             "WHERE status IN ('pending', 'leased')",
         )
     finally:
         catalog.close()
-
-
-def _pg_type(column: Column) -> str:
-    try:
-        return _PG_TYPES[column.data_type]
-    except KeyError:
-        raise AssertionError(f"no PostgreSQL type for grading_jobs.{column.name} ({column.data_type})") from None
 
 
 class CatalogJobQueue:
@@ -85,7 +67,7 @@ class CatalogJobQueue:
         with self._catalog.cursor("adding grading jobs") as cursor:
             cursor.execute(
                 f"INSERT INTO {_TABLE} (job_id, rule, trace_id, status, attempts, created_at, updated_at, tenant) "
-                f"SELECT %(prefix)s || ':' || t, %(rule)s, t, 'pending', 0, {_NOW}, {_NOW}, %(tenant)s "
+                f"SELECT %(prefix)s || ':' || t, %(rule)s, t, 'pending', 0, {PG_NOW}, {PG_NOW}, %(tenant)s "
                 "FROM unnest(%(ids)s::text[]) t ON CONFLICT (job_id) DO NOTHING",
                 {"prefix": job_prefix(rule, tenant), "rule": rule, "tenant": tenant, "ids": [row[0] for row in found]},
             )
@@ -94,15 +76,15 @@ class CatalogJobQueue:
     def claim(self, owner: str, limit: int, lease: timedelta, max_attempts: int) -> list[ClaimedJob]:
         with self._catalog.cursor("claiming grading jobs") as cursor:
             cursor.execute(
-                f"UPDATE {_TABLE} SET status = 'failed', owner = NULL, lease_expires = NULL, updated_at = {_NOW}, "
-                f"error = {EXPIRED_ERROR_SQL} WHERE status = 'leased' AND lease_expires < {_NOW} AND attempts >= %s",
+                f"UPDATE {_TABLE} SET status = 'failed', owner = NULL, lease_expires = NULL, updated_at = {PG_NOW}, "
+                f"error = {EXPIRED_ERROR_SQL} WHERE status = 'leased' AND lease_expires < {PG_NOW} AND attempts >= %s",
                 [max_attempts],
             )
             cursor.execute(
                 f"UPDATE {_TABLE} g SET status = 'leased', owner = %(owner)s, attempts = g.attempts + 1, "
-                f"lease_expires = {_NOW} + %(lease)s, updated_at = {_NOW} "
+                f"lease_expires = {PG_NOW} + %(lease)s, updated_at = {PG_NOW} "
                 f"FROM (SELECT job_id FROM {_TABLE} WHERE status IN ('pending', 'leased') AND "
-                f"(status = 'pending' OR lease_expires < {_NOW}) AND attempts < %(max)s "
+                f"(status = 'pending' OR lease_expires < {PG_NOW}) AND attempts < %(max)s "
                 "ORDER BY created_at, job_id LIMIT %(limit)s FOR UPDATE SKIP LOCKED) picked "
                 "WHERE g.job_id = picked.job_id RETURNING g.job_id, g.rule, g.trace_id, g.created_at, g.attempts",
                 {"owner": owner, "lease": lease, "max": max_attempts, "limit": limit},
@@ -111,7 +93,7 @@ class CatalogJobQueue:
         return [ClaimedJob(*row) for row in rows]
 
     def renew(self, job_ids: Sequence[str], owner: str, lease: timedelta) -> None:
-        self._update_held("renewing grading job leases", f"lease_expires = {_NOW} + %s", [lease], job_ids, owner)
+        self._update_held("renewing grading job leases", f"lease_expires = {PG_NOW} + %s", [lease], job_ids, owner)
 
     def finish(self, job_ids: Sequence[str], owner: str, status: str, run_id: str | None, error: str | None) -> None:
         assignments = "status = %s, run_id = %s, error = %s, owner = NULL, lease_expires = NULL"
@@ -123,7 +105,7 @@ class CatalogJobQueue:
             return
         with self._catalog.cursor(doing) as cursor:
             cursor.execute(
-                f"UPDATE {_TABLE} SET {assignments}, updated_at = {_NOW} WHERE owner = %s AND job_id = ANY(%s)",
+                f"UPDATE {_TABLE} SET {assignments}, updated_at = {PG_NOW} WHERE owner = %s AND job_id = ANY(%s)",
                 [*values, owner, list(job_ids)],
             )
 

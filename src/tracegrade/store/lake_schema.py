@@ -13,8 +13,9 @@ NULL dropped) and gives each store table's name, in ``main``, to a view that sho
 - the tables of recorded runs: the newest write of each key; ``eval_results`` holds the results of each
   case's newest write, and a run recorded case by case counts its cases when read (``grading_tables``).
   Their base tables carry ``written_at`` and ``write_id``.
-- ``grading_jobs``: the job queue in the catalog's PostgreSQL database (``lake_jobs``), read through an
-  attachment of that database named ``JOBS_ALIAS``, with the file store's column types.
+- ``grading_jobs`` and ``forgotten_traces``: tables in the catalog's PostgreSQL database (``lake_jobs``,
+  ``lake_forgotten``), read through an attachment of that database named ``JOBS_ALIAS``, with the file store's
+  column types.
 
 The columns come from running the file store's migrations on an in-memory DuckDB and reading the result,
 so a new migration reaches the lake without a lake script. Opening a lake written by an older tracegrade
@@ -41,6 +42,7 @@ from tracegrade.store.trajectories import TRAJECTORY_TABLES
 __all__ = [
     "BACKFILL",
     "BUILD_COLUMN",
+    "CATALOG_TABLES",
     "FIRST_COPY",
     "JOBS_ALIAS",
     "RAW_SCHEMA",
@@ -52,7 +54,8 @@ __all__ = [
 
 RAW_SCHEMA = "raw"
 JOBS_ALIAS = "tracegrade_jobs"  # the catalog's PostgreSQL database, attached read-only for grading_jobs
-_JOBS_TABLE = "grading_jobs"  # not in the lake: its view reads the job queue
+# not in the lake: their views read the tables in the catalog's database (the job queue, the forgotten traces)
+CATALOG_TABLES = ("grading_jobs", "forgotten_traces")
 BUILD_COLUMN = "build_id"  # trajectory base tables only: which replacement wrote the row
 # What rows stored before a column was added hold in it (DuckLake keeps it as the column's initial default,
 # so the old Parquet files are not rewritten).
@@ -156,11 +159,11 @@ def _view_sql(table: str, columns: list[Column]) -> str:
         )
     if table in RECORD_KEYS:
         return _record_view_sql(table, columns)
-    if table == _JOBS_TABLE:
+    if table in CATALOG_TABLES:
         listed = ", ".join(
             f"CAST({quote_identifier(c.name)} AS {c.data_type}) AS {quote_identifier(c.name)}" for c in columns
         )
-        return f"SELECT {listed} FROM {JOBS_ALIAS}.{JOBS_SCHEMA}.{_JOBS_TABLE}"
+        return f"SELECT {listed} FROM {JOBS_ALIAS}.{JOBS_SCHEMA}.{table}"
     raise AssertionError(f"no lake view is defined for table {table}")  # a new store table needs its key here
 
 
@@ -213,7 +216,7 @@ def ensure_lake_schema(con: duckdb.DuckDBPyConnection, catalog: str, where: str)
     existing = _existing_columns(con, catalog)
     file_columns = file_schema_columns()
     for table, columns in file_columns.items():
-        if table == _JOBS_TABLE:
+        if table in CATALOG_TABLES:
             continue
         wanted = _base_columns(table, columns)
         have = existing.get(table)

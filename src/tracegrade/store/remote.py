@@ -22,6 +22,7 @@ import pyarrow as pa
 from tracegrade.errors import StoreError
 from tracegrade.store.query_control import QueryControl
 from tracegrade.store.results import QueryResult
+from tracegrade.store.trace_deletion import Deleted
 
 __all__ = ["RemoteStore"]
 
@@ -77,29 +78,7 @@ class RemoteStore:
     ) -> QueryResult:
         """Run one read-only statement on the server; errors come back as StoreError. Of ``control`` only
         ``max_rows`` applies here (the server's own limits stop the query)."""
-        payload = json.dumps({"sql": sql, "params": list(params) if params is not None else []}, default=str)
-        request = urllib.request.Request(
-            f"{self.url}/v1/query",
-            data=payload.encode("utf-8"),
-            headers={"Content-Type": "application/json", "Accept": "application/json"},
-            method="POST",
-        )
-        if self.token:
-            request.add_header("Authorization", f"Bearer {self.token}")
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                data = json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            detail = _error_text(exc.read())
-            if exc.code in (401, 403):
-                raise StoreError(
-                    f"the tracegrade server at {self.url} refused the query ({exc.code}: {detail}); "
-                    "pass its token with --token or TRACEGRADE_TOKEN"
-                ) from None
-            # the detail says what failed (a refusal, or "query failed: <DuckDB's error>"): no second prefix
-            raise StoreError(f"the tracegrade server at {self.url} answered {exc.code}: {detail}") from None
-        except (OSError, ValueError) as exc:
-            raise StoreError(f"the tracegrade server at {self.url} did not answer the query: {exc}") from None
+        data = self._post("/v1/query", {"sql": sql, "params": list(params) if params is not None else []}, "query")
         try:
             columns = [str(c) for c in data["columns"]]
             rows = [tuple(r) for r in data["rows"]]
@@ -110,6 +89,39 @@ class RemoteStore:
         if blobs:  # the server sends bytes as base64 text; give them back as bytes, as a local file would
             rows = [_with_bytes(row, blobs) for row in rows]
         return self._capped(QueryResult(columns, rows, types), data, control.max_rows if control else None)
+
+    def forget(self, trace_ids: Sequence[str]) -> Deleted:
+        """Forget traces through the server (``POST /v1/forget``); its token decides whose."""
+        data = self._post("/v1/forget", {"trace_ids": list(trace_ids)}, "request to forget traces")
+        try:
+            return Deleted(**{key: int(value) for key, value in data["forgotten"].items()})
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise StoreError(f"the tracegrade server at {self.url} sent an unexpected answer: {exc!r}") from None
+
+    def _post(self, path: str, document: dict[str, Any], what: str) -> Any:
+        """POST ``document`` as JSON to ``path`` and return the JSON answer; errors come back as StoreError."""
+        request = urllib.request.Request(
+            f"{self.url}{path}",
+            data=json.dumps(document, default=str).encode("utf-8"),
+            headers={"Content-Type": "application/json", "Accept": "application/json"},
+            method="POST",
+        )
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            detail = _error_text(exc.read())
+            if exc.code in (401, 403):
+                raise StoreError(
+                    f"the tracegrade server at {self.url} refused the {what} ({exc.code}: {detail}); "
+                    "pass its token with --token or TRACEGRADE_TOKEN"
+                ) from None
+            # the detail says what failed (a refusal, or "query failed: <DuckDB's error>"): no second prefix
+            raise StoreError(f"the tracegrade server at {self.url} answered {exc.code}: {detail}") from None
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"the tracegrade server at {self.url} did not answer the {what}: {exc}") from None
 
     def _capped(self, result: QueryResult, answer: dict[str, Any], wanted: int | None) -> QueryResult:
         """``result`` cut to the ``wanted`` rows; a result the server cut is an error unless a cap was wanted."""

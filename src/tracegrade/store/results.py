@@ -38,6 +38,9 @@ class WriteResult:
     logs_inserted: int = 0
     trace_ids: set[str] = field(default_factory=set)
     logs_duplicate: int = 0
+    # records dropped because their trace was forgotten (``TraceStore.forget``)
+    spans_forgotten: int = 0
+    logs_forgotten: int = 0
 
 
 @dataclass

@@ -20,19 +20,17 @@ since DuckLake fails a delete that races an insert into the same table).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
 from datetime import datetime
 
 import duckdb
 import pyarrow as pa
 
 from tracegrade.store.tenancy import TraceKey
-from tracegrade.store.trajectories import TRAJECTORY_TABLES
+from tracegrade.store.trace_deletion import Deleted, delete_traces, first_count
 
 __all__ = [
     "EXPIRE_BATCH",
     "OLDER_ROWS_SQL",
-    "Expired",
     "expire_quiet_traces",
     "expire_traceless_logs",
     "expire_worker_runs",
@@ -48,35 +46,11 @@ _EXPIRED_RUNS_VIEW = "_tracegrade_expired_runs"
 _RUN_TABLES = ("eval_results", "eval_case_results", "eval_run_cases", "eval_runs")
 # (table, the column saying when the store last wrote the row)
 _RECEIVED = (("spans", "received_at"), ("logs", "received_at"), ("traces", "updated_at"))
-_BUILT = {"traces": "updated_at"}  # the trajectory table saying when its rows were built (the others do not)
 # whether anything could expire: a row written before the cutoff (the one parameter), on a reading cursor
 OLDER_ROWS_SQL = "SELECT " + " OR ".join(
     [f"EXISTS (SELECT 1 FROM {table} WHERE {column} < $1)" for table, column in _RECEIVED]
     + ["EXISTS (SELECT 1 FROM eval_runs WHERE kind = 'worker' AND created_at < $1)"]
 )
-
-
-@dataclass(frozen=True)
-class Expired:
-    """What an expiry deleted: traces, and rows by kind (every copy of a row in a lake)."""
-
-    traces: int = 0
-    spans: int = 0
-    logs: int = 0  # log records, evaluation events among them
-    evaluations: int = 0
-    trajectory_rows: int = 0  # rows of traces, node_visits, tool_calls and llm_calls
-    jobs: int = 0  # online grading jobs of expired traces
-    worker_runs: int = 0  # an online worker's runs, every row of them
-
-    def __add__(self, other: Expired) -> Expired:
-        return Expired(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
-
-    def summary(self) -> str:
-        return (
-            f"expired {self.traces} trace(s): {self.spans} span(s), {self.logs} log record(s) "
-            f"({self.evaluations} evaluation event(s)), {self.trajectory_rows} trajectory row(s), "
-            f"{self.jobs} grading job(s), {self.worker_runs} online grading run(s)"
-        )
 
 
 def _candidates(con: duckdb.DuckDBPyConnection, cutoff: datetime, after: TraceKey | None, limit: int) -> pa.Table:
@@ -104,14 +78,9 @@ def _quiet(con: duckdb.DuckDBPyConnection, cutoff: datetime) -> pa.Table:
     return con.execute(sql, {"cutoff": cutoff}).fetch_arrow_table()
 
 
-def _deleted(con: duckdb.DuckDBPyConnection, sql: str, params: list[object]) -> int:
-    row = con.execute(sql, params).fetchone()
-    return int(row[0]) if row else 0
-
-
 def expire_quiet_traces(
     con: duckdb.DuckDBPyConnection, cutoff: datetime, after: TraceKey | None = None, limit: int = EXPIRE_BATCH
-) -> tuple[Expired, TraceKey | None]:
+) -> tuple[Deleted, TraceKey | None]:
     """Look at the next ``limit`` traces (by key, after ``after``) with rows written before ``cutoff`` (naive
     UTC) and delete every row of those quiet since; the caller holds the transaction. Returns what was
     deleted and where the next batch starts (None: no trace is left to look at).
@@ -120,7 +89,7 @@ def expire_quiet_traces(
     once per pass, never again and again by every batch."""
     candidates = _candidates(con, cutoff, after, limit)
     if candidates.num_rows == 0:
-        return Expired(), None
+        return Deleted(), None
     last = candidates.slice(candidates.num_rows - 1).to_pylist()[0]
     following = (str(last["tenant"]), str(last["trace_id"])) if candidates.num_rows == limit else None
     con.register(_EXPIRED_VIEW, candidates)
@@ -129,40 +98,18 @@ def expire_quiet_traces(
     finally:
         con.unregister(_EXPIRED_VIEW)
     if quiet.num_rows == 0:
-        return Expired(), following
-    con.register(_EXPIRED_VIEW, quiet)
-    try:
-
-        def delete(table: str, received: str | None) -> int:
-            # the time filter narrows the scan (rows are in arrival order): every row of a quiet trace is older
-            when = f"{received} < ? AND " if received else ""
-            return _deleted(
-                con,
-                f"DELETE FROM {table} WHERE {when}EXISTS (SELECT 1 FROM {_EXPIRED_VIEW} e "
-                f"WHERE e.tenant = {table}.tenant AND e.trace_id = {table}.trace_id)",
-                [cutoff] if received else [],
-            )
-
-        expired = Expired(
-            traces=quiet.num_rows,
-            spans=delete("spans", "received_at"),
-            logs=delete("logs", "received_at"),
-            evaluations=delete("evaluations", "received_at"),
-            trajectory_rows=sum(delete(table, _BUILT.get(table)) for table in TRAJECTORY_TABLES),
-        )
-    finally:
-        con.unregister(_EXPIRED_VIEW)
-    return expired, following
+        return Deleted(), following
+    return delete_traces(con, quiet, cutoff), following
 
 
-def expire_worker_runs(con: duckdb.DuckDBPyConnection, cutoff: datetime) -> Expired:
+def expire_worker_runs(con: duckdb.DuckDBPyConnection, cutoff: datetime) -> Deleted:
     """Delete the online worker's runs whose newest recording is older than ``cutoff``, every row of them
     (every write of them, in a lake); the caller holds the transaction."""
     runs = con.execute(
         "SELECT tenant, run_id FROM eval_runs WHERE kind = 'worker' GROUP BY ALL HAVING max(created_at) < ?", [cutoff]
     ).fetch_arrow_table()
     if runs.num_rows == 0:
-        return Expired()
+        return Deleted()
     con.register(_EXPIRED_RUNS_VIEW, runs)
     try:
         for table in _RUN_TABLES:
@@ -172,13 +119,13 @@ def expire_worker_runs(con: duckdb.DuckDBPyConnection, cutoff: datetime) -> Expi
             )
     finally:
         con.unregister(_EXPIRED_RUNS_VIEW)
-    return Expired(worker_runs=runs.num_rows)
+    return Deleted(worker_runs=runs.num_rows)
 
 
-def expire_traceless_logs(con: duckdb.DuckDBPyConnection, cutoff: datetime) -> Expired:
+def expire_traceless_logs(con: duckdb.DuckDBPyConnection, cutoff: datetime) -> Deleted:
     """Delete the log records of no trace (and their evaluation events) received before ``cutoff``."""
     where = "trace_id IS NULL AND received_at < ?"
-    return Expired(
-        logs=_deleted(con, f"DELETE FROM logs WHERE {where}", [cutoff]),
-        evaluations=_deleted(con, f"DELETE FROM evaluations WHERE {where}", [cutoff]),
+    return Deleted(
+        logs=first_count(con, f"DELETE FROM logs WHERE {where}", [cutoff]),
+        evaluations=first_count(con, f"DELETE FROM evaluations WHERE {where}", [cutoff]),
     )

@@ -65,11 +65,21 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(8, "a tenant column on the grading tables, leading their keys", "schema_v8.sql"),
     Migration(9, "traces.lean_execution: the execution without its LLM content, for offline grading", "schema_v9.sql"),
+    Migration(10, "forgotten_traces: the traces deleted on request, never stored again", "schema_v10.sql"),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
 # what receivers store and the mapper derives, and what grading records; a user can query or export each
-TRACE_TABLES: tuple[str, ...] = ("spans", "logs", "evaluations", "traces", "node_visits", "tool_calls", "llm_calls")
+TRACE_TABLES: tuple[str, ...] = (
+    "spans",
+    "logs",
+    "evaluations",
+    "traces",
+    "node_visits",
+    "tool_calls",
+    "llm_calls",
+    "forgotten_traces",
+)
 GRADING_TABLES: tuple[str, ...] = (
     "eval_runs",
     "eval_case_results",

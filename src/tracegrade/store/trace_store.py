@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -53,7 +53,6 @@ from tracegrade.store.results import QueryResult, WriteResult
 from tracegrade.store.retention import (
     EXPIRE_BATCH,
     OLDER_ROWS_SQL,
-    Expired,
     expire_quiet_traces,
     expire_traceless_logs,
     expire_worker_runs,
@@ -71,6 +70,14 @@ from tracegrade.store.rows import (
 from tracegrade.store.schema import check_schema, ensure_schema
 from tracegrade.store.span_keys import stored_span_keys
 from tracegrade.store.tenancy import DEFAULT_TENANT, TraceKey, with_tenant
+from tracegrade.store.trace_deletion import (
+    FORGOTTEN_TABLE,
+    Deleted,
+    add_forgotten,
+    delete_traces,
+    held_traces,
+    trace_keys,
+)
 from tracegrade.store.trajectories import TRAJECTORY_TABLES
 
 __all__ = ["DEFAULT_CHECKPOINT_THRESHOLD", "BatchWrite", "TraceStore"]
@@ -98,6 +105,7 @@ _SPAN_ORDER = "trace_id, start_ns, span_id"
 _LOG_ORDER = "trace_id, time_ns, log_key"
 _RESERVED_ALIASES = {"memory", "system", "temp", "main"}
 _REPLACED_IDS_VIEW = "_tracegrade_replaced_trace_ids"
+_FORGOTTEN_SQL = f"SELECT tenant, trace_id FROM {FORGOTTEN_TABLE}"
 
 
 @dataclass(slots=True)
@@ -206,6 +214,12 @@ class TraceStore:
         self._last_stamp = datetime.min
         self._closed = False
         self._builds: BuildQueue = LocalBuildQueue(self.stamp, self.stale_trajectories)
+        # the forgotten traces, in memory: this process is the file's only writer, so it knows every one, and a
+        # write looks its traces up here rather than in a query of its own
+        self._forgotten_keys: set[TraceKey] = (
+            set() if read_only else {(t, tr) for t, tr in self._run(_FORGOTTEN_SQL, None, check=False).rows}
+        )
+        self.holds_forgotten = bool(self._forgotten_keys)  # whether a write must look its traces up at all
 
     commit_seconds = 0.0  # a commit costs little more than its rows: a writer commits what is queued at once
     # the stored-key look-up is the file's only guard against a span stored twice, so fresh spans get it too
@@ -246,14 +260,15 @@ class TraceStore:
         """
         results = [WriteResult() for _ in submissions]
         with self._transaction("writing spans"):
+            submissions = self._without_forgotten(submissions, results)
             received_at = self._stamp()
             rooted = self._insert_spans(submissions, results, received_at)
             self._insert_logs(submissions, results, received_at)
             self.uncheckpointed_bytes += sum(t.nbytes for s in submissions for t in (s.spans, s.logs) if t is not None)
         self.span_group.appended(sum(result.spans_inserted for result in results))
         for result, sent in zip(results, submissions):
-            result.spans_duplicate = sent.spans_sent - result.spans_inserted
-            result.logs_duplicate = sent.logs_sent - result.logs_inserted
+            result.spans_duplicate = sent.spans_sent - result.spans_inserted - result.spans_forgotten
+            result.logs_duplicate = sent.logs_sent - result.logs_inserted - result.logs_forgotten
         written = BatchWrite(results, rooted, received_at, _touched_traces(submissions))
         try:
             self.builds.mark(sorted(written.touched), rooted)
@@ -261,6 +276,31 @@ class TraceStore:
             self.mark_failed(f"the traces of a commit could not be marked for their build: {exc}")
             raise
         return written
+
+    def _without_forgotten(
+        self, submissions: Sequence[PreparedWrite], results: list[WriteResult]
+    ) -> Sequence[PreparedWrite]:
+        """The submissions without the records of forgotten traces, counted in ``results`` (in the write's
+        transaction, so a trace forgotten before it commits is never stored again)."""
+        if not self.holds_forgotten:
+            return submissions
+        traces = {
+            (submission.tenant, trace_id)
+            for submission in submissions
+            for table in (submission.spans, submission.logs)
+            if table is not None
+            for trace_id in pc.unique(table.column("trace_id")).to_pylist()
+            if trace_id is not None  # a log record of no trace
+        }
+        forgotten = self._forgotten_among(traces)
+        if not forgotten:
+            return submissions
+        kept = []
+        for submission, result in zip(submissions, results):
+            spans, result.spans_forgotten = _without_traces(submission.spans, forgotten)
+            logs, result.logs_forgotten = _without_traces(submission.logs, forgotten)
+            kept.append(replace(submission, spans=spans, logs=logs))
+        return kept
 
     def _insert_spans(
         self, submissions: Sequence[PreparedWrite], results: list[WriteResult], received_at: datetime
@@ -426,7 +466,7 @@ class TraceStore:
 
     # --------------------------------------------------------------- retention
 
-    def expire(self, cutoff: datetime, *, batch: int = EXPIRE_BATCH) -> Expired:
+    def expire(self, cutoff: datetime, *, batch: int = EXPIRE_BATCH) -> Deleted:
         """Delete every trace quiet since before ``cutoff`` (naive UTC; see ``retention``), the log records of
         no trace received before it, the grading jobs of traces gone and the online worker's runs last recorded
         before it; durable on return.
@@ -434,27 +474,57 @@ class TraceStore:
         Each ``batch`` of traces is its own transaction, so the writer commits between them; a batch that fails
         raises StoreError, and what earlier batches deleted stays deleted (the next call goes on from there).
         """
-        expired = Expired()
+        expired = Deleted()
         # most passes find nothing old enough: a read says so without holding up the writers (a lake's gate)
         if self._run(OLDER_ROWS_SQL, [cutoff], check=False).rows[0][0]:
             after: TraceKey | None = None
             while True:
-                with self._expiry_batch(), self._transaction("expiring traces"):
+                with self._deletion_batch(), self._transaction("expiring traces"):
                     step, after = expire_quiet_traces(self._con, cutoff, after, batch)
                 expired += step
                 if after is None:
                     break
-            with self._expiry_batch(), self._transaction("expiring log records of no trace, and online grading runs"):
+            with self._deletion_batch(), self._transaction("expiring log records of no trace, and online grading runs"):
                 expired += expire_traceless_logs(self._con, cutoff) + expire_worker_runs(self._con, cutoff)
-        expired += Expired(jobs=self.job_queue().forget(cutoff))
-        if not self.wal and expired != Expired():
+        expired += Deleted(jobs=self.job_queue().forget(cutoff))
+        if not self.wal and expired != Deleted():
             self.checkpoint()
         return expired
 
     @contextmanager
-    def _expiry_batch(self) -> Iterator[None]:
-        """Held around each expiry transaction: nothing to do for a file, whose writers share one write lock."""
+    def _deletion_batch(self) -> Iterator[None]:
+        """Held around each transaction that deletes traces: nothing to do for a file, whose writers share one
+        write lock."""
         yield
+
+    def forget(self, trace_ids: Sequence[str], tenant: str = DEFAULT_TENANT) -> Deleted:
+        """Delete every row of ``tenant``'s traces ``trace_ids`` (spans, log records, evaluation events,
+        trajectory rows, grading jobs) and keep them forgotten: records of theirs written later (a retry, a
+        journal replay, another receiver of a lake) are dropped (``trace_deletion``). Durable on return.
+
+        ``traces`` in the answer counts the traces the store held anything of."""
+        keys = trace_keys(tenant, list(trace_ids))
+        with self._deletion_batch():
+            self._remember_forgotten(keys)  # first: the writes that commit from now on drop their records
+            with self._transaction("forgetting traces"):
+                held = held_traces(self._con, keys)
+                deleted = replace(delete_traces(self._con, keys), traces=held)
+        # the trajectories are gone, so their jobs are orphans now (jobs added later find no trajectory either)
+        deleted += Deleted(jobs=self.job_queue().forget(utc_now()))
+        if not self.wal:
+            self.checkpoint()
+        return deleted
+
+    def _remember_forgotten(self, keys: pa.Table) -> None:
+        """Add ``keys`` to ``forgotten_traces``, committed."""
+        with self._transaction("remembering forgotten traces"):
+            add_forgotten(self._con, keys, self._stamp())
+        self._forgotten_keys.update(_distinct_traces(keys))
+        self.holds_forgotten = True
+
+    def _forgotten_among(self, traces: set[TraceKey]) -> set[TraceKey]:
+        """Those of ``traces`` that were forgotten (called in the write's transaction)."""
+        return traces & self._forgotten_keys
 
     # ------------------------------------------------------------ trajectories
 
@@ -484,7 +554,7 @@ class TraceStore:
         with_rows = self._traces_with_rows(clear, tenant)
         try:
             with self._transaction("rebuilding trajectories"):
-                _replace_trajectory_rows(self._con, tenant, with_rows, tables)
+                _replace_trajectory_rows(self._con, tenant, with_rows, self._without_forgotten_rows(tables))
         except StoreError as exc:
             if "Duplicate key" not in str(exc) or self.failure is not None:
                 raise
@@ -492,8 +562,20 @@ class TraceStore:
             with self._write_lock:
                 repair_keys(self._con, "traces", f"a rebuild was refused: {str(exc).splitlines()[0]}")
             with self._transaction("rebuilding trajectories"):
-                _replace_trajectory_rows(self._con, tenant, self._traces_with_rows(clear, tenant), tables)
+                with_rows = self._traces_with_rows(clear, tenant)
+                _replace_trajectory_rows(self._con, tenant, with_rows, self._without_forgotten_rows(tables))
         self.uncheckpointed_bytes += sum(table.nbytes for table in tables.values())
+
+    def _without_forgotten_rows(self, tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
+        """Trajectory rows without those of forgotten traces (in the rebuild's transaction: a trace forgotten
+        while its spans were being mapped gets no rows)."""
+        if not self.holds_forgotten or "traces" not in tables:
+            return tables
+        forgotten = self._forgotten_among(_distinct_traces(tables["traces"]))
+        if not forgotten:
+            return tables
+        kept = {name: _without_traces(table, forgotten)[0] for name, table in tables.items()}
+        return {name: table for name, table in kept.items() if table is not None}
 
     def _traces_with_rows(self, trace_ids: Sequence[str], tenant: str) -> list[str]:
         """Those of ``tenant``'s ``trace_ids`` that have trajectory rows."""
@@ -719,6 +801,22 @@ def _exists(cursor: duckdb.DuckDBPyConnection, source: str) -> bool:
     except duckdb.CatalogException:
         return False
     return True
+
+
+def _distinct_traces(table: pa.Table) -> set[TraceKey]:
+    """The (tenant, trace_id) pairs of ``table``'s rows."""
+    pairs = table.group_by(["tenant", "trace_id"]).aggregate([])
+    return set(zip(pairs.column("tenant").to_pylist(), pairs.column("trace_id").to_pylist()))
+
+
+def _without_traces(table: pa.Table | None, traces: set[TraceKey]) -> tuple[pa.Table | None, int]:
+    """``table`` without the rows of ``traces`` (None when none is left), and how many rows went."""
+    if table is None:
+        return None, 0
+    of = [f"{tenant}/{trace_id}" for tenant, trace_id in traces]
+    keys = pc.binary_join_element_wise(table.column("tenant"), table.column("trace_id"), "/")
+    kept = table.filter(pc.invert(pc.fill_null(pc.is_in(keys, pa.array(of, pa.string())), False)))
+    return (kept if kept.num_rows else None), table.num_rows - kept.num_rows
 
 
 def _replace_trajectory_rows(

@@ -1,0 +1,155 @@
+"""Deleting whole traces: every row a store holds of a set of (tenant, trace_id) keys; and forgetting traces
+for good, which also adds them to ``forgotten_traces``.
+
+Retention deletes the traces that have been quiet too long (``retention``). Forgetting deletes the traces
+someone asks to have removed (a user's conversation, under privacy law), and they must not come back. Yet a
+forgotten trace's spans may still be on their way: in an exporter's retry, in a receiver's queue, in its
+request journal (replayed after a crash), or at another receiver in front of the same lake. So every write
+looks up the forgotten traces among those it holds, in its own transaction, and drops their records
+(``TraceStore.write_batch``, ``TraceStore.replace_trajectories``); a forgotten trace id stays forgotten. A file
+store's only writer keeps them in memory too; a lake keeps them in its catalog's database (``lake_forgotten``).
+
+The SQL runs on a writing connection whose tables have the store's names (a DuckDB file's, or a lake's
+``raw`` tables), in a transaction the caller holds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from datetime import datetime
+
+import duckdb
+import pyarrow as pa
+
+from tracegrade.store.trajectories import TRAJECTORY_TABLES
+
+__all__ = [
+    "FORGOTTEN_TABLE",
+    "MAX_FORGET_IDS",
+    "Deleted",
+    "add_forgotten",
+    "checked_trace_ids",
+    "delete_traces",
+    "first_count",
+    "held_traces",
+    "trace_keys",
+]
+
+
+FORGOTTEN_TABLE = "forgotten_traces"
+MAX_FORGET_IDS = 10_000  # trace ids one request may forget: each request is one transaction
+_MAX_ID_LENGTH = 256
+_HEX_ID = re.compile(r"[0-9a-fA-F]{32}")
+_KEYS_VIEW = "_tracegrade_deleted_traces"
+_RECEIVED = {"spans": "received_at", "logs": "received_at", "evaluations": "received_at", "traces": "updated_at"}
+
+
+@dataclass(frozen=True)
+class Deleted:
+    """What a deletion removed: traces, and rows by kind (every copy of a row in a lake)."""
+
+    traces: int = 0
+    spans: int = 0
+    logs: int = 0  # log records, evaluation events among them
+    evaluations: int = 0
+    trajectory_rows: int = 0  # rows of traces, node_visits, tool_calls and llm_calls
+    jobs: int = 0  # online grading jobs of the deleted traces
+    worker_runs: int = 0  # an online worker's runs, every row of them
+
+    def __add__(self, other: Deleted) -> Deleted:
+        return Deleted(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+
+    def summary(self, verb: str = "deleted") -> str:
+        return (
+            f"{verb} {self.traces} trace(s): {self.spans} span(s), {self.logs} log record(s) "
+            f"({self.evaluations} evaluation event(s)), {self.trajectory_rows} trajectory row(s), "
+            f"{self.jobs} grading job(s), {self.worker_runs} online grading run(s)"
+        )
+
+    def as_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def checked_trace_ids(values: Sequence[object], where: str = "trace_ids") -> list[str]:
+    """``values`` as trace ids to forget: each a non-empty string, a 32-digit hex id in lower case as the
+    receiver stores it; raises ValueError naming the first that is not (by its index in ``where``)."""
+    if not values:
+        raise ValueError(f"{where} is empty: give the id of at least one trace to forget")
+    if len(values) > MAX_FORGET_IDS:
+        raise ValueError(f"{where} holds {len(values)} ids; forget at most {MAX_FORGET_IDS} at a time")
+    checked = []
+    for index, value in enumerate(values):
+        if not isinstance(value, str) or not value.strip() or len(value) > _MAX_ID_LENGTH:
+            raise ValueError(
+                f"{where}[{index}] must be a trace id (a string of 1 to {_MAX_ID_LENGTH} characters, "
+                f"usually 32 hex digits); got {str(value)[:80]!r}"
+            )
+        value = value.strip()
+        checked.append(value.lower() if _HEX_ID.fullmatch(value) else value)
+    return checked
+
+
+def trace_keys(tenant: str, trace_ids: list[str]) -> pa.Table:
+    """The keys of ``tenant``'s traces ``trace_ids`` (each once), as the deletions here take them."""
+    unique = list(dict.fromkeys(trace_ids))
+    tenants = pa.array([tenant] * len(unique), pa.string())
+    return pa.table({"tenant": tenants, "trace_id": pa.array(unique, pa.string())})
+
+
+def first_count(con: duckdb.DuckDBPyConnection, sql: str, params: list[object]) -> int:
+    """The integer in the first column of the first row ``sql`` returns (a count, the rows a DELETE removed)."""
+    row = con.execute(sql, params).fetchone()
+    return int(row[0]) if row else 0
+
+
+def delete_traces(con: duckdb.DuckDBPyConnection, keys: pa.Table, received_before: datetime | None = None) -> Deleted:
+    """Delete the rows of the traces ``keys`` (columns tenant, trace_id) from the spans, logs, evaluations and
+    trajectory tables; with ``received_before``, only rows the store wrote before it (which narrows the scan:
+    rows lie in arrival order). ``traces`` in the answer is the number of keys."""
+    con.register(_KEYS_VIEW, keys)
+    try:
+
+        def delete(table: str) -> int:
+            column = _RECEIVED.get(table)
+            when = f"{column} < ? AND " if received_before is not None and column else ""
+            return first_count(
+                con,
+                f"DELETE FROM {table} WHERE {when}EXISTS (SELECT 1 FROM {_KEYS_VIEW} k "
+                f"WHERE k.tenant = {table}.tenant AND k.trace_id = {table}.trace_id)",
+                [received_before] if when else [],
+            )
+
+        return Deleted(
+            traces=keys.num_rows,
+            spans=delete("spans"),
+            logs=delete("logs"),
+            evaluations=delete("evaluations"),
+            trajectory_rows=sum(delete(table) for table in TRAJECTORY_TABLES),
+        )
+    finally:
+        con.unregister(_KEYS_VIEW)
+
+
+def held_traces(con: duckdb.DuckDBPyConnection, keys: pa.Table) -> int:
+    """How many of the traces ``keys`` the store holds anything of (spans, log records or a trajectory)."""
+    held = " UNION ".join(f"SELECT tenant, trace_id FROM {table}" for table in ("spans", "logs", "traces"))
+    con.register(_KEYS_VIEW, keys)
+    try:
+        return first_count(con, f"SELECT count(*) FROM {_KEYS_VIEW} SEMI JOIN ({held}) USING (tenant, trace_id)", [])
+    finally:
+        con.unregister(_KEYS_VIEW)
+
+
+def add_forgotten(con: duckdb.DuckDBPyConnection, keys: pa.Table, at: datetime) -> None:
+    """Add the traces ``keys`` to ``forgotten_traces`` (at ``at``, the store's clock), those not in it yet."""
+    con.register(_KEYS_VIEW, keys)
+    try:
+        con.execute(
+            f"INSERT INTO {FORGOTTEN_TABLE} (tenant, trace_id, forgotten_at) SELECT tenant, trace_id, ? "
+            f"FROM {_KEYS_VIEW} ANTI JOIN {FORGOTTEN_TABLE} USING (tenant, trace_id)",
+            [at],
+        )
+    finally:
+        con.unregister(_KEYS_VIEW)

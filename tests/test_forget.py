@@ -1,0 +1,173 @@
+"""Forgetting traces on a real DuckDB file and a real lake: ``forget`` deletes every row of the traces asked for
+and nothing else, and their records written later (a retry, a journal replay, a rebuild that was mapping them)
+are dropped, checked row by row, tenant by tenant."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support import pg_cluster
+from tests.support.store_kinds import open_store
+from tests.support.store_records import make_span, trace_hex
+from tracegrade.models.span import LogRecordData
+from tracegrade.store import TraceStore
+from tracegrade.store.trace_deletion import Deleted, checked_trace_ids
+from tracegrade.store.trajectories import TRAJECTORY_TABLES
+
+pg_server = pg_cluster.pg_server  # the session's PostgreSQL (a fixture), for the lake runs
+
+_TOOL = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"}
+
+
+@pytest.fixture(params=["file", "lake"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TraceStore]:
+    """A new read-write store of each kind (a DuckDB file, a lake on the session's PostgreSQL)."""
+    with open_store(request.param, tmp_path, request) as opened:
+        yield opened
+
+
+def _agent_trace(trace: int, tools: int = 2) -> list:
+    root = make_span(trace, trace * 100, name="agent", attributes={"gen_ai.operation.name": "invoke_agent"})
+    return [root] + [
+        make_span(trace, trace * 100 + n, parent=trace * 100, name="search", attributes=_TOOL)
+        for n in range(1, tools + 1)
+    ]
+
+
+def _log(trace: int | None, n: int, *, evaluation: bool = False) -> LogRecordData:
+    attributes = {"event.name": "gen_ai.evaluation.result", "gen_ai.evaluation.name": "x"} if evaluation else {}
+    return LogRecordData(
+        time_ns=1_760_000_000_000_000_000 + n,
+        trace_id=None if trace is None else trace_hex(trace),
+        event_name="gen_ai.evaluation.result" if evaluation else "note",
+        body=f"record {n}",
+        attributes=attributes,
+    )
+
+
+def _rows_by_trace(store: TraceStore) -> dict[str, set[tuple[str, str]]]:
+    """For each table holding trace rows, the (tenant, trace_id) pairs it has rows of."""
+    tables = ("spans", "logs", "evaluations", *TRAJECTORY_TABLES)
+    return {
+        table: {
+            (t, tr)
+            for t, tr in store.query(f"SELECT DISTINCT tenant, trace_id FROM {table} WHERE trace_id IS NOT NULL").rows
+        }
+        for table in tables
+    }
+
+
+def test_forget_deletes_every_row_of_the_traces_asked_for_and_nothing_else(store: TraceStore) -> None:
+    store.write(_agent_trace(1), [_log(1, 1), _log(1, 2, evaluation=True), _log(None, 3)])
+    store.write(_agent_trace(2), [_log(2, 4, evaluation=True)])
+    store.write(_agent_trace(1), [_log(1, 5)], tenant="acme")  # the same trace id, another tenant's
+    store.rebuild_trajectories([trace_hex(1), trace_hex(2)])
+    store.rebuild_trajectories([trace_hex(1)], tenant="acme")
+    store.job_queue().enqueue("rule", ["true"], [])
+    before = _rows_by_trace(store)
+    of_trace = "WHERE tenant = 'default' AND trace_id = ?"
+    mapped = sum(
+        store.query(f"SELECT count(*) FROM {t} {of_trace}", [trace_hex(1)]).rows[0][0] for t in TRAJECTORY_TABLES
+    )
+    assert mapped >= 4 and ("default", trace_hex(1)) in before["tool_calls"]
+
+    forgotten = store.forget([trace_hex(1), trace_hex(9)])  # 9 was never stored: it is forgotten all the same
+
+    assert forgotten == Deleted(traces=1, spans=3, logs=2, evaluations=1, trajectory_rows=mapped, jobs=1)
+    after = _rows_by_trace(store)
+    for table, keys in before.items():
+        assert after[table] == keys - {("default", trace_hex(1))}, table
+    assert store.query("SELECT body FROM logs WHERE trace_id IS NULL").rows == [('"record 3"',)]
+    assert {row[0] for row in store.query("SELECT trace_id FROM grading_jobs").rows} == {trace_hex(2)}
+    tombstones = store.query("SELECT tenant, trace_id FROM forgotten_traces ORDER BY ALL").rows
+    assert tombstones == [("default", trace_hex(1)), ("default", trace_hex(9))]
+
+    again = store.forget([trace_hex(1)])  # twice does no harm
+    assert again == Deleted() and store.query("SELECT count(*) FROM forgotten_traces").rows == [(2,)]
+
+
+def test_records_of_a_forgotten_trace_written_later_are_dropped(store: TraceStore) -> None:
+    spans = _agent_trace(3)
+    store.write(spans[:2])
+    store.forget([trace_hex(3)])
+
+    late = store.write(spans, [_log(3, 1, evaluation=True), _log(4, 2)])  # a retry, with a span never stored
+    assert (late.spans_inserted, late.spans_forgotten, late.spans_duplicate) == (0, 3, 0)
+    assert (late.logs_inserted, late.logs_forgotten) == (1, 1)
+    assert late.trace_ids == {trace_hex(4)}
+    kept = store.write(spans, tenant="acme")  # another tenant's trace with that id is not forgotten
+    assert kept.spans_inserted == 3
+    store.rebuild_trajectories([trace_hex(3)])
+    store.rebuild_trajectories([trace_hex(3)], tenant="acme")
+
+    rows = _rows_by_trace(store)
+    assert rows["spans"] == {("acme", trace_hex(3))}
+    assert rows["logs"] == {("default", trace_hex(4))} and rows["evaluations"] == set()
+    assert rows["traces"] == {("acme", trace_hex(3))}
+
+
+def test_a_rebuild_that_mapped_a_trace_before_it_was_forgotten_stores_none_of_it(
+    store: TraceStore, tmp_path: Path
+) -> None:
+    """The builder reads a trace's spans, then replaces its rows in a transaction of its own: a forget in
+    between must not be undone by the replacement."""
+    spans = _agent_trace(5)
+    store.write(spans)
+    with TraceStore(tmp_path / "scratch.duckdb") as scratch:  # the rows a builder mapped from those spans
+        scratch.write(spans)
+        scratch.rebuild_trajectories([trace_hex(5)])
+        mapped = {table: scratch.query_arrow(f"SELECT * EXCLUDE (tenant) FROM {table}") for table in TRAJECTORY_TABLES}
+    assert mapped["traces"].num_rows == 1 and mapped["tool_calls"].num_rows == 2
+
+    store.forget([trace_hex(5)])
+    store.replace_trajectories(mapped, clear=[trace_hex(5)])
+
+    assert _rows_by_trace(store) == {table: set() for table in ("spans", "logs", "evaluations", *TRAJECTORY_TABLES)}
+    store.replace_trajectories(mapped, clear=[trace_hex(5)], tenant="acme")  # acme's trace 5 is not forgotten
+    assert store.query("SELECT tenant, trace_id FROM traces").rows == [("acme", trace_hex(5))]
+
+
+def test_a_forgotten_trace_stays_forgotten_after_the_file_is_opened_again(tmp_path: Path) -> None:
+    path = tmp_path / "store.duckdb"
+    spans = _agent_trace(6)
+    with TraceStore(path, wal=False) as store:  # as under a receiver: durable once checkpointed
+        store.write(spans)
+        assert not store.holds_forgotten  # a store with no tombstone looks none up on its writes
+        store.forget([trace_hex(6)])
+    with TraceStore(path) as store:
+        assert store.holds_forgotten
+        assert store.query("SELECT count(*) FROM spans").rows == [(0,)]
+        assert store.write(spans).spans_forgotten == 3  # a journal replay of the spans, say
+        assert store.query("SELECT count(*) FROM spans").rows == [(0,)]
+
+
+def test_a_tenant_sees_its_own_forgotten_traces_only(store: TraceStore) -> None:
+    store.forget([trace_hex(7)], tenant="acme")
+    store.forget([trace_hex(8)])
+    seen = store.query("SELECT trace_id FROM forgotten_traces", tenant="acme").rows
+    assert seen == [(trace_hex(7),)]
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ([], "is empty"),
+        (["ok", 5], "ids[1] must be a trace id"),
+        (["  "], "ids[0] must be a trace id"),
+        (["x" * 300], "ids[0] must be a trace id"),
+        (["a"] * 10_001, "forget at most 10000"),
+    ],
+)
+def test_trace_ids_to_forget_are_checked(values: list, message: str) -> None:
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        checked_trace_ids(values, "ids")
+
+
+def test_hex_trace_ids_are_taken_in_the_case_the_receiver_stores() -> None:
+    assert checked_trace_ids(["ABCDEF0123456789ABCDEF0123456789", " t-1 "]) == [
+        "abcdef0123456789abcdef0123456789",
+        "t-1",
+    ]
