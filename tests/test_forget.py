@@ -11,8 +11,7 @@ import pytest
 
 from tests.support import pg_cluster
 from tests.support.store_kinds import open_store
-from tests.support.store_records import make_span, trace_hex
-from tracegrade.models.span import LogRecordData
+from tests.support.store_records import make_log, make_span, trace_hex
 from tracegrade.store import TraceStore
 from tracegrade.store.trace_deletion import Deleted, checked_trace_ids
 from tracegrade.store.trajectories import TRAJECTORY_TABLES
@@ -37,17 +36,6 @@ def _agent_trace(trace: int, tools: int = 2) -> list:
     ]
 
 
-def _log(trace: int | None, n: int, *, evaluation: bool = False) -> LogRecordData:
-    attributes = {"event.name": "gen_ai.evaluation.result", "gen_ai.evaluation.name": "x"} if evaluation else {}
-    return LogRecordData(
-        time_ns=1_760_000_000_000_000_000 + n,
-        trace_id=None if trace is None else trace_hex(trace),
-        event_name="gen_ai.evaluation.result" if evaluation else "note",
-        body=f"record {n}",
-        attributes=attributes,
-    )
-
-
 def _rows_by_trace(store: TraceStore) -> dict[str, set[tuple[str, str]]]:
     """For each table holding trace rows, the (tenant, trace_id) pairs it has rows of."""
     tables = ("spans", "logs", "evaluations", *TRAJECTORY_TABLES)
@@ -61,9 +49,9 @@ def _rows_by_trace(store: TraceStore) -> dict[str, set[tuple[str, str]]]:
 
 
 def test_forget_deletes_every_row_of_the_traces_asked_for_and_nothing_else(store: TraceStore) -> None:
-    store.write(_agent_trace(1), [_log(1, 1), _log(1, 2, evaluation=True), _log(None, 3)])
-    store.write(_agent_trace(2), [_log(2, 4, evaluation=True)])
-    store.write(_agent_trace(1), [_log(1, 5)], tenant="acme")  # the same trace id, another tenant's
+    store.write(_agent_trace(1), [make_log(1, 1), make_log(1, 2, evaluation=True), make_log(None, 3)])
+    store.write(_agent_trace(2), [make_log(2, 4, evaluation=True)])
+    store.write(_agent_trace(1), [make_log(1, 5)], tenant="acme")  # the same trace id, another tenant's
     store.rebuild_trajectories([trace_hex(1), trace_hex(2)])
     store.rebuild_trajectories([trace_hex(1)], tenant="acme")
     store.job_queue().enqueue("rule", ["true"], [])
@@ -94,7 +82,7 @@ def test_records_of_a_forgotten_trace_written_later_are_dropped(store: TraceStor
     store.write(spans[:2])
     store.forget([trace_hex(3)])
 
-    late = store.write(spans, [_log(3, 1, evaluation=True), _log(4, 2)])  # a retry, with a span never stored
+    late = store.write(spans, [make_log(3, 1, evaluation=True), make_log(4, 2)])  # a retry, with a span never stored
     assert (late.spans_inserted, late.spans_forgotten, late.spans_duplicate) == (0, 3, 0)
     assert (late.logs_inserted, late.logs_forgotten) == (1, 1)
     assert late.trace_ids == {trace_hex(4)}

@@ -14,9 +14,8 @@ import pytest
 from tests.support import pg_cluster
 from tests.support.reporters_samples import sample_report
 from tests.support.store_kinds import open_store
-from tests.support.store_records import make_span, trace_hex
+from tests.support.store_records import make_log, make_span, trace_hex
 from tracegrade.evaluation.run_records import record_cases, record_report
-from tracegrade.models.span import LogRecordData
 from tracegrade.store import TraceStore
 from tracegrade.store.rows import utc_now
 from tracegrade.store.trace_deletion import Deleted
@@ -45,17 +44,6 @@ def _agent_trace(trace: int, first_span: int, tools: int = 2) -> list:
     ]
 
 
-def _log(trace: int | None, n: int, *, evaluation: bool = False) -> LogRecordData:
-    attributes = {"event.name": "gen_ai.evaluation.result", "gen_ai.evaluation.name": "x"} if evaluation else {}
-    return LogRecordData(
-        time_ns=1_760_000_000_000_000_000 + n,
-        trace_id=None if trace is None else trace_hex(trace),
-        event_name="gen_ai.evaluation.result" if evaluation else "note",
-        body=f"record {n}",
-        attributes=attributes,
-    )
-
-
 def _cutoff() -> datetime:
     """A cutoff strictly between what was written before and what is written after it."""
     time.sleep(0.01)
@@ -80,14 +68,14 @@ def _keys(spans: list, tenant: str = "default") -> set[SpanKey]:
 def test_a_quiet_trace_goes_whole_and_whatever_came_after_the_cutoff_stays(store: TraceStore) -> None:
     quiet = _agent_trace(1, 100)
     long_running = _agent_trace(2, 200)
-    store.write(quiet, [_log(1, 1), _log(1, 2, evaluation=True), _log(None, 3, evaluation=True)])
+    store.write(quiet, [make_log(1, 1), make_log(1, 2, evaluation=True), make_log(None, 3, evaluation=True)])
     store.write(long_running[:2])
     store.rebuild_trajectories([trace_hex(1), trace_hex(2)])
     store.job_queue().enqueue("rule", ["true"], [])
     cutoff = _cutoff()
     store.write(long_running[2:])  # the long-running trace goes on after the cutoff: it is not quiet
     recent = _agent_trace(3, 300)
-    store.write(recent, [_log(None, 4)])
+    store.write(recent, [make_log(None, 4)])
     other_tenant = _agent_trace(1, 400)  # the quiet trace's id, another tenant's, sent after the cutoff
     store.write(other_tenant, tenant="acme")
     store.rebuild_trajectories([trace_hex(2), trace_hex(3)])

@@ -164,7 +164,7 @@ def test_an_older_lake_gains_the_tenant_column_with_its_rows_the_default_tenants
 ) -> None:
     location = f"ducklake:postgres:{pg_server.new_database()}"
     with LakeStore(location, data_path=tmp_path / "data") as old:  # made as tracegrade made it before tenants
-        for table in TRACE_TABLES:  # the tables with a tenant column
+        for table in set(TRACE_TABLES) - {"forgotten_traces"}:  # the trace tables of then (all have a tenant now)
             old._con.execute(f"ALTER TABLE {table} DROP COLUMN tenant")
         old._con.execute("DELETE FROM lake.main.schema_version WHERE version > 3")
         rows = prepare_write(_agent("old", "O")).spans.drop_columns(["tenant"])  # type: ignore[union-attr]

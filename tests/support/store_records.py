@@ -15,6 +15,7 @@ __all__ = [
     "FIXTURES",
     "decode_fixture",
     "holding_store",
+    "make_log",
     "make_span",
     "rich_span",
     "store_fixtures",
@@ -40,6 +41,18 @@ def make_span(trace: int, span: int, *, parent: int | None = None, name: str = "
         parent_span_id=None if parent is None else f"{parent:016x}",
         resource=fields.pop("resource", {"service.name": "svc-test"}),
         **fields,
+    )
+
+
+def make_log(trace: int | None, n: int, *, evaluation: bool = False) -> LogRecordData:
+    """Log record ``n`` of trace ``trace`` (None: of no trace); ``evaluation``: a gen_ai.evaluation.result event."""
+    attributes = {"event.name": "gen_ai.evaluation.result", "gen_ai.evaluation.name": "x"} if evaluation else {}
+    return LogRecordData(
+        time_ns=_BASE_NS + n,
+        trace_id=None if trace is None else trace_hex(trace),
+        event_name="gen_ai.evaluation.result" if evaluation else "note",
+        body=f"record {n}",
+        attributes=attributes,
     )
 
 

@@ -10,7 +10,6 @@ store's write lock with the StoreWriter thread, so it never interleaves with spa
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -19,9 +18,9 @@ from pydantic import ValidationError
 
 from tracegrade.errors import StoreError
 from tracegrade.evaluation.run_records import RunSink, check_run_id, record_report
+from tracegrade.ingest.json_posts import Refusal, error_response, json_object, read_json_post
 from tracegrade.ingest.tokens import Authorize
 from tracegrade.models.results import EvalReport
-from tracegrade.store.tenancy import DEFAULT_TENANT
 
 __all__ = ["RUN_KINDS", "add_runs_route"]
 
@@ -40,45 +39,30 @@ def add_runs_route(
     """
 
     async def record(request: web.Request) -> web.Response:
-        tenant = DEFAULT_TENANT
-        if authorize is not None:
-            try:
-                tenant = authorize(request.headers.get("Authorization"))
-            except Exception as exc:
-                return _error(getattr(exc, "http_status", 401), str(exc))
-        if request.content_type != "application/json":
-            # a plain-text body is what another site's form can post without the browser asking first
-            return _error(415, f"send the run as Content-Type: application/json, not {request.content_type}")
         try:
-            report, kind, run_id = _parse(await request.read())
+            tenant, body = await read_json_post(request, authorize, "the run", "grade with --no-record")
+            report, kind, run_id = _parse(body)
+        except Refusal as refusal:
+            return refusal.response()
         except ValueError as exc:
-            return _error(400, str(exc))
-        except web.HTTPRequestEntityTooLarge as exc:
-            return _error(413, f"the report is too large for this server ({exc.text}); grade with --no-record")
+            return error_response(400, str(exc))
         loop = asyncio.get_running_loop()
         try:
             sink = store() if callable(store) else store
         except Exception as exc:  # the store is being reopened: retryable
-            return _error(getattr(exc, "http_status", 503), str(exc))
+            return error_response(getattr(exc, "http_status", 503), str(exc))
         try:
             recorded = await loop.run_in_executor(None, record_report, sink, report, kind, run_id, tenant)
         except StoreError as exc:
-            return _error(500, f"recording the run failed: {exc}")
+            return error_response(500, f"recording the run failed: {exc}")
         return web.json_response({"run_id": recorded})
 
     app.router.add_post("/v1/runs", record)
 
 
 def _parse(body: bytes) -> tuple[EvalReport, str, str | None]:
-    try:
-        document = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValueError(f"the body is not valid JSON: {exc}") from None
-    if not isinstance(document, dict) or not isinstance(document.get("report"), dict):
-        raise ValueError('the body must be a JSON object {"report": {...}, "kind": "...", "run_id": "..."}')
-    unknown = set(document) - {"report", "kind", "run_id"}
-    if unknown:
-        raise ValueError(f"unknown keys {sorted(unknown)}; only report, kind and run_id are accepted")
+    shape = '{"report": {...}, "kind": "...", "run_id": "..."}'
+    document = json_object(body, shape, ("report", dict), ("kind", "run_id"))
     kind: Any = document.get("kind", "eval_set")
     if kind not in RUN_KINDS:
         raise ValueError(f"kind must be one of {', '.join(RUN_KINDS)}; got {kind!r}")
@@ -92,7 +76,3 @@ def _parse(body: bytes) -> tuple[EvalReport, str, str | None]:
         where = "$.report" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
         raise ValueError(f"the report is not a valid EvalReport: at {where}: {first['msg']}") from None
     return report, kind, run_id
-
-
-def _error(status: int, message: str) -> web.Response:
-    return web.json_response({"error": message}, status=status)

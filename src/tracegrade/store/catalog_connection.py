@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from tracegrade.store.lake_schema import Column
 
-__all__ = ["CONNECT_TIMEOUT", "PG_NOW", "CatalogConnection", "pg_columns"]
+__all__ = ["CONNECT_TIMEOUT", "PG_NOW", "CatalogConnection", "create_in_catalog", "pg_columns"]
 
 CONNECT_TIMEOUT = 5  # seconds; an unreachable catalog fails a call quickly rather than hanging the thread
 # PostgreSQL's clock when the transaction began (one time for all its rows), as the UTC TIMESTAMP the store keeps
@@ -103,3 +103,12 @@ class CatalogConnection:
             if self._connection is not None:
                 self._connection.close()
                 self._connection = None
+
+
+def create_in_catalog(conninfo: str, doing: str, *statements: str) -> None:
+    """Run DDL in the catalog's database at ``conninfo`` on a connection of its own (``CatalogConnection.create``)."""
+    catalog = CatalogConnection(conninfo)
+    try:
+        catalog.create(doing, *statements)
+    finally:
+        catalog.close()

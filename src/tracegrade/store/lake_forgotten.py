@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tracegrade.store.catalog_connection import PG_NOW, CatalogConnection, pg_columns
+from tracegrade.store.catalog_connection import PG_NOW, CatalogConnection, create_in_catalog, pg_columns
 from tracegrade.store.lake_jobs import JOBS_SCHEMA
 from tracegrade.store.tenancy import TraceKey
 
@@ -33,15 +33,12 @@ _TABLE = f"{JOBS_SCHEMA}.forgotten_traces"
 def ensure_forgotten_table(conninfo: str, columns: Sequence[Column]) -> None:
     """Create ``tracegrade.forgotten_traces`` in the catalog's database, if it is not there."""
     listed = pg_columns("forgotten_traces", columns)
-    catalog = CatalogConnection(conninfo)
-    try:
-        catalog.create(
-            "creating the table of forgotten traces",
-            f"CREATE SCHEMA IF NOT EXISTS {JOBS_SCHEMA}",
-            f"CREATE TABLE IF NOT EXISTS {_TABLE} ({', '.join(listed)}, PRIMARY KEY (tenant, trace_id))",
-        )
-    finally:
-        catalog.close()
+    create_in_catalog(
+        conninfo,
+        "creating the table of forgotten traces",
+        f"CREATE SCHEMA IF NOT EXISTS {JOBS_SCHEMA}",
+        f"CREATE TABLE IF NOT EXISTS {_TABLE} ({', '.join(listed)}, PRIMARY KEY (tenant, trace_id))",
+    )
 
 
 class CatalogForgottenTraces:

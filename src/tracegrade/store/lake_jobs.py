@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from tracegrade.store.catalog_connection import PG_NOW, CatalogConnection, pg_columns
+from tracegrade.store.catalog_connection import PG_NOW, CatalogConnection, create_in_catalog, pg_columns
 from tracegrade.store.grading_jobs import EXPIRED_ERROR_SQL, ORPHANED_JOBS_SQL, ClaimedJob, job_prefix
 from tracegrade.store.tenancy import DEFAULT_TENANT
 
@@ -32,19 +32,16 @@ _TABLE = f"{JOBS_SCHEMA}.grading_jobs"
 def ensure_job_table(conninfo: str, columns: Sequence[Column]) -> None:
     """Create ``tracegrade.grading_jobs`` in the catalog's database, or add the columns it lacks."""
     listed = pg_columns("grading_jobs", columns)
-    catalog = CatalogConnection(conninfo)
-    try:
-        catalog.create(
-            "creating the grading job queue",
-            f"CREATE SCHEMA IF NOT EXISTS {JOBS_SCHEMA}",
-            f"CREATE TABLE IF NOT EXISTS {_TABLE} ({', '.join(listed)}, PRIMARY KEY (job_id))",
-            *(f"ALTER TABLE {_TABLE} ADD COLUMN IF NOT EXISTS {column}" for column in listed),
-            # what claims look for: the jobs not finished yet, oldest first
-            f"CREATE INDEX IF NOT EXISTS grading_jobs_open ON {_TABLE} (created_at, job_id) "
-            "WHERE status IN ('pending', 'leased')",
-        )
-    finally:
-        catalog.close()
+    create_in_catalog(
+        conninfo,
+        "creating the grading job queue",
+        f"CREATE SCHEMA IF NOT EXISTS {JOBS_SCHEMA}",
+        f"CREATE TABLE IF NOT EXISTS {_TABLE} ({', '.join(listed)}, PRIMARY KEY (job_id))",
+        *(f"ALTER TABLE {_TABLE} ADD COLUMN IF NOT EXISTS {column}" for column in listed),
+        # what claims look for: the jobs not finished yet, oldest first
+        f"CREATE INDEX IF NOT EXISTS grading_jobs_open ON {_TABLE} (created_at, job_id) "
+        "WHERE status IN ('pending', 'leased')",
+    )
 
 
 class CatalogJobQueue:
