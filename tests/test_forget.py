@@ -10,8 +10,11 @@ from pathlib import Path
 import pytest
 
 from tests.support import pg_cluster
+from tests.support.reporters_samples import failing_case, passing_case
 from tests.support.store_kinds import open_store
 from tests.support.store_records import make_log, make_span, trace_hex
+from tracegrade.evaluation.run_records import record_cases, record_report
+from tracegrade.models.results import EvalReport
 from tracegrade.store import TraceStore
 from tracegrade.store.trace_deletion import Deleted, checked_trace_ids
 from tracegrade.store.trajectories import TRAJECTORY_TABLES
@@ -130,6 +133,42 @@ def test_a_forgotten_trace_stays_forgotten_after_the_file_is_opened_again(tmp_pa
         assert store.query("SELECT count(*) FROM spans").rows == [(0,)]
         assert store.write(spans).spans_forgotten == 3  # a journal replay of the spans, say
         assert store.query("SELECT count(*) FROM spans").rows == [(0,)]
+
+
+def _graded(*traces: int) -> EvalReport:
+    """An online worker's report: one case per trace, the first passing, the others failing."""
+    cases = []
+    for n, trace in enumerate(traces):
+        case = (passing_case if n == 0 else failing_case)()
+        case.eval_id, case.trace_ids = trace_hex(trace), [trace_hex(trace)]
+        cases.append(case)
+    return EvalReport.create("online", cases)
+
+
+def test_the_cases_an_online_worker_graded_of_a_forgotten_trace_go_and_recorded_runs_keep_theirs(
+    store: TraceStore,
+) -> None:
+    record_cases(store, _graded(1, 2, 3), "worker", "rule-window", {"rule": "r"})
+    record_cases(store, _graded(1), "worker", "rule-window", {"rule": "r"}, tenant="acme")  # acme's trace 1
+    record_report(store, _graded(1, 2), "eval_set", "ci-run")  # a run people recorded: it keeps its copy
+    counts = "SELECT total_cases, passed_cases, failed_cases FROM eval_runs WHERE tenant = ? AND run_id = ?"
+    assert store.query(counts, ["default", "rule-window"]).rows == [(3, 1, 2)]
+
+    assert store.forget([trace_hex(1)]).worker_cases == 1
+
+    def cases(table: str) -> set[tuple[str, str, str]]:
+        return set(store.query(f"SELECT DISTINCT tenant, run_id, eval_id FROM {table}").rows)
+
+    window = {("default", "rule-window", trace_hex(n)) for n in (2, 3)}
+    kept = {("acme", "rule-window", trace_hex(1))}
+    recorded = {("default", "ci-run", trace_hex(n)) for n in (1, 2)}
+    assert cases("eval_case_results") == cases("eval_results") == window | kept | recorded
+    assert cases("eval_run_cases") == window | kept
+    assert store.query(counts, ["default", "rule-window"]).rows == [(2, 0, 2)]  # counted again
+    assert store.query(counts, ["acme", "rule-window"]).rows == [(1, 1, 0)]
+
+    assert store.forget([trace_hex(2), trace_hex(3)]).worker_cases == 2
+    assert store.query(counts, ["default", "rule-window"]).rows == [(0, 0, 0)]  # a run left with no case
 
 
 def test_a_tenant_sees_its_own_forgotten_traces_only(store: TraceStore) -> None:

@@ -30,10 +30,11 @@ def command(
     store_path: Path | str, token: str | None, lake_data: Path | None, trace_ids: tuple[str, ...], ids_from: object
 ) -> None:
     """Delete every record of the traces TRACE_IDS (spans, log records, evaluation events, trajectories,
-    grading jobs) and keep them forgotten: spans of theirs that arrive later are dropped.
+    grading jobs, an online worker's cases of them) and keep them forgotten: spans of theirs that arrive later
+    are dropped.
 
-    The traces are --tenant's ('default' without it); through a server, its token's. Recorded grading runs
-    keep their own copy of what they graded: delete a run that holds a forgotten trace yourself if it must go.
+    The traces are --tenant's ('default' without it); through a server, its token's. Runs people record
+    (grade, CI, live) keep their own copy of what they graded: delete such a run yourself if it must go.
     """
     from tracegrade.errors import StoreError, StoreLockedError
     from tracegrade.store.access import server_holding

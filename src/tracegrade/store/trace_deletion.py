@@ -23,6 +23,7 @@ from datetime import datetime
 import duckdb
 import pyarrow as pa
 
+from tracegrade.store.grading_tables import CASE_COUNTS
 from tracegrade.store.trajectories import TRAJECTORY_TABLES
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "add_forgotten",
     "checked_trace_ids",
     "delete_traces",
+    "delete_worker_cases",
     "first_count",
     "held_traces",
     "trace_keys",
@@ -43,6 +45,8 @@ MAX_FORGET_IDS = 10_000  # trace ids one request may forget: each request is one
 _MAX_ID_LENGTH = 256
 _HEX_ID = re.compile(r"[0-9a-fA-F]{32}")
 _KEYS_VIEW = "_tracegrade_deleted_traces"
+_CASES_VIEW = "_tracegrade_deleted_cases"
+_CASE_TABLES = ("eval_results", "eval_case_results", "eval_run_cases")  # a recorded case's rows
 _RECEIVED = {"spans": "received_at", "logs": "received_at", "evaluations": "received_at", "traces": "updated_at"}
 
 
@@ -57,6 +61,7 @@ class Deleted:
     trajectory_rows: int = 0  # rows of traces, node_visits, tool_calls and llm_calls
     jobs: int = 0  # online grading jobs of the deleted traces
     worker_runs: int = 0  # an online worker's runs, every row of them
+    worker_cases: int = 0  # cases an online worker graded of the deleted traces, every row of them
 
     def __add__(self, other: Deleted) -> Deleted:
         return Deleted(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
@@ -65,7 +70,8 @@ class Deleted:
         return (
             f"{verb} {self.traces} trace(s): {self.spans} span(s), {self.logs} log record(s) "
             f"({self.evaluations} evaluation event(s)), {self.trajectory_rows} trajectory row(s), "
-            f"{self.jobs} grading job(s), {self.worker_runs} online grading run(s)"
+            f"{self.jobs} grading job(s), {self.worker_runs} online grading run(s), "
+            f"{self.worker_cases} online graded case(s)"
         )
 
     def as_dict(self) -> dict[str, int]:
@@ -153,3 +159,41 @@ def add_forgotten(con: duckdb.DuckDBPyConnection, keys: pa.Table, at: datetime) 
         )
     finally:
         con.unregister(_KEYS_VIEW)
+
+
+def delete_worker_cases(con: duckdb.DuckDBPyConnection, keys: pa.Table) -> int:
+    """Delete the cases online workers graded of the traces ``keys`` (their rows in every case table) and
+    count their runs again; returns the cases deleted. A worker's run holds no report of its own, so its cases
+    are all there is of it; the runs people record keep theirs (``forget``'s caller says so)."""
+    con.register(_KEYS_VIEW, keys)
+    try:
+        cases = con.execute(
+            f"SELECT DISTINCT c.tenant, c.run_id, c.eval_id FROM eval_case_results c SEMI JOIN {_KEYS_VIEW} k "
+            "ON k.tenant = c.tenant AND k.trace_id = c.trace_id WHERE EXISTS (SELECT 1 FROM eval_runs r "
+            "WHERE r.tenant = c.tenant AND r.run_id = c.run_id AND r.kind = 'worker')"
+        ).fetch_arrow_table()
+    finally:
+        con.unregister(_KEYS_VIEW)
+    if cases.num_rows == 0:
+        return 0
+    con.register(_CASES_VIEW, cases)
+    try:
+        for table in _CASE_TABLES:
+            con.execute(
+                f"DELETE FROM {table} WHERE EXISTS (SELECT 1 FROM {_CASES_VIEW} x WHERE x.tenant = {table}.tenant "
+                f"AND x.run_id = {table}.run_id AND x.eval_id = {table}.eval_id)"
+            )
+        runs = f"SELECT DISTINCT tenant, run_id FROM {_CASES_VIEW}"
+        of_run = "eval_runs.tenant = c.tenant AND eval_runs.run_id = c.run_id"
+        zero = ", ".join(f"{column} = 0" for column, _ in CASE_COUNTS)
+        con.execute(f"UPDATE eval_runs SET {zero} FROM ({runs}) c WHERE {of_run}")  # those left with no case
+        counted = ", ".join(f"{value} AS {column}" for column, value in CASE_COUNTS)
+        remaining = (
+            f"SELECT e.tenant, e.run_id, {counted} FROM eval_case_results e SEMI JOIN ({runs}) r "
+            "ON r.tenant = e.tenant AND r.run_id = e.run_id GROUP BY e.tenant, e.run_id"
+        )
+        assigned = ", ".join(f"{column} = c.{column}" for column, _ in CASE_COUNTS)
+        con.execute(f"UPDATE eval_runs SET {assigned} FROM ({remaining}) c WHERE {of_run}")
+    finally:
+        con.unregister(_CASES_VIEW)
+    return cases.num_rows

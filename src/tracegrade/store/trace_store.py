@@ -75,6 +75,7 @@ from tracegrade.store.trace_deletion import (
     Deleted,
     add_forgotten,
     delete_traces,
+    delete_worker_cases,
     held_traces,
     trace_keys,
 )
@@ -499,8 +500,9 @@ class TraceStore:
 
     def forget(self, trace_ids: Sequence[str], tenant: str = DEFAULT_TENANT) -> Deleted:
         """Delete every row of ``tenant``'s traces ``trace_ids`` (spans, log records, evaluation events,
-        trajectory rows, grading jobs) and keep them forgotten: records of theirs written later (a retry, a
-        journal replay, another receiver of a lake) are dropped (``trace_deletion``). Durable on return.
+        trajectory rows, grading jobs, the cases online workers graded of them) and keep them forgotten:
+        records of theirs written later (a retry, a journal replay, another receiver of a lake) are dropped
+        (``trace_deletion``). Durable on return.
 
         ``traces`` in the answer counts the traces the store held anything of."""
         keys = trace_keys(tenant, list(trace_ids))
@@ -508,7 +510,9 @@ class TraceStore:
             self._remember_forgotten(keys)  # first: the writes that commit from now on drop their records
             with self._transaction("forgetting traces"):
                 held = held_traces(self._con, keys)
-                deleted = replace(delete_traces(self._con, keys), traces=held)
+                deleted = replace(
+                    delete_traces(self._con, keys), traces=held, worker_cases=delete_worker_cases(self._con, keys)
+                )
         # the trajectories are gone, so their jobs are orphans now (jobs added later find no trajectory either)
         deleted += Deleted(jobs=self.job_queue().forget(utc_now()))
         if not self.wal:
