@@ -3,10 +3,11 @@ the cutoff, and nothing written after it, checked row by row, tenant by tenant."
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,10 @@ from tests.support import pg_cluster
 from tests.support.reporters_samples import sample_report
 from tests.support.store_kinds import open_store
 from tests.support.store_records import make_log, make_span, trace_hex
+from tracegrade.errors import InvalidValueError
 from tracegrade.evaluation.run_records import record_cases, record_report
 from tracegrade.store import TraceStore
+from tracegrade.store.retention import RetentionPolicy, TenantScope
 from tracegrade.store.rows import utc_now
 from tracegrade.store.trace_deletion import Deleted
 from tracegrade.store.trajectories import TRAJECTORY_TABLES
@@ -201,3 +204,57 @@ def test_on_a_lake_a_pass_waits_at_the_write_gate_only_when_something_can_expire
             holder.execute("SELECT pg_advisory_unlock(%s)", [GATE_KEY])
             waiting.join(60)
         assert [p.traces for p in passes] == [1]
+
+
+def test_each_tenant_expires_by_the_cutoff_of_its_own_scope(store: TraceStore) -> None:
+    for tenant in ("default", "acme", "umbrella"):
+        store.write(_agent_trace(1, 100), [make_log(None, 1)], tenant=tenant)  # the same ids, each tenant's own
+        record_cases(store, sample_report(), "worker", "rule-window", {"rule": "r"}, tenant=tenant)
+    cutoff = _cutoff()
+
+    def tenants_with(sql: str) -> set[str]:
+        return {row[0] for row in store.query(sql).rows}
+
+    acme = store.expire(cutoff, scope=TenantScope(only="acme"))
+    assert acme == Deleted(traces=1, spans=3, logs=1, worker_runs=1)
+    assert tenants_with("SELECT DISTINCT tenant FROM spans") == {"default", "umbrella"}
+
+    others = store.expire(cutoff, scope=TenantScope(others=("acme", "umbrella")))  # every tenant but those
+    assert others == Deleted(traces=1, spans=3, logs=1, worker_runs=1)
+    for table in ("spans", "logs", "eval_runs", "eval_case_results"):
+        assert tenants_with(f"SELECT DISTINCT tenant FROM {table}") == {"umbrella"}, table
+
+
+def test_a_policy_makes_one_expiry_per_tenant_of_its_own_and_one_for_the_others() -> None:
+    now = datetime(2026, 12, 3, 12, 0)
+    policy = RetentionPolicy(timedelta(days=30), {"umbrella": None, "acme": timedelta(days=7)})
+    assert policy.passes(now) == [
+        (now - timedelta(days=7), TenantScope(only="acme")),
+        (now - timedelta(days=30), TenantScope(others=("acme", "umbrella"))),
+    ]
+    assert policy.shortest == timedelta(days=7)
+    assert policy.describe() == (
+        "traces quiet for 30 days, 0:00:00 are deleted (acme's after 7 days, 0:00:00; umbrella's kept)"
+    )
+    only_acme = RetentionPolicy(None, {"acme": timedelta(hours=1)})
+    assert only_acme.passes(now) == [(now - timedelta(hours=1), TenantScope(only="acme"))]
+    assert RetentionPolicy(None, {"acme": None}).shortest is None  # nothing ever expires
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("acme", "'acme' is not TENANT=DURATION"),
+        ("acme=", "'acme=' is not TENANT=DURATION"),
+        ("acme=7x", "acme's retention '7x' is not a duration"),
+        ("acme=1d,acme=2d", "tenant 'acme' is given twice"),
+        ("Bad Name=1d", "'Bad Name' is not a valid tenant name"),
+    ],
+)
+def test_tenant_retentions_that_do_not_parse_are_refused_with_the_pair_at_fault(text: str, message: str) -> None:
+    with pytest.raises(InvalidValueError, match=re.escape(message)):
+        RetentionPolicy.parse_tenants(text, "--retain-tenants")
+    assert RetentionPolicy.parse_tenants(" acme=7d , umbrella=forever,", "x") == {
+        "acme": timedelta(days=7),
+        "umbrella": None,
+    }

@@ -9,6 +9,7 @@ exactly those, whatever the machine's speed, and only require that the oldest tr
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -23,8 +24,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from tests.support import pg_cluster
 from tests.support.pg_cluster import PgServer
+from tests.support.server_otlp import post
 from tests.support.server_process import ServerProcess
-from tests.support.server_requests import query, receiver_metric
+from tests.support.server_requests import query, receiver_metric, span_json, traces_json
 from tests.support.store_records import make_span, trace_hex
 from tests.support.waiting import wait_until
 from tracegrade.cli.main import cli
@@ -172,11 +174,16 @@ def test_maintain_retain_on_a_store_file(tmp_path: Path) -> None:
     time.sleep(0.05)
     with TraceStore(path) as store:
         store.write(_lake_spans(2))
+        store.write(_lake_spans(3), tenant="acme")
 
     kept = CliRunner().invoke(cli, ["maintain", "--store", str(path), "--retain", "1h"])
     assert kept.exit_code == 0, kept.output
     assert "expired 0 trace(s)" in kept.output
     time.sleep(0.05)
+    acme = ["--retain-tenants", "acme=0.1s,default=forever"]
+    only_acme = CliRunner().invoke(cli, ["maintain", "--store", str(path), *acme])
+    assert only_acme.exit_code == 0, only_acme.output
+    assert f"expired 1 trace(s): {SPANS_PER_TRACE} span(s)" in only_acme.output
     expired = CliRunner().invoke(cli, ["maintain", "--store", str(path), "--retain", "0.1s"])
     assert expired.exit_code == 0, expired.output
     assert f"expired 2 trace(s): {2 * SPANS_PER_TRACE} span(s)" in expired.output
@@ -195,3 +202,23 @@ def test_maintain_retain_refuses_what_it_cannot_do(tmp_path: Path) -> None:
     with ServerProcess(served):
         held = CliRunner().invoke(cli, ["maintain", "--store", str(served), "--retain", "30d"])
     assert held.exit_code == 1 and "give it --retain instead" in held.output, held.output
+
+
+def test_serve_retain_tenants_expires_one_tenants_traces_and_keeps_the_others(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.yaml"
+    tokens.write_text("tenants:\n  acme: [acme-token-0123456789]\n  umbrella: [umbrella-token-0123456789]\n")
+    args = ("--tokens", str(tokens), "--retain-tenants", "acme=1s")
+    with ServerProcess(tmp_path / "traces.duckdb", extra_args=args) as server:
+        trace_id = "0123456789abcdef0123456789abcdef"
+        body = json.dumps(traces_json([span_json(trace_id, i) for i in range(SPANS_PER_TRACE)])).encode()
+        for token in ("acme-token-0123456789", "umbrella-token-0123456789"):
+            assert post(f"{server.http_url}/v1/traces", body, "application/json", token=token).status == 200
+
+        def spans_of(token: str) -> int:
+            return len(query(server.http_url, "SELECT span_id FROM spans", token=token))
+
+        wait_until(lambda: spans_of("acme-token-0123456789") == 0, "acme's trace to expire")
+        assert spans_of("umbrella-token-0123456789") == SPANS_PER_TRACE  # umbrella's kept: no --retain
+        assert receiver_metric(server.http_url, "traces_expired_total") == 1
+        assert server.terminate() == 0
+    assert "traces are kept (acme's after 0:00:01) (looked for every 0:00:01)" in server.log()

@@ -34,6 +34,7 @@ ENV_VARS: dict[str, str] = {
     "shutdown_timeout": "TRACEGRADE_SHUTDOWN_TIMEOUT",
     "worker_rules": "TRACEGRADE_WORKER_RULES",
     "retain": "TRACEGRADE_RETAIN",
+    "retain_tenants": "TRACEGRADE_RETAIN_TENANTS",
     "mapping_process": "TRACEGRADE_MAPPING_PROCESS",
     "build_trajectories": "TRACEGRADE_BUILD_TRAJECTORIES",
     "query_timeout": "TRACEGRADE_QUERY_TIMEOUT",

@@ -15,6 +15,7 @@ from tracegrade.cli.common import Duration, friendly_errors
 from tracegrade.cli.lake_options import checked_lake, lake_options
 
 if TYPE_CHECKING:
+    from tracegrade.store.retention import RetentionPolicy
     from tracegrade.store.trace_store import TraceStore
 
 __all__ = ["command"]
@@ -42,9 +43,20 @@ __all__ = ["command"]
     "records, trajectory and grading jobs (recorded runs stay). Also takes a DuckDB store file that no "
     "server holds (a server's file: give `tracegrade serve` --retain).",
 )
+@click.option(
+    "--retain-tenants",
+    metavar="TENANT=DURATION,…",
+    help="Tenants whose traces are kept for another time than --retain's (acme=7d,umbrella=forever); "
+    "the other tenants' go by --retain (kept, without it).",
+)
 @friendly_errors
 def command(
-    location: str, lake_data: Path | None, every: timedelta | None, keep: timedelta, retain: timedelta | None
+    location: str,
+    lake_data: Path | None,
+    every: timedelta | None,
+    keep: timedelta,
+    retain: timedelta | None,
+    retain_tenants: str | None,
 ) -> None:
     """Merge a lake's small Parquet files, flush inlined rows, expire old snapshots and delete old files;
     with --retain, delete the traces older than that first.
@@ -53,9 +65,17 @@ def command(
     --every, SIGINT or SIGTERM stops it once the pass in progress is done. A DuckDB store file needs none
     of the lake's steps (it checkpoints itself), so a file store is refused without --retain.
     """
+    from tracegrade.errors import InvalidValueError
     from tracegrade.store.lake_location import is_lake_location
+    from tracegrade.store.retention import RetentionPolicy
 
-    if retain is not None and not is_lake_location(location):
+    try:
+        tenants = RetentionPolicy.parse_tenants(retain_tenants or "", "--retain-tenants")
+    except InvalidValueError as exc:
+        raise click.BadParameter(str(exc).removeprefix("--retain-tenants: "), param_hint="--retain-tenants") from None
+    policy = RetentionPolicy(retain, tenants)
+    retention = policy if policy.shortest is not None else None
+    if retention is not None and not is_lake_location(location):
         store = _open_file_store(Path(location))
     else:
         reason = "which needs no maintenance (it checkpoints itself; --retain deletes its old traces)"
@@ -66,13 +86,13 @@ def command(
     interval = every.total_seconds() if every else None
     try:
         if interval is None:
-            _one_pass(store, keep, retain, stop_on_error=True)
+            _one_pass(store, keep, retention, stop_on_error=True)
             return
         stop = threading.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):  # stop after the pass in progress, not inside a commit
             signal.signal(signum, lambda *_: stop.set())
         while not stop.is_set():
-            _one_pass(store, keep, retain, stop_on_error=False)
+            _one_pass(store, keep, retention, stop_on_error=False)
             stop.wait(interval)
     finally:
         store.close()
@@ -94,7 +114,7 @@ def _open_file_store(path: Path) -> TraceStore:
         ) from None
 
 
-def _one_pass(store: TraceStore, keep: timedelta, retain: timedelta | None, *, stop_on_error: bool) -> None:
+def _one_pass(store: TraceStore, keep: timedelta, retention: RetentionPolicy | None, *, stop_on_error: bool) -> None:
     """One pass, its summary on stdout; a failed step (a lost race, the catalog away) fails a single run
     and is reported and retried at the next interval by ``--every``."""
     import duckdb
@@ -105,8 +125,8 @@ def _one_pass(store: TraceStore, keep: timedelta, retain: timedelta | None, *, s
     from tracegrade.store.rows import utc_now
 
     try:
-        if retain is not None:
-            click.echo(store.expire(utc_now() - retain).summary("expired"))
+        if retention is not None:
+            click.echo(retention.apply(store, utc_now()).summary("expired"))
         if isinstance(store, LakeStore):
             click.echo(store.maintain(keep=keep).summary())
     except (duckdb.Error, StoreError) as exc:

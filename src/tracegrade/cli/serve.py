@@ -32,11 +32,12 @@ def _announce(server: object) -> None:
         click.echo(f"  tenants    {tenants} (tokens from {settings.tokens}; reloaded on SIGHUP)")
     elif settings.token:
         click.echo("  a bearer token is required on every request")
-    if settings.retain is not None:
+    policy = settings.retention()
+    if policy is not None and policy.shortest is not None:
         from tracegrade.ingest.retention_keeper import pass_interval
 
-        every = pass_interval(settings.retain)
-        click.echo(f"  retention  traces quiet for {settings.retain} are deleted (looked for every {every})")
+        every = pass_interval(policy.shortest)
+        click.echo(f"  retention  {policy.describe()} (looked for every {every})")
     if settings.host in ("0.0.0.0", "::"):
         click.echo("  (a wildcard address: gRPC listens on IPv4 and IPv6 alike, HTTP on the family given)")
     click.echo("Stop with Ctrl-C or SIGTERM (pending spans are flushed first).", err=False)

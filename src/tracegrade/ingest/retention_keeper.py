@@ -1,4 +1,5 @@
-"""The receiver's retention (``serve --retain``): a thread that expires the traces quiet for longer than that.
+"""The receiver's retention (``serve --retain``, ``--retain-tenants``): a thread that expires the traces quiet
+for longer than they are kept.
 
 A DuckDB file has one writing process, the receiver, so its expiry has to run inside it; the store's write lock
 puts each batch between the writer's commits. A failed pass is logged and tried again at the next one (a
@@ -14,6 +15,7 @@ from datetime import timedelta
 
 from tracegrade.errors import StoreError
 from tracegrade.store.backend import StoreBackend
+from tracegrade.store.retention import RetentionPolicy
 from tracegrade.store.rows import utc_now
 from tracegrade.store.trace_deletion import Deleted
 
@@ -32,12 +34,16 @@ def pass_interval(retain: timedelta) -> timedelta:
 
 
 class RetentionKeeper:
-    """Expires ``store``'s traces quiet for longer than ``retain``, one pass per ``pass_interval``, until
-    ``stop``; ``on_expired`` hears of each pass that deleted something (on the keeper's thread)."""
+    """Expires ``store``'s traces quiet for longer than ``policy`` keeps them, one pass per ``pass_interval`` of
+    its shortest retention, until ``stop``; ``on_expired`` hears of each pass that deleted something (on the
+    keeper's thread)."""
 
-    def __init__(self, store: StoreBackend, retain: timedelta, on_expired: Callable[[Deleted], object]) -> None:
+    def __init__(self, store: StoreBackend, policy: RetentionPolicy, on_expired: Callable[[Deleted], object]) -> None:
+        if policy.shortest is None:
+            raise ValueError("a retention keeper needs a policy that deletes something")
         self.store = store
-        self.retain = retain
+        self.policy = policy
+        self.interval = pass_interval(policy.shortest)
         self.on_expired = on_expired
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tracegrade-retention", daemon=True)
@@ -47,15 +53,15 @@ class RetentionKeeper:
         return self
 
     def run_once(self) -> Deleted:
-        """One pass: expire what went quiet before now minus ``retain``."""
-        expired = self.store.expire(utc_now() - self.retain)
+        """One pass: expire what went quiet longer ago than the policy keeps it."""
+        expired = self.policy.apply(self.store, utc_now())
         if expired != Deleted():
-            log.info("retention (%s): %s", self.retain, expired.summary("expired"))
+            log.info("retention (%s): %s", self.policy.describe(), expired.summary("expired"))
             self.on_expired(expired)
         return expired
 
     def _run(self) -> None:
-        interval = pass_interval(self.retain).total_seconds()
+        interval = self.interval.total_seconds()
         while not self._stop.is_set():
             try:
                 self.run_once()

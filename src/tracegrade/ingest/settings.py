@@ -17,6 +17,7 @@ from tracegrade.ingest.tokens import TokenTable
 from tracegrade.store.database import duckdb_size_bytes
 from tracegrade.store.journal import journal_directory
 from tracegrade.store.lake_location import catalog_conninfo, is_lake_location
+from tracegrade.store.retention import RetentionPolicy
 from tracegrade.timespec import parse_duration
 
 __all__ = ["ENV_VARS", "ServeSettings", "misspelled_env_vars", "parse_byte_size"]
@@ -106,6 +107,11 @@ class ServeSettings(BaseModel):
         description="delete each trace (spans, log records, trajectory) once nothing of it was received for this "
         "long (30d, 12h); checked every tenth of it, at most hourly",
     )
+    retain_tenants: dict[str, timedelta | None] | None = Field(
+        None,
+        description="tenants whose traces are kept for another time than --retain's: TENANT=DURATION pairs "
+        "separated by commas (acme=7d,umbrella=forever)",
+    )
     mapping_process: bool = Field(
         False,
         description="map large trajectory backlogs in a child process, off the receiver's GIL (~100 MB more)",
@@ -133,6 +139,21 @@ class ServeSettings(BaseModel):
             return parse_duration(str(value), "retain")
         except InvalidValueError as exc:  # pydantic reports ValueErrors, naming the flag and its variable
             raise ValueError(str(exc).removeprefix("retain ")) from None
+
+    @field_validator("retain_tenants", mode="before")
+    @classmethod
+    def _retain_tenants(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        try:
+            return RetentionPolicy.parse_tenants(value, "retain_tenants")
+        except InvalidValueError as exc:
+            raise ValueError(str(exc).removeprefix("retain_tenants: ")) from None
+
+    def retention(self) -> RetentionPolicy | None:
+        """What the receiver deletes when (``--retain``, ``--retain-tenants``); None: it keeps everything."""
+        policy = RetentionPolicy(self.retain, self.retain_tenants or {})
+        return policy if policy.shortest is not None else None
 
     @field_validator("max_request_bytes", mode="before")
     @classmethod

@@ -106,8 +106,9 @@ class Storage:
         journaled.start()
         worker = start_inprocess_worker(writer, settings.worker_rules) if settings.worker_rules is not None else None
         retention = None
-        if settings.retain is not None:
-            retention = RetentionKeeper(store, settings.retain, hooks.on_expired).start()
+        policy = settings.retention()
+        if policy is not None:
+            retention = RetentionKeeper(store, policy, hooks.on_expired).start()
         return cls(journaled, worker, retention)
 
     def close(self, *, drain: bool = True, rebuild_seconds: float | None = None) -> None:

@@ -35,6 +35,7 @@ from tracegrade.store.grading_jobs import JobQueue
 from tracegrade.store.prepared import PreparedWrite
 from tracegrade.store.query_control import QueryControl
 from tracegrade.store.results import QueryResult
+from tracegrade.store.retention import TenantScope
 from tracegrade.store.row_groups import RowGroupFill
 from tracegrade.store.tenancy import TraceKey
 from tracegrade.store.trace_deletion import Deleted
@@ -80,7 +81,7 @@ class StoreBackend(Protocol):
 
     def job_queue(self) -> JobQueue: ...
 
-    def expire(self, cutoff: datetime) -> Deleted: ...
+    def expire(self, cutoff: datetime, *, scope: TenantScope = ...) -> Deleted: ...
 
     def forget(self, trace_ids: Sequence[str], tenant: str = ...) -> Deleted: ...
 

@@ -52,10 +52,11 @@ from tracegrade.store.readonly import check_read_only, lock_down, refusal
 from tracegrade.store.results import QueryResult, WriteResult
 from tracegrade.store.retention import (
     EXPIRE_BATCH,
-    OLDER_ROWS_SQL,
+    TenantScope,
     expire_quiet_traces,
     expire_traceless_logs,
     expire_worker_runs,
+    older_rows_sql,
 )
 from tracegrade.store.row_groups import RowGroupFill
 from tracegrade.store.rows import (
@@ -467,26 +468,28 @@ class TraceStore:
 
     # --------------------------------------------------------------- retention
 
-    def expire(self, cutoff: datetime, *, batch: int = EXPIRE_BATCH) -> Deleted:
-        """Delete every trace quiet since before ``cutoff`` (naive UTC; see ``retention``), the log records of
-        no trace received before it, the grading jobs of traces gone and the online worker's runs last recorded
-        before it; durable on return.
+    def expire(self, cutoff: datetime, *, batch: int = EXPIRE_BATCH, scope: TenantScope = TenantScope()) -> Deleted:
+        """Delete every trace of ``scope`` (every tenant's, by default) quiet since before ``cutoff`` (naive UTC;
+        see ``retention``), the log records of no trace received before it, the online worker's runs last
+        recorded before it, and the grading jobs of traces gone; durable on return.
 
         Each ``batch`` of traces is its own transaction, so the writer commits between them; a batch that fails
         raises StoreError, and what earlier batches deleted stays deleted (the next call goes on from there).
         """
         expired = Deleted()
         # most passes find nothing old enough: a read says so without holding up the writers (a lake's gate)
-        if self._run(OLDER_ROWS_SQL, [cutoff], check=False).rows[0][0]:
+        if self._run(older_rows_sql(scope), [cutoff, *scope.bound], check=False).rows[0][0]:
             after: TraceKey | None = None
             while True:
                 with self._deletion_batch(), self._transaction("expiring traces"):
-                    step, after = expire_quiet_traces(self._con, cutoff, after, batch)
+                    step, after = expire_quiet_traces(self._con, cutoff, after, batch, scope)
                 expired += step
                 if after is None:
                     break
             with self._deletion_batch(), self._transaction("expiring log records of no trace, and online grading runs"):
-                expired += expire_traceless_logs(self._con, cutoff) + expire_worker_runs(self._con, cutoff)
+                expired += expire_traceless_logs(self._con, cutoff, scope) + expire_worker_runs(
+                    self._con, cutoff, scope
+                )
         expired += Deleted(jobs=self.job_queue().forget(cutoff))
         if not self.wal and expired != Deleted():
             self.checkpoint()
