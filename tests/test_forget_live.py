@@ -164,21 +164,33 @@ def test_the_forget_command_asks_the_server_that_holds_the_file_and_opens_a_file
         first, second = _send_traces(server.grpc_target, 2, "a-token-of-twenty-chars")
         refused = runner.invoke(cli, ["forget", "--store", str(store), first])
         assert refused.exit_code != 0 and "pass its token with --token" in refused.output
+        wait_until(
+            lambda: len(query(server.http_url, "SELECT trace_id FROM traces", token="a-token-of-twenty-chars")) == 2,
+            "both trajectories to be built",
+        )
+        through = ["forget", "--store", str(store), "--token", "a-token-of-twenty-chars"]
+        dry = runner.invoke(cli, [*through, "--where", "service_name = 'forget-test'", "--dry-run"])
+        assert dry.exit_code == 0, dry.output
+        assert dry.output.startswith("would forget 2 trace(s): ") and first in dry.output and second in dry.output
         done = runner.invoke(cli, ["forget", "--store", str(store), "--token", "a-token-of-twenty-chars", first])
         assert done.exit_code == 0, done.output
         assert f"forgot 1 trace(s): {SPANS_PER_TRACE} span(s)" in done.output
         assert set(_stored(server.http_url, "a-token-of-twenty-chars")) == {second}
     ids = tmp_path / "ids.txt"
     ids.write_text(f"{second}\n\n")
-    offline = runner.invoke(cli, ["forget", "--store", str(store), "--ids-from", str(ids)])  # no server now
-    assert offline.exit_code == 0, offline.output
+    nothing = runner.invoke(cli, ["forget", "--store", str(store), "--where", "status = 'no such status'"])
+    assert nothing.exit_code == 0 and "no trace matched" in nothing.output
+    bad = runner.invoke(cli, ["forget", "--store", str(store), "--where", "no_such_column = 1"])
+    assert bad.exit_code == 2 and "is not a valid predicate over the traces table" in bad.output
+    offline = runner.invoke(cli, ["forget", "--store", str(store), "--ids-from", str(ids), "--where", "true"])
+    assert offline.exit_code == 0, offline.output  # no server now; the id and the selection are one trace
     assert f"forgot 1 trace(s): {SPANS_PER_TRACE} span(s)" in offline.output
     with TraceStore(store, read_only=True) as reader:
         assert reader.query("SELECT count(*) FROM spans").rows == [(0,)]
     missing = runner.invoke(cli, ["forget", "--store", str(tmp_path / "nope.duckdb"), first])
     assert missing.exit_code != 0 and "nope.duckdb" in missing.output
     empty = runner.invoke(cli, ["forget", "--store", str(store)])
-    assert empty.exit_code == 2 and "give the id of at least one trace" in empty.output
+    assert empty.exit_code == 2 and "give the ids of the traces to forget" in empty.output
 
 
 def test_forget_on_a_lake_while_another_receiver_writes_loses_nothing_else_and_drops_its_late_spans(

@@ -1,19 +1,34 @@
 """``tracegrade forget``: delete traces on request (a user's conversation, under privacy law), for good.
 
 On a lake, or a DuckDB file no server holds, it opens the store and forgets the traces there; on a file that
-`tracegrade serve` holds, it asks that server (``POST /v1/forget``, whose token decides the tenant).
+`tracegrade serve` holds, it asks that server (``POST /v1/forget``, whose token decides the tenant). The traces
+are given by id, or selected with ``--where`` over the traces table (as the same tenant sees it).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any
 
 import click
 
-from tracegrade.cli.common import friendly_errors
+from tracegrade.cli.common import UsageProblem, friendly_errors
 from tracegrade.cli.store_access import chosen_tenant, lake_data_option, open_writable_store, store_options
 
 __all__ = ["command"]
+
+SHOWN_IDS = 20  # trace ids a dry run lists
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Where the traces are forgotten: a store opened here, or the server that holds it."""
+
+    query: Callable[[str], list[tuple[Any, ...]]]  # a read-only statement, as the tenant sees the store
+    forget: Callable[[list[str]], Any]  # -> Deleted
 
 
 @click.command("forget")
@@ -25,9 +40,21 @@ __all__ = ["command"]
     type=click.File("r", encoding="utf-8"),
     help="Also read trace ids from this file, one per line ('-': standard input).",
 )
+@click.option(
+    "--where",
+    help='Also forget the traces this SQL predicate over the traces table selects, e.g. "conversation_id = '
+    "'c-42'\" (traces whose trajectory is built).",
+)
+@click.option("--dry-run", is_flag=True, help="Say how many traces would be forgotten, and which; forget none.")
 @friendly_errors
 def command(
-    store_path: Path | str, token: str | None, lake_data: Path | None, trace_ids: tuple[str, ...], ids_from: object
+    store_path: Path | str,
+    token: str | None,
+    lake_data: Path | None,
+    trace_ids: tuple[str, ...],
+    ids_from: IO[str] | None,
+    where: str | None,
+    dry_run: bool,
 ) -> None:
     """Delete every record of the traces TRACE_IDS (spans, log records, evaluation events, trajectories,
     grading jobs, an online worker's cases of them) and keep them forgotten: spans of theirs that arrive later
@@ -36,18 +63,49 @@ def command(
     The traces are --tenant's ('default' without it); through a server, its token's. Runs people record
     (grade, CI, live) keep their own copy of what they graded: delete such a run yourself if it must go.
     """
-    from tracegrade.errors import StoreError, StoreLockedError
+    from tracegrade.errors import StoreError
+    from tracegrade.store.trace_deletion import MAX_FORGET_IDS, Deleted, checked_trace_ids
+
+    listed = list(trace_ids) + ([line.strip() for line in ids_from if line.strip()] if ids_from else [])
+    if not listed and where is None:
+        raise click.UsageError("give the ids of the traces to forget (arguments or --ids-from), or --where")
+    try:
+        ids = checked_trace_ids(listed, "the trace ids", limit=None) if listed else []
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    with _target(store_path, token, lake_data) as target:
+        if where is not None:
+            try:
+                rows = target.query(f"SELECT DISTINCT trace_id FROM traces WHERE ({where}) ORDER BY trace_id")
+            except StoreError as exc:
+                raise UsageProblem(f"--where {where!r} is not a valid predicate over the traces table: {exc}") from None
+            ids = list(dict.fromkeys([*ids, *(str(row[0]) for row in rows)]))
+        if not ids:
+            click.echo(f"no trace matched --where {where!r}; nothing forgotten")
+            return
+        if dry_run:
+            shown = ", ".join(ids[:SHOWN_IDS]) + (", …" if len(ids) > SHOWN_IDS else "")
+            click.echo(f"would forget {len(ids)} trace(s): {shown}")
+            return
+        deleted = Deleted()
+        try:
+            for start in range(0, len(ids), MAX_FORGET_IDS):  # one transaction, and one request, per chunk
+                deleted += target.forget(ids[start : start + MAX_FORGET_IDS])
+        except StoreError as exc:
+            done = f" (before it: {deleted.summary('forgot')})" if deleted != Deleted() else ""
+            raise click.ClickException(f"{exc}{done}; run it again: forgetting twice does no harm") from None
+    click.echo(deleted.summary("forgot"))
+
+
+@contextmanager
+def _target(store_path: Path | str, token: str | None, lake_data: Path | None) -> Iterator[_Target]:
+    """The store opened read-write (a lake, or a file no server holds), else the server holding the file."""
+    from tracegrade.errors import StoreLockedError
     from tracegrade.store.access import server_holding
     from tracegrade.store.database import store_not_found
     from tracegrade.store.lake_location import is_lake_location
     from tracegrade.store.tenancy import DEFAULT_TENANT
-    from tracegrade.store.trace_deletion import checked_trace_ids
 
-    listed = list(trace_ids) + ([line.strip() for line in ids_from if line.strip()] if ids_from else [])  # type: ignore[attr-defined]
-    try:
-        ids = checked_trace_ids(listed, "the trace ids")
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
     if not is_lake_location(store_path) and not Path(store_path).exists():
         raise store_not_found(Path(store_path))
     try:
@@ -58,11 +116,10 @@ def command(
             raise
         if chosen_tenant() is not None:
             raise click.UsageError("--tenant does not apply through a server: its token decides the tenant") from None
-        click.echo(remote.forget(ids).summary("forgot"))
+        yield _Target(lambda sql: remote.query(sql).rows, remote.forget)
         return
+    tenant = chosen_tenant() or DEFAULT_TENANT
     try:
-        click.echo(store.forget(ids, chosen_tenant() or DEFAULT_TENANT).summary("forgot"))
-    except StoreError as exc:
-        raise click.ClickException(f"{exc} (run it again: forgetting twice does no harm)") from None
+        yield _Target(lambda sql: store.query(sql, tenant=tenant).rows, lambda ids: store.forget(ids, tenant))
     finally:
         store.close()

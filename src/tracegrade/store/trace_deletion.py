@@ -78,13 +78,16 @@ class Deleted:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-def checked_trace_ids(values: Sequence[object], where: str = "trace_ids") -> list[str]:
+def checked_trace_ids(
+    values: Sequence[object], where: str = "trace_ids", *, limit: int | None = MAX_FORGET_IDS
+) -> list[str]:
     """``values`` as trace ids to forget: each a non-empty string, a 32-digit hex id in lower case as the
-    receiver stores it; raises ValueError naming the first that is not (by its index in ``where``)."""
+    receiver stores it; raises ValueError naming the first that is not (by its index in ``where``), and for
+    more than ``limit`` of them."""
     if not values:
         raise ValueError(f"{where} is empty: give the id of at least one trace to forget")
-    if len(values) > MAX_FORGET_IDS:
-        raise ValueError(f"{where} holds {len(values)} ids; forget at most {MAX_FORGET_IDS} at a time")
+    if limit is not None and len(values) > limit:
+        raise ValueError(f"{where} holds {len(values)} ids; forget at most {limit} at a time")
     checked = []
     for index, value in enumerate(values):
         if not isinstance(value, str) or not value.strip() or len(value) > _MAX_ID_LENGTH:
