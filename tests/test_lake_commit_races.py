@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,6 +57,14 @@ class _RacingWriter(threading.Thread):
         self.store.close()
 
 
+def _settled(server: Any) -> bool:
+    """The receiver is ready, and every request it acknowledged is committed to a store that has not failed."""
+    storage = server._storage
+    if storage is None or not server.readiness()[0]:
+        return False
+    return bool(storage.journaled.wait_stored(1.0)) and storage.failure is None and server.readiness()[0]
+
+
 def test_commits_that_lose_races_are_retried_then_replayed_from_the_journal_never_dropped_nor_doubled(
     pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -87,9 +96,11 @@ def test_commits_that_lose_races_are_retried_then_replayed_from_the_journal_neve
                 assert not load.is_alive(), "the exporter never got its spans in"
             racer.halt.set()
             racer.join(_WAIT_SECONDS)
-            # a store that failed on the racer's last commits is open again by itself (a receiver stopped
-            # while reopening keeps what it acknowledged in its journal, for its next start: not this test)
-            while not receiver.server.readiness()[0]:
+            # a store that failed on the racer's last commits is open again by itself, and has committed every
+            # request acknowledged (a receiver stopped while reopening keeps what it acknowledged in its journal,
+            # for its next start: not this test). A commit that was retrying when the racer stopped can still
+            # fail the store after a first look found it ready, on a loaded machine: so look until all is settled.
+            while not _settled(receiver.server):
                 assert time.monotonic() < deadline + _WAIT_SECONDS, receiver.server.readiness()
                 time.sleep(0.1)
         finally:
