@@ -18,7 +18,9 @@ if TYPE_CHECKING:
     from tracegrade.store.readonly import check_read_only
     from tracegrade.store.remote import RemoteStore
     from tracegrade.store.results import QueryResult, WriteResult
+    from tracegrade.store.retention import RetentionPolicy, TenantScope
     from tracegrade.store.schema import SCHEMA_VERSION, TABLES
+    from tracegrade.store.trace_deletion import Deleted
     from tracegrade.store.trace_store import TraceStore
     from tracegrade.store.writer import QueueFull, StoreWriter
 
@@ -27,14 +29,17 @@ if TYPE_CHECKING:
 _HOMES = {
     "SCHEMA_VERSION": "schema",
     "TABLES": "schema",
+    "Deleted": "trace_deletion",
     "QueryResult": "results",
     "QueueFull": "writer",
     "ReadableStore": "access",
     "RemoteStore": "remote",
+    "RetentionPolicy": "retention",
     "ServerInfo": "access",
     "StoreBackend": "backend",
     "open_store": "backend",
     "StoreWriter": "writer",
+    "TenantScope": "retention",
     "TraceStore": "trace_store",
     "WriteResult": "results",
     "check_read_only": "readonly",
@@ -46,13 +51,16 @@ _HOMES = {
 __all__ = [
     "SCHEMA_VERSION",
     "TABLES",
+    "Deleted",
     "QueryResult",
     "QueueFull",
     "ReadableStore",
     "RemoteStore",
+    "RetentionPolicy",
     "ServerInfo",
     "StoreBackend",
     "StoreWriter",
+    "TenantScope",
     "TraceStore",
     "WriteResult",
     "check_read_only",
