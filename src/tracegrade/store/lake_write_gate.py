@@ -1,12 +1,12 @@
-"""A lake's write gate: lets retention's deletes commit while receivers keep inserting.
+"""A lake's write gate: lets deletions (retention's expiry batches, forgetting) commit while receivers insert.
 
 DuckLake checks conflicts per table: a transaction that deleted rows of a table fails to commit if any other
 transaction inserted into that table since it began. Receivers insert into ``raw.spans`` every second or so,
-so an expiry batch, which deletes from the same tables, would lose that race again and again. The gate is a
-PostgreSQL advisory lock in the catalog's database: every lake write transaction holds it shared (taken
-before the transaction begins, released after it ends), and an expiry batch holds it exclusive, so its
-transaction begins once every write in flight on any machine has committed, and none begins until it has.
-Writers wait for the length of one batch. A process that dies releases what it held with its session.
+so a deletion from the same tables would lose that race again and again. The gate is a PostgreSQL advisory
+lock in the catalog's database: every lake write transaction holds it shared (taken before the transaction
+begins, released after it ends), and a deletion holds it exclusive, so its transaction begins once every write
+in flight on any machine has committed, and none begins until it has. Writers wait for the length of one
+deletion. A process that dies releases what it held with its session.
 
 Locks a session holds never conflict with each other, so within one process the gate does not order
 writes: the store's write lock does.
@@ -35,13 +35,13 @@ class WriteGate:
 
     @contextmanager
     def shared(self) -> Iterator[None]:
-        """Held around one write transaction: waits while an expiry batch holds the gate."""
+        """Held around one write transaction: waits while a deletion holds the gate."""
         with self._held("pg_advisory_lock_shared", "pg_advisory_unlock_shared", "entering the lake's write gate"):
             yield
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
-        """Held around one expiry batch: waits for the writes in flight, holds back new ones."""
+        """Held around one deletion: waits for the writes in flight, holds back new ones."""
         with self._held("pg_advisory_lock", "pg_advisory_unlock", "closing the lake's write gate"):
             yield
 
