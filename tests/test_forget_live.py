@@ -178,6 +178,9 @@ def test_the_forget_command_asks_the_server_that_holds_the_file_and_opens_a_file
         assert set(_stored(server.http_url, "a-token-of-twenty-chars")) == {second}
     ids = tmp_path / "ids.txt"
     ids.write_text(f"{second}\n\n")
+    by_span = "trace_id IN (SELECT trace_id FROM spans WHERE name = 'tool')"  # a span attribute, user.id say
+    spans_dry = runner.invoke(cli, ["forget", "--store", str(store), "--where", by_span, "--dry-run"])
+    assert spans_dry.exit_code == 0 and spans_dry.output == f"would forget 1 trace(s): {second}\n", spans_dry.output
     nothing = runner.invoke(cli, ["forget", "--store", str(store), "--where", "status = 'no such status'"])
     assert nothing.exit_code == 0 and "no trace matched" in nothing.output
     bad = runner.invoke(cli, ["forget", "--store", str(store), "--where", "no_such_column = 1"])
