@@ -30,10 +30,11 @@ import click
 
 from tracegrade.cli.common import friendly_errors
 from tracegrade.cli.store_access import store_options
-from tracegrade.criteria.trajectory_db import SandboxLimits, own_sandbox
+from tracegrade.criteria.trajectory_db import own_sandbox
 from tracegrade.errors import TracegradeError
 from tracegrade.models.config import CRITERIA_SLOTS, EvalConfig
 from tracegrade.models.dataset import EvalSet
+from tracegrade.store.readonly import SandboxLimits
 from tracegrade.ui import api
 
 __all__ = ["GRADING_AT_ONCE", "MAX_FILE_BYTES", "MAX_INLINE_BYTES", "build_server", "command"]

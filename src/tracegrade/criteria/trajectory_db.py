@@ -26,7 +26,6 @@ import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -36,7 +35,7 @@ import pyarrow as pa
 from tracegrade.errors import QueryCancelled, StoreError, TracegradeError
 from tracegrade.models.execution import ExecutionResult
 from tracegrade.store.query_control import QueryControl
-from tracegrade.store.readonly import check_read_only, lock_down
+from tracegrade.store.readonly import SandboxLimits, check_read_only, lock_down
 from tracegrade.store.rows import dedupe_spans, spans_to_arrow, sql_string_among, utc_now
 from tracegrade.store.tenancy import DEFAULT_TENANT, with_tenant
 from tracegrade.store.trajectories import TrajectoryRows, execution_rows, map_traces
@@ -155,19 +154,6 @@ def _located(message: str, sql: str) -> SqlProblem:
     if line == 1:
         column -= len(_EXPLAIN)
     return SqlProblem(message[: found.start()].strip(), line, max(column, 0) + 1)
-
-
-@dataclass(frozen=True)
-class SandboxLimits:
-    """What the assertions of one grading call may take: each query ``timeout`` seconds, and the sandbox
-    ``memory_limit`` of DuckDB memory (as DuckDB writes sizes) with nothing spilled to disk, on one thread."""
-
-    timeout: float
-    memory_limit: str
-
-    def config(self) -> dict[str, Any]:
-        # no temp_directory: an in-memory database then fails with out-of-memory rather than spill
-        return {"memory_limit": self.memory_limit, "temp_directory": "", "threads": 1}
 
 
 class TrajectorySandbox:

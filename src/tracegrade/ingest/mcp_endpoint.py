@@ -20,8 +20,8 @@ from typing import Any
 from aiohttp import web
 from multidict import CIMultiDict
 
-from tracegrade.criteria.trajectory_db import SandboxLimits
 from tracegrade.ingest.tokens import Authorize
+from tracegrade.store.readonly import SandboxLimits
 
 __all__ = ["add_mcp_route"]
 

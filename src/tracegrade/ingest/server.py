@@ -29,7 +29,6 @@ from typing import Any
 import grpc
 from aiohttp import web
 
-from tracegrade.criteria.trajectory_db import SandboxLimits
 from tracegrade.errors import StoreError, TracegradeError
 from tracegrade.ingest.body_budget import BodyBudget
 from tracegrade.ingest.forget_endpoint import add_forget_route
@@ -45,6 +44,7 @@ from tracegrade.ingest.settings import ServeSettings
 from tracegrade.ingest.storage import Storage, StorageHooks
 from tracegrade.store.database import duckdb_size_bytes
 from tracegrade.store.query_control import QueryControl
+from tracegrade.store.readonly import SandboxLimits
 from tracegrade.store.tenant_scope import TenantStore
 from tracegrade.ui import add_ui_routes
 

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tracegrade.ingest.inprocess_worker import InProcessWorker, start_inprocess_worker
 from tracegrade.ingest.journaled_writer import Decoded, JournaledWriter
 from tracegrade.ingest.retention_keeper import RetentionKeeper
 from tracegrade.ingest.settings import ServeSettings, duckdb_size_bytes
@@ -25,6 +24,7 @@ from tracegrade.store.results import WriteResult
 from tracegrade.store.trace_deletion import Deleted
 
 if TYPE_CHECKING:
+    from tracegrade.ingest.inprocess_worker import InProcessWorker
     from tracegrade.store.backend import StoreBackend
     from tracegrade.store.writer import StoreWriter
 
@@ -104,7 +104,12 @@ class Storage:
             journaled.close(drain=False)
             raise
         journaled.start()
-        worker = start_inprocess_worker(writer, settings.worker_rules) if settings.worker_rules is not None else None
+        worker = None
+        if settings.worker_rules is not None:
+            # imported here: most receivers grade nothing, and the grading stack slows every start-up
+            from tracegrade.ingest.inprocess_worker import start_inprocess_worker
+
+            worker = start_inprocess_worker(writer, settings.worker_rules)
         retention = None
         policy = settings.retention()
         if policy is not None:

@@ -26,6 +26,7 @@ import json
 import re
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import duckdb
@@ -38,6 +39,7 @@ __all__ = [
     "REFUSED_FUNCTIONS",
     "SANDBOX_SETTINGS",
     "SCOPED_TABLE_FUNCTIONS",
+    "SandboxLimits",
     "check_read_only",
     "lock_down",
     "refusal",
@@ -97,6 +99,20 @@ SANDBOX_SETTINGS: tuple[tuple[str, str], ...] = (
     ("allow_community_extensions", "false"),
     ("lock_configuration", "true"),
 )
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """What the assertions of one grading call may take: each query ``timeout`` seconds, and the sandbox
+    ``memory_limit`` of DuckDB memory (as DuckDB writes sizes) with nothing spilled to disk, on one thread."""
+
+    timeout: float
+    memory_limit: str
+
+    def config(self) -> dict[str, Any]:
+        # no temp_directory: an in-memory database then fails with out-of-memory rather than spill
+        return {"memory_limit": self.memory_limit, "temp_directory": "", "threads": 1}
+
 
 _parser_lock = threading.Lock()
 _parser: duckdb.DuckDBPyConnection | None = None
