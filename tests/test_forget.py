@@ -4,6 +4,7 @@ are dropped, checked row by row, tenant by tenant."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -154,7 +155,8 @@ def test_the_cases_an_online_worker_graded_of_a_forgotten_trace_go_and_recorded_
     counts = "SELECT total_cases, passed_cases, failed_cases FROM eval_runs WHERE tenant = ? AND run_id = ?"
     assert store.query(counts, ["default", "rule-window"]).rows == [(3, 1, 2)]
 
-    assert store.forget([trace_hex(1)]).worker_cases == 1
+    forgotten = store.forget([trace_hex(1)])
+    assert (forgotten.worker_cases, forgotten.recorded_runs, forgotten.runs_kept) == (1, 0, ("ci-run",))
 
     def cases(table: str) -> set[tuple[str, str, str]]:
         return set(store.query(f"SELECT DISTINCT tenant, run_id, eval_id FROM {table}").rows)
@@ -169,6 +171,47 @@ def test_the_cases_an_online_worker_graded_of_a_forgotten_trace_go_and_recorded_
 
     assert store.forget([trace_hex(2), trace_hex(3)]).worker_cases == 2
     assert store.query(counts, ["default", "rule-window"]).rows == [(0, 0, 0)]  # a run left with no case
+
+
+def test_delete_runs_deletes_whole_the_recorded_runs_that_graded_a_forgotten_trace_in_any_turn(
+    store: TraceStore,
+) -> None:
+    def report(*cases: list[int]) -> EvalReport:
+        graded = []
+        for n, turns in enumerate(cases):
+            case = (passing_case if n == 0 else failing_case)()
+            case.eval_id, case.trace_ids = f"case-{n}", [trace_hex(t) for t in turns]
+            graded.append(case)
+        return EvalReport.create("recorded", graded)
+
+    record_report(store, report([1], [2]), "eval_set", "ci-run")
+    record_report(store, report([5, 1]), "live", "multi-turn")  # trace 1 in the case's second turn only
+    record_report(store, report([3]), "eval_set", "other-run")
+    record_report(store, report([1]), "eval_set", "acme-run", tenant="acme")  # acme's own trace 1
+    record_cases(store, _graded(1, 4), "worker", "rule-window", {"rule": "r"})
+    store.write(_agent_trace(1))
+
+    forgotten = store.forget([trace_hex(1)], delete_runs=True)
+
+    assert (forgotten.traces, forgotten.recorded_runs, forgotten.runs_kept, forgotten.worker_cases) == (1, 2, (), 1)
+    runs = {(tenant, run) for tenant, run in store.query("SELECT tenant, run_id FROM eval_runs").rows}
+    assert runs == {("default", "other-run"), ("acme", "acme-run"), ("default", "rule-window")}
+    for table in ("eval_case_results", "eval_results", "eval_run_cases"):  # every row of the runs went with them
+        left = {run for (run,) in store.query(f"SELECT DISTINCT run_id FROM {table}").rows}
+        assert not left & {"ci-run", "multi-turn"}, table
+    assert store.forget([trace_hex(3)]).runs_kept == ("other-run",)  # kept when not asked: named
+    assert store.forget([trace_hex(3)], delete_runs=True).recorded_runs == 1  # forgetting again deletes it
+
+
+def test_what_was_deleted_adds_up_and_crosses_the_wire_unchanged() -> None:
+    first = Deleted(traces=1, spans=3, recorded_runs=1, runs_kept=("a", "b"))
+    both = first + Deleted(traces=2, spans=1, runs_kept=("b", "c"))
+    assert (both.traces, both.spans, both.recorded_runs, both.runs_kept) == (3, 4, 1, ("a", "b", "c"))
+    assert Deleted.from_dict(json.loads(json.dumps(both.as_dict()))) == both
+    with pytest.raises(ValueError, match="unknown keys"):
+        Deleted.from_dict({"traces": 1, "rows": 2})
+    with pytest.raises(TypeError, match="runs_kept"):
+        Deleted.from_dict({"runs_kept": "a"})
 
 
 def test_a_tenant_sees_its_own_forgotten_traces_only(store: TraceStore) -> None:

@@ -20,12 +20,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from tests.support import pg_cluster
 from tests.support.pg_cluster import PgServer
+from tests.support.reporters_samples import passing_case
 from tests.support.server_otlp import HttpReply, post
 from tests.support.server_process import ServerProcess
 from tests.support.server_requests import query, receiver_metric, span_json, traces_json
 from tests.support.store_records import make_span, trace_hex
 from tests.support.waiting import wait_until
 from tracegrade.cli.main import cli
+from tracegrade.models.results import EvalReport
 from tracegrade.store import StoreWriter, TraceStore
 from tracegrade.store.journal import journal_directory
 from tracegrade.store.lake import LakeStore
@@ -64,6 +66,16 @@ def _stored(http_url: str, token: str | None = None) -> dict[str, set[str]]:
     for trace_id, span_id in query(http_url, "SELECT trace_id, span_id FROM spans", token=token):
         found.setdefault(trace_id, set()).add(span_id)
     return found
+
+
+def _record_run(http_url: str, run_id: str, trace_id: str, token: str) -> None:
+    """Record a run people made (``POST /v1/runs``, as ``grade`` does) whose one case graded ``trace_id``."""
+    case = passing_case()
+    case.trace_ids = [trace_id]
+    report = EvalReport.create("ci", [case]).model_dump(mode="json")
+    body = json.dumps({"report": report, "kind": "eval_set", "run_id": run_id}).encode()
+    recorded = post(f"{http_url}/v1/runs", body, "application/json", token=token)
+    assert recorded.status == 200, recorded.body
 
 
 def _late_spans(trace_id: str) -> bytes:
@@ -140,7 +152,13 @@ def test_each_tenant_forgets_its_own_traces_only(tmp_path: Path) -> None:
     [
         ({"trace_ids": []}, "application/json", 400, "$.trace_ids is empty"),
         ({"trace_ids": ["ok", 7]}, "application/json", 400, "$.trace_ids[1] must be a trace id"),
-        ({"trace_ids": ["a"], "tenant": "x"}, "application/json", 400, "['tenant']; only trace_ids may be"),
+        ({"trace_ids": ["a"], "tenant": "x"}, "application/json", 400, "['tenant']; only trace_ids, delete_runs may"),
+        (
+            {"trace_ids": ["a"], "delete_runs": "yes"},
+            "application/json",
+            400,
+            '$.delete_runs must be true or false; got "yes"',
+        ),
         (["a"], "application/json", 400, 'a JSON object {"trace_ids"'),
         ({"trace_ids": ["a"]}, "text/plain", 415, "Content-Type: application/json"),
     ],
@@ -168,14 +186,23 @@ def test_the_forget_command_asks_the_server_that_holds_the_file_and_opens_a_file
             lambda: len(query(server.http_url, "SELECT trace_id FROM traces", token="a-token-of-twenty-chars")) == 2,
             "both trajectories to be built",
         )
+        _record_run(server.http_url, "ci-run", first, "a-token-of-twenty-chars")
         through = ["forget", "--store", str(store), "--token", "a-token-of-twenty-chars"]
         dry = runner.invoke(cli, [*through, "--where", "service_name = 'forget-test'", "--dry-run"])
         assert dry.exit_code == 0, dry.output
         assert dry.output.startswith("would forget 2 trace(s): ") and first in dry.output and second in dry.output
-        done = runner.invoke(cli, ["forget", "--store", str(store), "--token", "a-token-of-twenty-chars", first])
+        assert (
+            "recorded run(s) that graded them, which it would keep (--delete-runs deletes them): ci-run" in dry.output
+        )
+        done = runner.invoke(cli, [*through, first])
         assert done.exit_code == 0, done.output
         assert f"forgot 1 trace(s): {SPANS_PER_TRACE} span(s)" in done.output
+        assert "kept 1 recorded run(s) that graded these traces" in done.output and "ci-run" in done.output
         assert set(_stored(server.http_url, "a-token-of-twenty-chars")) == {second}
+        again = runner.invoke(cli, [*through, first, "--delete-runs"])
+        assert again.exit_code == 0 and "1 recorded run(s)" in again.output and "kept" not in again.output, again.output
+        runs = query(server.http_url, "SELECT run_id FROM eval_runs", token="a-token-of-twenty-chars")
+        assert runs == []
     ids = tmp_path / "ids.txt"
     ids.write_text(f"{second}\n\n")
     by_span = "trace_id IN (SELECT trace_id FROM spans WHERE name = 'tool')"  # a span attribute, user.id say

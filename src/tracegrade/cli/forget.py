@@ -27,8 +27,8 @@ SHOWN_IDS = 20  # trace ids a dry run lists
 class _Target:
     """Where the traces are forgotten: a store opened here, or the server that holds it."""
 
-    query: Callable[[str], list[tuple[Any, ...]]]  # a read-only statement, as the tenant sees the store
-    forget: Callable[[list[str]], Any]  # -> Deleted
+    query: Callable[[str, list[Any]], list[tuple[Any, ...]]]  # a read-only statement, as the tenant sees the store
+    forget: Callable[[list[str], bool], Any]  # (trace ids, delete_runs) -> Deleted
 
 
 @click.command("forget")
@@ -45,6 +45,11 @@ class _Target:
     help='Also forget the traces this SQL predicate over the traces table selects, e.g. "conversation_id = '
     "'c-42'\" (traces whose trajectory is built).",
 )
+@click.option(
+    "--delete-runs",
+    is_flag=True,
+    help="Also delete, whole, the runs people recorded (grade, CI, live) that graded one of the traces.",
+)
 @click.option("--dry-run", is_flag=True, help="Say how many traces would be forgotten, and which; forget none.")
 @friendly_errors
 def command(
@@ -54,6 +59,7 @@ def command(
     trace_ids: tuple[str, ...],
     ids_from: IO[str] | None,
     where: str | None,
+    delete_runs: bool,
     dry_run: bool,
 ) -> None:
     """Delete every record of the traces TRACE_IDS (spans, log records, evaluation events, trajectories,
@@ -61,10 +67,12 @@ def command(
     are dropped.
 
     The traces are --tenant's ('default' without it); through a server, its token's. Runs people record
-    (grade, CI, live) keep their own copy of what they graded: delete such a run yourself if it must go.
+    (grade, CI, live) hold their own copy of what they graded: they are kept and named, or deleted whole with
+    --delete-runs.
     """
     from tracegrade.errors import StoreError
-    from tracegrade.store.trace_deletion import MAX_FORGET_IDS, Deleted, checked_trace_ids
+    from tracegrade.store.rows import sql_string_in
+    from tracegrade.store.trace_deletion import MAX_FORGET_IDS, Deleted, checked_trace_ids, recorded_runs_sql
 
     listed = list(trace_ids) + ([line.strip() for line in ids_from if line.strip()] if ids_from else [])
     if not listed and where is None:
@@ -76,7 +84,7 @@ def command(
     with _target(store_path, token, lake_data) as target:
         if where is not None:
             try:
-                rows = target.query(f"SELECT DISTINCT trace_id FROM traces WHERE ({where}) ORDER BY trace_id")
+                rows = target.query(f"SELECT DISTINCT trace_id FROM traces WHERE ({where}) ORDER BY trace_id", [])
             except StoreError as exc:
                 raise UsageProblem(f"--where {where!r} is not a valid predicate over the traces table: {exc}") from None
             ids = list(dict.fromkeys([*ids, *(str(row[0]) for row in rows)]))
@@ -84,17 +92,30 @@ def command(
             click.echo(f"no trace matched --where {where!r}; nothing forgotten")
             return
         if dry_run:
-            shown = ", ".join(ids[:SHOWN_IDS]) + (", …" if len(ids) > SHOWN_IDS else "")
-            click.echo(f"would forget {len(ids)} trace(s): {shown}")
+            click.echo(f"would forget {len(ids)} trace(s): {_listed(ids)}")
+            among, params = sql_string_in(ids)
+            runs = [str(row[0]) for row in target.query(recorded_runs_sql(among), params)]
+            if runs:
+                fate = "delete" if delete_runs else "keep (--delete-runs deletes them)"
+                click.echo(f"recorded run(s) that graded them, which it would {fate}: {_listed(runs)}")
             return
         deleted = Deleted()
         try:
             for start in range(0, len(ids), MAX_FORGET_IDS):  # one transaction, and one request, per chunk
-                deleted += target.forget(ids[start : start + MAX_FORGET_IDS])
+                deleted += target.forget(ids[start : start + MAX_FORGET_IDS], delete_runs)
         except StoreError as exc:
             done = f" (before it: {deleted.summary('forgot')})" if deleted != Deleted() else ""
             raise click.ClickException(f"{exc}{done}; run it again: forgetting twice does no harm") from None
     click.echo(deleted.summary("forgot"))
+    if deleted.runs_kept:
+        click.echo(
+            f"kept {len(deleted.runs_kept)} recorded run(s) that graded these traces and hold a copy of what they "
+            f"said: {_listed(list(deleted.runs_kept))}; run the command again with --delete-runs to delete them"
+        )
+
+
+def _listed(values: list[str]) -> str:
+    return ", ".join(values[:SHOWN_IDS]) + (", …" if len(values) > SHOWN_IDS else "")
 
 
 @contextmanager
@@ -116,10 +137,16 @@ def _target(store_path: Path | str, token: str | None, lake_data: Path | None) -
             raise
         if chosen_tenant() is not None:
             raise click.UsageError("--tenant does not apply through a server: its token decides the tenant") from None
-        yield _Target(lambda sql: remote.query(sql).rows, remote.forget)
+        yield _Target(
+            lambda sql, params: remote.query(sql, params).rows,
+            lambda ids, delete_runs: remote.forget(ids, delete_runs=delete_runs),
+        )
         return
     tenant = chosen_tenant() or DEFAULT_TENANT
     try:
-        yield _Target(lambda sql: store.query(sql, tenant=tenant).rows, lambda ids: store.forget(ids, tenant))
+        yield _Target(
+            lambda sql, params: store.query(sql, params, tenant=tenant).rows,
+            lambda ids, delete_runs: store.forget(ids, tenant, delete_runs=delete_runs),
+        )
     finally:
         store.close()

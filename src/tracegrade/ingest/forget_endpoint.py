@@ -1,16 +1,20 @@
 """``POST /v1/forget``: delete traces on request (a user's conversation, under privacy law) while a receiver
 holds the store.
 
-The body is ``{"trace_ids": ["<32 hex digits>", ...]}`` (at most ``MAX_FORGET_IDS``); the traces are the
-caller's tenant's (its bearer token decides, as on every endpoint). The answer, once the deletion is durable,
-is ``{"forgotten": {"traces": n, "spans": n, ...}}``: what went (``traces`` counts those the store held
-anything of). A forgotten trace stays forgotten: spans of it that are still on their way are dropped when
-they arrive (``store.trace_deletion``).
+The body is ``{"trace_ids": ["<32 hex digits>", ...]}`` (at most ``MAX_FORGET_IDS``), with ``"delete_runs":
+true`` to delete whole the runs people recorded that graded one of the traces; the traces are the caller's
+tenant's (its bearer token decides, as on every endpoint). The answer, once the deletion is durable, is
+``{"forgotten": {"traces": n, "spans": n, ..., "recorded_runs": n, "runs_kept": ["<run id>", ...]}}``: what
+went (``traces`` counts those the store held anything of), and the recorded runs kept that hold a copy. A
+forgotten trace stays forgotten: spans of it that are still on their way are dropped when they arrive
+(``store.trace_deletion``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -39,7 +43,7 @@ def add_forget_route(
     async def forget(request: web.Request) -> web.Response:
         try:
             tenant, body = await read_json_post(request, authorize, "the trace ids", "send fewer trace ids")
-            trace_ids = _parse(body)
+            trace_ids, delete_runs = _parse(body)
         except Refusal as refusal:
             return refusal.response()
         except ValueError as exc:
@@ -49,7 +53,8 @@ def add_forget_route(
         except Exception as exc:  # the store is being reopened: retryable
             return error_response(getattr(exc, "http_status", 503), str(exc))
         try:
-            deleted = await asyncio.get_running_loop().run_in_executor(None, target.forget, trace_ids, tenant)
+            forget = functools.partial(target.forget, trace_ids, tenant, delete_runs=delete_runs)
+            deleted = await asyncio.get_running_loop().run_in_executor(None, forget)
         except StoreError as exc:
             return error_response(
                 503, f"forgetting the traces failed: {exc}; send the request again (it does no harm twice)"
@@ -60,6 +65,11 @@ def add_forget_route(
     app.router.add_post("/v1/forget", forget)
 
 
-def _parse(body: bytes) -> list[str]:
-    document = json_object(body, '{"trace_ids": ["<trace id>", ...]}', ("trace_ids", list))
-    return checked_trace_ids(document["trace_ids"], "$.trace_ids")
+def _parse(body: bytes) -> tuple[list[str], bool]:
+    """The trace ids, and whether to delete the recorded runs that graded them."""
+    shape = '{"trace_ids": ["<trace id>", ...], "delete_runs": false}'
+    document = json_object(body, shape, ("trace_ids", list), ("delete_runs",))
+    delete_runs = document.get("delete_runs", False)
+    if not isinstance(delete_runs, bool):
+        raise ValueError(f"$.delete_runs must be true or false; got {json.dumps(delete_runs)[:80]}")
+    return checked_trace_ids(document["trace_ids"], "$.trace_ids"), delete_runs

@@ -90,11 +90,12 @@ class RemoteStore:
             rows = [_with_bytes(row, blobs) for row in rows]
         return self._capped(QueryResult(columns, rows, types), data, control.max_rows if control else None)
 
-    def forget(self, trace_ids: Sequence[str]) -> Deleted:
+    def forget(self, trace_ids: Sequence[str], *, delete_runs: bool = False) -> Deleted:
         """Forget traces through the server (``POST /v1/forget``); its token decides whose."""
-        data = self._post("/v1/forget", {"trace_ids": list(trace_ids)}, "request to forget traces")
+        document = {"trace_ids": list(trace_ids), "delete_runs": delete_runs}
+        data = self._post("/v1/forget", document, "request to forget traces")
         try:
-            return Deleted(**{key: int(value) for key, value in data["forgotten"].items()})
+            return Deleted.from_dict(data["forgotten"])
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StoreError(f"the tracegrade server at {self.url} sent an unexpected answer: {exc!r}") from None
 

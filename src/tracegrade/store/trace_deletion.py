@@ -19,6 +19,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -33,9 +34,12 @@ __all__ = [
     "add_forgotten",
     "checked_trace_ids",
     "delete_traces",
+    "delete_whole_runs",
     "delete_worker_cases",
     "first_count",
     "held_traces",
+    "recorded_runs_of",
+    "recorded_runs_sql",
     "trace_keys",
 ]
 
@@ -46,7 +50,17 @@ _MAX_ID_LENGTH = 256
 _HEX_ID = re.compile(r"[0-9a-fA-F]{32}")
 _KEYS_VIEW = "_tracegrade_deleted_traces"
 _CASES_VIEW = "_tracegrade_deleted_cases"
+_RUNS_VIEW = "_tracegrade_deleted_runs"
+_WORKER, _RECORDED = "= 'worker'", "<> 'worker'"  # conditions on eval_runs.kind: an online worker's run, or not
 _CASE_TABLES = ("eval_results", "eval_case_results", "eval_run_cases")  # a recorded case's rows
+# every trace of every recorded case: ``trace_id`` (the first; the only one in rows recorded before ``trace_ids``
+# existed), and the others of ``trace_ids``, which only a list holding a comma can have (parsing every case's
+# JSON would cost a forget tens of milliseconds per 100,000 cases)
+_CASE_TRACES = (
+    "SELECT tenant, run_id, eval_id, trace_id FROM eval_case_results UNION ALL "
+    "SELECT tenant, run_id, eval_id, unnest(CAST(trace_ids AS VARCHAR[])) FROM eval_case_results "
+    "WHERE CAST(trace_ids AS VARCHAR) LIKE '%,%'"
+)
 _RECEIVED = {"spans": "received_at", "logs": "received_at", "evaluations": "received_at", "traces": "updated_at"}
 
 
@@ -62,20 +76,38 @@ class Deleted:
     jobs: int = 0  # online grading jobs of the deleted traces
     worker_runs: int = 0  # an online worker's runs, every row of them
     worker_cases: int = 0  # cases an online worker graded of the deleted traces, every row of them
+    recorded_runs: int = 0  # runs people recorded (grade, CI, live) that graded a deleted trace, deleted whole
+    runs_kept: tuple[str, ...] = ()  # the ids of such runs, when the forget was not asked to delete them
 
     def __add__(self, other: Deleted) -> Deleted:
-        return Deleted(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+        counts = {name: getattr(self, name) + getattr(other, name) for name in _COUNTS}
+        return Deleted(**counts, runs_kept=tuple(dict.fromkeys(self.runs_kept + other.runs_kept)))
 
     def summary(self, verb: str = "deleted") -> str:
+        recorded = f", {self.recorded_runs} recorded run(s)" if self.recorded_runs else ""  # forgetting may
         return (
             f"{verb} {self.traces} trace(s): {self.spans} span(s), {self.logs} log record(s) "
             f"({self.evaluations} evaluation event(s)), {self.trajectory_rows} trajectory row(s), "
             f"{self.jobs} grading job(s), {self.worker_runs} online grading run(s), "
-            f"{self.worker_cases} online graded case(s)"
+            f"{self.worker_cases} online graded case(s){recorded}"
         )
 
-    def as_dict(self) -> dict[str, int]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+    def as_dict(self) -> dict[str, int | list[str]]:
+        return {name: getattr(self, name) for name in _COUNTS} | {"runs_kept": list(self.runs_kept)}
+
+    @classmethod
+    def from_dict(cls, document: dict[str, Any]) -> Deleted:
+        """The inverse of :meth:`as_dict`; TypeError or ValueError for a document that is not one."""
+        unknown = set(document) - {*_COUNTS, "runs_kept"}
+        if unknown:
+            raise ValueError(f"unknown keys {sorted(unknown)}")
+        kept = document.get("runs_kept", [])
+        if not isinstance(kept, list) or not all(isinstance(run, str) for run in kept):
+            raise TypeError("runs_kept must be a list of run ids")
+        return cls(**{name: int(document[name]) for name in _COUNTS if name in document}, runs_kept=tuple(kept))
+
+
+_COUNTS = tuple(f.name for f in fields(Deleted) if f.name != "runs_kept")
 
 
 def checked_trace_ids(
@@ -167,16 +199,8 @@ def add_forgotten(con: duckdb.DuckDBPyConnection, keys: pa.Table, at: datetime) 
 def delete_worker_cases(con: duckdb.DuckDBPyConnection, keys: pa.Table) -> int:
     """Delete the cases online workers graded of the traces ``keys`` (their rows in every case table) and
     count their runs again; returns the cases deleted. A worker's run holds no report of its own, so its cases
-    are all there is of it; the runs people record keep theirs (``forget``'s caller says so)."""
-    con.register(_KEYS_VIEW, keys)
-    try:
-        cases = con.execute(
-            f"SELECT DISTINCT c.tenant, c.run_id, c.eval_id FROM eval_case_results c SEMI JOIN {_KEYS_VIEW} k "
-            "ON k.tenant = c.tenant AND k.trace_id = c.trace_id WHERE EXISTS (SELECT 1 FROM eval_runs r "
-            "WHERE r.tenant = c.tenant AND r.run_id = c.run_id AND r.kind = 'worker')"
-        ).fetch_arrow_table()
-    finally:
-        con.unregister(_KEYS_VIEW)
+    are all there is of it; the runs people record have a report of their own (``recorded_runs_of``)."""
+    cases = _cases_of(con, keys, "c.tenant, c.run_id, c.eval_id", _WORKER)
     if cases.num_rows == 0:
         return 0
     con.register(_CASES_VIEW, cases)
@@ -200,3 +224,56 @@ def delete_worker_cases(con: duckdb.DuckDBPyConnection, keys: pa.Table) -> int:
     finally:
         con.unregister(_CASES_VIEW)
     return cases.num_rows
+
+
+def recorded_runs_of(con: duckdb.DuckDBPyConnection, keys: pa.Table) -> pa.Table:
+    """The runs people recorded (every kind but an online worker's) with a case that graded one of the traces
+    ``keys``, in any of its turns: a table of (tenant, run_id), by run id."""
+    return _cases_of(con, keys, "c.tenant, c.run_id", _RECORDED).sort_by("run_id")
+
+
+def recorded_runs_sql(trace_ids: str) -> str:
+    """A read-only query of the ids of the runs :func:`recorded_runs_of` finds for the traces whose ids are
+    ``IN trace_ids`` (``rows.sql_string_in``'s SQL), by id, as one tenant's query sees the store."""
+    return _cases_sql("c.run_id", _RECORDED, f"c.trace_id IN {trace_ids}") + " ORDER BY c.run_id"
+
+
+def delete_whole_runs(con: duckdb.DuckDBPyConnection, runs: pa.Table) -> int:
+    """Delete the runs ``runs`` (columns tenant, run_id) whole: their row in ``eval_runs`` and every row of their
+    cases; returns the runs deleted."""
+    if runs.num_rows == 0:
+        return 0
+    con.register(_RUNS_VIEW, runs)
+    try:
+
+        def delete(table: str) -> int:
+            return first_count(
+                con,
+                f"DELETE FROM {table} WHERE EXISTS (SELECT 1 FROM {_RUNS_VIEW} x WHERE x.tenant = {table}.tenant "
+                f"AND x.run_id = {table}.run_id)",
+                [],
+            )
+
+        for table in _CASE_TABLES:
+            delete(table)
+        return delete("eval_runs")
+    finally:
+        con.unregister(_RUNS_VIEW)
+
+
+def _cases_of(con: duckdb.DuckDBPyConnection, keys: pa.Table, columns: str, kind: str) -> pa.Table:
+    """``columns`` (of ``c``, the cases' traces) of the cases that graded one of the traces ``keys``, each once,
+    in runs whose ``kind`` meets the condition ``kind``."""
+    con.register(_KEYS_VIEW, keys)
+    try:
+        traces = f"(c.tenant, c.trace_id) IN (SELECT tenant, trace_id FROM {_KEYS_VIEW})"  # DuckDB joins an IN by hash
+        return con.execute(_cases_sql(columns, kind, traces)).fetch_arrow_table()
+    finally:
+        con.unregister(_KEYS_VIEW)
+
+
+def _cases_sql(columns: str, kind: str, traces: str) -> str:
+    return (
+        f"SELECT DISTINCT {columns} FROM ({_CASE_TRACES}) c WHERE {traces} AND EXISTS (SELECT 1 FROM eval_runs r "
+        f"WHERE r.tenant = c.tenant AND r.run_id = c.run_id AND r.kind {kind})"
+    )

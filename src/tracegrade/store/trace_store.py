@@ -76,8 +76,10 @@ from tracegrade.store.trace_deletion import (
     Deleted,
     add_forgotten,
     delete_traces,
+    delete_whole_runs,
     delete_worker_cases,
     held_traces,
+    recorded_runs_of,
     trace_keys,
 )
 from tracegrade.store.trajectories import TRAJECTORY_TABLES
@@ -501,21 +503,28 @@ class TraceStore:
         write lock."""
         yield
 
-    def forget(self, trace_ids: Sequence[str], tenant: str = DEFAULT_TENANT) -> Deleted:
+    def forget(self, trace_ids: Sequence[str], tenant: str = DEFAULT_TENANT, *, delete_runs: bool = False) -> Deleted:
         """Delete every row of ``tenant``'s traces ``trace_ids`` (spans, log records, evaluation events,
         trajectory rows, grading jobs, the cases online workers graded of them) and keep them forgotten:
         records of theirs written later (a retry, a journal replay, another receiver of a lake) are dropped
         (``trace_deletion``). Durable on return.
 
+        Runs people recorded (grade, CI, live) that graded one of the traces hold a copy of what it said: with
+        ``delete_runs`` they are deleted whole, else they are kept and the answer names them (``runs_kept``).
         ``traces`` in the answer counts the traces the store held anything of."""
         keys = trace_keys(tenant, list(trace_ids))
         with self._deletion_batch():
             self._remember_forgotten(keys)  # first: the writes that commit from now on drop their records
             with self._transaction("forgetting traces"):
                 held = held_traces(self._con, keys)
+                runs = recorded_runs_of(self._con, keys)
                 deleted = replace(
                     delete_traces(self._con, keys), traces=held, worker_cases=delete_worker_cases(self._con, keys)
                 )
+                if delete_runs:
+                    deleted = replace(deleted, recorded_runs=delete_whole_runs(self._con, runs))
+                else:
+                    deleted = replace(deleted, runs_kept=tuple(runs.column("run_id").to_pylist()))
         # the trajectories are gone, so their jobs are orphans now (jobs added later find no trajectory either)
         deleted += Deleted(jobs=self.job_queue().forget(utc_now()))
         if not self.wal:
