@@ -50,7 +50,11 @@ class _Target:
     is_flag=True,
     help="Also delete, whole, the runs people recorded (grade, CI, live) that graded one of the traces.",
 )
-@click.option("--dry-run", is_flag=True, help="Say how many traces would be forgotten, and which; forget none.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Say how many traces would be forgotten, and which, and the recorded runs that graded them; forget none.",
+)
 @friendly_errors
 def command(
     store_path: Path | str,
