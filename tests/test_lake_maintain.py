@@ -17,7 +17,7 @@ from tests.support.store_records import make_span, trace_hex
 from tests.support.waiting import wait_until
 from tracegrade.cli.main import cli
 from tracegrade.models.span import SpanRecord
-from tracegrade.store import StoreWriter
+from tracegrade.store import StoreWriter, TraceStore
 from tracegrade.store.lake import LakeStore
 
 pg_server = pg_cluster.pg_server  # the session's PostgreSQL (a fixture)
@@ -133,12 +133,48 @@ def test_maintain_while_another_process_writes_loses_nothing(lake: tuple[str, Pa
     assert _parquet_files(data) <= 10
 
 
+def _names_in_files(data: Path) -> set[str]:
+    """The span names in every Parquet file under the lake's data path, deleted rows included."""
+    import duckdb
+
+    names: set[str] = set()
+    with duckdb.connect() as con:
+        for path in data.rglob("*.parquet"):
+            columns = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM read_parquet('{path}')").fetchall()}
+            if {"name", "span_id"} <= columns:  # a spans file (not a delete file, nor another table's)
+                names |= {row[0] for row in con.execute(f"SELECT DISTINCT name FROM read_parquet('{path}')").fetchall()}
+    return names
+
+
+def test_purge_deleted_removes_a_forgotten_trace_from_every_file_and_keeps_the_rest(lake: tuple[str, Path]) -> None:
+    location, data = lake
+    with LakeStore(location, data_path=data) as store:
+        for batch in ((1, 2, 3), (4, 5, 6)):  # several traces per Parquet file
+            store.write([make_span(t, t * 100 + n, name=f"user-{t}") for t in batch for n in range(SPANS_PER_COMMIT)])
+    forgot = CliRunner().invoke(cli, ["forget", "--store", location, "--lake-data", str(data), trace_hex(1)])
+    assert forgot.exit_code == 0 and f"forgot 1 trace(s): {SPANS_PER_COMMIT} span(s)" in forgot.output
+    assert "until `tracegrade maintain --purge-deleted` rewrites those files" in forgot.output
+    everyone = {f"user-{t}" for t in range(1, 7)}
+    assert _names_in_files(data) == everyone  # deleted, yet still in its file
+
+    _maintain(location, data, "--keep", "0s")
+    assert _names_in_files(data) == everyone  # plain maintenance rewrites only files mostly deleted
+    output = _maintain(location, data, "--purge-deleted", "--keep", "0s")
+    assert _names_in_files(data) == everyone - {"user-1"}, output
+    with LakeStore(location, read_only=True) as reader:
+        counts = reader.query("SELECT name, count(*) FROM spans GROUP BY name ORDER BY name").rows
+    assert counts == [(f"user-{t}", SPANS_PER_COMMIT) for t in range(2, 7)]
+
+
 def test_maintain_refuses_a_file_store(tmp_path: Path) -> None:
     store = tmp_path / "traces.duckdb"
     result = CliRunner().invoke(cli, ["maintain", "--store", str(store)])
     assert result.exit_code == 2
     assert "works on a lake store" in result.output and "needs no maintenance" in result.output
     assert not store.exists()
+    TraceStore(store).close()
+    purge = CliRunner().invoke(cli, ["maintain", "--store", str(store), "--retain", "30d", "--purge-deleted"])
+    assert purge.exit_code == 2 and "--purge-deleted rewrites a lake's Parquet files" in purge.output
 
 
 def test_maintain_needs_the_data_path_and_a_duration(lake: tuple[str, Path]) -> None:

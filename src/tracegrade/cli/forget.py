@@ -75,6 +75,7 @@ def command(
     --delete-runs.
     """
     from tracegrade.errors import StoreError
+    from tracegrade.store.lake_location import is_lake_location
     from tracegrade.store.rows import sql_string_in
     from tracegrade.store.trace_deletion import MAX_FORGET_IDS, Deleted, checked_trace_ids, recorded_runs_sql
 
@@ -111,6 +112,11 @@ def command(
             done = f" (before it: {deleted.summary('forgot')})" if deleted != Deleted() else ""
             raise click.ClickException(f"{exc}{done}; run it again: forgetting twice does no harm") from None
     click.echo(deleted.summary("forgot"))
+    if is_lake_location(store_path):
+        click.echo(
+            "the lake's Parquet files still hold the deleted rows (DuckLake marks them deleted) until `tracegrade "
+            "maintain --purge-deleted` rewrites those files; the files replaced go once older than its --keep"
+        )
     if deleted.runs_kept:
         click.echo(
             f"kept {len(deleted.runs_kept)} recorded run(s) that graded these traces and hold a copy of what they "

@@ -37,6 +37,12 @@ __all__ = ["command"]
     "shorter than this is never disturbed.",
 )
 @click.option(
+    "--purge-deleted",
+    is_flag=True,
+    help="Rewrite every data file that holds deleted rows (of forgotten or expired traces) without them, so "
+    "they leave the lake's Parquet files; the files replaced are deleted once older than --keep.",
+)
+@click.option(
     "--retain",
     type=Duration(),
     help="First delete each trace of which nothing was received for this long (30d, 12h): its spans, log "
@@ -55,6 +61,7 @@ def command(
     lake_data: Path | None,
     every: timedelta | None,
     keep: timedelta,
+    purge_deleted: bool,
     retain: timedelta | None,
     retain_tenants: str | None,
 ) -> None:
@@ -76,6 +83,8 @@ def command(
     policy = RetentionPolicy(retain, tenants)
     retention = policy if policy.shortest is not None else None
     if retention is not None and not is_lake_location(location):
+        if purge_deleted:
+            raise click.UsageError("--purge-deleted rewrites a lake's Parquet files; a DuckDB store file has none")
         store = _open_file_store(Path(location))
     else:
         reason = "which needs no maintenance (it checkpoints itself; --retain deletes its old traces)"
@@ -86,13 +95,13 @@ def command(
     interval = every.total_seconds() if every else None
     try:
         if interval is None:
-            _one_pass(store, keep, retention, stop_on_error=True)
+            _one_pass(store, keep, purge_deleted, retention, stop_on_error=True)
             return
         stop = threading.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):  # stop after the pass in progress, not inside a commit
             signal.signal(signum, lambda *_: stop.set())
         while not stop.is_set():
-            _one_pass(store, keep, retention, stop_on_error=False)
+            _one_pass(store, keep, purge_deleted, retention, stop_on_error=False)
             stop.wait(interval)
     finally:
         store.close()
@@ -114,7 +123,9 @@ def _open_file_store(path: Path) -> TraceStore:
         ) from None
 
 
-def _one_pass(store: TraceStore, keep: timedelta, retention: RetentionPolicy | None, *, stop_on_error: bool) -> None:
+def _one_pass(
+    store: TraceStore, keep: timedelta, purge_deleted: bool, retention: RetentionPolicy | None, *, stop_on_error: bool
+) -> None:
     """One pass, its summary on stdout; a failed step (a lost race, the catalog away) fails a single run
     and is reported and retried at the next interval by ``--every``."""
     import duckdb
@@ -128,7 +139,7 @@ def _one_pass(store: TraceStore, keep: timedelta, retention: RetentionPolicy | N
         if retention is not None:
             click.echo(retention.apply(store, utc_now()).summary("expired"))
         if isinstance(store, LakeStore):
-            click.echo(store.maintain(keep=keep).summary())
+            click.echo(store.maintain(keep=keep, purge_deleted=purge_deleted).summary())
     except (duckdb.Error, StoreError) as exc:
         message = f"maintenance of {store.path} failed: {redacted(str(exc).splitlines()[0])}"
         if stop_on_error:

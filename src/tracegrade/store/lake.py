@@ -354,13 +354,14 @@ class LakeStore(TraceStore):
                 self._jobs = CatalogJobQueue(self._conninfo, self)
             return self._jobs
 
-    def maintain(self, *, keep: timedelta) -> MaintenanceResult:
-        """One maintenance pass over the lake (see ``lake_maintenance``), between this process's own commits."""
+    def maintain(self, *, keep: timedelta, purge_deleted: bool = False) -> MaintenanceResult:
+        """One maintenance pass over the lake (see ``lake_maintenance``), between this process's own commits;
+        ``purge_deleted`` rewrites every data file that holds a deleted row."""
         self._require_open()
         if self.read_only:
             raise StoreError(f"lake {self.path} is open read-only; maintenance needs a read-write open")
         with self._write_lock:
-            return maintain_lake(self._con, CATALOG_ALIAS, keep=keep)
+            return maintain_lake(self._con, CATALOG_ALIAS, keep=keep, purge_deleted=purge_deleted)
 
     def checkpoint(self) -> None:
         """Nothing to do: a lake commit is durable when it returns."""

@@ -8,6 +8,12 @@ files it alone referenced are deleted only ``keep`` after that, so any query sho
 finds every file of the snapshot it started on. Files no snapshot ever referenced (a writer killed
 between writing Parquet and committing) are deleted only when at least ``ORPHAN_GRACE`` old, never while a
 live writer may still be about to commit them.
+
+A deleted row (an expired or forgotten trace's) leaves the lake's tables at once, yet DuckLake only marks it
+deleted: its bytes stay in the Parquet file that holds it, beside the rows that stay, until that file is
+rewritten, and a file is rewritten only once most of it is deleted. ``purge_deleted`` rewrites every file that
+holds a deleted row; the files it replaces are deleted ``keep`` later, like any other, and then no file holds
+those rows.
 """
 
 from __future__ import annotations
@@ -56,8 +62,11 @@ def _older_than(age: timedelta) -> str:
     return f"now() - to_microseconds({int(age.total_seconds() * 1_000_000)})"
 
 
-def maintain_lake(con: duckdb.DuckDBPyConnection, catalog: str, *, keep: timedelta) -> MaintenanceResult:
-    """One maintenance pass over the lake attached as ``catalog`` (read-write); duckdb.Error if a step fails."""
+def maintain_lake(
+    con: duckdb.DuckDBPyConnection, catalog: str, *, keep: timedelta, purge_deleted: bool = False
+) -> MaintenanceResult:
+    """One maintenance pass over the lake attached as ``catalog`` (read-write); duckdb.Error if a step fails.
+    With ``purge_deleted``, every file holding a deleted row is rewritten without it."""
     name = sql_string(catalog)
 
     def call(function: str, total: str | None = None) -> int:
@@ -70,7 +79,8 @@ def maintain_lake(con: duckdb.DuckDBPyConnection, catalog: str, *, keep: timedel
     flushed = call(f"ducklake_flush_inlined_data({name})", "rows_flushed")
     merged = call(f"ducklake_merge_adjacent_files({name})", "files_processed")
     # trajectory tables are replaced row by row: files mostly deleted are rewritten without their dead rows
-    merged += call(f"ducklake_rewrite_data_files({name})", "files_processed")
+    threshold = ", delete_threshold => 0" if purge_deleted else ""  # 0: a file with any deleted row
+    merged += call(f"ducklake_rewrite_data_files({name}{threshold})", "files_processed")
     expired = call(f"ducklake_expire_snapshots({name}, older_than => {_older_than(keep)})")
     deleted = call(f"ducklake_cleanup_old_files({name}, older_than => {_older_than(keep)})")
     deleted += call(f"ducklake_delete_orphaned_files({name}, older_than => {_older_than(max(keep, ORPHAN_GRACE))})")
