@@ -198,6 +198,7 @@ def test_the_forget_command_asks_the_server_that_holds_the_file_and_opens_a_file
         assert done.exit_code == 0, done.output
         assert f"forgot 1 trace(s): {SPANS_PER_TRACE} span(s)" in done.output
         assert "kept 1 recorded run(s) that graded these traces" in done.output and "ci-run" in done.output
+        assert "until `tracegrade maintain --purge-deleted` rewrites it" in done.output
         assert set(_stored(server.http_url, "a-token-of-twenty-chars")) == {second}
         again = runner.invoke(cli, [*through, first, "--delete-runs"])
         assert again.exit_code == 0 and "1 recorded run(s)" in again.output and "kept" not in again.output, again.output

@@ -17,7 +17,7 @@ from tests.support.store_records import make_span, trace_hex
 from tests.support.waiting import wait_until
 from tracegrade.cli.main import cli
 from tracegrade.models.span import SpanRecord
-from tracegrade.store import StoreWriter, TraceStore
+from tracegrade.store import StoreWriter
 from tracegrade.store.lake import LakeStore
 
 pg_server = pg_cluster.pg_server  # the session's PostgreSQL (a fixture)
@@ -172,9 +172,6 @@ def test_maintain_refuses_a_file_store(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "works on a lake store" in result.output and "needs no maintenance" in result.output
     assert not store.exists()
-    TraceStore(store).close()
-    purge = CliRunner().invoke(cli, ["maintain", "--store", str(store), "--retain", "30d", "--purge-deleted"])
-    assert purge.exit_code == 2 and "--purge-deleted rewrites a lake's Parquet files" in purge.output
 
 
 def test_maintain_needs_the_data_path_and_a_duration(lake: tuple[str, Path]) -> None:

@@ -117,6 +117,11 @@ def command(
             "the lake's Parquet files still hold the deleted rows (DuckLake marks them deleted) until `tracegrade "
             "maintain --purge-deleted` rewrites those files; the files replaced go once older than its --keep"
         )
+    else:
+        click.echo(
+            "the store file still holds the deleted rows' bytes (DuckDB marks them deleted) until `tracegrade "
+            "maintain --purge-deleted` rewrites it, with no server holding the file"
+        )
     if deleted.runs_kept:
         click.echo(
             f"kept {len(deleted.runs_kept)} recorded run(s) that graded these traces and hold a copy of what they "

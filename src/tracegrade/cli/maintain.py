@@ -39,8 +39,9 @@ __all__ = ["command"]
 @click.option(
     "--purge-deleted",
     is_flag=True,
-    help="Rewrite every data file that holds deleted rows (of forgotten or expired traces) without them, so "
-    "they leave the lake's Parquet files; the files replaced are deleted once older than --keep.",
+    help="Rewrite what holds deleted rows (of forgotten or expired traces) without them, so their bytes leave "
+    "the disk: a lake's data files that hold any (the files replaced go once older than --keep), or a whole "
+    "DuckDB store file that no server holds (once, without --every).",
 )
 @click.option(
     "--retain",
@@ -66,11 +67,13 @@ def command(
     retain_tenants: str | None,
 ) -> None:
     """Merge a lake's small Parquet files, flush inlined rows, expire old snapshots and delete old files;
-    with --retain, delete the traces older than that first.
+    with --retain, delete the traces older than that first; with --purge-deleted, rewrite what still holds the
+    bytes of deleted rows (a lake's data files, or a whole DuckDB store file).
 
     Safe while receivers write: each step is a DuckLake commit, retried when it races theirs. With
     --every, SIGINT or SIGTERM stops it once the pass in progress is done. A DuckDB store file needs none
-    of the lake's steps (it checkpoints itself), so a file store is refused without --retain.
+    of the lake's steps (it checkpoints itself), so a file store is refused without --retain or
+    --purge-deleted.
     """
     from tracegrade.errors import InvalidValueError
     from tracegrade.store.lake_location import is_lake_location
@@ -82,9 +85,10 @@ def command(
         raise click.BadParameter(str(exc).removeprefix("--retain-tenants: "), param_hint="--retain-tenants") from None
     policy = RetentionPolicy(retain, tenants)
     retention = policy if policy.shortest is not None else None
+    if purge_deleted and not is_lake_location(location):
+        _purge_file(Path(location), retention, every)
+        return
     if retention is not None and not is_lake_location(location):
-        if purge_deleted:
-            raise click.UsageError("--purge-deleted rewrites a lake's Parquet files; a DuckDB store file has none")
         store = _open_file_store(Path(location))
     else:
         reason = "which needs no maintenance (it checkpoints itself; --retain deletes its old traces)"
@@ -105,6 +109,25 @@ def command(
             stop.wait(interval)
     finally:
         store.close()
+
+
+def _purge_file(path: Path, retention: RetentionPolicy | None, every: timedelta | None) -> None:
+    """--purge-deleted on a DuckDB file: its old traces expired first (with --retain), then the file rewritten."""
+    from tracegrade.errors import StoreLockedError
+    from tracegrade.store.file_purge import purge_deleted_rows
+
+    if every is not None:
+        raise click.UsageError("--purge-deleted rewrites a whole DuckDB store file: run it once, without --every")
+    if retention is not None:
+        store = _open_file_store(path)
+        try:
+            _one_pass(store, timedelta(0), False, retention, stop_on_error=True)
+        finally:
+            store.close()
+    try:
+        click.echo(purge_deleted_rows(path).summary())
+    except StoreLockedError as exc:
+        raise click.ClickException(f"{exc}. A purge rewrites the whole file: nothing may hold it meanwhile") from None
 
 
 def _open_file_store(path: Path) -> TraceStore:

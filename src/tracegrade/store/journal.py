@@ -43,6 +43,7 @@ __all__ = [
     "JournalRecord",
     "RecoveredRecord",
     "RequestJournal",
+    "fsync_directory",
     "journal_directory",
     "unstored_journal_bytes",
 ]
@@ -71,7 +72,7 @@ class RecoveredRecord(NamedTuple):
     payload: bytes
 
 
-def _fsync_directory(directory: Path) -> None:
+def fsync_directory(directory: Path) -> None:
     """Make a file's creation or removal in ``directory`` durable."""
     fd = os.open(directory, os.O_RDONLY)
     try:
@@ -178,7 +179,7 @@ class RequestJournal:
             else:
                 path.unlink(missing_ok=True)
         if self._recovered:
-            _fsync_directory(self.directory)
+            fsync_directory(self.directory)
         self._recovered = []
 
     def _read_segment(self, path: Path, data: bytes) -> Iterator[RecoveredRecord]:
@@ -286,7 +287,7 @@ class RequestJournal:
         self._next_number += 1
         # unbuffered: a failed write leaves nothing behind in a buffer to be flushed later
         self._file = open(self.directory / f"{number}{_SUFFIX}", "ab", buffering=0)  # noqa: SIM115
-        _fsync_directory(self.directory)
+        fsync_directory(self.directory)
         self._active, self._size, self._broken = number, 0, False
         if previous is not None and not self._pending.get(previous):
             (self.directory / f"{previous}{_SUFFIX}").unlink(missing_ok=True)

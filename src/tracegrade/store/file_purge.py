@@ -1,0 +1,68 @@
+"""Purging a DuckDB store file of the rows deleted from it (forgotten or expired traces), byte for byte.
+
+DuckDB marks a deleted row deleted and keeps its bytes in the file: a checkpoint reuses the space later, it never
+clears it, so a forgotten trace can still be read from the file's bytes. A purge copies the live rows of every
+table, with the schema, keys and indexes, into a new file (``COPY FROM DATABASE``), makes it durable, and renames
+it over the old file, whose bytes go with it.
+
+No other process may write to the file meanwhile: the purge first opens it as a store (which a file held by a
+server refuses, naming the server) and then holds it open read-only while it copies and renames, which keeps any
+writer out.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from tracegrade.errors import StoreError
+from tracegrade.store.journal import fsync_directory
+from tracegrade.store.rows import sql_string
+
+__all__ = ["Purged", "purge_deleted_rows"]
+
+_SOURCE, _TARGET = "purge_source", "purge_target"
+
+
+@dataclass(frozen=True)
+class Purged:
+    """A purge's outcome: the file's size before and after."""
+
+    bytes_before: int
+    bytes_after: int
+
+    def summary(self) -> str:
+        return f"purged the deleted rows: the file went from {self.bytes_before:,} to {self.bytes_after:,} bytes"
+
+
+def purge_deleted_rows(path: Path) -> Purged:
+    """Rewrite the store file ``path`` with its live rows only; StoreError (StoreLockedError when another process
+    holds it) if it cannot."""
+    from tracegrade.store.database import store_not_found
+    from tracegrade.store.trace_store import TraceStore
+
+    if not path.exists():
+        raise store_not_found(path)
+    TraceStore(path).close()  # a store at the current schema version, its WAL checkpointed; a held file refuses
+    copy = path.with_name(path.name + ".purging")
+    copy.unlink(missing_ok=True)  # a purge that died before its rename
+    before = path.stat().st_size
+    con = duckdb.connect()
+    try:
+        con.execute(f"ATTACH {sql_string(str(path))} AS {_SOURCE} (READ_ONLY)")
+        con.execute(f"ATTACH {sql_string(str(copy))} AS {_TARGET}")
+        con.execute(f"COPY FROM DATABASE {_SOURCE} TO {_TARGET}")
+        con.execute(f"DETACH {_TARGET}")  # checkpointed: the copy is whole, with no WAL beside it
+        with open(copy, "rb") as written:
+            os.fsync(written.fileno())
+        os.replace(copy, path)  # while the old file is still attached: no writer got in between
+        fsync_directory(path.parent)
+    except (duckdb.Error, OSError) as exc:
+        copy.unlink(missing_ok=True)
+        raise StoreError(f"purging {path} of its deleted rows failed: {str(exc).splitlines()[0]}") from None
+    finally:
+        con.close()
+    return Purged(before, path.stat().st_size)
