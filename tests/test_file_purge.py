@@ -59,6 +59,7 @@ def test_a_purge_leaves_no_deleted_row_in_the_file_and_every_live_row_as_it_was(
     live = (TRACES - 1) * SPANS
     assert _stored_rows(store_file, "spans") == TRACES * SPANS  # the forgotten trace's spans, still in the file
     before = _contents(store_file)
+    store_file.chmod(0o600)
 
     result = _maintain("--store", str(store_file), "--purge-deleted")
 
@@ -67,6 +68,7 @@ def test_a_purge_leaves_no_deleted_row_in_the_file_and_every_live_row_as_it_was(
     assert _stored_rows(store_file, "node_visits") == len(before["node_visits"])
     assert _contents(store_file) == before
     assert not store_file.with_name(store_file.name + ".purging").exists()
+    assert store_file.stat().st_mode & 0o777 == 0o600
     with TraceStore(store_file) as store:  # keys, and the forgotten traces, hold in the new file
         store.write(_trace(1) + _trace(2))
         assert store.query("SELECT count(*) FROM spans").rows == [(live,)]

@@ -13,6 +13,7 @@ writer out.
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +47,7 @@ def purge_deleted_rows(path: Path) -> Purged:
 
     if not path.exists():
         raise store_not_found(path)
+    path = path.resolve()  # a link to the store: the file it names is the one replaced
     TraceStore(path).close()  # a store at the current schema version, its WAL checkpointed; a held file refuses
     copy = path.with_name(path.name + ".purging")
     copy.unlink(missing_ok=True)  # a purge that died before its rename
@@ -56,6 +58,7 @@ def purge_deleted_rows(path: Path) -> Purged:
         con.execute(f"ATTACH {sql_string(str(copy))} AS {_TARGET}")
         con.execute(f"COPY FROM DATABASE {_SOURCE} TO {_TARGET}")
         con.execute(f"DETACH {_TARGET}")  # checkpointed: the copy is whole, with no WAL beside it
+        shutil.copymode(path, copy)  # a file kept private stays private
         with open(copy, "rb") as written:
             os.fsync(written.fileno())
         os.replace(copy, path)  # while the old file is still attached: no writer got in between
