@@ -1,9 +1,9 @@
 """Purging a DuckDB store file of the rows deleted from it (forgotten or expired traces), byte for byte.
 
-DuckDB marks a deleted row deleted and keeps its bytes in the file: a checkpoint reuses the space later, it never
-clears it, so a forgotten trace can still be read from the file's bytes. A purge copies the live rows of every
-table, with the schema, keys and indexes, into a new file (``COPY FROM DATABASE``), makes it durable, and renames
-it over the old file, whose bytes go with it.
+DuckDB marks a deleted row deleted and keeps its bytes in the file, checkpoints included (its storage still
+counts the row: ``tests/test_file_purge.py``), so a forgotten trace can still be read from the file's bytes. A
+purge copies the live rows of every table, with the schema, keys and indexes, into a new file (``COPY FROM
+DATABASE``), makes it durable, and renames it over the old file, whose bytes go with it.
 
 No other process may write to the file meanwhile: the purge first opens it as a store (which a file held by a
 server refuses, naming the server) and then holds it open read-only while it copies and renames, which keeps any
