@@ -10,7 +10,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from tests.support.store_records import holding_store, make_span, trace_hex
 from tracegrade.cli.main import cli
@@ -51,7 +51,7 @@ def _contents(path: Path) -> dict[str, list[tuple]]:
         return {table: con.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall() for table in _TABLES}
 
 
-def _maintain(*args: str) -> object:
+def _maintain(*args: str) -> Result:
     return CliRunner().invoke(cli, ["maintain", *args])
 
 
@@ -63,7 +63,7 @@ def test_a_purge_leaves_no_deleted_row_in_the_file_and_every_live_row_as_it_was(
 
     result = _maintain("--store", str(store_file), "--purge-deleted")
 
-    assert result.exit_code == 0 and "purged the deleted rows" in result.output, result.output  # type: ignore[attr-defined]
+    assert result.exit_code == 0 and "purged the deleted rows" in result.output, result.output
     assert _stored_rows(store_file, "spans") == live
     assert _stored_rows(store_file, "node_visits") == len(before["node_visits"])
     assert _contents(store_file) == before
@@ -78,14 +78,14 @@ def test_a_purge_of_a_file_another_process_holds_is_refused_and_changes_nothing(
     before = store_file.read_bytes()
     with holding_store(store_file):
         result = _maintain("--store", str(store_file), "--purge-deleted")
-    assert result.exit_code == 1, result.output  # type: ignore[attr-defined]
-    assert "A purge rewrites the whole file: nothing may hold it meanwhile" in result.output  # type: ignore[attr-defined]
+    assert result.exit_code == 1, result.output
+    assert "A purge rewrites the whole file: nothing may hold it meanwhile" in result.output
     assert store_file.read_bytes() == before
 
 
 def test_a_file_purge_runs_once_and_needs_the_file(tmp_path: Path, store_file: Path) -> None:
     again = _maintain("--store", str(store_file), "--purge-deleted", "--every", "1h")
-    assert again.exit_code == 2 and "run it once, without --every" in again.output  # type: ignore[attr-defined]
+    assert again.exit_code == 2 and "run it once, without --every" in again.output
     missing = _maintain("--store", str(tmp_path / "nope.duckdb"), "--purge-deleted")
-    assert missing.exit_code != 0 and "nope.duckdb" in missing.output  # type: ignore[attr-defined]
+    assert missing.exit_code != 0 and "nope.duckdb" in missing.output
     assert not (tmp_path / "nope.duckdb").exists()
