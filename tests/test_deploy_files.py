@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tracegrade.ingest.tokens import Grant, TokenTable
+
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
 
@@ -122,6 +124,14 @@ def test_receivers_get_a_journal_volume_each_and_otlp_only_from_the_collector() 
     (source,) = rule["from"]
     collector = documents["Deployment", "otel-collector"]["spec"]["template"]["metadata"]["labels"]
     assert source["podSelector"]["matchLabels"].items() <= collector.items()
+
+
+def test_the_k8s_tokens_file_loads_and_the_collector_sends_a_token_that_may_only_ingest(tmp_path: Path) -> None:
+    documents = {(d["kind"], d["metadata"]["name"]): d for d in manifests(ROOT)}
+    tokens = tmp_path / "tokens.yaml"
+    tokens.write_text(documents["Secret", "tracegrade-tenants"]["stringData"]["tokens.yaml"], encoding="utf-8")
+    collector_token = documents["Secret", "tracegrade-tokens"]["stringData"]["TRACEGRADE_TOKEN"]
+    assert TokenTable.from_file(tokens).grant_of(collector_token) == Grant("team-a", frozenset({"ingest"}))
 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")

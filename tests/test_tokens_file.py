@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from tracegrade.errors import ConfigError
-from tracegrade.ingest.intake import Intake, Unauthenticated
+from tracegrade.ingest.intake import Forbidden, Intake, Unauthenticated
 from tracegrade.ingest.metrics import ReceiverMetrics
 from tracegrade.ingest.settings import ServeSettings
-from tracegrade.ingest.tokens import TokensFileError, TokenTable
+from tracegrade.ingest.tokens import SCOPES, Grant, TokensFileError, TokenTable, ui_session
 from tracegrade.store.tenancy import DEFAULT_TENANT
 
 
@@ -21,12 +21,31 @@ def _file(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def test_each_token_names_its_tenant(tmp_path: Path) -> None:
-    table = TokenTable.from_file(_file(tmp_path, "tenants:\n  acme: [a1, a2]\n  globex: g1\n"))
-    assert [table.tenant_of(t) for t in ("a1", "a2", "g1", "nope")] == ["acme", "acme", "globex", None]
+def test_each_token_names_its_tenant_and_a_plain_token_may_do_everything(tmp_path: Path) -> None:
+    table = TokenTable.from_file(_file(tmp_path, "tenants:\n  acme: [a1, a2, a1]\n  globex: g1\n"))
+    assert [table.grant_of(t) for t in ("a1", "a2", "g1", "nope")] == [
+        Grant("acme", frozenset(SCOPES)),
+        Grant("acme", frozenset(SCOPES)),
+        Grant("globex", frozenset(SCOPES)),
+        None,
+    ]
     assert table.tenants == ["acme", "globex"] and table.per_tenant and not table.open
-    assert TokenTable.single("t").tenant_of("t") == DEFAULT_TENANT and not TokenTable.single("t").per_tenant
-    assert TokenTable.single(None).open
+    assert TokenTable.single("t").grant_of("t") == Grant(DEFAULT_TENANT, frozenset(SCOPES))
+    assert not TokenTable.single("t").per_tenant and TokenTable.single(None).open
+
+
+def test_a_token_with_scopes_may_do_what_they_list(tmp_path: Path) -> None:
+    text = (
+        "tenants:\n  acme:\n    - {token: exporter, scopes: [ingest]}\n"
+        "    - {token: analyst, scopes: [read, record]}\n    - admin\n"
+        "  globex: {token: janitor, scopes: forget}\n"
+    )
+    table = TokenTable.from_file(_file(tmp_path, text))
+    assert table.grant_of("exporter") == Grant("acme", frozenset({"ingest"}))
+    assert table.grant_of("analyst") == Grant("acme", frozenset({"read", "record"}))
+    assert table.grant_of("admin") == Grant("acme", frozenset(SCOPES))
+    assert table.grant_of("janitor") == Grant("globex", frozenset({"forget"}))
+    assert table.grant_of_session(ui_session("analyst")) == table.grant_of("analyst")
 
 
 def test_a_tenant_with_a_short_token_is_named_in_a_warning(tmp_path: Path) -> None:
@@ -55,6 +74,15 @@ def test_a_tenant_with_a_short_token_is_named_in_a_warning(tmp_path: Path) -> No
             "tenants.globex[1]: this token is listed for tenant 'acme' too",
         ),
         ("tenants: [acme\n", "not valid YAML"),
+        ("tenants:\n  acme: [{token: t, scopes: [write]}]\n", "tenants.acme[0].scopes: unknown scope 'write'"),
+        ("tenants:\n  acme: [{token: t, scopes: []}]\n", "tenants.acme[0].scopes: list one or more of ingest"),
+        ("tenants:\n  acme: [{token: t}]\n", "tenants.acme[0]: give a token alone, or {token: ..., scopes"),
+        ("tenants:\n  acme: [{token: t, scope: [read]}]\n", "(found keys ['scope', 'token'])"),
+        ("tenants:\n  acme: [{token: 'a b', scopes: [read]}]\n", "tenants.acme[0].token: a token must be"),
+        (
+            "tenants:\n  acme: [t, {token: t, scopes: [read]}]\n",
+            "tenants.acme[1]: this token is listed twice with different scopes",
+        ),
     ],
 )
 def test_a_broken_file_is_refused_saying_where_and_how_to_fix_it(tmp_path: Path, text: str, says: str) -> None:
@@ -75,16 +103,27 @@ def test_serve_refuses_a_broken_file_and_both_token_options(tmp_path: Path) -> N
 
 
 async def test_the_intake_names_the_tenant_of_a_token_and_refuses_the_rest(tmp_path: Path) -> None:
-    tokens = TokenTable.from_file(_file(tmp_path, "tenants: {acme: [a-token], globex: [g-token]}\n"))
+    path = _file(tmp_path, "tenants: {acme: [a-token], globex: [g-token, {token: g-export, scopes: [ingest]}]}\n")
     metrics = ReceiverMetrics(queue_depth=lambda: 0, inflight=lambda: 0)
-    intake = Intake(None, metrics, tokens=tokens, max_inflight_requests=1, max_queue_spans=10)
+    intake = Intake(None, metrics, tokens=TokenTable.from_file(path), max_inflight_requests=1, max_queue_spans=10)
     try:
-        assert intake.authorize("Bearer a-token") == "acme"
-        assert intake.authorize("bearer  g-token ") == "globex"
+        assert [intake.authorize("Bearer a-token", scope=scope) for scope in SCOPES] == ["acme"] * len(SCOPES)
+        assert intake.authorize("bearer  g-token ", scope="forget") == "globex"
+        assert intake.authorize("Bearer g-export", scope="ingest") == "globex"
+        for scope in ("read", "record", "forget"):
+            with pytest.raises(Forbidden) as refused:
+                intake.authorize("Bearer g-export", scope=scope)
+            assert str(refused.value) == (
+                f"this token may not {SCOPES[scope]}: its scopes are ingest; use a token whose scopes include "
+                f"{scope!r} (or add it to this token's scopes in {path})"
+            )
+        with pytest.raises(Forbidden, match="may not read the store"):
+            intake.authorize_ui_session(ui_session("g-export"))
+        assert intake.authorize_ui_session(ui_session("g-token")) == "globex"
         for value in (None, "", "Bearer", "Basic a-token", "Bearer a-tokenX"):
             with pytest.raises(Unauthenticated):
-                intake.authorize(value)
+                intake.authorize(value, scope="ingest")
         intake.tokens = TokenTable.single(None)  # no token configured: everyone is the default tenant
-        assert intake.authorize(None) == DEFAULT_TENANT
+        assert intake.authorize(None, scope="forget") == DEFAULT_TENANT
     finally:
         intake.close()

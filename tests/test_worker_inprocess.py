@@ -4,6 +4,7 @@ store) and ``POST /v1/runs`` recording a report while the server holds the file.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import threading
 from collections.abc import Iterator
@@ -84,7 +85,7 @@ def runs_server(writer: StoreWriter, journal: Path) -> Iterator[str]:
         max_inflight_requests=4,
     )
     app = web.Application()
-    add_runs_route(app, writer.store, intake.authorize)
+    add_runs_route(app, writer.store, functools.partial(intake.authorize, scope="record"))
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()

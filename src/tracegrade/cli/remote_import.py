@@ -103,7 +103,7 @@ def _refusal(url: str, code: int, reply: bytes) -> str:
     reason = _status_message(reply)
     if reason is None:  # not a Status body (a proxy's error page, say): show what it is
         reason = reply.decode("utf-8", "replace")[:200]
-    hint = f" (pass the server's token with --token or {ENV_VARS['token']})" if code in (401, 403) else ""
+    hint = f" (pass the server's token with --token or {ENV_VARS['token']})" if code == 401 else ""
     return f"the server at {url} refused the import with HTTP {code}: {reason or 'no reason given'}{hint}"
 
 

@@ -241,7 +241,7 @@ class HttpFrontEnd:
     async def _export(self, request: web.Request, signal: Signal) -> web.Response:
         reply_format = MEDIA_TYPES.get(_media_type(request), WireFormat.JSON)
         try:
-            tenant = self._intake.authorize(request.headers.get("Authorization"))
+            tenant = self._intake.authorize(request.headers.get("Authorization"), scope="ingest")
             fmt = _wire_format(request)
             # read before a slot is taken, so that slots only count decoding and journaling and slow senders
             # cannot hold them all; the payload stays in the budget until the request ends
@@ -277,7 +277,7 @@ class HttpFrontEnd:
 
     async def _query(self, request: web.Request) -> web.Response:
         try:
-            tenant = self._intake.authorize(request.headers.get("Authorization"))
+            tenant = self._intake.authorize(request.headers.get("Authorization"), scope="read")
             sql, params = await self._query_arguments(request)
             result = await self._run_query(sql, params, functools.partial(_connected, request), tenant)
         except ExportRefused as refused:

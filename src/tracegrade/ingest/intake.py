@@ -25,7 +25,7 @@ from tracegrade.errors import DecodeError, TracegradeError
 from tracegrade.ingest.metrics import ReceiverMetrics
 from tracegrade.ingest.otlp_responses import ExportOutcome, Signal, WireFormat
 from tracegrade.ingest.queue_gate import QueueGate, QueueGateTimeout
-from tracegrade.ingest.tokens import TokenTable
+from tracegrade.ingest.tokens import SCOPES, Grant, TokenTable
 from tracegrade.store.tenancy import DEFAULT_TENANT
 
 if TYPE_CHECKING:  # types only: the receiver imports the decoders and the store lazily
@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # types only: the receiver imports the decoders and the store
 __all__ = [
     "BodyTimeout",
     "ExportRefused",
+    "Forbidden",
     "Intake",
     "Overloaded",
     "PayloadTooLarge",
@@ -73,6 +74,13 @@ class ExportRefused(TracegradeError):
 class Unauthenticated(ExportRefused):
     http_status = 401
     grpc_code = grpc.StatusCode.UNAUTHENTICATED
+
+
+class Forbidden(ExportRefused):
+    """The token is in force but its scopes do not include what the request does."""
+
+    http_status = 403
+    grpc_code = grpc.StatusCode.PERMISSION_DENIED
 
 
 class Undecodable(ExportRefused):
@@ -247,9 +255,10 @@ class Intake:
 
     # -- admission -------------------------------------------------------------------------------------
 
-    def authorize(self, authorization: str | None) -> str:
-        """The tenant of an ``Authorization: Bearer <token>`` value (the default tenant when no token is
-        configured); Unauthenticated when it names none."""
+    def authorize(self, authorization: str | None, *, scope: str) -> str:
+        """The tenant of an ``Authorization: Bearer <token>`` value whose token may act in ``scope`` (the default
+        tenant when no token is configured); Unauthenticated when it names no token in force, Forbidden when the
+        token's scopes do not include ``scope``."""
         tokens = self.tokens
         if tokens.open:
             return DEFAULT_TENANT
@@ -258,20 +267,30 @@ class Intake:
         scheme, _, credential = authorization.strip().partition(" ")
         if scheme.lower() != "bearer" or not credential.strip():
             raise Unauthenticated("the Authorization header must be 'Bearer <token>'")
-        tenant = tokens.tenant_of(credential.strip())
-        if tenant is None:
+        grant = tokens.grant_of(credential.strip())
+        if grant is None:
             raise Unauthenticated("invalid bearer token")
-        return tenant
+        return self._within_scope(grant, scope)
 
     def authorize_ui_session(self, session: str | None) -> str:
-        """The tenant of a web UI cookie (``tokens.ui_session`` of a token in force); Unauthenticated if none."""
+        """The tenant of a web UI cookie (``tokens.ui_session`` of a token in force that may read);
+        Unauthenticated if none, Forbidden when its token may no longer read."""
         tokens = self.tokens
         if tokens.open:
             return DEFAULT_TENANT
-        tenant = tokens.tenant_of_session(session) if session else None
-        if tenant is None:
+        grant = tokens.grant_of_session(session) if session else None
+        if grant is None:
             raise Unauthenticated("this browser's sign-in is no longer valid (its token was changed): sign in again")
-        return tenant
+        return self._within_scope(grant, "read")
+
+    def _within_scope(self, grant: Grant, scope: str) -> str:
+        if scope not in grant.scopes:
+            where = f" in {self.tokens.source}" if self.tokens.source else ""
+            raise Forbidden(
+                f"this token may not {SCOPES[scope]}: its scopes are {', '.join(sorted(grant.scopes))}; use a "
+                f"token whose scopes include {scope!r} (or add it to this token's scopes{where})"
+            )
+        return grant.tenant
 
     @asynccontextmanager
     async def admit(self) -> AsyncIterator[None]:

@@ -140,13 +140,15 @@ class ReceiverServer:
             guard = host_guard(self.settings.host)
             if guard is not None:
                 app.middlewares.append(guard)
-            add_runs_route(app, lambda: self._usable_storage().store, self._intake.authorize)
+            intake = self._intake
             store = lambda: self._usable_storage().store  # noqa: E731
-            add_forget_route(app, store, self._intake.authorize, self._intake.count_forgotten)
+            add_runs_route(app, store, functools.partial(intake.authorize, scope="record"))
+            add_forget_route(app, store, functools.partial(intake.authorize, scope="forget"), intake.count_forgotten)
             # the web UI and MCP read through one path: the query gate's limits, as the caller's tenant
             reads = lambda tenant: GatedStore(self.reader(tenant), self._queries)  # noqa: E731
-            add_ui_routes(app, reads, self._intake.authorize, self._intake.authorize_ui_session)
-            add_mcp_route(app, reads, self._intake.authorize, self.settings.host, self._assertion_limits())
+            may_read = functools.partial(intake.authorize, scope="read")
+            add_ui_routes(app, reads, may_read, intake.authorize_ui_session)
+            add_mcp_route(app, reads, may_read, self.settings.host, self._assertion_limits())
             await self._start_http(app)
         except BaseException:
             await self._shutdown()

@@ -60,8 +60,9 @@ class ServeSettings(BaseModel):
     token: str | None = Field(None, description="bearer token every request must carry (both protocols)")
     tokens: Path | None = Field(
         None,
-        description="YAML file of tenants and their bearer tokens (tenants: {acme: [tok1]}); a request's token "
-        "decides its tenant; reloaded on SIGHUP",
+        description="YAML file of tenants and their bearer tokens (tenants: {acme: [tok1, {token: tok2, scopes: "
+        "[ingest]}]}); a request's token decides its tenant, its scopes (ingest, read, record, forget; a plain "
+        "token has all) what it may do; reloaded on SIGHUP",
     )
     tls_cert: Path | None = Field(None, description="PEM certificate chain; enables TLS on both listeners")
     tls_key: Path | None = Field(None, description="PEM private key of --tls-cert")

@@ -4,12 +4,16 @@ The tokens file is YAML, one entry per tenant with its tokens (several, so a tok
 
     tenants:
       acme: [tok1, tok2]
-      globex: [tok3]
+      globex:
+        - tok3
+        - {token: tok4, scopes: [ingest]}
 
 A request's token decides its tenant: what it sends is stored as that tenant's, and what it reads is that
-tenant's alone. ``serve`` reloads the file on SIGHUP; a file that does not load is refused with what is
-wrong and where, and the tokens in use stay. Tokens are looked up by their SHA-256 digest, so the lookup
-takes the same time whichever token (or none) a request carries.
+tenant's alone. A token's scopes decide what it may do (``SCOPES``): a plain token may do everything, so an
+exporter's token, which sits in every agent's environment, is best limited to ``ingest``. ``serve`` reloads
+the file on SIGHUP; a file that does not load is refused with what is wrong and where, and the tokens in use
+stay. Tokens are looked up by their SHA-256 digest, so the lookup takes the same time whichever token (or
+none) a request carries.
 """
 
 from __future__ import annotations
@@ -18,12 +22,30 @@ import hashlib
 import hmac
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from tracegrade.errors import InvalidValueError
 from tracegrade.store.tenancy import DEFAULT_TENANT, check_tenant_name
 
-__all__ = ["SHORT_TOKEN_CHARS", "Authorize", "TokenTable", "TokensFileError", "check_token", "ui_session"]
+__all__ = [
+    "SCOPES",
+    "SHORT_TOKEN_CHARS",
+    "Authorize",
+    "Grant",
+    "TokenTable",
+    "TokensFileError",
+    "check_token",
+    "ui_session",
+]
+
+#: what a token may do, each scope with what it allows (the words finish "this token may not ...")
+SCOPES: dict[str, str] = {
+    "ingest": "send spans and logs (OTLP over gRPC and HTTP)",
+    "read": "read the store (POST /v1/query: sql, traces, show, export; the web UI; the MCP tools)",
+    "record": "record graded runs (POST /v1/runs: grade and worker through the server)",
+    "forget": "delete traces and the runs that graded them (POST /v1/forget)",
+}
+EVERY_SCOPE = frozenset(SCOPES)
 
 # An ``Authorization`` header value (or None) -> the caller's tenant; raises (an error with ``http_status``)
 # to refuse. The receiver's is ``Intake.authorize``.
@@ -57,19 +79,26 @@ def ui_session(token: str) -> str:
 SHORT_TOKEN_CHARS = 16
 
 
-class TokenTable:
-    """Which tenant each bearer token belongs to (``tenant_of``); ``open`` when no token is required."""
+class Grant(NamedTuple):
+    """What a token grants: its tenant, and the scopes (of ``SCOPES``) it may act in."""
 
-    def __init__(self, tenants: Mapping[str, list[str]], source: str | None = None) -> None:
+    tenant: str
+    scopes: frozenset[str]
+
+
+class TokenTable:
+    """What each bearer token grants (``grant_of``); ``open`` when no token is required."""
+
+    def __init__(self, tenants: Mapping[str, Mapping[str, frozenset[str]]], source: str | None = None) -> None:
+        """``tenants``: each tenant's tokens, each with its scopes."""
         self.source = source
         self._tenants = sorted(tenants)
-        self._by_digest: dict[bytes, str] = {}
-        self._by_session: dict[bytes, str] = {}  # by the digest of ``ui_session``'s value
+        self._by_digest: dict[bytes, Grant] = {}
+        self._by_session: dict[bytes, Grant] = {}  # by the digest of ``ui_session``'s value
         self._short = sorted({t for t, tokens in tenants.items() for token in tokens if len(token) < SHORT_TOKEN_CHARS})
         for tenant, tokens in tenants.items():
-            for token in tokens:
-                self._by_digest[_digest(token)] = tenant
-                self._by_session[_digest(ui_session(token))] = tenant
+            for token, scopes in tokens.items():
+                self._by_digest[_digest(token)] = self._by_session[_digest(ui_session(token))] = Grant(tenant, scopes)
 
     def short_token_warning(self) -> str | None:
         """What to tell the operator when a tenant has a token short enough to be guessed, else None."""
@@ -84,7 +113,7 @@ class TokenTable:
     @classmethod
     def single(cls, token: str | None) -> TokenTable:
         """``--token``: one token for the one default tenant (None: no token, every request is the default tenant's)."""
-        return cls({DEFAULT_TENANT: [token] if token else []})
+        return cls({DEFAULT_TENANT: {token: EVERY_SCOPE} if token else {}})
 
     @classmethod
     def from_file(cls, path: str | Path) -> TokenTable:
@@ -120,20 +149,40 @@ class TokenTable:
     def tenants(self) -> list[str]:
         return list(self._tenants)
 
-    def tenant_of(self, token: str) -> str | None:
-        """The tenant ``token`` belongs to, or None."""
+    def grant_of(self, token: str) -> Grant | None:
+        """What ``token`` grants, or None when it is not in force."""
         return self._by_digest.get(_digest(token))
 
-    def tenant_of_session(self, session: str) -> str | None:
-        """The tenant of the token a UI cookie was made from (``ui_session``), or None."""
+    def grant_of_session(self, session: str) -> Grant | None:
+        """What the token a UI cookie was made from (``ui_session``) grants, or None."""
         return self._by_session.get(_digest(session))
 
 
-_EXAMPLE = "write it as\ntenants:\n  acme: [token1, token2]\n  globex: [token3]"
+_EXAMPLE = (
+    "write it as\ntenants:\n  acme: [token1, token2]\n  globex:\n    - token3\n    - {token: token4, scopes: [ingest]}"
+)
 
 
-def _tenants_of(document: Any) -> dict[str, list[str]]:
-    """The tenants and tokens of a parsed tokens file; ValueError names the entry that is wrong."""
+def _token_entry(entry: Any, where: str) -> tuple[str, frozenset[str]]:
+    """A token and its scopes: a plain token may do everything; ``{token: ..., scopes: [...]}`` what it lists."""
+    if not isinstance(entry, dict):
+        return check_token(entry, where), EVERY_SCOPE
+    if set(entry) != {"token", "scopes"}:
+        found = sorted(map(str, entry))
+        raise ValueError(f"{where}: give a token alone, or {{token: ..., scopes: [...]}} (found keys {found})")
+    scopes = entry["scopes"]
+    if isinstance(scopes, str):
+        scopes = [scopes]
+    if not isinstance(scopes, list) or not scopes:
+        raise ValueError(f"{where}.scopes: list one or more of {', '.join(SCOPES)}")
+    for scope in scopes:
+        if scope not in SCOPES:
+            raise ValueError(f"{where}.scopes: unknown scope {scope!r}; the scopes are {', '.join(SCOPES)}")
+    return check_token(entry["token"], f"{where}.token"), frozenset(scopes)
+
+
+def _tenants_of(document: Any) -> dict[str, dict[str, frozenset[str]]]:
+    """The tenants, tokens and scopes of a parsed tokens file; ValueError names the entry that is wrong."""
     if not isinstance(document, dict) or set(document) != {"tenants"}:
         found = sorted(map(str, document)) if isinstance(document, dict) else type(document).__name__
         raise ValueError(f"expected one key, 'tenants' (found {found}); {_EXAMPLE}")
@@ -141,20 +190,25 @@ def _tenants_of(document: Any) -> dict[str, list[str]]:
     if not isinstance(entries, dict) or not entries:
         raise ValueError(f"'tenants' must map each tenant to a list of its tokens; {_EXAMPLE}")
     owners: dict[str, str] = {}
-    tenants: dict[str, list[str]] = {}
+    tenants: dict[str, dict[str, frozenset[str]]] = {}
     for name, tokens in entries.items():
         check_tenant_name(name, "tenants")
-        if isinstance(tokens, str):
+        if isinstance(tokens, (str, dict)):
             tokens = [tokens]
         if not isinstance(tokens, list) or not tokens:
             raise ValueError(f"tenants.{name}: give a list of one or more tokens, e.g. {name}: [token1]")
-        for index, token in enumerate(tokens):
-            check_token(token, f"tenants.{name}[{index}]")
+        granted: dict[str, frozenset[str]] = {}
+        for index, entry in enumerate(tokens):
+            where = f"tenants.{name}[{index}]"
+            token, scopes = _token_entry(entry, where)
             if token in owners and owners[token] != name:
                 raise ValueError(
-                    f"tenants.{name}[{index}]: this token is listed for tenant {owners[token]!r} too; "
+                    f"{where}: this token is listed for tenant {owners[token]!r} too; "
                     "a token must name exactly one tenant"
                 )
+            if granted.get(token, scopes) != scopes:
+                raise ValueError(f"{where}: this token is listed twice with different scopes; list it once")
             owners[token] = name
-        tenants[name] = list(dict.fromkeys(tokens))
+            granted[token] = scopes
+        tenants[name] = granted
     return tenants

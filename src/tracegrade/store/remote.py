@@ -114,7 +114,7 @@ class RemoteStore:
                 return json.loads(response.read())
         except urllib.error.HTTPError as exc:
             detail = _error_text(exc.read())
-            if exc.code in (401, 403):
+            if exc.code == 401:  # a 403 (a token without the scope) says in its detail what to do
                 raise StoreError(
                     f"the tracegrade server at {self.url} refused the {what} ({exc.code}: {detail}); "
                     "pass its token with --token or TRACEGRADE_TOKEN"
