@@ -9,14 +9,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from tests.support import pg_cluster
 from tests.support.reporters_samples import failing_case, passing_case
-from tests.support.store_kinds import open_store
+from tests.support.store_kinds import location, open_store
 from tests.support.store_records import make_log, make_span, trace_hex
+from tracegrade.cli.main import cli
 from tracegrade.evaluation.run_records import record_cases, record_report
 from tracegrade.models.results import EvalReport
 from tracegrade.store import TraceStore
+from tracegrade.store.lake import LakeStore
 from tracegrade.store.trace_deletion import Deleted, checked_trace_ids
 from tracegrade.store.trajectories import TRAJECTORY_TABLES
 
@@ -241,3 +244,26 @@ def test_hex_trace_ids_are_taken_in_the_case_the_receiver_stores() -> None:
         "abcdef0123456789abcdef0123456789",
         "t-1",
     ]
+
+
+def test_forget_where_builds_the_waiting_trajectories_first_so_that_it_sees_the_newest_traces(
+    store: TraceStore, tmp_path: Path
+) -> None:
+    def trace(n: int, service: str) -> list:
+        return [make_span(n, n * 100 + i, resource={"service.name": service}) for i in range(3)]
+
+    store.write(trace(1, "svc-private") + trace(2, "svc-other"))  # stored, their trajectories not built yet
+    assert store.query("SELECT count(*) FROM traces").rows == [(0,)]
+    where, lake = location(store), isinstance(store, LakeStore)
+    store.close()
+    data = ["--lake-data", str(tmp_path / "lake-data")] if lake else []
+
+    command = ["forget", "--store", where, *data, "--where", "service_name = 'svc-private'"]
+    answer = CliRunner().invoke(cli, command)
+
+    assert answer.exit_code == 0, answer.output
+    assert "built the trajectories of 2 waiting trace(s) first" in answer.output
+    assert "forgot 1 trace(s): 3 span(s)" in answer.output
+    with LakeStore(where, data_path=tmp_path / "lake-data") if lake else TraceStore(Path(where)) as reader:
+        assert reader.query("SELECT DISTINCT trace_id FROM spans").rows == [(trace_hex(2),)]
+        assert reader.query("SELECT trace_id, service_name FROM traces").rows == [(trace_hex(2), "svc-other")]

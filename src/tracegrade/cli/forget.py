@@ -2,7 +2,8 @@
 
 On a lake, or a DuckDB file no server holds, it opens the store and forgets the traces there; on a file that
 `tracegrade serve` holds, it asks that server (``POST /v1/forget``, whose token decides the tenant). The traces
-are given by id, or selected with ``--where`` over the traces table (as the same tenant sees it).
+are given by id, or selected with ``--where`` over the traces table (as the same tenant sees it); on a store
+opened here, the trajectories of traces still waiting to be built are built first, so that ``--where`` sees them.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class _Target:
 
     query: Callable[[str, list[Any]], list[tuple[Any, ...]]]  # a read-only statement, as the tenant sees the store
     forget: Callable[[list[str], bool], Any]  # (trace ids, delete_runs) -> Deleted
+    build_waiting: Callable[[], int]  # build the trajectories still waiting; how many (a server builds its own)
 
 
 @click.command("forget")
@@ -43,7 +45,8 @@ class _Target:
 @click.option(
     "--where",
     help='Also forget the traces this SQL predicate over the traces table selects, e.g. "conversation_id = '
-    "'c-42'\" (traces whose trajectory is built).",
+    "'c-42'\". On a store opened here, trajectories still waiting to be built are built first; a server builds "
+    "a trace about a second after its last span.",
 )
 @click.option(
     "--delete-runs",
@@ -88,6 +91,9 @@ def command(
         raise click.UsageError(str(exc)) from None
     with _target(store_path, token, lake_data) as target:
         if where is not None:
+            built = target.build_waiting()
+            if built:
+                click.echo(f"built the trajectories of {built} waiting trace(s) first, so that --where sees them")
             try:
                 rows = target.query(f"SELECT DISTINCT trace_id FROM traces WHERE ({where}) ORDER BY trace_id", [])
             except StoreError as exc:
@@ -140,6 +146,7 @@ def _target(store_path: Path | str, token: str | None, lake_data: Path | None) -
     from tracegrade.store.access import server_holding
     from tracegrade.store.database import store_not_found
     from tracegrade.store.lake_location import is_lake_location
+    from tracegrade.store.rebuilder import rebuild_traces
     from tracegrade.store.tenancy import DEFAULT_TENANT
 
     if not is_lake_location(store_path) and not Path(store_path).exists():
@@ -155,6 +162,7 @@ def _target(store_path: Path | str, token: str | None, lake_data: Path | None) -
         yield _Target(
             lambda sql, params: remote.query(sql, params).rows,
             lambda ids, delete_runs: remote.forget(ids, delete_runs=delete_runs),
+            lambda: 0,
         )
         return
     tenant = chosen_tenant() or DEFAULT_TENANT
@@ -162,6 +170,7 @@ def _target(store_path: Path | str, token: str | None, lake_data: Path | None) -
         yield _Target(
             lambda sql, params: store.query(sql, params, tenant=tenant).rows,
             lambda ids, delete_runs: store.forget(ids, tenant, delete_runs=delete_runs),
+            lambda: rebuild_traces(store, store.stale_trajectories()),
         )
     finally:
         store.close()
