@@ -125,6 +125,29 @@ def test_every_file_is_reported_and_structural_errors_carry_paths(good_set: Path
     assert err.splitlines()[-1] == "4 of 5 files invalid"
 
 
+def test_tokens_files_and_worker_rules_are_checked_as_the_receiver_and_the_worker_load_them(tmp_path: Path):
+    tokens = tmp_path / "tokens.yaml"
+    tokens.write_text("tenants:\n  acme: [a-long-enough-token-1, {token: an-exporters-token-2, scopes: [ingest]}]\n")
+    bad_tokens = tmp_path / "bad-tokens.yaml"
+    bad_tokens.write_text("tenants:\n  acme: [{token: an-exporters-token-2, scopes: [ingest, admin]}]\n")
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("rules:\n  - name: answers\n    criteria: {contains_keywords: {keywords: [answer]}}\n")
+    bad_rules = tmp_path / "bad-rules.yaml"
+    bad_rules.write_text("rules:\n  - name: answers\n    sample: 2\n    criteria: {}\n")
+    result = invoke("validate", *map(str, (tokens, bad_tokens, rules, bad_rules)))
+    assert result.exit_code == 2
+    assert result.stdout.splitlines() == [
+        f"ok    {tokens}: tokens file: tenants acme; 2 tokens, 1 of them limited to some scopes",
+        f"ok    {rules}: worker rules: 1 rule (answers)",
+    ]
+    err = result.stderr
+    assert f"error {bad_tokens}: invalid tokens file (1 problem):" in err
+    assert "at $: tenants.acme[0].scopes: unknown scope 'admin'; the scopes are ingest, read, record, forget" in err
+    assert f"error {bad_rules}: invalid worker rules" in err and "sample" in err
+    forced = invoke("validate", "--kind", "tokens", str(rules))
+    assert forced.exit_code == 2 and "expected one key, 'tenants' (found ['rules'])" in forced.stderr
+
+
 def test_kind_option_forces_the_model(tmp_path: Path):
     path = tmp_path / "x.json"
     path.write_text(json.dumps({"name": "only a name"}))

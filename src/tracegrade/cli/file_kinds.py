@@ -26,6 +26,8 @@ KIND_NAMES = {
     "otlp-metrics": "an OTLP/JSON metrics request",
     "otlp-json-lines": "OTLP/JSON lines (as the Collector's file exporter writes them)",
     "binary": "binary data (OTLP protobuf, perhaps)",
+    "tokens": "a tokens file (serve --tokens)",
+    "rules": "worker rules (worker and serve --worker-rules)",
 }
 # each kind is told by the keys only it has (a report shares eval_set_id and metadata with an eval set)
 _REPORT_KEYS = frozenset(EvalReport.model_fields) - frozenset(EvalSet.model_fields)
@@ -51,6 +53,10 @@ def document_kind(data: Any) -> str | None:
     for kind, names in _OTLP_KEYS.items():
         if keys & set(names):
             return kind
+    if keys == {"tenants"}:
+        return "tokens"
+    if "rules" in keys:
+        return "rules"
     return None
 
 

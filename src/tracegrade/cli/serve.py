@@ -28,8 +28,7 @@ def _announce(server: object) -> None:
     click.echo(f"  OTLP/HTTP  {server.http_url}/v1/traces  (and /v1/logs)")
     click.echo(f"  health     {server.http_url}/healthz  /readyz  /metrics")
     if settings.tokens is not None:
-        tenants = ", ".join(server.tenants)
-        click.echo(f"  tenants    {tenants} (tokens from {settings.tokens}; reloaded on SIGHUP)")
+        click.echo(f"  tokens     {server.token_table.describe()} (from {settings.tokens}; reloaded on SIGHUP)")
     elif settings.token:
         click.echo("  a bearer token is required on every request")
     policy = settings.retention()

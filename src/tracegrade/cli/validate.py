@@ -1,4 +1,7 @@
-"""``tracegrade validate FILE...``: check eval-set and config files and explain every problem.
+"""``tracegrade validate FILE...``: check eval-set, config, tokens and worker-rules files and explain every problem.
+
+Tokens files (``serve --tokens``) and worker rules are checked with the loader the receiver and the worker use,
+so a file can be checked before a SIGHUP or a restart puts it in force.
 
 Each file is recognised as an eval set (it has ``eval_cases`` or ``eval_set_id``) or a config (it has
 ``criteria`` or another ``EvalConfig`` key) — ADK's ``*.evalset.json``, ``*.test.json`` and
@@ -30,7 +33,8 @@ from tracegrade.models.files import read_json_file, validation_problems
 __all__ = ["command"]
 
 _KINDS: dict[str, type[BaseModel]] = {"evalset": EvalSet, "config": EvalConfig}
-_KIND_LABELS = {"evalset": "eval set", "config": "config"}
+_SERVER_FILES = ("tokens", "rules")  # read by the receiver and the worker, not by a run
+_KIND_LABELS = {"evalset": "eval set", "config": "config", "tokens": "tokens file", "rules": "worker rules"}
 
 
 def check_file(path: Path, kind: str) -> tuple[str, str | list[Problem]]:
@@ -41,6 +45,11 @@ def check_file(path: Path, kind: str) -> tuple[str, str | list[Problem]]:
         return kind, [("$", "file not found")]
     except FileFormatError as exc:
         return kind, exc.problems
+    detected = document_kind(data) if kind == "auto" else None
+    if kind in _SERVER_FILES or detected in _SERVER_FILES:
+        server_kind = detected if detected in _SERVER_FILES else kind
+        assert server_kind is not None
+        return server_kind, _server_file(path, server_kind)
     try:  # ADK's eval sets (the older ones are JSON lists) and test_config.json, converted as a run reads them
         adk = adk_document(data, str(path), kind)
     except FileFormatError as exc:
@@ -50,7 +59,6 @@ def check_file(path: Path, kind: str) -> tuple[str, str | list[Problem]]:
     if not isinstance(data, dict):
         return kind, [("$", f"expected a JSON object, got {type(data).__name__}")]
     if kind == "auto":
-        detected = document_kind(data)
         if detected is not None and detected not in _KINDS:
             return kind, [("$", f"not an eval set or a config: it looks like {KIND_NAMES[detected]}")]
         if detected is None:
@@ -67,6 +75,26 @@ def check_file(path: Path, kind: str) -> tuple[str, str | list[Problem]]:
     except ValidationError as exc:
         return kind, validation_problems(exc, _KINDS[kind])
     return kind, _outcome(loaded)
+
+
+def _server_file(path: Path, kind: str) -> str | list[Problem]:
+    """A tokens file's or worker rules' summary line, or what the receiver or the worker would refuse."""
+    from tracegrade.evaluation.worker import WorkerRules
+    from tracegrade.ingest.tokens import TokensFileError, TokenTable
+
+    if kind == "rules":
+        try:
+            rules = WorkerRules.from_file(path)
+        except FileFormatError as exc:
+            return exc.problems
+        names = ", ".join(rule.name for rule in rules.rules)
+        return f"worker rules: {len(rules.rules)} rule{'s' * (len(rules.rules) != 1)} ({names})"
+    try:
+        table = TokenTable.from_file(path)
+    except TokensFileError as exc:
+        return [("$", str(exc).removeprefix(f"tokens file {path}: "))]
+    warning = table.short_token_warning()
+    return f"tokens file: {table.describe()}" + (f"; warning: {warning}" if warning else "")
 
 
 def _outcome(loaded: BaseModel) -> str | list[Problem]:
@@ -91,13 +119,15 @@ def _outcome(loaded: BaseModel) -> str | list[Problem]:
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
 @click.option(
     "--kind",
-    type=click.Choice(["auto", "evalset", "config"]),
+    type=click.Choice(["auto", "evalset", "config", "tokens", "rules"]),
     default="auto",
     show_default=True,
-    help="What the files are; 'auto' tells eval sets and configs apart by their keys.",
+    help="What the files are; 'auto' tells them apart by their keys (a tokens file has 'tenants' alone, worker "
+    "rules have 'rules').",
 )
 def command(files: tuple[Path, ...], kind: str) -> None:
-    """Check eval-set and config FILES (JSON, or YAML for configs) and explain every problem."""
+    """Check eval-set, config, tokens (serve --tokens) and worker-rules FILES (JSON, or YAML) and explain every
+    problem."""
     failed = 0
     for path in files:
         file_kind, outcome = check_file(path, kind)

@@ -42,6 +42,7 @@ from tracegrade.ingest.query_gate import GatedStore, QueryGate
 from tracegrade.ingest.runs_endpoint import add_runs_route
 from tracegrade.ingest.settings import ServeSettings
 from tracegrade.ingest.storage import Storage, StorageHooks
+from tracegrade.ingest.tokens import TokenTable
 from tracegrade.store.database import duckdb_size_bytes
 from tracegrade.store.query_control import QueryControl
 from tracegrade.store.readonly import SandboxLimits
@@ -261,9 +262,9 @@ class ReceiverServer:
         self._query_executor.shutdown(wait=True)
 
     @property
-    def tenants(self) -> list[str]:
-        """The tenants whose tokens are in force."""
-        return self._intake.tokens.tenants if self._intake is not None else []
+    def token_table(self) -> TokenTable:
+        """The tokens in force."""
+        return self._intake.tokens if self._intake is not None else self.settings.token_table()
 
     def reload_tokens(self) -> bool:
         """Load the ``--tokens`` file again (SIGHUP); True when its tokens are in force now. A file that
@@ -276,7 +277,7 @@ class ReceiverServer:
             log.error("the tokens file was NOT reloaded; the tokens in use stay: %s", exc)
             return False
         self._intake.tokens = table
-        log.warning("reloaded %s: tenants %s", self.settings.tokens, ", ".join(table.tenants))
+        log.warning("reloaded %s: %s", self.settings.tokens, table.describe())
         if warning := table.short_token_warning():
             log.warning(warning)
         return True

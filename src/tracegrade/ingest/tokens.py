@@ -149,6 +149,12 @@ class TokenTable:
     def tenants(self) -> list[str]:
         return list(self._tenants)
 
+    def describe(self) -> str:
+        """The tenants, how many tokens they have, and how many of those may not do everything."""
+        limited = sum(grant.scopes != EVERY_SCOPE for grant in self._by_digest.values())
+        tokens = f"{len(self._by_digest)} token{'s' * (len(self._by_digest) != 1)}"
+        return f"tenants {', '.join(self._tenants)}; {tokens}, {limited} of them limited to some scopes"
+
     def grant_of(self, token: str) -> Grant | None:
         """What ``token`` grants, or None when it is not in force."""
         return self._by_digest.get(_digest(token))
