@@ -154,6 +154,8 @@ def test_a_reload_that_narrows_a_tokens_scopes_takes_effect_at_once_for_its_ui_c
         _tokens_file(tokens, ["ingest"])
         os.kill(server.pid, signal.SIGHUP)
         wait_until(lambda: sql(server.http_url, "SELECT 1", EXPORTER).status == 403, "the narrowed scopes", 30)
+        assert "tokens     tenants acme; 4 tokens, 3 of them limited to some scopes (from" in server.log()
+        assert f"reloaded {tokens}: tenants acme; 4 tokens, 3 of them limited to some scopes" in server.log()
         status, _, answer = exchange(f"{server.http_url}/ui/api/traces", Cookie=f"{COOKIE}={cookie}")
         assert status == 403 and b"may not read the store" in answer
         assert (
