@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import urllib.parse
 from pathlib import Path
 
 import grpc
@@ -22,7 +21,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 
 from tests.support.server_otlp import HttpReply, post
 from tests.support.server_process import ServerProcess
-from tests.support.server_requests import exchange, span_json, traces_proto, unique_trace_id
+from tests.support.server_requests import exchange, span_json, traces_proto, ui_sign_in, unique_trace_id
 from tests.support.tenant_traffic import sql
 from tests.support.waiting import wait_until
 from tracegrade.cli.main import cli
@@ -73,20 +72,6 @@ def _json_post(server: ServerProcess, path: str, body: object, token: str) -> Ht
     return post(f"{server.http_url}{path}", json.dumps(body).encode(), "application/json", token=token)
 
 
-def _sign_in(server: ServerProcess, token: str) -> tuple[int, str, bytes]:
-    """The sign-in form as a browser on the server's own page posts it: status, cookie (if any), body."""
-    form = urllib.parse.urlencode({"token": token, "next": "/ui/"}).encode()
-    status, headers, body = exchange(
-        server.http_url + "/ui/login",
-        "POST",
-        form,
-        Content_Type="application/x-www-form-urlencoded",
-        Sec_Fetch_Site="same-origin",
-    )
-    cookie = headers.get("Set-Cookie", "").partition("=")[2].split(";")[0]
-    return status, cookie, body
-
-
 def _grpc_status(server: ServerProcess, token: str) -> grpc.StatusCode:
     body = traces_proto([span_json(unique_trace_id(), 0)])
     with grpc.insecure_channel(server.grpc_target) as channel:
@@ -114,7 +99,7 @@ def test_each_token_does_what_its_scopes_allow_and_nothing_else(tmp_path: Path) 
         wait_until(lambda: {by_grpc, by_http} <= _stored(server), "the exporter's spans", 30)
         # ... and may do nothing else: read, sign in to the UI, use MCP, record a run, forget
         _refused(sql(url, "SELECT count(*) FROM spans", EXPORTER), "read")
-        status, cookie, page = _sign_in(server, EXPORTER)
+        status, cookie, page = ui_sign_in(server.http_url, EXPORTER)
         assert status == 403 and not cookie and b"may not read the store" in page
         status, _, answer = exchange(f"{url}/ui/api/traces", Authorization=f"Bearer {EXPORTER}")
         assert status == 403 and b"whose scopes include 'read'" in answer
@@ -127,7 +112,7 @@ def test_each_token_does_what_its_scopes_allow_and_nothing_else(tmp_path: Path) 
 
         # the reader's token reads, and cannot send (either protocol), record or forget
         assert sql(url, "SELECT count(*) FROM spans", READER).json()["rows"] == [[2]]
-        status, cookie, _ = _sign_in(server, READER)
+        status, cookie, _ = ui_sign_in(server.http_url, READER)
         assert status == 303 and cookie
         refused = post(f"{url}/v1/traces", traces_proto([span_json(unique_trace_id(), 0)]), token=READER)
         assert refused.status == 403
@@ -148,7 +133,7 @@ def test_each_token_does_what_its_scopes_allow_and_nothing_else(tmp_path: Path) 
 def test_a_reload_that_narrows_a_tokens_scopes_takes_effect_at_once_for_its_ui_cookie_too(tmp_path: Path) -> None:
     tokens = _tokens_file(tmp_path / "tokens.yaml", ["ingest", "read"])
     with ServerProcess(tmp_path / "store.duckdb", extra_args=("--tokens", str(tokens))) as server:
-        status, cookie, _ = _sign_in(server, EXPORTER)
+        status, cookie, _ = ui_sign_in(server.http_url, EXPORTER)
         assert status == 303 and cookie
         assert exchange(f"{server.http_url}/ui/api/traces", Cookie=f"{COOKIE}={cookie}")[0] == 200
         _tokens_file(tokens, ["ingest"])

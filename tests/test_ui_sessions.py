@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import os
 import signal
-import urllib.parse
 from pathlib import Path
 
 from tests.support.server_process import ServerProcess
-from tests.support.server_requests import exchange
+from tests.support.server_requests import exchange, ui_sign_in
 from tests.support.tenant_traffic import sql, write_tokens
 from tests.support.waiting import wait_until
 from tracegrade.ui.auth import COOKIE
@@ -19,18 +18,9 @@ ACME, GLOBEX = "acme-session-token-0001", "globex-session-token-02"
 
 def _sign_in(server: ServerProcess, token: str) -> str:
     """Sign in with the form, as a browser on the server's own page would; the cookie's value."""
-    form = urllib.parse.urlencode({"token": token, "next": "/ui/runs"}).encode()
-    status, headers, _ = exchange(
-        server.http_url + "/ui/login",
-        "POST",
-        form,
-        Content_Type="application/x-www-form-urlencoded",
-        Sec_Fetch_Site="same-origin",
-    )
-    assert status == 303, headers
-    name, _, rest = headers["Set-Cookie"].partition("=")
-    assert name == COOKIE
-    return rest.split(";")[0]
+    status, cookie, body = ui_sign_in(server.http_url, token, "/ui/runs")
+    assert status == 303 and cookie, body
+    return cookie
 
 
 def test_the_cookie_is_not_the_token_and_opens_the_ui_only(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 from google.rpc import status_pb2
 
 from tests.support.server_otlp import HttpReply, otlp_json_to_proto, post
+from tracegrade.ui.auth import COOKIE
 
 __all__ = [
     "count_spans",
@@ -23,6 +24,7 @@ __all__ = [
     "status_of",
     "traces_json",
     "traces_proto",
+    "ui_sign_in",
     "unique_trace_id",
 ]
 
@@ -102,3 +104,18 @@ def exchange(url: str, method: str = "GET", body: bytes | None = None, **headers
         return response.status, dict(response.getheaders()), response.read()
     finally:
         connection.close()
+
+
+def ui_sign_in(http_url: str, token: str, next_page: str = "/ui/") -> tuple[int, str, bytes]:
+    """Sign in to the web UI with its form, as a browser on the server's own page would: the status, the UI
+    cookie's value (empty when none was set) and the body."""
+    form = urllib.parse.urlencode({"token": token, "next": next_page}).encode()
+    status, headers, body = exchange(
+        http_url + "/ui/login",
+        "POST",
+        form,
+        Content_Type="application/x-www-form-urlencoded",
+        Sec_Fetch_Site="same-origin",
+    )
+    cookie_name, _, rest = headers.get("Set-Cookie", "").partition("=")
+    return status, rest.split(";")[0] if cookie_name == COOKIE else "", body
