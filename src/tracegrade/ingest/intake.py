@@ -25,7 +25,7 @@ from tracegrade.errors import DecodeError, TracegradeError
 from tracegrade.ingest.metrics import ReceiverMetrics
 from tracegrade.ingest.otlp_responses import ExportOutcome, Signal, WireFormat
 from tracegrade.ingest.queue_gate import QueueGate, QueueGateTimeout
-from tracegrade.ingest.tokens import SCOPES, Grant, TokenTable
+from tracegrade.ingest.tokens import SCOPES, Grant, Scope, TokenTable
 from tracegrade.store.tenancy import DEFAULT_TENANT
 
 if TYPE_CHECKING:  # types only: the receiver imports the decoders and the store lazily
@@ -255,7 +255,7 @@ class Intake:
 
     # -- admission -------------------------------------------------------------------------------------
 
-    def authorize(self, authorization: str | None, *, scope: str) -> str:
+    def authorize(self, authorization: str | None, *, scope: Scope) -> str:
         """The tenant of an ``Authorization: Bearer <token>`` value whose token may act in ``scope`` (the default
         tenant when no token is configured); Unauthenticated when it names no token in force, Forbidden when the
         token's scopes do not include ``scope``."""
@@ -283,7 +283,7 @@ class Intake:
             raise Unauthenticated("this browser's sign-in is no longer valid (its token was changed): sign in again")
         return self._within_scope(grant, "read")
 
-    def _within_scope(self, grant: Grant, scope: str) -> str:
+    def _within_scope(self, grant: Grant, scope: Scope) -> str:
         if scope not in grant.scopes:
             where = f" in {self.tokens.source}" if self.tokens.source else ""
             raise Forbidden(

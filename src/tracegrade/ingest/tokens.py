@@ -22,7 +22,7 @@ import hashlib
 import hmac
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from tracegrade.errors import InvalidValueError
 from tracegrade.store.tenancy import DEFAULT_TENANT, check_tenant_name
@@ -32,14 +32,17 @@ __all__ = [
     "SHORT_TOKEN_CHARS",
     "Authorize",
     "Grant",
+    "Scope",
     "TokenTable",
     "TokensFileError",
     "check_token",
     "ui_session",
 ]
 
+Scope = Literal["ingest", "read", "record", "forget"]
+
 #: what a token may do, each scope with what it allows (the words finish "this token may not ...")
-SCOPES: dict[str, str] = {
+SCOPES: dict[Scope, str] = {
     "ingest": "send spans and logs (OTLP over gRPC and HTTP)",
     "read": "read the store (POST /v1/query: sql, traces, show, export; the web UI; the MCP tools)",
     "record": "record graded runs (POST /v1/runs: grade and worker through the server)",
