@@ -1,5 +1,5 @@
-"""QueueGate: requests wait for room in the write queue in arrival order, reserve what they are expected to
-queue, and are refused once their wait runs out."""
+"""QueueGate: requests wait for room in the write queue in arrival order (the tenants taking turns), reserve
+what they are expected to queue, and are refused once their wait runs out."""
 
 from __future__ import annotations
 
@@ -51,6 +51,40 @@ async def test_requests_wait_for_room_and_pass_in_arrival_order() -> None:
     gate.room_freed()
     await asyncio.gather(*tasks)
     assert passed == [0, 1, 2]
+
+
+async def test_the_tenants_take_turns_so_one_tenants_crowd_does_not_hold_up_another() -> None:
+    queue = Queue(0)
+    gate = QueueGate(queue.free_records, 30_000, wait_seconds=60)
+    passed: list[str] = []
+
+    async def request(tenant: str, n: int) -> None:
+        gate.leave(await gate.enter(tenant), None)
+        passed.append(f"{tenant}{n}")
+
+    crowd = [asyncio.create_task(request("acme", n)) for n in range(4)]
+    await _settle()
+    late = [asyncio.create_task(request("globex", n)) for n in range(2)]
+    await _settle()
+    assert gate.waiting == 6
+    queue.free = FIRST_ESTIMATE  # room for one request at a time: each hands its reservation back
+    gate.room_freed()
+    await asyncio.gather(*crowd, *late)
+    assert passed == ["acme0", "globex0", "acme1", "globex1", "acme2", "acme3"]
+
+
+async def test_a_tenant_that_gives_up_leaves_the_turns_to_the_others() -> None:
+    queue = Queue(0)
+    gate = QueueGate(queue.free_records, 30_000, wait_seconds=60)
+    gone = asyncio.create_task(gate.enter("acme"))
+    stays = asyncio.create_task(gate.enter("globex"))
+    await _settle()
+    gone.cancel()
+    await _settle()
+    assert gate.waiting == 1
+    queue.free = FIRST_ESTIMATE
+    gate.room_freed()
+    assert await stays == FIRST_ESTIMATE and gate.waiting == 0
 
 
 async def test_reservations_count_against_the_room_until_handed_back() -> None:

@@ -3,12 +3,13 @@ can be wrong; a receiver's settings refuse a broken file before anything starts.
 
 from __future__ import annotations
 
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import pytest
 
 from tracegrade.errors import ConfigError
-from tracegrade.ingest.intake import Forbidden, Intake, Unauthenticated
+from tracegrade.ingest.intake import Forbidden, Intake, Overloaded, Unauthenticated
 from tracegrade.ingest.metrics import ReceiverMetrics
 from tracegrade.ingest.settings import ServeSettings
 from tracegrade.ingest.tokens import SCOPES, Grant, TokensFileError, TokenTable, ui_session
@@ -127,3 +128,38 @@ async def test_the_intake_names_the_tenant_of_a_token_and_refuses_the_rest(tmp_p
         assert intake.authorize(None, scope="forget") == DEFAULT_TENANT
     finally:
         intake.close()
+
+
+async def test_with_two_tenants_one_may_hold_half_the_export_slots_and_the_other_still_gets_in(tmp_path: Path) -> None:
+    metrics = ReceiverMetrics(queue_depth=lambda: 0, inflight=lambda: 0)
+    two = TokenTable.from_file(_file(tmp_path, "tenants: {acme: [a-token], globex: [g-token]}\n"))
+    opened = object()  # admission only asks whether a store is open (a writer is set); it writes nothing
+    intake = Intake(opened, metrics, tokens=two, max_inflight_requests=5, max_queue_spans=10)
+    try:
+        async with AsyncExitStack() as held:
+            for _ in range(3):  # half of 5, rounded up
+                await held.enter_async_context(intake.admit("acme"))
+            with pytest.raises(Overloaded) as refused:
+                await held.enter_async_context(intake.admit("acme"))
+            assert refused.value.message == (
+                "tenant 'acme' has 3 requests in flight, its share of the 5 this receiver handles at once; retry later"
+            )
+            assert refused.value.http_status == 503 and refused.value.retry_after == 1.0
+            for _ in range(2):
+                await held.enter_async_context(intake.admit("globex"))
+            with pytest.raises(Overloaded, match="5 requests in flight"):  # the receiver's own limit, then
+                await held.enter_async_context(intake.admit("globex"))
+        assert intake.inflight == 0
+        async with intake.admit("acme"), intake.admit("acme"), intake.admit("acme"):  # the slots came back
+            pass
+        intake.tokens = TokenTable.single("t")  # one tenant: every slot is its own
+        assert intake.tenant_share == 5
+    finally:
+        intake.close()
+    explicit = Intake(
+        object(), metrics, tokens=two, max_inflight_requests=5, max_inflight_per_tenant=4, max_queue_spans=10
+    )
+    try:
+        assert explicit.tenant_share == 4
+    finally:
+        explicit.close()

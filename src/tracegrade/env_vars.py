@@ -31,6 +31,7 @@ ENV_VARS: dict[str, str] = {
     "queue_wait": "TRACEGRADE_QUEUE_WAIT",
     "store_memory_limit": "TRACEGRADE_STORE_MEMORY_LIMIT",
     "max_inflight_requests": "TRACEGRADE_MAX_INFLIGHT_REQUESTS",
+    "max_inflight_per_tenant": "TRACEGRADE_MAX_INFLIGHT_PER_TENANT",
     "shutdown_timeout": "TRACEGRADE_SHUTDOWN_TIMEOUT",
     "worker_rules": "TRACEGRADE_WORKER_RULES",
     "retain": "TRACEGRADE_RETAIN",

@@ -42,7 +42,7 @@ class OtlpGrpcServices:
     async def _export(self, signal: Signal, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
             tenant = self._intake.authorize(_metadata_value(context, "authorization"), scope="ingest")
-            async with self._intake.admit():
+            async with self._intake.admit(tenant):
                 outcome = await self._intake.export(signal, request, WireFormat.PROTOBUF, tenant)
         except ExportRefused as refused:
             self._count(signal, refused.grpc_code)

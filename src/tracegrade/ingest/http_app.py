@@ -253,7 +253,7 @@ class HttpFrontEnd:
                     idle_timeout=self._idle_timeout,
                     total_timeout=self._total_timeout,
                 )
-                async with self._intake.admit():
+                async with self._intake.admit(tenant):
                     outcome = await self._intake.export(signal, payload, fmt, tenant)
         except ExportRefused as refused:
             self._count(signal.value, refused.http_status)

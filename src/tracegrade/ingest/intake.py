@@ -199,6 +199,7 @@ class Intake:
         *,
         tokens: TokenTable,
         max_inflight_requests: int,
+        max_inflight_per_tenant: int | None = None,
         decode_threads: int = 2,
         decode_limits: DecodeLimits | None = None,
         queue_wait: float = 0.0,
@@ -211,12 +212,14 @@ class Intake:
         self._metrics = metrics
         self.tokens = tokens  # replaced as a whole when the tokens file is reloaded
         self._max_inflight = max_inflight_requests
+        self._max_per_tenant = max_inflight_per_tenant
         self._limits = () if decode_limits is None else (decode_limits,)
         self._decoders = _decoders()
         self._executor = ThreadPoolExecutor(decode_threads, thread_name_prefix="tracegrade-decode")
         capacity = max_queue_spans if max_queue_spans is not None else writer.writer.max_queue_spans
         self._gate = QueueGate(self._free_records, capacity, queue_wait)
         self._inflight = 0
+        self._inflight_by_tenant: dict[str, int] = {}
         self._idle = asyncio.Event()
         self._idle.set()
         self.draining = False
@@ -292,9 +295,19 @@ class Intake:
             )
         return grant.tenant
 
+    @property
+    def tenant_share(self) -> int:
+        """In-flight requests one tenant may hold (``max_inflight_per_tenant``; by default half of them, rounded
+        up, while the tokens name two tenants or more, so that one tenant's flood cannot take every slot)."""
+        if self._max_per_tenant is not None:
+            return min(self._max_per_tenant, self._max_inflight)
+        if len(self.tokens.tenants) >= 2:
+            return -(-self._max_inflight // 2)
+        return self._max_inflight
+
     @asynccontextmanager
-    async def admit(self) -> AsyncIterator[None]:
-        """Hold one of the in-flight slots for the duration of a request, or refuse it (retryably)."""
+    async def admit(self, tenant: str = DEFAULT_TENANT) -> AsyncIterator[None]:
+        """Hold one of the in-flight slots for the duration of ``tenant``'s request, or refuse it (retryably)."""
         if self.draining:
             raise ShuttingDown("the receiver is shutting down; retry later", SHUTDOWN_RETRY_AFTER)
         if self.recovering is not None or self._writer is None:
@@ -302,12 +315,24 @@ class Intake:
             raise StoreUnavailable(f"{reason}; retry shortly", self.recovery_retry_after())
         if self._inflight >= self._max_inflight:
             raise Overloaded(f"{self._inflight} requests in flight (the limit); retry later", 1.0)
+        held = self._inflight_by_tenant.get(tenant, 0)
+        share = self.tenant_share
+        if held >= share:
+            raise Overloaded(
+                f"tenant {tenant!r} has {held} requests in flight, its share of the {self._max_inflight} this "
+                "receiver handles at once; retry later",
+                1.0,
+            )
         self._inflight += 1
+        self._inflight_by_tenant[tenant] = held + 1
         self._idle.clear()
         try:
             yield
         finally:
             self._inflight -= 1
+            left = self._inflight_by_tenant.pop(tenant) - 1
+            if left:
+                self._inflight_by_tenant[tenant] = left
             if self._inflight == 0:
                 self._idle.set()
 
@@ -348,7 +373,7 @@ class Intake:
         """Wait for room in the write queue, decode ``payload``, journal what is valid as ``tenant``'s, and
         return once it is durable."""
         try:
-            reserved = await self._gate.enter()
+            reserved = await self._gate.enter(tenant)
         except QueueGateTimeout as exc:
             retry_after = self._writer.retry_after(self._gate.estimate)
             raise Overloaded(f"the write queue is full ({exc}); retry later", retry_after) from None

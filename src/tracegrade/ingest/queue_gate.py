@@ -5,7 +5,9 @@ OTLP/HTTP a whole second at least: ``Retry-After`` counts seconds), and the writ
 queue holds that long's worth of records. A request held here instead costs only its bytes, and goes on
 as soon as the writer takes its next transaction from the queue, so a small queue keeps the writer busy.
 
-Requests pass in arrival order. Each one that passes reserves as many records as recent requests held,
+Requests pass in arrival order within a tenant, and the tenants take turns: one tenant's crowd of waiting
+requests does not make another tenant's request wait behind all of them. Each one that passes reserves as many
+records as recent requests held,
 until its own records are queued (or it failed); the reservations count against the free room, so a
 crowd let through at once cannot overfill the queue after decoding. A request that waited ``wait_seconds``
 without room is refused as before (503 / ``RESOURCE_EXHAUSTED`` with a retry delay).
@@ -20,6 +22,7 @@ from collections import deque
 from collections.abc import Callable
 
 from tracegrade.errors import TracegradeError
+from tracegrade.store.tenancy import DEFAULT_TENANT
 
 __all__ = ["QueueGate", "QueueGateTimeout"]
 
@@ -31,7 +34,8 @@ class QueueGateTimeout(TracegradeError):
 
 
 class QueueGate:
-    """Lets requests on while ``free_records()`` (the queue's room) covers them, in arrival order.
+    """Lets requests on while ``free_records()`` (the queue's room) covers them: in arrival order within a
+    tenant, a tenant at a time in turn.
 
     ``capacity`` caps the estimate of one request, so a request larger than the whole queue still passes
     once the queue is empty (the writer accepts such a request alone).
@@ -41,7 +45,8 @@ class QueueGate:
         self._free_records = free_records
         self._capacity = capacity
         self._wait_seconds = wait_seconds
-        self._waiting: deque[asyncio.Future[int]] = deque()
+        # each waiting tenant's requests in arrival order; the dict's order is whose turn comes next
+        self._waiting: dict[str, deque[asyncio.Future[int]]] = {}
         self._reserved = 0
         self._estimate = min(FIRST_ESTIMATE, capacity)
 
@@ -53,32 +58,36 @@ class QueueGate:
     @property
     def waiting(self) -> int:
         """Requests waiting for room now."""
-        return len(self._waiting)
+        return sum(len(line) for line in self._waiting.values())
 
-    async def enter(self) -> int:
-        """Wait for room; returns the records reserved (hand them back to :meth:`leave`).
+    async def enter(self, tenant: str = DEFAULT_TENANT) -> int:
+        """Wait for room, behind ``tenant``'s earlier requests and for its turn among the tenants; returns the
+        records reserved (hand them back to :meth:`leave`).
 
         Raises QueueGateTimeout after ``wait_seconds`` without room.
         """
         if not self._waiting and self._fits():
             return self._reserve()
         ticket: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._waiting.append(ticket)
+        self._waiting.setdefault(tenant, deque()).append(ticket)
         try:
             await asyncio.wait((ticket,), timeout=self._wait_seconds)
         except BaseException:  # the request was cancelled (its client hung up)
             if ticket.done():
                 self.leave(ticket.result(), None)
             else:
-                self._give_up(ticket)
+                self._give_up(ticket, tenant)
             raise
         if not ticket.done():
-            self._give_up(ticket)
+            self._give_up(ticket, tenant)
             raise QueueGateTimeout(f"no room in the write queue within {self._wait_seconds:g}s")
         return ticket.result()
 
-    def _give_up(self, ticket: asyncio.Future[int]) -> None:
-        self._waiting.remove(ticket)
+    def _give_up(self, ticket: asyncio.Future[int], tenant: str) -> None:
+        line = self._waiting[tenant]
+        line.remove(ticket)
+        if not line:
+            del self._waiting[tenant]
         ticket.cancel()
 
     def leave(self, reserved: int, records: int | None) -> None:
@@ -89,10 +98,14 @@ class QueueGate:
         self.room_freed()
 
     def room_freed(self) -> None:
-        """The queue may have room again: let waiting requests on, first come first."""
+        """The queue may have room again: let waiting requests on, a tenant's first request at a time, the
+        tenants in turn."""
         while self._waiting and self._fits():
-            ticket = self._waiting.popleft()
-            ticket.set_result(self._reserve())
+            tenant = next(iter(self._waiting))
+            line = self._waiting.pop(tenant)
+            line.popleft().set_result(self._reserve())
+            if line:  # its next request waits for the tenant's next turn, after every other tenant's
+                self._waiting[tenant] = line
 
     def _fits(self) -> bool:
         return self._free_records() - self._reserved >= self._estimate

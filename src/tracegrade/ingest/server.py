@@ -121,6 +121,7 @@ class ReceiverServer:
                 metrics,
                 tokens=tokens,
                 max_inflight_requests=self.settings.max_inflight_requests,
+                max_inflight_per_tenant=self.settings.max_inflight_per_tenant,
                 queue_wait=self.settings.queue_wait,
                 max_queue_spans=self.settings.queue_spans,
             )

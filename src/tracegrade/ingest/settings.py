@@ -99,6 +99,13 @@ class ServeSettings(BaseModel):
         False, description="refuse to start without --token or --tokens, and without TLS when listening beyond loopback"
     )
     max_inflight_requests: int = Field(32, ge=1, description="requests handled at once; more get 503 + Retry-After")
+    max_inflight_per_tenant: int | None = Field(
+        None,
+        ge=1,
+        description="export requests one tenant may have handled at once; more get 503 + Retry-After, so one "
+        "tenant's flood leaves the others room (default: half of --max-inflight-requests, rounded up, when the "
+        "tokens file names two tenants or more, else no limit of its own)",
+    )
     shutdown_timeout: float = Field(
         30.0, gt=0, description="seconds to wait for in-flight requests on stop, then for pending trajectory rebuilds"
     )
