@@ -52,6 +52,7 @@ _CLICK_TYPES: dict[str, Any] = {
     "tls_key": click.Path(dir_okay=False, path_type=Path),
     "worker_rules": click.Path(exists=True, dir_okay=False, path_type=Path),
     "tokens": click.Path(exists=True, dir_okay=False, path_type=Path),
+    "max_inflight_per_tenant": click.IntRange(min=1),
 }
 
 

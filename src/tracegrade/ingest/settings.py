@@ -103,8 +103,8 @@ class ServeSettings(BaseModel):
         None,
         ge=1,
         description="export requests one tenant may have handled at once; more get 503 + Retry-After, so one "
-        "tenant's flood leaves the others room (default: half of --max-inflight-requests, rounded up, when the "
-        "tokens file names two tenants or more, else no limit of its own)",
+        "tenant's flood leaves the others room; unset, half of --max-inflight-requests (rounded up) when the "
+        "tokens file names two tenants or more, else no limit of its own",
     )
     shutdown_timeout: float = Field(
         30.0, gt=0, description="seconds to wait for in-flight requests on stop, then for pending trajectory rebuilds"
