@@ -264,8 +264,9 @@ class ReceiverServer:
 
     @property
     def token_table(self) -> TokenTable:
-        """The tokens in force."""
-        return self._intake.tokens if self._intake is not None else self.settings.token_table()
+        """The tokens in force (once started)."""
+        assert self._intake is not None, "the server has not started"
+        return self._intake.tokens
 
     def reload_tokens(self) -> bool:
         """Load the ``--tokens`` file again (SIGHUP); True when its tokens are in force now. A file that
