@@ -1,8 +1,9 @@
 """What a caller over the network can make ``tracegrade serve`` do, against a real receiver with two tenants:
 MCP ``grade`` at ``/mcp`` reads no server file and calls no judge endpoint a caller names (a listener of the
-test's own sees nothing), a runaway SQL assertion is stopped at the query time limit while health checks and
-exports go on, each grading call has a sandbox of its own, and a huge result is cut at the endpoint's cap on
-``/v1/query``, the web UI's SQL API and through ``RemoteStore``."""
+test's own sees nothing) and calls the server's own judge only for a token with the ``judge`` scope, a runaway
+SQL assertion is stopped at the query time limit while health checks and exports go on, each grading call has a
+sandbox of its own, and a huge result is cut at the endpoint's cap on ``/v1/query``, the web UI's SQL API and
+through ``RemoteStore``."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.llm_server import LLMServer, Reply
 from tests.support.server_otlp import post
 from tests.support.server_process import ServerProcess
 from tests.support.server_requests import span_json, traces_proto, unique_trace_id
@@ -33,12 +35,14 @@ from tests.support.tenant_traffic import (
 )
 from tests.support.waiting import wait_until
 from tracegrade.errors import StoreError
+from tracegrade.models import EvalCase, EvalSet
 from tracegrade.store.query_control import QueryControl
 from tracegrade.store.remote import RemoteStore
 
 pytest.importorskip("mcp")
 
 ACME = ACME_TOKENS[0]
+ACME_READER = "acme-reader-token-7"  # scopes: read (no judge)
 QUERY_TIMEOUT = 3  # --query-timeout of the receiver, seconds
 SERVER_KEY = "sk-server-canary-31337"  # the receiver's own OPENAI_API_KEY
 # 9e10 rows: runs for minutes unless stopped
@@ -51,16 +55,19 @@ class Receiver:
     tokens: Path
     acme_traces: list[str]
     globex_traces: list[str]
+    judge: LLMServer  # the judge endpoint the receiver is configured with (its environment)
 
 
 @pytest.fixture(scope="module")
 def receiver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Receiver]:
     workdir = tmp_path_factory.mktemp("mcp-limits")
-    tokens = write_tokens(workdir / "tokens.yaml", {"acme": [ACME], "globex": [GLOBEX_TOKEN]})
+    reader = {"token": ACME_READER, "scopes": ["read"]}
+    tokens = write_tokens(workdir / "tokens.yaml", {"acme": [ACME, reader], "globex": [GLOBEX_TOKEN]})
+    judge = LLMServer().start()
     server = ServerProcess(
         workdir / "store.duckdb",
         extra_args=("--tokens", str(tokens), "--query-timeout", str(QUERY_TIMEOUT), "--query-max-rows", "10000"),
-        env={"OPENAI_API_KEY": SERVER_KEY},
+        env={"OPENAI_API_KEY": SERVER_KEY, "OPENAI_API_BASE": judge.base_url},
     )
     server.start()
     try:
@@ -74,9 +81,10 @@ def receiver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Receiver]:
                 "each tenant's trajectories",
                 90,
             )
-        yield Receiver(server, tokens, acme, globex)
+        yield Receiver(server, tokens, acme, globex, judge)
     finally:
         server.kill()
+        judge.stop()
 
 
 def _grade(receiver: Receiver, token: str, **arguments: Any) -> Any:
@@ -148,6 +156,40 @@ def test_served_grade_reads_no_server_path_and_calls_no_judge_endpoint_a_caller_
         assert refused.is_error
         assert "criteria.safety.api_base" in _text(refused) and "configured with" in _text(refused)
     assert seen == []  # not a single request reached the caller's endpoint (with the server's key or any)
+
+
+def test_served_grade_calls_the_servers_judge_only_for_a_token_with_the_judge_scope(receiver: Receiver) -> None:
+    judge = receiver.judge
+    judge.clear()
+    judged = {"criteria": {"safety": {"judge_model": "openai/gpt-4o-mini", "num_samples": 1, "api_style": "chat"}}}
+    [trace] = receiver.acme_traces[:1]
+    refused = _grade(receiver, ACME_READER, config=judged, trace_ids=[trace])
+    assert refused.is_error
+    assert "criteria.safety grade with an LLM judge, and this token may not call this server's LLM judges" in (
+        _text(refused)
+    )
+    assert "whose scopes include 'judge'" in _text(refused) and str(receiver.tokens) in _text(refused)
+    assert judge.requests == []
+    # the same token grades with criteria that call no judge: a judged response_match is skipped without an eval
+    # set; with one, it would call the judge and is refused
+    keywords = {"keywords": ["ACME-MARK"], "threshold": 0.0}
+    unjudged = {"criteria": {"contains_keywords": keywords, "response_match": judged["criteria"]["safety"]}}
+    plain = _grade(receiver, ACME_READER, config=unjudged, trace_ids=[trace])
+    assert not plain.is_error, _text(plain)
+    assert plain.structured_content["summary"]["total_cases"] == 1
+    cases = EvalSet(eval_cases=[EvalCase.single_turn("c", "hi", expected_response="hello")]).model_dump(mode="json")
+    with_cases = _grade(receiver, ACME_READER, config=unjudged, eval_set=cases)
+    assert with_cases.is_error and "criteria.response_match grade with an LLM judge" in _text(with_cases)
+    assert judge.requests == []
+    # a token with every scope has the server's judge called, with the server's key
+    judge.script(Reply.score(0.25, "scripted verdict"))
+    graded = _grade(receiver, ACME, config=judged, trace_ids=[trace])
+    assert not graded.is_error, _text(graded)
+    [request] = judge.requests
+    assert request.headers.get("Authorization") == f"Bearer {SERVER_KEY}"
+    [case] = graded.structured_content["cases"]
+    [criterion] = case["failing_criteria"]
+    assert criterion["criterion"] == "safety_v1" and criterion["score"] == 0.25, criterion
 
 
 def test_a_runaway_assertion_is_stopped_at_the_query_time_limit_while_the_receiver_keeps_serving(

@@ -11,7 +11,8 @@ Nothing but protocol messages may reach stdout: it is the transport.
 exports) in a SQL-assertion sandbox of its own. Served over the network (``limits`` given: ``/mcp`` of
 ``tracegrade serve``), its caller is not the machine's owner: it takes the config and eval set inline only,
 bounded in size, never a path on the server; judges use the server's own endpoint and credentials (a config
-naming another is refused); and its SQL assertions run within the receiver's query limits. On stdio, a
+naming another is refused), and only for a token with the ``judge`` scope (they spend the server's money);
+and its SQL assertions run within the receiver's query limits. On stdio, a
 developer's own machine, paths are read, but only regular files of bounded size.
 """
 
@@ -21,7 +22,7 @@ import functools
 import json
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -120,11 +121,22 @@ def _refuse_judge_overrides(config: EvalConfig) -> None:
         )
 
 
+def _refuse_judging(config: EvalConfig, refusal: str, with_cases: bool) -> None:
+    """Refuse a config whose grading would call LLM judges to a caller whose token may not (``refusal``).
+    Without cases (``with_cases`` false), criteria that need an expected value are skipped, so they call none."""
+    from tracegrade.evaluation.calibration import judged_criteria
+
+    judged = [f"criteria.{slot}" for slot, c in judged_criteria(config) if with_cases or not c.requires_reference]
+    if judged:
+        raise api.BadRequest(f"{', '.join(judged)} grade with an LLM judge, and {refusal}; or leave them out")
+
+
 def _grade(
     store: api.Store,
     inputs: tuple[dict[str, Any] | None, str | None, dict[str, Any] | None, str | None],
     selection: Any,
     limits: SandboxLimits | None,
+    judging_refused: str | None,
 ) -> dict[str, Any]:
     """Grade as the ``grade`` tool says, blocking (on a worker thread), in a sandbox of its own."""
     from tracegrade.evaluation.offline import TraceGrader
@@ -136,6 +148,8 @@ def _grade(
         if served:
             _refuse_judge_overrides(loaded)
         cases: EvalSet | None = _load(EvalSet, eval_set, eval_set_path, "eval_set", served)
+        if judging_refused is not None:
+            _refuse_judging(loaded, judging_refused, with_cases=cases is not None)
         grader = TraceGrader(store, loaded)
         report = grader.grade_eval_set_sync(cases) if cases is not None else grader.grade_traces_sync(selection)
     return {
@@ -144,9 +158,12 @@ def _grade(
     }
 
 
-def build_server(store: api.Store, limits: SandboxLimits | None = None) -> Any:
+def build_server(
+    store: api.Store, limits: SandboxLimits | None = None, judging_refused: Callable[[], str | None] | None = None
+) -> Any:
     """The MCP server over ``store`` (anything with ``query(sql, params)``). ``limits``: its callers come over
-    the network, and their SQL assertions run within these limits (see the module docstring)."""
+    the network, and their SQL assertions run within these limits (see the module docstring).
+    ``judging_refused``: asked at each ``grade`` call, why its caller may not call the LLM judges (None: it may)."""
     import anyio
     from mcp.server.mcpserver import MCPServer
     from mcp.types import ToolAnnotations
@@ -240,11 +257,14 @@ def build_server(store: api.Store, limits: SandboxLimits | None = None) -> Any:
         and return the results; nothing is recorded. With eval_set (an EvalSet as an object), grade its cases
         against their traces; else grade the traces picked by trace_ids / where (a SQL condition on the traces
         table) / limit without reference. config_path and eval_set_path name files instead, on a local server
-        only. LLM-judge criteria call the model configured (the one tool that may reach outside the store)."""
+        only. LLM-judge criteria call the model configured (the one tool that may reach outside the store; on a
+        server, only with a token that has the judge scope)."""
         from tracegrade.evaluation.offline import TraceSelection
 
         selection = TraceSelection(where=where, limit=limit, trace_ids=trace_ids)
-        graded = functools.partial(_grade, store, (config, config_path, eval_set, eval_set_path), selection, limits)
+        refused = judging_refused() if judging_refused is not None else None
+        inputs = (config, config_path, eval_set, eval_set_path)
+        graded = functools.partial(_grade, store, inputs, selection, limits, refused)
         with _tool_errors():
             result: dict[str, Any] = await anyio.to_thread.run_sync(graded, limiter=grading_turns)
             return result

@@ -15,12 +15,14 @@ from pathlib import Path
 __all__ = ["ServerProcess"]
 
 _LAUNCH = "from tracegrade.cli.main import main; main()"
+_CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 class ServerProcess:
     """``tracegrade serve --store STORE`` in a child process; ports 0 mean "pick free ones".
 
-    ``start()`` waits until ``/readyz`` answers 200 and reads the real ports from the sidecar file.
+    ``start()`` waits until ``/readyz`` answers 200 and reads the real ports from the sidecar file. The server runs
+    in the store's directory, so what it writes to its working directory (the default judge cache) stays there.
     """
 
     def __init__(
@@ -33,6 +35,7 @@ class ServerProcess:
         env: dict[str, str] | None = None,
     ):
         self.store = Path(store)
+        self.workdir = self.store.absolute().parent  # the server's working directory
         self.extra_env = env or {}
         self.grpc_port = grpc_port
         self.http_port = http_port
@@ -69,8 +72,12 @@ class ServerProcess:
             *self.extra_args,
         ]
         env = {k: v for k, v in os.environ.items() if not k.startswith("TRACEGRADE_")} | self.extra_env
+        # the checkout stays importable from the store's directory (worker rules may name a tests.support plugin)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_CHECKOUT), env.get("PYTHONPATH")]))
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+            self.process = subprocess.Popen(
+                args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.workdir
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

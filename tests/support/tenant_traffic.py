@@ -42,7 +42,8 @@ SHARED_TRACE_ID = 0x5EED5EED5EED5EED5EED5EED5EED5EED
 TRACES = 2
 
 
-def write_tokens(path: Path, tenants: dict[str, list[str]]) -> Path:
+def write_tokens(path: Path, tenants: dict[str, list[Any]]) -> Path:
+    """A tokens file: each tenant's tokens, plain or ``{token, scopes}``."""
     path.write_text(yaml.safe_dump({"tenants": tenants}), encoding="utf-8")
     return path
 

@@ -6,8 +6,9 @@ manager runs stateless with JSON responses: every POST carries one JSON-RPC mess
 own, so any number of clients and receivers' restarts need no session state. Requests pass the receiver's
 bearer-token check first, and the tools read through the same store provider as the web UI (its query gate,
 limits and scoping to the token's tenant), resolved once per request. Its callers are remote: ``grade``
-takes no server path, no judge endpoint or key, and runs SQL assertions within the receiver's limits (see
-:mod:`tracegrade.mcp_server`). Without the ``mcp`` extra installed ``/mcp`` answers 501.
+takes no server path, no judge endpoint or key, calls the server's LLM judges only for a token with the
+``judge`` scope, and runs SQL assertions within the receiver's limits (see :mod:`tracegrade.mcp_server`).
+Without the ``mcp`` extra installed ``/mcp`` answers 501.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ StoreProvider = Callable[[str | None], Any]  # the caller's tenant -> what it re
 
 _PATH = "/mcp"
 _REQUEST_STORE: contextvars.ContextVar[Any] = contextvars.ContextVar("tracegrade_mcp_store")
+# why the current request's token may not call the server's judges (its scope refusal), or None when it may
+_JUDGING_REFUSED: contextvars.ContextVar[str | None] = contextvars.ContextVar("tracegrade_mcp_judging_refused")
 
 
 class _RequestStore:
@@ -39,20 +42,28 @@ class _RequestStore:
 
 
 def add_mcp_route(
-    app: web.Application, store_provider: StoreProvider, authorize: Authorize, host: str, limits: SandboxLimits
+    app: web.Application,
+    store_provider: StoreProvider,
+    authorize: Authorize,
+    authorize_judging: Authorize,
+    host: str,
+    limits: SandboxLimits,
 ) -> None:
     """Serve the MCP tools at ``/mcp`` of ``app`` (before it starts), over the stores ``store_provider`` gives.
 
-    ``host`` is the address the receiver listens on: on a loopback address the SDK also refuses requests
-    whose Host or Origin header names another host (DNS-rebinding protection). ``limits`` bound the SQL
-    assertions ``grade`` runs. The SDK loads with the first request, so a receiver nobody asks over MCP never
-    imports it.
+    ``authorize`` admits a caller; ``authorize_judging`` says whether its token may also have ``grade`` call the
+    server's LLM judges (a refusal with ``http_status`` 403 says why not). ``host`` is the address the receiver
+    listens on: on a loopback address the SDK also refuses requests whose Host or Origin header names another
+    host (DNS-rebinding protection). ``limits`` bound the SQL assertions ``grade`` runs. The SDK loads with the
+    first request, so a receiver nobody asks over MCP never imports it.
     """
     mount = _McpMount(host, limits)
 
     async def handle(request: web.Request) -> web.StreamResponse:
+        header = request.headers.get("Authorization")
         try:
-            store = store_provider(authorize(request.headers.get("Authorization")))
+            store = store_provider(authorize(header))
+            judging_refused = _refusal(authorize_judging, header)
         except Exception as exc:
             status = int(getattr(exc, "http_status", 0) or 0)
             if not status:
@@ -64,10 +75,11 @@ def add_mcp_route(
                 {"error": "this receiver has no MCP SDK: pip install 'tracegrade[mcp]' and restart it to serve /mcp"},
                 status=501,
             )
-        bound = _REQUEST_STORE.set(store)
+        bound, judging = _REQUEST_STORE.set(store), _JUDGING_REFUSED.set(judging_refused)
         try:
             return await _asgi_call(manager.handle_request, request)
         finally:
+            _JUDGING_REFUSED.reset(judging)
             _REQUEST_STORE.reset(bound)
 
     async def stop_on_cleanup(app: web.Application) -> AsyncIterator[None]:
@@ -76,6 +88,17 @@ def add_mcp_route(
 
     app.cleanup_ctx.append(stop_on_cleanup)
     app.router.add_route("*", _PATH, handle)
+
+
+def _refusal(authorize: Authorize, header: str | None) -> str | None:
+    """Why ``authorize`` refuses ``header`` as forbidden (403), or None when it admits it."""
+    try:
+        authorize(header)
+    except Exception as exc:
+        if getattr(exc, "http_status", 0) != 403:
+            raise
+        return str(exc)
+    return None
 
 
 class _McpMount:
@@ -102,7 +125,7 @@ class _McpMount:
         try:
             from tracegrade.mcp_server import build_server
 
-            server = build_server(_RequestStore(), self.limits)
+            server = build_server(_RequestStore(), self.limits, judging_refused=_JUDGING_REFUSED.get)
         except ImportError:
             self._unavailable = True
             return

@@ -150,7 +150,8 @@ class ReceiverServer:
             reads = lambda tenant: GatedStore(self.reader(tenant), self._queries)  # noqa: E731
             may_read = functools.partial(intake.authorize, scope="read")
             add_ui_routes(app, reads, may_read, intake.authorize_ui_session)
-            add_mcp_route(app, reads, may_read, self.settings.host, self._assertion_limits())
+            may_judge = functools.partial(intake.authorize, scope="judge")
+            add_mcp_route(app, reads, may_read, may_judge, self.settings.host, self._assertion_limits())
             await self._start_http(app)
         except BaseException:
             await self._shutdown()

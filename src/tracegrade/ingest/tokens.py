@@ -39,7 +39,7 @@ __all__ = [
     "ui_session",
 ]
 
-Scope = Literal["ingest", "read", "record", "forget"]
+Scope = Literal["ingest", "read", "record", "forget", "judge"]
 
 #: what a token may do, each scope with what it allows (the words finish "this token may not ...")
 SCOPES: dict[Scope, str] = {
@@ -47,6 +47,7 @@ SCOPES: dict[Scope, str] = {
     "read": "read the store (POST /v1/query: sql, traces, show, export; the web UI; the MCP tools)",
     "record": "record graded runs (POST /v1/runs: grade and worker through the server)",
     "forget": "delete traces and the runs that graded them (POST /v1/forget)",
+    "judge": "call this server's LLM judges (the MCP grade tool with LLM-judged criteria, paid by the server)",
 }
 EVERY_SCOPE = frozenset(SCOPES)
 
