@@ -12,6 +12,7 @@ import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
+import grpc
 import pytest
 from google.rpc import code_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -154,6 +155,22 @@ def test_wrong_method_is_405(server: RunningServer) -> None:
 def test_a_body_over_the_limit_is_413_before_it_is_read(server: RunningServer) -> None:
     reply = post(_traces_url(server), b"\x0a" * (LIMIT + 1))
     _assert_refused(reply, 413, str(LIMIT), "--max-request-bytes")
+
+
+def test_a_grpc_message_over_the_limit_is_refused_naming_the_flag(server: RunningServer) -> None:
+    export = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+    with grpc.insecure_channel(server.grpc_target) as channel:
+        for size, code, message in (
+            # a little over: refused by the receiver, saying what to change
+            (LIMIT + 1, grpc.StatusCode.INVALID_ARGUMENT, f"has {LIMIT + 1} bytes; the limit is {LIMIT}: send smaller"),
+            # far over: grpc refuses it before the receiver sees it
+            (LIMIT * 2, grpc.StatusCode.RESOURCE_EXHAUSTED, "larger than max"),
+        ):
+            with pytest.raises(grpc.RpcError) as refused:
+                channel.unary_unary(export)(b"\x0a" * size, timeout=60)
+            assert refused.value.code() == code, refused.value
+            assert message in refused.value.details(), refused.value.details()
+            assert (code is grpc.StatusCode.INVALID_ARGUMENT) == ("--max-request-bytes" in refused.value.details())
 
 
 def test_a_chunked_body_over_the_limit_is_413(server: RunningServer) -> None:

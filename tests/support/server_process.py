@@ -75,9 +75,7 @@ class ServerProcess:
         # the checkout stays importable from the store's directory (worker rules may name a tests.support plugin)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_CHECKOUT), env.get("PYTHONPATH")]))
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.workdir
-            )
+            self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.workdir)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -1,7 +1,9 @@
 """The OTLP/gRPC front end: ``TraceService/Export`` and ``LogsService/Export`` on a grpc.aio server.
 
 The methods take the raw request bytes (no generated deserializer), so an undecodable message gets
-``INVALID_ARGUMENT`` with the decoder's reason instead of grpc's generic deserialization failure.
+``INVALID_ARGUMENT`` with the decoder's reason instead of grpc's generic deserialization failure. For the
+same reason a message over ``--max-request-bytes`` is refused here, saying so: grpc's own limit is set a quarter
+higher (``grpc_receive_limit``), and only what goes past that gets grpc's message, which names no flag.
 Retryable refusals carry a ``google.rpc.RetryInfo`` trailer that OTel exporters honour.
 """
 
@@ -9,23 +11,30 @@ from __future__ import annotations
 
 import grpc
 
-from tracegrade.ingest.intake import ExportRefused, Intake
+from tracegrade.ingest.intake import TOO_LARGE_HINT, ExportRefused, Intake, PayloadTooLarge
 from tracegrade.ingest.metrics import ReceiverMetrics
 from tracegrade.ingest.otlp_responses import Signal, WireFormat, encode_export_response, encode_retry_info
 
-__all__ = ["LOGS_SERVICE", "TRACE_SERVICE", "OtlpGrpcServices"]
+__all__ = ["LOGS_SERVICE", "TRACE_SERVICE", "OtlpGrpcServices", "grpc_receive_limit"]
 
 TRACE_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 LOGS_SERVICE = "opentelemetry.proto.collector.logs.v1.LogsService"
 RETRY_INFO_KEY = "google.rpc.retryinfo-bin"
 
 
+def grpc_receive_limit(max_request_bytes: int) -> int:
+    """grpc's ``max_receive_message_length``: a quarter over ours, so a batch a little too large reaches
+    ``Export`` and is refused with a message that says what to change."""
+    return max_request_bytes + max_request_bytes // 4
+
+
 class OtlpGrpcServices:
     """The two export services, sharing one :class:`Intake` with the HTTP front end."""
 
-    def __init__(self, intake: Intake, metrics: ReceiverMetrics) -> None:
+    def __init__(self, intake: Intake, metrics: ReceiverMetrics, max_request_bytes: int) -> None:
         self._intake = intake
         self._metrics = metrics
+        self._limit = max_request_bytes
 
     def handlers(self) -> list[grpc.GenericRpcHandler]:
         def export_method(signal: Signal) -> grpc.RpcMethodHandler:
@@ -42,6 +51,10 @@ class OtlpGrpcServices:
     async def _export(self, signal: Signal, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
             tenant = self._intake.authorize(_metadata_value(context, "authorization"), scope="ingest")
+            if len(request) > self._limit:
+                raise PayloadTooLarge(
+                    f"the request message has {len(request)} bytes; the limit is {self._limit}: {TOO_LARGE_HINT}"
+                )
             async with self._intake.admit(tenant):
                 outcome = await self._intake.export(signal, request, WireFormat.PROTOBUF, tenant)
         except ExportRefused as refused:

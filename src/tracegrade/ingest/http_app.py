@@ -24,6 +24,7 @@ from aiohttp import StreamReader, web
 from tracegrade.errors import StoreError
 from tracegrade.ingest.body_budget import BodyBudget
 from tracegrade.ingest.intake import (
+    TOO_LARGE_HINT,
     BodyTimeout,
     ExportRefused,
     Intake,
@@ -48,7 +49,6 @@ MEDIA_TYPES: dict[str, WireFormat] = {
     "application/json": WireFormat.JSON,
 }
 SUPPORTED_ENCODINGS = ("gzip", "identity")
-TOO_LARGE_HINT = "send smaller batches (the exporter's max export batch size) or raise --max-request-bytes"
 READ_CHUNK = 64 * 1024
 BODY_IDLE_TIMEOUT = 30.0  # longest wait for a body's next chunk (as nginx's client_body_timeout)
 BODY_TOTAL_TIMEOUT = 120.0  # longest a whole body may take to arrive

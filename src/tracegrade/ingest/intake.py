@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # types only: the receiver imports the decoders and the store
     from tracegrade.store.trace_deletion import Deleted
 
 __all__ = [
+    "TOO_LARGE_HINT",
     "BodyTimeout",
     "ExportRefused",
     "Forbidden",
@@ -96,6 +97,10 @@ class UnsupportedMediaType(ExportRefused):
 class PayloadTooLarge(ExportRefused):
     http_status = 413
     grpc_code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+#: how a request over ``--max-request-bytes`` is fixed, said by every refusal of one
+TOO_LARGE_HINT = "send smaller batches (the exporter's max export batch size) or raise --max-request-bytes"
 
 
 class BodyTimeout(ExportRefused):

@@ -32,7 +32,7 @@ from aiohttp import web
 from tracegrade.errors import StoreError, TracegradeError
 from tracegrade.ingest.body_budget import BodyBudget
 from tracegrade.ingest.forget_endpoint import add_forget_route
-from tracegrade.ingest.grpc_services import OtlpGrpcServices
+from tracegrade.ingest.grpc_services import OtlpGrpcServices, grpc_receive_limit
 from tracegrade.ingest.host_guard import host_guard
 from tracegrade.ingest.http_app import HttpFrontEnd
 from tracegrade.ingest.intake import Intake, ShuttingDown, StoreUnavailable
@@ -128,7 +128,8 @@ class ReceiverServer:
             self._storage = await loop.run_in_executor(None, Storage.open, self.settings, self._hooks(loop))
             self._intake.replace_writer(self._storage.journaled)
             assert self._grpc is not None
-            self._grpc.add_generic_rpc_handlers(OtlpGrpcServices(self._intake, metrics).handlers())
+            services = OtlpGrpcServices(self._intake, metrics, self.settings.max_request_bytes)
+            self._grpc.add_generic_rpc_handlers(services.handlers())
             await self._grpc.start()
             front_end = HttpFrontEnd(
                 self._intake,
@@ -171,10 +172,9 @@ class ReceiverServer:
 
     def _bind_grpc(self) -> None:
         """Create the gRPC server and bind its port (services are added once the storage is open)."""
-        limit = self.settings.max_request_bytes
         server = grpc.aio.server(
             options=[
-                ("grpc.max_receive_message_length", limit),
+                ("grpc.max_receive_message_length", grpc_receive_limit(self.settings.max_request_bytes)),
                 ("grpc.max_send_message_length", 4 * 1024 * 1024),
                 ("grpc.so_reuseport", 0),
             ],
