@@ -34,14 +34,18 @@ async def read_json_post(
     request: web.Request, authorize: Authorize | None, what: str, when_too_large: str
 ) -> tuple[str, bytes]:
     """The caller's tenant (``authorize`` given the ``Authorization`` header; ``DEFAULT_TENANT`` without it) and
-    the body. Raises Refusal: the authorizer's status (401), 415 for a body that is not JSON (``what`` names what
-    to send), 413 for one larger than the server takes (``when_too_large`` says what to do)."""
+    the body. Raises Refusal: the authorizer's refusal with its status (401, 403), 415 for a body that is not
+    JSON (``what`` names what to send), 413 for one larger than the server takes (``when_too_large`` says what
+    to do)."""
     tenant = DEFAULT_TENANT
     if authorize is not None:
         try:
             tenant = authorize(request.headers.get("Authorization"))
         except Exception as exc:
-            raise Refusal(getattr(exc, "http_status", 401), str(exc)) from None
+            status = getattr(exc, "http_status", None)
+            if status is None:  # a fault of the server's own, not a refusal: it must not read as "unauthorized"
+                raise
+            raise Refusal(status, str(exc)) from None
     if request.content_type != "application/json":
         # a plain-text body is what another site's form can post without the browser asking first
         raise Refusal(415, f"send {what} as Content-Type: application/json, not {request.content_type}")
