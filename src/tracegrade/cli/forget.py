@@ -2,12 +2,14 @@
 
 On a lake, or a DuckDB file no server holds, it opens the store and forgets the traces there; on a file that
 `tracegrade serve` holds, it asks that server (``POST /v1/forget``, whose token decides the tenant). The traces
-are given by id, or selected with ``--where`` over the traces table (as the same tenant sees it); on a store
-opened here, the trajectories of traces still waiting to be built are built first, so that ``--where`` sees them.
+are given by id, or selected with ``--where`` over the traces table (as the same tenant sees it). Traces whose
+spans are stored but whose trajectory is not built yet are not in that table: on a store opened here they are
+built first, and through a server ``forget`` waits for the server to build them, so that ``--where`` sees them.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,6 +24,12 @@ from tracegrade.cli.store_access import chosen_tenant, lake_data_option, open_wr
 __all__ = ["command"]
 
 SHOWN_IDS = 20  # trace ids a dry run lists
+SERVER_BUILD_WAIT = 30.0  # seconds --where waits for a server to build the trajectories still waiting
+# the traces (as the caller's tenant sees the store) whose spans are stored but that have no trajectory yet
+_UNBUILT_SQL = (
+    "SELECT DISTINCT trace_id FROM spans s "
+    "WHERE NOT EXISTS (SELECT 1 FROM traces t WHERE t.tenant = s.tenant AND t.trace_id = s.trace_id)"
+)
 
 
 @dataclass(frozen=True)
@@ -30,7 +38,8 @@ class _Target:
 
     query: Callable[[str, list[Any]], list[tuple[Any, ...]]]  # a read-only statement, as the tenant sees the store
     forget: Callable[[list[str], bool], Any]  # (trace ids, delete_runs) -> Deleted
-    build_waiting: Callable[[], int]  # build the trajectories still waiting; how many (a server builds its own)
+    # bring the trajectories still waiting to be built into the traces table (built here, or by the server)
+    see_waiting: Callable[[], None]
 
 
 @click.command("forget")
@@ -45,8 +54,8 @@ class _Target:
 @click.option(
     "--where",
     help='Also forget the traces this SQL predicate over the traces table selects, e.g. "conversation_id = '
-    "'c-42'\". On a store opened here, trajectories still waiting to be built are built first; a server builds "
-    "a trace about a second after its last span.",
+    "'c-42'\". Traces whose trajectory is still waiting to be built are built first (through a server, it waits "
+    f"up to {SERVER_BUILD_WAIT:.0f} s for the server to build them).",
 )
 @click.option(
     "--delete-runs",
@@ -91,9 +100,7 @@ def command(
         raise click.UsageError(str(exc)) from None
     with _target(store_path, token, lake_data) as target:
         if where is not None:
-            built = target.build_waiting()
-            if built:
-                click.echo(f"built the trajectories of {built} waiting trace(s) first, so that --where sees them")
+            target.see_waiting()
             try:
                 rows = target.query(f"SELECT DISTINCT trace_id FROM traces WHERE ({where}) ORDER BY trace_id", [])
             except StoreError as exc:
@@ -162,7 +169,7 @@ def _target(store_path: Path | str, token: str | None, lake_data: Path | None) -
         yield _Target(
             lambda sql, params: remote.query(sql, params).rows,
             lambda ids, delete_runs: remote.forget(ids, delete_runs=delete_runs),
-            lambda: 0,
+            lambda: _await_server_builds(lambda: {str(row[0]) for row in remote.query(_UNBUILT_SQL).rows}),
         )
         return
     tenant = chosen_tenant() or DEFAULT_TENANT
@@ -170,7 +177,34 @@ def _target(store_path: Path | str, token: str | None, lake_data: Path | None) -
         yield _Target(
             lambda sql, params: store.query(sql, params, tenant=tenant).rows,
             lambda ids, delete_runs: store.forget(ids, tenant, delete_runs=delete_runs),
-            lambda: rebuild_traces(store, store.stale_trajectories()),
+            lambda: _say_built(rebuild_traces(store, store.stale_trajectories())),
         )
     finally:
         store.close()
+
+
+def _say_built(count: int) -> None:
+    if count:
+        click.echo(f"built the trajectories of {count} waiting trace(s) first, so that --where sees them")
+
+
+def _await_server_builds(waiting_now: Callable[[], set[str]]) -> None:
+    """Wait until the server has built a trajectory for each trace that had none (``waiting_now``: the ids of those
+    traces now), at most ``SERVER_BUILD_WAIT`` seconds. (A trace whose trajectory is only older than its newest
+    span is already in the traces table.)"""
+    waiting = waiting_now()
+    if not waiting:
+        return
+    click.echo(
+        f"waiting for the server to build the trajectories of {len(waiting)} trace(s), so that --where sees them"
+    )
+    deadline = time.monotonic() + SERVER_BUILD_WAIT
+    while waiting and time.monotonic() < deadline:
+        time.sleep(0.25)
+        waiting &= waiting_now()  # only the traces that were waiting: new ones may keep arriving
+    if waiting:
+        click.echo(
+            f"warning: the server had still not built the trajectories of {len(waiting)} trace(s) after "
+            f"{SERVER_BUILD_WAIT:.0f} s (it is behind), so --where cannot see them: run the command again later",
+            err=True,
+        )
