@@ -224,17 +224,21 @@ def test_the_forget_command_asks_the_server_that_holds_the_file_and_opens_a_file
     assert empty.exit_code == 2 and "give the ids of the traces to forget" in empty.output
 
 
+def _send_unbuilt(server: ServerProcess, trace_ids: list[str], token: str) -> None:
+    """One span with a parent per trace, stored: the server builds each trace a second after its span (no root
+    span says it ended)."""
+    spans = [span_json(trace_id, 1, parentSpanId=f"{99:016x}") for trace_id in trace_ids]
+    body = json.dumps(traces_json(spans, service="unbuilt")).encode()
+    assert post(f"{server.http_url}/v1/traces", body, "application/json", token=token).status == 200
+    stored = "SELECT count(*) FROM spans WHERE service_name = 'unbuilt'"
+    wait_until(lambda: query(server.http_url, stored, token=token) == [[len(trace_ids)]], "the spans stored", 30)
+    assert query(server.http_url, "SELECT count(*) FROM traces", token=token) == [[0]]  # not built yet
+
+
 def test_forget_where_through_a_server_waits_for_the_trajectories_still_waiting(tmp_path: Path) -> None:
     token = "a-token-of-twenty-chars"
     with ServerProcess(tmp_path / "traces.duckdb", extra_args=("--token", token)) as server:
-        trace_id = trace_hex(7)
-        # a span with a parent: the server builds the trace a second after it (no root span says it ended)
-        child = span_json(trace_id, 1, parentSpanId=f"{99:016x}")
-        body = json.dumps(traces_json([child], service="unbuilt")).encode()
-        assert post(f"{server.http_url}/v1/traces", body, "application/json", token=token).status == 200
-        stored = "SELECT count(*) FROM spans WHERE trace_id = ?"
-        wait_until(lambda: query(server.http_url, stored, [trace_id], token=token) == [[1]], "the span stored", 30)
-        assert query(server.http_url, "SELECT count(*) FROM traces", token=token) == [[0]]  # not built yet
+        _send_unbuilt(server, [trace_hex(7)], token)
         through = ["forget", "--store", str(server.store), "--token", token, "--where", "service_name = 'unbuilt'"]
         done = CliRunner().invoke(cli, through)
         assert done.exit_code == 0, done.output
@@ -243,6 +247,18 @@ def test_forget_where_through_a_server_waits_for_the_trajectories_still_waiting(
         )
         assert "forgot 1 trace(s): 1 span(s)" in done.output
         assert _stored(server.http_url, token) == {}
+
+
+def test_forget_where_says_what_it_may_miss_when_the_server_cannot_say_which_traces_wait(tmp_path: Path) -> None:
+    token = "a-token-of-twenty-chars"
+    limited = ("--token", token, "--query-max-rows", "1")  # two waiting traces are more rows than it returns
+    with ServerProcess(tmp_path / "traces.duckdb", extra_args=limited) as server:
+        _send_unbuilt(server, [trace_hex(8), trace_hex(9)], token)
+        where = f"trace_id = '{trace_hex(8)}'"
+        done = CliRunner().invoke(cli, ["forget", "--store", str(server.store), "--token", token, "--where", where])
+        assert done.exit_code == 0, done.output
+        assert "warning: could not ask the server which traces still wait for their trajectory" in done.output
+        assert "--query-max-rows" in done.output and "--where may miss the newest traces" in done.output
 
 
 def test_forget_on_a_lake_while_another_receiver_writes_loses_nothing_else_and_drops_its_late_spans(

@@ -192,16 +192,26 @@ def _await_server_builds(waiting_now: Callable[[], set[str]]) -> None:
     """Wait until the server has built a trajectory for each trace that had none (``waiting_now``: the ids of those
     traces now), at most ``SERVER_BUILD_WAIT`` seconds. (A trace whose trajectory is only older than its newest
     span is already in the traces table.)"""
-    waiting = waiting_now()
-    if not waiting:
+    from tracegrade.errors import StoreError
+
+    try:
+        waiting = waiting_now()
+        if waiting:
+            click.echo(
+                f"waiting for the server to build the trajectories of {len(waiting)} trace(s), so that --where "
+                "sees them"
+            )
+        deadline = time.monotonic() + SERVER_BUILD_WAIT
+        while waiting and time.monotonic() < deadline:
+            time.sleep(0.25)
+            waiting &= waiting_now()  # only the traces that were waiting: new ones may keep arriving
+    except StoreError as exc:  # say what --where may miss, and forget what it sees
+        click.echo(
+            f"warning: could not ask the server which traces still wait for their trajectory ({exc}), so --where "
+            "may miss the newest traces: run the command again later",
+            err=True,
+        )
         return
-    click.echo(
-        f"waiting for the server to build the trajectories of {len(waiting)} trace(s), so that --where sees them"
-    )
-    deadline = time.monotonic() + SERVER_BUILD_WAIT
-    while waiting and time.monotonic() < deadline:
-        time.sleep(0.25)
-        waiting &= waiting_now()  # only the traces that were waiting: new ones may keep arriving
     if waiting:
         click.echo(
             f"warning: the server had still not built the trajectories of {len(waiting)} trace(s) after "
