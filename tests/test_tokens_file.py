@@ -75,7 +75,11 @@ def test_a_tenant_with_a_short_token_is_named_in_a_warning(tmp_path: Path) -> No
             "tenants.globex[1]: this token is listed for tenant 'acme' too",
         ),
         ("tenants: [acme\n", "not valid YAML"),
-        ("tenants:\n  acme: [{token: t, scopes: [write]}]\n", "tenants.acme[0].scopes: unknown scope 'write'"),
+        ("tenants:\n  acme: [{token: t, scopes: [write]}]\n", "tenants.acme[0].scopes: unknown scope 'write';"),
+        (
+            "tenants:\n  acme: [{token: t, scopes: [judges]}]\n",
+            "unknown scope 'judges' (did you mean 'judge'?); the scopes are ingest, read, record, forget, judge",
+        ),
         ("tenants:\n  acme: [{token: t, scopes: []}]\n", "tenants.acme[0].scopes: list one or more of ingest"),
         ("tenants:\n  acme: [{token: t}]\n", "tenants.acme[0]: give a token alone, or {token: ..., scopes"),
         ("tenants:\n  acme: [{token: t, scope: [read]}]\n", "(found keys ['scope', 'token'])"),

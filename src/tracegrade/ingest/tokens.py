@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from tracegrade.errors import InvalidValueError
+from tracegrade.errors import InvalidValueError, did_you_mean
 from tracegrade.store.tenancy import DEFAULT_TENANT, check_tenant_name
 
 __all__ = [
@@ -187,7 +187,10 @@ def _token_entry(entry: Any, where: str) -> tuple[str, frozenset[str]]:
         raise ValueError(f"{where}.scopes: list one or more of {', '.join(SCOPES)}")
     for scope in scopes:
         if scope not in SCOPES:
-            raise ValueError(f"{where}.scopes: unknown scope {scope!r}; the scopes are {', '.join(SCOPES)}")
+            raise ValueError(
+                f"{where}.scopes: unknown scope {scope!r}{did_you_mean(scope, SCOPES)}; the scopes are "
+                f"{', '.join(SCOPES)}"
+            )
     return check_token(entry["token"], f"{where}.token"), frozenset(scopes)
 
 
