@@ -78,9 +78,10 @@ def one_round(store: Path, spans: int, callers: int, arguments: dict[str, Any]) 
         try:
             for grader in graders:
                 grader.start()
-            if callers:
-                while not done:  # grading is under way before the load starts
-                    time.sleep(0.05)
+            while callers and not done:  # grading is under way before the load starts
+                if not any(grader.is_alive() for grader in graders):
+                    raise SystemExit("every grade caller stopped before its first call finished (see above)")
+                time.sleep(0.05)
             command = [sys.executable, str(BENCH / "loadgen.py"), "--protocol", "grpc", "--target"]
             command += [server.grpc_target, "--spans", str(spans), "--batch", "512", "--concurrency", "4"]
             loadgen = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
