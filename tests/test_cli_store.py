@@ -221,6 +221,14 @@ def test_show_tree_has_nodes_tools_llm_calls_and_response(store_path):
     assert "final response: It is sunny in Paris." in out
 
 
+def test_show_tree_fits_an_80_column_terminal(store_path):
+    for trace_id, expected in ((fixture_trace_id(LANGGRAPH), "LLM calls (2"), (trace_hex(900), "eval case: case-err")):
+        narrow = run("show", "--store", store_path, trace_id, env={"COLUMNS": "80"})
+        wide = run("show", "--store", store_path, trace_id, env={"COLUMNS": "300"})
+        assert narrow[0] == 0 and expected in narrow[1]
+        assert narrow == wide  # nothing wrapped
+
+
 def test_show_marks_content_not_captured(store_path):
     code, out, _ = run("show", "--store", store_path, fixture_trace_id(ADK_DEFAULT))
     assert code == 0

@@ -62,18 +62,22 @@ def _ms(start_ns: int, end_ns: int) -> str:
 
 def build_tree(trace: dict[str, Any], execution: ExecutionResult) -> Tree:
     """The rich Tree for one trace row and its ExecutionResult."""
+    # Short lines, so that typical ids and names fit an 80-column terminal without wrapping inside the tree.
     header = Text(f"trace {trace['trace_id']}", style="bold cyan")
-    header.append(f"  {trace.get('root_name') or ''}  service={trace.get('service_name') or '?'}")
-    header.append(f"  {trace.get('start_time')}  {trace.get('duration_ms') or 0:.1f} ms  status={execution.status}")
+    header.append(f"  {trace.get('duration_ms') or 0:.1f} ms  status={execution.status}")
     tree = Tree(header)
-    tree.add(Text(f"convention: {execution.convention or 'unknown'}  spans: {trace.get('span_count')}"))
-    if trace.get("case_id"):
-        tree.add(
-            Text(
-                f"eval case: {trace['case_id']}  eval set: {trace.get('eval_set_id')}  "
-                f"turn: {trace.get('turn_index')}  run: {trace.get('run_id')}"
-            )
+    tree.add(Text(f"root: {trace.get('root_name') or '?'}  service: {trace.get('service_name') or '?'}"))
+    tree.add(
+        Text(
+            f"started: {trace.get('start_time')}  spans: {trace.get('span_count')}  "
+            f"convention: {execution.convention or 'unknown'}"
         )
+    )
+    if trace.get("case_id"):
+        case = f"eval case: {trace['case_id']}  turn: {trace.get('turn_index')}"
+        tree.add(Text(f"{case}  eval set: {trace.get('eval_set_id')}"))
+        if trace.get("run_id"):
+            tree.add(Text(f"run: {trace['run_id']}"))
     tree.add(_line("user query", execution.user_query))
     _add_nodes(tree, execution)
     _add_tool_calls(tree, execution)
@@ -131,11 +135,12 @@ def _add_llm_calls(tree: Tree, execution: ExecutionResult) -> None:
         text = Text(f"{index}. {llm.model or 'unknown model'}")
         if llm.provider:
             text.append(f" ({llm.provider})")
-        if llm.node:
-            text.append(f"  node={llm.node}", style="dim")
-        text.append(f"  tokens in {llm.token_usage.input_tokens} / out {llm.token_usage.output_tokens}")
         text.append(_ms(llm.start_ns, llm.end_ns), style="dim")
         branch = llms.add(text)
+        usage_line = Text(f"tokens in {llm.token_usage.input_tokens} / out {llm.token_usage.output_tokens}")
+        if llm.node:
+            usage_line.append(f"  node: {llm.node}", style="dim")
+        branch.add(usage_line)
         if llm.tool_call_requests:
             branch.add(Text("requested tools: " + ", ".join(c.name for c in llm.tool_call_requests)))
         if llm.error:
