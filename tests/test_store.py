@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from datetime import datetime, timedelta
 from importlib import resources
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -391,12 +394,36 @@ def test_locked_store_names_the_holding_process(tmp_path):
         assert store.query("SELECT count(*) FROM spans").rows == [(0,)]
 
 
+def damaged_stores(directory: Path) -> list[Path]:
+    """Two copies of a store with data: one with 4 MiB overwritten past its first 2 MiB, one cut to 1 MB."""
+    original = directory / "original.duckdb"
+    with TraceStore(original) as store:
+        filler = [os.urandom(1000).hex() for _ in range(1500)]  # incompressible: the file grows past 6 MiB
+        store.write(
+            [make_span(t, s, attributes={"filler": filler[t * 5 + s - 1]}) for t in range(300) for s in range(1, 6)]
+        )
+    flipped, truncated = directory / "flipped.duckdb", directory / "truncated.duckdb"
+    for copy in (flipped, truncated):
+        shutil.copyfile(original, copy)
+    with flipped.open("r+b") as file:
+        file.seek(2 * 1024 * 1024)
+        file.write(b"\xab" * (4 * 1024 * 1024))
+    os.truncate(truncated, 1_000_000)
+    return [flipped, truncated]
+
+
 def test_corrupt_missing_and_foreign_files_give_clear_errors(tmp_path):
     corrupt = tmp_path / "corrupt.duckdb"
     corrupt.write_bytes(b"this is not a database" * 500)
     for opener in (lambda: open_store_for_read(corrupt), lambda: TraceStore(corrupt)):
         with pytest.raises(StoreError, match="not a valid DuckDB database"):
             opener()
+    for damaged in damaged_stores(tmp_path):
+        for opener in (open_store_for_read, TraceStore):
+            with pytest.raises(StoreError) as caught:
+                opener(damaged)
+            assert not isinstance(caught.value, StoreLockedError)  # a "block" is not a lock
+            assert f"store {damaged} is damaged" in str(caught.value) and "move it aside" in str(caught.value)
     missing = tmp_path / "missing.duckdb"
     with pytest.raises(StoreError, match=r"store not found: .*missing\.duckdb \(create one with"):
         open_store_for_read(missing)

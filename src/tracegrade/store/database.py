@@ -12,6 +12,7 @@ import duckdb
 import pyarrow as pa
 
 from tracegrade.errors import StoreError, StoreLockedError
+from tracegrade.store.journal import journal_directory
 from tracegrade.store.rows import sql_string
 
 __all__ = [
@@ -29,6 +30,8 @@ __all__ = [
 
 _DUCKDB_SIZE = re.compile(r"^\s*(\d+(\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$", re.IGNORECASE)
 _LOCK_PID = re.compile(r"Conflicting lock is held in .*?\(PID (\d+)\)", re.S)
+# DuckDB's words for a store file whose blocks fail their checksums or end before the file says they do
+_DAMAGE_SIGNS = ("corrupt database file", "could not read enough bytes")
 
 
 def duckdb_size_bytes(value: str) -> int:
@@ -146,12 +149,19 @@ def _opening(path: Path) -> Iterator[None]:
         yield
     except duckdb.IOException as exc:
         message = str(exc)
-        if "lock" in message.lower():
+        lowered = message.lower()
+        if "could not set lock" in lowered or "conflicting lock" in lowered:
             raise locked_error(path, lock_holder_pid(message)) from None
         if "not a valid DuckDB database file" in message:
             raise StoreError(
                 f"store {path} is not a valid DuckDB database (corrupt, truncated or another kind of file); "
                 "move it aside and recreate the store, or point --store at the right file"
+            ) from None
+        if any(sign in lowered for sign in _DAMAGE_SIGNS):
+            raise StoreError(
+                f"store {path} is damaged ({message}); move it aside (keep it for recovery or inspection) and "
+                f"start again with a new store at that path: the requests still in {journal_directory(path)} "
+                "are replayed into it"
             ) from None
         if "database does not exist" in message:
             raise store_not_found(path) from None
