@@ -224,6 +224,29 @@ def test_one_malformed_span_is_rejected_with_its_path(fields, reason):
     assert reason in rejection.reason
 
 
+def test_an_integer_of_thousands_of_digits_rejects_only_its_span():
+    wide = "9" * 5000  # more digits than Python converts from text by default (4,300)
+    spans = [
+        _valid_span(spanId="00000000000000a1"),
+        _valid_span(spanId="00000000000000a2", attributes=[{"key": "n", "value": {"intValue": 0}}]),
+        _valid_span(spanId="00000000000000a3", attributes=[{"key": "n", "value": {"intValue": "-" + wide}}]),
+        _valid_span(spanId="00000000000000a4", attributes=[{"key": "s", "value": {"stringValue": 0}}]),
+        _valid_span(spanId="00000000000000a5", attributes=[{"key": "n", "value": {"intValue": 2**70}}]),
+    ]
+    body = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
+    body = body.replace('"intValue": 0', f'"intValue": {wide}').replace('"stringValue": 0', f'"stringValue": -{wide}')
+    decoded = decode_traces_json(body.encode())
+    assert [record.span_id for record in decoded.spans] == ["00000000000000a1"]
+    reasons = [(rejection.where, rejection.reason) for rejection in decoded.rejected]
+    int64 = f"out of range for an int64 ({-(2**63)} to {2**63 - 1}): a number of more than 20 digits"
+    assert reasons == [
+        (SPAN_PATH.format(1), f"attributes[0].value.intValue is {int64}"),
+        (SPAN_PATH.format(2), f"attributes[0].value.intValue is {int64}"),
+        (SPAN_PATH.format(3), "attributes[0].value.stringValue: must be a string, got a number of 5000 digits"),
+        (SPAN_PATH.format(4), f"attributes[0].value.intValue is {int64}"),
+    ]
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [

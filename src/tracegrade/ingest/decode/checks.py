@@ -10,7 +10,7 @@ import base64
 import binascii
 import functools
 from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+from typing import NamedTuple, ParamSpec, TypeVar
 
 from tracegrade.errors import DecodeError, TracegradeError
 
@@ -21,7 +21,9 @@ __all__ = [
     "MAX_INT64",
     "STATUS_BY_NAME",
     "STATUS_BY_NUMBER",
+    "WIDEST_INT_DIGITS",
     "Invalid",
+    "WideInteger",
     "bad_id_bytes",
     "guarded",
     "hex_id",
@@ -65,10 +67,22 @@ def stored_count(count: int) -> int:
     return count if count <= MAX_INT32 else MAX_INT32
 
 
+WIDEST_INT_DIGITS = 20  # the digits of 2**64 - 1, the widest protobuf integer
+
+
+class WideInteger(NamedTuple):
+    """An OTLP/JSON integer literal of more digits than any protobuf field holds, left unconverted (Python
+    refuses to convert integer strings of thousands of digits, and no field could hold one anyway)."""
+
+    digits: int
+
+
 def type_name(value: object) -> str:
     """The JSON name of a parsed JSON value's type, for error messages."""
     if value is None:
         return "null"
+    if isinstance(value, WideInteger):
+        return f"a number of {value.digits} digits"
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, (int, float)):

@@ -19,7 +19,9 @@ from tracegrade.ingest.decode.checks import (
     KIND_BY_NUMBER,
     STATUS_BY_NAME,
     STATUS_BY_NUMBER,
+    WIDEST_INT_DIGITS,
     Invalid,
+    WideInteger,
     guarded,
     hex_id,
     log_times_problem,
@@ -61,9 +63,17 @@ def load_json(body: bytes | bytearray | memoryview | str) -> Any:
         raise DecodeError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     except RecursionError:
         raise DecodeError(f"JSON is nested too deeply for the parser{_where_too_deep(text)}") from None
+    except ValueError:  # an integer of more digits than Python converts: the field that holds it refuses it
+        parsed = json.loads(text, parse_int=_integer)
     if "\\ud" in text or "\\uD" in text:
         _refuse_lone_surrogates(parsed)
     return parsed
+
+
+def _integer(literal: str) -> int | WideInteger:
+    """A JSON integer literal as an int, or, past any protobuf integer's width, only its number of digits."""
+    digits = len(literal) - literal.startswith("-")
+    return WideInteger(digits) if digits > WIDEST_INT_DIGITS else int(literal)
 
 
 # the tokens that open or close a level, and whole strings (skipped: a bracket inside one is text)

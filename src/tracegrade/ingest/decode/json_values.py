@@ -14,7 +14,7 @@ import base64
 import binascii
 from typing import Any
 
-from tracegrade.ingest.decode.checks import Invalid, quote, short_value, type_name
+from tracegrade.ingest.decode.checks import WIDEST_INT_DIGITS, Invalid, WideInteger, quote, short_value, type_name
 from tracegrade.ingest.decode.limits import TOO_DEEP, DecodeLimits, clip_text
 
 __all__ = ["attributes_from_json", "json_int", "value_from_json"]
@@ -45,22 +45,28 @@ def json_int(value: Any, field: str, *, unsigned: bool = False, bits: int = 64) 
     """An OTLP/JSON integer of the protobuf field's width (``bits``, signed or not): a JSON number or a decimal
     string. A value the field could not hold is refused, as a protobuf sender could not have sent it."""
     kind = type(value)
+    number: int | None
     if kind is str:
         digits = value[1:] if value[:1] == "-" else value
         if not (digits.isascii() and digits.isdigit()):
             raise Invalid(f"{field} must be an integer (a number or a decimal string), got {quote(value)}")
-        number = int(value)
+        # wider than any field: left unconverted (Python refuses integer strings of thousands of digits)
+        number = int(value) if len(digits) <= WIDEST_INT_DIGITS else None
     elif kind is int:
         number = value
     elif kind is float and value.is_integer():
         number = int(value)
+    elif kind is WideInteger:
+        number = None
     else:
         raise Invalid(f"{field} must be an integer (a number or a decimal string), got {type_name(value)}")
     low = 0 if unsigned else -(2 ** (bits - 1))
     high = 2**bits - 1 if unsigned else 2 ** (bits - 1) - 1
-    if not low <= number <= high:
+    if number is None or not low <= number <= high:
         width = f"a uint{bits}" if unsigned else f"an int{bits}"
-        raise Invalid(f"{field} is out of range for {width} ({low} to {high}): {number}")
+        wide = number is None or abs(number) >= 10**WIDEST_INT_DIGITS
+        shown = f"a number of more than {WIDEST_INT_DIGITS} digits" if wide else str(number)
+        raise Invalid(f"{field} is out of range for {width} ({low} to {high}): {shown}")
     return number
 
 
