@@ -10,6 +10,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from click.testing import CliRunner
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
 from opentelemetry.sdk.trace import TracerProvider
@@ -17,12 +18,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.support.server_inprocess import running_server
+from tracegrade.cli.main import cli
 from tracegrade.store import TraceStore
 
 
 def _self_signed(directory: Path) -> tuple[Path, Path]:
     if shutil.which("openssl") is None:
         pytest.skip("the openssl command is needed to make a test certificate")
+    directory.mkdir(parents=True, exist_ok=True)
     cert, key = directory / "cert.pem", directory / "key.pem"
     subprocess.run(
         [
@@ -76,3 +79,18 @@ def test_both_protocols_serve_tls_with_the_given_certificate(tmp_path: Path) -> 
         assert reader.query("SELECT count(*) FROM spans").rows == [(2,)]
     finally:
         reader.close()
+
+
+def test_a_bad_certificate_or_key_is_named_before_any_port_is_bound(tmp_path: Path) -> None:
+    first = _self_signed(tmp_path / "first")
+    second = _self_signed(tmp_path / "second")
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate\n")
+    cases = [((first[0], second[1]), "the key does not belong to the certificate"), ((junk, junk), "unreadable as PEM")]
+    for (cert, key), problem in cases:
+        store = tmp_path / "store.duckdb"
+        args = ["serve", "--store", str(store), "--grpc-port", "0", "--http-port", "0"]
+        result = CliRunner().invoke(cli, [*args, "--tls-cert", str(cert), "--tls-key", str(key)])
+        assert result.exit_code == 2, result.output
+        assert f"cannot serve TLS with --tls-cert {cert} and --tls-key {key}: {problem}" in result.stderr
+        assert "port" not in result.stderr

@@ -78,6 +78,7 @@ class ReceiverServer:
         self._grpc: grpc.aio.Server | None = None
         self._http: web.AppRunner | None = None
         self._http_socket: socket.socket | None = None
+        self._tls: ssl.SSLContext | None = None
         # more threads than turns, so a query waiting for a turn waits in the gate, where its wait is bounded
         self._query_executor = ThreadPoolExecutor(settings.max_queries + 4, thread_name_prefix="tracegrade-query")
         self._queries = QueryGate(settings.max_queries, settings.query_timeout)
@@ -102,6 +103,7 @@ class ReceiverServer:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         try:
+            self._tls = self._ssl_context()  # first: grpc's own check of the files reports them as a bind failure
             self._bind_grpc()
             self._bind_http()
             # what the in-flight slots bounded when they also covered reading bodies: nothing new to configure
@@ -221,14 +223,26 @@ class ReceiverServer:
         )
         await self._http.setup()
         assert self._http_socket is not None
-        site = web.SockSite(self._http, self._http_socket, ssl_context=self._ssl_context())
+        site = web.SockSite(self._http, self._http_socket, ssl_context=self._tls)
         await site.start()
 
     def _ssl_context(self) -> ssl.SSLContext | None:
+        """OTLP/HTTP's TLS context; loading it checks the certificate and key that both listeners use."""
         if not self.settings.tls_enabled:
             return None
+        cert, key = self.settings.tls_cert, self.settings.tls_key
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        context.load_cert_chain(str(self.settings.tls_cert), str(self.settings.tls_key))
+        try:
+            context.load_cert_chain(str(cert), str(key))
+        except ssl.SSLError as exc:
+            mismatch = exc.reason == "KEY_VALUES_MISMATCH"
+            problem = "the key does not belong to the certificate" if mismatch else f"unreadable as PEM ({exc.reason})"
+            raise OSError(
+                f"cannot serve TLS with --tls-cert {cert} and --tls-key {key}: {problem}; give a PEM certificate "
+                "chain and the PEM private key that belongs to it"
+            ) from None
+        except OSError as exc:
+            raise OSError(f"cannot read --tls-cert {cert} or --tls-key {key}: {exc.strerror or exc}") from None
         return context
 
     async def stop(self) -> None:
