@@ -185,6 +185,27 @@ def test_export_cases_matching_nothing_writes_nothing(workspace: Path, tmp_path:
     assert written.exit_code == 0 and len(EvalSet.from_file(golden)) == 2
 
 
+@pytest.mark.parametrize("escape", ["true) OR (true", "(status = 'OK'", "true) OR (true -- )"])
+def test_a_where_that_would_escape_its_parentheses_is_refused_by_every_command(
+    workspace: Path, tmp_path: Path, escape: str
+) -> None:
+    store = workspace / "store.duckdb"
+    stored = store.read_bytes()
+    config = workspace / "config.json"
+    problem = "leaves 1 parenthesis open" if escape.startswith("(") else "closes a parenthesis it did not open"
+    commands = [
+        ["traces", "--store", store, "--since", "1m"],
+        ["grade", "--store", store, "--config", config, "--since", "1m", "--no-record"],
+        ["export-cases", "--store", store, "--since", "1m", "-o", tmp_path / "cases.json"],
+        ["forget", "--store", store, "--dry-run"],
+    ]
+    for command in commands:
+        _refused(run_cli(*command, "--where", escape), f"--where {escape!r} {problem}")
+    assert store.read_bytes() == stored
+    # a parenthesis inside a string or a comment is text: such a predicate runs
+    assert run_cli("traces", "--store", store, "--where", "root_name <> ')' -- (").exit_code == 0
+
+
 # --- environment, endpoints, formats -----------------------------------------------------------------------------
 
 

@@ -116,6 +116,13 @@ BROKEN: list[tuple[str, str, dict[str, Any], str]] = [
         'column 10: Parser Error: syntax error at or near "="',
     ),
     (
+        "selector-escaping-its-parentheses",
+        "evalset",
+        {"eval_set_id": "orders", "eval_cases": [_case("a", selector={"where": "true) OR (true"})]},
+        "at $.eval_cases[0].metadata.selector.where: not a valid predicate over the traces table: it closes a "
+        "parenthesis it did not open (at character 5); write one condition, with its parentheses matched",
+    ),
+    (
         "selector-unknown-column",
         "evalset",
         {"eval_set_id": "orders", "eval_cases": [_case("a", selector={"where": "nosuchcol = 1"})]},
@@ -240,6 +247,11 @@ RULE = {"name": "r", "settle_seconds": 0, "criteria": {"contains_keywords": {"ke
             "Parser Error: syntax error at end of input",
         ),
         (
+            [{**RULE, "where": "(service_name = 'a'"}],
+            "at $.rules[0].where: rule 'r': not a valid predicate over the traces table: it leaves 1 parenthesis "
+            "open; write one condition, with its parentheses matched",
+        ),
+        (
             [RULE, {**RULE, "criteria": {"contains_keywords": {"keywords": ["ships"]}}}],
             "at $.rules[1].name: duplicate name 'r' (also used at $.rules[0]); every rule needs its own name",
         ),
@@ -248,7 +260,7 @@ RULE = {"name": "r", "settle_seconds": 0, "criteria": {"contains_keywords": {"ke
             "at $.rules[0].criteria.contains_keywords.keywords: contains_keywords is enabled without keywords",
         ),
     ],
-    ids=["unknown-column", "ends-too-soon", "duplicate-names", "empty-keywords"],
+    ids=["unknown-column", "ends-too-soon", "open-parenthesis", "duplicate-names", "empty-keywords"],
 )
 def test_the_worker_refuses_to_start_on_rules_that_cannot_all_grade(
     workspace: Path, rules: list[dict[str, Any]], says: str

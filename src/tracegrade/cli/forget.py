@@ -20,6 +20,7 @@ import click
 
 from tracegrade.cli.common import UsageProblem, friendly_errors
 from tracegrade.cli.store_access import chosen_tenant, lake_data_option, open_writable_store, store_options
+from tracegrade.store.predicates import isolated_predicate
 
 __all__ = ["command"]
 
@@ -101,8 +102,9 @@ def command(
     with _target(store_path, token, lake_data) as target:
         if where is not None:
             target.see_waiting()
+            predicate = isolated_predicate(where)
             try:
-                rows = target.query(f"SELECT DISTINCT trace_id FROM traces WHERE ({where}) ORDER BY trace_id", [])
+                rows = target.query(f"SELECT DISTINCT trace_id FROM traces WHERE {predicate} ORDER BY trace_id", [])
             except StoreError as exc:
                 raise UsageProblem(f"--where {where!r} is not a valid predicate over the traces table: {exc}") from None
             ids = list(dict.fromkeys([*ids, *(str(row[0]) for row in rows)]))

@@ -10,6 +10,7 @@ import click
 
 from tracegrade.cli.common import friendly_errors
 from tracegrade.cli.store_access import display, emit, reading_store, render_csv, render_json, store_options
+from tracegrade.store.predicates import isolated_predicate
 from tracegrade.timespec import parse_since
 
 __all__ = ["command", "table_columns"]
@@ -92,7 +93,7 @@ def build_query(
     if not eval_traffic:  # an evaluation run's turns carry tracegrade.run.id, stored as run_id
         conditions.append("run_id IS NULL")
     if where:
-        conditions.append(f"({where})")
+        conditions.append(isolated_predicate(where))
     sql = f"SELECT {columns} FROM traces"
     if conditions:
         sql += " WHERE " + " AND ".join(conditions)

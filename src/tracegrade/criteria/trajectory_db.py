@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from tracegrade.errors import QueryCancelled, StoreError, TracegradeError
 from tracegrade.models.execution import ExecutionResult
+from tracegrade.store.predicates import unbalanced_parenthesis
 from tracegrade.store.query_control import QueryControl
 from tracegrade.store.readonly import SandboxLimits, check_read_only, lock_down
 from tracegrade.store.rows import dedupe_spans, spans_to_arrow, sql_string_among, utc_now
@@ -275,6 +276,9 @@ def predicate_problem(predicate: str) -> SqlProblem | None:
 
     This is how predicates written into files (a case's ``metadata.selector.where``, a worker rule's ``where``)
     are checked when the file loads, rather than when a query over the store first fails."""
+    unbalanced = unbalanced_parenthesis(predicate)
+    if unbalanced:
+        return SqlProblem(f"it {unbalanced}; write one condition, with its parentheses matched")
     problem = sandbox().problem(_PREDICATE_QUERY.format(predicate))
     if problem is None or problem.line is None:
         return problem

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple, Protocol
 from tracegrade.errors import InvalidValueError
 from tracegrade.models.execution import LLM_CONTENT_FIELDS, ExecutionResult, LeanExecution
 from tracegrade.models.results import TokenUsage
+from tracegrade.store.predicates import isolated_predicate
 from tracegrade.store.rows import decompress_json, decompress_json_many, sql_string_among, sql_string_list
 from tracegrade.timespec import parse_since
 
@@ -82,7 +83,7 @@ def selection_where(sel: TraceSelection) -> tuple[str, list[object]]:
     clauses: list[str] = ["TRUE"]
     params: list[object] = []
     if sel.where and sel.where.strip():
-        clauses.append(f"({sel.where})")
+        clauses.append(isolated_predicate(sel.where))
     if sel.trace_ids is not None:
         clauses.append(f"trace_id IN {sql_string_list(sel.trace_ids)}")
     if sel.since:

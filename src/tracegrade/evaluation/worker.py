@@ -43,6 +43,7 @@ from tracegrade.evaluation.selection import TraceSelection, sample_predicate
 from tracegrade.models.config import CriteriaConfig, CriterionConfig, EvalConfig
 from tracegrade.models.files import load_model
 from tracegrade.store.grading_jobs import ClaimedJob, JobQueue
+from tracegrade.store.predicates import isolated_predicate
 from tracegrade.store.tenancy import DEFAULT_TENANT, GRADING_TENANT, check_tenant_name
 from tracegrade.store.tenant_scope import TenantStore
 from tracegrade.timespec import utc_now
@@ -241,7 +242,7 @@ class GradingWorker:
             if not rule.include_eval_runs:
                 where.append("run_id IS NULL")
             if rule.where:
-                where.append(f"({rule.where})")
+                where.append(isolated_predicate(rule.where, "rule where"))
             if rule.sample < 1.0:
                 where.append(sample_predicate(rule.sample))
             added += self.jobs.enqueue(rule.name, where, params, rule.tenant)
