@@ -133,7 +133,7 @@ def test_sql_formats(store_path, tmp_path):
     assert [(r[0], int(r[1])) for r in parsed[1:]] == [(r[0], r[1]) for r in direct.rows]
 
     code, out, _ = run("sql", "--store", store_path, "SELECT name, count(*) AS n FROM tool_calls GROUP BY name")
-    assert code == 0 and "get_weather" in out and "name" in out and "1 rows" in out
+    assert code == 0 and "get_weather" in out and "name" in out and "1 row" in out
 
     target = tmp_path / "out.parquet"
     code, _, err = run("sql", "--store", store_path, "--format", "parquet", "-o", target, sql)
@@ -202,6 +202,22 @@ def test_traces_table_and_bad_since(store_path):
     assert newest["trace_id"][:16] in out and newest["root_name"] in out
     code, _, err = run("traces", "--store", store_path, "--since", "yesterday")
     assert code == 2 and "--since 'yesterday'" in err
+
+
+def test_sql_rows_too_wide_for_the_terminal_show_one_line_per_column(store_path):
+    trace_id = fixture_trace_id(LANGGRAPH)
+    query = f"SELECT * FROM traces WHERE trace_id = '{trace_id}'"
+    code, out, _ = run("sql", "--store", store_path, query, env={"COLUMNS": "80"})
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "-- row 1 --" and lines[-1] == "1 row"
+    columns = run("sql", "--store", store_path, "--format", "csv", query)[1].splitlines()[0].split(",")
+    assert len(columns) > 20
+    for column in columns:  # each column on a line of its own, its name first
+        assert any(line.startswith(f"{column} ") for line in lines), column
+    assert f"trace_id {' ' * (len(max(columns, key=len)) - len('trace_id'))}{trace_id}" in out
+    code, out, _ = run("sql", "--store", store_path, "SELECT trace_id, span_count FROM traces LIMIT 2")
+    assert code == 0 and "┃ trace_id" in out and "2 rows" in out  # columns that fit: a table
 
 
 # --------------------------------------------------------------------------------------------- show

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -9,6 +10,7 @@ import click
 from tracegrade.cli.common import UsageProblem, friendly_errors
 from tracegrade.cli.store_access import emit, reading_store, render_csv, render_json, render_table, store_options
 from tracegrade.output_files import replacing
+from tracegrade.store.results import QueryResult
 
 __all__ = ["command"]
 
@@ -46,5 +48,9 @@ def command(query: str, fmt: str, output: Path | None, store_path: Path, token: 
             click.echo(f"wrote {table.num_rows} rows to {output}", err=True)
             return
         result = store.query(query)
-    renderers = {"table": render_table, "csv": render_csv, "json": render_json}
+    renderers: dict[str, Callable[[QueryResult], object]] = {
+        "table": render_table,
+        "csv": render_csv,
+        "json": render_json,
+    }
     emit(renderers[fmt](result), output, inputs=[store_path])

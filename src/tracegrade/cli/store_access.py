@@ -206,17 +206,53 @@ def display(value: Any) -> str:
     return str(value)
 
 
-def render_table(result: QueryResult, *, max_width: int = 80) -> Any:
-    """A rich Table of the rows (long cells clipped)."""
-    from rich.table import Table
-    from rich.text import Text
+def row_count(rows: int) -> str:
+    return f"{rows} row" if rows == 1 else f"{rows} rows"
 
-    table = Table(show_lines=False, header_style="bold", caption=f"{len(result.rows)} rows")
-    for column in result.columns:
-        table.add_column(column, overflow="fold")
-    for row in result.rows:
-        table.add_row(*(Text(clip(display(v), max_width)) for v in row))
-    return table
+
+class QueryTable:
+    """A query result for the terminal: a table when its columns fit the width it is printed at, else one block
+    per row with a line per column (too many columns for the width left a table of blank, folded cells)."""
+
+    NARROWEST_CELL = 12  # below this (or a shorter header) a column's cells fold too much to read
+
+    def __init__(self, result: QueryResult, *, max_width: int = 80) -> None:
+        self.result = result
+        self.max_width = max_width
+
+    def fits(self, width: int) -> bool:
+        """Whether every column gets at least its header or ``NARROWEST_CELL`` characters in ``width``."""
+        needed = sum(min(len(column), self.NARROWEST_CELL) + 3 for column in self.result.columns) + 1
+        return needed <= width
+
+    def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
+        from rich.table import Table
+        from rich.text import Text
+
+        result = self.result
+        cells = [[Text(clip(display(value), self.max_width)) for value in row] for row in result.rows]
+        if self.fits(options.max_width):
+            table = Table(show_lines=False, header_style="bold", caption=row_count(len(result.rows)))
+            for column in result.columns:
+                table.add_column(column, overflow="fold")
+            for row in cells:
+                table.add_row(*row)
+            yield table
+            return
+        for number, row in enumerate(cells, start=1):
+            block = Table.grid(padding=(0, 1))
+            block.add_column(style="bold", no_wrap=True)
+            block.add_column(overflow="fold")
+            for column, cell in zip(result.columns, row):
+                block.add_row(column, cell)
+            yield Text(f"-- row {number} --", style="dim")
+            yield block
+        yield Text(row_count(len(result.rows)), style="dim")
+
+
+def render_table(result: QueryResult, *, max_width: int = 80) -> QueryTable:
+    """The rows for the terminal (long cells clipped to ``max_width``): see :class:`QueryTable`."""
+    return QueryTable(result, max_width=max_width)
 
 
 def render_csv(result: QueryResult) -> str:
