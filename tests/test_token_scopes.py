@@ -6,12 +6,14 @@ data stays. A SIGHUP that narrows a token's scopes takes effect at once, for the
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
 from pathlib import Path
 
 import grpc
+import pytest
 from click.testing import CliRunner
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
@@ -154,3 +156,39 @@ def test_a_reload_that_narrows_a_tokens_scopes_takes_effect_at_once_for_its_ui_c
         os.kill(server.pid, signal.SIGHUP)
         wait_until(lambda: "unknown scope 'admin'" in server.log(), "the refused reload", 30)
         assert sql(server.http_url, "SELECT 1", READER).status == 200
+
+
+def _with_two_authorizations(server: ServerProcess, path: str, body: bytes, content_type: str) -> tuple[int, bytes]:
+    connection = http.client.HTTPConnection("127.0.0.1", int(server.http_url.rsplit(":", 1)[1]), timeout=30)
+    try:
+        connection.putrequest("POST", path)
+        connection.putheader("Content-Type", content_type)
+        connection.putheader("Content-Length", str(len(body)))
+        connection.putheader("Authorization", f"Bearer {ADMIN}")
+        connection.putheader("Authorization", f"Bearer {READER}")
+        connection.endheaders(body)
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def test_a_request_with_two_authorizations_is_refused_whichever_comes_first(tmp_path: Path) -> None:
+    tokens = _tokens_file(tmp_path / "tokens.yaml", ["ingest"])
+    with ServerProcess(tmp_path / "store.duckdb", extra_args=("--tokens", str(tokens))) as server:
+        trace_id = unique_trace_id()
+        status, answer = _with_two_authorizations(
+            server, "/v1/traces", traces_proto([span_json(trace_id, 0)]), "application/x-protobuf"
+        )
+        assert status == 401 and b"several Authorization headers; send one" in answer
+        query = json.dumps({"sql": "SELECT count(*) FROM spans"}).encode()
+        assert _with_two_authorizations(server, "/v1/query", query, "application/json")[0] == 401
+        with grpc.insecure_channel(server.grpc_target) as channel:
+            export = channel.unary_unary(TRACE_EXPORT)
+            metadata = (("authorization", f"Bearer {ADMIN}"), ("authorization", f"Bearer {READER}"))
+            with pytest.raises(grpc.RpcError) as refused:
+                export(traces_proto([span_json(trace_id, 1)]), metadata=metadata, timeout=30)
+        assert refused.value.code() is grpc.StatusCode.UNAUTHENTICATED  # type: ignore[attr-defined]
+        assert "several authorization metadata entries" in refused.value.details()  # type: ignore[attr-defined]
+        assert _grpc_status(server, ADMIN) is grpc.StatusCode.OK  # one token still works
+        assert trace_id not in _stored(server)

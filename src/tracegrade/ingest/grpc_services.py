@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import grpc
 
-from tracegrade.ingest.intake import TOO_LARGE_HINT, ExportRefused, Intake, PayloadTooLarge
+from tracegrade.ingest.intake import TOO_LARGE_HINT, ExportRefused, Intake, PayloadTooLarge, Unauthenticated
 from tracegrade.ingest.metrics import ReceiverMetrics
 from tracegrade.ingest.otlp_responses import Signal, WireFormat, encode_export_response, encode_retry_info
 
@@ -50,7 +50,7 @@ class OtlpGrpcServices:
 
     async def _export(self, signal: Signal, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
-            tenant = self._intake.authorize(_metadata_value(context, "authorization"), scope="ingest")
+            tenant = self._intake.authorize(_authorization(context), scope="ingest")
             if len(request) > self._limit:
                 raise PayloadTooLarge(
                     f"the request message has {len(request)} bytes; the limit is {self._limit}: {TOO_LARGE_HINT}"
@@ -70,8 +70,12 @@ class OtlpGrpcServices:
         self._metrics.requests.inc(protocol="grpc", signal=signal.value, status=code.name)
 
 
-def _metadata_value(context: grpc.aio.ServicerContext, key: str) -> str | None:
-    for name, value in context.invocation_metadata() or ():
-        if name == key:
-            return value if isinstance(value, str) else value.decode("latin-1")
-    return None
+def _authorization(context: grpc.aio.ServicerContext) -> str | None:
+    """The request's one ``authorization`` metadata value (None without one); several are refused, as over HTTP."""
+    values = [value for name, value in context.invocation_metadata() or () if name == "authorization"]
+    if len(values) > 1:
+        raise Unauthenticated("the request has several authorization metadata entries; send one: 'Bearer <token>'")
+    if not values:
+        return None
+    value = values[0]
+    return value if isinstance(value, str) else value.decode("latin-1")

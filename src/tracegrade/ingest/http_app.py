@@ -196,6 +196,17 @@ async def _explain_routing_errors(request: web.Request, handler: Any) -> web.Str
         return web.Response(status=404, body=body, headers={"Content-Type": WireFormat.JSON.content_type})
 
 
+@web.middleware
+async def _one_authorization(request: web.Request, handler: Any) -> web.StreamResponse:
+    """401 for a request with several ``Authorization`` headers: each endpoint reads one, and which one a proxy or
+    a handler would take differs, so such a request's identity is ambiguous."""
+    if len(request.headers.getall("Authorization", ())) > 1:
+        message = "the request has several Authorization headers; send one: 'Authorization: Bearer <token>'"
+        body = encode_status(16, message, WireFormat.JSON)  # 16 = UNAUTHENTICATED
+        return web.Response(status=401, body=body, headers={"Content-Type": WireFormat.JSON.content_type})
+    return await handler(request)
+
+
 class HttpFrontEnd:
     """Builds the aiohttp application around an :class:`Intake`."""
 
@@ -221,7 +232,7 @@ class HttpFrontEnd:
         self._readiness = readiness
 
     def build_app(self) -> web.Application:
-        app = web.Application(client_max_size=self._limit, middlewares=[_explain_routing_errors])
+        app = web.Application(client_max_size=self._limit, middlewares=[_one_authorization, _explain_routing_errors])
         app.router.add_post("/v1/traces", self._export_traces)
         app.router.add_post("/v1/logs", self._export_logs)
         app.router.add_post("/v1/query", self._query)
