@@ -84,4 +84,4 @@ def build_graph() -> StateGraph:
     return graph
 
 
-graph = build_graph()  # what `AgentEvaluator.evaluate_file` / `tracegrade run` pick up
+graph = build_graph()  # what `AgentEvaluator.evaluate_file` picks up
