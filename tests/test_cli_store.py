@@ -186,6 +186,7 @@ def test_traces_filters(store_path):
     }
     errors = traces_json(store_path, "--status", "error")
     assert [t["trace_id"] for t in errors] == [trace_hex(900)]
+    assert traces_json(store_path, "--status", "ERROR") == errors  # as the table shows it
     assert trace_hex(900) not in {t["trace_id"] for t in traces_json(store_path, "--status", "ok")}
     assert [t["trace_id"] for t in traces_json(store_path, "--case", "case-err")] == [trace_hex(900)]
     assert traces_json(store_path, "--since", "2099-01-01T00:00:00") == []

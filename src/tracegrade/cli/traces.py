@@ -106,7 +106,9 @@ def build_query(
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Most recent N traces.")
 @click.option("--since", help="Only traces that started after this: a duration ago (15m, 2h, 1d) or an ISO time.")
 @click.option("--service", help="Only traces whose root span's service.name is S.")
-@click.option("--status", type=click.Choice(["ok", "error"]), help="ok: not ERROR; error: ERROR status.")
+@click.option(
+    "--status", type=click.Choice(["ok", "error"], case_sensitive=False), help="ok: not ERROR; error: ERROR status."
+)
 @click.option("--case", "case", help="Only traces tagged with this eval case id.")
 @click.option("--where", help='Extra SQL condition on the traces table, e.g. "total_tokens > 1000".')
 @click.option(
