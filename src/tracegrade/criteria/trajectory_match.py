@@ -35,6 +35,8 @@ __all__ = ["ARGS_NOT_COMPARED", "NodeOrderMatchCriterion", "ToolNameMatchCriteri
 # What the matcher compares: the expected and actual items and the predicate (None: equal names suffice)
 _Compared = tuple[Sequence[Any], Sequence[Any], Callable[[Any, Any], bool] | None]
 
+_DIFFERENT_ARGUMENTS = "called with different arguments"  # a missing call's reason when its namesake differs
+
 #: appended to the reason when expected calls list arguments that ``check_args=False`` leaves uncompared
 ARGS_NOT_COMPARED = "Arguments were not compared (check_args is off); set check_args=true to compare them."
 
@@ -122,6 +124,11 @@ class TrajectoryMatchCriterion(SyncCriterion):
         """The result's details: the reason, the partial credit, and both trajectories (the calls themselves)."""
         check_args = self.config.check_args
         reason = _reason(score, "tools", *names)
+        if missing:
+            # the same names on both sides would read as a contradiction without this
+            differing = sum(entry["reason"].startswith(_DIFFERENT_ARGUMENTS) for entry in missing)
+            if differing:
+                reason += f" {differing} of the expected calls had different arguments."
         if not check_args and any(c.args for c in trajectories[0]):
             # check_args=False is the seed's default; say so, or an expected city=Bergen "passes" against Oslo
             reason += f" {ARGS_NOT_COMPARED}"
@@ -168,7 +175,7 @@ class TrajectoryMatchCriterion(SyncCriterion):
         at_same_position = [j for j in namesakes if j == index and self.config.match_type is MatchType.EXACT]
         closest = (at_same_position or [j for j in namesakes if j in leftover] or namesakes)[0]
         rule = self.config.tool_args.get(wanted.name)
-        return "called with different arguments: " + describe_arg_difference(actual_calls[closest], wanted, rule)
+        return f"{_DIFFERENT_ARGUMENTS}: " + describe_arg_difference(actual_calls[closest], wanted, rule)
 
 
 @register_criterion("node_order")
