@@ -146,7 +146,7 @@ async def test_unknown_ids_are_404(client: TestClient) -> None:
     assert "no trace" in (await _json(client, "/ui/api/traces/" + "e" * 32, 404))["error"]
     assert "no span" in (await _json(client, f"/ui/api/traces/{1:032x}/spans/{'0' * 16}", 404))["error"]
     assert "no grading run 'run-z'" in (await _json(client, "/ui/api/runs/run-z", 404))["error"]
-    assert "is ambiguous" in (await _json(client, "/ui/api/runs/run-", 404))["error"]
+    assert "is ambiguous" in (await _json(client, "/ui/api/runs/run-", 400))["error"]  # a bad request, not absent
     page = await client.get("/ui/traces/" + "e" * 32)
     assert page.status == 404 and "no trace" in await page.text()
 

@@ -1,9 +1,11 @@
-"""The UI's pages as HTML: what a page shows of a trace whose values are too large to show in full."""
+"""The UI's pages as HTML: what a page shows of a trace whose values are too large to show in full, and of an empty
+trace list."""
 
 from __future__ import annotations
 
 from tracegrade.models import ExecutionResult, ToolCall
 from tracegrade.ui import pages
+from tracegrade.ui.api import TraceFilters
 
 
 def _detail(execution: ExecutionResult, spans: list[dict] | None = None) -> dict:
@@ -51,3 +53,13 @@ def test_a_huge_span_name_is_cut_in_the_waterfall() -> None:
     spans = [_span("a" * 16, "agent " + "n" * 1_000_000), _span("b" * 16, "tool lookup", "a" * 16)]
     page = pages.trace_page(_detail(ExecutionResult(user_query="q"), spans))
     assert len(page) < 10_000 and "tool lookup" in page and "agent nnn" in page
+
+
+def test_an_empty_trace_list_says_whether_the_store_or_the_filters_are_empty() -> None:
+    facets: dict[str, list[str]] = {"services": [], "conventions": [], "tools": []}
+    empty = {"traces": [], "next_cursor": None}
+    unfiltered = pages.traces_page(empty, TraceFilters(), facets, {})
+    assert "No traces yet" in unfiltered and "No traces match" not in unfiltered
+    filtered = pages.traces_page(empty, TraceFilters(status="error"), facets, {"status": "error"})
+    assert "No traces match these filters." in filtered and "No traces yet" not in filtered
+    assert unfiltered.count('id="live"') == 1  # the live status once: the page's script updates one element

@@ -9,6 +9,7 @@ from pathlib import Path
 from tracegrade.cli.common import UsageProblem
 from tracegrade.cli.grading_store import open_grading_store
 from tracegrade.cli.report import load_report
+from tracegrade.errors import InvalidValueError
 from tracegrade.evaluation.run_records import list_runs, load_run
 from tracegrade.models.results import EvalReport
 
@@ -38,7 +39,7 @@ def load_runs(refs: list[str], store_path: Path, token: str | None) -> list[tupl
                 run_id = _run_id(store.reader, refs[i])
                 try:
                     loaded[i] = (run_id, load_run(store.reader, run_id))
-                except KeyError as exc:
+                except (KeyError, InvalidValueError) as exc:
                     raise UsageProblem(f"{exc.args[0]} (or give a report JSON file)") from None
     return [loaded[i] for i in range(len(refs))]
 

@@ -329,7 +329,8 @@ def load_run(store: RunSink, run_id: str) -> EvalReport:
     if not rows:
         raise NotFoundError(f"no grading run {run_id!r} in the store (list them with `tracegrade runs`)")
     if len(rows) > 1:
-        raise NotFoundError(f"run id prefix {run_id!r} is ambiguous: {', '.join(r[0] for r in rows[:5])}")
+        shown = ", ".join(r[0] for r in rows[:5])
+        raise InvalidValueError(f"run id prefix {run_id!r} is ambiguous: {shown}; give more of the id")
     found, text, packed = rows[0]
     if text is None:
         return _casewise_report(store, found)

@@ -108,6 +108,10 @@ class TraceFilters:
         given = {f.name: str(values.get(f.name) or "").strip() or None for f in fields(cls)}
         return cls(**given)
 
+    def active(self) -> bool:
+        """Whether any filter is set."""
+        return any(getattr(self, f.name) for f in fields(self))
+
     def where(self) -> tuple[list[str], list[Any]]:
         conditions: list[str] = []
         params: list[Any] = []
@@ -306,6 +310,8 @@ def _load(store: Store, run_id: str) -> EvalReport:
         return load_run(store, run_id)  # type: ignore[arg-type]  # reads only: query is all it calls
     except KeyError as exc:
         raise NotFound(str(exc.args[0])) from None
+    except InvalidValueError as exc:  # an ambiguous id prefix
+        raise BadRequest(str(exc)) from None
 
 
 def run_report(store: Store, run_id: str) -> tuple[dict[str, Any], EvalReport]:

@@ -120,10 +120,16 @@ def _clip(text: str, limit: int) -> str:
 # --- traces -------------------------------------------------------------------------------------------
 
 
-def trace_rows(traces: list[dict[str, Any]]) -> str:
+def trace_rows(traces: list[dict[str, Any]], *, filtered: bool) -> str:
     """The table rows of a page of traces (also what the page's polling swaps in)."""
     if not traces:
-        return '<tr><td colspan="8" class="muted">No traces match these filters.</td></tr>'
+        empty = (
+            "No traces match these filters."
+            if filtered
+            else "No traces yet: send spans to <code>tracegrade serve</code> over OTLP, or load OTLP files with "
+            "<code>tracegrade import</code>."
+        )
+        return f'<tr><td colspan="8" class="muted">{empty}</td></tr>'
     rows = []
     for t in traces:
         link = f"/ui/traces/{quote(t['trace_id'])}"
@@ -198,11 +204,12 @@ def traces_page(
             "case / convention",
             "query / response",
         ],
-        trace_rows(page["traces"]),
+        trace_rows(page["traces"], filtered=filters.active()),
         body_id="trace-rows",
     )
     pager = f'<div class="pager">{"" if live else newest}{status}{following}</div>'
-    return _layout("Traces", "traces", f"<h1>Traces</h1>{_filter_form(filters, facets)}{pager}{table}{pager}")
+    bottom = f'<div class="pager">{"" if live else newest}{following}</div>'  # the live status once, above
+    return _layout("Traces", "traces", f"<h1>Traces</h1>{_filter_form(filters, facets)}{pager}{table}{bottom}")
 
 
 # --- one trace ----------------------------------------------------------------------------------------
