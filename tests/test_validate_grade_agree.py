@@ -274,3 +274,29 @@ def test_the_worker_refuses_to_start_on_rules_that_cannot_all_grade(
     with TraceStore(workspace / "store.duckdb", read_only=True) as store:
         jobs = store.query("SELECT count(*) FROM information_schema.tables WHERE table_name = 'grading_jobs'").rows
         assert jobs[0][0] == 0 or store.query("SELECT count(*) FROM grading_jobs").rows[0][0] == 0
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (
+            {"rules": [{**RULE, "extra_criteria": [{"name": "max_lenght"}]}]},
+            "at $.rules[0].extra_criteria[0].name: rule 'r': unknown criterion 'max_lenght'",
+        ),
+        (
+            {"rules": [RULE], "plugins": ["my_company.criteria"]},
+            "at $.plugins[0]: cannot import 'my_company.criteria': No module named 'my_company'",
+        ),
+        (
+            {"rules": [{**RULE, "criteria": {"trajectory": {}}}]},
+            "at $.rules[0].criteria: rule 'r': every criterion (tool_trajectory_avg_score) needs an eval case",
+        ),
+    ],
+    ids=["unknown-extra-criterion", "missing-plugin", "needs-cases"],
+)
+def test_validate_refuses_the_rules_the_worker_refuses(workspace: Path, extra: dict[str, Any], says: str) -> None:
+    path = _write(workspace / "rules.json", extra)
+    validated = run_cli("validate", path)
+    assert validated.exit_code == 2 and says in validated.output, validated.output
+    started = run_cli("worker", "--rules", path, "--store", workspace / "store.duckdb", "--once")
+    assert started.exit_code == 2 and says in started.stderr, started.stderr

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tracegrade.criteria.base import BaseCriterion
 from tracegrade.criteria.registry import CRITERIA_REGISTRY
-from tracegrade.errors import FileFormatError, InvalidValueError, NoCriteriaError, NotFoundError
+from tracegrade.errors import FileFormatError, InvalidValueError, NoCriteriaError, NotFoundError, did_you_mean
 from tracegrade.evaluation.engine import EvaluatorFactory, compile_criteria
 from tracegrade.evaluation.lease_keeper import LeaseKeeper
 from tracegrade.evaluation.offline import TraceGrader, reference_free_case_id
@@ -149,7 +149,59 @@ def rules_problems(rules: WorkerRules) -> list[tuple[str, str]]:
                 )
             )
         problems += criteria_problems(rule.criteria, f"{where}.criteria")
+    plugin_problems = _plugin_problems(rules.plugins)
+    if plugin_problems:  # the criteria a plugin registers cannot be looked up without it
+        return problems + plugin_problems
+    for i, rule in enumerate(rules.rules):
+        problems += _extra_criteria_problems(rule, f"$.rules[{i}]")
     return problems
+
+
+def _plugin_problems(plugins: list[str]) -> list[tuple[str, str]]:
+    """Import each plugin module (as the worker does before it grades): the ones that cannot be imported."""
+    problems = []
+    for i, module in enumerate(plugins):
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            problems.append((f"$.plugins[{i}]", f"cannot import {module!r}: {exc}"))
+    return problems
+
+
+def _extra_criteria_problems(rule: GradingRule, where: str) -> list[tuple[str, str]]:
+    """Unknown ``extra_criteria`` names, and a rule whose jobs could only fail: no criterion grades without a case."""
+    import tracegrade.criteria  # noqa: F401  (registers the built-in criteria)
+
+    unknown = [
+        (
+            f"{where}.extra_criteria[{j}].name",
+            f"rule {rule.name!r}: unknown criterion {spec.name!r}{did_you_mean(spec.name, CRITERIA_REGISTRY)}; "
+            "list the module that registers it under `plugins:`",
+        )
+        for j, spec in enumerate(rule.extra_criteria)
+        if spec.name not in CRITERIA_REGISTRY
+    ]
+    if unknown:
+        return unknown
+    try:
+        criteria = compile_criteria(EvalConfig(criteria=rule.criteria), _built_extra_criteria(rule))
+    except (NoCriteriaError, ValueError) as exc:
+        return [(where, f"rule {rule.name!r}: {exc}")]
+    if all(c.requires_reference for c in criteria):
+        needing = ", ".join(c.name for c in criteria)
+        return [
+            (
+                f"{where}.criteria",
+                f"rule {rule.name!r}: every criterion ({needing}) needs an eval case; online grading is "
+                "reference-free, so enable one such as contains_keywords or safety",
+            )
+        ]
+    return []
+
+
+def _built_extra_criteria(rule: GradingRule) -> list[BaseCriterion]:
+    """The rule's ``extra_criteria``, built (their names are registered: :func:`rules_problems` checks them)."""
+    return [CRITERIA_REGISTRY[spec.name](config=spec.config) for spec in rule.extra_criteria]
 
 
 class GradingSink(RunSink, Protocol):
@@ -184,44 +236,13 @@ class GradingWorker:
         self._looked_through: dict[str, datetime] = {}  # per rule: the settled bound of its last look
         self._full_look_at: float | None = None  # when a look last read every trace (monotonic clock)
         self._seconds_per_job: float | None = None  # the last batch's pace, from its claim to its jobs' finish
-        for module in rules.plugins:
-            try:
-                importlib.import_module(module)
-            except ImportError as exc:
-                raise InvalidValueError(f"rules plugins: cannot import {module!r}: {exc}") from None
-        self._extra = {r.name: [self._named(n) for n in r.extra_criteria] for r in rules.rules}
-        for rule in rules.rules:
-            self._check_rule(rule)
+        self._extra = {r.name: _built_extra_criteria(r) for r in rules.rules}  # plugins imported by rules_problems
 
     def use_store(self, store: GradingSink) -> None:
         """Go on with ``store``: the same store, opened again after it failed (this worker's leases, kept
         in it, stay its own)."""
         self.store = store
         self.jobs = store.job_queue()
-
-    @staticmethod
-    def _named(spec: NamedCriterion) -> BaseCriterion:
-        import tracegrade.criteria  # noqa: F401  (registers the built-in criteria)
-
-        cls = CRITERIA_REGISTRY.get(spec.name)
-        if cls is None:
-            raise InvalidValueError(
-                f"rules name an unknown criterion {spec.name!r} in extra_criteria; registered: "
-                f"{', '.join(sorted(CRITERIA_REGISTRY))} (list the module that registers it under `plugins:`)"
-            )
-        return cls(config=spec.config)
-
-    def _check_rule(self, rule: GradingRule) -> None:
-        """Refuse, at start, a rule whose jobs could only fail: no criterion that grades without a case."""
-        try:
-            criteria = compile_criteria(EvalConfig(criteria=rule.criteria), self._extra[rule.name])
-        except (NoCriteriaError, ValueError) as exc:
-            raise InvalidValueError(f"rule {rule.name!r}: {exc}") from None
-        if all(c.requires_reference for c in criteria):
-            raise InvalidValueError(
-                f"rule {rule.name!r}: every criterion ({', '.join(c.name for c in criteria)}) needs an eval case; "
-                "online grading is reference-free, so enable one such as contains_keywords or safety"
-            )
 
     def enqueue(self) -> int:
         """Create jobs for traces that settled since the last look; returns how many were added.
