@@ -44,3 +44,27 @@ async def test_the_authorizers_refusal_keeps_its_status_and_a_fault_is_500(
             assert (await response.json()) == {"error": message}
         else:
             assert "a bug in the authorizer" not in await response.text()  # the fault's details stay in the log
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            b'["abc"]',
+            'the body must be a JSON object {"trace_ids": ["<trace id>", ...], "delete_runs": false}; got array',
+        ),
+        (b'{"trace_ids": "abc"}', "'trace_ids' must be a JSON array (got string): send {\"trace_ids\": ["),
+        (b"{}", "'trace_ids' must be a JSON array (it is missing): send"),
+        (b'{"trace_ids": [1]}', "$.trace_ids[0] must be a trace id (a string of 1 to"),
+    ],
+)
+async def test_a_malformed_forget_body_is_told_what_is_wrong_with_it(body: bytes, message: str) -> None:
+    app = web.Application()
+    add_forget_route(app, _no_store, lambda header: "default")
+    async with TestClient(TestServer(app)) as client:
+        answer = await client.post("/v1/forget", data=body, headers={"Content-Type": "application/json"})
+        assert answer.status == 400
+        error = (await answer.json())["error"]
+        assert message in error, error
+        if body == b'{"trace_ids": [1]}':
+            assert error.endswith("got 1")  # the number, not the string '1'

@@ -36,8 +36,8 @@ def resolve_trace_id(store: ReadableStore, prefix: str) -> str:
             f"SELECT DISTINCT trace_id FROM {table} WHERE starts_with(trace_id, ?) ORDER BY 1 LIMIT 6", [prefix]
         ).rows
         if len(rows) > 1:
-            listed = ", ".join(r[0] for r in rows[:5])
-            raise UsageProblem(f"trace id prefix {prefix!r} matches several traces ({listed}…); give more characters")
+            listed = ", ".join(r[0] for r in rows[:5]) + ("…" if len(rows) > 5 else "")
+            raise UsageProblem(f"trace id prefix {prefix!r} matches several traces ({listed}); give more characters")
         if rows:
             return rows[0][0]
     raise UsageProblem(f"no trace id starts with {prefix!r}; `tracegrade traces` lists recent ones")

@@ -55,6 +55,12 @@ async def read_json_post(
         raise Refusal(413, f"the request is too large for this server ({exc.text}); {when_too_large}") from None
 
 
+def _json_type(value: object) -> str:
+    """The JSON name of a parsed value's type, for messages."""
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
 def json_object(body: bytes, shape: str, required: tuple[str, type], optional: tuple[str, ...] = ()) -> dict[str, Any]:
     """``body`` as a JSON object that holds the key ``required[0]`` with a value of type ``required[1]``, and
     no keys but the ``optional`` ones besides; ValueError says what is wrong (``shape`` shows the object wanted)."""
@@ -63,8 +69,11 @@ def json_object(body: bytes, shape: str, required: tuple[str, type], optional: t
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"the body is not valid JSON: {exc}") from None
     key, kind = required
-    if not isinstance(document, dict) or not isinstance(document.get(key), kind):
-        raise ValueError(f"the body must be a JSON object {shape}")
+    if not isinstance(document, dict):
+        raise ValueError(f"the body must be a JSON object {shape}; got {_json_type(document)}")
+    if not isinstance(document.get(key), kind):
+        found = "it is missing" if key not in document else f"got {_json_type(document[key])}"
+        raise ValueError(f"'{key}' must be a JSON {_json_type(kind())} ({found}): send {shape}")
     unknown = set(document) - {key, *optional}
     if unknown:
         accepted = [key, *optional]

@@ -125,7 +125,7 @@ def checked_trace_ids(
         if not isinstance(value, str) or not value.strip() or len(value) > _MAX_ID_LENGTH:
             raise ValueError(
                 f"{where}[{index}] must be a trace id (a string of 1 to {_MAX_ID_LENGTH} characters, "
-                f"usually 32 hex digits); got {str(value)[:80]!r}"
+                f"usually 32 hex digits); got {repr(value)[:80]}"
             )
         value = value.strip()
         checked.append(value.lower() if _HEX_ID.fullmatch(value) else value)
