@@ -252,8 +252,12 @@ def test_invalid_utf8_in_a_string_field_names_the_field():
 
 
 def test_json_sent_as_protobuf_gets_a_hint():
-    with pytest.raises(DecodeError, match="looks like JSON"):
+    with pytest.raises(DecodeError, match="looks like JSON") as caught:
         decode_traces_proto(b'{"resourceSpans": []}')
+    # the hint holds for a gRPC export too, which has no content type to change
+    assert "OTLP/JSON over OTLP/HTTP with Content-Type: application/json (OTLP/gRPC carries protobuf only)" in str(
+        caught.value
+    )
 
 
 def test_empty_body_is_an_empty_request():

@@ -46,7 +46,11 @@ def explain_parse_failure(data: bytes, descriptor: Any, exc: BaseException) -> s
             detail = found.args[0]
     hint = ""
     if data[:1] in (b"{", b"[") or data[:3] == b"\xef\xbb\xbf":
-        hint = "; the body looks like JSON: send it with Content-Type: application/json"
+        # the same words for both protocols: OTLP/JSON exists only over HTTP
+        hint = (
+            "; the body looks like JSON: send OTLP/JSON over OTLP/HTTP with Content-Type: application/json "
+            "(OTLP/gRPC carries protobuf only)"
+        )
     return f"body is not a valid protobuf {request}: {detail}{hint}"
 
 
