@@ -246,6 +246,7 @@ def test_a_policy_makes_one_expiry_per_tenant_of_its_own_and_one_for_the_others(
     [
         ("acme", "'acme' is not TENANT=DURATION"),
         ("acme=", "'acme=' is not TENANT=DURATION"),
+        (",", "',' names no tenant; give TENANT=DURATION pairs"),
         ("acme=7x", "acme's retention '7x' is not a duration"),
         ("acme=1d,acme=2d", "tenant 'acme' is given twice"),
         ("Bad Name=1d", "'Bad Name' is not a valid tenant name"),

@@ -128,6 +128,8 @@ class RetentionPolicy:
                 tenants[tenant] = None if keep == _FOREVER else parse_duration(keep, f"{tenant}'s retention")
             except InvalidValueError as exc:
                 raise InvalidValueError(f"{option}: {exc} (or {_FOREVER})") from None
+        if not tenants and text.strip():
+            raise InvalidValueError(f"{option}: {text!r} names no tenant; give TENANT=DURATION pairs, e.g. acme=7d")
         return tenants
 
     def apply(self, store: _Expiring, now: datetime) -> Deleted:
