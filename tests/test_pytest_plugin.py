@@ -163,6 +163,23 @@ def test_the_baseline_gate_calls_one_flip_of_two_cases_inconclusive_and_strict_f
     same.stdout.fnmatch_lines(["baseline before/weather.json: gate *", "  cases: pass rate 50% -> 50% (0 pass->fail*"])
 
 
+def test_a_missing_eval_set_file_fails_collection_naming_where_it_was_looked_for(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_missing="""
+from tracegrade import parametrize_eval_cases
+
+@parametrize_eval_cases("nothere.json")
+def test_case(eval_case):
+    pass
+"""
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED  # a collection error
+    here = pytester.path / "nothere.json"
+    result.stdout.fnmatch_lines([f"*eval set file not found: tried {here}, {here}*"])
+    assert "Traceback" not in result.stdout.str() and "tracegrade/testing" not in result.stdout.str()
+
+
 def test_a_missing_baseline_or_a_bad_number_of_runs_is_a_usage_error(pytester: pytest.Pytester) -> None:
     _project(pytester)
     missing = pytester.runpytest("-p", "no:cacheprovider", "--tracegrade-baseline", "nope.json")

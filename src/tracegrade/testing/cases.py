@@ -53,10 +53,16 @@ def case_origin(case: EvalCase) -> tuple[str, str] | None:
 
 
 def _resolve(path: Path, caller_dir: Path | None) -> Path:
-    """A relative path is looked up next to the calling test file first, then in the working directory."""
-    if not path.is_absolute() and caller_dir is not None and (caller_dir / path).exists():
-        return caller_dir / path
-    return path
+    """A relative path is looked up next to the calling test file first, then in the working directory; a
+    collection failure lists the paths tried when neither holds it."""
+    import pytest
+
+    nearby = [] if path.is_absolute() or caller_dir is None else [caller_dir / path]
+    candidates = [*nearby, path if path.is_absolute() else Path.cwd() / path]
+    for candidate in candidates:
+        if candidate.exists():
+            return candidate
+    pytest.fail(f"eval set file not found: tried {', '.join(map(str, candidates))}", pytrace=False)
 
 
 def _caller_dir() -> Path | None:
