@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from tracegrade.env_vars import ENV_VARS, misspelled_env_vars
 from tracegrade.errors import ConfigError, InvalidValueError
 from tracegrade.ingest.host_guard import is_loopback
-from tracegrade.ingest.tokens import TokenTable
+from tracegrade.ingest.tokens import SCOPES, TokenTable
 from tracegrade.store.database import duckdb_size_bytes
 from tracegrade.store.journal import journal_directory
 from tracegrade.store.lake_location import catalog_conninfo, is_lake_location
@@ -61,8 +61,8 @@ class ServeSettings(BaseModel):
     tokens: Path | None = Field(
         None,
         description="YAML file of tenants and their bearer tokens (tenants: {acme: [tok1, {token: tok2, scopes: "
-        "[ingest]}]}); a request's token decides its tenant, its scopes (ingest, read, record, forget; a plain "
-        "token has all) what it may do; reloaded on SIGHUP",
+        "[ingest]}]}); a request's token decides its tenant, its scopes "
+        f"({', '.join(SCOPES)}; a plain token has all) what it may do; reloaded on SIGHUP",
     )
     tls_cert: Path | None = Field(None, description="PEM certificate chain; enables TLS on both listeners")
     tls_key: Path | None = Field(None, description="PEM private key of --tls-cert")
