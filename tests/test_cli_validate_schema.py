@@ -120,7 +120,7 @@ def test_every_file_is_reported_and_structural_errors_carry_paths(good_set: Path
     assert "at $: invalid JSON: Expecting value at line 1, column 17" in err
     # an ADK metric name: read as ADK's test_config.json, whose criterion objects need a threshold
     assert "at $.criteria.tool_trajectory_avg_score: ADK metric 'tool_trajectory_avg_score' needs a threshold" in err
-    assert "cannot tell whether this is an eval set" in err and "--kind evalset|config" in err
+    assert "cannot tell what this file is" in err and "--kind evalset|config|tokens|rules" in err
     assert "at $: file not found" in err
     assert err.splitlines()[-1] == "4 of 5 files invalid"
 
@@ -147,6 +147,56 @@ def test_tokens_files_and_worker_rules_are_checked_as_the_receiver_and_the_worke
     assert f"error {bad_rules}: invalid worker rules" in err and "sample" in err
     forced = invoke("validate", "--kind", "tokens", str(rules))
     assert forced.exit_code == 2 and "expected one key, 'tenants' (found ['rules'])" in forced.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("tenants:\n  acme: [a-long-enough-token-1]\ntenats_extra: 1\n", "(found ['tenants', 'tenats_extra'])"),
+        ("tenant:\n  acme: [a-long-enough-token-1]\n", "(found ['tenant'])"),
+    ],
+)
+def test_auto_kind_takes_a_file_with_a_tenants_key_or_a_misspelt_one_for_a_tokens_file(
+    tmp_path: Path, text: str, says: str
+):
+    path = tmp_path / "tokens.yaml"
+    path.write_text(text)
+    result = invoke("validate", str(path))
+    assert result.exit_code == 2
+    assert f"error {path}: invalid tokens file (1 problem):" in result.stderr
+    assert f"  at $: expected one key, 'tenants' {says}; write it as" in result.stderr
+
+
+def test_an_empty_or_keyless_file_is_told_what_each_kind_holds_and_kind_tokens_speaks_of_tokens(tmp_path: Path):
+    empty, keyless, no_suffix = tmp_path / "empty.yaml", tmp_path / "keyless.json", tmp_path / "tokens"
+    empty.write_text("")
+    keyless.write_text("{}")
+    no_suffix.write_text("tenants:\n  acme: [a-long-enough-token-1]\n")
+    auto = invoke("validate", str(empty), str(keyless)).stderr
+    assert 'at $: the file is empty; an eval set is an object with "eval_cases": [...], a config one with ' in auto
+    assert "a tokens file one with 'tenants': {...}, worker rules one with 'rules': [...]" in auto
+    assert (
+        "at $: cannot tell what this file is: an eval set would have 'eval_cases', a config 'criteria', a tokens "
+        "file 'tenants', worker rules 'rules'; add the key, or pass --kind evalset|config|tokens|rules"
+    ) in auto
+    forced = invoke("validate", "--kind", "tokens", str(empty), str(keyless), str(no_suffix))
+    assert forced.stdout == f"ok    {no_suffix}: tokens file: tenants acme; 1 token, 0 of them limited to some scopes\n"
+    assert forced.stderr.splitlines()[:4] == [
+        f"error {empty}: invalid tokens file (1 problem):",
+        "  at $: the file is empty; a tokens file has one key, 'tenants', mapping each tenant to its tokens: "
+        "tenants: {acme: [token1]}",
+        f"error {keyless}: invalid tokens file (1 problem):",
+        "  at $: expected one key, 'tenants' (found []); write it as",
+    ]
+    assert "eval set" not in forced.stderr
+
+
+def test_a_key_given_twice_in_a_tokens_file_is_placed_by_its_path(tmp_path: Path):
+    path = tmp_path / "tokens.yaml"
+    path.write_text("tenants:\n  acme: [a-long-enough-token-1]\n  acme: [another-long-token-2]\n")
+    result = invoke("validate", "--kind", "tokens", str(path))
+    assert result.exit_code == 2
+    assert "  at $.tenants.acme: duplicate key 'acme' (line 3, column 3): the later value" in result.stderr
 
 
 def test_kind_option_forces_the_model(tmp_path: Path):

@@ -3,11 +3,18 @@ can be wrong; a receiver's settings refuse a broken file before anything starts.
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
 
 import pytest
 
+from tests.support.server_process import ServerProcess
+from tests.support.tenant_traffic import sql
+from tests.support.waiting import wait_until
 from tracegrade.errors import ConfigError
 from tracegrade.ingest.intake import Forbidden, Intake, Overloaded, Unauthenticated
 from tracegrade.ingest.metrics import ReceiverMetrics
@@ -63,7 +70,8 @@ def test_a_tenant_with_a_short_token_is_named_in_a_warning(tmp_path: Path) -> No
 @pytest.mark.parametrize(
     ("text", "says"),
     [
-        ("", "expected one key, 'tenants'"),
+        ("", "the file is empty; a tokens file has one key, 'tenants'"),
+        ("{}", "expected one key, 'tenants' (found [])"),
         ("acme: [a]\n", "expected one key, 'tenants' (found ['acme'])"),
         ("tenants: {}\n", "'tenants' must map each tenant to a list of its tokens"),
         ("tenants:\n  acme: []\n", "tenants.acme: give a list of one or more tokens"),
@@ -74,7 +82,7 @@ def test_a_tenant_with_a_short_token_is_named_in_a_warning(tmp_path: Path) -> No
             "tenants:\n  acme: [a]\n  globex: [b, a]\n",
             "tenants.globex[1]: this token is listed for tenant 'acme' too",
         ),
-        ("tenants: [acme\n", "not valid YAML"),
+        ("tenants: [acme\n", "invalid YAML"),
         ("tenants:\n  acme: [{token: t, scopes: [write]}]\n", "tenants.acme[0].scopes: unknown scope 'write';"),
         (
             "tenants:\n  acme: [{token: t, scopes: [judges]}]\n",
@@ -95,6 +103,61 @@ def test_a_broken_file_is_refused_saying_where_and_how_to_fix_it(tmp_path: Path,
     with pytest.raises(TokensFileError) as refused:
         TokenTable.from_file(path)
     assert str(refused.value).startswith(f"tokens file {path}: ") and says in str(refused.value)
+
+
+ALL_SCOPES_BY_A_REPEATED_KEY = (
+    "tenants:\n  acme:\n    - {token: aaaaaaaaaaaaaaaaaaaa1, scopes: [read],\n"
+    "       scopes: [ingest, read, forget, record, judge]}\n"
+)
+A_TENANT_DROPPED_BY_A_REPEATED_KEY = (
+    "tenants:\n  acme: [aaaaaaaaaaaaaaaaaaaa1]\n  globex: [gggggggggggggggggggg1]\n  acme: [bbbbbbbbbbbbbbbbbbbb1]\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (ALL_SCOPES_BY_A_REPEATED_KEY, "at $.tenants.acme[0].scopes: duplicate key 'scopes' (line 4, column 8)"),
+        (A_TENANT_DROPPED_BY_A_REPEATED_KEY, "at $.tenants.acme: duplicate key 'acme' (line 4, column 3)"),
+        ("tenants: &t\n  acme: [*t]\n", "at $.tenants.acme[0]: a recursive alias"),
+    ],
+)
+def test_a_key_given_twice_or_a_recursive_alias_is_refused_as_every_tracegrade_file(
+    tmp_path: Path, text: str, says: str
+) -> None:
+    """Not "the last one wins": a repeated ``scopes`` would grant every scope, a repeated tenant drop tokens."""
+    path = _file(tmp_path, text)
+    with pytest.raises(TokensFileError) as refused:
+        TokenTable.from_file(path)
+    assert str(refused.value).startswith(f"tokens file {path}: {says}")
+    assert "keep one of them" in str(refused.value) or "remove the recursive alias" in str(refused.value)
+    with pytest.raises(ConfigError, match=r"duplicate key|recursive alias"):
+        ServeSettings.build({"store": tmp_path / "s.duckdb", "tokens": path})
+
+
+def test_a_tokens_file_is_yaml_by_any_name_and_a_pipe_is_refused_without_waiting(tmp_path: Path) -> None:
+    named = tmp_path / "tokens"
+    named.write_text("tenants:\n  acme: [a-token]\n", encoding="utf-8")
+    assert TokenTable.from_file(named).grant_of("a-token") == Grant("acme", frozenset(SCOPES))
+    fifo = tmp_path / "tokens.fifo"
+    os.mkfifo(fifo)
+    load = f"from tracegrade.ingest.tokens import TokenTable; TokenTable.from_file({str(fifo)!r})"
+    # in a child process: reading a FIFO nobody writes to would wait for ever
+    done = subprocess.run([sys.executable, "-c", load], capture_output=True, text=True, timeout=60)
+    assert "TokensFileError: tokens file" in done.stderr and "a named pipe (FIFO), not a regular file" in done.stderr
+
+
+def test_a_reload_refuses_a_key_given_twice_and_the_tokens_in_use_stay(tmp_path: Path) -> None:
+    tokens = _file(tmp_path, "tenants:\n  acme: [aaaaaaaaaaaaaaaaaaaa1]\n  globex: [gggggggggggggggggggg1]\n")
+    with ServerProcess(tmp_path / "store.duckdb", extra_args=("--tokens", str(tokens))) as server:
+        assert sql(server.http_url, "SELECT 1", "aaaaaaaaaaaaaaaaaaaa1").status == 200
+        tokens.write_text(A_TENANT_DROPPED_BY_A_REPEATED_KEY, encoding="utf-8")
+        os.kill(server.pid, signal.SIGHUP)
+        wait_until(lambda: "NOT reloaded" in server.log(), "the refused reload", 30)
+        assert "at $.tenants.acme: duplicate key 'acme' (line 4, column 3)" in server.log()
+        for token in ("aaaaaaaaaaaaaaaaaaaa1", "gggggggggggggggggggg1"):  # the tokens in use stay
+            assert sql(server.http_url, "SELECT 1", token).status == 200
+        assert sql(server.http_url, "SELECT 1", "bbbbbbbbbbbbbbbbbbbb1").status == 401
 
 
 def test_serve_refuses_a_broken_file_and_both_token_options(tmp_path: Path) -> None:

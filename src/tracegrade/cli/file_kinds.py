@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tracegrade.errors import did_you_mean
 from tracegrade.models.config import EvalConfig
 from tracegrade.models.dataset import EvalSet
 from tracegrade.models.results import EvalReport
@@ -53,10 +54,12 @@ def document_kind(data: Any) -> str | None:
     for kind, names in _OTLP_KEYS.items():
         if keys & set(names):
             return kind
-    if keys == {"tenants"}:
+    if "tenants" in keys:
         return "tokens"
     if "rules" in keys:
         return "rules"
+    if any(did_you_mean(key, ["tenants"]) for key in keys):  # a misspelt 'tenants': tokens.py says what to write
+        return "tokens"
     return None
 
 

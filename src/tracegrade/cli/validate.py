@@ -35,21 +35,24 @@ __all__ = ["command"]
 _KINDS: dict[str, type[BaseModel]] = {"evalset": EvalSet, "config": EvalConfig}
 _SERVER_FILES = ("tokens", "rules")  # read by the receiver and the worker, not by a run
 _KIND_LABELS = {"evalset": "eval set", "config": "config", "tokens": "tokens file", "rules": "worker rules"}
+# the kind read_json_file is told, which says what a file of it holds when it is empty
+_READ_AS = {"auto": "file", "evalset": "eval set", "config": "config"}
 
 
 def check_file(path: Path, kind: str) -> tuple[str, str | list[Problem]]:
     """``(kind, summary)`` for a valid file, ``(kind, problems)`` otherwise."""
+    if kind in _SERVER_FILES:  # read as the receiver or the worker reads it (a tokens file is YAML by any name)
+        return kind, _server_file(path, kind)
     try:
-        data = read_json_file(path, "input")
+        data = read_json_file(path, _READ_AS[kind])
     except FileNotFoundError:
         return kind, [("$", "file not found")]
     except FileFormatError as exc:
         return kind, exc.problems
     detected = document_kind(data) if kind == "auto" else None
-    if kind in _SERVER_FILES or detected in _SERVER_FILES:
-        server_kind = detected if detected in _SERVER_FILES else kind
-        assert server_kind is not None
-        return server_kind, _server_file(path, server_kind)
+    if detected in _SERVER_FILES:
+        assert detected is not None
+        return detected, _server_file(path, detected)
     try:  # ADK's eval sets (the older ones are JSON lists) and test_config.json, converted as a run reads them
         adk = adk_document(data, str(path), kind)
     except FileFormatError as exc:
@@ -65,8 +68,9 @@ def check_file(path: Path, kind: str) -> tuple[str, str | list[Problem]]:
             return kind, [
                 (
                     "$",
-                    "cannot tell whether this is an eval set (it would have 'eval_cases') or a config (it would "
-                    "have 'criteria'); add the key, or pass --kind evalset|config",
+                    "cannot tell what this file is: an eval set would have 'eval_cases', a config 'criteria', a "
+                    "tokens file 'tenants', worker rules 'rules'; add the key, or pass --kind "
+                    "evalset|config|tokens|rules",
                 )
             ]
         kind = detected
@@ -85,6 +89,8 @@ def _server_file(path: Path, kind: str) -> str | list[Problem]:
     if kind == "rules":
         try:
             rules = WorkerRules.from_file(path)
+        except FileNotFoundError:
+            return [("$", "file not found")]
         except FileFormatError as exc:
             return exc.problems
         names = ", ".join(rule.name for rule in rules.rules)
@@ -92,7 +98,7 @@ def _server_file(path: Path, kind: str) -> str | list[Problem]:
     try:
         table = TokenTable.from_file(path)
     except TokensFileError as exc:
-        return [("$", str(exc).removeprefix(f"tokens file {path}: "))]
+        return exc.problems
     warning = table.short_token_warning()
     return f"tokens file: {table.describe()}" + (f"; warning: {warning}" if warning else "")
 
@@ -122,7 +128,7 @@ def _outcome(loaded: BaseModel) -> str | list[Problem]:
     type=click.Choice(["auto", "evalset", "config", "tokens", "rules"]),
     default="auto",
     show_default=True,
-    help="What the files are; 'auto' tells them apart by their keys (a tokens file has 'tenants' alone, worker "
+    help="What the files are; 'auto' tells them apart by their keys (a tokens file has 'tenants', worker "
     "rules have 'rules').",
 )
 def command(files: tuple[Path, ...], kind: str) -> None:

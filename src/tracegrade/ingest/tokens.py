@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from tracegrade.errors import InvalidValueError, did_you_mean
+from tracegrade.errors import FileFormatError, InvalidValueError, MissingFileError, did_you_mean
 from tracegrade.store.tenancy import DEFAULT_TENANT, check_tenant_name
 
 __all__ = [
@@ -57,7 +57,13 @@ Authorize = Callable[[str | None], str]
 
 
 class TokensFileError(InvalidValueError):
-    """A tokens file that cannot be used: the message names the file, the entry and the fix."""
+    """A tokens file that cannot be used: the message names the file, the entry and the fix; ``problems`` lists
+    each ``(JSON path, what is wrong)``, as :class:`FileFormatError` does."""
+
+    def __init__(self, path: str | Path, problems: list[tuple[str, str]]) -> None:
+        self.problems = problems
+        said = "; ".join(what if where == "$" else f"at {where}: {what}" for where, what in problems)
+        super().__init__(f"tokens file {path}: {said}")
 
 
 def check_token(token: object, where: str) -> str:
@@ -121,22 +127,20 @@ class TokenTable:
 
     @classmethod
     def from_file(cls, path: str | Path) -> TokenTable:
-        """Load a tokens file; TokensFileError says what is wrong with it."""
-        import yaml
+        """Load a tokens file, read as every file tracegrade reads (a key given twice, a recursive alias or a pipe
+        is refused); TokensFileError says what is wrong with it."""
+        from tracegrade.models.file_text import read_json_file  # the models package is not needed to look tokens up
 
-        where = str(path)
         try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise TokensFileError(f"tokens file {where}: cannot be read: {exc}") from None
+            document = read_json_file(path, "tokens", as_yaml=True)
+        except FileFormatError as exc:
+            raise TokensFileError(path, exc.problems) from None
+        except MissingFileError:
+            raise TokensFileError(path, [("$", "the file is not there (moved or deleted?); put it back")]) from None
         try:
-            document = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise TokensFileError(f"tokens file {where}: not valid YAML: {exc}") from None
-        try:
-            return cls(_tenants_of(document), where)
+            return cls(_tenants_of(document), str(path))
         except ValueError as exc:
-            raise TokensFileError(f"tokens file {where}: {exc}") from None
+            raise TokensFileError(path, [("$", str(exc))]) from None
 
     @property
     def per_tenant(self) -> bool:

@@ -1,11 +1,15 @@
-"""A file's bytes as a JSON value, for every loader of eval sets, configs and reports: the one place that refuses
-what the standard parsers let through or crash on (duplicate keys, nesting too deep for the parser, an empty file,
-a symlink loop) and accepts a UTF-8 byte-order mark, each as a :class:`FileFormatError` naming the file."""
+"""A file's bytes as a JSON value, for every loader of eval sets, configs, reports, tokens files and worker rules:
+the one place that refuses what the standard parsers let through or crash on (duplicate keys, nesting too deep for
+the parser, YAML aliases that make a value contain itself or repeat it millions of times, an empty file, a symlink
+loop, a pipe or device, a file too large to hold in memory) and accepts a UTF-8 byte-order mark, each as a
+:class:`FileFormatError` naming the file."""
 
 from __future__ import annotations
 
 import errno
 import json
+import os
+import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,13 +17,31 @@ from typing import Any
 
 from tracegrade.errors import FileFormatError, MissingFileError, TracegradeError
 
-__all__ = ["MAX_DEPTH", "read_json_file"]
+__all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "MAX_REPORT_BYTES", "MAX_YAML_VALUES", "read_json_file"]
 
 # The deepest nesting an eval set or config may have: far more than any needs, and shallow enough that code
 # walking the value recursively (ADK's camelCase keys turned into snake_case...) stays within Python's limit.
 MAX_DEPTH = 200
 _LIBYAML_DEPTH = 1000  # libyaml's YAML_MAX_NESTING_LEVEL
 _SHOWN_DEPTH = 6  # how deep the path of a too-deep value goes
+_MIB = 1024 * 1024
+# The largest file read: eval sets, configs, tokens files and worker rules are written or exported far smaller;
+# reports (``grade --format json`` of 20,000 cases is about 800 MB) may be larger. A file is held in memory whole,
+# parsed, several times its size, so the limit keeps a mistaken path (a disk image, a log) from exhausting memory.
+MAX_FILE_BYTES = 256 * _MIB
+MAX_REPORT_BYTES = 4096 * _MIB
+# The most values (scalars, lists and mappings) a YAML file's aliases may expand it to: each alias repeats its
+# anchor's whole value, so nine nested levels of nine aliases ("billion laughs") stand for 10**9 values.
+MAX_YAML_VALUES = 1_000_000
+_NON_BLOCKING = getattr(os, "O_NONBLOCK", 0)  # opening a FIFO must not wait for a writer before it is refused
+# what a file that is not a regular one is, by its stat type
+_FILE_TYPES = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 Problem = tuple[str, str]
 
@@ -29,37 +51,32 @@ _EMPTY_HINTS = {
     "config": 'a config is an object with "criteria": {...}',
     "report": "a report is the JSON file `tracegrade grade --format json` writes",
     "input": 'an eval set is an object with "eval_cases": [...], a config one with "criteria": {...}',
+    "tokens": "a tokens file has one key, 'tenants', mapping each tenant to its tokens: tenants: {acme: [token1]}",
+    "file": 'an eval set is an object with "eval_cases": [...], a config one with "criteria": {...}, a tokens file '
+    "one with 'tenants': {...}, worker rules one with 'rules': [...]",
 }
 _TOO_DEEP = "nested too deeply for the parser (about {limit} levels or more); no eval set, config or report needs this"
 
 
-def read_json_file(path: str | Path, kind: str = "file", *, strict: bool = True) -> Any:
-    """The JSON value in ``path`` (YAML for ``.yaml``/``.yml``); every problem raises :class:`FileFormatError`
-    of ``kind`` (or :class:`MissingFileError`), never a parser's own exception.
+def read_json_file(path: str | Path, kind: str = "file", *, strict: bool = True, as_yaml: bool = False) -> Any:
+    """The JSON value in ``path`` (YAML for ``.yaml``/``.yml``, or whatever its name with ``as_yaml``); every
+    problem raises :class:`FileFormatError` of ``kind`` (or :class:`MissingFileError`), never a parser's own
+    exception.
 
-    ``strict`` (eval sets, configs) also refuses JSON keys given twice in one object and nesting deeper than
-    :data:`MAX_DEPTH`. Reports pass ``strict=False``: tracegrade writes them (``json.dumps`` repeats no key),
-    pydantic validates them without recursing in Python, and the checks make parsing a large one ~40% slower.
+    ``strict`` (eval sets, configs, tokens files, worker rules) also refuses JSON keys given twice in one object
+    and nesting deeper than :data:`MAX_DEPTH`, and reads at most :data:`MAX_FILE_BYTES`. Reports pass
+    ``strict=False``: tracegrade writes them (``json.dumps`` repeats no key), pydantic validates them without
+    recursing in Python, the checks make parsing a large one ~40% slower, and they may be as large as
+    :data:`MAX_REPORT_BYTES`.
     """
     p = Path(path)
     try:
-        raw = p.read_bytes()
+        text = _read_text(p, MAX_FILE_BYTES if strict else MAX_REPORT_BYTES)
+        data, problems = (
+            _parse_yaml(text) if as_yaml or p.suffix.lower() in (".yaml", ".yml") else _parse_json(text, strict)
+        )
     except FileNotFoundError:
         raise MissingFileError(f"{kind} file not found: {p}") from None
-    except OSError as exc:
-        what = (
-            "a symlink loop: the link points back to itself through other links; point it at a real file"
-            if exc.errno == errno.ELOOP
-            else f"cannot read the file: {exc.strerror}"
-        )
-        raise FileFormatError(str(p), [("$", what)], kind) from None
-    try:
-        text = raw.decode("utf-8-sig")  # a leading byte-order mark is dropped, as `tracegrade import` does
-    except UnicodeDecodeError as exc:
-        raise FileFormatError(str(p), [("$", f"not UTF-8 text ({exc.reason} at byte {exc.start})")], kind) from None
-    yaml_file = p.suffix.lower() in (".yaml", ".yml")
-    try:
-        data, problems = _parse_yaml(text) if yaml_file else _parse_json(text, strict)
     except _Empty:
         hint = _EMPTY_HINTS.get(kind)
         raise FileFormatError(str(p), [("$", "the file is empty" + (f"; {hint}" if hint else ""))], kind) from None
@@ -72,6 +89,53 @@ def read_json_file(path: str | Path, kind: str = "file", *, strict: bool = True)
     if problems:
         raise FileFormatError(str(p), problems, kind)
     return data
+
+
+def _read_text(p: Path, limit: int) -> str:
+    """The text of file ``p``, refused (:class:`_Invalid`) before it is read when it is not a regular file (a
+    FIFO would block, a device never end) or is larger than ``limit`` bytes."""
+    try:
+        fd = os.open(p, os.O_RDONLY | _NON_BLOCKING)
+        try:
+            info = os.fstat(fd)
+            _check_readable(info, limit)
+            with os.fdopen(fd, "rb", closefd=False) as handle:
+                raw = handle.read(limit + 1)
+        finally:
+            os.close(fd)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise _Invalid(
+            "a symlink loop: the link points back to itself through other links; point it at a real file"
+            if exc.errno == errno.ELOOP
+            else f"cannot read the file: {exc.strerror}"
+        ) from None
+    if len(raw) > limit:  # it grew after fstat
+        raise _Invalid(_too_large(len(raw), limit))
+    try:
+        return raw.decode("utf-8-sig")  # a leading byte-order mark is dropped, as `tracegrade import` does
+    except UnicodeDecodeError as exc:
+        raise _Invalid(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _check_readable(info: os.stat_result, limit: int) -> None:
+    """Refuse (:class:`_Invalid`) a file that is not a regular one, saying what it is, or larger than ``limit``."""
+    if not stat.S_ISREG(info.st_mode):
+        what = next((name for test, name in _FILE_TYPES if test(info.st_mode)), "a special file")
+        raise _Invalid(
+            f"{what}, not a regular file: tracegrade reads files it can read to the end; "
+            "write the content to a file and pass that file"
+        )
+    if info.st_size > limit:
+        raise _Invalid(_too_large(info.st_size, limit))
+
+
+def _too_large(size: int, limit: int) -> str:
+    return (
+        f"the file is {size / _MIB:,.1f} MiB, larger than the {limit // _MIB:,} MiB tracegrade reads; "
+        "check that this is the file meant, or split it into smaller files"
+    )
 
 
 class _Empty(TracegradeError):
@@ -188,6 +252,9 @@ def _parse_yaml(text: str) -> tuple[Any, list[Problem]]:
         if node is None:
             raise _Empty
         problems = _yaml_duplicates(node)
+        alias_problem = _alias_problem(node)
+        if alias_problem is not None:  # not constructed: the value would contain itself, or be too large to walk
+            return None, [*problems, alias_problem]
         return loader.construct_document(node), problems
     except yaml.YAMLError as exc:
         if "nesting depth" in str(getattr(exc, "problem", "")):  # libyaml's own limit, said as Python's is
@@ -225,3 +292,65 @@ def _yaml_duplicates(root: Any) -> list[Problem]:
         elif isinstance(node, yaml.SequenceNode):
             stack += [(f"{where}[{i}]", item) for i, item in enumerate(node.value)]
     return problems
+
+
+def _alias_problem(root: Any) -> Problem | None:
+    """A problem when YAML aliases make a value contain itself, or expand the document beyond
+    :data:`MAX_YAML_VALUES` values. Each node's expanded size is counted once (remembered by its id), so an alias
+    bomb is measured in the time its text takes to read, never expanded."""
+    import yaml
+
+    sizes: dict[int, int] = {}  # id of a walked collection node -> how many values it expands to
+    walking: list[tuple[Any, Iterator[tuple[str, Any]]]] = [(root, _yaml_children(root, "$"))]
+    totals = [1]  # the values counted so far under each node being walked
+    on_path = {id(root)}
+    while walking:
+        node, children = walking[-1]
+        for where, child in children:
+            if not isinstance(child, yaml.CollectionNode):
+                totals[-1] += 1
+            elif id(child) in sizes:
+                totals[-1] += sizes[id(child)]
+            elif id(child) in on_path:
+                return where, _recursive_alias(child)
+            else:
+                walking.append((child, _yaml_children(child, where)))
+                totals.append(1)
+                on_path.add(id(child))
+                break
+        else:  # every child counted
+            walking.pop()
+            on_path.discard(id(node))
+            sizes[id(node)] = size = totals.pop()
+            if totals:
+                totals[-1] += size
+    if sizes[id(root)] <= MAX_YAML_VALUES:
+        return None
+    return (
+        "$",
+        f"its aliases expand it to {sizes[id(root)]:,} values, more than the {MAX_YAML_VALUES:,} tracegrade reads "
+        "(each alias repeats its anchor's whole value); write the values out instead of repeating them through "
+        "nested aliases",
+    )
+
+
+def _recursive_alias(anchored: Any) -> str:
+    mark = anchored.start_mark
+    return (
+        f"a recursive alias: this alias refers to the anchor at line {mark.line + 1}, column {mark.column + 1}, "
+        "whose value holds this alias, so the value would contain itself without end; remove the recursive alias "
+        "or write the values out"
+    )
+
+
+def _yaml_children(node: Any, where: str) -> Iterator[tuple[str, Any]]:
+    """The nodes directly in a YAML ``node`` (a mapping's keys and values), each with its JSON path."""
+    import yaml
+
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            yield where, key_node
+            merged = key_node.value == "<<" or not isinstance(key_node, yaml.ScalarNode)
+            yield (where if merged else f"{where}.{key_node.value}"), value_node
+    elif isinstance(node, yaml.SequenceNode):
+        yield from ((f"{where}[{i}]", item) for i, item in enumerate(node.value))
