@@ -16,6 +16,7 @@ from tracegrade.models.config import CriterionConfig, EvalConfig, MatchType
 from tracegrade.models.dataset import EvalSet
 
 DATA = Path(__file__).parent / "data" / "adk"
+EXAMPLES = Path(__file__).parent.parent / "examples"
 
 
 def _without_ids(eval_set: EvalSet) -> dict[str, object]:
@@ -121,7 +122,7 @@ def test_config_problems_name_the_place_in_the_adk_file(tmp_path: Path) -> None:
                     "tool_call_count_v1": 1,
                     "my_metric": 0.5,
                 },
-                "custom_metrics": {},
+                "custom_metrics": {"my_metric": {"code_config": {"name": "m.f"}}},
             }
         )
     )
@@ -259,3 +260,178 @@ def test_grade_takes_adk_files(tmp_path: Path) -> None:
     scores = {r["criterion"]: r["score"] for r in case["criterion_results"]}
     assert scores == {"tool_trajectory_avg_score": 1.0, "rouge_match": 1.0}
     assert case["criterion_results"][0]["details"]["scoring"] == "adk"
+
+
+def test_config_written_by_adk_with_its_unset_keys_loads(tmp_path: Path) -> None:
+    # google-adk 2.13.0: EvalConfig(criteria={"tool_trajectory_avg_score": 1.0, "response_match_score": 0.8})
+    # .model_dump_json(), keys ADK has besides criteria written as null
+    path = tmp_path / "test_config.json"
+    path.write_text(
+        '{"criteria":{"tool_trajectory_avg_score":1.0,"response_match_score":0.8},"custom_metrics":null,'
+        '"user_simulator_config":null,"live_model_config":null}'
+    )
+    assert set(dict(EvalConfig.from_file(path).criteria.enabled_slots())) == {"trajectory", "rouge_match"}
+    path.write_text(json.dumps({"criteria": {"response_match_score": 0.8}, "custom_metrics": {}, "criterias": None}))
+    with pytest.raises(ConfigError) as caught:
+        EvalConfig.from_file(path)
+    assert caught.value.problems == [("$.criterias", "unknown key 'criterias' (did you mean 'criteria'?)")]
+
+
+def _config_problems(tmp_path: Path, criteria: dict[str, object]) -> dict[str, str]:
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"criteria": criteria}))
+    with pytest.raises(ConfigError) as caught:
+        EvalConfig.from_file(path)
+    return dict(caught.value.problems)
+
+
+def test_config_messages_say_what_is_wrong(tmp_path: Path) -> None:
+    mixed = _config_problems(tmp_path, {"tool_trajectory_avg_score": 0.8, "rouge_match": {"threshold": 0.5}})
+    assert mixed["$.criteria.rouge_match"] == (
+        "'rouge_match' is a tracegrade slot name, but 'tool_trajectory_avg_score' is an ADK metric: a config names "
+        "all its criteria one way; name it by ADK's metric 'response_match_score'"
+    )
+    no_metric = _config_problems(tmp_path, {"safety_v1": 0.8, "response_match": {"threshold": 0.5}})
+    assert (
+        "ADK has no metric for it: write the whole config in tracegrade's format"
+        in no_metric["$.criteria.response_match"]
+    )
+    assert _config_problems(tmp_path, {"trajectory": True})["$.criteria.trajectory"] == (
+        "tracegrade slot 'trajectory' takes an object such as {\"threshold\": 1.0}"
+    )
+    misspelt = _config_problems(tmp_path, {"tool_trajectory_avg_score": {"threshhold": 1.0}})
+    assert misspelt["$.criteria.tool_trajectory_avg_score"] == (
+        "ADK metric 'tool_trajectory_avg_score' needs a threshold: a number or an object with \"threshold\"; "
+        "it has 'threshhold' (did you mean 'threshold'?)"
+    )
+    not_a_threshold = _config_problems(tmp_path, {"safety_v1": "high"})
+    assert not_a_threshold["$.criteria.safety_v1"].endswith('an object with "threshold"; got "high"')
+
+
+def test_a_key_given_in_both_spellings_is_refused() -> None:
+    turn = {"user_content": {"role": "user", "parts": [{"text": "hi"}]}}
+    data = {"eval_set_id": "s", "eval_cases": [{"eval_id": "greeting", "evalId": "x", "conversation": [turn]}]}
+    with pytest.raises(EvalSetError) as caught:
+        eval_set_from_adk(data, "s.evalset.json")
+    assert caught.value.problems == [
+        (
+            "$.eval_cases[0].eval_id",
+            "both 'eval_id' (\"greeting\") and 'evalId' (\"x\") are given: they are one key in two spellings; keep one",
+        )
+    ]
+
+
+def test_an_empty_test_json_says_it_holds_no_turns(tmp_path: Path) -> None:
+    path = tmp_path / "empty.test.json"
+    path.write_text("[]")
+    result = CliRunner().invoke(cli, ["validate", str(path)])
+    assert result.exit_code == 2
+    assert "at $: the file is an empty list: it holds no turns" in result.output
+    assert "expected a JSON object" not in result.output
+
+
+def test_converting_to_adk_carries_what_adk_cases_can_hold(tmp_path: Path) -> None:
+    """A case's name, description, tags, metadata, session config and each turn's node order go under the ADK
+    case's "tracegrade" key (ADK's EvalCase keeps unknown keys) and come back on the way in."""
+    ours = tmp_path / "m.json"
+    ours.write_text(
+        json.dumps(
+            {
+                "eval_set_id": "s",
+                "eval_cases": [
+                    {
+                        "eval_id": "a",
+                        "name": "Case A",
+                        "description": "d",
+                        "tags": ["smoke"],
+                        "metadata": {"xfail": True, "selector": {"trace_id": "abc"}},
+                        "session_input": {"config": {"recursion_limit": 5}},
+                        "conversation": [
+                            {"user_content": {"role": "user", "content": "hi"}},
+                            {"user_content": {"role": "user", "content": "and?"}, "expected_node_order": ["agent"]},
+                        ],
+                    },
+                    {"eval_id": "from_trace", "metadata": {"selector": {"trace_id": "def"}}},
+                ],
+            }
+        )
+    )
+    adk, back = tmp_path / "m.evalset.json", tmp_path / "back.json"
+    runner = CliRunner()
+    result = runner.invoke(cli, ["convert", str(ours), str(adk), "--to", "adk"])
+    assert result.exit_code == 0 and not result.stderr, result.output
+    written = json.loads(adk.read_text())["eval_cases"]
+    assert written[0]["tracegrade"] == {
+        "name": "Case A",
+        "description": "d",
+        "tags": ["smoke"],
+        "metadata": {"xfail": True, "selector": {"trace_id": "abc"}},
+        "session_config": {"recursion_limit": 5},
+        "expected_node_order": [[], ["agent"]],
+    }
+    assert written[1]["conversation"] == []  # a case found by its selector gets no made-up turn
+    assert runner.invoke(cli, ["convert", str(adk), str(back), "--to", "tracegrade"]).exit_code == 0
+    assert _without_ids(EvalSet.model_validate_json(back.read_text())) == _without_ids(EvalSet.from_file(ours))
+    example = EvalSet.from_file(EXAMPLES / "langgraph_weather" / "eval_set.json")
+    assert eval_set_from_adk(eval_set_to_adk(example)) == example
+
+
+def test_carried_key_problems_name_their_place() -> None:
+    turn = {"user_content": {"role": "user", "parts": [{"text": "hi"}]}}
+    cases = [
+        {"eval_id": "a", "conversation": [turn], "tracegrade": {"tags": "x"}},
+        {"eval_id": "b", "conversation": [turn], "tracegrade": {"expected_node_order": [[], []]}},
+    ]
+    with pytest.raises(EvalSetError) as caught:
+        eval_set_from_adk({"eval_set_id": "s", "eval_cases": cases}, "s.evalset.json")
+    where = dict(caught.value.problems)
+    assert "must be a list" in where["$.eval_cases[0].tracegrade.tags"]
+    assert where["$.eval_cases[1].tracegrade.expected_node_order"] == (
+        "holds the node orders of 2 turns but the case has 1; give one list per turn"
+    )
+
+
+def test_converting_to_adk_refuses_a_loss_unless_lossy(tmp_path: Path) -> None:
+    ours = tmp_path / "l.json"
+    ours.write_text(
+        json.dumps(
+            {
+                "eval_set_id": "s",
+                "metadata": {"owner": "qa"},
+                "eval_cases": [
+                    {
+                        "eval_id": "a",
+                        "conversation": [
+                            {"user_content": {"role": "user", "content": "hi"}},
+                            {
+                                "user_content": {"role": "user", "content": [{"type": "text", "text": "again"}]},
+                                "expected_tool_trajectory": [{"name": "t", "args": {"x": 1}, "result": {"ok": True}}],
+                            },
+                        ],
+                    }
+                ],
+            }
+        )
+    )
+    adk = tmp_path / "l.evalset.json"
+    runner = CliRunner()
+    refused = runner.invoke(cli, ["convert", str(ours), str(adk)])
+    assert refused.exit_code == 2 and not adk.exists()
+    assert f"cannot write {ours} in ADK's format without losing 2 things it has no place for" in refused.output
+    assert (
+        "at $.eval_cases[0].conversation[1].expected_tool_trajectory[0].result: case 'a', turn 2: "
+        'expected_tool_trajectory[0].result ({"ok": true}) has no place in ADK\'s eval set format; give the call '
+        "a call_id to keep it"
+    ) in refused.output
+    assert 'at $.metadata.owner: the eval set: metadata.owner ("qa") has no place' in refused.output
+    assert "convert with --lossy" in refused.output
+    with pytest.raises(EvalSetError) as caught:  # the API refuses the same
+        eval_set_to_adk(EvalSet.from_file(ours))
+    assert [where for where, _ in caught.value.problems] == [
+        "$.eval_cases[0].conversation[1].expected_tool_trajectory[0].result",
+        "$.metadata.owner",
+    ]
+    lossy = runner.invoke(cli, ["convert", "--lossy", str(ours), str(adk)])
+    assert lossy.exit_code == 0 and adk.exists()
+    assert "warning: --lossy dropped 2 things it has no place for" in lossy.stderr
+    assert "$.metadata.owner" in lossy.stderr

@@ -12,20 +12,26 @@ list of cases ``{name, data: [turns], initial_session}``. A **config** maps metr
 criterion object (``threshold``, ``match_type``, ``ignore_args``, ``judge_model_options``, ``rubrics``).
 
 Reading maps these onto tracegrade's models; ADK fields tracegrade has no place for are kept under
-``metadata["adk"]`` so that writing the set back gives ADK the same file. ADK metrics become slots with
-``scoring="adk"`` where tracegrade computes ADK's numbers (``tool_trajectory_avg_score`` -> ``trajectory``,
-``response_match_score`` -> ``rouge_match``); the judge metrics map to tracegrade's judges.
+``metadata["adk"]`` so that writing the set back gives ADK the same file. Writing keeps what ADK's case has no
+field for (a case's name, description, tags, metadata and session config, each turn's expected node order) under
+the case's ``tracegrade`` key, which ADK's EvalCase keeps as it is; anything else ADK's format cannot hold (an eval
+set's metadata, a message's metadata, a tool result without a call id...) is listed by :func:`eval_set_losses`.
+
+ADK metrics become slots with ``scoring="adk"`` where tracegrade computes ADK's numbers
+(``tool_trajectory_avg_score`` -> ``trajectory``, ``response_match_score`` -> ``rouge_match``); the judge metrics
+map to tracegrade's judges.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
-from tracegrade.errors import ConfigError, EvalSetError
+from tracegrade.errors import ConfigError, EvalSetError, did_you_mean
 from tracegrade.models.adk_schema import (
     CRITERION_MODELS,
     AdkEvalCase,
@@ -50,8 +56,10 @@ __all__ = [
     "ADK_METRIC_SLOTS",
     "adk_document",
     "config_from_adk",
+    "config_losses",
     "config_to_adk",
     "eval_set_from_adk",
+    "eval_set_losses",
     "eval_set_to_adk",
     "is_adk_config",
     "is_adk_eval_set",
@@ -90,23 +98,59 @@ _OTHER_ADK_METRICS = frozenset(
 )
 _ADK_MATCH_TYPES = ("EXACT", "IN_ORDER", "ANY_ORDER")  # ADK's enum values 0, 1, 2
 _DEFAULT_JUDGE = "gemini-2.5-flash"  # ADK's JudgeModelOptions default
+# the keys besides "criteria" ADK's EvalConfig writes (null when unset); tracegrade honours none of them
+_OTHER_CONFIG_KEYS = ("custom_metrics", "user_simulator_config", "live_model_config")
+_CARRIED = "tracegrade"  # an ADK case's key holding what ADK's EvalCase has no field for (see _CaseExtras)
+
+
+class _CaseExtras(BaseModel):
+    """What a tracegrade case holds that ADK's has no field for, written under the ADK case's ``tracegrade`` key:
+    ADK's EvalCase keeps keys it does not know, so ADK's own tools load and save them unchanged."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = ""
+    description: str = ""
+    tags: list[str] = []
+    metadata: dict[str, Any] = {}
+    session_config: dict[str, Any] = {}
+    expected_node_order: list[list[str]] = []  # one list per turn of the conversation
 
 
 def _snake(key: str) -> str:
     return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", key).lower()
 
 
-def _snaked(value: Any) -> Any:
-    """ADK's models accept camelCase aliases: read every key in snake_case (values such as ``state`` and tool
-    arguments are the user's own and keep their keys)."""
+def _json(value: Any) -> str:
+    """``value`` as a short JSON text, for a message."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def _snaked(value: Any, where: str, problems: list[Problem]) -> Any:
+    """ADK's models accept camelCase aliases: read every key in snake_case (values such as ``state``, tool
+    arguments and the ``tracegrade`` key are the user's own and keep their keys). An object giving one key in
+    both spellings (``eval_id`` and ``evalId``) is a problem: which one ADK reads depends on its version."""
     if isinstance(value, list):
-        return [_snaked(v) for v in value]
+        return [_snaked(v, f"{where}[{i}]", problems) for i, v in enumerate(value)]
     if not isinstance(value, dict):
         return value
     out: dict[str, Any] = {}
+    spelt: dict[str, Any] = {}
     for key, item in value.items():
         name = _snake(key) if isinstance(key, str) else key
-        out[name] = item if name in ("state", "args", "response", "final_session_state") else _snaked(item)
+        if name in out:
+            problems.append(
+                (
+                    f"{where}.{name}",
+                    f"both {spelt[name]!r} ({_json(value[spelt[name]])}) and {key!r} ({_json(item)}) are given: "
+                    "they are one key in two spellings; keep one",
+                )
+            )
+            continue
+        spelt[name] = key
+        verbatim = name in ("state", "args", "response", "final_session_state", _CARRIED)
+        out[name] = item if verbatim else _snaked(item, f"{where}.{name}", problems)
     return out
 
 
@@ -142,8 +186,8 @@ def _is_tracegrade_case(case: dict[str, Any]) -> bool:
 
 def is_adk_eval_set(data: Any) -> bool:
     """Whether parsed JSON is one of ADK's eval-set forms (tracegrade's own has ``content``, not ``parts``)."""
-    if isinstance(data, list):
-        return bool(data) and all(isinstance(d, dict) and ("query" in d or "data" in d) for d in data)
+    if isinstance(data, list):  # tracegrade's eval set is an object: an empty list is an ADK file with no turns
+        return all(isinstance(d, dict) and ("query" in d or "data" in d) for d in data)
     if not isinstance(data, dict):
         return False
     if "evalSetId" in data or "evalCases" in data:
@@ -220,17 +264,17 @@ def _event_calls(
         for j, part in enumerate(event.content.parts if event.content else []):
             at = f"{where}.invocation_events[{i}].content.parts[{j}]"
             if part.get("function_call"):
-                calls += _genai(FunctionCall, part["function_call"], f"{at}.function_call", problems)
+                calls += _parsed(FunctionCall, part["function_call"], f"{at}.function_call", problems)
             elif part.get("function_response"):
-                responses += _genai(FunctionResponse, part["function_response"], f"{at}.function_response", problems)
+                responses += _parsed(FunctionResponse, part["function_response"], f"{at}.function_response", problems)
             elif "text" in part:
                 texts.append((event.author, [part]))
     return calls, responses, texts
 
 
-def _genai(shape: type[Any], value: Any, where: str, problems: list[Problem]) -> list[Any]:
-    """``[value]`` as a ``shape`` object, or [] with its problems noted (a part's contents are not validated
-    with the rest of the file: ``Content`` keeps parts as written)."""
+def _parsed(shape: type[Any], value: Any, where: str, problems: list[Problem]) -> list[Any]:
+    """``[value]`` as a ``shape`` object, or [] with its problems noted at ``where``: for what is not validated
+    with the rest of the file (``Content`` keeps parts as written; a case's ``tracegrade`` key is set aside)."""
     try:
         return [shape.model_validate(value)]
     except ValidationError as exc:
@@ -263,7 +307,7 @@ def _joined_text(parts: list[Any]) -> str:
     return "\n".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
 
 
-def _invocation(turn: AdkInvocation, where: str, problems: list[Problem]) -> Invocation:
+def _invocation(turn: AdkInvocation, node_order: list[str], where: str, problems: list[Problem]) -> Invocation:
     tools, intermediate = _tool_calls(turn.intermediate_data, f"{where}.intermediate_data", problems)
     user = _message(turn.user_content, "user")
     assert user is not None  # user_content is required by the shape
@@ -273,23 +317,45 @@ def _invocation(turn: AdkInvocation, where: str, problems: list[Problem]) -> Inv
         expected_final_response=_message(turn.final_response, "assistant"),
         expected_tool_trajectory=tools,
         expected_intermediate_responses=intermediate,
+        expected_node_order=node_order,
         **fields,
     )
 
 
-def _case(case: AdkEvalCase, where: str, problems: list[Problem]) -> EvalCase:
-    turns = [_invocation(t, f"{where}.conversation[{i}]", problems) for i, t in enumerate(case.conversation)]
+def _case(case: AdkEvalCase, carried: Any, where: str, problems: list[Problem]) -> EvalCase:
+    """``case`` with what tracegrade wrote under its ``tracegrade`` key (``carried``, None when there is none)."""
+    extras = next(iter(_parsed(_CaseExtras, carried or {}, f"{where}.{_CARRIED}", problems)), _CaseExtras())
+    orders = extras.expected_node_order
+    if len(orders) > len(case.conversation):
+        problems.append(
+            (
+                f"{where}.{_CARRIED}.expected_node_order",
+                f"holds the node orders of {len(orders)} turns but the case has {len(case.conversation)}; "
+                "give one list per turn",
+            )
+        )
+    orders = orders + [[]] * (len(case.conversation) - len(orders))
+    turns = [
+        _invocation(t, order, f"{where}.conversation[{i}]", problems)
+        for i, (t, order) in enumerate(zip(case.conversation, orders))
+    ]
     session = case.session_input or AdkSessionInput()
     kept = {k: v for k, v in case.model_dump(include=set(case.KEPT)).items() if v not in (None, {}, [], 0, 0.0)}
     if session.session_id:
         kept["session_id"] = session.session_id
     return EvalCase(
         eval_id=case.eval_id,
+        name=extras.name,
+        description=extras.description,
+        tags=extras.tags,
         conversation=turns,
         session_input=SessionInput(
-            app_name=session.app_name or "", user_id=session.user_id or "test_user", state=session.state
+            app_name=session.app_name or "",
+            user_id=session.user_id or "test_user",
+            state=session.state,
+            config=extras.session_config,
         ),
-        metadata={"adk": kept} if kept else {},
+        metadata={**extras.metadata, **({"adk": kept} if kept else {})},
     )
 
 
@@ -301,7 +367,13 @@ def _stem(source: str) -> str:
 def _old_format_cases(data: list[Any], source: str) -> list[dict[str, Any]]:
     """The older list formats (turns, or named cases of turns: the first item says which) as EvalSet cases,
     the same conversion ADK's migration performs; problems are reported at their paths in the list."""
-    if data and isinstance(data[0], dict) and "data" in data[0]:
+    if not data:
+        message = (
+            'the file is an empty list: it holds no turns ({"query": ..., "expected_tool_use": [...], '
+            '"reference": ...}) or cases ({"name": ..., "data": [turns]}); add at least one'
+        )
+        raise EvalSetError(source, [("$", message)])
+    if isinstance(data[0], dict) and "data" in data[0]:
         old_cases: list[OldCase] = _validated(list[OldCase], data, source, EvalSetError)
         named = [(c.name or f"case_{i}", c.data, c.initial_session) for i, c in enumerate(old_cases)]
     else:
@@ -336,12 +408,17 @@ def eval_set_from_adk(data: Any, source: str = "<ADK eval set>") -> EvalSet:
     once as an :class:`~tracegrade.errors.EvalSetError` with paths in the ADK file."""
     if isinstance(data, list):
         data = {"eval_set_id": _stem(source), "eval_cases": _old_format_cases(data, source)}
-    mixed = _mixed_formats(data) if isinstance(data, dict) else []
-    if mixed:
-        raise EvalSetError(source, mixed)
-    parsed: AdkEvalSet = _validated(AdkEvalSet, _snaked(data), source, EvalSetError)
-    problems: list[Problem] = []
-    cases = [_case(c, f"$.eval_cases[{i}]", problems) for i, c in enumerate(parsed.eval_cases)]
+    problems = _mixed_formats(data) if isinstance(data, dict) else []
+    snaked = _snaked(data, "$", problems)
+    if problems:
+        raise EvalSetError(source, problems)
+    raw_cases = snaked.get("eval_cases") if isinstance(snaked, dict) else None
+    carried = [
+        c.pop(_CARRIED, None) if isinstance(c, dict) else None
+        for c in (raw_cases if isinstance(raw_cases, list) else [])
+    ]
+    parsed: AdkEvalSet = _validated(AdkEvalSet, snaked, source, EvalSetError)
+    cases = [_case(c, carried[i], f"$.eval_cases[{i}]", problems) for i, c in enumerate(parsed.eval_cases)]
     kept = {"creation_timestamp": parsed.creation_timestamp} if parsed.creation_timestamp else {}
     try:
         built = EvalSet(
@@ -396,8 +473,23 @@ def _adk_invocation(turn: Invocation) -> dict[str, Any]:
     return out
 
 
-def eval_set_to_adk(eval_set: EvalSet) -> dict[str, Any]:
-    """``eval_set`` as an ADK ``EvalSet`` document (snake_case keys, as ADK writes them)."""
+def _case_extras(case: EvalCase) -> dict[str, Any]:
+    """What ``case`` holds that ADK's case has no field for (see :class:`_CaseExtras`), without defaults."""
+    orders = [t.expected_node_order for t in case.conversation]
+    return _CaseExtras(
+        name=case.name,
+        description=case.description,
+        tags=case.tags,
+        metadata={k: v for k, v in case.metadata.items() if k != "adk"},  # "adk" is written as ADK's own keys
+        session_config=case.session_input.config,
+        expected_node_order=orders if any(orders) else [],
+    ).model_dump(exclude_defaults=True)
+
+
+def eval_set_to_adk(eval_set: EvalSet, *, lossy: bool = False, source: str = "<EvalSet>") -> dict[str, Any]:
+    """``eval_set`` as an ADK ``EvalSet`` document (snake_case keys, as ADK writes them). What ADK's format
+    cannot hold (:func:`eval_set_losses`) raises an :class:`~tracegrade.errors.EvalSetError` naming ``source``
+    unless ``lossy`` (then it is left out)."""
     cases = []
     for case in eval_set.eval_cases:
         extra = dict(case.metadata.get("adk") or {})
@@ -409,12 +501,14 @@ def eval_set_to_adk(eval_set: EvalSet) -> dict[str, Any]:
         }
         if session_id:
             session["session_id"] = session_id
+        carried = _case_extras(case)
         cases.append(
             {
                 "eval_id": case.eval_id,
                 "conversation": [_adk_invocation(t) for t in case.conversation],
                 "session_input": session,
                 **extra,
+                **({_CARRIED: carried} if carried else {}),
             }
         )
     out: dict[str, Any] = {"eval_set_id": eval_set.eval_set_id, "eval_cases": cases}
@@ -423,7 +517,53 @@ def eval_set_to_adk(eval_set: EvalSet) -> dict[str, Any]:
     if eval_set.description:
         out["description"] = eval_set.description
     out.update(eval_set.metadata.get("adk") or {})
+    if not lossy:
+        _refuse_losses(EvalSetError, source, eval_set_losses(eval_set, out))
     return out
+
+
+def _refuse_losses(error: type[EvalSetError] | type[ConfigError], source: str, losses: list[Problem]) -> None:
+    """Raise ``error`` listing ``losses`` (what writing for ADK would leave out), when there are any."""
+    if losses:
+        raise error(source, [(where, f"{what} (use --lossy to drop it)") for where, what in losses])
+
+
+def _lost(original: Any, back: Any, where: str, out: list[tuple[str, Any]]) -> None:
+    """Adds to ``out`` each ``(path, value)`` that ``original`` holds and ``back`` (its round trip) does not."""
+    if original is None or original == back or original == [{"type": "text", "text": back}]:
+        return  # (one text block reads back as plain text: the same message)
+    if isinstance(original, dict) and isinstance(back, dict):
+        for key, value in original.items():
+            _lost(value, back.get(key), f"{where}.{key}", out)
+    elif isinstance(original, list) and isinstance(back, list):
+        for i, value in enumerate(original):
+            _lost(value, back[i] if i < len(back) else None, f"{where}[{i}]", out)
+    else:
+        out.append((where, original))
+
+
+def eval_set_losses(eval_set: EvalSet, document: dict[str, Any]) -> list[Problem]:
+    """What of ``eval_set`` its ADK ``document`` (:func:`eval_set_to_adk`) does not hold: ``(path in the
+    tracegrade eval set, what is lost)``, found by reading the document back."""
+    lost: list[tuple[str, Any]] = []
+    back = eval_set_from_adk(document, "<written for ADK>")
+    _lost(eval_set.model_dump(mode="json"), back.model_dump(mode="json"), "$", lost)
+    problems = []
+    for where, value in lost:
+        found = re.match(r"\$\.eval_cases\[(\d+)\](?:\.conversation\[(\d+)\])?\.(.+)", where)
+        if found is None:
+            place, field = "the eval set", where.removeprefix("$.")
+        else:
+            case, turn, field = found.groups()
+            place = f"case {eval_set.eval_cases[int(case)].eval_id!r}" + (f", turn {int(turn) + 1}" if turn else "")
+        # ADK pairs a tool response with its call by the call's id
+        hint = (
+            "; give the call a call_id to keep it"
+            if re.search(r"expected_tool_trajectory\[\d+\]\.result$", where)
+            else ""
+        )
+        problems.append((where, f"{place}: {field} ({_json(value)}) has no place in ADK's eval set format{hint}"))
+    return problems
 
 
 # ---- configs ----
@@ -444,7 +584,15 @@ def _criterion(metric: str, value: Any, where: str, problems: list[Problem]) -> 
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         value = {"threshold": value}
     if not isinstance(value, dict) or "threshold" not in value:
-        problems.append((where, f'ADK metric {metric!r} needs a threshold: a number or an object with "threshold"'))
+        misspelt = (
+            [f"{k!r}{hint}" for k in value if (hint := did_you_mean(k, ["threshold"]))]
+            if isinstance(value, dict)
+            else []
+        )
+        found = f"it has {misspelt[0]}" if misspelt else f"got {_json(value)}"
+        problems.append(
+            (where, f'ADK metric {metric!r} needs a threshold: a number or an object with "threshold"; {found}')
+        )
         return None
     shape = CRITERION_MODELS[metric]
     try:
@@ -475,24 +623,48 @@ def _criterion(metric: str, value: Any, where: str, problems: list[Problem]) -> 
         return None
 
 
+def _slot_in_adk_config(slot: str, value: Any, adk_metrics: list[str]) -> str:
+    """The problem with tracegrade slot ``slot`` in a config read as ADK's (it names ``adk_metrics``)."""
+    if not adk_metrics:  # read as ADK's for its bare thresholds
+        example = value if isinstance(value, (int, float)) and not isinstance(value, bool) else 1.0
+        return f"tracegrade slot {slot!r} takes an object such as {_json({'threshold': example})}"
+    metric = _SLOT_METRICS.get(slot)
+    how = (
+        f"name it by ADK's metric {metric!r}"
+        if metric
+        else "ADK has no metric for it: write the whole config in tracegrade's format (`tracegrade convert`)"
+    )
+    return (
+        f"{slot!r} is a tracegrade slot name, but {', '.join(map(repr, adk_metrics))} "
+        f"{'is an ADK metric' if len(adk_metrics) == 1 else 'are ADK metrics'}: a config names all its criteria "
+        f"one way; {how}"
+    )
+
+
 def config_from_adk(data: dict[str, Any], source: str = "<ADK config>") -> EvalConfig:
-    """An ADK ``test_config.json`` (parsed) as an EvalConfig; trajectory and response match score as ADK does."""
-    data = _snaked(data)
+    """An ADK ``test_config.json`` (parsed) as an EvalConfig; trajectory and response match score as ADK does.
+    ADK's other keys are accepted when unset (null or empty, as ADK writes them), refused when set."""
     problems: list[Problem] = []
-    for key in data:
-        if key != "criteria":
+    data = _snaked(data, "$", problems)
+    for key, value in data.items():
+        if key in _OTHER_CONFIG_KEYS and value not in (None, {}, []):
             problems.append(
                 (f"$.{key}", f"ADK's {key!r} is not read by tracegrade; remove it or set it in an EvalConfig")
             )
+        elif key not in _OTHER_CONFIG_KEYS and key != "criteria":
+            meant = did_you_mean(key, ["criteria", *_OTHER_CONFIG_KEYS])
+            problems.append((f"$.{key}", f"unknown key {key!r}{meant or ' (an ADK config has criteria)'}"))
+    criteria = data.get("criteria") or {}
+    adk_metrics = [m for m in criteria if m in ADK_METRIC_SLOTS or m in _OTHER_ADK_METRICS]
     slots: dict[str, CriterionConfig] = {}
-    for metric, value in (data.get("criteria") or {}).items():
+    for metric, value in criteria.items():
         where = f"$.criteria.{metric}"
         if metric in ADK_METRIC_SLOTS:
             built = _criterion(metric, value, where, problems)
             if built is not None:
                 slots[ADK_METRIC_SLOTS[metric]] = built
         elif metric in CRITERIA_SLOTS:
-            problems.append((where, f'tracegrade slot {metric!r} takes an object such as {{"threshold": {value!r}}}'))
+            problems.append((where, _slot_in_adk_config(metric, value, adk_metrics)))
         elif metric in _OTHER_ADK_METRICS:
             problems.append((where, f"ADK metric {metric!r} has no tracegrade counterpart; remove it"))
         else:
@@ -503,18 +675,27 @@ def config_from_adk(data: dict[str, Any], source: str = "<ADK config>") -> EvalC
     return EvalConfig(criteria=slots)  # type: ignore[arg-type]
 
 
-def config_to_adk(config: EvalConfig, *, lossy: bool = False) -> dict[str, Any]:
-    """``config`` as an ADK ``test_config.json`` document. Slots ADK has no metric for are an error unless
-    ``lossy`` (then they are left out)."""
+def config_losses(config: EvalConfig) -> list[Problem]:
+    """What of ``config`` ADK's config cannot hold: ``(path in the tracegrade config, what is lost)``."""
+    losses = [
+        (f"$.criteria.{slot}", f"ADK has no metric for tracegrade's {slot!r}")
+        for slot, _ in config.criteria.enabled_slots()
+        if slot not in _SLOT_METRICS
+    ]
+    if config.criteria.sql_assertions:
+        losses.append(("$.criteria.sql_assertions", "ADK has no SQL assertions"))
+    return losses
+
+
+def config_to_adk(config: EvalConfig, *, lossy: bool = False, source: str = "<EvalConfig>") -> dict[str, Any]:
+    """``config`` as an ADK ``test_config.json`` document. What ADK has no metric for (:func:`config_losses`)
+    raises a :class:`~tracegrade.errors.ConfigError` naming ``source`` unless ``lossy`` (then it is left out)."""
+    if not lossy:
+        _refuse_losses(ConfigError, source, config_losses(config))
     criteria: dict[str, Any] = {}
-    problems: list[Problem] = []
     for slot, cfg in config.criteria.enabled_slots():
         metric = _SLOT_METRICS.get(slot)
         if metric is None:
-            if not lossy:
-                problems.append(
-                    (f"$.criteria.{slot}", f"ADK has no metric for tracegrade's {slot!r} (use --lossy to drop it)")
-                )
             continue
         if slot == "trajectory":
             criteria[metric] = {
@@ -534,10 +715,6 @@ def config_to_adk(config: EvalConfig, *, lossy: bool = False) -> dict[str, Any]:
             criteria[metric] = entry
         else:
             criteria[metric] = cfg.threshold
-    if config.criteria.sql_assertions and not lossy:
-        problems.append(("$.criteria.sql_assertions", "ADK has no SQL assertions (use --lossy to drop them)"))
-    if problems:
-        raise ConfigError("<EvalConfig>", problems)
     return {"criteria": criteria}
 
 
