@@ -427,3 +427,18 @@ def test_criterion_details_given_as_a_dict_are_kept_and_anything_else_is_validat
     loaded = CriterionResult.model_validate_json('{"criterion": "c", "score": 1, "passed": true, "details": {"x": 1}}')
     assert loaded.details == {"x": 1}
     assert CriterionResult.model_json_schema()["properties"]["details"]["type"] == "object"
+
+
+def test_a_case_read_without_an_id_gets_the_same_id_from_its_content_at_every_load(tmp_path):
+    hello = {"conversation": [{"user_content": {"role": "user", "content": "Hello there!"}}]}
+    bye = {"conversation": [{"user_content": {"role": "user", "content": "Bye!"}}]}
+    path = tmp_path / "cases.json"
+    path.write_text(json.dumps({"eval_set_id": "s", "eval_cases": [hello, bye, {**hello, "eval_id": "mine"}]}))
+    first, second = EvalSet.from_file(path), EvalSet.from_file(path)
+    ids = [case.eval_id for case in first.eval_cases]
+    assert ids == [case.eval_id for case in second.eval_cases]  # diff and gate pair the runs' results
+    assert ids[0].startswith("case-") and ids[0] != ids[1] and ids[2] == "mine"
+    built = [EvalCase(conversation=first.eval_cases[0].conversation) for _ in range(2)]
+    assert built[0].eval_id != built[1].eval_id  # built in Python: the random default, as documented
+    with pytest.raises(ValidationError, match="eval_id is blank"):
+        EvalSet.model_validate({"eval_set_id": "s", "eval_cases": [{**hello, "eval_id": " "}]})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from collections.abc import Iterator
@@ -9,7 +10,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
 from tracegrade.models.json_values import arguments_satisfy, json_equal
 
@@ -37,6 +38,12 @@ SCENARIO_KEY = "scenario"
 
 def _new_id() -> str:
     return str(uuid.uuid4())
+
+
+def _content_id(case: dict[str, Any]) -> str:
+    """``case-`` and 12 hex digits of a hash of the case's JSON: the id of a case read without one."""
+    text = json.dumps(case, sort_keys=True, ensure_ascii=False, default=str)
+    return "case-" + hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 class StepType(str, Enum):
@@ -208,6 +215,13 @@ class EvalCase(_StrictModel):
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("eval_id")
+    @classmethod
+    def _named(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("eval_id is blank: give the case an id (it names the case's test and result)")
+        return value
+
     @classmethod
     def single_turn(
         cls,
@@ -303,6 +317,21 @@ class EvalSet(_StrictModel):
     description: str = ""
     eval_cases: list[EvalCase] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _content_ids(cls, data: Any) -> Any:
+        """A case read without an ``eval_id`` (from a file, or any JSON) gets one derived from its content, the
+        same at every load: a random one would make each run's result of it a new case, which ``diff`` and
+        ``gate`` cannot pair with the last run's. (A case built in Python keeps the random default.)"""
+        cases = data.get("eval_cases") if isinstance(data, dict) else None
+        if not isinstance(cases, list) or all(not isinstance(c, dict) or "eval_id" in c for c in cases):
+            return data
+        named = [
+            {**case, "eval_id": _content_id(case)} if isinstance(case, dict) and "eval_id" not in case else case
+            for case in cases
+        ]
+        return {**data, "eval_cases": named}
 
     def __len__(self) -> int:
         return len(self.eval_cases)
