@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from tracegrade.errors import OutputFileError, TracegradeError
 from tracegrade.models.config import ReporterConfig
 from tracegrade.models.results import EvalReport
 from tracegrade.reporters.base import FileReporter
@@ -96,6 +97,11 @@ def report_file_stem(report: EvalReport, timestamp_files: bool = True) -> str:
 
 
 def _error_message(exc: BaseException) -> str:
+    """What went wrong, as a user reads it: our errors and the system's say it themselves; a bug names its type."""
+    if isinstance(exc, TracegradeError):
+        return str(exc)
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
     return f"{type(exc).__name__}: {exc}"
 
 
@@ -116,8 +122,12 @@ class ReporterManager:
         directory = Path(output_dir if output_dir is not None else c.output_dir).expanduser().absolute()
         try:
             directory.mkdir(parents=True, exist_ok=True)
+            usable = directory.is_dir()
         except OSError as exc:
-            out.errors.append(("directory", _error_message(exc)))
+            usable = False
+            out.errors.append(("directory", f"cannot write {directory}: {_error_message(exc)}"))
+        if not usable and not out.errors:
+            out.errors.append(("directory", f"cannot write {directory}: it is not a directory"))
         if c.console:
             console = ConsoleReporter(
                 verbose=c.verbose,
@@ -132,12 +142,14 @@ class ReporterManager:
                 out.errors.append((console.name, _error_message(exc)))
         stem = report_file_stem(report, c.timestamp_files)
         for name, entry in FILE_REPORTERS.items():
-            if not getattr(c, entry.switch):
+            if not getattr(c, entry.switch) or not usable:  # no directory: its error says why for every file
                 continue
             reporter = entry.build(c)
             target = directory / f"{stem}{entry.suffix}"
             try:
                 out.files[name] = reporter.save(report, target)
+            except OutputFileError as exc:  # it names the file and the reason
+                out.errors.append((reporter.name, str(exc)))
             except Exception as exc:  # named by the file asked for: the error may name a temporary file beside it
                 out.errors.append((reporter.name, f"cannot write {target}: {_error_message(exc)}"))
         return out
