@@ -136,7 +136,10 @@ def _ns_to_timestamps(values: list[int]) -> pa.Array:
 
 
 def sql_string(value: str) -> str:
-    """A SQL string literal ``'a''b'``."""
+    """A SQL string literal ``'a''b'``; a NUL, which SQL text cannot hold, is written ``chr(0)`` between the
+    literals of the rest (``('a' || chr(0) || 'b')``)."""
+    if "\0" in value:
+        return "(" + " || chr(0) || ".join(sql_string(part) for part in value.split("\0")) + ")"
     return "'" + value.replace("'", "''") + "'"
 
 
