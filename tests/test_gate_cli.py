@@ -117,3 +117,19 @@ def test_diff_adds_paired_statistics_and_flips(tmp_path: Path, runs: dict[str, P
     assert stats["alpha"] == 0.1 and stats["verdict"] == "fail"
     assert [m["name"] for m in stats["metrics"]] == ["cases", "tool_name_match", "response_quality"]
     assert data["summary"]["regressed"] >= 1  # the per-case diff is still there
+
+
+@pytest.mark.parametrize("where", ["a directory", "a missing directory"])
+def test_an_unwritable_step_summary_is_a_warning_and_the_verdict_stands(
+    tmp_path: Path, runs: dict[str, Path], monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    step_summary = tmp_path if where == "a directory" else tmp_path / "nosuch" / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
+    inconclusive = _gate(tmp_path, runs["tiny_a"], runs["tiny_a"])
+    assert inconclusive.exit_code == 0, inconclusive.output
+    assert "tracegrade gate: inconclusive" in inconclusive.stdout
+    reason = "Is a directory" if where == "a directory" else "No such file or directory"
+    (warning,) = [line for line in inconclusive.stderr.splitlines() if line.startswith("warning:")]
+    assert f"GITHUB_STEP_SUMMARY={step_summary}: {reason};" in warning
+    assert (tmp_path / "gate" / "summary.md").read_text(encoding="utf-8") == inconclusive.stdout
+    assert _gate(tmp_path, runs["base"], runs["worse"]).exit_code == 1  # a regression still exits 1

@@ -59,14 +59,28 @@ def command(
     reports = (baseline, candidate)  # those that are report files are never written over
     summary = write_text_file(out_dir / "summary.md", markdown, inputs=reports)
     junit = write_text_file(out_dir / "junit.xml", junit_xml(result), inputs=reports)
-    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if step_summary:
-        with open(step_summary, "a", encoding="utf-8") as fh:
-            fh.write(markdown)
+    _append_step_summary(markdown)
     click.echo(json.dumps(result.to_dict(), indent=2, default=str) if fmt == "json" else markdown, nl=False)
     click.echo(f"\nwrote {summary} and {junit}", err=True)
     if result.verdict == "fail":
         sys.exit(1)
+
+
+def _append_step_summary(markdown: str) -> None:
+    """Append ``markdown`` to ``$GITHUB_STEP_SUMMARY`` when it is set. A failure is a warning on stderr: the verdict
+    and its exit code stand (exit 1 there would read as a regression)."""
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not step_summary:
+        return
+    try:
+        with open(step_summary, "a", encoding="utf-8") as fh:
+            fh.write(markdown)
+    except OSError as exc:
+        click.echo(
+            f"warning: the summary was not appended to GITHUB_STEP_SUMMARY={step_summary}: "
+            f"{exc.strerror or exc}; point it at a writable file, or unset it",
+            err=True,
+        )
 
 
 def junit_xml(result: RunComparison) -> str:
