@@ -9,6 +9,7 @@ import click
 from tracegrade.cli.common import friendly_errors
 from tracegrade.cli.progress import track
 from tracegrade.cli.store_access import reading_store, store_options
+from tracegrade.output_files import replacing
 from tracegrade.store.schema import TABLES
 
 __all__ = ["command"]
@@ -40,10 +41,10 @@ def command(fmt: str, output_dir: Path, tables: tuple[str, ...], store_path: Pat
     import pyarrow.parquet as pq
 
     chosen = list(TABLES) if "all" in tables else list(dict.fromkeys(tables))
-    output_dir.mkdir(parents=True, exist_ok=True)
-    with reading_store(store_path, token) as store:
+    with reading_store(store_path, token) as store:  # checked before the output directory is made
         for table_name in track(chosen, "exporting", unit="tables"):
             table = store.query_arrow(f"SELECT * FROM {table_name}")
             path = output_dir / f"{table_name}.{fmt}"
-            pq.write_table(table, path)
+            with replacing(path, inputs=[store_path]) as fh:  # makes the directory; a refusal names path and reason
+                pq.write_table(table, fh)
             click.echo(f"{table_name}: {table.num_rows} rows -> {path}")
