@@ -129,6 +129,12 @@ def _no_criteria(ws: Path) -> list[str]:
         (_wrong_eval_set, "$.eval_cases[0].conversation"),
         (_no_criteria, "at $.criteria: no criterion is enabled"),  # what `validate` says
         (lambda ws: ["--evalset", str(ws / "evalset.json"), "--where", "TRUE"], "drop --evalset"),
+        # a selection of no trace: no empty run (reported as ALL FAILED, and a gate's baseline) is recorded
+        (
+            lambda ws: ["--where", "service_name = 'nobody'"],
+            """matched --where "service_name = 'nobody'"; nothing graded and no run recorded: widen the selection""",
+        ),
+        (lambda ws: ["--since", "2099-01-01", "--sample", "0.5"], "matched --since '2099-01-01' and --sample 0.5;"),
     ],
 )
 def test_bad_input_is_a_clear_error_and_writes_nothing(workspace: Path, make_args, message: str) -> None:
@@ -170,3 +176,23 @@ def test_missing_store_is_an_error_and_creates_nothing(workspace: Path) -> None:
     assert not missing.parent.exists() and not (workspace / "out").exists()
     runs = run_cli("runs", "--store", missing)
     assert runs.exit_code == 2 and "store not found" in runs.stderr and not missing.exists()
+
+
+def test_reference_free_grading_of_an_empty_store_says_so_and_records_nothing(tmp_path: Path) -> None:
+    fill_store(tmp_path / "empty.duckdb", []).close()
+    write_config(tmp_path / "config.json", CONFIG)
+    result = run_cli("grade", "--store", tmp_path / "empty.duckdb", "--config", tmp_path / "config.json")
+    assert result.exit_code == 2, result.output
+    assert f"{tmp_path / 'empty.duckdb'} holds no traces; nothing graded and no run recorded" in result.stderr
+    assert eval_runs(tmp_path / "empty.duckdb") == []
+
+
+def test_an_eval_set_matching_no_trace_records_each_case_as_an_error(workspace: Path) -> None:
+    """Unlike an empty selection, every case of an eval set is a result: one that matched nothing says why."""
+    unmatched = EvalCase(eval_id="lost", conversation=[Invocation.simple("nobody asked this", None, [], None)])
+    EvalSet(eval_set_id="orders", eval_cases=[unmatched]).to_file(workspace / "evalset.json")
+    result = grade(workspace, "--evalset", workspace / "evalset.json")
+    assert result.exit_code == 1, result.output
+    (case,) = read_report(workspace / "out").results
+    assert case.is_error and "no trace matches case 'lost'" in (case.error or "")
+    assert [run[1:] for run in eval_runs(workspace / "store.duckdb")] == [("eval_set", 1, 0)]

@@ -87,7 +87,8 @@ def command(
 
     With --evalset, each case is matched to its traces (stamped case id, the case's selector, or its first
     user message) and graded against it. Without it, traces picked by --where/--since/--sample/--limit are
-    graded with the criteria that need no expectations. Exit code 1 when any case fails.
+    graded with the criteria that need no expectations. Exit code 1 when any case fails; 2 for bad input, a
+    selection that matches no trace included (nothing is graded or recorded then).
     """
     chosen = _formats(formats)
     reference_free = evalset_path is None
@@ -116,8 +117,8 @@ def command(
                 report = grader.grade_eval_set_sync(eval_set, run_id=run_id)
             else:
                 report = grader.grade_traces_sync(selection)
-        if reference_free and not report.results:
-            click.echo("no traces matched the selection; nothing graded", err=True)
+        if not report.results:  # reference-free only: every case of an eval set gets a result, matched or not
+            raise UsageProblem(_nothing_selected(store_path, selection))
         if record:
             report.metadata["run_id"] = new_run_id()
         unwritten = _write_reports(report, out_dir, chosen, verbose)
@@ -135,7 +136,23 @@ def command(
             click.echo(f"recorded as run {recorded}", err=True)
     if unwritten:  # the run is recorded (the grading is not lost), but a report asked for is missing: a failure
         raise UsageProblem("the run was graded, but not every report asked for was written: " + "; ".join(unwritten))
-    sys.exit(0 if report.passed or (reference_free and not report.results) else 1)
+    sys.exit(0 if report.passed else 1)
+
+
+def _nothing_selected(store_path: Path | str, selection: TraceSelection) -> str:
+    """Why a reference-free run graded nothing, naming the options that selected no trace and how to widen them."""
+    given = [
+        f"--{option} {value!r}"
+        for option, value in (("where", selection.where), ("since", selection.since), ("sample", selection.sample))
+        if value is not None
+    ]
+    if not given:
+        return f"{store_path} holds no traces; nothing graded and no run recorded (send or import traces first)"
+    return (
+        f"no trace in {store_path} matched {' and '.join(given)}; nothing graded and no run recorded: widen the "
+        "selection (a broader --where, an earlier --since, a larger --sample; `tracegrade traces` lists what the store "
+        "holds)"
+    )
 
 
 def _check_predicate(reader: object, selection: TraceSelection) -> None:

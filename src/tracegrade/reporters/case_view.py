@@ -111,8 +111,10 @@ def criterion_status(result: CriterionResult) -> str:
 
 
 def run_status(report: EvalReport) -> str:
-    """``ALL PASSED``, ``ALL FAILED`` (also for an empty report) or ``PARTIAL``."""
-    if report.results and report.summary.pass_rate == 1.0:
+    """``ALL PASSED``, ``ALL FAILED``, ``PARTIAL``, or ``NO CASES`` for a report without cases (nothing failed)."""
+    if not report.results:
+        return "NO CASES"
+    if report.summary.pass_rate == 1.0:
         return "ALL PASSED"
     if report.summary.pass_rate == 0.0:
         return "ALL FAILED"

@@ -61,6 +61,7 @@ RUN_STATUS_STYLES = {
     "ALL PASSED": "bold white on green",
     "ALL FAILED": "bold white on red",
     "PARTIAL": "bold black on yellow",
+    "NO CASES": "bold black on white",
 }
 VALUE_LIMIT = 300  # characters per value in the default view
 VERBOSE_VALUE_LIMIT = 2000  # characters per value with verbose=True
