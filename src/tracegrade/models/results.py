@@ -290,7 +290,8 @@ class EvalCaseResult(BaseModel):
 
 
 class CriterionStats(BaseModel):
-    """Aggregate of one criterion over a run."""
+    """Aggregate of one criterion over a run: ``total == passed + failed + errors`` counts the cases it graded (an
+    errored result is an error, not a failure), ``skipped`` those it skipped; ``pass_rate`` is ``passed / total``."""
 
     total: int = 0
     passed: int = 0
@@ -359,7 +360,7 @@ class EvalSummary(BaseModel):
             name: CriterionStats(
                 total=graded,
                 passed=passes,
-                failed=graded - passes,
+                failed=graded - passes - errored,
                 skipped=skipped,
                 errors=errored,
                 avg_score=sum(scores[name]) / len(scores[name]) if scores[name] else 0.0,
