@@ -130,7 +130,7 @@ def eval_test(
     """Decorate a test (sync or async) that returns ``(app, collector)`` or an agent: the agent is evaluated on
     ``eval_file`` (else the first of :data:`EVAL_FILE_CANDIDATES` that exists, next to the test file or in the
     working directory) and the test fails, with every failed case explained, when fewer than ``threshold``
-    of the cases pass. Returning None skips the test.
+    of the cases pass; like :func:`run_eval`, it prints nothing on its own. Returning None skips the test.
     """
 
     def decorate(test: Callable[..., Any]) -> Callable[..., Any]:
@@ -139,8 +139,8 @@ def eval_test(
 
             try:
                 assert_eval_passed(report, threshold)
-            except AssertionError as exc:
-                pytest.fail(str(exc), pytrace=False)
+            except AssertionError as exc:  # the explanation once, not chained to the AssertionError that said it
+                raise pytest.fail.Exception(str(exc), pytrace=False) from None
 
         if inspect.iscoroutinefunction(test):
 
@@ -148,7 +148,7 @@ def eval_test(
             async def run_async(*args: Any, **kwargs: Any) -> None:
                 agent, collector = _agent_of(await test(*args, **kwargs))
                 path = _find_eval_file(eval_file, test)
-                check(await run_eval(agent, collector, path, config, verbose=True))
+                check(await run_eval(agent, collector, path, config))
 
             return run_async
 
@@ -156,7 +156,7 @@ def eval_test(
         def run(*args: Any, **kwargs: Any) -> None:
             agent, collector = _agent_of(test(*args, **kwargs))
             path = _find_eval_file(eval_file, test)
-            check(run_eval_sync(agent, collector, path, config, verbose=True))
+            check(run_eval_sync(agent, collector, path, config))
 
         return run
 
