@@ -51,7 +51,7 @@ def test_validate_refuses_recursive_aliases_alias_bombs_pipes_and_devices_at_onc
         "  at $: its aliases expand it to 490,329,064 values, more than the 1,000,000 tracegrade reads (each alias "
         "repeats its anchor's whole value); write the values out instead of repeating them through nested aliases"
     )
-    assert said[7].startswith("  at $: a named pipe (FIFO), not a regular file: ")
+    assert said[7].startswith("  at $: a FIFO (named pipe), not a regular file: ")
     assert said[9].startswith("  at $: a character device, not a regular file: ")
     assert said[10] == "5 of 5 files invalid"
 

@@ -144,7 +144,7 @@ def test_a_tokens_file_is_yaml_by_any_name_and_a_pipe_is_refused_without_waiting
     load = f"from tracegrade.ingest.tokens import TokenTable; TokenTable.from_file({str(fifo)!r})"
     # in a child process: reading a FIFO nobody writes to would wait for ever
     done = subprocess.run([sys.executable, "-c", load], capture_output=True, text=True, timeout=60)
-    assert "TokensFileError: tokens file" in done.stderr and "a named pipe (FIFO), not a regular file" in done.stderr
+    assert "TokensFileError: tokens file" in done.stderr and "a FIFO (named pipe), not a regular file" in done.stderr
 
 
 def test_a_reload_refuses_a_key_given_twice_and_the_tokens_in_use_stay(tmp_path: Path) -> None:

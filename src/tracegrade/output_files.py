@@ -24,7 +24,7 @@ from typing import BinaryIO
 
 from tracegrade.errors import OutputFileError
 
-__all__ = ["replacing", "write_text_file"]
+__all__ = ["replacing", "special_file_kind", "write_text_file"]
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
@@ -82,13 +82,20 @@ def _destination(shown: Path, inputs: Iterable[str | Path]) -> Path:
         return target  # a new file (or a dangling link's target, created through it)
     except OSError as exc:  # a loop of links, a regular file used as a directory, no permission
         raise _refused(shown, exc) from None
-    for is_kind, kind in _KINDS:
-        if is_kind(mode):
-            raise OutputFileError(shown, f"it is {kind}, not a regular file; give the path of a file to write")
+    kind = special_file_kind(mode)
+    if kind is not None:
+        raise OutputFileError(shown, f"it is {kind}, not a regular file; give the path of a file to write")
     for given in inputs:
         if os.path.exists(given) and os.path.samefile(given, target):
             raise OutputFileError(shown, f"it is the input file {given}; write the output to another path")
     return target
+
+
+def special_file_kind(mode: int) -> str | None:
+    """What a file of ``mode`` (``st_mode``) is when it is not a regular file (``"a directory"``...), else None."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((kind for is_kind, kind in _KINDS if is_kind(mode)), "a special file")
 
 
 def _refused(shown: Path, exc: OSError) -> OutputFileError:

@@ -9,13 +9,13 @@ from __future__ import annotations
 import errno
 import json
 import os
-import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from tracegrade.errors import FileFormatError, MissingFileError, TracegradeError
+from tracegrade.output_files import special_file_kind
 
 __all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "MAX_REPORT_BYTES", "MAX_YAML_VALUES", "read_json_file"]
 
@@ -34,14 +34,6 @@ MAX_REPORT_BYTES = 4096 * _MIB
 # anchor's whole value, so nine nested levels of nine aliases ("billion laughs") stand for 10**9 values.
 MAX_YAML_VALUES = 1_000_000
 _NON_BLOCKING = getattr(os, "O_NONBLOCK", 0)  # opening a FIFO must not wait for a writer before it is refused
-# what a file that is not a regular one is, by its stat type
-_FILE_TYPES = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a named pipe (FIFO)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
 
 Problem = tuple[str, str]
 
@@ -121,8 +113,8 @@ def _read_text(p: Path, limit: int) -> str:
 
 def _check_readable(info: os.stat_result, limit: int) -> None:
     """Refuse (:class:`_Invalid`) a file that is not a regular one, saying what it is, or larger than ``limit``."""
-    if not stat.S_ISREG(info.st_mode):
-        what = next((name for test, name in _FILE_TYPES if test(info.st_mode)), "a special file")
+    what = special_file_kind(info.st_mode)
+    if what is not None:
         raise _Invalid(
             f"{what}, not a regular file: tracegrade reads files it can read to the end; "
             "write the content to a file and pass that file"
