@@ -78,7 +78,7 @@ def test_list_and_load_runs(store) -> None:
     assert {r.run_id for r in list_runs(store)} == {"run-1", "run-2", "other"}
     assert {r.run_id for r in list_runs(store, kind="worker")} == {"run-2", "other"}
     assert load_run(store, "oth").eval_set_id == "production"  # a unique prefix
-    with pytest.raises(KeyError, match="ambiguous"):
+    with pytest.raises(InvalidValueError, match="ambiguous"):  # a bad reference, not a missing run
         load_run(store, "run-")
     with pytest.raises(KeyError, match="no grading run 'nope'"):
         load_run(store, "nope")
