@@ -141,12 +141,3 @@ def test_print_report_and_generate_write_to_stdout(capsys: pytest.CaptureFixture
     assert ConsoleReporter(use_color=False).generate(sample_report(), output_dir="ignored") is None
     assert "Total cases" in capsys.readouterr().out
     assert ConsoleReporter().name == "ConsoleReporter"
-
-
-def test_a_pipe_is_120_columns_wide_unless_columns_says_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("COLUMNS", raising=False)
-    wide = render(sample_report(), use_color=False, verbose=True)
-    assert max(len(line) for line in wide.splitlines()) == 120
-    monkeypatch.setenv("COLUMNS", "80")
-    narrow = render(sample_report(), use_color=False, verbose=True)
-    assert max(len(line) for line in narrow.splitlines()) <= 80

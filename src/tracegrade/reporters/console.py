@@ -7,7 +7,6 @@ escape codes. Untrusted text is never parsed as rich markup and its control char
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -66,7 +65,7 @@ RUN_STATUS_STYLES = {
 }
 VALUE_LIMIT = 300  # characters per value in the default view
 VERBOSE_VALUE_LIMIT = 2000  # characters per value with verbose=True
-NON_TERMINAL_WIDTH = 120  # columns used when writing to a file or pipe, unless COLUMNS says otherwise
+NON_TERMINAL_WIDTH = 120  # columns used when writing to a file or pipe
 
 
 class _EncodingSafeStream:
@@ -136,8 +135,7 @@ class ConsoleReporter(BaseReporter):
             file=stream,  # type: ignore[arg-type]
             color_system="auto" if self.use_color else None,
             no_color=None if self.use_color else True,
-            # a terminal's width, or COLUMNS when it is set (as rich reads it); else a width for files and pipes
-            width=None if stream.isatty() or os.environ.get("COLUMNS", "").strip().isdigit() else NON_TERMINAL_WIDTH,
+            width=None if stream.isatty() else NON_TERMINAL_WIDTH,
             highlight=False,
             emoji=False,
             soft_wrap=False,
