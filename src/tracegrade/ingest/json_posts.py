@@ -9,6 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from tracegrade.errors import TracegradeError
+from tracegrade.ingest.decode.checks import type_name
 from tracegrade.ingest.tokens import Authorize
 from tracegrade.store.tenancy import DEFAULT_TENANT
 
@@ -55,12 +56,6 @@ async def read_json_post(
         raise Refusal(413, f"the request is too large for this server ({exc.text}); {when_too_large}") from None
 
 
-def _json_type(value: object) -> str:
-    """The JSON name of a parsed value's type, for messages."""
-    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
-    return "null" if value is None else names.get(type(value), type(value).__name__)
-
-
 def json_object(body: bytes, shape: str, required: tuple[str, type], optional: tuple[str, ...] = ()) -> dict[str, Any]:
     """``body`` as a JSON object that holds the key ``required[0]`` with a value of type ``required[1]``, and
     no keys but the ``optional`` ones besides; ValueError says what is wrong (``shape`` shows the object wanted)."""
@@ -70,10 +65,10 @@ def json_object(body: bytes, shape: str, required: tuple[str, type], optional: t
         raise ValueError(f"the body is not valid JSON: {exc}") from None
     key, kind = required
     if not isinstance(document, dict):
-        raise ValueError(f"the body must be a JSON object {shape}; got {_json_type(document)}")
+        raise ValueError(f"the body must be a JSON object {shape}; got {type_name(document)}")
     if not isinstance(document.get(key), kind):
-        found = "it is missing" if key not in document else f"got {_json_type(document[key])}"
-        raise ValueError(f"'{key}' must be a JSON {_json_type(kind())} ({found}): send {shape}")
+        found = "it is missing" if key not in document else f"got {type_name(document[key])}"
+        raise ValueError(f"'{key}' must be a JSON {type_name(kind())} ({found}): send {shape}")
     unknown = set(document) - {key, *optional}
     if unknown:
         accepted = [key, *optional]
