@@ -125,3 +125,29 @@ def test_empty_file_holds_nothing(tmp_path):
     target.write_text("")
     traces, logs = read_otlp_file(target)
     assert traces.spans == [] and logs.records == []
+
+
+def test_a_json_file_that_is_not_json_gets_the_json_error(tmp_path):
+    target = tmp_path / "notes.json"
+    target.write_text("these are notes, not an export\n")
+    with pytest.raises(FileFormatError) as caught:
+        read_otlp_file(target)
+    assert caught.value.problems == [("JSON", "invalid JSON at line 1, column 1: Expecting value")]
+
+
+def test_text_that_is_neither_json_nor_protobuf_says_so(tmp_path):
+    target = tmp_path / "export.otlp"
+    target.write_text("spans: 3\nsee the dashboard\n")
+    with pytest.raises(FileFormatError) as caught:
+        read_otlp_file(target)
+    where, what = caught.value.problems[0]
+    assert where == "protobuf message 1 at byte offset 0"
+    assert "the file is text, not protobuf" in what and ".jsonl" in what
+
+
+@pytest.mark.parametrize("name", ["empty.json", "empty.pb", "blank.json"])
+def test_empty_files_of_any_suffix_hold_nothing(tmp_path, name):
+    target = tmp_path / name
+    target.write_text("\n  \n" if name.startswith("blank") else "")
+    traces, logs = read_otlp_file(target)
+    assert traces.spans == [] and logs.records == []

@@ -1,6 +1,6 @@
 """Read OTLP dumps from disk: OTLP/JSON, the Collector file exporter's JSON lines, and protobuf.
 
-Formats, recognised by content (the suffix only forces JSON lines for ``.jsonl``/``.ndjson``):
+Formats, recognised by content (the suffix forces JSON lines for ``.jsonl``/``.ndjson`` and JSON for ``.json``):
 
 - one OTLP/JSON ExportTraceServiceRequest or ExportLogsServiceRequest (``resourceSpans`` /
   ``resourceLogs``);
@@ -32,6 +32,8 @@ __all__ = ["read_otlp_file"]
 
 _KIND = "OTLP file"
 _LINE_SUFFIXES = {".jsonl", ".ndjson"}
+_JSON_SUFFIX = ".json"
+_BOM = b"\xef\xbb\xbf"
 _SKIPPED_SIGNALS = ("resourceMetrics", "resource_metrics", "resourceProfiles", "resource_profiles")
 
 
@@ -40,9 +42,12 @@ def read_otlp_file(path: str | Path, limits: DecodeLimits = DEFAULT_LIMITS) -> t
     path = Path(path)
     data = path.read_bytes()
     traces, logs = DecodedTraces(), DecodedLogs()
-    if path.suffix.lower() in _LINE_SUFFIXES:
+    suffix = path.suffix.lower()
+    if suffix in _LINE_SUFFIXES:
         _read_json_lines(path, data, limits, traces, logs)
-    elif data.lstrip()[:1] == b"{" or data[:3] == b"\xef\xbb\xbf":
+    elif not data.strip():
+        pass  # an empty file holds nothing
+    elif suffix == _JSON_SUFFIX or data.lstrip()[:1] == b"{" or data[:3] == _BOM:
         try:
             request = load_json(data)
         except DecodeError as exc:
@@ -51,7 +56,7 @@ def read_otlp_file(path: str | Path, limits: DecodeLimits = DEFAULT_LIMITS) -> t
             _read_json_lines(path, data, limits, traces, logs)
         else:
             _add_json_request(path, "document", request, limits, traces, logs)
-    elif data.strip():
+    else:
         _read_protobuf(path, data, limits, traces, logs)
     return traces, logs
 
@@ -131,10 +136,25 @@ def _read_protobuf(path: Path, data: bytes, limits: DecodeLimits, traces: Decode
         try:
             decoded = _decode_protobuf_request(message, limits)
         except DecodeError as exc:
-            raise FileFormatError(str(path), [(where, str(exc))], kind=_KIND) from None
+            problem = str(exc)
+            if _is_text(data):
+                problem += (
+                    "; the file is text, not protobuf: OTLP/JSON starts with '{' (one request) or holds one "
+                    "request per line (name it .jsonl)"
+                )
+            raise FileFormatError(str(path), [(where, problem)], kind=_KIND) from None
         _merge(
             traces if isinstance(decoded, DecodedTraces) else logs, decoded, where if len(frames) > 1 else "document"
         )
+
+
+def _is_text(data: bytes) -> bool:
+    """Is ``data`` UTF-8 text without control characters other than whitespace (so surely not protobuf)?"""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return all(ch.isprintable() or ch in "\t\n\r" for ch in text)
 
 
 def _decode_protobuf_request(message: bytes, limits: DecodeLimits) -> DecodedTraces | DecodedLogs:
