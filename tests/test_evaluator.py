@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -184,6 +185,35 @@ async def test_a_timed_out_case_is_an_error_and_the_others_continue():
         assert hung.error == "timed out after 0.3s" and not hung.passed and hung.criterion_results == []
         assert report.summary.error_cases == 1
     assert started == ["a", "hang", "b"]
+
+
+def test_a_sync_agent_that_never_returns_does_not_keep_the_run_from_ending():
+    # its thread cannot be stopped; evaluate_sync (asyncio.run) must still return once the case times out
+    release = threading.Event()
+
+    def stuck_agent(message: str) -> str:
+        with trace_tool("echo", arguments={"message": message}):
+            if message == "hang":
+                release.wait(120)
+        return message
+
+    cases = [single_case(m, m, m, [ToolCall(name="echo", args={"message": m})]) for m in ("hang", "b")]
+    reports: list[Any] = []
+    runner = threading.Thread(
+        target=lambda: reports.append(
+            AgentEvaluator(stuck_agent, config=trajectory_only(timeout=0.3)).evaluate_sync(
+                EvalSet(eval_set_id="t", eval_cases=cases)
+            )
+        ),
+        daemon=True,
+    )
+    runner.start()
+    runner.join(60)
+    ended = not runner.is_alive()
+    release.set()  # let the agent's thread go either way
+    assert ended, "evaluate_sync waited for the hung agent's thread"
+    hung, b = reports[0].results
+    assert hung.error == "timed out after 0.3s" and b.passed
 
 
 async def test_an_agent_exception_becomes_that_cases_error_with_what_was_captured():

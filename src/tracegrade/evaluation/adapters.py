@@ -10,8 +10,10 @@ way scripted and simulated conversations send a turn: it counts the turn and tur
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import json
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,7 +95,8 @@ def response_text(value: Any) -> str | None:
 
 class CallableAdapter(AgentAdapter):
     """A plain function (sync or async) called with the user text, plus ``state``/``config``/``history``
-    keyword arguments when its signature accepts them. Sync functions run in a worker thread."""
+    keyword arguments when its signature accepts them. Sync functions run in a thread of their own
+    (:func:`_in_daemon_thread`)."""
 
     _OPTIONAL = ("state", "config", "history")
 
@@ -115,7 +118,7 @@ class CallableAdapter(AgentAdapter):
         if self.is_async:
             result = await self.func(user_text, **kwargs)
         else:
-            result = await asyncio.to_thread(self.func, user_text, **kwargs)
+            result = await _in_daemon_thread(self.func, user_text, **kwargs)
             if inspect.isawaitable(result):
                 result = await result
         reply = response_text(result)
@@ -123,6 +126,35 @@ class CallableAdapter(AgentAdapter):
         if reply:
             session.history.append({"role": "assistant", "content": reply})
         return reply
+
+
+async def _in_daemon_thread(func: Any, *args: Any, **kwargs: Any) -> Any:
+    """``func(*args, **kwargs)`` in a new daemon thread, in a copy of the caller's context, awaited.
+
+    Not ``asyncio.to_thread``: the loop's default executor is joined when ``asyncio.run`` ends, and again at
+    interpreter exit, so a sync agent that hangs past the case timeout would keep the whole run from ending.
+    Python cannot stop a thread; a daemon thread left behind by a timeout ends with the process.
+    """
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()  # the run's collector context, as to_thread would carry it
+
+    def settle(outcome: Any, failed: bool) -> None:
+        if not done.done():  # a timed-out case has cancelled it
+            (done.set_exception if failed else done.set_result)(outcome)
+
+    def work() -> None:
+        try:
+            outcome, failed = context.run(func, *args, **kwargs), False
+        except BaseException as exc:  # handed to the awaiting task, as to_thread would
+            outcome, failed = exc, True
+        try:
+            loop.call_soon_threadsafe(settle, outcome, failed)
+        except RuntimeError:  # the loop has closed: the run ended without waiting for this turn
+            pass
+
+    threading.Thread(target=work, name=f"tracegrade-agent-{getattr(func, '__name__', 'call')}", daemon=True).start()
+    return await done
 
 
 def compile_if_needed(graph: Any) -> Any:
