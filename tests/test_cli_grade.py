@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from tests.support.grading_cli import eval_runs, read_report, run_cli, write_config
 from tests.support.grading_traces import AgentRun, fill_store
 from tracegrade.evaluation.selection import in_sample
 from tracegrade.models import EvalCase, EvalSet, Invocation, ToolCall
-from tracegrade.models.config import CriteriaConfig, CriterionConfig, EvalConfig
+from tracegrade.models.config import REDACTED, CriteriaConfig, CriterionConfig, EvalConfig, UserSimulatorConfig
 
 CONFIG = EvalConfig(
     criteria=CriteriaConfig(
@@ -196,3 +197,27 @@ def test_an_eval_set_matching_no_trace_records_each_case_as_an_error(workspace: 
     (case,) = read_report(workspace / "out").results
     assert case.is_error and "no trace matches case 'lost'" in (case.error or "")
     assert [run[1:] for run in eval_runs(workspace / "store.duckdb")] == [("eval_set", 1, 0)]
+
+
+def test_api_keys_in_the_config_are_not_recorded_in_reports_or_the_store(workspace: Path) -> None:
+    secret = "sk-test-DO-NOT-LEAK-4242"
+    config = CONFIG.model_copy(deep=True)
+    config.criteria.llm_judge = CriterionConfig(
+        enabled=False, judge_model="openai/judge", api_key=secret, api_base="http://127.0.0.1:9/v1"
+    )
+    config.user_simulator_config = UserSimulatorConfig(api_key=secret)
+    write_config(workspace / "config.json", config)
+    result = grade(workspace, "--evalset", workspace / "evalset.json")
+    assert result.exit_code == 0, result.output
+    report = read_report(workspace / "out")
+    assert report.config_used["criteria"]["llm_judge"]["api_key"] == REDACTED
+    assert report.config_used["user_simulator_config"]["api_key"] == REDACTED
+    assert report.config_used["criteria"]["llm_judge"]["api_base"] == "http://127.0.0.1:9/v1"  # only keys go
+    written = [path.read_text() for path in (workspace / "out").iterdir()]
+    assert len(written) == 2 and not any(secret in text for text in written)
+    stored = duckdb.connect(str(workspace / "store.duckdb"), read_only=True)
+    try:
+        (config_text, report_text) = stored.execute("SELECT config, report FROM eval_runs").fetchone()
+    finally:
+        stored.close()
+    assert secret not in config_text and secret not in report_text and REDACTED in config_text

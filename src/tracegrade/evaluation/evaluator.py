@@ -252,7 +252,7 @@ class AgentEvaluator:
             loaded.eval_set_id,
             results,
             eval_set_name=loaded.name,
-            config_used=self.config.model_dump(mode="json"),
+            config_used=self.config.redacted_dump(),
             metadata={"run_id": run.run_id},
         )
         self._run_reporters(report, output_dir)

@@ -190,7 +190,7 @@ class TraceGrader:
         return fields_read(criteria) if self.evaluator_factory is None else None
 
     def _report(self, set_id: str, name: str, results: list[EvalCaseResult], meta: dict[str, Any]) -> EvalReport:
-        return EvalReport.create(set_id, results, name, config_used=self.config.model_dump(mode="json"), metadata=meta)
+        return EvalReport.create(set_id, results, name, config_used=self.config.redacted_dump(), metadata=meta)
 
     def grade_eval_set_sync(self, eval_set: EvalSet | str | Path, run_id: str | None = None) -> EvalReport:
         """Blocking wrapper around :meth:`grade_eval_set` (not usable inside a running event loop)."""

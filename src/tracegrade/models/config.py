@@ -23,6 +23,7 @@ from tracegrade.errors import did_you_mean
 __all__ = [
     "CRITERIA_SLOTS",
     "DEFAULT_JUDGE_MODEL",
+    "REDACTED",
     "SLOT_OPTIONS",
     "ArgMatchMode",
     "BudgetConfig",
@@ -317,6 +318,22 @@ class CriteriaConfig(_Strict):
             raise ValidationError.from_exception_data(exc.title, errors) from None
 
 
+#: what ``EvalConfig.redacted_dump`` records in place of an API key
+REDACTED = "<redacted>"
+_SECRET_FIELDS = frozenset({"api_key"})
+
+
+def _redact_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            key: REDACTED if key in _SECRET_FIELDS and item is not None else _redact_keys(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_redact_keys(item) for item in value]
+    return value
+
+
 CRITERIA_SLOTS: tuple[str, ...] = tuple(f for f in CriteriaConfig.model_fields if f != "sql_assertions")
 
 _JUDGE_OPTIONS = frozenset(
@@ -452,6 +469,11 @@ class EvalConfig(_Strict):
         from tracegrade.models.adk_files import load_eval_config
 
         return load_eval_config(path)
+
+    def redacted_dump(self) -> dict[str, Any]:
+        """The config as JSON values with every API key replaced by :data:`REDACTED`: what reports, stored runs
+        and JUnit properties record (``config_used``), which are shared far more widely than the config file."""
+        return _redact_keys(self.model_dump(mode="json"))
 
     def to_file(self, path: str | Path) -> None:
         from tracegrade.models.files import save_model
