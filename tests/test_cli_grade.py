@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -221,3 +223,19 @@ def test_api_keys_in_the_config_are_not_recorded_in_reports_or_the_store(workspa
     finally:
         stored.close()
     assert secret not in config_text and secret not in report_text and REDACTED in config_text
+
+
+def test_a_console_reader_that_goes_away_does_not_cost_the_files_or_the_recorded_run(workspace: Path) -> None:
+    # `tracegrade grade … | head`: the pipe is closed before the console report is printed
+    command = [sys.executable, "-m", "tracegrade.cli.main", "grade", "--store", str(workspace / "store.duckdb")]
+    command += ["--config", str(workspace / "config.json"), "--evalset", str(workspace / "evalset.json")]
+    command += ["--out", str(workspace / "out"), "--format", "console,json,junit", "--verbose"]
+    grading = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert grading.stdout is not None
+    grading.stdout.close()
+    _, stderr = grading.communicate(timeout=120)
+    assert grading.returncode == 0, stderr.decode()
+    assert b"Traceback" not in stderr and b"Exception ignored" not in stderr
+    report = read_report(workspace / "out")
+    assert report.passed and len(list((workspace / "out").glob("*_junit.xml"))) == 1
+    assert eval_runs(workspace / "store.duckdb") == [(report.metadata["run_id"], "eval_set", 2, 2)]

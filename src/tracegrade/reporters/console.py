@@ -7,6 +7,8 @@ escape codes. Untrusted text is never parsed as rich markup and its control char
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
 import time
 from pathlib import Path
@@ -89,6 +91,26 @@ class _EncodingSafeStream:
         return bool(isatty and isatty())
 
 
+class _PipeAwareConsole(Console):
+    """A rich Console that raises BrokenPipeError when its reader goes away (``grade … | head``) instead of
+    rich's default, ``SystemExit(1)``, which would end the run before its report files are written and the run
+    is recorded."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, "the reader of the console report closed the pipe")
+
+
+def _stdout_to_devnull() -> None:
+    """Point the closed standard output at /dev/null, so that flushing it at exit does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no file descriptor behind sys.stdout (a test's capture): nothing to flush
+        pass
+
+
 def _status_text(status: str) -> Text:
     return Text(f"{STATUS_ICONS[status]} {STATUS_LABELS[status]}", style=STATUS_STYLES[status])
 
@@ -125,13 +147,18 @@ class ConsoleReporter(BaseReporter):
         self.report(report)
 
     def report(self, report: EvalReport) -> None:
+        """Print the report; a reader that stops reading (a closed pipe) ends the printing, not the caller."""
         console = self._console()
-        for renderable in self.renderables(report):
-            console.print(renderable)
+        try:
+            for renderable in self.renderables(report):
+                console.print(renderable)
+        except BrokenPipeError:
+            if self.output is None:
+                _stdout_to_devnull()
 
     def _console(self) -> Console:
         stream = _EncodingSafeStream(self.output if self.output is not None else sys.stdout)
-        return Console(
+        return _PipeAwareConsole(
             file=stream,  # type: ignore[arg-type]
             color_system="auto" if self.use_color else None,
             no_color=None if self.use_color else True,
