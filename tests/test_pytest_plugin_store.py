@@ -161,3 +161,30 @@ def test_a_baseline_the_store_cannot_give_is_a_usage_error(
     assert len(_runs(project)) == 1  # sessions refused at the start record nothing
     bad_alpha = project.runpytest("-p", "no:cacheprovider", "--tracegrade-alpha", "1.5")
     assert bad_alpha.ret == pytest.ExitCode.USAGE_ERROR
+
+
+@pytest.mark.parametrize("stop", ["interrupt", "maxfail"])
+def test_a_session_that_stops_early_is_reported_but_neither_recorded_nor_gated(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, stop: str
+) -> None:
+    assert _session(project, monkeypatch, []).ret == 0
+    # Ctrl-C, or -x after a failure, when the sixth of the twelve cases is about to run
+    raised = "KeyboardInterrupt" if stop == "interrupt" else "AssertionError('stop here')"
+    project.makeconftest(f"def pytest_runtest_call(item):\n    if 'lima' in item.nodeid:\n        raise {raised}\n")
+    args = ["-p", "no:cacheprovider", "--tracegrade-store", "runs.duckdb", "--tracegrade-baseline", "latest"]
+    args += ["--tracegrade-report", "out"]
+    monkeypatch.setenv("BROKEN_CITIES", ",".join(CITIES))
+    # an interrupt runs in a process of its own: in this one it would end this session too
+    partial = project.runpytest_subprocess(*args) if stop == "interrupt" else project.runpytest(*args, "-x")
+    assert partial.ret == (pytest.ExitCode.INTERRUPTED if stop == "interrupt" else pytest.ExitCode.TESTS_FAILED)
+    why = (
+        "the session was interrupted"
+        if stop == "interrupt"
+        else "the session stopped early (stopping after 1 failures)"
+    )
+    partial.stdout.fnmatch_lines([f"not gated or recorded: {why}, so these cases are only part of the run"])
+    assert "baseline" not in partial.stdout.str()  # no gate verdict
+    assert len(_runs(project)) == 1  # the partial session did not become `latest`
+    report = json.loads(next((project.path / "out").glob("*.json")).read_text())
+    assert report["metadata"]["incomplete"] == why
+    assert report["summary"]["total_cases"] == 3  # Paris, Oslo, Bergen: graded before the stop

@@ -56,12 +56,14 @@ class _SessionState:
         self.previous = previous  # restored at unconfigure (pytester runs sessions inside sessions)
         self.order: dict[str, int] = {}
         self.xfailed: set[str] = set()
+        self.finished: set[str] = set()  # tests whose teardown ran
         self.report: Any = None  # the merged EvalReport, once the session finished
         self.written: list[str] = []
         self.problems: list[str] = []
         self.baseline: Any = None  # (name, EvalReport) resolved at configure time
         self.gate: Any = None  # the RunComparison against it
         self.recorded_run: str | None = None
+        self.incomplete: str | None = None  # why the session graded only part of what it collected
 
 
 # the configured sessions, innermost last (pytester runs sessions inside a session)
@@ -158,8 +160,12 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     # pytest passes no config here; the innermost session being run is the one reporting
-    if _STATES and report.skipped and getattr(report, "wasxfail", None) is not None:  # failed as expected
+    if not _STATES:
+        return
+    if report.skipped and getattr(report, "wasxfail", None) is not None:  # failed as expected
         _STATES[-1].xfailed.add(report.nodeid)
+    if report.when == "teardown":
+        _STATES[-1].finished.add(report.nodeid)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -179,17 +185,31 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not state.recorder.cases:
         return
     state.report = state.recorder.merged_report()
+    state.incomplete = _why_incomplete(session, exitstatus, len(state.finished))
+    if state.incomplete:
+        state.report.metadata["incomplete"] = state.incomplete
     report_dir = config.getoption("tracegrade_report", None)
     if report_dir is not None:
         _write_reports(state, Path(report_dir))
-    if state.baseline is not None:
+    # a part of the run is no baseline, and no run to compare with one: it is reported, never gated or recorded
+    if state.baseline is not None and not state.incomplete:
         _gate(state, config)
     store = config.getoption("tracegrade_store", None)
-    if store:
+    if store and not state.incomplete:
         _record(state, Path(store))
     failed = (state.gate is not None and state.gate.verdict == "fail") or state.problems
     if failed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _why_incomplete(session: pytest.Session, exitstatus: int, finished: int) -> str | None:
+    """Why the session ended before running every test it collected (Ctrl-C, ``-x``/``--maxfail``), or None."""
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        return "the session was interrupted"
+    if finished < session.testscollected:
+        stopped = session.shouldfail or session.shouldstop
+        return f"the session stopped early ({stopped})" if isinstance(stopped, str) else "the session stopped early"
+    return None
 
 
 def _write_reports(state: _SessionState, directory: Path) -> None:
@@ -241,6 +261,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     from tracegrade.testing.explain import explain_case
 
     write = terminalreporter.write_line
+    tracegrade_store = config.getoption("tracegrade_store", None)
     terminalreporter.section("tracegrade")
     s = state.report.summary
     write(f"{s.total_cases} case(s) graded: {s.passed_cases} passed, {s.failed_cases} failed, {s.error_cases} errors")
@@ -255,8 +276,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         write(f"{s.num_runs} trials per case: pass rate 95% interval {low:.1%}-{high:.1%}, {s.flaky_cases} flaky")
     for path in state.written:
         write(f"report: {path}")
+    if state.incomplete:
+        what = [w for w, asked in (("gated", state.baseline is not None), ("recorded", tracegrade_store)) if asked]
+        if what:
+            write(f"not {' or '.join(what)}: {state.incomplete}, so these cases are only part of the run", red=True)
     if state.recorded_run is not None:
-        write(f"recorded run {state.recorded_run} in {config.getoption('tracegrade_store')}")
+        write(f"recorded run {state.recorded_run} in {tracegrade_store}")
     if state.gate is not None:
         from tracegrade.testing.session_store import gate_lines
 
