@@ -44,7 +44,7 @@ def test_a_real_regression_fails_the_gate() -> None:
     assert result.cases.pass_to_fail > result.cases.fail_to_pass
     quality = next(m for m in result.criteria if m.name == "response_quality")
     assert quality.significant_regression and quality.high < 0
-    assert quality.bootstrap_p_adjusted is not None and quality.bootstrap_p_adjusted < 0.05
+    assert quality.permutation_p_adjusted is not None and quality.permutation_p_adjusted < 0.05
     assert any("regressed significantly" in r for r in result.reasons)
     flipped = [f for f in result.flips if f.direction == "pass->fail"]
     assert flipped and all(f.divergence for f in flipped if "tool_name_match" in f.criteria)
@@ -69,7 +69,7 @@ def test_the_noise_test_could_fail_without_the_multiple_testing_correction() -> 
         adjusted += result.verdict == "fail"
         raw += any(
             (m.mcnemar_p < 0.05 and m.pass_to_fail > m.fail_to_pass)
-            or (m.bootstrap_p is not None and m.bootstrap_p < 0.05 and m.delta < 0)
+            or (m.permutation_p is not None and m.permutation_p < 0.05 and m.delta < 0)
             for m in result.metrics
         )
     assert raw > adjusted

@@ -14,6 +14,7 @@ from tracegrade.evaluation.statistics import (
     holm_adjust,
     mcnemar_exact,
     min_mcnemar_p,
+    paired_permutation_p,
     pass_at_k,
     pass_hat_k,
     percentile_bootstrap,
@@ -78,16 +79,50 @@ def test_paired_bootstrap_of_the_mean_delta_matches_scipys_paired_bootstrap() ->
     )
     assert ours.low == pytest.approx(ref.confidence_interval.low, abs=0.01)
     assert ours.high == pytest.approx(ref.confidence_interval.high, abs=0.01)
-    assert ours.high < 0 and ours.p_value < 0.05
+    assert ours.high < 0
 
 
 def test_bootstrap_is_seeded_and_handles_constant_data() -> None:
     assert percentile_bootstrap(SCORES, seed=5) == percentile_bootstrap(SCORES, seed=5)
     assert percentile_bootstrap(SCORES, seed=5) != percentile_bootstrap(SCORES, seed=6)
     flat = percentile_bootstrap([0.0] * 8)
-    assert (flat.low, flat.high, flat.p_value) == (0.0, 0.0, 1.0)
+    assert (flat.low, flat.high) == (0.0, 0.0)
     with pytest.raises(ValueError, match="at least one"):
         percentile_bootstrap([])
+
+
+def test_the_permutation_test_by_hand() -> None:
+    assert paired_permutation_p([-0.1]) == 1.0  # one case can never be significant
+    assert paired_permutation_p([-0.1, -0.2, -0.3, -0.4]) == pytest.approx(2 / 16)  # all four got worse
+    assert paired_permutation_p([-0.5, 0.5]) == 1.0  # no change on balance
+    assert paired_permutation_p([0.0, 0.0]) == paired_permutation_p([]) == 1.0
+    # zero differences carry no sign: the same p-value as without them
+    assert paired_permutation_p([-0.1] * 6 + [0.0] * 10) == pytest.approx(2 / 64)
+    # 0.1 + 0.2 and 0.3 must count as the same sum though floats disagree in the last bit
+    assert paired_permutation_p([0.1, 0.2, -0.3]) == pytest.approx(paired_permutation_p([1.0, 2.0, -3.0]))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_exact_permutation_test_matches_scipys(seed: int) -> None:
+    rng = random.Random(seed)
+    n = rng.randint(3, 14)
+    shift = rng.choice([0.0, -0.05, -0.2])
+    deltas = [round(rng.gauss(shift, 0.2), 2) for _ in range(n)]  # rounded: ties and equal magnitudes
+    ref = stats.permutation_test(
+        (np.array(deltas),), np.sum, permutation_type="samples", n_resamples=np.inf, alternative="two-sided"
+    )
+    assert paired_permutation_p(deltas) == pytest.approx(min(1.0, ref.pvalue), abs=1e-12)
+
+
+def test_the_sampled_permutation_test_past_the_exact_limit_is_close_and_seeded() -> None:
+    rng = random.Random(4)
+    deltas = [rng.gauss(-0.05, 0.2) for _ in range(22)]  # 22 > EXACT_SIGN_FLIPS: sampled
+    exact = stats.permutation_test(
+        (np.array(deltas),), np.sum, permutation_type="samples", n_resamples=np.inf, alternative="two-sided"
+    ).pvalue
+    sampled = paired_permutation_p(deltas, resamples=20000, seed=2)
+    assert sampled == pytest.approx(exact, abs=0.01)
+    assert paired_permutation_p(deltas, seed=2) == paired_permutation_p(deltas, seed=2)
 
 
 def test_holm_by_hand() -> None:

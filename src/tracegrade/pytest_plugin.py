@@ -12,7 +12,7 @@
 * ``--tracegrade-baseline RUN`` gates the session against a baseline: a saved report JSON file, or a run in
   the store (a run id or unique prefix, ``latest``, ``latest~N``: what ``tracegrade gate`` accepts, resolved
   before this session is recorded). The session fails only on a regression that is significant at
-  ``--tracegrade-alpha`` (paired McNemar and bootstrap tests, :func:`tracegrade.evaluation.compare.compare_runs`),
+  ``--tracegrade-alpha`` (paired McNemar and permutation tests, :func:`tracegrade.evaluation.compare.compare_runs`),
   a drop larger than ``--tracegrade-max-drop``, or with ``--tracegrade-strict`` any case gone from pass to fail.
 * ``--tracegrade-num-runs N`` sets ``EvalConfig.num_runs`` of every run the session grades through
   ``run_eval`` / ``eval_test``: each case runs N times (see :mod:`tracegrade.evaluation.trials`).

@@ -2,8 +2,9 @@
 
 Cases are paired by eval id (only cases both runs graded count). For the case pass rate and for each
 criterion's pass rate the test is an exact McNemar test on the cases whose verdict flipped; for a
-criterion with graded (non-0/1) scores, also a paired bootstrap of the mean score delta. All these
-tests form one family whose p-values are Holm-adjusted, so grading more criteria does not make a false
+criterion with graded (non-0/1) scores, also a paired sign-flip permutation test of the mean score delta
+(exact up to 20 cases that changed; the mean delta's interval is a paired bootstrap). All these tests form one
+family whose p-values are Holm-adjusted, so grading more criteria does not make a false
 alarm more likely. The verdict is ``fail`` only for a significant regression (or one larger than
 ``max_drop``, or with ``strict`` any case that went from pass to fail), ``inconclusive`` when the runs
 cannot support a verdict (and why), ``pass`` otherwise.
@@ -15,7 +16,13 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from tracegrade.evaluation.run_diff import first_divergence
-from tracegrade.evaluation.statistics import holm_adjust, mcnemar_exact, min_mcnemar_p, percentile_bootstrap
+from tracegrade.evaluation.statistics import (
+    holm_adjust,
+    mcnemar_exact,
+    min_mcnemar_p,
+    paired_permutation_p,
+    percentile_bootstrap,
+)
 from tracegrade.models.results import EvalCaseResult, EvalReport
 
 __all__ = ["CASES", "Flip", "MetricComparison", "RunComparison", "compare_runs"]
@@ -45,9 +52,9 @@ class MetricComparison:
     delta: float
     low: float
     high: float
-    bootstrap_p: float | None  # None when the scores are pass/fail only (McNemar already tests them)
+    permutation_p: float | None  # None when the scores are pass/fail only (McNemar already tests them)
     mcnemar_p_adjusted: float = 1.0
-    bootstrap_p_adjusted: float | None = None
+    permutation_p_adjusted: float | None = None
     significant_regression: bool = False
     exceeds_max_drop: bool = False
 
@@ -168,7 +175,7 @@ def compare_runs(
     paired = [(by_base[k], by_cand[k]) for k in by_base if k in by_cand]
     confidence = 1 - alpha
     metrics = [_metric(CASES, [(_case_pass(a), _case_pass(b), _case_score(a), _case_score(b)) for a, b in paired])]
-    metrics[0] = _with_bootstrap(metrics[0], _case_deltas(paired), confidence, resamples, seed, test=False)
+    metrics[0] = _with_delta(metrics[0], _case_deltas(paired), confidence, resamples, seed, test=False)
     for name in _criterion_names(paired):
         rows = _criterion_rows(paired, name)
         if not rows:
@@ -176,7 +183,7 @@ def compare_runs(
         metric = _metric(name, rows)
         graded = any(s not in (0.0, 1.0) for _, _, sa, sb in rows for s in (sa, sb))
         deltas = [sb - sa for _, _, sa, sb in rows]
-        metrics.append(_with_bootstrap(metric, deltas, confidence, resamples, seed, test=graded))
+        metrics.append(_with_delta(metric, deltas, confidence, resamples, seed, test=graded))
     metrics = _judge(metrics, alpha, max_drop)
     flips = _flips(paired)
     verdict, reasons = _verdict(metrics, flips, len(paired), alpha, max_drop, strict)
@@ -249,26 +256,26 @@ def _metric(name: str, rows: list[Row]) -> MetricComparison:
         delta=0.0,
         low=0.0,
         high=0.0,
-        bootstrap_p=None,
+        permutation_p=None,
     )
 
 
-def _with_bootstrap(
+def _with_delta(
     metric: MetricComparison, deltas: list[float], confidence: float, resamples: int, seed: int, test: bool
 ) -> MetricComparison:
-    """``metric`` with its paired bootstrap interval; its p-value joins the tests only when ``test``."""
+    """``metric`` with its mean delta and paired bootstrap interval, and when ``test`` the permutation test's
+    p-value, which then joins the family of tests."""
     if not deltas:
         return metric
     boot = percentile_bootstrap(deltas, confidence, resamples, seed)
-    return replace(
-        metric, delta=boot.estimate, low=boot.low, high=boot.high, bootstrap_p=boot.p_value if test else None
-    )
+    p = paired_permutation_p(deltas, resamples, seed) if test else None
+    return replace(metric, delta=boot.estimate, low=boot.low, high=boot.high, permutation_p=p)
 
 
 def _judge(metrics: list[MetricComparison], alpha: float, max_drop: float | None) -> list[MetricComparison]:
     """Holm-adjust every test of the family and mark significant regressions and drops past ``max_drop``."""
     tests: list[tuple[int, str, float]] = [(i, "mcnemar", m.mcnemar_p) for i, m in enumerate(metrics)]
-    tests += [(i, "bootstrap", m.bootstrap_p) for i, m in enumerate(metrics) if m.bootstrap_p is not None]
+    tests += [(i, "permutation", m.permutation_p) for i, m in enumerate(metrics) if m.permutation_p is not None]
     adjusted = holm_adjust([p for _, _, p in tests])
     updates: list[dict[str, Any]] = [{} for _ in metrics]
     for (i, kind, _), p in zip(tests, adjusted):
@@ -277,7 +284,7 @@ def _judge(metrics: list[MetricComparison], alpha: float, max_drop: float | None
     for m, update in zip(metrics, updates):
         m = replace(m, **update)
         worse_verdicts = m.pass_to_fail > m.fail_to_pass and m.mcnemar_p_adjusted < alpha
-        worse_scores = m.bootstrap_p_adjusted is not None and m.bootstrap_p_adjusted < alpha and m.delta < 0
+        worse_scores = m.permutation_p_adjusted is not None and m.permutation_p_adjusted < alpha and m.delta < 0
         drop = m.pass_rate_delta if m.name == CASES else m.delta
         judged.append(
             replace(
@@ -322,7 +329,7 @@ def _verdict(
     for m in metrics:
         label = "case pass rate" if m.name == CASES else f"criterion {m.name}"
         if m.significant_regression:
-            p = min(m.mcnemar_p_adjusted, m.bootstrap_p_adjusted if m.bootstrap_p_adjusted is not None else 1.0)
+            p = min(m.mcnemar_p_adjusted, m.permutation_p_adjusted if m.permutation_p_adjusted is not None else 1.0)
             failing.append(
                 f"{label} regressed significantly: pass rate {m.pass_rate_baseline:.0%} → {m.pass_rate_candidate:.0%}, "
                 f"mean {m.delta:+.3f} [{m.low:+.3f}, {m.high:+.3f}], adjusted p = {p:.3g} < {alpha:g}"

@@ -1,11 +1,13 @@
 """The statistics behind tracegrade's intervals and verdicts, in pure Python (no NumPy or SciPy at run time).
 
-Everything here is deterministic: the bootstrap draws from ``random.Random(seed)``, so the same inputs
-always give the same interval. Intervals are two-sided at ``confidence``; p-values are two-sided.
+Everything here is deterministic: the bootstrap and the sampled permutation test draw from
+``random.Random(seed)``, so the same inputs always give the same answer. Intervals are two-sided at
+``confidence``; p-values are two-sided.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 from collections.abc import Hashable, Sequence
@@ -19,6 +21,7 @@ __all__ = [
     "holm_adjust",
     "mcnemar_exact",
     "min_mcnemar_p",
+    "paired_permutation_p",
     "pass_at_k",
     "pass_hat_k",
     "percentile_bootstrap",
@@ -51,12 +54,11 @@ def wilson_interval(successes: float, n: int, confidence: float = 0.95) -> tuple
 
 @dataclass(frozen=True)
 class BootstrapResult:
-    """A statistic (the mean), its percentile interval and a two-sided p-value for "the mean is 0"."""
+    """A statistic (the mean) and its percentile interval."""
 
     estimate: float
     low: float
     high: float
-    p_value: float
 
 
 def percentile_bootstrap(
@@ -65,25 +67,71 @@ def percentile_bootstrap(
     """The mean of ``values`` with a percentile-bootstrap interval.
 
     Given the per-case differences of two paired runs, this is the paired bootstrap of the mean delta:
-    resampling whole cases keeps each case's two scores together. The p-value is twice the smaller
-    share of resampled means on either side of zero (when every value is the same: 1.0 if they are 0,
-    else 0.0).
+    resampling whole cases keeps each case's two scores together. An interval, not a test: with a few cases
+    every resample can fall on one side of 0 (see :func:`paired_permutation_p` for the test).
     """
     n = len(values)
     if n == 0:
         raise ValueError("the bootstrap needs at least one value")
     estimate = math.fsum(values) / n
     if all(v == values[0] for v in values):
-        return BootstrapResult(estimate, estimate, estimate, 1.0 if estimate == 0 else 0.0)
+        return BootstrapResult(estimate, estimate, estimate)
     rng = random.Random(seed)
     pick = rng.choices
     means = sorted(math.fsum(pick(values, k=n)) / n for _ in range(resamples))
     alpha = 1 - confidence
-    low, high = _quantile(means, alpha / 2), _quantile(means, 1 - alpha / 2)
-    # (count + 1) / (resamples + 1): a p-value the resamples can support, never an impossible 0
-    at_or_below = (sum(1 for m in means if m <= 0) + 1) / (resamples + 1)
-    at_or_above = (sum(1 for m in means if m >= 0) + 1) / (resamples + 1)
-    return BootstrapResult(estimate, low, high, min(1.0, 2 * min(at_or_below, at_or_above)))
+    return BootstrapResult(estimate, _quantile(means, alpha / 2), _quantile(means, 1 - alpha / 2))
+
+
+#: up to this many non-zero differences the permutation test counts every sign assignment (2**20, by halves)
+EXACT_SIGN_FLIPS = 20
+
+
+def paired_permutation_p(deltas: Sequence[float], resamples: int = 2000, seed: int = 0) -> float:
+    """Two-sided p-value of the paired sign-flip (randomisation) test that the mean of ``deltas`` is 0.
+
+    If the two runs do not differ, each case's two scores are exchangeable, so each difference is as likely
+    to have either sign. The p-value is the share of the 2**n sign assignments of the n non-zero differences
+    whose sum is at least as far from 0 as the observed one: counted exactly up to
+    :data:`EXACT_SIGN_FLIPS` differences, else estimated from ``resamples`` random assignments as
+    ``(hits + 1) / (resamples + 1)``. It is never below ``2 / 2**n``: four cases that all got worse give
+    0.125 and one gives 1.0, where a bootstrap would call either significant.
+    """
+    nonzero = [d for d in deltas if d != 0]
+    n = len(nonzero)
+    observed = abs(math.fsum(nonzero))
+    # sums of the same magnitudes in another order may differ in the last bits: those count as equal
+    tolerance = 1e-9 * max(1.0, math.fsum(abs(d) for d in nonzero))
+    if n == 0 or observed <= tolerance:
+        return 1.0
+    if n <= EXACT_SIGN_FLIPS:
+        return _sign_flips_at_least(nonzero, observed - tolerance) / 2**n
+    rng = random.Random(seed)
+    hits = 0
+    for _ in range(resamples):
+        signs = rng.getrandbits(n)
+        total = math.fsum(d if signs >> i & 1 else -d for i, d in enumerate(nonzero))
+        hits += abs(total) >= observed - tolerance
+    return (hits + 1) / (resamples + 1)
+
+
+def _sign_flips_at_least(values: list[float], bound: float) -> int:
+    """How many of the 2**len(values) signed sums of ``values`` have an absolute value of at least ``bound``
+    (> 0): every sum of the first half paired with every sum of the second, counted by bisection."""
+    half = len(values) // 2
+    first, second = _signed_sums(values[:half]), sorted(_signed_sums(values[half:]))
+    count = 0
+    for a in first:
+        count += len(second) - bisect.bisect_left(second, bound - a)  # a + b >= bound
+        count += bisect.bisect_right(second, -bound - a)  # a + b <= -bound
+    return count
+
+
+def _signed_sums(values: list[float]) -> list[float]:
+    sums = [0.0]
+    for value in values:
+        sums = [s + value for s in sums] + [s - value for s in sums]
+    return sums
 
 
 def mcnemar_exact(pass_to_fail: int, fail_to_pass: int) -> float:
