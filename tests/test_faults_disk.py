@@ -8,6 +8,9 @@ and frees again while a real OTLP/HTTP exporter sends traces.
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -20,6 +23,8 @@ from tests.support.server_otlp import post
 from tests.support.server_process import ServerProcess
 from tests.support.server_requests import span_json, traces_json, unique_trace_id
 from tests.support.small_fs import fill, free, small_filesystem
+from tracegrade.errors import StoreError
+from tracegrade.store import TraceStore
 
 pytestmark = pytest.mark.slow
 
@@ -57,7 +62,9 @@ def test_a_full_disk_is_refused_retryably_recovered_from_by_itself_and_loses_not
             assert refused.status == 503, refused.body
             assert "Retry-After" in refused.headers
             acked_while_full = load.acked_batches
-            time.sleep(2)
+            # the disk stays full while the receiver tries to reopen the failed store (its first checkpoint fails)
+            log_path = tmp_path / "serve.log"
+            _wait(lambda: "reopening the store failed" in log_path.read_text(), 60, "a reopen tried on the full disk")
             free(mount)
             # no restart: exports are accepted again once the disk has room
             _wait(lambda: load.acked_batches > acked_while_full + 10, 90, "exports accepted after the disk was freed")
@@ -79,3 +86,38 @@ def test_a_full_disk_is_refused_retryably_recovered_from_by_itself_and_loses_not
         assert len(load.acked) == 160 * 20 and len(stored) >= len(load.acked)
         log = (tmp_path / "serve.log").read_text()
         assert "No space left on device" in log
+        # each line of the receiver's log says when it happened
+        stamp = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4} "
+        assert re.search(stamp + r"ERROR tracegrade\.ingest\.server: reopening the store failed", log, re.M), log
+
+
+_WAL_WRITER = """
+import sys, time
+from tests.support.store_records import make_span
+from tracegrade.store import TraceStore
+store = TraceStore(sys.argv[1], wal=True)
+store.write([make_span(t, s) for t in range(50) for s in range(10)])
+print("written", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_store_whose_first_checkpoint_hits_a_full_disk_fails_to_open_as_a_store_error(tmp_path: Path) -> None:
+    # what a receiver reopening its failed store meets while the disk is still full: it must be a StoreError
+    # (retried), not DuckDB's own exception, which ended the receiver's reopening for good
+    with small_filesystem(tmp_path / "fs", "32m") as mount:
+        path = mount / "store.duckdb"
+        TraceStore(path).close()
+        writer = subprocess.Popen(
+            [sys.executable, "-c", _WAL_WRITER, str(path)], stdout=subprocess.PIPE, cwd=Path(__file__).parent.parent
+        )
+        assert writer.stdout is not None and writer.stdout.readline() == b"written\n"
+        writer.kill()  # a WAL left to replay: opening the store must write a checkpoint
+        writer.wait()
+        fill(mount)
+        with pytest.raises(StoreError, match="No space left on device") as refused:
+            TraceStore(path, wal=False)
+        assert str(path) in str(refused.value)
+        free(mount)
+        with TraceStore(path, wal=False) as store:
+            assert store.query("SELECT count(*) FROM spans").rows == [(500,)]

@@ -86,7 +86,12 @@ def test_a_bad_certificate_or_key_is_named_before_any_port_is_bound(tmp_path: Pa
     second = _self_signed(tmp_path / "second")
     junk = tmp_path / "junk.pem"
     junk.write_text("not a certificate\n")
-    cases = [((first[0], second[1]), "the key does not belong to the certificate"), ((junk, junk), "unreadable as PEM")]
+    cases = [
+        ((first[0], second[1]), "the key does not belong to the certificate"),
+        ((junk, junk), f"--tls-cert {junk} holds no PEM certificate"),
+        ((first[1], first[0]), f"--tls-cert {first[1]} holds no PEM certificate (the two files look swapped)"),
+        ((first[0], junk), f"--tls-key {junk} holds no PEM private key"),
+    ]
     for (cert, key), problem in cases:
         store = tmp_path / "store.duckdb"
         args = ["serve", "--store", str(store), "--grpc-port", "0", "--http-port", "0"]

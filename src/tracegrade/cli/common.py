@@ -15,7 +15,11 @@ import click
 
 from tracegrade.errors import InvalidValueError, TracegradeError
 
-__all__ = ["HTTP_URL", "Duration", "HttpUrl", "UsageProblem", "friendly_errors", "logged_errors"]
+__all__ = ["HTTP_URL", "Duration", "HttpUrl", "UsageProblem", "friendly_errors", "log_to_stderr", "logged_errors"]
+
+# a long-running command's log: when each line happened matters as much as what it says
+_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+_LOG_DATE_FORMAT = "%Y-%m-%dT%H:%M:%S%z"
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -99,3 +103,17 @@ def logged_errors(logger_name: str) -> Iterator[list[str]]:
         yield messages
     finally:
         logger.removeHandler(handler)
+
+
+def log_to_stderr() -> None:
+    """Send tracegrade's warnings and errors to stderr, each line with its time and level (``serve``, ``worker``).
+
+    Without a handler of its own Python's last-resort handler prints the bare message. Does nothing when the
+    ``tracegrade`` logger already has a handler (an embedding program configured it).
+    """
+    logger = logging.getLogger("tracegrade")
+    if logger.handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter(_LOG_FORMAT, _LOG_DATE_FORMAT))
+    logger.addHandler(handler)

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from tracegrade.cli.common import UsageProblem, friendly_errors
+from tracegrade.cli.common import UsageProblem, friendly_errors, log_to_stderr
 from tracegrade.cli.store_location import STORE_LOCATION
 from tracegrade.ingest.settings import ENV_VARS, ServeSettings
 
@@ -119,6 +119,7 @@ def command(**options: object) -> None:
         click.echo(f"warning: {exposure}", err=True)
     from tracegrade.ingest.server import run_server
 
+    log_to_stderr()
     try:
         run_server(settings, announce=_announce)
     except OSError as exc:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tracegrade.cli.common import UsageProblem, friendly_errors
+from tracegrade.cli.common import UsageProblem, friendly_errors, log_to_stderr
 from tracegrade.cli.progress import ProgressBar
 from tracegrade.cli.store_access import lake_data_option, open_until_stopped, open_writable_store, store_option
 from tracegrade.errors import StoreError, StoreLockedError
@@ -67,6 +67,7 @@ def command(
         finally:
             store.close()
         return
+    log_to_stderr()
     asyncio.run(_serve(worker, store, open_store))
 
 

@@ -22,14 +22,16 @@ import os
 import signal
 import socket
 import ssl
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import grpc
 from aiohttp import web
 
-from tracegrade.errors import StoreError, TracegradeError
+from tracegrade.errors import TracegradeError
 from tracegrade.ingest.body_budget import BodyBudget
 from tracegrade.ingest.forget_endpoint import add_forget_route
 from tracegrade.ingest.grpc_services import OtlpGrpcServices, grpc_receive_limit
@@ -55,6 +57,7 @@ READY_QUEUE_FRACTION = 0.8  # readiness turns false when the write queue is full
 STOP_GRACE = 2.0  # seconds idle connections get to close once in-flight requests are done
 STORE_WATCH_SECONDS = 0.25  # how often the receiver checks whether its store failed
 REOPEN_RETRY_SECONDS = 2.0  # between attempts to reopen a failed store (the disk may still be full)
+REOPEN_LOG_SECONDS = 60.0  # the same failure of those attempts is logged at most this often
 QUERY_CONSISTENCY_TIMEOUT = 30.0  # longest a query waits for acknowledged spans to be committed
 CLIENT_CHECK_SECONDS = 0.2  # how often a running query checks that its client is still there
 MIN_SANDBOX_MEMORY = 32 * 1024 * 1024  # least memory an MCP grading call's SQL-assertion sandbox gets
@@ -64,6 +67,24 @@ log = logging.getLogger(__name__)
 
 def _host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _tls_files_problem(cert: Any, key: Any, error: ssl.SSLError) -> str:
+    """Which of the TLS files OpenSSL refused, and why, as far as their text tells."""
+    if error.reason == "KEY_VALUES_MISMATCH":
+        return "the key does not belong to the certificate"
+    texts = {}
+    for flag, path in (("--tls-cert", cert), ("--tls-key", key)):
+        try:
+            texts[flag] = Path(path).read_text(encoding="ascii", errors="replace")
+        except OSError:
+            texts[flag] = ""
+    if "-----BEGIN CERTIFICATE-----" not in texts["--tls-cert"]:
+        swapped = "PRIVATE KEY-----" in texts["--tls-cert"] and "BEGIN CERTIFICATE" in texts["--tls-key"]
+        return f"--tls-cert {cert} holds no PEM certificate" + (" (the two files look swapped)" if swapped else "")
+    if "PRIVATE KEY-----" not in texts["--tls-key"]:
+        return f"--tls-key {key} holds no PEM private key"
+    return f"OpenSSL cannot read them ({error.reason or error})"
 
 
 class ReceiverServer:
@@ -235,8 +256,7 @@ class ReceiverServer:
         try:
             context.load_cert_chain(str(cert), str(key))
         except ssl.SSLError as exc:
-            mismatch = exc.reason == "KEY_VALUES_MISMATCH"
-            problem = "the key does not belong to the certificate" if mismatch else f"unreadable as PEM ({exc.reason})"
+            problem = _tls_files_problem(cert, key, exc)
             raise OSError(
                 f"cannot serve TLS with --tls-cert {cert} and --tls-key {key}: {problem}; give a PEM certificate "
                 "chain and the PEM private key that belongs to it"
@@ -338,11 +358,21 @@ class ReceiverServer:
         await self._intake.wait_idle(self.settings.shutdown_timeout)
         self._storage = None
         await loop.run_in_executor(None, functools.partial(failed.close, drain=False))
+        attempts, said, said_at = 0, "", 0.0
         while not self._stopped:
             try:
                 storage = await loop.run_in_executor(None, Storage.open, self.settings, self._hooks(loop))
-            except StoreError as exc:
-                log.error("reopening the store failed (%s); trying again in %g s", exc, REOPEN_RETRY_SECONDS)
+            except Exception as exc:  # whatever failed, the receiver must keep trying: it refuses exports meanwhile
+                attempts += 1
+                # a disk that stays full fails every attempt alike: say so when the reason changes, else once a minute
+                if str(exc) != said or time.monotonic() - said_at >= REOPEN_LOG_SECONDS:
+                    said, said_at = str(exc), time.monotonic()
+                    log.error(
+                        "reopening the store failed (%s); %d attempt(s) so far, trying again every %g s",
+                        exc,
+                        attempts,
+                        REOPEN_RETRY_SECONDS,
+                    )
                 await asyncio.sleep(REOPEN_RETRY_SECONDS)
                 continue
             if self._stopped:  # stopped while it opened: close it as a stop would

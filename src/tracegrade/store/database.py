@@ -24,6 +24,7 @@ __all__ = [
     "lock_holder_pid",
     "locked_error",
     "open_duckdb",
+    "opening_errors",
     "quote_identifier",
     "store_not_found",
 ]
@@ -68,7 +69,7 @@ def open_duckdb(path: Path, *, read_only: bool, config: dict[str, Any] | None = 
     if read_only and not path.exists():
         raise store_not_found(path)
     _refuse_directory(path)
-    with _opening(path):
+    with opening_errors(path):
         con = duckdb.connect(str(path), read_only=read_only, config=config or {})
     return con
 
@@ -104,7 +105,7 @@ def attach_duckdb(
     """
     _refuse_directory(path)
     settings = {"temp_directory": f"{path}.tmp", **(config or {})}
-    with _opening(path):
+    with opening_errors(path):
         con = duckdb.connect(":memory:", config=settings)
     _return_bulk_frees(con)
     for options in ATTACH_OPTION_SETS:
@@ -113,7 +114,7 @@ def attach_duckdb(
         listed = ", ".join(option.format(row_group_size=row_group_size) for option in options)
         statement = f"ATTACH {sql_string(str(path))} AS {quote_identifier(alias)}" + (f" ({listed})" if listed else "")
         try:
-            with _opening(path):
+            with opening_errors(path):
                 con.execute(statement)
         except StoreError as exc:
             if "unrecognized" in str(exc).lower() and options:
@@ -143,8 +144,9 @@ def _refuse_directory(path: Path) -> None:
 
 
 @contextmanager
-def _opening(path: Path) -> Iterator[None]:
-    """Turn DuckDB's errors while opening ``path`` into StoreErrors that say what to do."""
+def opening_errors(path: Path) -> Iterator[None]:
+    """Turn DuckDB's errors while opening ``path`` (connecting, and readying its schema) into StoreErrors that
+    say what to do."""
     try:
         yield
     except duckdb.IOException as exc:

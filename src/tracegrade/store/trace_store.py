@@ -40,6 +40,7 @@ from tracegrade.store.database import (
     fetch_arrow,
     insert_arrow,
     open_duckdb,
+    opening_errors,
     quote_identifier,
 )
 from tracegrade.store.evaluations import evaluation_rows
@@ -202,13 +203,14 @@ class TraceStore:
         # the spans table's last row group; what an earlier run left is never appended to (see row_groups)
         self.span_group = RowGroupFill(ROW_GROUP_SIZE)
         try:
-            (check_schema if read_only else ensure_schema)(self._con, self.path)
-            if not read_only:
-                for table, why in damaged_keys(self._con).items():
-                    repair_keys(self._con, table, why)
-            if not self.wal:
-                self._con.execute("CHECKPOINT")  # a new or migrated schema is durable before any write
-            lock_down(self._con)  # the file is attached: from now on no statement can open another
+            with opening_errors(self.path):  # a full disk fails the first checkpoint: a StoreError, retried
+                (check_schema if read_only else ensure_schema)(self._con, self.path)
+                if not read_only:
+                    for table, why in damaged_keys(self._con).items():
+                        repair_keys(self._con, table, why)
+                if not self.wal:
+                    self._con.execute("CHECKPOINT")  # a new or migrated schema is durable before any write
+                lock_down(self._con)  # the file is attached: from now on no statement can open another
         except BaseException:
             self._con.close()
             raise
