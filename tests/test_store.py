@@ -424,6 +424,7 @@ def test_corrupt_missing_and_foreign_files_give_clear_errors(tmp_path):
                 opener(damaged)
             assert not isinstance(caught.value, StoreLockedError)  # a "block" is not a lock
             assert f"store {damaged} is damaged" in str(caught.value) and "move it aside" in str(caught.value)
+            assert "what the damaged file already held is not" in str(caught.value)
     missing = tmp_path / "missing.duckdb"
     with pytest.raises(StoreError, match=r"store not found: .*missing\.duckdb \(create one with"):
         open_store_for_read(missing)

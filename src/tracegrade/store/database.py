@@ -163,7 +163,8 @@ def opening_errors(path: Path) -> Iterator[None]:
             raise StoreError(
                 f"store {path} is damaged ({message}); move it aside (keep it for recovery or inspection) and "
                 f"start again with a new store at that path: the requests still in {journal_directory(path)} "
-                "are replayed into it"
+                "are replayed into it, but what the damaged file already held is not (keep the file to recover "
+                "what DuckDB can still read from it)"
             ) from None
         if "database does not exist" in message:
             raise store_not_found(path) from None
