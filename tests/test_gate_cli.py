@@ -74,6 +74,17 @@ def test_too_few_cases_is_inconclusive_exit_0_and_skipped_in_junit(tmp_path: Pat
     assert "only 3 case(s)" in cases.find("skipped").get("message")
 
 
+def test_runs_that_share_no_case_are_a_usage_error(tmp_path: Path, runs: dict[str, Path]) -> None:
+    other = EvalReport.from_file(runs["tiny_b"])
+    for result in other.results:
+        result.eval_id = f"other-{result.eval_id}"
+    unrelated = _save(tmp_path / "unrelated.json", other)
+    result = _gate(tmp_path, runs["tiny_a"], unrelated)
+    assert result.exit_code == 2, result.output
+    assert "share no case (no eval id graded in both): nothing was compared" in result.stderr
+    assert "tracegrade gate: inconclusive" in result.stdout  # the summary is still written, and says why
+
+
 def test_max_drop_turns_a_drop_into_a_failure(tmp_path: Path, runs: dict[str, Path]) -> None:
     assert _gate(tmp_path, runs["tiny_a"], runs["tiny_b"], "--max-drop", "0.1").exit_code == 1
 

@@ -188,3 +188,15 @@ def test_a_session_that_stops_early_is_reported_but_neither_recorded_nor_gated(
     report = json.loads(next((project.path / "out").glob("*.json")).read_text())
     assert report["metadata"]["incomplete"] == why
     assert report["summary"]["total_cases"] == 3  # Paris, Oslo, Bergen: graded before the stop
+
+
+def test_a_baseline_that_shares_no_case_fails_the_session(project: pytest.Pytester) -> None:
+    first = project.runpytest("-p", "no:cacheprovider", "--tracegrade-report", "out")
+    assert first.ret == 0
+    report = json.loads((project.path / "out" / "weather.json").read_text())
+    for case in report["results"]:
+        case["eval_id"] = "renamed-" + case["eval_id"]
+    (project.path / "other.json").write_text(json.dumps(report))
+    gated = project.runpytest("-p", "no:cacheprovider", "--tracegrade-baseline", "other.json")
+    assert gated.ret == pytest.ExitCode.TESTS_FAILED
+    gated.stdout.fnmatch_lines(["problem: the baseline other.json shares no case with this session: nothing*"])

@@ -242,6 +242,10 @@ def _gate(state: _SessionState, config: pytest.Config) -> None:
         strict=config.getoption("tracegrade_strict"),
     )
     state.gate = gate_session(state.baseline, state.report, settings)
+    if state.gate.paired_cases == 0:  # a baseline of another eval set would pass every change
+        state.problems.append(
+            f"the baseline {state.gate.baseline} shares no case with this session: nothing was compared"
+        )
 
 
 def _record(state: _SessionState, store: Path) -> None:

@@ -2,7 +2,8 @@
 
 Exit codes: 0 when the candidate did not regress (also when the evidence is inconclusive: the summary
 says so and why), 1 on a significant regression, a drop larger than ``--max-drop`` or (``--strict``) any
-case that went from pass to fail, 2 for bad input. A Markdown summary (for a pull-request comment; also
+case that went from pass to fail, 2 for bad input, two runs that share no case among it (a baseline of another
+eval set would otherwise pass every change). A Markdown summary (for a pull-request comment; also
 appended to ``$GITHUB_STEP_SUMMARY`` when set) and a JUnit file are written into ``--out``.
 """
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from tracegrade.cli.common import friendly_errors
+from tracegrade.cli.common import UsageProblem, friendly_errors
 from tracegrade.cli.run_refs import load_runs
 from tracegrade.cli.store_access import store_options
 from tracegrade.evaluation.compare import CASES, RunComparison, compare_runs
@@ -62,6 +63,11 @@ def command(
     _append_step_summary(markdown)
     click.echo(json.dumps(result.to_dict(), indent=2, default=str) if fmt == "json" else markdown, nl=False)
     click.echo(f"\nwrote {summary} and {junit}", err=True)
+    if result.paired_cases == 0:
+        raise UsageProblem(
+            f"{base_name} and {cand_name} share no case (no eval id graded in both): nothing was compared; "
+            "gate a candidate against a baseline of the same eval set"
+        )
     if result.verdict == "fail":
         sys.exit(1)
 
