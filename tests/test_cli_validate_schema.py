@@ -255,3 +255,20 @@ def test_simulated_cases_need_no_turns_but_a_valid_scenario(tmp_path: Path):
     assert result.exit_code == 2
     assert "$.eval_cases[1].metadata.scenario.max_turns" in result.output
     assert "eval_cases[0]" not in result.output  # the valid simulated case has no turns and that is fine
+
+
+def test_every_problem_is_listed_at_once_not_one_layer_at_a_time(tmp_path: Path):
+    # a value out of range (the schema) beside problems only a loaded config shows (what the checks refuse)
+    config = tmp_path / "layers.yaml"
+    config.write_text("criteria:\n  trajectory: {threshold: 1.5}\n  contains_keywords: {threshold: 0.5}\ntimeout: -1\n")
+    eval_set = tmp_path / "layers.evalset.json"
+    cases = [{"eval_id": "same", "conversation": []}, {"eval_id": "same", "conversation": [], "nmae": "x"}]
+    eval_set.write_text(json.dumps({"eval_set_id": "s", "eval_cases": cases}))
+    result = invoke("validate", str(config), str(eval_set))
+    assert result.exit_code == 2
+    lines = result.stderr.splitlines()
+    assert any(line.startswith("  at $.criteria.trajectory.threshold: ") for line in lines), lines
+    assert any(line.startswith("  at $.timeout: ") for line in lines), lines
+    assert any(line.startswith("  at $.criteria.contains_keywords.keywords: ") for line in lines), lines
+    assert any("unknown key 'nmae'" in line for line in lines), lines
+    assert any("same" in line and "duplicate" in line.lower() for line in lines), lines

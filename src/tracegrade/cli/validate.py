@@ -17,7 +17,9 @@ path, what is wrong) otherwise.
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
+from typing import Any
 
 import click
 from pydantic import BaseModel, ValidationError
@@ -77,8 +79,35 @@ def check_file(path: Path, kind: str) -> tuple[str, str | list[Problem]]:
     try:
         loaded = _KINDS[kind].model_validate(data)
     except ValidationError as exc:
-        return kind, validation_problems(exc, _KINDS[kind])
+        problems = validation_problems(exc, _KINDS[kind])
+        return kind, problems + _problems_behind(data, exc, _KINDS[kind], {where for where, _ in problems})
     return kind, _outcome(loaded)
+
+
+def _problems_behind(
+    data: dict[str, Any], exc: ValidationError, model: type[BaseModel], seen: set[str]
+) -> list[Problem]:
+    """The checks a file that does not load would also fail: run on it without the keys its errors name (each
+    then at its default), so that one run of ``validate`` lists every problem, not one layer at a time."""
+    trimmed = copy.deepcopy(data)
+    for error in exc.errors(include_url=False):
+        *parents, key = error["loc"] or ("",)
+        holder: Any = trimmed
+        for part in parents:
+            holder = holder[part] if isinstance(holder, (dict, list)) and _holds(holder, part) else None
+        if not isinstance(holder, dict) or key not in holder:
+            return []  # a problem that removing a key cannot set aside (a missing field, an item of a list)
+        del holder[key]
+    try:
+        loaded = model.model_validate(trimmed)
+    except ValidationError:
+        return []
+    outcome = _outcome(loaded)
+    return [] if isinstance(outcome, str) else [(where, what) for where, what in outcome if where not in seen]
+
+
+def _holds(container: dict[str, Any] | list[Any], part: Any) -> bool:
+    return part in container if isinstance(container, dict) else isinstance(part, int) and 0 <= part < len(container)
 
 
 def _server_file(path: Path, kind: str) -> str | list[Problem]:
