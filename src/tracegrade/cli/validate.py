@@ -94,7 +94,7 @@ def _problems_behind(
         *parents, key = error["loc"] or ("",)
         holder: Any = trimmed
         for part in parents:
-            holder = holder[part] if isinstance(holder, (dict, list)) and _holds(holder, part) else None
+            holder = _child(holder, part)
         if not isinstance(holder, dict) or key not in holder:
             return []  # a problem that removing a key cannot set aside (a missing field, an item of a list)
         del holder[key]
@@ -106,8 +106,13 @@ def _problems_behind(
     return [] if isinstance(outcome, str) else [(where, what) for where, what in outcome if where not in seen]
 
 
-def _holds(container: dict[str, Any] | list[Any], part: Any) -> bool:
-    return part in container if isinstance(container, dict) else isinstance(part, int) and 0 <= part < len(container)
+def _child(holder: Any, part: str | int) -> Any:
+    """``holder[part]`` where there is one (a key of an object, an index of a list), else None."""
+    if isinstance(holder, dict):
+        return holder.get(part)
+    if isinstance(holder, list) and isinstance(part, int) and 0 <= part < len(holder):
+        return holder[part]
+    return None
 
 
 def _server_file(path: Path, kind: str) -> str | list[Problem]:
