@@ -2,15 +2,18 @@
 
 Each criterion's score is its mean over the trials that graded it, and it passes when that mean reaches its
 threshold; the case passes when every criterion does. What the agent did (trajectory, response, messages)
-is the first trial's; token usage and duration add up; ``trace_ids`` lists every trial's traces. Each
-criterion and the case carry :class:`~tracegrade.models.results.TrialStats`. The intervals are Wilson
-intervals (for a mean score, the bounded-variable form): with a handful of trials a bootstrap would be
-both slower than the grading and too narrow.
+is the first trial's; token usage and duration add up; ``trace_ids`` lists every trial's traces. A criterion's
+explanation (its details and reason) is that of a trial that agrees with its verdict: the worst trial's (the
+first of equals) when it fails, the first passing trial's when it passes; ``details["trial"]`` is that trial's
+number (from 1) and the reason starts "trial 2 of 5: ". Each criterion and the case carry
+:class:`~tracegrade.models.results.TrialStats`. The intervals are Wilson intervals (for a mean score, the
+bounded-variable form): with a handful of trials a bootstrap would be both slower than the grading and too narrow.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 from tracegrade.evaluation.statistics import pass_at_k, pass_hat_k, wilson_interval
 from tracegrade.models.results import CriterionResult, EvalCaseResult, TokenUsage, TrialStats
@@ -78,24 +81,54 @@ def _combine_criterion(
     name: str, trials: Sequence[EvalCaseResult], found: list[CriterionResult | None]
 ) -> CriterionResult:
     """``name`` over the trials (``found``: its result in each, if any): a trial that errored before grading,
-    or whose criterion errored, scores 0."""
-    graded = [(c.score if not c.is_error else 0.0, c.passed) for c in found if c is not None and not c.skipped]
-    graded += [(0.0, False) for t, c in zip(trials, found) if c is None and t.is_error]
+    or whose criterion errored, scores 0. The details (the reason) are those of the worst trial when the
+    combined criterion fails, of the first passing one when it passes, marked with that trial's number."""
+    graded = [
+        _Graded(n, c, 0.0 if c is None or c.is_error else c.score, c is not None and c.passed)
+        for n, (t, c) in enumerate(zip(trials, found), 1)
+        if (c is None and t.is_error) or (c is not None and not c.skipped)
+    ]
     template = next(c for c in found if c is not None)
     usage = TokenUsage.total(c.token_usage for c in found if c is not None)
     if not graded:  # skipped in every trial
         return template.model_copy(update={"token_usage": usage})
-    stats = trial_stats([s for s, _ in graded], [p for _, p in graded])
+    stats = trial_stats([g.score for g in graded], [g.passed for g in graded])
     errors = [c.error for c in found if c is not None and c.error is not None]
     warnings = list(dict.fromkeys(w for c in found if c is not None for w in c.warnings))
+    passed = stats.mean >= template.threshold and len(errors) < len(graded)
+    if passed:
+        explaining = next((g for g in graded if g.passed), graded[0])
+    else:  # the worst trial, the first of equals
+        explaining = min((g for g in graded if not g.passed), key=lambda g: g.score, default=graded[0])
     return template.model_copy(
         update={
             "score": stats.mean,
-            "passed": stats.mean >= template.threshold and len(errors) < len(graded),
+            "passed": passed,
             "skipped": False,
+            "details": _trial_details(explaining, trials),
             "error": errors[0] if len(errors) == len(graded) else None,
             "token_usage": usage,
             "warnings": warnings,
             "trial_stats": stats,
         }
     )
+
+
+class _Graded(NamedTuple):
+    """One trial of a criterion: its number (from 1), its result (None: the trial errored before grading)."""
+
+    trial: int
+    result: CriterionResult | None
+    score: float
+    passed: bool
+
+
+def _trial_details(graded: _Graded, trials: Sequence[EvalCaseResult]) -> dict[str, Any]:
+    """``graded``'s details, its reason prefixed with the trial it comes from (``"trial"``: its number)."""
+    label = f"trial {graded.trial} of {len(trials)}"
+    if graded.result is None:
+        return {"reason": f"{label} failed before grading: {trials[graded.trial - 1].error}", "trial": graded.trial}
+    details = dict(graded.result.details)
+    if details.get("reason") is not None:
+        details["reason"] = f"{label}: {details['reason']}"
+    return details | {"trial": graded.trial}
