@@ -75,7 +75,7 @@ def _print(diff: RunDiff, show_all: bool) -> None:
         table.add_row(
             case.name or case.eval_id,
             f"[{style}]{case.kind}[/]" if style else case.kind,
-            f"{case.status_a} -> {case.status_b}",
+            f"{case.status_a or '(added)'} -> {case.status_b or '(removed)'}",
             crit,
             "\n".join(case.trajectory_changes),
         )

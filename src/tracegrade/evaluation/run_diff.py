@@ -118,7 +118,7 @@ def _trajectory_changes(a: EvalCaseResult, b: EvalCaseResult) -> list[str]:
     if tools_a != tools_b:
         changes.append(f"tool calls: {tools_a} -> {tools_b}")
     else:
-        for i, (x, y) in enumerate(zip(a.actual_tool_calls, b.actual_tool_calls)):
+        for i, (x, y) in enumerate(zip(a.actual_tool_calls, b.actual_tool_calls), 1):  # counted from 1, as below
             if not json_equal(x.args, y.args):
                 changes.append(f"tool call {i} ({x.name}) arguments: {x.args} -> {y.args}")
     if a.node_visits != b.node_visits:
