@@ -65,7 +65,7 @@ def read_json_file(path: str | Path, kind: str = "file", *, strict: bool = True,
     try:
         text = _read_text(p, MAX_FILE_BYTES if strict else MAX_REPORT_BYTES)
         data, problems = (
-            _parse_yaml(text) if as_yaml or p.suffix.lower() in (".yaml", ".yml") else _parse_json(text, strict)
+            _parse_yaml(text, str(p)) if as_yaml or p.suffix.lower() in (".yaml", ".yml") else _parse_json(text, strict)
         )
     except FileNotFoundError:
         raise MissingFileError(f"{kind} file not found: {p}") from None
@@ -234,12 +234,13 @@ def _objects(value: Any) -> Iterator[tuple[str, dict[str, Any]]]:
 # ---- YAML ----
 
 
-def _parse_yaml(text: str) -> tuple[Any, list[Problem]]:
+def _parse_yaml(text: str, name: str) -> tuple[Any, list[Problem]]:
     import yaml
 
     loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    loader = loader_class(text)
+    loader = None
     try:
+        loader = loader_class(text)  # the pure-Python loader checks the characters here, libyaml's as it reads
         node = loader.get_single_node()  # composed first, so that repeated keys are found with their path
         if node is None:
             raise _Empty
@@ -251,9 +252,27 @@ def _parse_yaml(text: str) -> tuple[Any, list[Problem]]:
     except yaml.YAMLError as exc:
         if "nesting depth" in str(getattr(exc, "problem", "")):  # libyaml's own limit, said as Python's is
             raise _Invalid(_TOO_DEEP.format(limit=_LIBYAML_DEPTH)) from None
-        raise _Invalid(f"invalid YAML: {exc}") from None
+        raise _Invalid(f"invalid YAML: {_yaml_error(exc, name)}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
+
+
+def _yaml_error(exc: Any, name: str) -> str:
+    """PyYAML's complaint on one line, placed in file ``name`` (its own text names the file "<unicode string>",
+    the text it was handed)."""
+    mark = getattr(exc, "problem_mark", None)
+    if mark is None:  # a character YAML does not allow (ReaderError), or a complaint without a place
+        position = getattr(exc, "position", None)
+        return str(exc).split("\n")[0] + (f" in {name} at character {position + 1}" if position is not None else "")
+    text = f"{exc.problem} in {name}, {_yaml_place(mark)}"
+    if exc.context:
+        text += f" ({exc.context}" + (f" at {_yaml_place(exc.context_mark)})" if exc.context_mark else ")")
+    return text + (f"; {exc.note}" if exc.note else "")
+
+
+def _yaml_place(mark: Any) -> str:
+    return f"line {mark.line + 1}, column {mark.column + 1}"
 
 
 def _yaml_duplicates(root: Any) -> list[Problem]:
