@@ -58,7 +58,8 @@ def _resolve(path: Path, caller_dir: Path | None) -> Path:
     import pytest
 
     nearby = [] if path.is_absolute() or caller_dir is None else [caller_dir / path]
-    candidates = [*nearby, path if path.is_absolute() else Path.cwd() / path]
+    # the test's own directory is often the working directory too: each path once
+    candidates = list(dict.fromkeys([*nearby, path if path.is_absolute() else Path.cwd() / path]))
     for candidate in candidates:
         if candidate.exists():
             return candidate

@@ -109,7 +109,7 @@ def _find_eval_file(eval_file: str | Path | None, test: Callable[..., Any]) -> P
             tried.append(str(candidate))
             if candidate.is_file():
                 return candidate
-    pytest.fail(f"Eval file not found: tried {', '.join(tried)}", pytrace=False)
+    pytest.fail(f"Eval file not found: tried {', '.join(dict.fromkeys(tried))}", pytrace=False)  # once each
 
 
 def _agent_of(returned: Any) -> tuple[Any, Any]:
