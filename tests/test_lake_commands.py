@@ -100,8 +100,9 @@ def test_grade_records_runs_that_runs_diff_and_gate_read(lake: tuple[str, Path],
     gated = run_cli(
         "gate", "--store", location, "--baseline", "latest~1", "--candidate", "latest", "--out", tmp_path / "g"
     )
-    assert gated.exit_code in (0, 1), gated.output
-    assert f"Baseline `{first_id}` → candidate `{second_id}`" in gated.stdout
+    # an eval-set run and a reference-free run share no case id: read from the lake, compared, and refused
+    assert gated.exit_code == 2, gated.output
+    assert f"Baseline `{first_id}` → candidate `{second_id}`" in gated.stdout and "share no case" in gated.stderr
 
 
 def test_export_cases_from_a_lake_grades_back_as_passing(lake: tuple[str, Path], tmp_path: Path) -> None:
