@@ -2,8 +2,9 @@
 
 An ADK file (``*.evalset.json``, an older ``*.test.json`` list, ``test_config.json``) is written as tracegrade's;
 a tracegrade file is written as ADK's (``--to`` forces the direction). What ADK's format cannot hold (config
-slots ADK has no metric for, an eval set's metadata, a tool result without a call id...) is an error naming each
-loss unless ``--lossy`` drops it, with a warning listing what was dropped. Exit 2 with every problem listed when
+slots ADK has no metric for, run settings and slot options away from their defaults such as ``num_runs`` or
+``tool_args``, an eval set's metadata, a tool result without a call id...) is an error naming each loss unless
+``--lossy`` drops it, with a warning listing what was dropped. Exit 2 with every problem listed when
 SRC cannot be read or converted, or when DEST cannot be written (DEST is never SRC itself: convert does not
 rewrite a file in place).
 """

@@ -16,6 +16,8 @@ Reading maps these onto tracegrade's models; ADK fields tracegrade has no place 
 field for (a case's name, description, tags, metadata and session config, each turn's expected node order) under
 the case's ``tracegrade`` key, which ADK's EvalCase keeps as it is; anything else ADK's format cannot hold (an eval
 set's metadata, a message's metadata, a tool result without a call id...) is listed by :func:`eval_set_losses`.
+A case's ``session_input`` is written only when the ADK file gave one or it differs from tracegrade's default:
+ADK runs a case without one under its own app and user names.
 
 ADK metrics become slots with ``scoring="adk"`` where tracegrade computes ADK's numbers
 (``tool_trajectory_avg_score`` -> ``trajectory``, ``response_match_score`` -> ``rouge_match``); the judge metrics
@@ -43,6 +45,7 @@ from tracegrade.models.adk_schema import (
     JudgeCriterion,
     OldCase,
     OldTurn,
+    Part,
     RubricCriterion,
     TrajectoryCriterion,
 )
@@ -100,6 +103,12 @@ _ADK_MATCH_TYPES = ("EXACT", "IN_ORDER", "ANY_ORDER")  # ADK's enum values 0, 1,
 _DEFAULT_JUDGE = "gemini-2.5-flash"  # ADK's JudgeModelOptions default
 # the keys besides "criteria" ADK's EvalConfig writes (null when unset); tracegrade honours none of them
 _OTHER_CONFIG_KEYS = ("custom_metrics", "user_simulator_config", "live_model_config")
+# what ADK does in place of a tracegrade setting config_to_adk drops, for the message naming the loss
+_CONFIG_LOSS_HINTS = {
+    "tool_args": "; ADK compares a call's arguments whole (ignore_args: false) or not at all",
+    "num_runs": "; ADK takes the number of runs as AgentEvaluator.evaluate's num_runs",
+    "timeout": "; ADK's evaluation has no time limit per case",
+}
 _CARRIED = "tracegrade"  # an ADK case's key holding what ADK's EvalCase has no field for (see _CaseExtras)
 
 
@@ -242,7 +251,7 @@ def _message(content: Content | None, role: str) -> MessageContent | None:
         return None
     # images, files...: kept as adk_part blocks for writing back
     blocks: list[dict[str, Any]] = [
-        {"type": "text", "text": p["text"]} if isinstance(p.get("text"), str) else {"type": "adk_part", "part": p}
+        {"type": "text", "text": p.text} if p.text is not None else {"type": "adk_part", "part": p.as_written()}
         for p in content.parts
     ]
     adk_role = content.role or ("model" if role == "assistant" else "user")
@@ -254,27 +263,26 @@ def _message(content: Content | None, role: str) -> MessageContent | None:
 
 
 def _event_calls(
-    data: IntermediateData, where: str, problems: list[Problem]
-) -> tuple[list[FunctionCall], list[FunctionResponse], list[tuple[str, list[Any]]]]:
+    data: IntermediateData,
+) -> tuple[list[FunctionCall], list[FunctionResponse], list[tuple[str, list[Part]]]]:
     """Tool calls, tool responses and text replies of the ``invocation_events`` form."""
     calls: list[FunctionCall] = []
     responses: list[FunctionResponse] = []
-    texts: list[tuple[str, list[Any]]] = []
-    for i, event in enumerate(data.invocation_events):
-        for j, part in enumerate(event.content.parts if event.content else []):
-            at = f"{where}.invocation_events[{i}].content.parts[{j}]"
-            if part.get("function_call"):
-                calls += _parsed(FunctionCall, part["function_call"], f"{at}.function_call", problems)
-            elif part.get("function_response"):
-                responses += _parsed(FunctionResponse, part["function_response"], f"{at}.function_response", problems)
-            elif "text" in part:
+    texts: list[tuple[str, list[Part]]] = []
+    for event in data.invocation_events:
+        for part in event.content.parts if event.content else []:
+            if part.function_call:
+                calls.append(part.function_call)
+            elif part.function_response:
+                responses.append(part.function_response)
+            elif part.text is not None:
                 texts.append((event.author, [part]))
     return calls, responses, texts
 
 
 def _parsed(shape: type[Any], value: Any, where: str, problems: list[Problem]) -> list[Any]:
     """``[value]`` as a ``shape`` object, or [] with its problems noted at ``where``: for what is not validated
-    with the rest of the file (``Content`` keeps parts as written; a case's ``tracegrade`` key is set aside)."""
+    with the rest of the file (a case's ``tracegrade`` key is set aside)."""
     try:
         return [shape.model_validate(value)]
     except ValidationError as exc:
@@ -282,14 +290,12 @@ def _parsed(shape: type[Any], value: Any, where: str, problems: list[Problem]) -
         return []
 
 
-def _tool_calls(
-    data: IntermediateData | None, where: str, problems: list[Problem]
-) -> tuple[list[ToolCall], list[MessageContent]]:
+def _tool_calls(data: IntermediateData | None) -> tuple[list[ToolCall], list[MessageContent]]:
     """Expected tool calls (results joined by call id) and intermediate responses of ``intermediate_data``."""
     if data is None:
         return [], []
     if data.invocation_events:
-        calls, responses, texts = _event_calls(data, where, problems)
+        calls, responses, texts = _event_calls(data)
     else:
         calls, responses, texts = data.tool_uses, data.tool_responses, data.intermediate_responses
     by_id = {r.id: r.response for r in responses if r.id}
@@ -303,12 +309,12 @@ def _tool_calls(
     return tools, intermediate
 
 
-def _joined_text(parts: list[Any]) -> str:
-    return "\n".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
+def _joined_text(parts: list[Part]) -> str:
+    return "\n".join(p.text for p in parts if p.text is not None)
 
 
-def _invocation(turn: AdkInvocation, node_order: list[str], where: str, problems: list[Problem]) -> Invocation:
-    tools, intermediate = _tool_calls(turn.intermediate_data, f"{where}.intermediate_data", problems)
+def _invocation(turn: AdkInvocation, node_order: list[str]) -> Invocation:
+    tools, intermediate = _tool_calls(turn.intermediate_data)
     user = _message(turn.user_content, "user")
     assert user is not None  # user_content is required by the shape
     fields: dict[str, Any] = {"invocation_id": turn.invocation_id} if turn.invocation_id else {}
@@ -335,28 +341,34 @@ def _case(case: AdkEvalCase, carried: Any, where: str, problems: list[Problem]) 
             )
         )
     orders = orders + [[]] * (len(case.conversation) - len(orders))
-    turns = [
-        _invocation(t, order, f"{where}.conversation[{i}]", problems)
-        for i, (t, order) in enumerate(zip(case.conversation, orders))
-    ]
-    session = case.session_input or AdkSessionInput()
+    turns = [_invocation(t, order) for t, order in zip(case.conversation, orders)]
+    given = case.session_input or AdkSessionInput()
+    session = SessionInput(
+        app_name=given.app_name or "",
+        user_id=given.user_id or "test_user",
+        state=given.state,
+        config=extras.session_config,
+    )
     kept = {k: v for k, v in case.model_dump(include=set(case.KEPT)).items() if v not in (None, {}, [], 0, 0.0)}
-    if session.session_id:
-        kept["session_id"] = session.session_id
+    if given.session_id:
+        kept["session_id"] = given.session_id
+    if case.session_input is not None and _is_default_session(session):
+        kept["session_input"] = True  # given with tracegrade's defaults: written back all the same
     return EvalCase(
         eval_id=case.eval_id,
         name=extras.name,
         description=extras.description,
         tags=extras.tags,
         conversation=turns,
-        session_input=SessionInput(
-            app_name=session.app_name or "",
-            user_id=session.user_id or "test_user",
-            state=session.state,
-            config=extras.session_config,
-        ),
+        session_input=session,
         metadata={**extras.metadata, **({"adk": kept} if kept else {})},
     )
+
+
+def _is_default_session(session: SessionInput) -> bool:
+    """Whether ``session`` holds what tracegrade reads for an ADK case without a ``session_input``: writing one
+    back would replace ADK's own defaults (app ``EvaluationGenerator``, user ``test_user_id``)."""
+    return session.model_dump(exclude={"config"}) == SessionInput().model_dump(exclude={"config"})
 
 
 def _stem(source: str) -> str:
@@ -494,11 +506,9 @@ def eval_set_to_adk(eval_set: EvalSet, *, lossy: bool = False, source: str = "<E
     for case in eval_set.eval_cases:
         extra = dict(case.metadata.get("adk") or {})
         session_id = extra.pop("session_id", None)
-        session: dict[str, Any] = {
-            "app_name": case.session_input.app_name,
-            "user_id": case.session_input.user_id,
-            "state": case.session_input.state,
-        }
+        # written when the ADK file gave one (see _case) or it is set: ADK's own defaults stay otherwise
+        write_session = extra.pop("session_input", False) or session_id or not _is_default_session(case.session_input)
+        session = case.session_input.model_dump(include={"app_name", "user_id", "state"})
         if session_id:
             session["session_id"] = session_id
         carried = _case_extras(case)
@@ -506,7 +516,7 @@ def eval_set_to_adk(eval_set: EvalSet, *, lossy: bool = False, source: str = "<E
             {
                 "eval_id": case.eval_id,
                 "conversation": [_adk_invocation(t) for t in case.conversation],
-                "session_input": session,
+                **({"session_input": session} if write_session else {}),
                 **extra,
                 **({_CARRIED: carried} if carried else {}),
             }
@@ -676,19 +686,38 @@ def config_from_adk(data: dict[str, Any], source: str = "<ADK config>") -> EvalC
 
 
 def config_losses(config: EvalConfig) -> list[Problem]:
-    """What of ``config`` ADK's config cannot hold: ``(path in the tracegrade config, what is lost)``."""
+    """What of ``config`` ADK's config cannot hold: ``(path in the tracegrade config, what is lost)``. Beside
+    the slots ADK has no metric for, every setting that differs from what the written config reads back as
+    (a run setting or a slot option away from its default, such as ``num_runs`` or ``tool_args``)."""
+    enabled = config.criteria.enabled_slots()
     losses = [
         (f"$.criteria.{slot}", f"ADK has no metric for tracegrade's {slot!r}")
-        for slot, _ in config.criteria.enabled_slots()
+        for slot, _ in enabled
         if slot not in _SLOT_METRICS
     ]
     if config.criteria.sql_assertions:
         losses.append(("$.criteria.sql_assertions", "ADK has no SQL assertions"))
+    back = config_from_adk(config_to_adk(config, lossy=True), "<written for ADK>")
+    ours, theirs = config.redacted_dump(), back.redacted_dump()  # a message never shows an API key
+    # compared: the run settings and the options of each slot written as an ADK metric (its scoring is ADK's)
+    ours["criteria"] = {
+        slot: {k: v for k, v in ours["criteria"][slot].items() if k != "scoring"}
+        for slot, _ in enabled
+        if slot in _SLOT_METRICS
+    }
+    lost: list[tuple[str, Any]] = []
+    _lost(ours, theirs, "$", lost)
+    for where, value in lost:
+        keys = where.split(".")  # ["$", "criteria", slot, option, ...] or ["$", setting, ...]
+        slot = keys[2] if keys[1] == "criteria" else None
+        place = f"ADK's {_SLOT_METRICS[slot]!r}" if slot else "ADK's test_config.json"
+        hint = _CONFIG_LOSS_HINTS.get(keys[3] if slot else keys[1], "")
+        losses.append((where, f"set to {_json(value)}; {place} has no setting for it{hint}"))
     return losses
 
 
 def config_to_adk(config: EvalConfig, *, lossy: bool = False, source: str = "<EvalConfig>") -> dict[str, Any]:
-    """``config`` as an ADK ``test_config.json`` document. What ADK has no metric for (:func:`config_losses`)
+    """``config`` as an ADK ``test_config.json`` document. What ADK's config cannot hold (:func:`config_losses`)
     raises a :class:`~tracegrade.errors.ConfigError` naming ``source`` unless ``lossy`` (then it is left out)."""
     if not lossy:
         _refuse_losses(ConfigError, source, config_losses(config))

@@ -6,8 +6,8 @@ older-format migration in ``local_eval_sets_manager``) with keys in snake_case (
 aliases into snake_case first). Unlike ADK, an unknown key is refused everywhere, also where ADK's own models let
 one through (criteria, cases, session inputs): there it is almost always a misspelt key whose setting would be
 lost. Keys ADK writes that tracegrade has no use for are accepted and dropped: :data:`IGNORED_KEYS` lists them.
-genai's own objects (a ``Part``, a ``FunctionCall``, a ``FunctionResponse``) are kept as written: their fields
-grow with each genai release.
+genai's own objects (a ``Part``, a ``FunctionCall``, a ``FunctionResponse``) refuse an unknown key as genai's
+models do (their keys are those of google-genai 2.34, which google-adk 2.13 uses); a part is kept as written.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ __all__ = [
     "JudgeCriterion",
     "OldCase",
     "OldTurn",
+    "Part",
     "RubricCriterion",
     "SessionInput",
     "TrajectoryCriterion",
@@ -76,28 +77,59 @@ class AdkModel(BaseModel):
 
 
 class _GenaiObject(BaseModel):
-    """One of genai's objects: the fields tracegrade reads are checked, any other genai field is kept."""
+    """One of genai's objects: an unknown key is refused, as genai does; the fields tracegrade reads are typed."""
 
-    model_config = ConfigDict(extra="allow")
-
-
-class Content(AdkModel):
-    """genai ``Content``: ``{"role": ..., "parts": [{"text": ...}, {"function_call": ...}, ...]}``."""
-
-    role: str | None = None
-    parts: list[dict[str, Any]] = []
+    model_config = ConfigDict(extra="forbid")
 
 
 class FunctionCall(_GenaiObject):
     name: str
     args: dict[str, Any] | None = None
     id: str | None = None
+    partial_args: Any = None
+    will_continue: Any = None
 
 
 class FunctionResponse(_GenaiObject):
     name: str | None = None
     response: dict[str, Any] | None = None
     id: str | None = None
+    parts: Any = None
+    scheduling: Any = None
+    will_continue: Any = None
+
+
+class Part(_GenaiObject):
+    """genai ``Part``: ``{"text": ...}``, ``{"function_call": ...}``, ``{"inline_data": ...}``..."""
+
+    text: str | None = None
+    function_call: FunctionCall | None = None
+    function_response: FunctionResponse | None = None
+    audio_transcription: Any = None
+    code_execution_result: Any = None
+    executable_code: Any = None
+    file_data: Any = None
+    inline_data: Any = None
+    media_processing: Any = None
+    media_resolution: Any = None
+    part_metadata: Any = None
+    speech_metadata: Any = None
+    thought: Any = None
+    thought_signature: Any = None
+    tool_call: Any = None
+    tool_response: Any = None
+    video_metadata: Any = None
+
+    def as_written(self) -> dict[str, Any]:
+        """The part with the keys its file gave (nulls included), for writing it back."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
+class Content(AdkModel):
+    """genai ``Content``: ``{"role": ..., "parts": [{"text": ...}, {"function_call": ...}, ...]}``."""
+
+    role: str | None = None
+    parts: list[Part] = []
 
 
 class InvocationEvent(BaseModel):
@@ -114,7 +146,7 @@ class IntermediateData(AdkModel):
 
     tool_uses: list[FunctionCall] = []
     tool_responses: list[FunctionResponse] = []
-    intermediate_responses: list[tuple[str, list[dict[str, Any]]]] = []
+    intermediate_responses: list[tuple[str, list[Part]]] = []
     invocation_events: list[InvocationEvent] = []
 
     @model_validator(mode="after")
