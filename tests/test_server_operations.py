@@ -97,6 +97,9 @@ def test_query_endpoint_answers_read_only_sql_and_refuses_the_rest(tmp_path: Pat
             json.dumps({"sql": "SELECT nope FROM spans"}): "query failed: Binder Error",
             json.dumps({"sql": "SELECT 1", "limit": 3}): "unknown query keys",
             json.dumps({"sql": "SELECT ?", "params": "x"}): "'params' must be a JSON array",
+            json.dumps({"sql": 5}): "'sql' must be a string holding the query (it is a JSON number)",
+            json.dumps({}): "'sql' must be a string holding the query (it is missing)",
+            json.dumps(["SELECT 1"]): "the query body must be a JSON object",
             "{not json": "not valid JSON",
         }
         for body, fragment in refusals.items():

@@ -23,6 +23,7 @@ from aiohttp import StreamReader, web
 
 from tracegrade.errors import StoreError
 from tracegrade.ingest.body_budget import BodyBudget
+from tracegrade.ingest.decode.checks import type_name
 from tracegrade.ingest.intake import (
     TOO_LARGE_HINT,
     BodyTimeout,
@@ -312,8 +313,11 @@ class HttpFrontEnd:
             raise Undecodable(f"the query body is not valid JSON: {exc}") from None
         except web.HTTPRequestEntityTooLarge as exc:
             raise PayloadTooLarge(f"the query body is too large: {exc.text}") from None
-        if not isinstance(document, dict) or not isinstance(document.get("sql"), str):
+        if not isinstance(document, dict):
             raise Undecodable('the query body must be a JSON object {"sql": "...", "params": [...]}')
+        if not isinstance(document.get("sql"), str):
+            got = "missing" if "sql" not in document else f"a JSON {type_name(document['sql'])}"
+            raise Undecodable(f"'sql' must be a string holding the query (it is {got})")
         unknown = set(document) - {"sql", "params"}
         if unknown:
             raise Undecodable(f"unknown query keys {sorted(unknown)}; only 'sql' and 'params' are accepted")
