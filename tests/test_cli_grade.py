@@ -239,3 +239,13 @@ def test_a_console_reader_that_goes_away_does_not_cost_the_files_or_the_recorded
     report = read_report(workspace / "out")
     assert report.passed and len(list((workspace / "out").glob("*_junit.xml"))) == 1
     assert eval_runs(workspace / "store.duckdb") == [(report.metadata["run_id"], "eval_set", 2, 2)]
+
+
+def test_the_configs_reporter_settings_apply_beside_the_command_line_choices(workspace: Path) -> None:
+    config = CONFIG.model_copy(deep=True)
+    config.reporter.timestamp_files = False
+    config.reporter.html = True  # the command line's --format decides which files: not this
+    write_config(workspace / "config.json", config)
+    result = grade(workspace, "--evalset", workspace / "evalset.json")
+    assert result.exit_code == 0, result.output
+    assert sorted(path.name for path in (workspace / "out").iterdir()) == ["orders.json", "orders_junit.xml"]

@@ -121,7 +121,7 @@ def command(
             raise UsageProblem(_nothing_selected(store_path, selection))
         if record:
             report.metadata["run_id"] = new_run_id()
-        unwritten = _write_reports(report, out_dir, chosen, verbose)
+        unwritten = _write_reports(report, config.reporter, out_dir, chosen, verbose)
         if emit_otlp or config.emit_evaluation_events:
             _emit_events(report, store.reader, emit_otlp)
         if record:
@@ -183,11 +183,15 @@ def _emit_events(report: EvalReport, reader: object, endpoint: str | None) -> No
     click.echo(f"sent {count} evaluation events to {where}", err=True)
 
 
-def _write_reports(report: EvalReport, out_dir: Path, formats: list[str], verbose: bool) -> list[str]:
-    """Print and write the reports of ``formats``; returns why each one that failed did."""
+def _write_reports(
+    report: EvalReport, reporter: ReporterConfig, out_dir: Path, formats: list[str], verbose: bool
+) -> list[str]:
+    """Print and write the reports of ``formats`` (the command line's choices over the config's ``reporter``
+    settings, which still say what the reports include and whether file names carry a timestamp); returns why
+    each one that failed did."""
     switches = {entry.switch: name in formats for name, entry in FILE_REPORTERS.items()}
-    config = ReporterConfig(output_dir=str(out_dir), console="console" in formats, verbose=verbose, **switches)
-    output = ReporterManager(config).run_all(report)
+    chosen = {"enabled": True, "output_dir": str(out_dir), "console": "console" in formats, "verbose": verbose}
+    output = ReporterManager(reporter.model_copy(update=chosen | switches)).run_all(report)
     for path in output.generated_files:
         click.echo(f"wrote {path}", err=True)
     return [f"{name}: {message}" for name, message in output.errors]
