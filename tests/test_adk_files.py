@@ -121,6 +121,7 @@ def test_config_problems_name_the_place_in_the_adk_file(tmp_path: Path) -> None:
                     "response_match_score": 0.8,
                     "tool_call_count_v1": 1,
                     "my_metric": 0.5,
+                    "response_match_scor": 0.5,
                 },
                 "custom_metrics": {"my_metric": {"code_config": {"name": "m.f"}}},
             }
@@ -131,7 +132,8 @@ def test_config_problems_name_the_place_in_the_adk_file(tmp_path: Path) -> None:
     where = dict(caught.value.problems)
     assert "EXACT, IN_ORDER or ANY_ORDER" in where["$.criteria.tool_trajectory_avg_score.match_type"]
     assert "no tracegrade counterpart" in where["$.criteria.tool_call_count_v1"]
-    assert "unknown ADK metric 'my_metric'" in where["$.criteria.my_metric"]
+    assert "unknown ADK metric 'my_metric';" in where["$.criteria.my_metric"]
+    assert "(did you mean 'response_match_score'?)" in where["$.criteria.response_match_scor"]
     assert "$.custom_metrics" in where
 
 

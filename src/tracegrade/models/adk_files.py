@@ -679,7 +679,8 @@ def config_from_adk(data: dict[str, Any], source: str = "<ADK config>") -> EvalC
             problems.append((where, f"ADK metric {metric!r} has no tracegrade counterpart; remove it"))
         else:
             known = ", ".join(ADK_METRIC_SLOTS)
-            problems.append((where, f"unknown ADK metric {metric!r}; tracegrade reads {known}"))
+            meant = did_you_mean(metric, [*ADK_METRIC_SLOTS, *_OTHER_ADK_METRICS])
+            problems.append((where, f"unknown ADK metric {metric!r}{meant}; tracegrade reads {known}"))
     if problems:
         raise ConfigError(source, problems)
     return EvalConfig(criteria=slots)  # type: ignore[arg-type]
