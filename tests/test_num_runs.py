@@ -151,5 +151,9 @@ def test_every_reporter_shows_the_trials_and_a_single_run_shows_none() -> None:
         assert expected in render(repeated) and "flaky" in render(repeated)
         assert "trials" not in render(single).lower()
     assert "4 per case, pass rate 95% interval" in _console(repeated)
+    # offline, cases match different numbers of recorded traces: the range, not the largest
+    ok = EvalCaseResult.success("d", [CriterionResult.success("m", 1.0, 0.5)])
+    uneven = EvalReport.create("trials", [*repeated.results, ok])
+    assert "1-4 per case, pass rate 95% interval" in _console(uneven)
     assert json.loads(JSONReporter().render(repeated))["results"][0]["trial_stats"]["pass_hat_k"] == 0.0
     assert 'name="num_runs" value="4"' in JUnitXMLReporter().render(repeated)

@@ -152,7 +152,10 @@ def run_trials_text(report: EvalReport) -> str:
     if s.pass_rate_ci is None:
         return ""
     low, high = s.pass_rate_ci
-    return f"{s.num_runs} per case, pass rate 95% interval {low:.1%}-{high:.1%}, {s.flaky_cases} flaky case(s)"
+    # offline, each case has as many trials as recorded traces it matched: say so when they differ
+    counts = {r.trial_stats.trials if r.trial_stats is not None else 1 for r in report.results}
+    per_case = f"{min(counts)}-{max(counts)}" if len(counts) > 1 else f"{s.num_runs}"
+    return f"{per_case} per case, pass rate 95% interval {low:.1%}-{high:.1%}, {s.flaky_cases} flaky case(s)"
 
 
 def case_score(result: EvalCaseResult) -> float | None:
