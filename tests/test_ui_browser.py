@@ -241,7 +241,8 @@ def test_traces_page_filters_and_shows_new_traces_as_they_arrive(
     assert rows.count() == len(TURNS)
     assert tab.page.locator("#trace-rows .nc").count() >= 2  # the uncaptured turn: query and response unknown
     tab.shot("traces")
-    tab.page.select_option("select[name=status]", "error")  # applies at once
+    tab.page.select_option("select[name=status]", "error")
+    tab.page.click("#trace-filters button[type=submit]")  # applied by the button, not on change (keyboard users)
     tab.page.wait_for_url("**/ui/?*status=error*")
     assert rows.count() == 1 and "Cancel order 42" in rows.first.inner_text()
     tab.goto("/ui/?text=REFUND")
@@ -311,8 +312,10 @@ def test_diff_page_switches_between_runs(tab: Tab, server: tuple[ServerProcess, 
     assert "1.00 → 0.00 (-1.00)" in regressed.inner_text()
     tab.shot("diff")
     tab.page.select_option("select[name=a]", run_b)  # switch: B against itself has nothing to show
+    tab.page.click("#diff-form button")
     tab.page.wait_for_url(f"**/ui/diff?a={run_b}*")
     tab.page.select_option("select[name=b]", run_a)
+    tab.page.click("#diff-form button")
     tab.page.wait_for_url(f"**/ui/diff?a={run_b}&b={run_a}")
     improved = tab.page.locator("tr.diff-improved")
     assert improved.count() == 1 and "0.00 → 1.00 (+1.00)" in improved.inner_text()

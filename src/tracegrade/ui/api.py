@@ -155,11 +155,18 @@ def _encode_cursor(start_time: Any, trace_id: str) -> str:
 
 
 def _decode_cursor(cursor: str) -> tuple[str | None, str]:
+    """The (start time, trace id) that ``_encode_cursor`` packed; anything else, however well-formed, is refused
+    here rather than failing in SQL: the start time must be a plain (offset-free) ISO timestamp."""
     try:
         start, trace_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
         if (start is not None and not isinstance(start, str)) or not isinstance(trace_id, str):
             raise ValueError("wrong shape")
-    except (ValueError, TypeError, binascii.Error):
+        if start is not None:
+            instant = datetime.fromisoformat(start)
+            if instant.tzinfo is not None:
+                raise ValueError("the server's cursors carry no offset")
+            start = instant.isoformat(sep=" ")
+    except (ValueError, TypeError, RecursionError, binascii.Error):
         raise BadRequest("the cursor is not one this server handed out; start again from the first page") from None
     return start, trace_id
 

@@ -204,7 +204,7 @@ def _traces_data(store: Any, request: web.Request, _: Any) -> dict[str, Any]:
 def _traces_html(store: Any, request: web.Request, _: Any) -> str:
     page = _traces_data(store, request, None)
     if request.query.get("fragment") == "rows":
-        return pages.trace_rows(page["traces"], filtered=_filters(request).active())
+        return pages.trace_rows(page["traces"], filtered=_filters(request).active(), next_cursor=page["next_cursor"])
     query = {k: v for k, v in request.query.items() if v and k != "fragment"}
     return pages.traces_page(page, _filters(request), api.facets(store), query)
 

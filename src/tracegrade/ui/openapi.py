@@ -78,7 +78,9 @@ def openapi_document() -> dict[str, Any]:
         "info": {
             "title": "tracegrade UI API",
             "version": "1",
-            "description": "Read-only JSON over the trace store: traces, trajectories, grading runs, diffs, SQL.",
+            "description": "Read-only JSON over the trace store: traces, trajectories, grading runs, diffs, SQL. "
+            "Integers are sent exactly as JSON numbers, also beyond 2**53 (nanosecond times such as start_ns, "
+            "BIGINT and HUGEINT results): read them with a JSON parser that keeps big integers.",
         },
         "components": {
             "securitySchemes": {

@@ -103,7 +103,8 @@ def _layout(title: str, active: str, body: str, *, extra_css: str = "") -> str:
 def _table(headers: Sequence[str], rows: str, *, css: str = "", body_id: str = "") -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in headers)
     tbody = f' id="{body_id}"' if body_id else ""
-    return f'<table class="grid {css}"><thead><tr>{head}</tr></thead><tbody{tbody}>{rows}</tbody></table>'
+    table = f'<table class="grid {css}"><thead><tr>{head}</tr></thead><tbody{tbody}>{rows}</tbody></table>'
+    return f'<div class="table-scroll">{table}</div>'  # a narrow screen scrolls the table, not the page
 
 
 def _text_cell(value: Any, captured: bool = True) -> str:
@@ -120,8 +121,9 @@ def _clip(text: str, limit: int) -> str:
 # --- traces -------------------------------------------------------------------------------------------
 
 
-def trace_rows(traces: list[dict[str, Any]], *, filtered: bool) -> str:
-    """The table rows of a page of traces (also what the page's polling swaps in)."""
+def trace_rows(traces: list[dict[str, Any]], *, filtered: bool, next_cursor: str | None = None) -> str:
+    """The table rows of a page of traces (also what the page's polling swaps in). The last row carries the
+    next page's cursor, if there is one: the polling page points its "Older ›" link there."""
     if not traces:
         empty = (
             "No traces match these filters."
@@ -131,17 +133,20 @@ def trace_rows(traces: list[dict[str, Any]], *, filtered: bool) -> str:
         )
         return f'<tr><td colspan="8" class="muted">{empty}</td></tr>'
     rows = []
-    for t in traces:
+    for n, t in enumerate(traces, start=1):
         link = f"/ui/traces/{quote(t['trace_id'])}"
         case = f'<span class="chip">{_e(t["case_id"])}</span>' if t.get("case_id") else ""
+        following = f' data-next="{_e(next_cursor)}"' if next_cursor and n == len(traces) else ""
+        trace_id = _e(t["trace_id"])
         rows.append(
-            f'<tr data-trace="{_e(t["trace_id"])}"><td><a class="mono" href="{link}">{_e(t["trace_id"][:16])}</a></td>'
-            f"<td>{_e((t.get('start_time') or '')[:19].replace('T', ' '))}</td>"
+            f'<tr data-trace="{trace_id}"{following}><td class="nowrap">'
+            f'<a class="mono" href="{link}" title="{trace_id}">{_e(t["trace_id"][:16])}</a></td>'
+            f"<td class=nowrap>{_e((t.get('start_time') or '')[:19].replace('T', ' '))}</td>"
             f'<td class="num">{_ms(t.get("duration_ms"))}</td><td>{_status(t.get("status"))}</td>'
-            f"<td>{_e(t.get('service_name'))}<div class=muted>{_e(t.get('root_name'))}</div></td>"
+            f"<td class=text>{_e(t.get('service_name'))}<div class=muted>{_e(t.get('root_name'))}</div></td>"
             f'<td class="num">{t.get("tool_calls") or 0} / {t.get("llm_calls") or 0}</td>'
-            f"<td>{case}<div class=muted>{_e(t.get('convention'))}</div></td>"
-            f"<td>{_text_cell(t.get('user_query'), t.get('content_captured', True))}"
+            f"<td class=text>{case}<div class=muted>{_e(t.get('convention'))}</div></td>"
+            f'<td class="text wide">{_text_cell(t.get("user_query"), t.get("content_captured", True))}'
             f'<div class="muted">{_text_cell(t.get("final_response"), t.get("response_captured", True))}</div>'
             "</td></tr>"
         )
@@ -153,7 +158,7 @@ def _select(name: str, current: str | None, options: Sequence[tuple[str, str]]) 
         f'<option value="{_e(value)}"{" selected" if value == (current or "") else ""}>{_e(label)}</option>'
         for value, label in options
     )
-    return f'<select name="{name}" data-autosubmit aria-label="{name}">{items}</select>'
+    return f'<select name="{name}" aria-label="{name}">{items}</select>'  # applied by the form's button (or Enter)
 
 
 def _filter_form(filters: TraceFilters, facets: dict[str, list[str]]) -> str:
@@ -182,9 +187,10 @@ def traces_page(
 ) -> str:
     live = not query.get("cursor")  # only the newest page updates itself; a later page stays put
     following = ""
-    if page["next_cursor"]:
-        older = _e(urlencode({**query, "cursor": page["next_cursor"]}))
-        following = f'<a class="button" id="next-page" href="/ui/?{older}">Older ›</a>'
+    if page["next_cursor"] or live:  # the live page's refresh moves the link to its last row (or shows it)
+        older = _e(urlencode({**query, "cursor": page["next_cursor"] or ""}))
+        hidden = "" if page["next_cursor"] else " hidden"
+        following = f'<a class="button" data-older href="/ui/?{older}"{hidden}>Older ›</a>'
     newest = (
         f'<a class="button" href="/ui/?{_e(urlencode({k: v for k, v in query.items() if k != "cursor"}))}">‹ Newest</a>'
     )
@@ -204,7 +210,7 @@ def traces_page(
             "case / convention",
             "query / response",
         ],
-        trace_rows(page["traces"], filtered=filters.active()),
+        trace_rows(page["traces"], filtered=filters.active(), next_cursor=page["next_cursor"]),
         body_id="trace-rows",
     )
     pager = f'<div class="pager">{"" if live else newest}{status}{following}</div>'
@@ -450,9 +456,9 @@ def runs_page(runs: list[dict[str, Any]]) -> str:
         body = "<p class=muted>No grading runs recorded yet (run <code>tracegrade grade</code>).</p>"
     else:
         rows = "".join(
-            f'<tr><td><a href="/ui/runs/{quote(r["run_id"])}">{_e(r["run_id"])}</a></td>'
-            f"<td>{_e((r.get('created_at') or '')[:19].replace('T', ' '))}</td><td>{_e(r['kind'])}</td>"
-            f"<td>{_e(r.get('eval_set_name') or r.get('eval_set_id'))}</td>"
+            f'<tr><td class=nowrap><a href="/ui/runs/{quote(r["run_id"])}">{_e(r["run_id"])}</a></td>'
+            f"<td class=nowrap>{_e((r.get('created_at') or '')[:19].replace('T', ' '))}</td><td>{_e(r['kind'])}</td>"
+            f"<td class=text>{_e(r.get('eval_set_name') or r.get('eval_set_id'))}</td>"
             f'<td class="num">{r["passed_cases"]}/{r["total_cases"]}</td><td class="num">{_rate(r)}</td>'
             f'<td class="num">{format_cost(r["cost_usd"] or 0.0)}</td>'
             f'<td class="num">{format_duration(r["duration_s"] or 0.0)}</td></tr>'
@@ -524,10 +530,10 @@ def diff_page(runs: list[dict[str, Any]], a: str | None, b: str | None, diff: di
         )
         changes = "".join(f"<div class=muted>{_e(t)}</div>" for t in c["trajectory_changes"])
         rows.append(
-            f'<tr class="diff-{c["kind"]}" data-kind="{c["kind"]}"><td>{_e(c["name"] or c["eval_id"])}'
+            f'<tr class="diff-{c["kind"]}" data-kind="{c["kind"]}"><td class=text>{_e(c["name"] or c["eval_id"])}'
             f'<div class=muted>{_e(c["eval_id"])}</div></td><td><span class="chip {c["kind"]}">{c["kind"]}</span></td>'
-            f"<td>{_case_status(c['status_a'])} → {_case_status(c['status_b'])}</td>"
-            f'<td><ul class="deltas">{criteria}</ul></td><td>{diverges}{changes}</td></tr>'
+            f"<td class=nowrap>{_case_status(c['status_a'])} → {_case_status(c['status_b'])}</td>"
+            f'<td class=text><ul class="deltas">{criteria}</ul></td><td class=text>{diverges}{changes}</td></tr>'
         )
     body = f'<p class="meta">pass rate {rates["a"]:.0%} → {rates["b"]:.0%} · {_e(summary)}</p>' + _table(
         ["case", "change", "status A → B", "criteria A → B", "trajectory"], "".join(rows), css="diff"

@@ -8,15 +8,29 @@
       function () { throw new Error(where + ': HTTP ' + response.status); });
   }
 
+  // The API sends integers exactly, nanosecond times and BIGINT/HUGEINT values beyond 2**53 too; a JavaScript
+  // number would lose their last digits, so such an integer keeps its JSON text (JSON.rawJSON), which
+  // JSON.stringify writes back as it came.
+  function bigIntegers(key, value, context) {
+    return typeof value === 'number' && !Number.isSafeInteger(value) && context && /^-?\d+$/.test(context.source) ?
+      JSON.rawJSON(context.source) : value;
+  }
+
   function getJSON(url, options) {
     return fetch(url, Object.assign({ credentials: 'same-origin' }, options || {})).then(function (r) {
-      return r.ok ? r.json() : fail(url.split('?')[0], r);
+      if (!r.ok) { return fail(url.split('?')[0], r); }
+      return r.text().then(function (text) {
+        return typeof JSON.rawJSON === 'function' ? JSON.parse(text, bigIntegers) : JSON.parse(text);
+      });
     });
   }
 
-  // Filters and run pickers apply as soon as a choice changes.
-  document.querySelectorAll('select[data-autosubmit]').forEach(function (select) {
-    select.addEventListener('change', function () { select.form.submit(); });
+  // Filters and run pickers apply with their form's button, or Enter on a select: arrow keys on a select
+  // only move through its options (submitting on change would reload at the first arrow key).
+  document.querySelectorAll('form.filters select').forEach(function (select) {
+    select.addEventListener('keydown', function (event) {
+      if (event.key === 'Enter') { event.preventDefault(); select.form.requestSubmit(); }
+    });
   });
 
   // Traces: the newest page polls its own rows every 5 s while the tab is visible.
@@ -37,6 +51,16 @@
         rows.querySelectorAll('tr[data-trace]').forEach(function (tr) {
           var id = tr.getAttribute('data-trace');
           if (!seen[id]) { tr.classList.add('fresh'); seen[id] = true; }
+        });
+        // "Older ›" continues from the last row shown now, not from the rows the page loaded with
+        var last = rows.querySelector('tr[data-next]');
+        document.querySelectorAll('a[data-older]').forEach(function (older) {
+          if (last) {
+            var query = new URLSearchParams(older.search);
+            query.set('cursor', last.getAttribute('data-next'));
+            older.search = query.toString();
+          }
+          older.hidden = !last;
         });
         live.textContent = 'live · updated ' + new Date().toLocaleTimeString();
       }).catch(function (err) { live.textContent = 'live updates paused: ' + err.message; });
@@ -69,6 +93,7 @@
 
   // SQL: run the box through the API and show the rows as a table.
   var sqlForm = document.getElementById('sql-form');
+  var MAX_ADDRESS_QUERY = 2000;  // characters of an encoded query kept in the address (bookmarks, reload)
   if (sqlForm) {
     var box = document.getElementById('sql-text');
     var status = document.getElementById('sql-status');
@@ -108,7 +133,10 @@
         status.textContent = (data.truncated ? 'the first ' + data.row_count + ' rows (the rest not fetched)'
           : data.row_count + ' row' + (data.row_count === 1 ? '' : 's')) + ' · ' +
           Math.round(performance.now() - started) + ' ms';
-        history.replaceState(null, '', '/ui/sql?q=' + encodeURIComponent(box.value));
+        // a long query stays out of the address: past 8 KB the server refuses the request line, so a reload fails
+        var q = encodeURIComponent(box.value);
+        history.replaceState(null, '', q.length <= MAX_ADDRESS_QUERY ? '/ui/sql?q=' + q : '/ui/sql');
+        if (q.length > MAX_ADDRESS_QUERY) { status.textContent += ' · too long to keep in the address bar'; }
       }).catch(function (err) { status.className = 'error'; status.textContent = err.message; });
     };
     sqlForm.addEventListener('submit', function (event) { event.preventDefault(); run(); });
