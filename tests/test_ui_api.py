@@ -117,6 +117,7 @@ def _seconds(iso: str) -> float:
         ({"since": "2026-01-01T00:00:20", "until": "2026-01-01T00:00:24"}, {20, 21, 22, 23}),
         ({"status": "error"}, set()),
         ({"convention": "tracegrade", "status": "ok", "tool": "refund", "text": "question 1"}, {10, 15}),
+        ({"convention": "tracegrade", "status": "OK", "tool": "refund", "text": "question 1"}, {10, 15}),
     ],
 )
 async def test_filters_combine(client: TestClient, params: dict[str, str], expected: set[int]) -> None:
@@ -130,7 +131,9 @@ async def test_filters_combine(client: TestClient, params: dict[str, str], expec
         ("/ui/api/traces?cursor=bogus", "the cursor is not one this server handed out"),
         ("/ui/api/traces?limit=0", "limit must be between 1 and 200"),
         ("/ui/api/traces?limit=ten", "limit must be a whole number"),
-        ("/ui/api/traces?since=yesterday", "'yesterday' is neither a duration"),
+        ("/ui/api/traces?since=yesterday", "cannot read since 'yesterday': use a duration such as 30s"),
+        ("/ui/api/traces?until=99999999d", "until '99999999d' is out of range"),
+        ("/ui/api/traces?status=failed", "status must be 'ok' or 'error', not 'failed'"),
         ("/ui/api/traces?traffic=test", "traffic must be 'eval' or 'production'"),
         ("/ui/api/diff?a=run-a", "give both runs"),
         ("/ui/api/sql?q=DROP+TABLE+spans", "DROP statements are not allowed"),

@@ -115,15 +115,16 @@ class TraceFilters:
     def where(self) -> tuple[list[str], list[Any]]:
         conditions: list[str] = []
         params: list[Any] = []
-        for bound, operator in ((self.since, ">="), (self.until, "<")):
+        for name, bound, operator in (("since", self.since, ">="), ("until", self.until, "<")):
             if bound:
                 conditions.append(f"start_time {operator} CAST(? AS TIMESTAMP)")
-                params.append(_instant(bound).isoformat(sep=" "))
-        if self.status not in (None, "ok", "error"):
+                params.append(_instant(bound, name).isoformat(sep=" "))
+        status = self.status.lower() if self.status else None  # ERROR, as the status badge spells it, too
+        if status not in (None, "ok", "error"):
             raise BadRequest(f"status must be 'ok' or 'error', not {self.status!r}")
-        if self.status == "error":
+        if status == "error":
             conditions.append("status = 'ERROR'")
-        elif self.status == "ok":
+        elif status == "ok":
             conditions.append("status <> 'ERROR'")
         for column, value in (("service_name", self.service), ("convention", self.convention), ("case_id", self.case)):
             if value:
@@ -142,11 +143,11 @@ class TraceFilters:
         return conditions, params
 
 
-def _instant(value: str) -> datetime:
+def _instant(value: str, name: str) -> datetime:
     try:
-        return parse_since(value)
-    except InvalidValueError:  # its message names --since: say it plainly for the API
-        raise BadRequest(f"{value!r} is neither a duration (30s, 15m, 2h, 1d, 1w) nor an ISO time") from None
+        return parse_since(value, name)  # its messages name the parameter: unreadable, or out of range
+    except InvalidValueError as exc:
+        raise BadRequest(str(exc)) from None
 
 
 def _encode_cursor(start_time: Any, trace_id: str) -> str:
