@@ -22,7 +22,7 @@ import functools
 import json
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -32,8 +32,9 @@ import click
 from tracegrade.cli.common import friendly_errors
 from tracegrade.cli.store_access import store_options
 from tracegrade.criteria.trajectory_db import own_sandbox
-from tracegrade.errors import TracegradeError
-from tracegrade.models.config import CRITERIA_SLOTS, EvalConfig
+from tracegrade.errors import QueryCancelled, StoreError, TracegradeError, did_you_mean
+from tracegrade.evaluation.selection import TraceSelection, selected_trace_ids
+from tracegrade.models.config import CRITERIA_SLOTS, CriterionConfig, EvalConfig
 from tracegrade.models.dataset import EvalSet
 from tracegrade.store.readonly import SandboxLimits
 from tracegrade.ui import api
@@ -131,10 +132,52 @@ def _refuse_judging(config: EvalConfig, refusal: str, with_cases: bool) -> None:
         raise api.BadRequest(f"{', '.join(judged)} grade with an LLM judge, and {refusal}; or leave them out")
 
 
+def _check_selection(store: api.Store, selection: TraceSelection) -> None:
+    """Refuse a bad reference-free selection with its own error, named by ``grade``'s arguments: a ``limit`` or
+    ``where`` the selection refuses, a ``trace_ids`` naming traces the store does not hold."""
+    try:
+        selected_trace_ids(store, selection)
+    except ValueError as exc:  # the shared selection code names the CLI's --limit and --where
+        message = str(exc)
+        raise api.BadRequest(message[2:] if message.startswith(("--limit ", "--where ")) else message) from None
+    except StoreError as exc:
+        if selection.where is None or isinstance(exc, QueryCancelled):
+            raise
+        raise api.BadRequest(f"where {selection.where!r} is not a valid condition on the traces table: {exc}") from None
+    if selection.trace_ids == []:
+        raise api.BadRequest("trace_ids is empty: name at least one stored trace, or leave trace_ids out")
+    if selection.trace_ids is not None:
+        held = set(selected_trace_ids(store, TraceSelection(trace_ids=selection.trace_ids)))
+        missing = [trace_id for trace_id in selection.trace_ids if trace_id not in held]
+        if missing:
+            raise api.BadRequest(f"trace_ids names traces the store does not hold: {', '.join(map(repr, missing))}")
+
+
+def _require_reference_free(config: EvalConfig, default: bool) -> None:
+    """Refuse grading without an eval set with a config none of whose criteria can grade without one, naming its
+    slots as the caller wrote them (``default``: the caller gave no config)."""
+    from tracegrade.criteria.registry import criterion_class
+
+    slots = config.criteria.enabled_slots()
+    if not slots or any(a.enabled for a in config.criteria.sql_assertions):
+        return  # SQL assertions need no expectations; a config enabling nothing gets the grader's own error
+    if any(not criterion_class(slot, cfg).requires_reference for slot, cfg in slots):
+        return
+    if default:
+        needing = f"the default criteria ({', '.join(slot for slot, _ in slots)}) need"
+    else:
+        needing = ", ".join(f"config.criteria.{slot}" for slot, _ in slots) + (" needs" if len(slots) == 1 else " need")
+    free = [s for s in CRITERIA_SLOTS if not criterion_class(s, CriterionConfig()).requires_reference]
+    raise api.BadRequest(
+        f"{needing} an eval case's expectations, and without eval_set the traces are graded without reference: "
+        f"give config with a reference-free criterion ({', '.join([*free, 'sql_assertions'])}), or give eval_set"
+    )
+
+
 def _grade(
     store: api.Store,
     inputs: tuple[dict[str, Any] | None, str | None, dict[str, Any] | None, str | None],
-    selection: Any,
+    selection: TraceSelection,
     limits: SandboxLimits | None,
     judging_refused: str | None,
 ) -> dict[str, Any]:
@@ -143,11 +186,15 @@ def _grade(
 
     config, config_path, eval_set, eval_set_path = inputs
     served = limits is not None
+    if eval_set is None and eval_set_path is None:
+        _check_selection(store, selection)
     with own_sandbox(limits):  # the config's assertions are checked in it too
         loaded: EvalConfig = _load(EvalConfig, config, config_path, "config", served) or EvalConfig.default()
         if served:
             _refuse_judge_overrides(loaded)
         cases: EvalSet | None = _load(EvalSet, eval_set, eval_set_path, "eval_set", served)
+        if cases is None:
+            _require_reference_free(loaded, default=config is None and config_path is None)
         if judging_refused is not None:
             _refuse_judging(loaded, judging_refused, with_cases=cases is not None)
         grader = TraceGrader(store, loaded)
@@ -158,17 +205,47 @@ def _grade(
     }
 
 
+def _unknown_arguments(tool: str, given: Iterable[str], accepted: list[str]) -> str | None:
+    """What is wrong with the arguments ``given`` to ``tool``, which takes ``accepted``; None when nothing is."""
+    unknown = [name for name in given if name not in accepted]
+    if not unknown:
+        return None
+    named = ", ".join(f"{name!r}{did_you_mean(name, accepted)}" for name in unknown)
+    takes = f"it takes {', '.join(accepted)}" if accepted else "it takes no arguments"
+    return f"unknown argument{'s' if len(unknown) > 1 else ''} {named} for {tool}; {takes}"
+
+
+def _strict_server() -> Any:
+    """An MCPServer that refuses arguments a tool does not take (the SDK's argument models drop them)."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    class StrictServer(MCPServer):
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            tool = next((t for t in await self.list_tools() if t.name == name), None)
+            if tool is not None:  # else the SDK says the tool is unknown
+                problem = _unknown_arguments(name, arguments, list(tool.input_schema.get("properties", {})))
+                if problem is not None:
+                    raise ToolError(problem)
+            return await super().call_tool(name, arguments, context)
+
+    return StrictServer("tracegrade", instructions=_INSTRUCTIONS)
+
+
 def build_server(
-    store: api.Store, limits: SandboxLimits | None = None, judging_refused: Callable[[], str | None] | None = None
+    store: api.Store,
+    limits: SandboxLimits | None = None,
+    judging_refused: Callable[[], str | None] | None = None,
+    sql_timeout: float | None = None,
 ) -> Any:
     """The MCP server over ``store`` (anything with ``query(sql, params)``). ``limits``: its callers come over
     the network, and their SQL assertions run within these limits (see the module docstring).
-    ``judging_refused``: asked at each ``grade`` call, why its caller may not call the LLM judges (None: it may)."""
+    ``judging_refused``: asked at each ``grade`` call, why its caller may not call the LLM judges (None: it may).
+    ``sql_timeout``: seconds a ``run_sql`` query may run (None: the store's own limit, a receiver's for instance)."""
     import anyio
-    from mcp.server.mcpserver import MCPServer
     from mcp.types import ToolAnnotations
 
-    server = MCPServer("tracegrade", instructions=_INSTRUCTIONS)
+    server = _strict_server()
     grading_turns = anyio.CapacityLimiter(GRADING_AT_ONCE)
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
@@ -216,7 +293,7 @@ def build_server(
     def run_sql(sql: str) -> dict[str, Any]:
         """Run one read-only SELECT over the store (sandboxed: no files, no writes); up to 1000 rows return."""
         with _tool_errors():
-            return api.run_sql(store, sql)
+            return api.run_sql(store, sql, sql_timeout)
 
     @server.tool(annotations=read_only)
     def store_schema() -> dict[str, Any]:
@@ -253,14 +330,14 @@ def build_server(
         where: str | None = None,
         limit: int | None = 20,
     ) -> dict[str, Any]:
-        """Grade stored traces with an EvalConfig (config: the config as an object; default criteria otherwise)
-        and return the results; nothing is recorded. With eval_set (an EvalSet as an object), grade its cases
-        against their traces; else grade the traces picked by trace_ids / where (a SQL condition on the traces
-        table) / limit without reference. config_path and eval_set_path name files instead, on a local server
-        only. LLM-judge criteria call the model configured (the one tool that may reach outside the store; on a
-        server, only with a token that has the judge scope)."""
-        from tracegrade.evaluation.offline import TraceSelection
-
+        """Grade stored traces with an EvalConfig (config: the config as an object) and return the results;
+        nothing is recorded. With eval_set (an EvalSet as an object), grade its cases against their traces (without
+        config: the default criteria trajectory and response_match, which compare with the cases' expectations).
+        Without eval_set, grade the traces picked by trace_ids / where (a SQL condition on the traces table) /
+        limit without reference: config must then enable a reference-free criterion (contains_keywords,
+        sql_assertions, tool_schema, budget, rubric_based, hallucination or safety). config_path and eval_set_path
+        name files instead, on a local server only. LLM-judge criteria call the model configured (the one tool
+        that may reach outside the store; on a server, only with a token that has the judge scope)."""
         selection = TraceSelection(where=where, limit=limit, trace_ids=trace_ids)
         refused = judging_refused() if judging_refused is not None else None
         inputs = (config, config_path, eval_set, eval_set_path)
@@ -287,6 +364,7 @@ def command(store_path: Path, token: str | None) -> None:
     except ImportError:
         raise click.UsageError("tracegrade mcp needs the MCP SDK: pip install 'tracegrade[mcp]'") from None
     from tracegrade.cli.store_access import reading_store
+    from tracegrade.ui.app import SQL_TIMEOUT
 
-    with reading_store(store_path, token) as store:
-        build_server(store).run("stdio")
+    with reading_store(store_path, token) as store:  # run_sql stops where the web UI's SQL page does
+        build_server(store, sql_timeout=SQL_TIMEOUT).run("stdio")

@@ -3,7 +3,9 @@
 The official ``mcp`` SDK serves that transport as an ASGI app; the receiver speaks aiohttp, so each request is
 handed to the SDK's session manager as one ASGI call (the body read whole, the response streamed back). The
 manager runs stateless with JSON responses: every POST carries one JSON-RPC message and is answered on its
-own, so any number of clients and receivers' restarts need no session state. Requests pass the receiver's
+own, so any number of clients and receivers' restarts need no session state. Nor does the server send any
+message of its own, so it offers no SSE stream: GET (and DELETE, a session's end) answer 405 with ``Allow: POST``,
+as the MCP streamable-HTTP spec has a server without that stream answer. Requests pass the receiver's
 bearer-token check first, and the tools read through the same store provider as the web UI (its query gate,
 limits and scoping to the token's tenant), resolved once per request. Its callers are remote: ``grade``
 takes no server path, no judge endpoint or key, calls the server's LLM judges only for a token with the
@@ -87,7 +89,7 @@ def add_mcp_route(
         await mount.stop()
 
     app.cleanup_ctx.append(stop_on_cleanup)
-    app.router.add_route("*", _PATH, handle)
+    app.router.add_post(_PATH, handle)  # any other method: 405 with Allow: POST (see the module docstring)
 
 
 def _refusal(authorize: Authorize, header: str | None) -> str | None:
