@@ -210,6 +210,13 @@ async def test_pages_escape_stored_text_and_forbid_inline_script(client: TestCli
     assert (await client.get("/ui/static/../app.py")).status == 404
 
 
+async def test_a_diff_given_only_a_compares_it_with_the_next_run_never_with_itself(client: TestClient) -> None:
+    older = await (await client.get("/ui/diff", params={"a": "run-a"})).text()
+    assert "Pick two runs to compare." not in older and 'class="diff-' in older  # run-a against run-b, after it
+    newest = await (await client.get("/ui/diff", params={"a": "run-b"})).text()
+    assert "Pick two runs to compare." in newest  # nothing after the newest run: no diff of it with itself
+
+
 async def test_a_store_being_reopened_is_503_on_pages_and_api() -> None:
     class Reopening(Exception):
         http_status = 503

@@ -224,10 +224,12 @@ def _run_html(store: Any, request: web.Request, _: Any) -> str:
 def _diff_html(store: Any, request: web.Request, _: Any) -> str:
     a, b = request.query.get("a") or None, request.query.get("b") or None
     runs = api.list_runs(store)
-    if b is None and runs:
-        b = runs[0]["run_id"]
+    ids = [r["run_id"] for r in runs]  # newest first
+    if a is None and b is None and ids:
+        b = ids[0]
+    if b is None and a in ids:  # compare A with the run recorded just after it (none after the newest)
+        b = ids[ids.index(a) - 1] if ids.index(a) > 0 else None
     if a is None and b is not None:  # compare with the run recorded just before B
-        ids = [r["run_id"] for r in runs]
         a = ids[ids.index(b) + 1] if b in ids and ids.index(b) + 1 < len(ids) else None
     diff = api.diff_runs(store, a, b) if a and b else None
     return pages.diff_page(runs, a, b, diff)
