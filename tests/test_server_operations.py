@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import socket
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.support.server_inprocess import running_server
-from tests.support.server_otlp import post
+from tests.support.server_otlp import get_text, post
 from tests.support.server_process import ServerProcess
 from tests.support.server_requests import count_spans, query, span_json, status_of, traces_proto, unique_trace_id
 from tracegrade.cli.main import cli
@@ -31,14 +30,6 @@ TRACE_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 TOKEN = "s3cret-token"
 
 
-def _get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=30) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-
-
 def _metric_value(page: str, name: str, labels: str = "") -> float:
     match = re.search(rf"^{re.escape(name + labels)} (\S+)$", page, re.MULTILINE)
     assert match, f"{name}{labels} missing from\n{page}"
@@ -47,8 +38,8 @@ def _metric_value(page: str, name: str, labels: str = "") -> float:
 
 def test_health_readiness_and_metrics(tmp_path: Path) -> None:
     with running_server(tmp_path / "store.duckdb") as server:
-        assert _get(f"{server.http_url}/healthz") == (200, json.dumps({"status": "ok"}))
-        status, body = _get(f"{server.http_url}/readyz")
+        assert get_text(f"{server.http_url}/healthz") == (200, json.dumps({"status": "ok"}))
+        status, body = get_text(f"{server.http_url}/readyz")
         assert (status, json.loads(body)["ready"]) == (200, True)
 
         trace_id = unique_trace_id()
@@ -58,7 +49,7 @@ def test_health_readiness_and_metrics(tmp_path: Path) -> None:
         assert post(f"{server.http_url}/v1/traces", traces_proto(spans[:1])).status == 200  # a retry: duplicate
         assert count_spans(server.http_url, trace_id) == 4  # a query sees every acknowledged span committed
 
-        status, page = _get(f"{server.http_url}/metrics")
+        status, page = get_text(f"{server.http_url}/metrics")
     assert status == 200
     prefix = "tracegrade_receiver_"
     assert _metric_value(page, prefix + "spans_received_total") == 6

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import base64
 import json
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from tests.support.chromium import CHROMIUM_FLAGS
+from tests.support.server_otlp import get_text
 from tests.support.server_process import ServerProcess
 from tests.support.waiting import wait_for_value
 from tracegrade.store import RemoteStore
@@ -71,14 +70,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         yield process
 
 
-def _get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=30) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
 # --- 1. a forged cursor ----------------------------------------------------------------------------------
 
 
@@ -97,17 +88,17 @@ def _cursor(*items: Any) -> str:
     ],
 )
 def test_a_forged_cursor_is_a_400_that_says_start_again(server: ServerProcess, cursor: str) -> None:
-    status, body = _get(f"{server.http_url}/ui/api/traces?cursor={cursor}")
+    status, body = get_text(f"{server.http_url}/ui/api/traces?cursor={cursor}")
     assert status == 400 and CURSOR_MESSAGE in json.loads(body)["error"], body
-    status, body = _get(f"{server.http_url}/ui/?cursor={cursor}")
+    status, body = get_text(f"{server.http_url}/ui/?cursor={cursor}")
     assert status == 400 and CURSOR_MESSAGE in body and "SELECT" not in body, body
     with pytest.raises(api.BadRequest, match=CURSOR_MESSAGE):  # what MCP's list_traces calls
         api.list_traces(RemoteStore(server.http_url), api.TraceFilters(), 20, cursor)
 
 
 def test_a_cursor_the_server_gave_out_still_pages(server: ServerProcess) -> None:
-    first = json.loads(_get(f"{server.http_url}/ui/api/traces?service=shop&limit=2")[1])
-    status, body = _get(f"{server.http_url}/ui/api/traces?service=shop&limit=2&cursor={first['next_cursor']}")
+    first = json.loads(get_text(f"{server.http_url}/ui/api/traces?service=shop&limit=2")[1])
+    status, body = get_text(f"{server.http_url}/ui/api/traces?service=shop&limit=2&cursor={first['next_cursor']}")
     assert status == 200 and [t["user_query"] for t in json.loads(body)["traces"]] == ["query shop 0"]
 
 
@@ -182,7 +173,7 @@ def test_big_integers_keep_every_digit_on_the_page(server: ServerProcess, browse
     trace_id = page.url.rsplit("/", 1)[1]
     button = page.locator("table.waterfall [data-span]").first
     span_id = button.get_attribute("data-span")
-    stored = json.loads(_get(f"{server.http_url}/ui/api/traces/{trace_id}/spans/{span_id}")[1])["span"]
+    stored = json.loads(get_text(f"{server.http_url}/ui/api/traces/{trace_id}/spans/{span_id}")[1])["span"]
     assert stored["start_ns"] > 2**53
     button.click()
     page.locator("#raw-span", has_text="start_ns").wait_for()

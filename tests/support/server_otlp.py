@@ -55,6 +55,15 @@ def post(
         return HttpReply(error.code, dict(error.headers), error.read())
 
 
+def get_text(url: str) -> tuple[int, str]:
+    """A GET with urllib: the status and the body as text; HTTP errors are returned, not raised."""
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
 def _hex_ids_to_base64(node: Any) -> None:
     """OTLP/JSON ids are hex; protobuf's JSON parser wants base64 for bytes fields."""
     if isinstance(node, dict):
