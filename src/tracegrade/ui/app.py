@@ -321,6 +321,7 @@ def add_ui_routes(
     router.add_get("/ui/sql", ui.page(_sql_html))
     router.add_route("*", "/ui/login", ui.login)
     router.add_post("/ui/logout", ui.logout)
+    router.add_get("/ui/logout", _post_only)  # signing out changes state: never by a link (nor the 404 below)
     router.add_get("/ui/static/{name}", _static)
     router.add_get("/ui/api/openapi.json", _openapi)
     router.add_get("/ui/api/traces", ui.json(_traces_data))
@@ -339,3 +340,18 @@ def add_ui_routes(
     router.add_get("/ui/api/sql", ui.json(_sql_data))
     router.add_post("/ui/api/sql", ui.json(_sql_data, body=True))
     router.add_get("/ui/api/schema", ui.json(lambda s, r, _: {"tables": api.schema(s)}))
+    # anything else under /ui: the UI's own 404 (JSON under /ui/api/, else a page), not the receiver's OTLP one
+    router.add_get("/ui/api/{rest:.*}", ui.json(_no_endpoint))
+    router.add_get("/ui/{rest:.*}", ui.page(_no_page))
+
+
+async def _post_only(request: web.Request) -> web.StreamResponse:
+    raise web.HTTPMethodNotAllowed(request.method, ["POST"])
+
+
+def _no_endpoint(store: Any, request: web.Request, _: Any) -> Any:
+    raise api.NotFound(f"no UI API endpoint at {request.path}; /ui/api/openapi.json lists them")
+
+
+def _no_page(store: Any, request: web.Request, _: Any) -> Any:
+    raise api.NotFound(f"no page at {request.path}: the UI has traces (/ui/), runs (/ui/runs), diff and SQL pages")
