@@ -165,7 +165,7 @@ def test_older_continues_from_the_last_row_the_live_page_shows(server: ServerPro
 
 @pytest.mark.slow
 @in_browser
-def test_big_integers_keep_every_digit_on_the_page(server: ServerProcess, browser: Any) -> None:
+def test_big_integers_keep_every_digit_and_the_raw_panel_works_by_keyboard(server: ServerProcess, browser: Any) -> None:
     page = _page(browser)
     page.goto(server.http_url + "/ui/?service=shop")
     page.locator("#trace-rows a").first.click()
@@ -179,6 +179,12 @@ def test_big_integers_keep_every_digit_on_the_page(server: ServerProcess, browse
     page.locator("#raw-span", has_text="start_ns").wait_for()
     shown = page.inner_text("#raw-span")
     assert f'"start_ns": {stored["start_ns"]},' in shown and f'"end_ns": {stored["end_ns"]},' in shown
+
+    # the panel takes the focus, Escape closes it and gives the focus back to what opened it
+    assert page.evaluate("document.activeElement.hasAttribute('data-close')")
+    page.keyboard.press("Escape")
+    assert page.locator("#raw-panel").is_hidden()
+    assert page.evaluate("document.activeElement.getAttribute('data-span')") == span_id
 
     page.goto(server.http_url + "/ui/sql")
     big = [2**53 + 1, -(2**63), 2**127 - 1]

@@ -72,12 +72,22 @@
   var panel = document.getElementById('raw-panel');
   if (panel) {
     var trace = panel.getAttribute('data-trace');
+    var opener = null;  // the control that opened the panel: focus goes back to it when the panel closes
+    var closePanel = function () {
+      panel.hidden = true;
+      if (opener) { opener.focus(); opener = null; }
+    };
+    document.addEventListener('keydown', function (event) {
+      if (event.key === 'Escape' && !panel.hidden) { closePanel(); }
+    });
     document.addEventListener('click', function (event) {
       var button = event.target.closest('[data-span]');
       if (button) {
         event.preventDefault();
         var span = button.getAttribute('data-span');
+        opener = button;
         panel.hidden = false;
+        panel.querySelector('[data-close]').focus();  // keyboard users land in the panel they opened
         document.getElementById('raw-span').textContent = 'loading span ' + span + '…';
         document.getElementById('raw-logs').textContent = '';
         getJSON('/ui/api/traces/' + encodeURIComponent(trace) + '/spans/' + encodeURIComponent(span))
@@ -87,7 +97,7 @@
               JSON.stringify(data.logs, null, 2) : 'no log records for this span';
           }).catch(function (err) { document.getElementById('raw-span').textContent = err.message; });
       }
-      if (event.target.closest('[data-close]')) { panel.hidden = true; }
+      if (event.target.closest('[data-close]')) { closePanel(); }
     });
   }
 
