@@ -66,6 +66,7 @@ from tracegrade.store.lake_schema import (
 )
 from tracegrade.store.lake_write_gate import WriteGate
 from tracegrade.store.prepared import PreparedWrite
+from tracegrade.store.read_cursors import ReadCursors
 from tracegrade.store.readonly import lock_down
 from tracegrade.store.results import CommitConflict, QueryResult, WriteResult
 from tracegrade.store.row_groups import RowGroupFill
@@ -155,8 +156,7 @@ class LakeStore(TraceStore):
         self.uncheckpointed_bytes = 0
         self.uncheckpointed_since: float | None = None
         self.span_group = RowGroupFill(1)  # no row groups to fill: the writer never checkpoints a lake
-        self._cursor_source = self._con.cursor()
-        self._cursor_lock = threading.Lock()
+        self._reads = ReadCursors(self._con.cursor(), self._use, self._describe)
         self._write_lock = threading.RLock()
         self._last_stamp = datetime.min
         self._closed = False

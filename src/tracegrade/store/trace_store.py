@@ -49,6 +49,7 @@ from tracegrade.store.grading_tables import replace_record_rows
 from tracegrade.store.key_repair import damaged_keys, repair_keys
 from tracegrade.store.prepared import PreparedWrite, prepare_write
 from tracegrade.store.query_control import QueryControl
+from tracegrade.store.read_cursors import ReadCursors
 from tracegrade.store.readonly import check_read_only, lock_down, refusal
 from tracegrade.store.results import QueryResult, WriteResult
 from tracegrade.store.retention import (
@@ -214,8 +215,7 @@ class TraceStore:
         except BaseException:
             self._con.close()
             raise
-        self._cursor_source = self._con.cursor()  # spawns per-query cursors; never runs a query itself
-        self._cursor_lock = threading.Lock()
+        self._reads = ReadCursors(self._con.cursor(), self._use, self._describe)
         self._write_lock = threading.RLock()
         self._last_stamp = datetime.min
         self._closed = False
@@ -607,7 +607,7 @@ class TraceStore:
         except duckdb.Error as exc:
             raise StoreError(f"looking up trajectories in store {self.path} failed: {exc}") from None
         finally:
-            cursor.close()
+            self._reads.end(cursor)
 
     def stale_trajectories(self, limit: int | None = None) -> list[TraceKey]:
         """Traces whose trajectory rows are missing or older than their newest span or log record, the
@@ -708,7 +708,7 @@ class TraceStore:
         self._require_open()
         cursor = self._cursor(use=use)
         if control is not None and not control.attach(cursor):
-            cursor.close()
+            self._reads.end(cursor)
             raise QueryCancelled(f"the query was cancelled before it started: {control.reason}")
         try:
             if tenant is not None:
@@ -740,21 +740,16 @@ class TraceStore:
         finally:
             if control is not None:
                 control.detach()
-            cursor.close()  # closing rolls back the open transaction
+            self._reads.end(cursor)  # rolls back the open transaction
 
     def _cursor(self, *, use: bool = True) -> duckdb.DuckDBPyConnection:
-        """A new cursor on the store's database (cursors of an attached store start elsewhere; ``use=False``
-        leaves them there)."""
+        """A new cursor on the store's database, to be ended with ``self._reads.end`` (cursors of an attached
+        store start elsewhere; ``use=False`` leaves them there)."""
         self._refuse_if_failed()
-        with self._cursor_lock:
-            cursor = self._cursor_source.cursor()
-        if self._use and use:
-            try:
-                cursor.execute(self._use)
-            except duckdb.Error as exc:  # a lake reads its catalog here: PostgreSQL may be out of reach
-                cursor.close()
-                raise StoreError(f"query failed: {str(exc).splitlines()[0]}") from None
-        return cursor
+        return self._reads.open(use=use)
+
+    def _describe(self) -> str:
+        return f"store {self.path}"
 
     # ------------------------------------------------------------- lifecycle
 
@@ -781,12 +776,13 @@ class TraceStore:
         return self._closed
 
     def close(self) -> None:
-        """Close the file (DuckDB checkpoints the WAL into the database file on close)."""
+        """Close the file (DuckDB checkpoints the WAL into the database file on close). Reads still running are
+        interrupted, and the file is closed once they ended (see ``read_cursors``)."""
         with self._write_lock:
             if self._closed:
                 return
             self._closed = True
-            self._cursor_source.close()
+            self._reads.close()
             self._con.close()
 
 
