@@ -1,5 +1,6 @@
 """The request journal: records survive a reopen, a torn tail is cut off, committed segments are deleted,
-and a receiver started on a store with a leftover journal writes its records before it serves."""
+a receiver started on a store with a leftover journal writes its records before it serves, and a store that
+fails keeps every acknowledged request journaled, with one error for the writes it failed together."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ from pathlib import Path
 
 from tests.support.server_inprocess import running_server
 from tests.support.server_requests import count_spans, span_json, traces_json, traces_proto, unique_trace_id
+from tests.support.store_records import make_span
+from tracegrade.ingest.journaled_writer import JournaledWriter
 from tracegrade.store.journal import RequestJournal
+from tracegrade.store.prepared import prepare_write
+from tracegrade.store.tenancy import DEFAULT_TENANT
+from tracegrade.store.trace_store import TraceStore
+from tracegrade.store.writer import StoreWriter
 
 
 def _segments(directory: Path) -> list[str]:
@@ -81,3 +88,33 @@ def test_the_receiver_replays_a_leftover_journal_before_serving(tmp_path: Path) 
         assert count_spans(server.http_url, proto_trace) == 3
         assert count_spans(server.http_url, json_trace) == 2
         assert _segments(Path(f"{store}.journal")) == []
+
+
+def test_a_failed_store_logs_one_error_for_the_writes_it_failed_together_and_keeps_them_journaled(
+    tmp_path: Path, caplog
+) -> None:
+    store = TraceStore(tmp_path / "store.duckdb")
+    writer = StoreWriter(store)
+    writer.start()
+    journaled = JournaledWriter(writer, RequestJournal(tmp_path / "journal"))
+    journaled.start()
+    try:
+        with caplog.at_level(logging.ERROR, logger="tracegrade.ingest.journaled_writer"):
+            with store._write_lock:  # the writer thread blocks in its first transaction meanwhile
+                acknowledged = []
+                for n in range(6):
+                    prepared = prepare_write([make_span(n + 1, 1)], [], DEFAULT_TENANT)
+                    acknowledged.append(journaled.submit(prepared, (1, f"request {n}".encode())))
+                for future in acknowledged:
+                    future.result(30)  # journaled, so acknowledged, though not yet committed
+                store.mark_failed("the disk is full")  # as a failed checkpoint marks it: the queued writes fail
+            assert journaled.wait_stored(30)
+        errors = [r.getMessage() for r in caplog.records if "could not be committed" in r.getMessage()]
+        assert len(errors) == 1, errors
+        assert "the disk is full" in errors[0] and "replayed when it is reopened" in errors[0]
+    finally:
+        journaled.close(drain=False)
+        store.close()
+    assert [payload for _, payload in _records(RequestJournal(tmp_path / "journal"))] == [
+        f"request {n}".encode() for n in range(6)
+    ]

@@ -48,6 +48,7 @@ __all__ = [
     "Undecodable",
     "UnsupportedMediaType",
     "journal_record",
+    "journal_request",
 ]
 
 MAX_LISTED_REJECTIONS = 5
@@ -165,6 +166,14 @@ def _record_tenant(kind: int, payload: bytes) -> tuple[int, bytes, str]:
     if not length or len(name) < length:
         raise DecodeError(f"journal record of kind {kind} is cut short inside its tenant name")
     return kind & ~TENANT_RECORD, payload[1 + length :], name.decode("ascii", "replace")
+
+
+def journal_request(record: tuple[int, bytes]) -> tuple[bytes, str, str]:
+    """A journal record's request as its exporter sent it, the file suffix ``tracegrade import`` reads it
+    under (``.json`` or ``.pb``) and its tenant: what a dead letter holds (``JournaledWriter.recover``)."""
+    kind, payload, tenant = _record_tenant(*record)
+    json_kinds = {value for (_, fmt), value in RECORD_KINDS.items() if fmt is WireFormat.JSON}
+    return payload, ".json" if kind in json_kinds else ".pb", tenant
 
 
 def _decoders() -> dict[tuple[Signal, WireFormat], Callable[..., Any]]:

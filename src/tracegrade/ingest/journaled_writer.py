@@ -12,8 +12,10 @@ One thread (``tracegrade-journal``) appends: everything submitted while the prev
 into the next append, so one fsync covers many requests. Memory stays bounded by the store writer's
 queue capacity, checked before a request is journaled (QueueFull -> the receiver's 503).
 
-``recover`` replays the segments a crash left behind, before the receiver serves. ``wait_stored`` lets
-a reader see everything acknowledged so far (the receiver's query endpoint calls it before each query).
+``recover`` replays the segments a crash left behind, before the receiver serves; a record the store
+keeps refusing while it takes the others is set aside as a dead letter rather than block every start.
+``wait_stored`` lets a reader see everything acknowledged so far (the receiver's query endpoint calls it
+before each query).
 """
 
 from __future__ import annotations
@@ -29,9 +31,10 @@ from typing import Any
 
 from tracegrade.errors import StoreError
 from tracegrade.models.span import LogRecordData, SpanRecord
-from tracegrade.store.journal import JournalRecord, RequestJournal
+from tracegrade.store.journal import JournalRecord, RecoveredRecord, RequestJournal
 from tracegrade.store.prepared import PreparedWrite, prepare_write
 from tracegrade.store.results import WriteResult
+from tracegrade.store.tenancy import DEFAULT_TENANT
 from tracegrade.store.writer import StoreWriter
 
 __all__ = ["JournaledWriter"]
@@ -39,6 +42,7 @@ __all__ = ["JournaledWriter"]
 log = logging.getLogger(__name__)
 
 Decoded = tuple[Sequence[SpanRecord], Sequence[LogRecordData], str]  # a journal record's records and tenant
+RequestOf = Callable[[JournalRecord], tuple[bytes, str, str]]  # a record's request, file suffix and tenant
 RECOVERY_WINDOW = 50_000  # records replayed ahead of their commits during recovery
 
 
@@ -66,20 +70,28 @@ class JournaledWriter:
         self._pending_records = 0
         self._handed = 0  # submissions handed to the store writer (in order) ...
         self._settled = 0  # ... and how many of them it has committed or failed (the same order)
+        self._last_failure: str | None = None  # the commit failure logged last, until a commit succeeds
         self._cond = threading.Condition()
         self._closing = False
         self._thread = threading.Thread(target=self._run, name="tracegrade-journal", daemon=True)
 
     # -- lifecycle --------------------------------------------------------------------------------------
 
-    def recover(self, decode: Callable[[JournalRecord], Decoded]) -> int:
+    def recover(self, decode: Callable[[JournalRecord], Decoded], request_of: RequestOf | None = None) -> int:
         """Write every record the journal holds from before this start; returns the records replayed.
 
         Call after ``writer.start()`` and before ``start()``. Records committed before the crash are
-        stored once (the store skips what it has).
+        stored once (the store skips what it has). A failure of the store itself (it failed: a full disk, a
+        broken file) raises StoreError and deletes nothing: the next attempt replays it all again. A record
+        whose write fails while the store stays healthy is tried once more, alone, once every other record is
+        written and checkpointed; if it fails again it is the record's fault (a request too large for the
+        store's memory, a value DuckDB refuses), and rather than block every start it is set aside as a dead
+        letter (``request_of`` gives the form it is written in: the request and its file suffix and tenant; by
+        default the journal record's payload as it is) and the replay goes on.
         """
-        in_flight: deque[tuple[int, Future[WriteResult]]] = deque()
-        waiting = replayed = 0
+        in_flight: deque[tuple[RecoveredRecord, PreparedWrite, Future[WriteResult]]] = deque()
+        failed: list[tuple[RecoveredRecord, PreparedWrite]] = []
+        waiting = replayed = set_aside = 0
         for record in self.journal.recovered_records():
             try:
                 spans, logs, tenant = decode((record.kind, record.payload))
@@ -97,22 +109,86 @@ class JournaledWriter:
                 continue
             if not spans and not logs:
                 continue
-            prepared = prepare_write(spans, logs, tenant)
-            in_flight.append((prepared.size, self.writer.submit_prepared(prepared)))
+            try:
+                prepared = prepare_write(spans, logs, tenant)
+            except (StoreError, ValueError, TypeError, OverflowError) as exc:  # its records, not the store
+                self._set_aside(record, exc, request_of)
+                set_aside += 1
+                continue
+            in_flight.append((record, prepared, self.writer.submit_prepared(prepared, replay=True)))
             waiting += prepared.size
             replayed += 1
             while waiting > RECOVERY_WINDOW:
-                size, future = in_flight.popleft()
-                future.result()
-                waiting -= size
-        for _, future in in_flight:
-            future.result()  # a failure propagates: the segments stay for the next start
+                waiting -= self._settle(*in_flight.popleft(), failed)
+        while in_flight:
+            self._settle(*in_flight.popleft(), failed)
         if replayed and not self.writer.store.wal:
-            self.writer.store.checkpoint()  # durable before the segments go
+            self.writer.store.checkpoint()  # durable before the segments go (and memory freed for a retry)
+        for record, prepared in failed:
+            try:
+                self.writer.submit_prepared(prepared, replay=True).result()
+            except Exception as exc:
+                self._refuse_store_failure(exc)
+                if not self.writer.store.wal:
+                    self.writer.store.checkpoint()  # the store still writes: the failure is the record's
+                self._set_aside(record, exc, request_of)
+                set_aside += 1
+            else:
+                if not self.writer.store.wal:
+                    self.writer.store.checkpoint()
         self.journal.drop_recovered()
         if replayed:
-            log.warning("replayed %d journaled export requests left by an unclean stop", replayed)
+            aside = f"; {set_aside} set aside as dead letters (see the errors above)" if set_aside else ""
+            log.warning(
+                "replayed %d journaled export requests (left by an unclean stop, or by a store that failed)%s",
+                replayed,
+                aside,
+            )
         return replayed
+
+    def _settle(
+        self,
+        record: RecoveredRecord,
+        prepared: PreparedWrite,
+        future: Future[WriteResult],
+        failed: list[tuple[RecoveredRecord, PreparedWrite]],
+    ) -> int:
+        """Wait for a replayed record's write; a failure of the store raises, the record's own is noted in
+        ``failed`` (to be tried again alone). Returns the record's size."""
+        try:
+            future.result()
+        except Exception as exc:
+            self._refuse_store_failure(exc)
+            failed.append((record, prepared))
+        return prepared.size
+
+    def _refuse_store_failure(self, exc: Exception) -> None:
+        """Raise ``exc`` when the store failed (it must be reopened; the replay is retried from the start)."""
+        if self.writer.store.failure is not None or not isinstance(exc, StoreError):
+            raise exc
+
+    def _set_aside(self, record: RecoveredRecord, exc: Exception, request_of: RequestOf | None) -> None:
+        """Write a record the store refuses to the dead-letter directory and say where, why and how to retry."""
+        data, suffix, tenant = (
+            request_of((record.kind, record.payload)) if request_of else (record.payload, ".bin", DEFAULT_TENANT)
+        )
+        path = self.journal.set_aside(record, data, suffix)
+        store = self.writer.store.path
+        as_tenant = f" --tenant {tenant}" if tenant != DEFAULT_TENANT else ""
+        log.error(
+            "request journal %s: the export request at offset %d (%d bytes) could not be written to the store "
+            "although the store took every other record, so it was set aside in %s and the receiver went on: %s. "
+            "Remove the cause (e.g. a larger --store-memory-limit for a request that ran out of memory), then "
+            "store it with `tracegrade import --store %s%s %s`",
+            record.segment,
+            record.offset,
+            len(data),
+            path,
+            str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+            store,
+            as_tenant,
+            path,
+        )
 
     def start(self) -> None:
         self._thread.start()
@@ -197,15 +273,26 @@ class JournaledWriter:
 
     def _committed(self, stored: Future[WriteResult]) -> None:
         failed = stored.cancelled() or stored.exception() is not None
-        if failed:  # left in the journal: replayed into the store at the next start
-            log.error("journaled records could not be committed to the store: %s", stored.exception())
-        else:
+        if not failed:
             self._on_stored(stored.result())
         with self._cond:
             self._settled += 1
             self._cond.notify_all()
+            # a store that fails fails every write queued behind it at once: one line per failure, not per write
+            failure = None if not failed else "cancelled" if stored.cancelled() else str(stored.exception())
+            repeated, self._last_failure = failure == self._last_failure, failure
+        if failed and not repeated:
+            log.error(
+                "journaled records could not be committed to the store (they stay in the journal and are replayed "
+                "when it is reopened or at the next start): %s",
+                failure,
+            )
 
     @property
     def stats(self) -> dict[str, Any]:
         """The writer's statistics plus the records waiting for the journal."""
-        return {**self.writer.stats, "journal_pending": self._pending_records}
+        return {
+            **self.writer.stats,
+            "journal_pending": self._pending_records,
+            "journal_dead_letters": self.journal.dead_letters(),  # set aside, waiting for an import
+        }

@@ -33,6 +33,12 @@ __all__ = ["Storage", "StorageHooks"]
 log = logging.getLogger(__name__)
 
 
+def _journal_request(record: JournalRecord) -> tuple[bytes, str, str]:
+    from tracegrade.ingest.intake import journal_request  # the receiver's journal record format
+
+    return journal_request(record)
+
+
 @dataclass(frozen=True)
 class StorageHooks:
     """What the receiver wants to hear from its storage (called on the store writer's thread)."""
@@ -41,6 +47,8 @@ class StorageHooks:
     on_stored: Callable[[WriteResult], object]  # a submission is committed (what it returns is ignored)
     decode: Callable[[JournalRecord], Decoded]  # a journal record's spans, log records and tenant
     on_expired: Callable[[Deleted], object] = lambda expired: None  # a retention pass deleted something
+    # a record's request, file suffix and tenant, as a dead letter holds it (see JournaledWriter.recover)
+    request_of: Callable[[JournalRecord], tuple[bytes, str, str]] = _journal_request
 
 
 class Storage:
@@ -68,7 +76,8 @@ class Storage:
 
     @classmethod
     def open(cls, settings: ServeSettings, hooks: StorageHooks) -> Storage:
-        """Open the store, start its writer, replay the journal, start journaling; raises StoreError."""
+        """Open the store, start its writer, replay the journal (setting aside, as dead letters, records the
+        store refuses while it takes the others), start journaling; raises StoreError."""
         from tracegrade.store.backend import open_store
         from tracegrade.store.mapping_process import MappingProcess
         from tracegrade.store.writer import StoreWriter
@@ -99,7 +108,7 @@ class Storage:
         writer.start()
         journaled = JournaledWriter(writer, RequestJournal(settings.journal_path), on_stored=hooks.on_stored)
         try:
-            journaled.recover(hooks.decode)
+            journaled.recover(hooks.decode, hooks.request_of)
         except BaseException:
             journaled.close(drain=False)
             raise

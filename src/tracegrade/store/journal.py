@@ -17,6 +17,10 @@ only) are still read. What recovery finds:
   reports the segment, offset and bytes skipped as possibly acknowledged data lost; the segment is kept
   aside (``N.tgj.damaged``) for inspection instead of being deleted.
 
+A record that decodes yet cannot be written to a healthy store (the journal replay decides: see
+``JournaledWriter.recover``) is set aside as a dead letter, ``<store>.journal.dead/<segment>-<offset><suffix>``,
+written and fsync'd before its segment is deleted, so nothing acknowledged is ever deleted.
+
 An append that fails (a full disk, an I/O error) is cut back to the segment's last good length before
 the error is reported, so no partial record sits between acknowledged ones; if even that fails, the
 next append starts a new segment. Nothing of a failed append is acknowledged.
@@ -43,6 +47,7 @@ __all__ = [
     "JournalRecord",
     "RecoveredRecord",
     "RequestJournal",
+    "dead_letter_directory",
     "fsync_directory",
     "journal_directory",
     "unstored_journal_bytes",
@@ -97,6 +102,11 @@ def encode_record(kind: int, payload: bytes) -> bytes:
 def journal_directory(store_path: str | Path) -> Path:
     """The request journal of the store at ``store_path``: ``<store>.journal/``."""
     return Path(f"{store_path}.journal")
+
+
+def dead_letter_directory(journal: Path) -> Path:
+    """Where the journal at ``journal`` sets aside the records the store refuses: ``<journal>.dead/``."""
+    return journal.with_name(journal.name + ".dead")
 
 
 def _segment_number(path: Path) -> int | None:
@@ -169,6 +179,39 @@ class RequestJournal:
         if segment not in self._damaged:
             log.warning("request journal: segment %s is kept as %s%s: %s", segment, segment.name, _DAMAGED_SUFFIX, why)
         self._damaged.add(segment)
+
+    def set_aside(self, record: RecoveredRecord, data: bytes, suffix: str) -> Path:
+        """Write ``data`` (``record``'s request, in a form ``tracegrade import`` reads) to a new dead-letter file
+        named after the record's place (``<segment>-<offset><suffix>``), durably, before its segment may go.
+
+        Raises StoreError when it cannot be written (the segment then stays, and the replay is retried)."""
+        directory = dead_letter_directory(self.directory)
+        stem = f"{record.segment.name.split('.')[0]}-{record.offset}"
+        try:
+            directory.mkdir(exist_ok=True)
+            # a segment number is used again once the journal was empty: never overwrite an earlier dead letter
+            path, copy = directory / f"{stem}{suffix}", 1
+            while path.exists():
+                copy += 1
+                path = directory / f"{stem}.{copy}{suffix}"
+            partial = path.with_name(path.name + ".part")
+            with open(partial, "wb") as file:
+                _write_all(file.fileno(), data)
+                os.fsync(file.fileno())
+            partial.replace(path)
+            fsync_directory(directory)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot set a journal record aside in {directory}: {exc}; its segment {record.segment} is kept"
+            ) from None
+        return path
+
+    def dead_letters(self) -> int:
+        """Records set aside so far (files in the dead-letter directory; 0 when there is none)."""
+        try:
+            return sum(1 for path in dead_letter_directory(self.directory).iterdir() if not path.name.endswith(".part"))
+        except OSError:
+            return 0
 
     def drop_recovered(self) -> None:
         """Delete the recovered segments (call once their records are durable in the store); damaged ones

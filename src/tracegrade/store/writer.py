@@ -89,6 +89,7 @@ class _Submission:
     prepared: PreparedWrite
     future: Future[WriteResult]
     when_durable: Callable[[], None] | None
+    replay: bool = False  # a journal replay: running out of memory by itself does not fail the store
     enqueued_at: float = field(default_factory=time.monotonic)
 
     @property
@@ -193,18 +194,20 @@ class StoreWriter:
         return self.submit_prepared(prepare_write(spans, logs, tenant))
 
     def submit_prepared(
-        self, prepared: PreparedWrite, when_durable: Callable[[], None] | None = None
+        self, prepared: PreparedWrite, when_durable: Callable[[], None] | None = None, *, replay: bool = False
     ) -> Future[WriteResult]:
         """Queue a write already converted by ``prepare_write`` (no capacity check: see ``check_room``).
 
         ``when_durable`` is called (on the writer thread) once the write is in the database file or its
-        WAL: at once after the commit, or after the next checkpoint of a store without WAL.
+        WAL: at once after the commit, or after the next checkpoint of a store without WAL. ``replay``: a
+        journal replay's record, whose write running out of memory by itself fails its Future only, not the
+        store (the replay tries it again alone, and sets it aside if it fails again: ``JournaledWriter.recover``).
         """
         future: Future[WriteResult] = Future()
         with self._cond:
             if self._closing or self._thread is None:
                 raise StoreError("the store writer is not running (not started, or closed)")
-            self._queue.append(_Submission(prepared, future, when_durable))
+            self._queue.append(_Submission(prepared, future, when_durable, replay))
             self._queued += prepared.size
             self._cond.notify()
         return future
@@ -423,7 +426,8 @@ class StoreWriter:
                     self._write([submission])
                 return
             log.error("store write failed: %s", exc)
-            if self.store.failure is None and isinstance(exc.__cause__, duckdb.OutOfMemoryException):
+            replayed = all(submission.replay for submission in batch)
+            if self.store.failure is None and not replayed and isinstance(exc.__cause__, duckdb.OutOfMemoryException):
                 # Nothing is wrong with the records: the store could not hold the write (a burst). Failing
                 # the store makes its owner reopen it and replay them from the journal, rather than leave
                 # acknowledged records unwritten until the next start.
