@@ -4,16 +4,25 @@ The methods take the raw request bytes (no generated deserializer), so an undeco
 ``INVALID_ARGUMENT`` with the decoder's reason instead of grpc's generic deserialization failure. For the
 same reason a message over ``--max-request-bytes`` is refused here, saying so: grpc's own limit is set a quarter
 higher (``grpc_receive_limit``), and only what goes past that gets grpc's message, which names no flag.
-Retryable refusals carry a ``google.rpc.RetryInfo`` trailer that OTel exporters honour.
+Retryable refusals carry a ``google.rpc.RetryInfo`` trailer that OTel exporters honour. The limit on wrong
+credentials (``auth_throttle``), shared with the HTTP front end, refuses a call from an address over it before
+its token is looked at, and counts a wrong token against the caller's address.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import grpc
 
+from tracegrade.ingest.client_address import grpc_peer_host
 from tracegrade.ingest.intake import TOO_LARGE_HINT, ExportRefused, Intake, PayloadTooLarge, Unauthenticated
 from tracegrade.ingest.metrics import ReceiverMetrics
 from tracegrade.ingest.otlp_responses import Signal, WireFormat, encode_export_response, encode_retry_info
+from tracegrade.ingest.tokens import presented_token
+
+if TYPE_CHECKING:
+    from tracegrade.ingest.auth_throttle import AuthThrottle
 
 __all__ = ["LOGS_SERVICE", "TRACE_SERVICE", "OtlpGrpcServices", "grpc_receive_limit"]
 
@@ -31,10 +40,19 @@ def grpc_receive_limit(max_request_bytes: int) -> int:
 class OtlpGrpcServices:
     """The two export services, sharing one :class:`Intake` with the HTTP front end."""
 
-    def __init__(self, intake: Intake, metrics: ReceiverMetrics, max_request_bytes: int) -> None:
+    def __init__(
+        self,
+        intake: Intake,
+        metrics: ReceiverMetrics,
+        max_request_bytes: int,
+        *,
+        auth_throttle: AuthThrottle | None = None,
+    ) -> None:
+        """``auth_throttle``: the limit on wrong credentials, shared with the HTTP front end (None: no limit)."""
         self._intake = intake
         self._metrics = metrics
         self._limit = max_request_bytes
+        self._throttle = auth_throttle
 
     def handlers(self) -> list[grpc.GenericRpcHandler]:
         def export_method(signal: Signal) -> grpc.RpcMethodHandler:
@@ -50,7 +68,7 @@ class OtlpGrpcServices:
 
     async def _export(self, signal: Signal, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
-            tenant = self._intake.authorize(_authorization(context), scope="ingest")
+            tenant = self._authorize(context)
             if len(request) > self._limit:
                 raise PayloadTooLarge(
                     f"the request message has {len(request)} bytes; the limit is {self._limit}: {TOO_LARGE_HINT}"
@@ -66,6 +84,24 @@ class OtlpGrpcServices:
         self._count(signal, grpc.StatusCode.OK)
         return encode_export_response(signal, outcome, WireFormat.PROTOBUF)
 
+    def _authorize(self, context: grpc.aio.ServicerContext) -> str:
+        """The caller's tenant; refused first if its address is over the limit on wrong credentials, and a wrong
+        token counted against that address."""
+        throttle = self._throttle
+        if throttle is None:
+            return self._intake.authorize(_authorization(context), scope="ingest")
+        metadata = context.invocation_metadata() or ()
+        forwarded = [_text(value) for name, value in metadata if name == "x-forwarded-for"]
+        address = throttle.client(grpc_peer_host(context.peer() or ""), forwarded)
+        throttle.check(address, "grpc")
+        try:
+            return self._intake.authorize(_authorization(context), scope="ingest")
+        except Unauthenticated:
+            presented = ",".join(_text(value) for name, value in metadata if name == "authorization")
+            if presented:  # a call without a token guessed nothing
+                throttle.failed(address, presented_token(presented), "grpc")
+            raise
+
     def _count(self, signal: Signal, code: grpc.StatusCode) -> None:
         self._metrics.requests.inc(protocol="grpc", signal=signal.value, status=code.name)
 
@@ -77,5 +113,8 @@ def _authorization(context: grpc.aio.ServicerContext) -> str | None:
         raise Unauthenticated("the request has several authorization metadata entries; send one: 'Bearer <token>'")
     if not values:
         return None
-    value = values[0]
+    return _text(values[0])
+
+
+def _text(value: str | bytes) -> str:
     return value if isinstance(value, str) else value.decode("latin-1")

@@ -17,7 +17,7 @@ import json
 import math
 import zlib
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import StreamReader, web
 
@@ -42,6 +42,11 @@ from tracegrade.ingest.otlp_responses import (
     encode_status,
 )
 
+if TYPE_CHECKING:
+    from aiohttp.typedefs import Middleware
+
+    from tracegrade.ingest.auth_throttle import AuthThrottle
+
 __all__ = ["MEDIA_TYPES", "HttpFrontEnd"]
 
 MEDIA_TYPES: dict[str, WireFormat] = {
@@ -50,6 +55,9 @@ MEDIA_TYPES: dict[str, WireFormat] = {
     "application/json": WireFormat.JSON,
 }
 SUPPORTED_ENCODINGS = ("gzip", "identity")
+# answered whatever the failed-authentication limit says: they take no credential, and a load balancer that
+# checks them may share its address with a client over the limit
+UNLIMITED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 READ_CHUNK = 64 * 1024
 BODY_IDLE_TIMEOUT = 30.0  # longest wait for a body's next chunk (as nginx's client_body_timeout)
 BODY_TOTAL_TIMEOUT = 120.0  # longest a whole body may take to arrive
@@ -208,6 +216,32 @@ async def _one_authorization(request: web.Request, handler: Any) -> web.StreamRe
     return await handler(request)
 
 
+def _failed_auth_limit(throttle: AuthThrottle) -> Middleware:
+    """The middleware that enforces ``throttle`` on every endpoint (OTLP, query, runs, forget, UI, MCP): a request
+    from an address over the limit is refused before anything reads it, and a 401 of a request that presented
+    a credential counts against its address."""
+    from tracegrade.ingest.auth_throttle import TooManyAuthFailures
+    from tracegrade.ui.auth import presented_credential
+
+    @web.middleware
+    async def limit(request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.path in UNLIMITED_PATHS:
+            return await handler(request)
+        address = throttle.client(request.remote or "", request.headers.getall("X-Forwarded-For", ()))
+        try:
+            throttle.check(address, "http")
+        except TooManyAuthFailures as refused:
+            return HttpFrontEnd._refusal(refused, MEDIA_TYPES.get(_media_type(request), WireFormat.JSON))
+        response = await handler(request)
+        if response.status == 401:
+            presented, credential = await presented_credential(request)
+            if presented:
+                throttle.failed(address, credential, "http")
+        return response
+
+    return limit
+
+
 class HttpFrontEnd:
     """Builds the aiohttp application around an :class:`Intake`."""
 
@@ -222,7 +256,9 @@ class HttpFrontEnd:
         readiness: Readiness,
         body_idle_timeout: float = BODY_IDLE_TIMEOUT,
         body_total_timeout: float = BODY_TOTAL_TIMEOUT,
+        auth_throttle: AuthThrottle | None = None,
     ) -> None:
+        """``auth_throttle``: the limit on wrong credentials, shared with the gRPC front end (None: no limit)."""
         self._intake = intake
         self._metrics = metrics
         self._limit = max_request_bytes
@@ -231,9 +267,13 @@ class HttpFrontEnd:
         self._total_timeout = body_total_timeout
         self._run_query = run_query
         self._readiness = readiness
+        self._throttle = auth_throttle
 
     def build_app(self) -> web.Application:
-        app = web.Application(client_max_size=self._limit, middlewares=[_one_authorization, _explain_routing_errors])
+        middlewares: list[Middleware] = [_one_authorization, _explain_routing_errors]
+        if self._throttle is not None:
+            middlewares.insert(0, _failed_auth_limit(self._throttle))  # outermost: a refusal reads nothing
+        app = web.Application(client_max_size=self._limit, middlewares=middlewares)
         app.router.add_post("/v1/traces", self._export_traces)
         app.router.add_post("/v1/logs", self._export_logs)
         app.router.add_post("/v1/query", self._query)

@@ -215,6 +215,20 @@ class ReceiverMetrics:
         self.spans_dropped_forgotten = add(
             Counter(prefix + "spans_dropped_forgotten_total", "Spans received for a forgotten trace, not stored.")
         )
+        self.auth_failures = add(
+            Counter(
+                prefix + "auth_failures_total",
+                "Requests refused for a wrong bearer token, UI cookie or sign-in (401 / UNAUTHENTICATED), by protocol.",
+                ("protocol",),
+            )
+        )
+        self.auth_throttled = add(
+            Counter(
+                prefix + "auth_throttled_total",
+                "Requests refused unread (429 / RESOURCE_EXHAUSTED) from an address over --auth-failure-limit.",
+                ("protocol",),
+            )
+        )
         self.write_latency = add(
             Histogram(
                 prefix + "write_latency_seconds",

@@ -32,6 +32,7 @@ import grpc
 from aiohttp import web
 
 from tracegrade.errors import TracegradeError
+from tracegrade.ingest.auth_throttle import AuthThrottle
 from tracegrade.ingest.body_budget import BodyBudget
 from tracegrade.ingest.forget_endpoint import add_forget_route
 from tracegrade.ingest.grpc_services import OtlpGrpcServices, grpc_receive_limit
@@ -107,6 +108,7 @@ class ReceiverServer:
         self._stop_requested = asyncio.Event()
         self._stopped = False
         self.reopened = 0  # times the store was reopened after a failure
+        self.auth_throttle: AuthThrottle | None = None  # the limit on wrong credentials, both ports together
 
     # -- addresses --------------------------------------------------------------------------------------
 
@@ -136,6 +138,7 @@ class ReceiverServer:
                 waiting_for_room=lambda: self._intake.waiting_for_room if self._intake is not None else 0,
                 body_bytes=lambda: body_budget.held,
             )
+            self.auth_throttle = AuthThrottle.from_settings(self.settings, metrics)
             tokens = self.settings.token_table()
             if warning := tokens.short_token_warning():
                 log.warning(warning)
@@ -151,7 +154,9 @@ class ReceiverServer:
             self._storage = await loop.run_in_executor(None, Storage.open, self.settings, self._hooks(loop))
             self._intake.replace_writer(self._storage.journaled)
             assert self._grpc is not None
-            services = OtlpGrpcServices(self._intake, metrics, self.settings.max_request_bytes)
+            services = OtlpGrpcServices(
+                self._intake, metrics, self.settings.max_request_bytes, auth_throttle=self.auth_throttle
+            )
             self._grpc.add_generic_rpc_handlers(services.handlers())
             await self._grpc.start()
             front_end = HttpFrontEnd(
@@ -161,6 +166,7 @@ class ReceiverServer:
                 body_budget=body_budget,
                 run_query=self._run_query,
                 readiness=self.readiness,
+                auth_throttle=self.auth_throttle,
             )
             app = front_end.build_app()
             guard = host_guard(self.settings.host)

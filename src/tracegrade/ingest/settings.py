@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from tracegrade.env_vars import ENV_VARS, misspelled_env_vars
 from tracegrade.errors import ConfigError, InvalidValueError
+from tracegrade.ingest.client_address import TrustedProxies
 from tracegrade.ingest.host_guard import is_loopback
 from tracegrade.ingest.tokens import SCOPES, TokenTable
 from tracegrade.store.database import duckdb_size_bytes
@@ -63,6 +64,22 @@ class ServeSettings(BaseModel):
         description="YAML file of tenants and their bearer tokens (tenants: {acme: [tok1, {token: tok2, scopes: "
         "[ingest]}]}); a request's token decides its tenant, its scopes "
         f"({', '.join(SCOPES)}; a plain token has all) what it may do; reloaded on SIGHUP",
+    )
+    auth_failure_limit: int = Field(
+        10,
+        ge=0,
+        description="wrong credentials (tokens, UI cookies, sign-ins; the same one repeated counts once) a client "
+        "address may present per --auth-failure-window, over gRPC and HTTP together, before every request from it "
+        "is refused (429 / RESOURCE_EXHAUSTED with a retry delay) until that window ends; 0: no limit",
+    )
+    auth_failure_window: float = Field(
+        60.0, gt=0, description="seconds of the --auth-failure-limit window, from an address's first wrong credential"
+    )
+    trusted_proxies: str | None = Field(
+        None,
+        description="addresses or networks (comma-separated: 10.0.0.5,10.1.0.0/16) of the proxies in front of the "
+        "receiver, whose X-Forwarded-For names the client --auth-failure-limit counts; unset, X-Forwarded-For is "
+        "ignored and the client is the connection's peer",
     )
     tls_cert: Path | None = Field(None, description="PEM certificate chain; enables TLS on both listeners")
     tls_key: Path | None = Field(None, description="PEM private key of --tls-cert")
@@ -183,6 +200,12 @@ class ServeSettings(BaseModel):
     def _query_memory(cls, value: str) -> str:
         duckdb_size_bytes(value)  # a ValueError names the accepted forms
         return value.strip()
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _trusted_proxies(cls, value: str | None) -> str | None:
+        TrustedProxies.parse(value)  # a ValueError names the entry that is no address
+        return (value.strip() or None) if value is not None else None
 
     @field_validator("token")
     @classmethod

@@ -36,6 +36,7 @@ __all__ = [
     "TokenTable",
     "TokensFileError",
     "check_token",
+    "presented_token",
     "ui_session",
 ]
 
@@ -73,6 +74,13 @@ def check_token(token: object, where: str) -> str:
     return token
 
 
+def presented_token(authorization: str) -> str:
+    """The token of an ``Authorization`` value (``Bearer <token>``), else the value as it is: what a wrong
+    credential counts as (``auth_throttle``), so that one token is one guess however it was sent."""
+    scheme, _, token = authorization.strip().partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else authorization.strip()
+
+
 def _digest(token: str) -> bytes:
     return hashlib.sha256(token.encode("utf-8")).digest()
 
@@ -84,8 +92,8 @@ def ui_session(token: str) -> str:
     return "s1." + hmac.new(token.encode("utf-8"), b"tracegrade web UI session", hashlib.sha256).hexdigest()
 
 
-#: tokens shorter than this are reported at start: the receiver does not slow down wrong guesses, so a short
-#: token can be found by trying
+#: tokens shorter than this are reported at start: the receiver refuses an address after a few wrong guesses
+#: (``auth_throttle``), but many addresses together can still find a short token by trying
 SHORT_TOKEN_CHARS = 16
 
 

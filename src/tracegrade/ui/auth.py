@@ -16,11 +16,22 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from tracegrade.ingest.tokens import Authorize, ui_session
+from tracegrade.ingest.tokens import Authorize, presented_token, ui_session
 
-__all__ = ["COOKIE", "Authorize", "UiAccess", "check", "forget", "remember", "signed_in"]
+__all__ = [
+    "COOKIE",
+    "SIGN_IN_PATH",
+    "Authorize",
+    "UiAccess",
+    "check",
+    "forget",
+    "presented_credential",
+    "remember",
+    "signed_in",
+]
 
 COOKIE = "tracegrade_ui_session"
+SIGN_IN_PATH = "/ui/login"  # where the sign-in form posts its token
 
 
 @dataclass(frozen=True)
@@ -57,3 +68,26 @@ def forget(response: web.StreamResponse) -> None:
 def signed_in(request: web.Request) -> bool:
     """Does the browser carry the UI cookie (and so has something to sign out of)?"""
     return bool(request.cookies.get(COOKIE))
+
+
+async def presented_credential(request: web.Request) -> tuple[bool, str | None]:
+    """Did ``request`` present a credential, and which: its ``Authorization`` header(s), else a ``?token=``
+    link's token, a sign-in form's (``None`` when the form cannot be read again), or the UI cookie. The
+    receiver's limit on wrong credentials (``ingest/auth_throttle.py``) counts a refused request that presented
+    one; a request that presented none (a browser's first visit) guessed nothing. Meant for after the
+    handler: the form it reads is the one the handler read (aiohttp keeps it), never a second body."""
+    header = ",".join(request.headers.getall("Authorization", ()))
+    if header:
+        return True, presented_token(header)  # one token is one guess, in a header, a link or the form
+    if "token" in request.query and request.path.startswith("/ui"):
+        return True, request.query["token"]
+    if request.method == "POST" and request.path == SIGN_IN_PATH:
+        try:
+            form = await request.post()
+        except Exception:  # an unreadable form is still a sign-in attempt, just not one to tell apart
+            return True, None
+        return True, str(form.get("token") or "")
+    session = request.cookies.get(COOKIE)
+    if session:
+        return True, "cookie " + session
+    return False, None
