@@ -203,7 +203,7 @@ def test_sign_in_form_and_token_link_set_a_strict_http_only_cookie(tab: Tab) -> 
     assert response.status == 401
     tab.page.fill("input[name=token]", "not-the-token")
     tab.page.click("form.login button")
-    assert "invalid bearer token" in tab.page.inner_text("main")
+    assert "This server does not accept that token" in tab.page.inner_text("main")
     tab.errors.clear()  # the browser logs the 401 answers themselves; they are what this test expects
     tab.page.fill("input[name=token]", TOKEN)
     tab.page.click("form.login button")

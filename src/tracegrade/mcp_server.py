@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import stat
 from collections.abc import Callable, Iterable, Iterator
@@ -33,17 +34,24 @@ from tracegrade.cli.common import friendly_errors
 from tracegrade.cli.store_access import store_options
 from tracegrade.criteria.trajectory_db import own_sandbox
 from tracegrade.errors import QueryCancelled, StoreError, TracegradeError, did_you_mean
-from tracegrade.evaluation.selection import TraceSelection, selected_trace_ids
+from tracegrade.evaluation.selection import SelectionNames, TraceSelection, selected_trace_ids
 from tracegrade.models.config import CRITERIA_SLOTS, CriterionConfig, EvalConfig
 from tracegrade.models.dataset import EvalSet
 from tracegrade.store.readonly import SandboxLimits
 from tracegrade.ui import api
 
-__all__ = ["GRADING_AT_ONCE", "MAX_FILE_BYTES", "MAX_INLINE_BYTES", "build_server", "command"]
+__all__ = ["GRADE_DEFAULT_LIMIT", "GRADE_MAX_TRACES", "GRADING_AT_ONCE", "MAX_FILE_BYTES", "MAX_INLINE_BYTES"]
+__all__ += ["build_server", "command"]
 
 MAX_INLINE_BYTES = 4 * 1024 * 1024  # an inline config or eval set from a caller over the network (as JSON)
 MAX_FILE_BYTES = 64 * 1024 * 1024  # a config or eval set file that the stdio server reads
 GRADING_AT_ONCE = 2  # grade calls running at once; more wait (each holds a thread and a sandbox)
+# Traces one reference-free ``grade`` call grades at most: the tool answers in one message, and a served call
+# holds a grading thread the receiver shares with its exports. Bigger selections are the CLI's (``tracegrade grade``,
+# which streams them in chunks of this size and records the run). Without limit or trace_ids, the newest 20.
+GRADE_MAX_TRACES = 10_000
+GRADE_DEFAULT_LIMIT = 20
+_NAMES = SelectionNames(where="where", since="since", sample="sample", limit="limit")  # grade's own arguments
 # Config fields that point judges at another endpoint or other credentials (a caller's URL would receive
 # the server's own key) or name a file on the server: refused to callers over the network.
 _JUDGE_OVERRIDES = ("api_base", "api_key")
@@ -134,12 +142,17 @@ def _refuse_judging(config: EvalConfig, refusal: str, with_cases: bool) -> None:
 
 def _check_selection(store: api.Store, selection: TraceSelection) -> None:
     """Refuse a bad reference-free selection with its own error, named by ``grade``'s arguments: a ``limit`` or
-    ``where`` the selection refuses, a ``trace_ids`` naming traces the store does not hold."""
+    ``where`` the selection refuses, too many traces for one call, a ``trace_ids`` naming traces the store does
+    not hold."""
+    over = _too_many(selection)
+    if over is not None:
+        raise api.BadRequest(
+            f"{over}, and one grade call grades at most {GRADE_MAX_TRACES:,} traces: grade more with the command "
+            "line (tracegrade grade --config CONFIG --where ... --limit N, which also records the run), or call grade "
+            "on narrower selections (a where on start_time, for instance)"
+        )
     try:
-        selected_trace_ids(store, selection)
-    except ValueError as exc:  # the shared selection code names the CLI's --limit and --where
-        message = str(exc)
-        raise api.BadRequest(message[2:] if message.startswith(("--limit ", "--where ")) else message) from None
+        selected_trace_ids(store, selection, _NAMES)
     except StoreError as exc:
         if selection.where is None or isinstance(exc, QueryCancelled):
             raise
@@ -151,6 +164,37 @@ def _check_selection(store: api.Store, selection: TraceSelection) -> None:
         missing = [trace_id for trace_id in selection.trace_ids if trace_id not in held]
         if missing:
             raise api.BadRequest(f"trace_ids names traces the store does not hold: {', '.join(map(repr, missing))}")
+
+
+def _too_many(selection: TraceSelection) -> str | None:
+    """What in ``selection`` asks for more than GRADE_MAX_TRACES traces, or None."""
+    if selection.limit is not None and selection.limit > GRADE_MAX_TRACES:
+        return f"limit is {selection.limit:,}"
+    if selection.trace_ids is not None and len(set(selection.trace_ids)) > GRADE_MAX_TRACES:
+        return f"trace_ids names {len(set(selection.trace_ids)):,} traces"
+    return None
+
+
+def _selection(trace_ids: list[str] | None, where: str | None, limit: int | None) -> TraceSelection:
+    """The traces a reference-free ``grade`` picks: the newest GRADE_DEFAULT_LIMIT without a limit, unless
+    trace_ids names them (then every one named, bounded by the check of GRADE_MAX_TRACES)."""
+    if limit is None and trace_ids is None:
+        limit = GRADE_DEFAULT_LIMIT
+    return TraceSelection(where=where, limit=limit, trace_ids=trace_ids)
+
+
+def _refuse_selection_with_cases(trace_ids: list[str] | None, where: str | None, limit: int | None) -> None:
+    """Refuse trace_ids / where / limit beside an eval set, as ``tracegrade grade`` refuses --where/--limit beside
+    --evalset: an eval set's cases find their own traces, so a selection would be silently ignored."""
+    given = [
+        name for name, value in (("trace_ids", trace_ids), ("where", where), ("limit", limit)) if value is not None
+    ]
+    if given:
+        verb, them = ("selects", "it") if len(given) == 1 else ("select", "them")
+        raise api.BadRequest(
+            f"{', '.join(given)} {verb} traces for grading without reference, and with eval_set each case is graded "
+            f"against the traces that match it: leave {them} out, or leave out eval_set to grade the traces selected"
+        )
 
 
 def _require_reference_free(config: EvalConfig, default: bool) -> None:
@@ -177,17 +221,21 @@ def _require_reference_free(config: EvalConfig, default: bool) -> None:
 def _grade(
     store: api.Store,
     inputs: tuple[dict[str, Any] | None, str | None, dict[str, Any] | None, str | None],
-    selection: TraceSelection,
+    picked: tuple[list[str] | None, str | None, int | None],
     limits: SandboxLimits | None,
     judging_refused: str | None,
 ) -> dict[str, Any]:
-    """Grade as the ``grade`` tool says, blocking (on a worker thread), in a sandbox of its own."""
+    """Grade as the ``grade`` tool says, blocking (on a worker thread), in a sandbox of its own. ``picked``: the
+    trace_ids, where and limit the caller gave."""
     from tracegrade.evaluation.offline import TraceGrader
 
     config, config_path, eval_set, eval_set_path = inputs
     served = limits is not None
+    selection = _selection(*picked)
     if eval_set is None and eval_set_path is None:
         _check_selection(store, selection)
+    else:
+        _refuse_selection_with_cases(*picked)
     with own_sandbox(limits):  # the config's assertions are checked in it too
         loaded: EvalConfig = _load(EvalConfig, config, config_path, "config", served) or EvalConfig.default()
         if served:
@@ -215,8 +263,46 @@ def _unknown_arguments(tool: str, given: Iterable[str], accepted: list[str]) -> 
     return f"unknown argument{'s' if len(unknown) > 1 else ''} {named} for {tool}; {takes}"
 
 
+def _is_integer(schema: dict[str, Any]) -> bool:
+    """Does an argument's JSON schema (``int`` or ``int | None``) take an integer?"""
+    return schema.get("type") == "integer" or any(s.get("type") == "integer" for s in schema.get("anyOf", ()))
+
+
+def _not_integers(tool: str, arguments: dict[str, Any], properties: dict[str, Any]) -> str | None:
+    """What is wrong with the integer arguments given to ``tool``; None when nothing is. The SDK's argument
+    models are lax: they take ``true`` as 1, ``"5"`` and ``5.0`` as 5; a caller who sent those meant something
+    else, so they are refused."""
+    for name, value in arguments.items():
+        schema = properties.get(name, {})
+        if value is None or not _is_integer(schema) or (isinstance(value, int) and not isinstance(value, bool)):
+            continue
+        return f"{name} for {tool} must be a whole number (a JSON integer such as 20), not {json.dumps(value)}"
+    return None
+
+
+@contextmanager
+def _process_logging_kept() -> Iterator[None]:
+    """Keep the process's logging as it is while the SDK builds a server: MCPServer() calls ``logging.basicConfig``
+    at INFO, which would give the root logger a handler of its own (every library's INFO lines, ours twice) in the
+    receiver or on the stdio server's stderr. The SDK's own loggers log each stateless request's session
+    ("Terminating session: None") and each failed tool call (which its caller receives) at INFO: they are kept to
+    warnings and errors, unless the process's logging configuration set their level."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        for added in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(added)
+        root.setLevel(level)
+        sdk = logging.getLogger("mcp")
+        if sdk.level == logging.NOTSET:
+            sdk.setLevel(logging.WARNING)
+
+
 def _strict_server() -> Any:
-    """An MCPServer that refuses arguments a tool does not take (the SDK's argument models drop them)."""
+    """An MCPServer that refuses arguments a tool does not take (the SDK's argument models drop them) and integer
+    arguments given as anything but integers."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
@@ -224,12 +310,15 @@ def _strict_server() -> Any:
         async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
             tool = next((t for t in await self.list_tools() if t.name == name), None)
             if tool is not None:  # else the SDK says the tool is unknown
-                problem = _unknown_arguments(name, arguments, list(tool.input_schema.get("properties", {})))
+                properties = tool.input_schema.get("properties", {})
+                problem = _unknown_arguments(name, arguments, list(properties))
+                problem = problem or _not_integers(name, arguments, properties)
                 if problem is not None:
                     raise ToolError(problem)
             return await super().call_tool(name, arguments, context)
 
-    return StrictServer("tracegrade", instructions=_INSTRUCTIONS)
+    with _process_logging_kept():
+        return StrictServer("tracegrade", instructions=_INSTRUCTIONS)
 
 
 def build_server(
@@ -328,20 +417,20 @@ def build_server(
         eval_set_path: str | None = None,
         trace_ids: list[str] | None = None,
         where: str | None = None,
-        limit: int | None = 20,
+        limit: int | None = None,
     ) -> dict[str, Any]:
         """Grade stored traces with an EvalConfig (config: the config as an object) and return the results;
         nothing is recorded. With eval_set (an EvalSet as an object), grade its cases against their traces (without
         config: the default criteria trajectory and response_match, which compare with the cases' expectations).
         Without eval_set, grade the traces picked by trace_ids / where (a SQL condition on the traces table) /
-        limit without reference: config must then enable a reference-free criterion (contains_keywords,
-        sql_assertions, tool_schema, budget, rubric_based, hallucination or safety). config_path and eval_set_path
-        name files instead, on a local server only. LLM-judge criteria call the model configured (the one tool
-        that may reach outside the store; on a server, only with a token that has the judge scope)."""
-        selection = TraceSelection(where=where, limit=limit, trace_ids=trace_ids)
+        limit (default: the newest 20, or every trace of trace_ids; at most 10,000 a call) without reference:
+        config must then enable a reference-free criterion (contains_keywords, sql_assertions, tool_schema, budget,
+        rubric_based, hallucination or safety); trace_ids, where and limit are refused beside eval_set. config_path
+        and eval_set_path name files instead, on a local server only. LLM-judge criteria call the model configured
+        (the one tool that may reach outside the store; on a server, only with a token that has the judge scope)."""
         refused = judging_refused() if judging_refused is not None else None
         inputs = (config, config_path, eval_set, eval_set_path)
-        graded = functools.partial(_grade, store, inputs, selection, limits, refused)
+        graded = functools.partial(_grade, store, inputs, (trace_ids, where, limit), limits, refused)
         with _tool_errors():
             result: dict[str, Any] = await anyio.to_thread.run_sync(graded, limiter=grading_turns)
             return result

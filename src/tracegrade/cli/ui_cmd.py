@@ -36,7 +36,7 @@ def command(store_path: Path | str, host: str, port: int) -> None:
 
     from tracegrade.ingest.host_guard import host_guard, is_loopback
     from tracegrade.ui import add_ui_routes
-    from tracegrade.ui.app import redirect_to_ui
+    from tracegrade.ui.app import MAX_REQUEST_LINE, redirect_to_ui
 
     store = _open(store_path)
     if not is_loopback(host):
@@ -50,7 +50,13 @@ def command(store_path: Path | str, host: str, port: int) -> None:
     add_ui_routes(app, lambda _: reader, None)
     app.router.add_get("/", redirect_to_ui)
     try:
-        web.run_app(app, host=host, port=port, print=lambda _: click.echo(f"tracegrade UI on http://{host}:{port}/ui/"))
+        web.run_app(
+            app,
+            host=host,
+            port=port,
+            print=lambda _: click.echo(f"tracegrade UI on http://{host}:{port}/ui/"),
+            max_line_size=MAX_REQUEST_LINE,  # the UI's long addresses (see MAX_REQUEST_LINE)
+        )
     finally:
         store.close()
 

@@ -21,8 +21,10 @@ from tracegrade.store.rows import decompress_json, decompress_json_many, sql_str
 from tracegrade.timespec import parse_since
 
 __all__ = [
+    "CLI_NAMES",
     "LOAD_CHUNK",
     "QueryableStore",
+    "SelectionNames",
     "StoredExecution",
     "TraceSelection",
     "in_sample",
@@ -61,14 +63,28 @@ class TraceSelection:
     trace_ids: list[str] | None = None
 
 
-def _check_rate(rate: float) -> None:
+class SelectionNames(NamedTuple):
+    """What the caller calls each part of a selection, so that an error names the argument its user typed
+    (the CLI's ``--limit``, an MCP tool's ``limit``)."""
+
+    where: str = "--where"
+    since: str = "--since"
+    sample: str = "--sample"
+    limit: str = "--limit"
+
+
+CLI_NAMES = SelectionNames()  # the command line's options
+
+
+def _check_rate(rate: float, name: str = CLI_NAMES.sample) -> None:
     if not 0 < rate <= 1:
-        raise InvalidValueError(f"--sample must be a fraction in (0, 1], got {rate}")
+        raise InvalidValueError(f"{name} must be a fraction in (0, 1], got {rate}")
 
 
-def sample_predicate(rate: float, column: str = "trace_id") -> str:
-    """SQL that is true for the traces in a sample of ``rate`` (see the module docstring)."""
-    _check_rate(rate)
+def sample_predicate(rate: float, column: str = "trace_id", name: str = CLI_NAMES.sample) -> str:
+    """SQL that is true for the traces in a sample of ``rate`` (see the module docstring); an error names the
+    rate as ``name``."""
+    _check_rate(rate, name)
     return f"(('0x' || substr(md5({column}), 1, 8))::UBIGINT < {int(rate * _SAMPLE_SPACE)})"
 
 
@@ -78,36 +94,38 @@ def in_sample(trace_id: str, rate: float) -> bool:
     return int(hashlib.md5(trace_id.encode()).hexdigest()[:8], 16) < int(rate * _SAMPLE_SPACE)
 
 
-def selection_where(sel: TraceSelection) -> tuple[str, list[object]]:
-    """The WHERE clause (over ``traces``) and its parameters; ValueError for a bad since/sample/limit."""
+def selection_where(sel: TraceSelection, names: SelectionNames = CLI_NAMES) -> tuple[str, list[object]]:
+    """The WHERE clause (over ``traces``) and its parameters; ValueError for a bad where/since/sample/limit, naming
+    it as ``names`` says its caller does."""
     clauses: list[str] = ["TRUE"]
     params: list[object] = []
     if sel.where and sel.where.strip():
-        clauses.append(isolated_predicate(sel.where))
+        clauses.append(isolated_predicate(sel.where, names.where))
     if sel.trace_ids is not None:
         clauses.append(f"trace_id IN {sql_string_list(sel.trace_ids)}")
     if sel.since:
         clauses.append("start_time >= ?")
-        params.append(parse_since(sel.since))
+        params.append(parse_since(sel.since, names.since))
     if sel.sample is not None:
-        clauses.append(sample_predicate(sel.sample))
+        clauses.append(sample_predicate(sel.sample, name=names.sample))
     if sel.limit is not None and sel.limit < 1:
-        raise InvalidValueError(f"--limit must be at least 1, got {sel.limit}")
+        raise InvalidValueError(f"{names.limit} must be at least 1, got {sel.limit}")
     return " AND ".join(clauses), params
 
 
-def selection_sql(sel: TraceSelection) -> tuple[str, list[object]]:
-    """The query that lists the selected trace ids, newest first."""
-    where, params = selection_where(sel)
+def selection_sql(sel: TraceSelection, names: SelectionNames = CLI_NAMES) -> tuple[str, list[object]]:
+    """The query that lists the selected trace ids, newest first (errors name the parts as ``names`` says)."""
+    where, params = selection_where(sel, names)
     sql = f"SELECT trace_id FROM traces WHERE {where} ORDER BY start_time DESC, trace_id"
     if sel.limit is not None:
         sql += f" LIMIT {int(sel.limit)}"
     return sql, params
 
 
-def selected_trace_ids(store: QueryableStore, sel: TraceSelection) -> list[str]:
-    """The selected trace ids, newest first, each once (an operator's view lists an id once per tenant)."""
-    sql, params = selection_sql(sel)
+def selected_trace_ids(store: QueryableStore, sel: TraceSelection, names: SelectionNames = CLI_NAMES) -> list[str]:
+    """The selected trace ids, newest first, each once (an operator's view lists an id once per tenant); errors
+    name the parts as ``names`` says."""
+    sql, params = selection_sql(sel, names)
     return list(dict.fromkeys(row[0] for row in store.query(sql, params).rows))
 
 

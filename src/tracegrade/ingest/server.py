@@ -51,6 +51,7 @@ from tracegrade.store.query_control import QueryControl
 from tracegrade.store.readonly import SandboxLimits
 from tracegrade.store.tenant_scope import TenantStore
 from tracegrade.ui import add_ui_routes
+from tracegrade.ui.app import MAX_REQUEST_LINE
 
 __all__ = ["ReceiverServer", "run_server"]
 
@@ -246,7 +247,12 @@ class ReceiverServer:
 
     async def _start_http(self, app: web.Application) -> None:
         self._http = web.AppRunner(
-            app, handle_signals=False, access_log=None, auto_decompress=False, shutdown_timeout=STOP_GRACE
+            app,
+            handle_signals=False,
+            access_log=None,
+            auto_decompress=False,
+            shutdown_timeout=STOP_GRACE,
+            max_line_size=MAX_REQUEST_LINE,  # the web UI's long addresses (see MAX_REQUEST_LINE)
         )
         await self._http.setup()
         assert self._http_socket is not None

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from tracegrade.errors import StoreError
 from tracegrade.store.query_control import QueryControl
-from tracegrade.store.results import QueryResult
+from tracegrade.store.results import NON_FINITE, QueryResult
 from tracegrade.store.trace_deletion import Deleted
 
 __all__ = ["RemoteStore"]
@@ -32,6 +32,24 @@ def _with_bytes(row: tuple[Any, ...], blob_columns: list[int]) -> tuple[Any, ...
     for index in blob_columns:
         if isinstance(values[index], str):
             values[index] = base64.b64decode(values[index])
+    return tuple(values)
+
+
+# float columns (and lists of floats): the server writes a NaN or an infinity as a string of NON_FINITE (JSON has
+# no number for them). In other nested types (a STRUCT, a MAP) such a string is left as it came: it may be text.
+_FLOAT_TYPES = frozenset({"DOUBLE", "FLOAT", "REAL", "FLOAT4", "FLOAT8"})
+_FLOAT_COLUMNS = _FLOAT_TYPES | {f"{kind}[]" for kind in _FLOAT_TYPES}
+
+
+def _float(value: Any) -> Any:
+    return NON_FINITE[value] if isinstance(value, str) and value in NON_FINITE else value
+
+
+def _with_floats(row: tuple[Any, ...], float_columns: list[int]) -> tuple[Any, ...]:
+    values = list(row)
+    for index in float_columns:
+        value = values[index]
+        values[index] = [_float(v) for v in value] if isinstance(value, list) else _float(value)
     return tuple(values)
 
 
@@ -88,6 +106,9 @@ class RemoteStore:
         blobs = [index for index, kind in enumerate(types or []) if kind == "BLOB"]
         if blobs:  # the server sends bytes as base64 text; give them back as bytes, as a local file would
             rows = [_with_bytes(row, blobs) for row in rows]
+        floats = [index for index, kind in enumerate(types or []) if kind in _FLOAT_COLUMNS]
+        if floats:  # and a NaN or an infinity as text; give them back as floats
+            rows = [_with_floats(row, floats) for row in rows]
         return self._capped(QueryResult(columns, rows, types), data, control.max_rows if control else None)
 
     def forget(self, trace_ids: Sequence[str], *, delete_runs: bool = False) -> Deleted:

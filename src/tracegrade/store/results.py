@@ -16,7 +16,11 @@ from pydantic import BaseModel
 
 from tracegrade.errors import StoreError
 
-__all__ = ["CommitConflict", "QueryResult", "WriteResult", "json_safe"]
+__all__ = ["NON_FINITE", "CommitConflict", "QueryResult", "WriteResult", "json_safe", "non_finite_text"]
+
+# How a NaN or an infinity is written in JSON, which has no number for them: as JavaScript and Python print them,
+# in a string (a bare NaN would make the document invalid JSON; null would say the value is missing).
+NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
 class CommitConflict(StoreError):
@@ -57,7 +61,8 @@ class QueryResult:
 
     def answer_json(self) -> bytes:
         """The result as ``POST /v1/query`` answers it (what ``RemoteStore`` reads): columns, types, rows as
-        JSON values, and ``truncated`` with the cap. Seconds of work for a large result: keep it off a loop."""
+        JSON values (NaN and the infinities as the strings "NaN", "Infinity", "-Infinity"), and ``truncated`` with
+        the cap. Seconds of work for a large result: keep it off a loop."""
         document = {
             "columns": list(self.columns),
             "types": self.types,
@@ -85,7 +90,7 @@ class QueryResult:
 
     def json_rows(self) -> list[dict[str, Any]]:
         """Rows as JSON-ready objects: JSON columns parsed, timestamps ISO 8601, decimals as numbers,
-        bytes as base64, non-finite floats as null."""
+        bytes as base64, NaN and the infinities as the strings "NaN", "Infinity" and "-Infinity"."""
         json_columns = {i for i, t in enumerate(self.types or []) if t == "JSON"}
         return [
             {
@@ -107,11 +112,11 @@ def _parsed_json(value: Any) -> Any:
 
 def json_safe(value: Any) -> Any:
     """A DuckDB result value (or a criterion's details) as JSON: timestamps in ISO 8601, decimals as numbers, bytes in
-    base64, models as their fields."""
+    base64, models as their fields, NaN and the infinities as the strings of ``NON_FINITE``."""
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
-        return value if math.isfinite(value) else None
+        return value if math.isfinite(value) else non_finite_text(value)
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
         return value.isoformat()
     if isinstance(value, dt.timedelta):
@@ -129,6 +134,13 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return json_safe(value.model_dump(mode="json"))
     return str(value)
+
+
+def non_finite_text(value: float) -> str:
+    """``"NaN"``, ``"Infinity"`` or ``"-Infinity"``: how JSON answers write a float that is not finite."""
+    if math.isnan(value):
+        return "NaN"
+    return "Infinity" if value > 0 else "-Infinity"
 
 
 def _as_text(value: Any) -> str:

@@ -22,16 +22,25 @@ from tracegrade.errors import QueryRefused, StoreError, TracegradeError
 from tracegrade.store import TraceStore
 from tracegrade.store.tenant_scope import TenantStore
 from tracegrade.ui import api, pages
-from tracegrade.ui.auth import Authorize, UiAccess, check, forget, remember, signed_in
+from tracegrade.ui.auth import SIGN_IN_PATH, Authorize, UiAccess, check, forget, remember, signed_in
 from tracegrade.ui.openapi import openapi_document
 
-__all__ = ["SQL_TIMEOUT", "add_ui_routes", "redirect_to_ui"]
+__all__ = ["MAX_REQUEST_LINE", "SQL_TIMEOUT", "add_ui_routes", "redirect_to_ui"]
 
 StoreProvider = Callable[[str | None], Any]  # the caller's tenant (None: no token needed) -> what it reads
 SQL_TIMEOUT = 30.0  # seconds an ad-hoc query from the SQL page may run (the receiver's --query-timeout default)
+# Longest request line (method, address, version) the HTTP servers that serve the UI accept. aiohttp's default,
+# 8190 bytes, answered a hand-typed or bookmarked UI address beyond it (a long ?q= of the SQL page, a long text
+# filter) with a bare "400 Bad Request: Got more than 8190 bytes"; browsers send addresses far longer. OTLP
+# clients send short request lines and are unaffected; headers keep aiohttp's own limit.
+MAX_REQUEST_LINE = 64 * 1024
 LINK_FROM_ANOTHER_SITE = (
     "This sign-in link was followed from another site. Press Sign in to use its token (it replaces the one this "
     "browser uses, and may show another tenant's data), or go back."
+)
+WRONG_TOKEN = (
+    "This server does not accept that token: check that all of it was pasted, or ask whoever runs the server for a "
+    "current one."
 )
 CROSS_SITE_REFUSAL = "Sign in from this server's own page: a sign-in sent by another site is refused."
 CROSS_SITE_SIGN_OUT = "Sign out from this server's own page: a sign-out sent by another site is refused."
@@ -56,6 +65,16 @@ _STATIC = {
 }
 
 
+class _PageOfError(TracegradeError):
+    """A page's reader failed with ``cause``, and has its own page that says so (the diff page keeps its run
+    pickers, so that the user can pick again), answered with the cause's status."""
+
+    def __init__(self, cause: BaseException, page: str) -> None:
+        super().__init__(str(cause))
+        self.http_status = _status_of(cause)
+        self.page = page
+
+
 def _status_of(exc: BaseException) -> int:
     if isinstance(exc, api.NotFound):
         return 404
@@ -75,6 +94,8 @@ class _UI:
         self.access = access
 
     async def _read(self, request: web.Request, reader: _Reader, body: Any, tenant: str | None) -> Any:
+        if reader in _STORELESS:  # answered without the store, so even while the receiver reopens it
+            return reader(None, request, body)
         store = self.store_provider(tenant)  # may raise: the receiver is reopening its store
         return await asyncio.get_running_loop().run_in_executor(None, reader, store, request, body)
 
@@ -85,7 +106,8 @@ class _UI:
             try:
                 tenant = check(request, self.access)
             except Exception as exc:
-                return _html(pages.login_page(str(exc), request.path_qs), int(getattr(exc, "http_status", 401)))
+                status = int(getattr(exc, "http_status", 401))
+                return _html(pages.login_page(_sign_in_problem(request, exc), request.path_qs), status)
             status = 200
             try:
                 page = await self._read(request, reader, None, tenant)
@@ -93,7 +115,7 @@ class _UI:
                 if not _expected(exc):
                     raise
                 status = _status_of(exc)
-                page = pages.error_page(status, str(exc))
+                page = exc.page if isinstance(exc, _PageOfError) else pages.error_page(status, str(exc))
             return _html(pages.with_sign_out(page) if signed_in(request) else page, status)
 
         return handle
@@ -133,7 +155,9 @@ class _UI:
             if self.access is not None:
                 self.access.authorize(f"Bearer {token}")
         except Exception as exc:
-            return _html(pages.login_page(str(exc), target), int(getattr(exc, "http_status", 401)))
+            status = int(getattr(exc, "http_status", 401))
+            # the receiver's words for a wrong bearer token speak of headers: the user pasted a token
+            return _html(pages.login_page(WRONG_TOKEN if status == 401 else str(exc), target), status)
         response = web.HTTPSeeOther(target, headers=_HEADERS)
         remember(response, request, token)
         return response
@@ -151,9 +175,18 @@ class _UI:
     async def logout(self, request: web.Request) -> web.StreamResponse:
         if _cross_site(request):
             return _html(pages.login_page(CROSS_SITE_SIGN_OUT, "/ui/"), 403)
-        response = web.HTTPSeeOther("/ui/login", headers=_HEADERS)
+        response = web.HTTPSeeOther(SIGN_IN_PATH, headers=_HEADERS)
         forget(response)
         return response
+
+
+def _sign_in_problem(request: web.Request, refusal: BaseException) -> str | None:
+    """What the sign-in page says about a page request refused for ``refusal``: nothing to a browser that presented
+    no credential (a first visit: the page says where the token comes from, not that a header is missing), else
+    why (a sign-in no longer valid, a token that may not read, a wrong ``Authorization`` header)."""
+    if not request.headers.get("Authorization") and not signed_in(request):
+        return None
+    return str(refusal)
 
 
 def _cross_site(request: web.Request) -> bool:
@@ -231,7 +264,10 @@ def _diff_html(store: Any, request: web.Request, _: Any) -> str:
         b = ids[ids.index(a) - 1] if ids.index(a) > 0 else None
     if a is None and b is not None:  # compare with the run recorded just before B
         a = ids[ids.index(b) + 1] if b in ids and ids.index(b) + 1 < len(ids) else None
-    diff = api.diff_runs(store, a, b) if a and b else None
+    try:
+        diff = api.diff_runs(store, a, b) if a and b else None
+    except (api.NotFound, api.BadRequest) as exc:  # an unknown or ambiguous run id: show it beside the pickers
+        raise _PageOfError(exc, pages.diff_page(runs, a, b, None, str(exc))) from None
     return pages.diff_page(runs, a, b, diff)
 
 
@@ -319,7 +355,7 @@ def add_ui_routes(
     router.add_get("/ui/runs/{run_id}", ui.page(_run_html))
     router.add_get("/ui/diff", ui.page(_diff_html))
     router.add_get("/ui/sql", ui.page(_sql_html))
-    router.add_route("*", "/ui/login", ui.login)
+    router.add_route("*", SIGN_IN_PATH, ui.login)
     router.add_post("/ui/logout", ui.logout)
     router.add_get("/ui/logout", _post_only)  # signing out changes state: never by a link (nor the 404 below)
     router.add_get("/ui/static/{name}", _static)
@@ -355,3 +391,7 @@ def _no_endpoint(store: Any, request: web.Request, _: Any) -> Any:
 
 def _no_page(store: Any, request: web.Request, _: Any) -> Any:
     raise api.NotFound(f"no page at {request.path}: the UI has traces (/ui/), runs (/ui/runs), diff and SQL pages")
+
+
+# readers that read nothing from the store: a path with no page is a 404 whether or not the store is open
+_STORELESS: frozenset[_Reader] = frozenset({_no_endpoint, _no_page})

@@ -15,6 +15,9 @@ __all__ = ["OPENAPI_PATH", "openapi_document"]
 
 OPENAPI_PATH = "/ui/api/openapi.json"
 
+# JSON has no number for NaN or an infinity: every endpoint writes them as strings (never null, which means missing)
+_NON_FINITE = 'a NaN or an infinity is the string "NaN", "Infinity" or "-Infinity" (the types say the column\'s)'
+
 _FILTER_HELP = {
     "since": "only traces that started at or after this: a duration ago (15m, 2h, 1d) or an ISO time",
     "until": "only traces that started before this (same forms as since)",
@@ -56,7 +59,7 @@ def _get(summary: str, parameters: list[dict[str, Any]], ok: str, *, not_found: 
 
 def openapi_document() -> dict[str, Any]:
     filters = [_query(f, _FILTER_HELP[f]) for f in TraceFilters.__dataclass_fields__]
-    sql_post = _get("Run one sandboxed read-only SQL statement.", [], "columns, types and rows")["get"]
+    sql_post = _get("Run one sandboxed read-only SQL statement.", [], f"columns, types and rows; {_NON_FINITE}")["get"]
     sql_post = {
         **sql_post,
         "requestBody": {
@@ -71,7 +74,7 @@ def openapi_document() -> dict[str, Any]:
     sql = _get(
         f"Run one sandboxed read-only SQL statement (at most {SQL_ROW_LIMIT} rows come back).",
         [_query("q", "the SELECT statement", required=True)],
-        "columns, types, rows, row_count, truncated (more rows than max_rows) and max_rows",
+        f"columns, types, rows, row_count, truncated (more rows than max_rows) and max_rows; {_NON_FINITE}",
     )
     return {
         "openapi": "3.1.0",
@@ -80,7 +83,8 @@ def openapi_document() -> dict[str, Any]:
             "version": "1",
             "description": "Read-only JSON over the trace store: traces, trajectories, grading runs, diffs, SQL. "
             "Integers are sent exactly as JSON numbers, also beyond 2**53 (nanosecond times such as start_ns, "
-            "BIGINT and HUGEINT results): read them with a JSON parser that keeps big integers.",
+            "BIGINT and HUGEINT results): read them with a JSON parser that keeps big integers. JSON has no number "
+            'for NaN or an infinity: they come as the strings "NaN", "Infinity" and "-Infinity".',
         },
         "components": {
             "securitySchemes": {

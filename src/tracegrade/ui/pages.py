@@ -504,11 +504,18 @@ def _delta(a: float | None, b: float | None) -> str:
     return "" if a is None or b is None else f" ({b - a:+.2f})"
 
 
-def diff_page(runs: list[dict[str, Any]], a: str | None, b: str | None, diff: dict[str, Any] | None) -> str:
+def diff_page(
+    runs: list[dict[str, Any]], a: str | None, b: str | None, diff: dict[str, Any] | None, error: str | None = None
+) -> str:
+    """Two runs compared, under the pickers; ``error`` (an unknown run id…) is shown under them instead, so that
+    the user can pick again."""
     form = (
         '<form class="filters" method="get" action="/ui/diff" id="diff-form">'
         f"A {_run_select('a', a, runs)} B {_run_select('b', b, runs)}<button type=submit>Compare</button></form>"
     )
+    if error is not None:
+        problem = f'<pre class="error-message">{_e(error)}</pre><p class=muted>Pick two runs to compare.</p>'
+        return _layout("Diff", "diff", f"<h1>Diff</h1>{form}{problem}")
     if diff is None:
         return _layout("Diff", "diff", f"<h1>Diff</h1>{form}<p class=muted>Pick two runs to compare.</p>")
     summary = " · ".join(f"{n} {k}" for k, n in diff["summary"].items() if n)
@@ -568,7 +575,11 @@ def login_page(error: str | None, next_url: str, token: str = "") -> str:
     """The sign-in form (``token`` filled in: a link's token, for the user to confirm)."""
     problem = f'<div class="warn-inline">{_e(error)}</div>' if error else ""
     body = (
-        f"<h1>Sign in</h1>{problem}<p>This tracegrade server needs its token (<code>serve --token</code>).</p>"
+        f"<h1>Sign in</h1>{problem}<p>This tracegrade server shows its traces and grading runs to those who have "
+        "its access token. Paste the token you were given for it: whoever runs the server chose it when starting "
+        "the server, and can give it to you (or a sign-in link, which has it in, and signs you in when opened).</p>"
+        "<p class=muted>Once signed in, this browser stays signed in to this server's pages, with a cookie that "
+        "holds no copy of the token, until you sign out or the token is changed.</p>"
         '<form method="post" action="/ui/login" class="login">'
         f'<input type="hidden" name="next" value="{_e(next_url)}">'
         f'<input type="password" name="token" value="{_e(token)}" autocomplete="current-password" placeholder="token" '
