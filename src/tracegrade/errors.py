@@ -20,6 +20,7 @@ __all__ = [
     "OutputFileError",
     "QueryCancelled",
     "QueryRefused",
+    "RunInterrupted",
     "StoreError",
     "StoreLockedError",
     "TracegradeError",
@@ -139,3 +140,20 @@ class QueryRefused(StoreError):
 
 class QueryCancelled(StoreError):
     """A query stopped before it finished: it ran past its time limit, or its client went away."""
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """A live run stopped by Ctrl-C (SIGINT) before every case finished.
+
+    A ``KeyboardInterrupt`` (not a :class:`TracegradeError`), so code that does not expect it stops as Ctrl-C
+    stops it. ``report`` holds the cases that finished, marked ``metadata["incomplete"]``; ``written`` the
+    reports written for it; ``str()`` is one line saying how far the run got.
+    """
+
+    def __init__(self, report: object, finished: int, total: int, written: list[str]) -> None:
+        self.report = report
+        self.finished = finished
+        self.total = total
+        self.written = list(written)
+        where = f"; partial report (marked incomplete): {', '.join(self.written)}" if self.written else ""
+        super().__init__(f"interrupted: {finished} of {total} cases finished{where}")

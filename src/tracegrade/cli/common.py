@@ -8,20 +8,41 @@ import functools
 import logging
 from collections.abc import Callable, Iterator
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 import click
 
 from tracegrade.errors import InvalidValueError, TracegradeError
 
-__all__ = ["HTTP_URL", "Duration", "HttpUrl", "UsageProblem", "friendly_errors", "log_to_stderr", "logged_errors"]
+if TYPE_CHECKING:
+    from tracegrade.models.config import EvalConfig
+
+__all__ = [
+    "HTTP_URL",
+    "NO_CONFIG_NOTE",
+    "Duration",
+    "HttpUrl",
+    "UsageProblem",
+    "friendly_errors",
+    "log_to_stderr",
+    "logged_errors",
+    "no_config_default",
+]
 
 # a long-running command's log: when each line happened matters as much as what it says
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _LOG_DATE_FORMAT = "%Y-%m-%dT%H:%M:%S%z"
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+# What a command run without --config says it graded with, and how to add the judge it leaves out.
+NO_CONFIG_NOTE = (
+    "no --config: graded with trajectory (EXACT, threshold 1.0) and rouge_match (threshold 0.5), which need no "
+    "LLM judge; to judge responses, pass --config FILE enabling response_match, e.g. "
+    '{"criteria": {"response_match": {"judge_model": "gemini-2.5-flash"}}}, with the judge\'s key '
+    "(GEMINI_API_KEY for that model, or the criterion's api_base/api_key)"
+)
 
 
 class UsageProblem(TracegradeError, click.ClickException):
@@ -117,3 +138,18 @@ def log_to_stderr() -> None:
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter(_LOG_FORMAT, _LOG_DATE_FORMAT))
     logger.addHandler(handler)
+
+
+def no_config_default() -> EvalConfig:
+    """The criteria a command grades an eval set with when given no --config, said on stderr: ``EvalConfig.default()``
+    (the Python API's default, kept as the seed defines it) with its judged ``response_match`` swapped for
+    ``EvalPresets.quick_check``'s ROUGE, so that a first run with no judge set up grades rather than failing
+    every case on "No LLM provider available"."""
+    from tracegrade.evaluation.presets import EvalPresets
+    from tracegrade.models.config import EvalConfig
+
+    config = EvalConfig.default()
+    config.criteria.response_match = None
+    config.criteria.rouge_match = EvalPresets.quick_check().criteria.rouge_match
+    click.echo(NO_CONFIG_NOTE, err=True)
+    return config

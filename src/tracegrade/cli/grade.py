@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from tracegrade.cli.common import HTTP_URL, UsageProblem, friendly_errors, logged_errors
+from tracegrade.cli.common import HTTP_URL, UsageProblem, friendly_errors, logged_errors, no_config_default
 from tracegrade.cli.grading_store import open_grading_store
 from tracegrade.cli.progress import ProgressBar
 from tracegrade.cli.store_access import lake_data_option, store_options
@@ -41,7 +41,12 @@ def _formats(value: str) -> list[str]:
 @store_options
 @lake_data_option
 @click.option("--evalset", "evalset_path", type=click.Path(dir_okay=False, path_type=Path), help="Eval set to grade.")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), help="EvalConfig file.")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="EvalConfig file (default: trajectory and rouge_match, no LLM judge).",
+)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("eval_reports"))
 @click.option(
     "--format", "formats", default="console,json", show_default=True, help="Comma-separated: " + ",".join(FORMATS)
@@ -87,8 +92,10 @@ def command(
 
     With --evalset, each case is matched to its traces (stamped case id, the case's selector, or its first
     user message) and graded against it. Without it, traces picked by --where/--since/--sample/--limit are
-    graded with the criteria that need no expectations. Exit code 1 when any case fails; 2 for bad input, a
-    selection that matches no trace included (nothing is graded or recorded then).
+    graded with the criteria that need no expectations. Without --config, an eval set is graded with
+    trajectory and rouge_match, which need no LLM judge (reference-free grading needs a config). Exit code 1
+    when any case fails; 2 for bad input, a selection that matches no trace included (nothing is graded or
+    recorded then).
     """
     chosen = _formats(formats)
     reference_free = evalset_path is None
@@ -97,7 +104,7 @@ def command(
     # Check every input before touching the store, so bad input writes nothing; with the checks `validate` makes,
     # so that what it refuses is refused here with the same message.
     eval_set = None if reference_free else checked_eval_set(evalset_path)  # type: ignore[arg-type]
-    config = checked_config(config_path) if config_path else EvalConfig.default()
+    config = checked_config(config_path) if config_path else _no_config_default(reference_free)
     if calibration:
         config = config.model_copy(update={"calibration": calibration})
     # refuses a config that enables no criterion, or whose judges fall short of their min_agreement
@@ -137,6 +144,19 @@ def command(
     if unwritten:  # the run is recorded (the grading is not lost), but a report asked for is missing: a failure
         raise UsageProblem("the run was graded, but not every report asked for was written: " + "; ".join(unwritten))
     sys.exit(0 if report.passed else 1)
+
+
+def _no_config_default(reference_free: bool) -> EvalConfig:
+    """The criteria of ``grade`` without --config (:func:`~tracegrade.cli.common.no_config_default`); reference-free
+    grading has none: every default criterion compares a trace with an eval case."""
+    if reference_free:
+        raise UsageProblem(
+            "reference-free grading (no --evalset) needs --config: the default criteria compare a trace with an "
+            "eval case, and these traces have none; give a config enabling a criterion that needs no expectation, "
+            'e.g. {"criteria": {"contains_keywords": {"keywords": ["refund"]}}} (no judge) or safety / '
+            "rubric_based (an LLM judge), or grade against an eval set with --evalset"
+        )
+    return no_config_default()
 
 
 def _nothing_selected(store_path: Path | str, selection: TraceSelection) -> str:

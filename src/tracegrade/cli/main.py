@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
 import sys
 
@@ -14,7 +13,7 @@ __all__ = ["cli", "main"]
 # command name -> ("module:attribute", one-line summary). `tracegrade --help` lists the summaries from here,
 # so it imports no command module (they pull in duckdb, pyarrow, pydantic…); each module holds one command.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "run-example": ("tracegrade.cli.run_example:command", "Run a bundled example agent and grade it."),
+    "run": ("tracegrade.cli.run_cmd:command", "Run an agent through an eval set (a live run) and grade it."),
     "validate": ("tracegrade.cli.validate:command", "Check eval-set and config files and explain every problem."),
     "schema": ("tracegrade.cli.schema:command", "Print the JSON Schema of an eval set, config or report."),
     "report": ("tracegrade.cli.report:command", "Re-render a saved report as console, html, junit or json."),
@@ -45,18 +44,22 @@ class LazyGroup(click.Group):
     """A group that imports a subcommand's module only when that subcommand runs (fast start-up)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(n for n in COMMANDS if self._available(n))
-
-    @staticmethod
-    def _available(name: str) -> bool:
-        module = COMMANDS[name][0].split(":")[0]
-        return importlib.util.find_spec(module) is not None
+        return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in COMMANDS or not self._available(cmd_name):
+        if cmd_name not in COMMANDS:
             return None
         module, attr = COMMANDS[cmd_name][0].split(":")
         return getattr(importlib.import_module(module), attr)
+
+    def invoke(self, ctx: click.Context) -> object:
+        """Run the command; Ctrl-C ends it with one line and exit code 130 (128 + SIGINT, as shells report
+        it), not click's "Aborted!" and exit code 1, which reads as "a case failed" to a CI script."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            click.echo(f"\n{exc}" if str(exc) else "\ninterrupted", err=True)
+            raise click.exceptions.Exit(130) from None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The command list from the summaries above: click's default would import every command."""

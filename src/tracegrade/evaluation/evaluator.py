@@ -28,7 +28,14 @@ from tracegrade.capture import semconv
 from tracegrade.capture.collector import TrajectoryCollector, make_trajectory_callback
 from tracegrade.capture.context import TurnScope, turn_span
 from tracegrade.criteria.base import BaseCriterion
-from tracegrade.errors import ConfigError, EvalSetError, EventLoopError, InvalidValueError, MissingFileError
+from tracegrade.errors import (
+    ConfigError,
+    EvalSetError,
+    EventLoopError,
+    InvalidValueError,
+    MissingFileError,
+    RunInterrupted,
+)
 from tracegrade.evaluation.adapters import (
     AgentAdapter,
     AgentTurnError,
@@ -146,9 +153,28 @@ def _run_blocking(run: Coroutine[Any, Any, EvalReport]) -> EvalReport:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
+        pass
+    else:
+        run.close()  # never awaited: close it so Python does not warn about it
+        raise EventLoopError("evaluate_sync cannot run inside a running event loop; use `await evaluate(...)`")
+    try:
         return asyncio.run(run)
-    run.close()  # never awaited: close it so Python does not warn about it
-    raise EventLoopError("evaluate_sync cannot run inside a running event loop; use `await evaluate(...)`")
+    except RunInterrupted:
+        raise
+    except KeyboardInterrupt as exc:
+        # Ctrl-C: asyncio.run cancelled the run, which wrote its partial report (_Interrupted), and then raised
+        # a bare KeyboardInterrupt in place of the cancellation; say how far the run got instead
+        if isinstance(exc.__context__, _Interrupted):
+            raise exc.__context__.interrupted from None
+        raise
+
+
+class _Interrupted(asyncio.CancelledError):
+    """The cancellation of an ``evaluate`` that was stopped (Ctrl-C), carrying what the run could report."""
+
+    def __init__(self, interrupted: RunInterrupted) -> None:
+        super().__init__(str(interrupted))
+        self.interrupted = interrupted
 
 
 class _ClassOrInstanceMethod:
@@ -232,6 +258,11 @@ class AgentEvaluator:
         :class:`~tracegrade.errors.NoCriteriaError` for a config that enables no criterion and
         :class:`~tracegrade.errors.ConfigError` for simulated cases with no simulated-user model (neither
         ``user_simulator_config`` nor ``scenario.model``) — all before any agent runs.
+
+        Stopped before its end (Ctrl-C), the run still has the reporters write the cases that finished, the
+        report marked ``metadata["incomplete"]``; ``evaluate_sync`` then raises
+        :class:`~tracegrade.errors.RunInterrupted` (a ``KeyboardInterrupt``) carrying that report, and an
+        awaited ``evaluate`` ends in the cancellation as any coroutine does.
         """
         loaded, source = _load_eval_set(eval_set)
         grader = create_grader(self.config, self.evaluator_factory, self.extra_criteria)
@@ -245,18 +276,41 @@ class AgentEvaluator:
         run = _Run(self, grader, loaded.eval_set_id, verbose or self.config.verbose, len(loaded.eval_cases))
         try:
             results = await self._run_cases(run, loaded.eval_cases, parallel, limit)
+        except (asyncio.CancelledError, KeyboardInterrupt) as exc:
+            raise self._stopped(run, loaded, output_dir, exc) from exc
         finally:
             if run.events is not None:
                 run.events.close()
-        report = EvalReport.create(
+        report = self._report(run, loaded, results)
+        self._run_reporters(report, output_dir)
+        return report
+
+    def _report(self, run: _Run, loaded: EvalSet, results: list[EvalCaseResult]) -> EvalReport:
+        return EvalReport.create(
             loaded.eval_set_id,
             results,
             eval_set_name=loaded.name,
             config_used=self.config.redacted_dump(),
             metadata={"run_id": run.run_id},
         )
-        self._run_reporters(report, output_dir)
-        return report
+
+    def _stopped(self, run: _Run, loaded: EvalSet, output_dir: str | Path | None, exc: BaseException) -> BaseException:
+        """What a run stopped before its end raises, once the reporters have written what it finished.
+
+        Cancelled (Ctrl-C under ``asyncio.run`` cancels the running task; so may the caller): the report of the
+        finished cases, marked ``metadata["incomplete"]`` as the pytest plugin marks a stopped session, rides
+        on the cancellation, which stays a cancellation. A KeyboardInterrupt raised inside the run (a sync
+        agent on the event loop's thread) becomes :class:`RunInterrupted`.
+        """
+        finished = [run.finished[case.eval_id] for case in loaded.eval_cases if case.eval_id in run.finished]
+        report = self._report(run, loaded, finished)
+        total = len(loaded.eval_cases)
+        report.metadata["incomplete"] = f"the run was interrupted after {len(finished)} of {total} cases"
+        written = self._run_reporters(report, output_dir)
+        interrupted = RunInterrupted(report, len(finished), total, written)
+        if isinstance(exc, KeyboardInterrupt):
+            return interrupted
+        return _Interrupted(interrupted)
 
     @staticmethod
     async def _run_cases(run: _Run, cases: list[EvalCase], parallel: bool, limit: int) -> list[EvalCaseResult]:
@@ -316,18 +370,20 @@ class AgentEvaluator:
 
     # ---- internals ----
 
-    def _run_reporters(self, report: EvalReport, output_dir: str | Path | None) -> None:
+    def _run_reporters(self, report: EvalReport, output_dir: str | Path | None) -> list[str]:
+        """Run the configured reporters; returns the files they wrote."""
         if not self.config.reporter.enabled:
-            return
+            return []
         from tracegrade.reporters import ReporterManager
 
         try:
             output = ReporterManager(self.config.reporter).run_all(report, output_dir)
         except Exception:  # a broken reporter must not lose the report the caller gets back
             log.exception("the reporters failed for eval set %s", report.eval_set_id)
-            return
+            return []
         for reporter, message in output.errors:
             log.warning("reporter %s failed: %s", reporter, message)
+        return [str(path) for path in output.generated_files]
 
 
 class _Run:
@@ -345,11 +401,14 @@ class _Run:
         self.timeout = owner.config.timeout
         self.events = EvaluationEventEmitter(owner.logger_provider) if owner.config.emit_evaluation_events else None
         self.roots: dict[str, dict[str, str]] = {}  # case id -> its current trial's turn root spans (trace -> span)
+        self.finished: dict[str, EvalCaseResult] = {}  # case id -> result: what a stopped run can still report
 
     async def case(self, case: EvalCase) -> EvalCaseResult:
         """The case's ``num_runs`` trials, one after another (they share the collector's slot for the case),
         combined into one result."""
-        return combine_trials([await self._trial(case, trial) for trial in range(self.num_runs)])
+        result = combine_trials([await self._trial(case, trial) for trial in range(self.num_runs)])
+        self.finished[case.eval_id] = result
+        return result
 
     async def _trial(self, case: EvalCase, trial: int) -> EvalCaseResult:
         start = time.perf_counter()
@@ -390,9 +449,8 @@ class _Run:
             conversation = simulated.converse(partial(self._turn, case, session, executions))
         error = None
         try:
-            await asyncio.wait_for(conversation, timeout=self.timeout)
-        except asyncio.TimeoutError:
-            error = f"timed out after {self.timeout:g}s"
+            if not await _within(conversation, self.timeout):
+                error = f"timed out after {self.timeout:g}s"
         except AgentTurnError as exc:
             error = str(exc)
         execution = ExecutionResult.merge_turns(executions) if executions else ExecutionResult()
@@ -444,6 +502,33 @@ class _Run:
         finally:  # also a timed-out or failed turn keeps what it captured
             owner.provider.force_flush()
             executions.append(owner.collector.execution_for(case.eval_id, index, self.run_id))
+
+
+async def _within(conversation: Coroutine[Any, Any, None], timeout: float) -> bool:
+    """Run ``conversation``; True when it finished within ``timeout`` seconds, False when it was cut off then.
+
+    Not ``asyncio.wait_for``: before Python 3.12 it swallows a cancellation that arrives as the awaited turn
+    finishes, so a Ctrl-C at that moment (``asyncio.run`` cancels the run's task) was lost and the run went on.
+    """
+    task = asyncio.ensure_future(conversation)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+    except asyncio.CancelledError:  # the run is stopping: stop the conversation too, then go on stopping
+        await _stop(task)
+        raise
+    if done:
+        task.result()  # the conversation's own error (AgentTurnError…)
+        return True
+    await _stop(task)
+    return False
+
+
+async def _stop(task: asyncio.Future[None]) -> None:
+    """Cancel ``task`` and wait until it has ended (its turn spans closed, its captures kept by ``_turn``)."""
+    task.cancel()
+    await asyncio.wait({task})
+    if not task.cancelled() and task.exception() is not None:  # retrieved: asyncio would log it as lost
+        log.debug("a case's conversation failed while being stopped: %r", task.exception())
 
 
 class _SimulatedConversation:

@@ -19,6 +19,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from tracegrade.errors import did_you_mean
+from tracegrade.store.lake_location import redacted  # the one URL/DSN redaction (light: no DuckDB behind it)
 
 __all__ = [
     "CRITERIA_SLOTS",
@@ -321,17 +322,26 @@ class CriteriaConfig(_Strict):
 #: what ``EvalConfig.redacted_dump`` records in place of an API key
 REDACTED = "<redacted>"
 _SECRET_FIELDS = frozenset({"api_key"})
+# endpoint URLs, kept (which endpoint judged matters) with the credentials a URL can carry hidden
+_URL_FIELDS = frozenset({"api_base"})
 
 
 def _redact_keys(value: Any) -> Any:
     if isinstance(value, dict):
-        return {
-            key: REDACTED if key in _SECRET_FIELDS and item is not None else _redact_keys(item)
-            for key, item in value.items()
-        }
+        return {key: _redact_field(key, item) for key, item in value.items()}
     if isinstance(value, list):
         return [_redact_keys(item) for item in value]
     return value
+
+
+def _redact_field(key: str, item: Any) -> Any:
+    if item is None:
+        return None
+    if key in _SECRET_FIELDS:
+        return REDACTED
+    if key in _URL_FIELDS and isinstance(item, str):
+        return redacted(item)
+    return _redact_keys(item)
 
 
 CRITERIA_SLOTS: tuple[str, ...] = tuple(f for f in CriteriaConfig.model_fields if f != "sql_assertions")
@@ -471,7 +481,8 @@ class EvalConfig(_Strict):
         return load_eval_config(path)
 
     def redacted_dump(self) -> dict[str, Any]:
-        """The config as JSON values with every API key replaced by :data:`REDACTED`: what reports, stored runs
+        """The config as JSON values with every API key replaced by :data:`REDACTED` and the credentials in
+        ``api_base`` URLs (``user:password@``, ``?key=``) by ``***``: what reports, stored runs
         and JUnit properties record (``config_used``), which are shared far more widely than the config file."""
         return _redact_keys(self.model_dump(mode="json"))
 

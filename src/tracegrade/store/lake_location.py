@@ -13,6 +13,11 @@ __all__ = ["LAKE_PREFIX", "catalog_conninfo", "is_lake_location", "redacted"]
 LAKE_PREFIX = "ducklake:postgres:"
 # a password in a key=value conninfo (quoted or bare) or in a postgresql:// URI
 _PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)|(://[^:/@]*:)[^@]*(@)", re.IGNORECASE)
+# a credential in a URL's query (``?key=…`` as Gemini's REST API takes it, ``&password=`` in a postgresql:// URI)
+_QUERY_SECRET = re.compile(
+    r"([?&](?:key|api[_-]?key|access[_-]?token|token|secret|client[_-]?secret|password|sig|signature)=)[^&#\s]*",
+    re.IGNORECASE,
+)
 
 
 def is_lake_location(location: object) -> bool:
@@ -31,5 +36,8 @@ def catalog_conninfo(location: str) -> str:
 
 
 def redacted(location: str | Path) -> str:
-    """The location with any password hidden, for messages and logs."""
-    return _PASSWORD.sub(lambda m: f"{m.group(1)}***" if m.group(1) else f"{m.group(3)}***{m.group(4)}", str(location))
+    """The location (a conninfo, DSN or any URL) with any password hidden, for messages, logs and reports:
+    ``password=…``, the password of ``scheme://user:password@host`` and a secret query parameter (``?key=…``)."""
+    text = str(location)
+    hidden = _PASSWORD.sub(lambda m: f"{m.group(1)}***" if m.group(1) else f"{m.group(3)}***{m.group(4)}", text)
+    return _QUERY_SECRET.sub(r"\1***", hidden)
