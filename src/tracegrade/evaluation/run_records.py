@@ -177,7 +177,8 @@ def record_cases(
 
     A case already in the run (same ``eval_id``) is replaced, every row of it, so recording a case again
     never duplicates it. The run's row then counts every case recorded in it; ``metadata`` and the
-    report's config become the run's.
+    report's config become the run's. The cases and the run's row are one write (one transaction): a
+    process that dies while recording leaves the run as it was, never cases without their run's row.
     """
     cases = _case_rows(check_run_id(run_id), report)
     results = report.results
@@ -185,15 +186,11 @@ def record_cases(
         "eval_run_cases",
         [[run_id] * len(results), [r.eval_id for r in results], [r.model_dump_json() for r in results]],
     )
-    store.write_records(_as_tenants(cases, tenant))
-    (counts,) = store.query(
-        f"SELECT {', '.join(f'{value} AS {column}' for column, value in CASE_COUNTS)} FROM eval_case_results "
-        "WHERE tenant = ? AND run_id = ?",
-        [tenant, run_id],
-    ).rows
     config, meta = json.dumps(report.config_used, default=str), json.dumps(metadata, default=str)
+    counts = [None] * len(CASE_COUNTS)  # counted by the store from the cases it holds (``grading_tables.recount_runs``)
     run_row = [run_id, utc_now(), kind, report.eval_set_id, report.eval_set_name, *counts, config, meta, None, None]
-    store.write_records(_as_tenants({"eval_runs": _columns("eval_runs", [[value] for value in run_row])}, tenant))
+    cases["eval_runs"] = _columns("eval_runs", [[value] for value in run_row])
+    store.write_records(_as_tenants(cases, tenant))
     return run_id
 
 

@@ -10,8 +10,9 @@ it appends every write, each row stamped with ``written_at`` and one ``write_id`
 show the newest write of each key and the results of each case's newest write (``lake_schema``).
 
 ``CASE_COUNTS`` are a run's counts over its cases, for the runs recorded case by case (an online worker's
-window): the recorder computes them when it writes the run's row, and a lake's ``eval_runs`` view computes
-them again when read, since two workers recording cases of one run at once each count without the other's.
+window, which has no report of its own): a file's write counts them in the transaction that adds the cases
+(``recount_runs``), and a lake's ``eval_runs`` view counts them when read, since two workers recording cases
+of one run at once each write without the other's.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from datetime import datetime
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tracegrade.store.database import insert_arrow
 
@@ -30,6 +32,7 @@ __all__ = [
     "RECORD_KEYS",
     "WRITE_COLUMNS",
     "append_record_rows",
+    "recount_runs",
     "replace_record_rows",
 ]
 
@@ -52,6 +55,7 @@ CASE_COUNTS: tuple[tuple[str, str], ...] = (
     ("pass_rate", "count_if(passed) / count(*)"),
 )
 _CASES_VIEW = "_tracegrade_recorded_cases"
+_RUNS_VIEW = "_tracegrade_recounted_runs"
 
 
 def _unknown(tables: Mapping[str, pa.Table]) -> None:
@@ -78,6 +82,28 @@ def replace_record_rows(con: duckdb.DuckDBPyConnection, tables: Mapping[str, pa.
     for table, rows in tables.items():
         if rows.num_rows:
             insert_arrow(con, table, rows, replace=True)
+    runs = tables.get("eval_runs")
+    if runs is not None and runs.num_rows:  # the runs recorded case by case count the cases they now hold
+        con.register(_RUNS_VIEW, runs.filter(pc.is_null(runs["report"])).select(["tenant", "run_id"]))
+        try:
+            recount_runs(con, f"SELECT DISTINCT tenant, run_id FROM {_RUNS_VIEW}")
+        finally:
+            con.unregister(_RUNS_VIEW)
+
+
+def recount_runs(con: duckdb.DuckDBPyConnection, runs: str) -> None:
+    """Set the ``CASE_COUNTS`` columns of the runs that the query ``runs`` names (tenant, run_id) from their
+    ``eval_case_results`` rows, zero for a run left with none (the caller holds a transaction)."""
+    of_run = "eval_runs.tenant = c.tenant AND eval_runs.run_id = c.run_id"
+    zero = ", ".join(f"{column} = 0" for column, _ in CASE_COUNTS)
+    con.execute(f"UPDATE eval_runs SET {zero} FROM ({runs}) c WHERE {of_run}")
+    counted = ", ".join(f"{value} AS {column}" for column, value in CASE_COUNTS)
+    remaining = (
+        f"SELECT e.tenant, e.run_id, {counted} FROM eval_case_results e SEMI JOIN ({runs}) r "
+        "ON r.tenant = e.tenant AND r.run_id = e.run_id GROUP BY e.tenant, e.run_id"
+    )
+    assigned = ", ".join(f"{column} = c.{column}" for column, _ in CASE_COUNTS)
+    con.execute(f"UPDATE eval_runs SET {assigned} FROM ({remaining}) c WHERE {of_run}")
 
 
 def append_record_rows(con: duckdb.DuckDBPyConnection, tables: Mapping[str, pa.Table], written_at: datetime) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from tracegrade.store.grading_tables import CASE_COUNTS
+from tracegrade.store.grading_tables import recount_runs
 from tracegrade.store.trajectories import TRAJECTORY_TABLES
 
 __all__ = [
@@ -210,17 +210,7 @@ def delete_worker_cases(con: duckdb.DuckDBPyConnection, keys: pa.Table) -> int:
                 f"DELETE FROM {table} WHERE EXISTS (SELECT 1 FROM {_CASES_VIEW} x WHERE x.tenant = {table}.tenant "
                 f"AND x.run_id = {table}.run_id AND x.eval_id = {table}.eval_id)"
             )
-        runs = f"SELECT DISTINCT tenant, run_id FROM {_CASES_VIEW}"
-        of_run = "eval_runs.tenant = c.tenant AND eval_runs.run_id = c.run_id"
-        zero = ", ".join(f"{column} = 0" for column, _ in CASE_COUNTS)
-        con.execute(f"UPDATE eval_runs SET {zero} FROM ({runs}) c WHERE {of_run}")  # those left with no case
-        counted = ", ".join(f"{value} AS {column}" for column, value in CASE_COUNTS)
-        remaining = (
-            f"SELECT e.tenant, e.run_id, {counted} FROM eval_case_results e SEMI JOIN ({runs}) r "
-            "ON r.tenant = e.tenant AND r.run_id = e.run_id GROUP BY e.tenant, e.run_id"
-        )
-        assigned = ", ".join(f"{column} = c.{column}" for column, _ in CASE_COUNTS)
-        con.execute(f"UPDATE eval_runs SET {assigned} FROM ({remaining}) c WHERE {of_run}")
+        recount_runs(con, f"SELECT DISTINCT tenant, run_id FROM {_CASES_VIEW}")
     finally:
         con.unregister(_CASES_VIEW)
     return cases.num_rows
