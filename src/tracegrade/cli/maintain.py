@@ -3,8 +3,10 @@ expire old traces from a lake or a DuckDB file (``--retain``)."""
 
 from __future__ import annotations
 
+import functools
 import signal
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -89,26 +91,49 @@ def command(
         _purge_file(Path(location), retention, every)
         return
     if retention is not None and not is_lake_location(location):
-        store = _open_file_store(Path(location))
+        opener: Callable[[], TraceStore] = functools.partial(_open_file_store, Path(location))
     else:
         reason = "which needs no maintenance (it checkpoints itself; --retain deletes its old traces)"
         data_path = checked_lake(location, lake_data, "maintain", reason)
         from tracegrade.store.lake import LakeStore
 
-        store = LakeStore(location, data_path=data_path)
+        opener = functools.partial(LakeStore, location, data_path=data_path)
+    opened = opener()
+    store: TraceStore | None = opened
     interval = every.total_seconds() if every else None
     try:
         if interval is None:
-            _one_pass(store, keep, purge_deleted, retention, stop_on_error=True)
+            _one_pass(opened, keep, purge_deleted, retention, stop_on_error=True)
             return
         stop = threading.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):  # stop after the pass in progress, not inside a commit
             signal.signal(signum, lambda *_: stop.set())
         while not stop.is_set():
-            _one_pass(store, keep, purge_deleted, retention, stop_on_error=False)
+            if store is None:
+                store = _reopened(opener, location)
+            if store is not None and not _one_pass(store, keep, purge_deleted, retention, stop_on_error=False):
+                # A failed pass may leave the store unusable for good: a lake marks itself failed when its catalog
+                # was out of reach, and DuckDB invalidates a database after an internal error in a commit. Every
+                # later pass would fail the same way, so the next one opens the store again.
+                store.close()
+                store = None
             stop.wait(interval)
     finally:
-        store.close()
+        if store is not None:
+            store.close()
+
+
+def _reopened(opener: Callable[[], TraceStore], location: str) -> TraceStore | None:
+    """The store opened again after a failed pass, or None (said on stderr) while it cannot be."""
+    from tracegrade.errors import StoreError
+    from tracegrade.store.lake_location import redacted
+
+    try:
+        return opener()
+    except (StoreError, click.ClickException) as exc:
+        message = exc.message if isinstance(exc, click.ClickException) else str(exc)
+        click.echo(f"opening {redacted(location)} again failed: {message}; retrying at the next interval", err=True)
+        return None
 
 
 def _purge_file(path: Path, retention: RetentionPolicy | None, every: timedelta | None) -> None:
@@ -148,9 +173,9 @@ def _open_file_store(path: Path) -> TraceStore:
 
 def _one_pass(
     store: TraceStore, keep: timedelta, purge_deleted: bool, retention: RetentionPolicy | None, *, stop_on_error: bool
-) -> None:
-    """One pass, its summary on stdout; a failed step (a lost race, the catalog away) fails a single run
-    and is reported and retried at the next interval by ``--every``."""
+) -> bool:
+    """One pass, its summary on stdout; whether it went through. A failed step (a lost race, the catalog away)
+    fails a single run and is reported and retried at the next interval by ``--every``."""
     import duckdb
 
     from tracegrade.errors import StoreError
@@ -168,3 +193,5 @@ def _one_pass(
         if stop_on_error:
             raise click.ClickException(message + " (run it again; nothing was lost)") from None
         click.echo(f"{message}; retrying at the next interval", err=True)
+        return False
+    return True

@@ -30,11 +30,19 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
+import duckdb
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tracegrade.criteria.base import BaseCriterion
 from tracegrade.criteria.registry import CRITERIA_REGISTRY
-from tracegrade.errors import FileFormatError, InvalidValueError, NoCriteriaError, NotFoundError, did_you_mean
+from tracegrade.errors import (
+    FileFormatError,
+    InvalidValueError,
+    NoCriteriaError,
+    NotFoundError,
+    StoreError,
+    did_you_mean,
+)
 from tracegrade.evaluation.engine import EvaluatorFactory, compile_criteria
 from tracegrade.evaluation.lease_keeper import LeaseKeeper
 from tracegrade.evaluation.offline import TraceGrader, reference_free_case_id
@@ -204,6 +212,30 @@ def _built_extra_criteria(rule: GradingRule) -> list[BaseCriterion]:
     return [CRITERIA_REGISTRY[spec.name](config=spec.config) for spec in rule.extra_criteria]
 
 
+# errors that say the store (not the job) is out of reach (and psycopg's OperationalError: see below). Not
+# OSError: a criterion's own (a judge's endpoint refusing connections) is the job's, and is counted
+_UNREACHABLE = (duckdb.IOException, duckdb.ConnectionException)
+
+
+def _psycopg_operational(exc: BaseException) -> bool:
+    """psycopg's OperationalError or a subclass (AdminShutdown: PostgreSQL restarting), without importing psycopg
+    (a file store's worker never has it)."""
+    return any(k.__name__ == "OperationalError" and k.__module__.startswith("psycopg") for k in type(exc).__mro__)
+
+
+class _StoreOutOfReach(StoreError):
+    """Inside the worker only: a job could not be graded because the store is out of reach (``cause``)."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def _remove(jobs: list[ClaimedJob], finished: list[ClaimedJob]) -> None:
+    done = {job.job_id for job in finished}
+    jobs[:] = [job for job in jobs if job.job_id not in done]
+
+
 class GradingSink(RunSink, Protocol):
     """A read-write store with a job queue: a ``TraceStore`` or a ``LakeStore``; ``failure`` says why it
     must be opened again (None while usable)."""
@@ -211,6 +243,8 @@ class GradingSink(RunSink, Protocol):
     failure: str | None
 
     def job_queue(self) -> JobQueue: ...
+
+    def stamp(self) -> datetime: ...
 
 
 class GradingWorker:
@@ -252,9 +286,10 @@ class GradingWorker:
         the size of the store."""
         self._looked_at = time.monotonic()
         full = self._full_look_at is None or self._looked_at - self._full_look_at >= FULL_LOOK_SECONDS
+        now = self._now()
         added = 0
         for rule in self.rules.values():
-            settled = utc_now() - timedelta(seconds=rule.settle_seconds)
+            settled = now - timedelta(seconds=rule.settle_seconds)
             where, params = ["updated_at <= ?"], [settled]
             since = self._looked_through.get(rule.name)
             if since is not None and not full:
@@ -272,6 +307,15 @@ class GradingWorker:
             self._full_look_at = self._looked_at
         return added
 
+    def _now(self) -> datetime:
+        """Now, by the clock that stamped the traces' ``updated_at``: a lake's catalog (PostgreSQL), whose
+        clock every machine shares, or this process's for a file. By this machine's clock, a worker whose clock
+        runs ahead of the catalog's would take traces for settled before they are (and grade them half
+        received, once only), and one that runs behind would wait for them that much longer."""
+        if getattr(self.store, "shared_clock", False):
+            return self.store.stamp()
+        return utc_now()
+
     def claim(self) -> list[ClaimedJob]:
         """Lease pending jobs or jobs whose lease expired: as many as :func:`next_batch_size` says.
 
@@ -285,7 +329,17 @@ class GradingWorker:
         )
 
     async def run_job(self, job: ClaimedJob) -> str | None:
-        """Grade one job, as its rule's tenant, and record it; returns the run id, or None when the job failed."""
+        """Grade one job, as its rule's tenant, and record it; returns the run id, or None when the job failed.
+
+        When the store is out of reach (see ``_out_of_reach``) the job is handed back instead, its attempt
+        given back, and a StoreError raised: the worker waits, and the job is graded once the store answers."""
+        try:
+            return await self._run_one(job)
+        except _StoreOutOfReach as exc:
+            raise self._hand_back([job], exc.cause) from None
+
+    async def _run_one(self, job: ClaimedJob) -> str | None:
+        """``run_job``, raising _StoreOutOfReach (nothing recorded, the job not finished) when the store is."""
         try:
             rule = self.rules.get(job.rule)
             if rule is None:
@@ -293,6 +347,8 @@ class GradingWorker:
             run_id, window = self._window_run(job)
             await self._grade_and_record(rule, run_id, window, [job])
         except Exception as exc:
+            if self._out_of_reach(exc):
+                raise _StoreOutOfReach(exc) from exc
             log.warning("grading job %s failed: %s", job.job_id, exc)
             again = "failed" if job.attempts >= self.settings.max_attempts else "pending"
             self._finish([job], again, None, f"{type(exc).__name__}: {exc}")
@@ -310,23 +366,44 @@ class GradingWorker:
             run_id, window = self._window_run(job)
             windows[run_id] = window
             groups.setdefault((job.rule, run_id), []).append(job)
+        unfinished = list(jobs)  # handed back if the store goes out of reach before they are finished
         for (rule_name, run_id), members in groups.items():
-            rule = self.rules.get(rule_name)
-            if rule is not None and len(members) > 1:
-                try:
-                    await self._grade_and_record(rule, run_id, windows[run_id], members)
-                except Exception as exc:
-                    log.warning(
-                        "grading %d jobs of rule %r together failed (%s); grading them one by one",
-                        len(members),
-                        rule_name,
-                        exc,
-                    )
-                else:
-                    self._finish(members, "done", run_id, None)
-                    continue
-            for job in members:
-                await self.run_job(job)
+            try:
+                await self._run_group(rule_name, run_id, windows[run_id], members, unfinished)
+            except _StoreOutOfReach as exc:
+                raise self._hand_back(unfinished, exc.cause) from None
+
+    async def _run_group(
+        self,
+        rule_name: str,
+        run_id: str,
+        window: dict[str, Any],
+        members: list[ClaimedJob],
+        unfinished: list[ClaimedJob],
+    ) -> None:
+        """The jobs of one rule and run window: together, then one by one if that failed; each finished job
+        leaves ``unfinished``. Raises _StoreOutOfReach as soon as the store is: grading the others one by one
+        would only fail each of them for the store's sake."""
+        rule = self.rules.get(rule_name)
+        if rule is not None and len(members) > 1:
+            try:
+                await self._grade_and_record(rule, run_id, window, members)
+            except Exception as exc:
+                if self._out_of_reach(exc):
+                    raise _StoreOutOfReach(exc) from exc
+                log.warning(
+                    "grading %d jobs of rule %r together failed (%s); grading them one by one",
+                    len(members),
+                    rule_name,
+                    exc,
+                )
+            else:
+                self._finish(members, "done", run_id, None)
+                _remove(unfinished, members)
+                return
+        for job in members:
+            await self._run_one(job)
+            _remove(unfinished, [job])
 
     async def _grade_and_record(
         self, rule: GradingRule, run_id: str, window: dict[str, Any], jobs: list[ClaimedJob]
@@ -353,6 +430,34 @@ class GradingWorker:
         start = _EPOCH + ((job.created_at - _EPOCH) // width) * width
         window = {"window_start": start.isoformat(), "window_end": (start + width).isoformat()}
         return f"worker:{job.rule}:{start:%Y%m%dT%H%M%SZ}", window
+
+    def _out_of_reach(self, exc: BaseException) -> bool:
+        """Whether a job failed because the store is out of reach rather than for anything of its own: the store
+        failed (a write met the outage), or a read or the job queue met an I/O or connection error (a lake's data
+        path or catalog away, a Parquet file unreadable). Counted as the job's attempt, such an outage would fail
+        every job in reach within seconds, each tried ``max_attempts`` times against the same outage."""
+        if getattr(self.store, "failure", None) is not None:
+            return True
+        seen: set[int] = set()
+        cause: BaseException | None = exc
+        while cause is not None and id(cause) not in seen:  # StoreErrors are raised from None: read __context__
+            seen.add(id(cause))
+            if isinstance(cause, _UNREACHABLE) or _psycopg_operational(cause):
+                return True
+            cause = cause.__cause__ or cause.__context__
+        return False
+
+    def _hand_back(self, jobs: list[ClaimedJob], cause: BaseException) -> StoreError:
+        """Give ``jobs`` back to the queue, pending with their attempt given back; the StoreError to raise."""
+        reason = f"the store was out of reach: {cause}"
+        try:
+            self.jobs.release([job.job_id for job in jobs], self.worker_id, reason)
+        except Exception as exc:  # the queue is out of reach too: the leases run out, and the jobs are taken again
+            log.warning("handing %d grading job(s) back failed: %s", len(jobs), exc)
+        return StoreError(
+            f"grading stopped, {reason}; {len(jobs)} job(s) handed back without counting an attempt, to be graded "
+            "once the store answers again"
+        )
 
     def _finish(self, jobs: list[ClaimedJob], status: str, run_id: str | None, error: str | None) -> None:
         # Only the lease holder may finish a job; a worker that lost its lease leaves it to the new owner.

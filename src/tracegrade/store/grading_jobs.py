@@ -71,6 +71,11 @@ class JobQueue(Protocol):
         """Set the final (or ``pending`` again) status of each of ``job_ids`` whose lease ``owner`` still holds."""
         ...
 
+    def release(self, job_ids: Sequence[str], owner: str, error: str) -> None:
+        """Hand back each of ``job_ids`` whose lease ``owner`` still holds: pending again, its attempt given
+        back (the store was out of reach, which is no fault of the job's), ``error`` saying why."""
+        ...
+
     def counts(self) -> dict[str, int]:
         """Jobs by status."""
         ...
@@ -137,6 +142,12 @@ class StoreJobQueue:
     def finish(self, job_ids: Sequence[str], owner: str, status: str, run_id: str | None, error: str | None) -> None:
         assignments = "status = ?, run_id = ?, error = ?, owner = NULL, lease_expires = NULL"
         self._update_held(assignments, [status, run_id, error], job_ids, owner)
+
+    def release(self, job_ids: Sequence[str], owner: str, error: str) -> None:
+        assignments = (
+            "status = 'pending', error = ?, owner = NULL, lease_expires = NULL, attempts = greatest(attempts - 1, 0)"
+        )
+        self._update_held(assignments, [error], job_ids, owner)
 
     def _update_held(self, assignments: str, values: list[Any], job_ids: Sequence[str], owner: str) -> None:
         """Set ``assignments`` (with ``values``) on each of ``job_ids`` whose lease ``owner`` holds (a job has an

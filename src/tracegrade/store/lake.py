@@ -32,6 +32,7 @@ DuckLake's own reads and writes.
 from __future__ import annotations
 
 import contextlib
+import tempfile
 import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -177,6 +178,9 @@ class LakeStore(TraceStore):
     # copy per span anyway, so a re-sent request stores a second copy that no query sees; journal replays
     # and imports, which re-send much, are still looked up (bench/RESULTS.md, lake ingest)
     looks_up_fresh_spans = False
+    # ``stamp()`` is the catalog's (PostgreSQL's) clock, which stamped every ``updated_at``: a process on another
+    # machine compares times with it, never with its own clock (see ``GradingWorker.enqueue``)
+    shared_clock = True
     # every lake query pays catalog round trips (tens of milliseconds of CPU), so a build claims more
     # traces at once than on a file; their rows still fit the store's memory limit
     rebuild_traces = 1000
@@ -253,8 +257,7 @@ class LakeStore(TraceStore):
         if data_path is not None:
             path = Path(data_path).absolute()
             if not self.read_only:
-                made = [p for p in (path, *path.parents) if not p.exists()]
-                path.mkdir(parents=True, exist_ok=True)
+                made = _writable_directory(path, str(self.path))
             options.append(f"DATA_PATH {sql_string(str(path) + '/')}")
         if self.read_only:
             options.append("READ_ONLY")
@@ -268,10 +271,7 @@ class LakeStore(TraceStore):
             for directory in made:  # innermost first; a failed open leaves no new directory behind
                 with contextlib.suppress(OSError):
                     directory.rmdir()
-            raise StoreError(
-                f"cannot open lake {self.path}: {redacted(str(exc).splitlines()[0])} (is PostgreSQL reachable, "
-                "does the database exist? A new lake is created by a read-write open with --lake-data)"
-            ) from None
+            raise StoreError(f"cannot open lake {self.path}: {_attach_problem(str(exc))}") from None
         return str(stored)
 
     def _check_version(self) -> None:
@@ -424,6 +424,49 @@ class LakeStore(TraceStore):
 
     def __repr__(self) -> str:
         return f"LakeStore({self.path!r}, data_path={self.data_path!r}{', read_only=True' if self.read_only else ''})"
+
+
+def _attach_problem(message: str) -> str:
+    """What went wrong attaching a lake, from DuckLake's error, and what to do about it."""
+    first_line = redacted(message.splitlines()[0])
+    if "creating a new DuckLake is explicitly disabled" in message:  # a read-only open of a database without one
+        return (
+            "its database holds no lake yet (a read-only open never creates one); check dbname, or start "
+            "`tracegrade serve` on it with --lake-data first"
+        )
+    if "does not match existing data path" in message:
+        return (
+            f"{first_line} Give --lake-data the path the lake was created with (every node must see its files "
+            "under one path), or leave it out of read-only commands"
+        )
+    return (
+        f"{first_line} (is PostgreSQL reachable, does the database exist? A new lake is created by a read-write "
+        "open with --lake-data)"
+    )
+
+
+def _writable_directory(path: Path, lake: str) -> list[Path]:
+    """Make the data path ``path`` (and its missing parents) and check that files can be made in it; the
+    directories made (innermost first). A StoreError names the path and the reason: DuckLake would otherwise
+    fail only at the first commit, and a receiver would then refuse every export while it reopens the lake."""
+    made = [p for p in (path, *path.parents) if not p.exists()]
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        # a file made and removed: the write access DuckLake's commits need (a read-only mount, a directory
+        # the process may not write to; os.access would not tell for root)
+        with tempfile.TemporaryFile(dir=path, prefix=".tracegrade-write-check-"):
+            pass
+    except OSError as exc:
+        for directory in made:
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        # name the parent that failed (not a directory, missing on a read-only mount), not the check's file
+        where = f" at {exc.filename}" if exc.filename and Path(exc.filename) in path.parents else ""
+        raise StoreError(
+            f"cannot use {path} as the data path of lake {lake}: {exc.strerror or exc}{where}; give --lake-data "
+            "(or TRACEGRADE_LAKE_DATA) a directory this process can create files in, the same one on every node"
+        ) from None
+    return made
 
 
 def _timestamp(value: datetime) -> str:

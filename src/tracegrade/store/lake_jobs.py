@@ -96,6 +96,12 @@ class CatalogJobQueue:
         assignments = "status = %s, run_id = %s, error = %s, owner = NULL, lease_expires = NULL"
         self._update_held("finishing grading jobs", assignments, [status, run_id, error], job_ids, owner)
 
+    def release(self, job_ids: Sequence[str], owner: str, error: str) -> None:
+        assignments = (
+            "status = 'pending', error = %s, owner = NULL, lease_expires = NULL, attempts = greatest(attempts - 1, 0)"
+        )
+        self._update_held("handing grading jobs back", assignments, [error], job_ids, owner)
+
     def _update_held(self, doing: str, assignments: str, values: list[Any], job_ids: Sequence[str], owner: str) -> None:
         """Set ``assignments`` (with ``values``) on each of ``job_ids`` whose lease ``owner`` holds."""
         if not job_ids:
