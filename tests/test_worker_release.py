@@ -1,5 +1,5 @@
 """A job handed back (``JobQueue.release``: the store was out of reach while it was graded) is pending again with
-its attempt given back, on a store file as on a lake (tests/test_lake_qa_worker_outage.py); only its lease holder
+its attempt given back, on a store file as on a lake (tests/test_lake_worker_outage.py); only its lease holder
 can hand it back."""
 
 from __future__ import annotations

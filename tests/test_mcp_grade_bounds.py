@@ -24,7 +24,7 @@ KEYWORDS = keywords_config("refund").model_dump(mode="json")
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    store = tmp_path_factory.mktemp("mcp-s11") / "store.duckdb"
+    store = tmp_path_factory.mktemp("mcp-grade") / "store.duckdb"
     runs = [AgentRun(n, f"Where is refund {n}?", "Your refund was sent.") for n in range(1, TRACES + 1)]
     fill_store(store, runs).close()
     with ServerProcess(store) as server:

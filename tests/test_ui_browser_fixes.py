@@ -28,7 +28,7 @@ from tracegrade.models.span import SpanRecord
 from tracegrade.store import RemoteStore
 
 CHROMIUM = Path("/usr/bin/chromium")
-TOKEN = "s11-ui-token-41d7"
+TOKEN = "ui-fixes-token-41d7"
 NESTED = "cd" * 16  # a trace of five spans, each the child of the one before, two of them with long names
 LONG_NAME = "verylongspanname_" * 40
 NON_FINITE = "SELECT 'nan'::DOUBLE AS n, 'inf'::DOUBLE AS p, '-inf'::FLOAT AS m, 1.5 AS f, ['nan'::DOUBLE, 2.0] AS l"
@@ -66,7 +66,7 @@ def _nested_spans() -> list[SpanRecord]:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, list[str]]]:
     """An open receiver over a store of three graded traces (two recorded runs) and the nested trace."""
-    path = tmp_path_factory.mktemp("s11-ui") / "store.duckdb"
+    path = tmp_path_factory.mktemp("ui-fixes") / "store.duckdb"
     store = fill_store(path, [AgentRun(n, f"question {n}", f"answer {n}") for n in (1, 2, 3)])
     try:
         written = store.write(_nested_spans())
@@ -83,7 +83,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
 
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    with ServerProcess(tmp_path_factory.mktemp("s11-ui-token") / "store.duckdb", extra_args=("--token", TOKEN)) as s:
+    with ServerProcess(tmp_path_factory.mktemp("ui-fixes-token") / "store.duckdb", extra_args=("--token", TOKEN)) as s:
         yield s
 
 
