@@ -7,6 +7,7 @@ selection code names its caller's arguments, and the SDK's per-request chatter s
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -146,3 +147,22 @@ def test_mcp_requests_leave_no_sdk_session_chatter_in_the_receivers_log(served: 
     added = served.log()[len(before) :]
     assert "Terminating session" not in added and "Processing request" not in added, added
     assert "Tool 'get_span' failed" not in added, added
+
+
+def test_an_eval_set_without_config_is_graded_with_no_judge_as_the_cli_grades_it(served: ServerProcess) -> None:
+    """Before, MCP ``grade`` fell back to the judged response_match: with no judge key every case failed on "No
+    LLM provider available", where ``tracegrade grade`` grades the same eval set with trajectory and rouge_match."""
+    case = EvalCase.single_turn("refund-1", "Where is refund 1?", expected_response="Your refund was sent.")
+    eval_set = EvalSet(eval_set_id="s", eval_cases=[case]).model_dump(mode="json")
+    [graded] = _calls(served, [("grade", {"eval_set": eval_set})])
+    assert not graded.is_error, _text(graded)
+    (result,) = graded.structured_content["cases"]
+    assert "No LLM provider" not in json.dumps(result), result
+    assert graded.structured_content["summary"]["passed_cases"] == 1, result
+
+
+def test_duplicate_trace_ids_grade_each_trace_once(served: ServerProcess) -> None:
+    trace = f"{1:032x}"
+    [graded] = _calls(served, [("grade", {"config": KEYWORDS, "trace_ids": [trace, trace, trace]})])
+    assert not graded.is_error, _text(graded)
+    assert graded.structured_content["summary"]["total_cases"] == 1

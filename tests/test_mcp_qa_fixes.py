@@ -144,7 +144,7 @@ async def test_grade_checks_the_selection_first_and_names_its_own_arguments(stor
     assert "--" not in "".join((limit, paren, column))
     assert "config.criteria.llm_judge needs an eval case's expectations" in judged
     assert "final_response_match_v2" not in judged
-    assert "the default criteria (trajectory, response_match) need an eval case's expectations" in default
+    assert "the default criteria (trajectory, rouge_match) need an eval case's expectations" in default
     for text in (judged, default):
         assert "give config with a reference-free criterion" in text and "contains_keywords" in text
         assert "or give eval_set" in text

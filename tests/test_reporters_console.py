@@ -74,6 +74,18 @@ def test_warnings_banner_comes_before_the_summary() -> None:
     assert f"final_response_match_v2: {NO_PROVIDER} (1 case)" in text[banner : text.index("Summary:")]
 
 
+def test_an_incomplete_run_says_so_in_the_banner_before_its_counts() -> None:
+    report = sample_report()
+    report.metadata["incomplete"] = "the run was interrupted after 5 of 9 cases"
+    text = render(report, use_color=False)
+    banner = text.index("WARNINGS (2)")
+    assert banner < text.index("Summary:")
+    assert (
+        "incomplete: the run was interrupted after 5 of 9 cases; the counts cover only the cases that finished"
+        in " ".join(text[banner : text.index("Summary:")].split())
+    )
+
+
 def test_skipped_criterion_is_shown_as_skipped_not_passed() -> None:
     text = render(sample_report(), use_color=False)
     line = next(ln for ln in text.splitlines() if "Skipped only" in ln)

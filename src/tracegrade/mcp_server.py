@@ -30,7 +30,7 @@ from typing import Any
 
 import click
 
-from tracegrade.cli.common import friendly_errors
+from tracegrade.cli.common import friendly_errors, judge_free_default
 from tracegrade.cli.store_access import store_options
 from tracegrade.criteria.trajectory_db import own_sandbox
 from tracegrade.errors import QueryCancelled, StoreError, TracegradeError, did_you_mean
@@ -237,7 +237,9 @@ def _grade(
     else:
         _refuse_selection_with_cases(*picked)
     with own_sandbox(limits):  # the config's assertions are checked in it too
-        loaded: EvalConfig = _load(EvalConfig, config, config_path, "config", served) or EvalConfig.default()
+        # without a config, the judge-free criteria `tracegrade grade` uses: a caller with no judge (no key, or a
+        # token without the judge scope) can still grade an eval set
+        loaded: EvalConfig = _load(EvalConfig, config, config_path, "config", served) or judge_free_default()
         if served:
             _refuse_judge_overrides(loaded)
         cases: EvalSet | None = _load(EvalSet, eval_set, eval_set_path, "eval_set", served)
@@ -421,7 +423,7 @@ def build_server(
     ) -> dict[str, Any]:
         """Grade stored traces with an EvalConfig (config: the config as an object) and return the results;
         nothing is recorded. With eval_set (an EvalSet as an object), grade its cases against their traces (without
-        config: the default criteria trajectory and response_match, which compare with the cases' expectations).
+        config: trajectory and rouge_match, which compare with the cases' expectations and need no LLM judge).
         Without eval_set, grade the traces picked by trace_ids / where (a SQL condition on the traces table) /
         limit (default: the newest 20, or every trace of trace_ids; at most 10,000 a call) without reference:
         config must then enable a reference-free criterion (contains_keywords, sql_assertions, tool_schema, budget,

@@ -25,6 +25,7 @@ __all__ = [
     "HttpUrl",
     "UsageProblem",
     "friendly_errors",
+    "judge_free_default",
     "log_to_stderr",
     "logged_errors",
     "no_config_default",
@@ -140,16 +141,23 @@ def log_to_stderr() -> None:
     logger.addHandler(handler)
 
 
-def no_config_default() -> EvalConfig:
-    """The criteria a command grades an eval set with when given no --config, said on stderr: ``EvalConfig.default()``
-    (the Python API's default, kept as the seed defines it) with its judged ``response_match`` swapped for
-    ``EvalPresets.quick_check``'s ROUGE, so that a first run with no judge set up grades rather than failing
-    every case on "No LLM provider available"."""
+def judge_free_default() -> EvalConfig:
+    """The criteria an eval set is graded with when no config is given (``grade``, ``run``, MCP ``grade``):
+    ``EvalConfig.default()`` (the Python API's default, kept as the seed defines it) with its judged
+    ``response_match`` swapped for ``EvalPresets.quick_check``'s ROUGE, so that a first run with no judge set up
+    grades rather than failing every case on "No LLM provider available"."""
     from tracegrade.evaluation.presets import EvalPresets
     from tracegrade.models.config import EvalConfig
 
     config = EvalConfig.default()
     config.criteria.response_match = None
     config.criteria.rouge_match = EvalPresets.quick_check().criteria.rouge_match
+    return config
+
+
+def no_config_default() -> EvalConfig:
+    """:func:`judge_free_default`, said on stderr (:data:`NO_CONFIG_NOTE`): what a command without --config
+    graded with, and how to add a judge."""
+    config = judge_free_default()
     click.echo(NO_CONFIG_NOTE, err=True)
     return config

@@ -10,6 +10,7 @@ import click
 from tracegrade.cli.common import HTTP_URL, UsageProblem, friendly_errors, logged_errors, no_config_default
 from tracegrade.cli.grading_store import open_grading_store
 from tracegrade.cli.progress import ProgressBar
+from tracegrade.cli.report_output import FORMATS, parse_formats, write_reports
 from tracegrade.cli.store_access import lake_data_option, store_options
 from tracegrade.errors import StoreError
 from tracegrade.evaluation.calibration import enforce_calibration
@@ -18,23 +19,10 @@ from tracegrade.evaluation.engine import compile_criteria
 from tracegrade.evaluation.offline import TraceGrader
 from tracegrade.evaluation.run_records import new_run_id
 from tracegrade.evaluation.selection import TraceSelection, selection_where
-from tracegrade.models.config import EvalConfig, ReporterConfig
+from tracegrade.models.config import EvalConfig
 from tracegrade.models.results import EvalReport
-from tracegrade.reporters.manager import FILE_REPORTERS, ReporterManager
 
 __all__ = ["command"]
-
-FORMATS = ("console", *FILE_REPORTERS)
-
-
-def _formats(value: str) -> list[str]:
-    chosen = [f.strip() for f in value.split(",") if f.strip()]
-    unknown = [f for f in chosen if f not in FORMATS]
-    if unknown:
-        raise click.BadParameter(f"unknown format(s) {', '.join(unknown)}; choose from {', '.join(FORMATS)}")
-    if not chosen:
-        raise click.BadParameter(f"give at least one format: {', '.join(FORMATS)}", param_hint="'--format'")
-    return chosen
 
 
 @click.command("grade")
@@ -97,7 +85,7 @@ def command(
     when any case fails; 2 for bad input, a selection that matches no trace included (nothing is graded or
     recorded then).
     """
-    chosen = _formats(formats)
+    chosen = parse_formats(formats)
     reference_free = evalset_path is None
     if not reference_free and any(v is not None for v in (where, since, sample, limit)):
         raise UsageProblem("--where/--since/--sample/--limit select traces for reference-free grading; drop --evalset")
@@ -128,7 +116,7 @@ def command(
             raise UsageProblem(_nothing_selected(store_path, selection))
         if record:
             report.metadata["run_id"] = new_run_id()
-        unwritten = _write_reports(report, config.reporter, out_dir, chosen, verbose)
+        _, unwritten = write_reports(report, config.reporter, out_dir, chosen, verbose)
         if emit_otlp or config.emit_evaluation_events:
             _emit_events(report, store.reader, emit_otlp)
         if record:
@@ -201,17 +189,3 @@ def _emit_events(report: EvalReport, reader: object, endpoint: str | None) -> No
         click.echo(f"evaluation events to {where} failed: {failures[0]}", err=True)
         return
     click.echo(f"sent {count} evaluation events to {where}", err=True)
-
-
-def _write_reports(
-    report: EvalReport, reporter: ReporterConfig, out_dir: Path, formats: list[str], verbose: bool
-) -> list[str]:
-    """Print and write the reports of ``formats`` (the command line's choices over the config's ``reporter``
-    settings, which still say what the reports include and whether file names carry a timestamp); returns why
-    each one that failed did."""
-    switches = {entry.switch: name in formats for name, entry in FILE_REPORTERS.items()}
-    chosen = {"enabled": True, "output_dir": str(out_dir), "console": "console" in formats, "verbose": verbose}
-    output = ReporterManager(reporter.model_copy(update=chosen | switches)).run_all(report)
-    for path in output.generated_files:
-        click.echo(f"wrote {path}", err=True)
-    return [f"{name}: {message}" for name, message in output.errors]

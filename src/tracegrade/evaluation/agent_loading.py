@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -17,11 +18,22 @@ __all__ = ["AGENT_ATTRIBUTES", "load_agent"]
 AGENT_ATTRIBUTES = ("graph", "compiled_graph", "agent_graph", "app", "agent")
 
 
+def _importable_from(directory: str) -> None:
+    """Put ``directory`` first on ``sys.path`` (once), as Python does for the script or ``-m`` module it runs.
+
+    A console script such as ``tracegrade`` has its own directory there instead, so without this an agent file
+    could not import the modules beside it (``from tools import search``), nor a module name given on the
+    command line be found in the current directory. It stays there: the agent may import lazily, mid-run."""
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+
+
 def _import(agent_module: str | Path) -> ModuleType:
     path = Path(agent_module)
     if path.suffix == ".py" or path.exists():
         if not path.is_file():
             raise MissingFileError(f"Agent module file not found: {path}")
+        _importable_from(str(path.resolve().parent))
         name = f"tracegrade_agent_{path.stem}"
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:
@@ -30,6 +42,7 @@ def _import(agent_module: str | Path) -> ModuleType:
         sys.modules[name] = module
         spec.loader.exec_module(module)
         return module
+    _importable_from(os.getcwd())
     return importlib.import_module(str(agent_module))
 
 

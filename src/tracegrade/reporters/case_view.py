@@ -183,8 +183,11 @@ def case_warnings(result: EvalCaseResult) -> list[str]:
 
 
 def run_warnings(report: EvalReport) -> list[str]:
-    """Run-level warnings: the summary's, plus any criterion warning the summary does not already carry."""
-    warnings = [str(w) for w in report.summary.warnings]
+    """Run-level warnings: that the run is incomplete (``metadata["incomplete"]``, set by a stopped live run or
+    pytest session), the summary's, plus any criterion warning the summary does not already carry."""
+    incomplete = report.metadata.get("incomplete")
+    warnings = [f"incomplete: {incomplete}; the counts cover only the cases that finished"] if incomplete else []
+    warnings += [str(w) for w in report.summary.warnings]
     counts: dict[str, int] = {}
     for result in report.results:
         for warning in case_warnings(result):
