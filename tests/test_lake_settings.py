@@ -4,7 +4,8 @@ wrong, where, and what to do (never a traceback, never a receiver that starts an
 * a data path that cannot be made (a file where a directory should be) or written (a directory no file can
   be made in);
 * a data path other than the one the lake was created with;
-* a read-only command pointed at a database that holds no lake (a mistyped dbname).
+* a read-only command, or `maintain`, pointed at a database that holds no lake (a mistyped dbname): never
+  a new, empty lake made there.
 """
 
 from __future__ import annotations
@@ -74,3 +75,18 @@ def test_a_read_only_open_of_a_database_without_a_lake_says_so(location: str) ->
     message = str(raised.value)
     assert "its database holds no lake yet" in message and "check dbname" in message
     assert "is PostgreSQL reachable" not in message
+
+
+def test_maintain_on_a_database_without_a_lake_refuses_rather_than_make_an_empty_one(
+    location: str, tmp_path: Path
+) -> None:
+    result = _maintain(location, tmp_path / "lake")
+    assert result.exit_code == 2, result.output
+    assert "its database holds no lake yet" in result.output and "check dbname" in result.output
+    # nothing was created: a read-only open still finds no lake there
+    with pytest.raises(StoreError, match="holds no lake yet"):
+        LakeStore(location, read_only=True)
+    # a receiver's read-write open still creates one
+    with LakeStore(location, data_path=tmp_path / "lake"):
+        pass
+    assert _maintain(location, tmp_path / "lake").exit_code == 0

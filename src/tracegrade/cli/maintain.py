@@ -97,7 +97,8 @@ def command(
         data_path = checked_lake(location, lake_data, "maintain", reason)
         from tracegrade.store.lake import LakeStore
 
-        opener = functools.partial(LakeStore, location, data_path=data_path)
+        # maintenance looks after a lake: a mistyped dbname must not get a new, empty one
+        opener = functools.partial(LakeStore, location, data_path=data_path, create=False)
     opened = opener()
     store: TraceStore | None = opened
     interval = every.total_seconds() if every else None

@@ -106,7 +106,10 @@ class LakeStore(TraceStore):
         memory_limit: str | None = None,
         query_memory_limit: str | None = None,
         threads: int | None = None,
+        create: bool = True,
     ) -> None:
+        """``create``: a read-write open makes a new lake in a database that holds none (as the first receiver's
+        does); False refuses one instead, for commands that only look after an existing lake (``maintain``)."""
         conninfo = catalog_conninfo(location)
         self.location = location
         self.path = redacted(location)  # type: ignore[assignment]  # messages name the lake, never its password
@@ -130,7 +133,7 @@ class LakeStore(TraceStore):
         self._con = duckdb.connect(":memory:", config=config)
         try:
             load_lake_extensions(self._con)
-            self.data_path = self._attach(conninfo, data_path)
+            self.data_path = self._attach(conninfo, data_path, create)
             self._con.execute(f"SET ducklake_max_retry_count = {MAX_RETRY_COUNT}")
             # DuckLake reads and writes its Parquet files through DuckDB's file system, which the lock
             # below closes to everything but these directories
@@ -250,7 +253,7 @@ class LakeStore(TraceStore):
             self._catalog_out_of_reach(str(exc))
             raise
 
-    def _attach(self, conninfo: str, data_path: str | Path | None) -> str:
+    def _attach(self, conninfo: str, data_path: str | Path | None, create: bool) -> str:
         """ATTACH the lake; the absolute data path (with a trailing slash) it keeps its files under."""
         options = []
         made: list[Path] = []  # directories made here, removed again if the lake cannot be opened
@@ -261,6 +264,8 @@ class LakeStore(TraceStore):
             options.append(f"DATA_PATH {sql_string(str(path) + '/')}")
         if self.read_only:
             options.append("READ_ONLY")
+        elif not create:
+            options.append("CREATE_IF_NOT_EXISTS false")
         listed = f" ({', '.join(options)})" if options else ""
         try:
             self._con.execute(f"ATTACH {sql_string('ducklake:postgres:' + conninfo)} AS {CATALOG_ALIAS}{listed}")
@@ -429,10 +434,10 @@ class LakeStore(TraceStore):
 def _attach_problem(message: str) -> str:
     """What went wrong attaching a lake, from DuckLake's error, and what to do about it."""
     first_line = redacted(message.splitlines()[0])
-    if "creating a new DuckLake is explicitly disabled" in message:  # a read-only open of a database without one
+    if "creating a new DuckLake is explicitly disabled" in message:  # a database without one, not to be made
         return (
-            "its database holds no lake yet (a read-only open never creates one); check dbname, or start "
-            "`tracegrade serve` on it with --lake-data first"
+            "its database holds no lake yet (only `tracegrade serve`, `import` or another writer creates one); check "
+            "dbname, or start `tracegrade serve` on it with --lake-data first"
         )
     if "does not match existing data path" in message:
         return (
