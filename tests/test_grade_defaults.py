@@ -61,3 +61,28 @@ def test_the_python_api_default_keeps_the_judged_response_match() -> None:
     assert criteria.response_match is not None and criteria.response_match.threshold == 0.8
     assert criteria.trajectory is not None and criteria.trajectory.match_type == MatchType.EXACT
     assert criteria.rouge_match is None
+
+
+def test_a_config_whose_judge_has_no_key_is_refused_before_any_grading(workspace: Path) -> None:
+    config = workspace / "judged.json"
+    config.write_text(EvalConfig.default().model_dump_json())  # trajectory and the judged response_match
+    result = run_cli(
+        "grade", "--store", workspace / "store.duckdb", "--evalset", workspace / "evalset.json",
+        "--config", config, "--out", workspace / "out",
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "no judge can be reached (criteria.response_match: missing credentials for" in result.stderr
+    assert "GEMINI_API_KEY" in result.stderr and "disable those criteria" in result.stderr
+    assert not (workspace / "out").exists() and eval_runs(workspace / "store.duckdb") == []
+
+
+def test_tracegrade_run_refuses_an_unreachable_judge_before_it_loads_the_agent(workspace: Path) -> None:
+    config = workspace / "judged.json"
+    config.write_text(EvalConfig.default().model_dump_json())
+    agent = workspace / "agent.py"
+    marker = workspace / "imported"
+    agent.write_text(f"open({str(marker)!r}, 'w').close()\n\ndef agent(message):\n    return 'ok'\n")
+    result = run_cli("run", agent, "--evalset", workspace / "evalset.json", "--config", config)
+    assert result.exit_code == 2, result.output
+    assert "criteria.response_match: missing credentials" in result.stderr
+    assert not marker.exists()  # nothing ran: the agent was not even imported

@@ -155,6 +155,27 @@ def judge_free_default() -> EvalConfig:
     return config
 
 
+def refuse_unreachable_judges(config: EvalConfig) -> None:
+    """A UsageProblem when an enabled judged criterion has no provider that can serve its judge (no credentials,
+    an unknown provider): grading would give every case it judges 0.5 with "No LLM provider available", after
+    running the whole eval set, so the command says so before any work instead."""
+    from tracegrade.criteria.llm.base import TemplatedLLMCriterion
+    from tracegrade.criteria.registry import criterion_class
+    from tracegrade.judges.providers import provider_problem
+
+    problems = []
+    for slot, cfg in config.criteria.enabled_slots():
+        if issubclass(criterion_class(slot, cfg), TemplatedLLMCriterion):
+            problem = provider_problem(cfg.judge_model, cfg.api_key, cfg.api_base, cfg.use_vertex_ai)
+            if problem is not None:
+                problems.append(f"criteria.{slot}: {problem}")
+    if problems:
+        raise UsageProblem(
+            f"no judge can be reached ({'; '.join(problems)}); set the judge's key (or the criterion's api_key / "
+            "api_base), or disable those criteria in the config"
+        )
+
+
 def no_config_default() -> EvalConfig:
     """:func:`judge_free_default`, said on stderr (:data:`NO_CONFIG_NOTE`): what a command without --config
     graded with, and how to add a judge."""

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import click
 
-from tracegrade.cli.common import HTTP_URL, UsageProblem, friendly_errors, logged_errors, no_config_default
+from tracegrade.cli.common import (
+    HTTP_URL,
+    UsageProblem,
+    friendly_errors,
+    logged_errors,
+    no_config_default,
+    refuse_unreachable_judges,
+)
 from tracegrade.cli.grading_store import open_grading_store
 from tracegrade.cli.progress import ProgressBar
 from tracegrade.cli.report_output import FORMATS, parse_formats, write_reports
@@ -93,6 +100,7 @@ def command(
     # so that what it refuses is refused here with the same message.
     eval_set = None if reference_free else checked_eval_set(evalset_path)  # type: ignore[arg-type]
     config = checked_config(config_path) if config_path else _no_config_default(reference_free)
+    refuse_unreachable_judges(config)
     if calibration:
         config = config.model_copy(update={"calibration": calibration})
     # refuses a config that enables no criterion, or whose judges fall short of their min_agreement

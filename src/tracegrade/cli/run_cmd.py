@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from tracegrade.cli.common import UsageProblem, friendly_errors, no_config_default
+from tracegrade.cli.common import UsageProblem, friendly_errors, no_config_default, refuse_unreachable_judges
 from tracegrade.cli.report_output import FORMATS, configured_formats, parse_formats, write_reports
 from tracegrade.errors import RunInterrupted
 
@@ -81,6 +81,7 @@ def command(
     # every input checked before the agent is loaded (importing it may be slow or have effects)
     eval_set = checked_eval_set(evalset_path)
     config = checked_config(config_path) if config_path else no_config_default()
+    refuse_unreachable_judges(config)
     app, collector = _loaded(agent)
     reporter = config.reporter
     chosen = configured_formats(reporter) if chosen is None else chosen
