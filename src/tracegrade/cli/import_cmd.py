@@ -96,6 +96,14 @@ def _through_server(store_path: Path, token: str | None, decoded: Decoded, locke
     server = read_sidecar(store_path)
     if server is None or server_holding(store_path, token) is None:
         raise locked
+    if (tenant := chosen_tenant()) is not None:
+        # the server stores what it is sent as its token's tenant: ignoring --tenant would file the records
+        # under another tenant than the one asked for (a dead letter's, say), where that tenant cannot see them
+        raise click.UsageError(
+            f"--tenant {tenant} does not apply through a server: {server.http_url} (pid {server.pid}) holds "
+            f"{store_path} and stores what it is sent as its token's tenant. Pass a token of tenant {tenant} with "
+            "--token and leave out --tenant, or stop the server and import with --tenant"
+        )
     click.echo(f"store {store_path} is held by `tracegrade serve` (pid {server.pid}); sending to {server.http_url}")
     rejected_total = 0
     for path, traces, logs in decoded:

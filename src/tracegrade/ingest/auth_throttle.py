@@ -43,12 +43,16 @@ __all__ = [
     "DEFAULT_LIMIT",
     "DEFAULT_WINDOW",
     "MAX_CLIENTS",
+    "MAX_WINDOW",
     "AuthThrottle",
     "TooManyAuthFailures",
 ]
 
 DEFAULT_LIMIT = 10  # wrong credentials per window: a mistyped token or two, never a search
 DEFAULT_WINDOW = 60.0  # seconds
+# a day: the refusal states its delay in whole seconds (Retry-After, RetryInfo), which an infinite window has not,
+# and an address refused for longer is better unblocked by hand anyway (restart the receiver)
+MAX_WINDOW = 86_400.0
 # ~200 bytes an entry: 50,000 addresses trying at once hold about 10 MB, and an attacker with more addresses than
 # that gains little, since each one gets only ``limit`` guesses a window anyway
 MAX_CLIENTS = 50_000
@@ -97,8 +101,11 @@ class AuthThrottle:
         clock: Callable[[], float] = time.monotonic,
         max_clients: int = MAX_CLIENTS,
     ) -> None:
-        if limit < 0 or window <= 0 or max_clients < 1:
-            raise ValueError(f"limit {limit} (0 or more), window {window} (above 0), max_clients {max_clients} (1+)")
+        if limit < 0 or not 0 < window <= MAX_WINDOW or max_clients < 1:  # ``not``: a NaN window is refused too
+            raise ValueError(
+                f"limit {limit} (0 or more), window {window} (above 0, at most {MAX_WINDOW:g} s), "
+                f"max_clients {max_clients} (1+)"
+            )
         self.limit = limit
         self.window = window
         self.proxies = proxies or TrustedProxies()

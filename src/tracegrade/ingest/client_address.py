@@ -56,6 +56,38 @@ def grpc_peer_host(peer: str) -> str:
     return peer
 
 
+def _unmapped(network: Network) -> Network:
+    """``network`` as IPv4 when it is IPv4-mapped IPv6 (``::ffff:10.0.0.5``), as peers are compared (``_address``):
+    otherwise a proxy written as a dual-stack listener shows it would never be trusted."""
+    mapped = network.network_address.ipv4_mapped if isinstance(network, ipaddress.IPv6Network) else None
+    if mapped is None or network.prefixlen < 96:
+        return network
+    return ipaddress.IPv4Network((mapped, network.prefixlen - 96))
+
+
+def _network(entry: str) -> Network:
+    """The network ``entry`` of ``--trusted-proxies`` names; ValueError saying why when it names none.
+
+    Strict: ``10.0.0.5/8`` is refused rather than read as ``10.0.0.0/8``, since it is as likely one proxy with a
+    stray suffix, and trusting a whole /8 lets every address in it write the client's ``X-Forwarded-For``."""
+    try:
+        return _unmapped(ipaddress.ip_network(entry))
+    except ValueError:
+        pass
+    try:
+        network = ipaddress.ip_network(entry, strict=False)
+    except ValueError:
+        raise ValueError(
+            f"{entry!r} is not an IP address or network; list the proxies in front of the receiver "
+            "separated by commas, e.g. 10.0.0.5,10.1.0.0/16"
+        ) from None
+    host = entry.split("/", 1)[0]
+    raise ValueError(
+        f"{entry!r} has bits set after its /{network.prefixlen} prefix: write {network} to trust that whole network, "
+        f"or {host} for the one proxy"
+    )
+
+
 class TrustedProxies:
     """The proxies whose ``X-Forwarded-For`` is believed (``--trusted-proxies``); none by default."""
 
@@ -67,15 +99,8 @@ class TrustedProxies:
         """``10.0.0.5, 10.1.0.0/16, fd00::/8`` -> the proxies; ValueError names an entry that is no address."""
         networks = []
         for entry in (text or "").split(","):
-            if not entry.strip():
-                continue
-            try:
-                networks.append(ipaddress.ip_network(entry.strip(), strict=False))
-            except ValueError:
-                raise ValueError(
-                    f"{entry.strip()!r} is not an IP address or network; list the proxies in front of the receiver "
-                    "separated by commas, e.g. 10.0.0.5,10.1.0.0/16"
-                ) from None
+            if entry.strip():
+                networks.append(_network(entry.strip()))
         return cls(networks)
 
     def __bool__(self) -> bool:

@@ -218,10 +218,10 @@ async def _one_authorization(request: web.Request, handler: Any) -> web.StreamRe
 
 def _failed_auth_limit(throttle: AuthThrottle) -> Middleware:
     """The middleware that enforces ``throttle`` on every endpoint (OTLP, query, runs, forget, UI, MCP): a request
-    from an address over the limit is refused before anything reads it, and a 401 of a request that presented
-    a credential counts against its address."""
+    from an address over the limit is refused before anything reads it (a sign-in is checked again once its form
+    is in), and a 401 of a request that presented a credential counts against its address."""
     from tracegrade.ingest.auth_throttle import TooManyAuthFailures
-    from tracegrade.ui.auth import presented_credential
+    from tracegrade.ui.auth import SIGN_IN_PATH, presented_credential
 
     @web.middleware
     async def limit(request: web.Request, handler: Any) -> web.StreamResponse:
@@ -230,6 +230,13 @@ def _failed_auth_limit(throttle: AuthThrottle) -> Middleware:
         address = throttle.client(request.remote or "", request.headers.getall("X-Forwarded-For", ()))
         try:
             throttle.check(address, "http")
+            if request.method == "POST" and request.path == SIGN_IN_PATH:
+                # Every other endpoint checks its credential, a header, at once; a sign-in's is in its body. Checked
+                # only before the body, a client could open many sign-ins, then send their forms, each with a
+                # guess, once its address was over the limit: every one would still be tried. So the form is
+                # read first (aiohttp keeps it for the handler) and the address checked again with it in.
+                await request.post()
+                throttle.check(address, "http")
         except TooManyAuthFailures as refused:
             return HttpFrontEnd._refusal(refused, MEDIA_TYPES.get(_media_type(request), WireFormat.JSON))
         response = await handler(request)

@@ -172,21 +172,30 @@ class JournaledWriter:
         data, suffix, tenant = (
             request_of((record.kind, record.payload)) if request_of else (record.payload, ".bin", DEFAULT_TENANT)
         )
-        path = self.journal.set_aside(record, data, suffix)
+        # another tenant's request says whose it is in its name too: the ERROR below may be long gone when someone
+        # comes to import it, and imported without --tenant it would be filed as the default tenant's
+        named = f".tenant-{tenant}{suffix}" if tenant != DEFAULT_TENANT else suffix
+        path = self.journal.set_aside(record, data, named)
         store = self.writer.store.path
         as_tenant = f" --tenant {tenant}" if tenant != DEFAULT_TENANT else ""
+        # while the receiver runs an import goes through it, and its token, not --tenant, decides the tenant
         log.error(
-            "request journal %s: the export request at offset %d (%d bytes) could not be written to the store "
-            "although the store took every other record, so it was set aside in %s and the receiver went on: %s. "
-            "Remove the cause (e.g. a larger --store-memory-limit for a request that ran out of memory), then "
-            "store it with `tracegrade import --store %s%s %s`",
+            "request journal %s: the export request at offset %d (%d bytes) of tenant %r could not be written to "
+            "the store although the store took every other record, so it was set aside in %s and the receiver "
+            "went on: %s. Remove the cause (e.g. a larger --store-memory-limit for a request that ran out of "
+            "memory), then store it with `tracegrade import --store %s%s %s` once the receiver is stopped, or "
+            "while it runs with `tracegrade import --store %s --token <a token of tenant %s> %s`",
             record.segment,
             record.offset,
             len(data),
+            tenant,
             path,
             str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
             store,
             as_tenant,
+            path,
+            store,
+            tenant,
             path,
         )
 

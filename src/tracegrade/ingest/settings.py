@@ -73,7 +73,11 @@ class ServeSettings(BaseModel):
         "is refused (429 / RESOURCE_EXHAUSTED with a retry delay) until that window ends; 0: no limit",
     )
     auth_failure_window: float = Field(
-        60.0, gt=0, description="seconds of the --auth-failure-limit window, from an address's first wrong credential"
+        60.0,
+        gt=0,
+        le=86_400,  # auth_throttle.MAX_WINDOW: the refusal's retry delay must be a number of seconds (inf is none)
+        description="seconds of the --auth-failure-limit window, from an address's first wrong credential (at most "
+        "86400, a day)",
     )
     trusted_proxies: str | None = Field(
         None,

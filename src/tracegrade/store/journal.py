@@ -30,6 +30,7 @@ Thread-safe: the receiver's journal thread appends, the store writer's thread re
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -187,6 +188,7 @@ class RequestJournal:
         Raises StoreError when it cannot be written (the segment then stays, and the replay is retried)."""
         directory = dead_letter_directory(self.directory)
         stem = f"{record.segment.name.split('.')[0]}-{record.offset}"
+        partial: Path | None = None
         try:
             directory.mkdir(exist_ok=True)
             # a segment number is used again once the journal was empty: never overwrite an earlier dead letter
@@ -201,8 +203,14 @@ class RequestJournal:
             partial.replace(path)
             fsync_directory(directory)
         except OSError as exc:
+            if partial is not None:
+                # a half-written copy helps no one, and on a full disk it holds the room the retry needs
+                with contextlib.suppress(OSError):
+                    partial.unlink(missing_ok=True)
             raise StoreError(
-                f"cannot set a journal record aside in {directory}: {exc}; its segment {record.segment} is kept"
+                f"cannot set a journal record aside in {directory}: {exc}; its segment {record.segment} is kept "
+                "and the record is set aside again when the journal is next replayed (free space there, or make it "
+                "writable)"
             ) from None
         return path
 

@@ -71,23 +71,32 @@ def signed_in(request: web.Request) -> bool:
 
 
 async def presented_credential(request: web.Request) -> tuple[bool, str | None]:
-    """Did ``request`` present a credential, and which: its ``Authorization`` header(s), else a ``?token=``
-    link's token, a sign-in form's (``None`` when the form cannot be read again), or the UI cookie. The
-    receiver's limit on wrong credentials (``ingest/auth_throttle.py``) counts a refused request that presented
-    one; a request that presented none (a browser's first visit) guessed nothing. Meant for after the
-    handler: the form it reads is the one the handler read (aiohttp keeps it), never a second body."""
+    """Did ``request`` present a credential, and which: everything it presented that some handler checks, its
+    ``Authorization`` header(s), a ``?token=`` link's token, a sign-in form's (``None`` when the form cannot be
+    read again) and the UI cookie, together. The receiver's limit on wrong credentials
+    (``ingest/auth_throttle.py``) counts a refused request that presented one; a request that presented none (a
+    browser's first visit) guessed nothing. Meant for after the handler: the form it reads is the one the
+    handler read (aiohttp keeps it), never a second body.
+
+    All of them, not the first found: the UI checks a link's or a form's token whatever header comes with it,
+    so a request whose credential were its header alone could hold one wrong header still and try a new token
+    in the link or the form each time, every try counted as the same repeated guess. One token alone is the
+    token itself, so one token is one guess whether it came in a header, a link or the form."""
+    parts: list[str] = []
     header = ",".join(request.headers.getall("Authorization", ()))
     if header:
-        return True, presented_token(header)  # one token is one guess, in a header, a link or the form
+        parts.append(presented_token(header))
     if "token" in request.query and request.path.startswith("/ui"):
-        return True, request.query["token"]
+        parts.append(request.query["token"])
     if request.method == "POST" and request.path == SIGN_IN_PATH:
         try:
             form = await request.post()
         except Exception:  # an unreadable form is still a sign-in attempt, just not one to tell apart
             return True, None
-        return True, str(form.get("token") or "")
+        parts.append(str(form.get("token") or ""))
     session = request.cookies.get(COOKIE)
     if session:
-        return True, "cookie " + session
-    return False, None
+        parts.append("cookie " + session)
+    if not parts:
+        return False, None
+    return True, "\n".join(parts)  # no token holds a newline (check_token): two requests of tokens never collide
