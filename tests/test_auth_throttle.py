@@ -27,14 +27,11 @@ from click.testing import CliRunner
 from google.rpc import error_details_pb2
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 
 from tests.support.server_inprocess import RunningServer, running_server
 from tests.support.server_otlp import HttpReply
 from tests.support.server_requests import span_json, traces_proto, unique_trace_id
-from tests.support.tenant_traffic import sql
+from tests.support.tenant_traffic import export_one_span, stored_trace_ids
 from tests.support.waiting import wait_until
 from tracegrade.cli.main import cli
 from tracegrade.errors import ConfigError
@@ -149,22 +146,6 @@ def _grpc_export(target: str, token: str) -> grpc.RpcError | None:
     return None
 
 
-def _send(exporter: SpanExporter, name: str) -> str:
-    """One span through a real OTLP exporter; its trace id."""
-    provider = TracerProvider(resource=Resource.create({"service.name": "throttle-test"}))
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    with provider.get_tracer("tests.auth_throttle").start_as_current_span(name) as span:
-        trace_id = f"{span.get_span_context().trace_id:032x}"
-    provider.shutdown()
-    return trace_id
-
-
-def _stored(server: RunningServer) -> set[str]:
-    reply = sql(server.http_url, "SELECT DISTINCT trace_id FROM spans", GOOD)
-    assert reply.status == 200, reply.body
-    return {row[0] for row in reply.json()["rows"]}
-
-
 def _metric(server: RunningServer, name: str, protocol: str) -> float:
     page = _http(server, "/metrics", method="GET").body.decode()
     prefix = f'tracegrade_receiver_{name}{{protocol="{protocol}"}} '
@@ -224,17 +205,23 @@ def test_an_address_that_guesses_is_refused_on_both_ports_until_its_window_ends_
         assert len(_warnings(caplog, "127.0.0.2")) == 2
 
         # another address is never refused: the real exporters with the right token are served throughout
-        by_grpc = _send(
+        by_grpc = export_one_span(
             GrpcSpanExporter(
                 endpoint=server.grpc_target, insecure=True, headers=(("authorization", f"Bearer {GOOD}"),)
             ),
+            "throttle-test",
             "grpc",
         )
-        by_http = _send(
+        by_http = export_one_span(
             HttpSpanExporter(endpoint=f"{server.http_url}/v1/traces", headers={"Authorization": f"Bearer {GOOD}"}),
+            "throttle-test",
             "http",
         )
-        wait_until(lambda: {by_grpc, by_http} <= _stored(server), "the other address's spans stored", 30)
+        wait_until(
+            lambda: {by_grpc, by_http} <= stored_trace_ids(server.http_url, GOOD),
+            "the other address's spans stored",
+            30,
+        )
         assert _http(server, "/v1/traces", source="127.0.0.3", token=GOOD).status == 200
 
         # once the window is over, the right token from 127.0.0.2 is served again, over both protocols

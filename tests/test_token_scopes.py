@@ -17,14 +17,11 @@ import pytest
 from click.testing import CliRunner
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 
 from tests.support.server_otlp import HttpReply, post
 from tests.support.server_process import ServerProcess
 from tests.support.server_requests import exchange, span_json, traces_proto, ui_sign_in, unique_trace_id
-from tests.support.tenant_traffic import sql
+from tests.support.tenant_traffic import export_one_span, sql, stored_trace_ids
 from tests.support.waiting import wait_until
 from tracegrade.cli.main import cli
 from tracegrade.ui.auth import COOKIE
@@ -47,21 +44,6 @@ def _tokens_file(path: Path, exporter_scopes: list[str]) -> Path:
     ]
     path.write_text(json.dumps({"tenants": {"acme": entries}}), encoding="utf-8")  # JSON is YAML
     return path
-
-
-def _send(exporter: SpanExporter, name: str) -> str:
-    provider = TracerProvider(resource=Resource.create({"service.name": "scoped"}))
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    with provider.get_tracer("tests.scopes").start_as_current_span(name) as span:
-        trace_id = f"{span.get_span_context().trace_id:032x}"
-    provider.shutdown()
-    return trace_id
-
-
-def _stored(server: ServerProcess) -> set[str]:
-    reply = sql(server.http_url, "SELECT DISTINCT trace_id FROM spans", ADMIN)
-    assert reply.status == 200, reply.body
-    return {row[0] for row in reply.json()["rows"]}
 
 
 def _refused(reply: HttpReply, scope: str) -> None:
@@ -89,16 +71,19 @@ def test_each_token_does_what_its_scopes_allow_and_nothing_else(tmp_path: Path) 
     with ServerProcess(tmp_path / "store.duckdb", extra_args=("--tokens", str(tokens))) as server:
         url = server.http_url
         # the exporter's token sends over both protocols, through the real exporters
-        by_grpc = _send(
+        by_grpc = export_one_span(
             GrpcSpanExporter(
                 endpoint=server.grpc_target, insecure=True, headers=(("authorization", f"Bearer {EXPORTER}"),)
             ),
+            "scoped",
             "over-grpc",
         )
-        by_http = _send(
-            HttpSpanExporter(endpoint=f"{url}/v1/traces", headers={"Authorization": f"Bearer {EXPORTER}"}), "over-http"
+        by_http = export_one_span(
+            HttpSpanExporter(endpoint=f"{url}/v1/traces", headers={"Authorization": f"Bearer {EXPORTER}"}),
+            "scoped",
+            "over-http",
         )
-        wait_until(lambda: {by_grpc, by_http} <= _stored(server), "the exporter's spans", 30)
+        wait_until(lambda: {by_grpc, by_http} <= stored_trace_ids(server.http_url, ADMIN), "the exporter's spans", 30)
         # ... and may do nothing else: read, sign in to the UI, use MCP, record a run, forget
         _refused(sql(url, "SELECT count(*) FROM spans", EXPORTER), "read")
         status, cookie, page = ui_sign_in(server.http_url, EXPORTER)
@@ -121,12 +106,12 @@ def test_each_token_does_what_its_scopes_allow_and_nothing_else(tmp_path: Path) 
         assert _grpc_status(server, READER) is grpc.StatusCode.PERMISSION_DENIED
         _refused(_json_post(server, "/v1/runs", {"report": {}}, READER), "record")
         _refused(_json_post(server, "/v1/forget", {"trace_ids": [by_grpc]}, READER), "forget")
-        assert _stored(server) == {by_grpc, by_http}  # every refusal deleted nothing
+        assert stored_trace_ids(server.http_url, ADMIN) == {by_grpc, by_http}  # every refusal deleted nothing
 
         # forget needs its scope; a plain token may do everything
         reply = _json_post(server, "/v1/forget", {"trace_ids": [by_grpc]}, JANITOR)
         assert reply.status == 200, reply.body
-        wait_until(lambda: _stored(server) == {by_http}, "the forgotten trace gone", 30)
+        wait_until(lambda: stored_trace_ids(server.http_url, ADMIN) == {by_http}, "the forgotten trace gone", 30)
         assert _grpc_status(server, ADMIN) is grpc.StatusCode.OK
         reply = _json_post(server, "/v1/runs", {"report": {}}, ADMIN)
         assert reply.status == 400 and "not a valid EvalReport" in reply.json()["error"]  # past the scope check
@@ -191,4 +176,4 @@ def test_a_request_with_two_authorizations_is_refused_whichever_comes_first(tmp_
         assert refused.value.code() is grpc.StatusCode.UNAUTHENTICATED  # type: ignore[attr-defined]
         assert "several authorization metadata entries" in refused.value.details()  # type: ignore[attr-defined]
         assert _grpc_status(server, ADMIN) is grpc.StatusCode.OK  # one token still works
-        assert trace_id not in _stored(server)
+        assert trace_id not in stored_trace_ids(server.http_url, ADMIN)

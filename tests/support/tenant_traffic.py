@@ -17,7 +17,7 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 
 from tests.support.server_otlp import HttpReply, post
@@ -28,10 +28,12 @@ __all__ = [
     "GLOBEX_TOKEN",
     "SHARED_TRACE_ID",
     "TRACES",
+    "export_one_span",
     "leaked",
     "log_json",
     "send_agent_traces",
     "sql",
+    "stored_trace_ids",
     "write_tokens",
 ]
 
@@ -112,6 +114,23 @@ def sql(http_url: str, statement: str, token: str, params: list[Any] | None = No
     """``POST /v1/query`` as the tenant of ``token``."""
     body = json.dumps({"sql": statement, "params": params or []}).encode()
     return post(f"{http_url}/v1/query", body, "application/json", token=token)
+
+
+def export_one_span(exporter: SpanExporter, service: str, name: str) -> str:
+    """One span of service ``service`` through a real OTLP exporter, acknowledged; its trace id."""
+    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with provider.get_tracer("tests.tenant_traffic").start_as_current_span(name) as span:
+        trace_id = f"{span.get_span_context().trace_id:032x}"
+    provider.shutdown()
+    return trace_id
+
+
+def stored_trace_ids(http_url: str, token: str) -> set[str]:
+    """The trace ids of the spans the tenant of ``token`` has in the store."""
+    reply = sql(http_url, "SELECT DISTINCT trace_id FROM spans", token)
+    assert reply.status == 200, reply.body
+    return {row[0] for row in reply.json()["rows"]}
 
 
 def leaked(text: str | bytes, *secrets: str) -> list[str]:
