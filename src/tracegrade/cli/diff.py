@@ -11,10 +11,11 @@ from pathlib import Path
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from tracegrade.cli.common import friendly_errors
 from tracegrade.cli.run_refs import load_runs
-from tracegrade.cli.store_access import store_options
+from tracegrade.cli.store_access import store_options, terminal_text
 from tracegrade.evaluation.compare import RunComparison, compare_runs
 from tracegrade.evaluation.run_diff import RunDiff, diff_reports
 
@@ -56,11 +57,22 @@ def command(
         sys.exit(1)
 
 
+def _plain(text: str, style: str = "") -> Text:
+    """Text as stored, never read as markup: case names, run ids, tool names and arguments come from eval sets and
+    traces, and ``[/]`` in one made rich raise instead of printing the diff."""
+    return Text(terminal_text(text), style=style)
+
+
 def _print(diff: RunDiff, show_all: bool) -> None:
     console = Console()
     counts = {k: diff.count(k) for k in ("regressed", "improved", "changed", "unchanged", "added", "removed")}
     console.print(
-        f"[bold]{diff.run_a}[/] -> [bold]{diff.run_b}[/]: " + ", ".join(f"{v} {k}" for k, v in counts.items())
+        Text.assemble(
+            _plain(diff.run_a, "bold"),
+            " -> ",
+            _plain(diff.run_b, "bold"),
+            ": " + ", ".join(f"{v} {k}" for k, v in counts.items()),
+        )
     )
     table = Table("case", "change", "status", "criteria", "trajectory", show_lines=True)
     for case in diff.cases:
@@ -73,11 +85,11 @@ def _print(diff: RunDiff, show_all: bool) -> None:
         )
         style = _STYLE.get(case.kind, "")
         table.add_row(
-            case.name or case.eval_id,
-            f"[{style}]{case.kind}[/]" if style else case.kind,
+            _plain(case.name or case.eval_id),
+            _plain(case.kind, style),
             f"{case.status_a or '(added)'} -> {case.status_b or '(removed)'}",
-            crit,
-            "\n".join(case.trajectory_changes),
+            _plain(crit),
+            _plain("\n".join(case.trajectory_changes)),
         )
     console.print(table)
 
@@ -98,24 +110,26 @@ def _print_statistics(stats: RunComparison) -> None:
     for m in stats.metrics:
         style = "bold red" if m.significant_regression else ""
         table.add_row(
-            f"[{style}]{m.name}[/]" if style else m.name,
+            _plain(m.name, style),
             str(m.pairs),
             f"{m.pass_rate_baseline:.0%} -> {m.pass_rate_candidate:.0%}",
             f"{m.pass_to_fail} / {m.fail_to_pass}",
             f"{m.mcnemar_p_adjusted:.3g}",
             f"{m.delta:+.3f}",
-            f"[{m.low:+.3f}, {m.high:+.3f}]",
+            Text(f"[{m.low:+.3f}, {m.high:+.3f}]"),
         )
     console.print(table)
     for flip in stats.flips:
         style = "red" if flip.direction == "pass->fail" else "green"
         criteria = f" ({', '.join(flip.criteria)})" if flip.criteria else ""
         where = flip.divergence or "same trajectory"
-        console.print(f"[{style}]{flip.direction}[/] {flip.name or flip.eval_id}{criteria}: {where}", highlight=False)
+        console.print(
+            Text.assemble((flip.direction, style), " ", _plain(f"{flip.name or flip.eval_id}{criteria}: {where}"))
+        )
     verdict_style = {"pass": "green", "fail": "bold red", "inconclusive": "yellow"}[stats.verdict]
     console.print(f"verdict at alpha {stats.alpha:g}: [{verdict_style}]{stats.verdict}[/]")
     for reason in stats.reasons:
-        console.print(f"  {reason}", highlight=False)
+        console.print(_plain(f"  {reason}"))
 
 
 def _fmt(score: float | None) -> str:

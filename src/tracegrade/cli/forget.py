@@ -9,6 +9,7 @@ built first, and through a server ``forget`` waits for the server to build them,
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,6 +26,7 @@ from tracegrade.store.predicates import isolated_predicate
 __all__ = ["command"]
 
 SHOWN_IDS = 20  # trace ids a dry run lists
+_WHOLE_ID = re.compile(r"[0-9a-f]{32}")  # a trace id as the receiver stores it (checked_trace_ids lower-cases it)
 SERVER_BUILD_WAIT = 30.0  # seconds --where waits for a server to build the trajectories still waiting
 # the traces (as the caller's tenant sees the store) whose spans are stored but that have no trajectory yet
 _UNBUILT_SQL = (
@@ -100,6 +102,7 @@ def command(
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     with _target(store_path, token, lake_data) as target:
+        _refuse_prefixes(target, ids)
         if where is not None:
             target.see_waiting()
             predicate = isolated_predicate(where)
@@ -142,6 +145,43 @@ def command(
             f"kept {len(deleted.runs_kept)} recorded run(s) that graded these traces and hold a copy of what they "
             f"said: {_listed(list(deleted.runs_kept))}; run the command again with --delete-runs to delete them"
         )
+
+
+def _refuse_prefixes(target: _Target, ids: list[str]) -> None:
+    """Refuse an id that is no stored trace's but the beginning of one or more: `show` takes a prefix, so an operator
+    may give `forget` one too, and forgetting it as given would delete nothing, say "forgot 0 trace(s)" and leave
+    the trace they meant in the store. (An id of nothing stored is forgotten all the same: its spans may be on
+    their way.)"""
+    from tracegrade.store.rows import sql_string_in
+
+    partial = [trace_id for trace_id in ids if not _WHOLE_ID.fullmatch(trace_id)]
+    if not partial:
+        return
+    among, params = sql_string_in(partial)
+    stored = {
+        str(row[0])
+        for row in target.query(
+            f"SELECT trace_id FROM spans WHERE trace_id IN {among} "
+            f"UNION SELECT trace_id FROM traces WHERE trace_id IN {among}",
+            params * 2,
+        )
+    }
+    for trace_id in partial:
+        if trace_id in stored:
+            continue
+        begun = [
+            str(row[0])
+            for row in target.query(
+                "SELECT DISTINCT trace_id FROM spans WHERE starts_with(trace_id, ?) ORDER BY 1 LIMIT 4", [trace_id]
+            )
+        ]
+        if begun:
+            raise UsageProblem(
+                f"{trace_id!r} is not a stored trace's id but the beginning of {_listed(begun[:3])}"
+                f"{', …' if len(begun) > 3 else ''}: forget takes whole trace ids (32 hex digits), so that a short "
+                "prefix cannot forget another trace than the one meant; give the whole id (`tracegrade traces` "
+                "lists them). Nothing was forgotten"
+            )
 
 
 def _listed(values: list[str]) -> str:

@@ -25,26 +25,26 @@ if TYPE_CHECKING:
 __all__ = ["command"]
 
 _SHOWN_REJECTIONS = 20
+_STDIN = "-"
 Decoded = list[tuple[Path, "DecodedTraces", "DecodedLogs"]]
 
 
 @click.command("import")
-@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, allow_dash=True, path_type=Path))
 @store_options
 @lake_data_option
 @friendly_errors
 def command(files: tuple[Path, ...], store_path: Path | str, token: str | None, lake_data: Path | None) -> None:
-    """Import OTLP files (JSON, JSON lines, protobuf) into the store and map their trajectories.
+    """Import OTLP files (JSON, JSON lines, protobuf; gzip'd or not) into the store and map their trajectories.
 
-    Prints, per file, the spans and log records imported, duplicates skipped (already stored), and
+    FILES may be directories (every file under them, in name order, hidden ones left out) and `-` (standard
+    input). Prints, per file, the spans and log records imported, duplicates skipped (already stored), and
     rejected records with the reason. While `tracegrade serve` holds the store, the records are sent
     through it (with --token) and it reports what it accepted and rejected. Exits 1 when any record
     was rejected.
     """
-    from tracegrade.ingest.decode import read_otlp_file
-
     # Decode everything before writing anything.
-    decoded = [(path, *read_otlp_file(path)) for path in track(files, "decoding", unit="files")]
+    decoded = [_decoded(path) for path in track(_expanded(files), "decoding", unit="files")]
     try:
         store = open_writable_store(store_path, lake_data, "importing")
     except StoreLockedError as locked:
@@ -56,6 +56,39 @@ def command(files: tuple[Path, ...], store_path: Path | str, token: str | None, 
             store.close()
     if rejected_total:
         raise SystemExit(1)
+
+
+def _expanded(files: tuple[Path, ...]) -> list[Path]:
+    """The files to import: each file as given, each directory as the files under it (sorted; hidden files and
+    directories, such as an editor's or git's, left out), and ``-`` (standard input) once."""
+    if sum(1 for path in files if str(path) == _STDIN) > 1:
+        raise click.UsageError("'-' (standard input) is given more than once: it can be read only once")
+    expanded: list[Path] = []
+    for path in files:
+        if str(path) == _STDIN or not path.is_dir():
+            expanded.append(path)
+            continue
+        found = sorted(
+            found
+            for found in path.rglob("*")
+            if found.is_file() and not any(part.startswith(".") for part in found.relative_to(path).parts)
+        )
+        if not found:
+            raise click.UsageError(f"directory {path} holds no file to import")
+        expanded += found
+    return expanded
+
+
+def _decoded(path: Path) -> tuple[Path, DecodedTraces, DecodedLogs]:
+    """``path``'s spans and log records (``-``: what standard input holds, named ``<stdin>``)."""
+    import sys
+
+    from tracegrade.ingest.decode import read_otlp_file
+
+    if str(path) == _STDIN:
+        named = Path("<stdin>")
+        return (named, *read_otlp_file(named, data=sys.stdin.buffer.read()))
+    return (path, *read_otlp_file(path))
 
 
 def _into_store(store: StoreBackend, store_path: Path | str, decoded: Decoded) -> int:

@@ -2,7 +2,8 @@
 
 Used by ``tracegrade import`` when the server holds the store file: the server's receiver journals,
 stores and maps what it accepts, exactly as from any exporter. A chunk the server is too busy for
-(503 with Retry-After) is sent again after the delay it names.
+(503 with Retry-After) is sent again after the delay it names; one it finds too large (413: its
+--max-request-bytes is below the chunk's size) is sent again in halves.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from __future__ import annotations
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
@@ -29,10 +31,15 @@ _MAX_ITEMS = 2_000
 _MAX_BYTES = 4 * 1024 * 1024
 _BUSY_RETRIES = 30
 _TIMEOUT = 60.0
+T = TypeVar("T")
 
 
 class RemoteImportError(TracegradeError):
     """The running server refused the import (bad token, a body it could not decode, gone away…)."""
+
+
+class _TooLarge(RemoteImportError):
+    """The server refused a request as too large (413); smaller ones may pass."""
 
 
 @dataclass
@@ -52,19 +59,48 @@ def send_to_server(
     """POST ``spans`` to ``{http_url}/v1/traces`` and ``logs`` to ``/v1/logs``; the server's counts."""
     counts = SentCounts()
     url = http_url.rstrip("/")
-    for body, size in traces_requests(spans, max_items=_MAX_ITEMS, max_bytes=_MAX_BYTES):
-        reply = ExportTraceServiceResponse.FromString(_post(f"{url}/v1/traces", body, token))
+
+    def span_requests(items: Sequence[SpanRecord]) -> Iterator[tuple[bytes, int]]:
+        return traces_requests(items, max_items=_MAX_ITEMS, max_bytes=_MAX_BYTES)
+
+    def log_requests(items: Sequence[LogRecordData]) -> Iterator[tuple[bytes, int]]:
+        return logs_requests(items, max_items=_MAX_ITEMS, max_bytes=_MAX_BYTES)
+
+    for answer, size in _posted(f"{url}/v1/traces", token, spans, span_requests):
+        reply = ExportTraceServiceResponse.FromString(answer)
         rejected = reply.partial_success.rejected_spans
         counts.spans_accepted += size - rejected
         counts.spans_rejected += rejected
         _keep_message(counts, reply.partial_success.error_message)
-    for body, size in logs_requests(logs, max_items=_MAX_ITEMS, max_bytes=_MAX_BYTES):
-        log_reply = ExportLogsServiceResponse.FromString(_post(f"{url}/v1/logs", body, token))
+    for answer, size in _posted(f"{url}/v1/logs", token, logs, log_requests):
+        log_reply = ExportLogsServiceResponse.FromString(answer)
         rejected = log_reply.partial_success.rejected_log_records
         counts.logs_accepted += size - rejected
         counts.logs_rejected += rejected
         _keep_message(counts, log_reply.partial_success.error_message)
     return counts
+
+
+def _posted(
+    url: str, token: str | None, items: Sequence[T], requests: Callable[[Sequence[T]], Iterator[tuple[bytes, int]]]
+) -> Iterator[tuple[bytes, int]]:
+    """(the server's answer, records sent) for each request ``requests`` makes of ``items``, in order. A request the
+    server finds too large (413: a receiver started with a lower --max-request-bytes than this chunk's size) is
+    sent again as two, halving down to one record, which the server then refuses with its reason."""
+    offset = 0
+    for body, size in requests(items):  # the requests hold consecutive slices of ``items``
+        chunk = items[offset : offset + size]
+        offset += size
+        try:
+            answer = _post(url, body, token)
+        except _TooLarge:
+            if size == 1:
+                raise
+            middle = size // 2
+            yield from _posted(url, token, chunk[:middle], requests)
+            yield from _posted(url, token, chunk[middle:], requests)
+            continue
+        yield answer, size
 
 
 def _keep_message(counts: SentCounts, message: str) -> None:
@@ -86,6 +122,8 @@ def _post(url: str, body: bytes, token: str | None) -> bytes:
             if error.code == 503 and error.headers.get("Retry-After"):
                 time.sleep(_retry_delay(error.headers["Retry-After"]))
                 continue
+            if error.code == 413:
+                raise _TooLarge(_refusal(url, error.code, reply)) from None
             raise RemoteImportError(_refusal(url, error.code, reply)) from None
         except OSError as exc:
             raise RemoteImportError(f"could not send to the server at {url}: {exc}") from None

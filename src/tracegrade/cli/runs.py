@@ -9,10 +9,11 @@ import click
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Column, Table
+from rich.text import Text
 
 from tracegrade.cli.common import friendly_errors
 from tracegrade.cli.grading_store import open_grading_store
-from tracegrade.cli.store_access import store_options
+from tracegrade.cli.store_access import store_options, terminal_text
 from tracegrade.evaluation.run_records import list_runs
 
 __all__ = ["command"]
@@ -41,11 +42,11 @@ def command(store_path: Path, token: str | None, limit: int, kind: str | None, f
     headers = ("run id", "recorded", "kind", "eval set", "cases", "passed", "failed", "errors", "pass rate")
     table = Table(*(Column(h, no_wrap=True) for h in headers))
     for r in runs:
-        table.add_row(
-            r.run_id,
+        table.add_row(  # Text: an eval set id is the eval set file's, and "[/]" in it is not markup
+            Text(terminal_text(r.run_id)),
             str(r.created_at)[:19],
             r.kind,
-            r.eval_set_id or "",
+            Text(terminal_text(r.eval_set_id or "")),
             str(r.total_cases),
             str(r.passed_cases),
             str(r.failed_cases),

@@ -11,7 +11,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from tracegrade.cli.common import UsageProblem, friendly_errors
-from tracegrade.cli.store_access import clip, emit, reading_store, store_options
+from tracegrade.cli.store_access import clip, emit, reading_store, store_options, terminal_text
 from tracegrade.models.execution import ExecutionResult
 from tracegrade.store.access import ReadableStore
 from tracegrade.store.rows import decompress_json
@@ -92,7 +92,17 @@ def build_tree(trace: dict[str, Any], execution: ExecutionResult) -> Tree:
         issues = tree.add(Text(f"mapping issues ({len(execution.mapping_issues)})", style="yellow"))
         for issue in execution.mapping_issues:
             issues.add(Text(issue))
+    _make_terminal_safe(tree)
     return tree
+
+
+def _make_terminal_safe(node: Tree) -> None:
+    """Show every character of the tree's labels that could drive the terminal (names, queries, tool arguments
+    are what exporters sent) as a visible one, in place: the lengths stay, so the styles keep their places."""
+    if isinstance(node.label, Text):
+        node.label.plain = terminal_text(node.label.plain)
+    for child in node.children:
+        _make_terminal_safe(child)
 
 
 def _add_nodes(tree: Tree, execution: ExecutionResult) -> None:

@@ -46,6 +46,7 @@ __all__ = [
     "store_option",
     "store_options",
     "tenant_option",
+    "terminal_text",
     "token_option",
     "warn_of_unstored_journal",
 ]
@@ -184,6 +185,22 @@ def warn_of_unstored_journal(store_path: Path) -> None:
         )
 
 
+# What stored text (span names, attributes, messages: whatever an exporter sent) may not do to the terminal that
+# shows it: ESC starts the sequences that clear the screen, retitle the window, forge a hyperlink or rewrite
+# earlier lines, and bidi overrides reorder what is shown. Each such character becomes one visible character (a
+# C0 control its Unicode control picture, the others U+FFFD), so a styled rich Text keeps its offsets. Tabs and
+# newlines stay; csv, json and files keep the text as stored.
+_TERMINAL_SAFE = {code: 0x2400 + code for code in range(0x20) if code not in (0x09, 0x0A)}
+_TERMINAL_SAFE[0x7F] = 0x2421
+_TERMINAL_SAFE.update(dict.fromkeys(range(0x80, 0xA0), 0xFFFD))
+_TERMINAL_SAFE.update(dict.fromkeys([*range(0x202A, 0x202F), *range(0x2066, 0x206A)], 0xFFFD))
+
+
+def terminal_text(text: str) -> str:
+    """``text`` with every character that could drive the terminal shown as a visible one (same length)."""
+    return text.translate(_TERMINAL_SAFE)
+
+
 def clip(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` characters with an ellipsis and the full length when it was longer."""
     if len(text) <= limit:
@@ -230,7 +247,7 @@ class QueryTable:
         from rich.text import Text
 
         result = self.result
-        cells = [[Text(clip(display(value), self.max_width)) for value in row] for row in result.rows]
+        cells = [[Text(terminal_text(clip(display(value), self.max_width))) for value in row] for row in result.rows]
         if self.fits(options.max_width):
             table = Table(show_lines=False, header_style="bold", caption=row_count(len(result.rows)))
             for column in result.columns:
@@ -264,8 +281,31 @@ def render_csv(result: QueryResult) -> str:
 
 
 def render_json(result: QueryResult) -> str:
-    """ONE JSON array of row objects (JSON columns embedded as JSON, timestamps ISO 8601)."""
+    """ONE JSON array of row objects (JSON columns embedded as JSON, timestamps ISO 8601).
+
+    A row object holds one value a name, so columns of the same name (``SELECT a.x, b.x``) would keep only the
+    last: the later ones are renamed as DuckDB renames them in a table (``x_1``, ``x_2``), said on stderr."""
+    columns = unique_columns(result.columns)
+    if columns != result.columns:
+        renamed = ", ".join(f"{new!r}" for old, new in zip(result.columns, columns) if old != new)
+        click.echo(f"warning: column names repeat; in the JSON the later ones are {renamed}", err=True)
+        result = QueryResult(columns, result.rows, result.types)
     return json.dumps(result.json_rows(), ensure_ascii=False, indent=2)
+
+
+def unique_columns(columns: list[str]) -> list[str]:
+    """``columns`` with each repeated name after its first given the first free suffix ``_1``, ``_2`` …"""
+    taken = set(columns)
+    seen: set[str] = set()
+    unique = []
+    for column in columns:
+        name, number = column, 0
+        while name in seen or (name != column and name in taken):
+            number += 1
+            name = f"{column}_{number}"
+        seen.add(name)
+        unique.append(name)
+    return unique
 
 
 def emit(renderable: Any, output: Path | None, *, inputs: Iterable[str | Path] = ()) -> None:

@@ -9,7 +9,15 @@ from typing import Any
 import click
 
 from tracegrade.cli.common import friendly_errors
-from tracegrade.cli.store_access import display, emit, reading_store, render_csv, render_json, store_options
+from tracegrade.cli.store_access import (
+    display,
+    emit,
+    reading_store,
+    render_csv,
+    render_json,
+    store_options,
+    terminal_text,
+)
 from tracegrade.store.predicates import isolated_predicate
 from tracegrade.timespec import parse_since
 
@@ -182,5 +190,6 @@ def _table(columns: list[_Column], rows: list[tuple[Any, ...]]) -> Any:
         else:  # ids, times and numbers are never cut
             table.add_column(column.header, no_wrap=True, min_width=column.width)
     for row in rows:
-        table.add_row(*(Text(display(value).replace("\n", " ")) for value in row))  # Text: no markup
+        # Text: no markup; terminal_text: no escape sequence an exporter sent reaches the terminal
+        table.add_row(*(Text(terminal_text(display(value).replace("\n", " "))) for value in row))
     return table

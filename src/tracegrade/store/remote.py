@@ -164,7 +164,10 @@ class RemoteStore:
         return result
 
     def query_arrow(self, sql: str, params: Sequence[Any] | None = None) -> pa.Table:
-        return self.query(sql, params).to_arrow()  # a result the server cut is refused (see ``_capped``)
+        from tracegrade.store.arrow_types import typed_arrow
+
+        # a result the server cut is refused (see ``_capped``); the columns get the types a local file gives them
+        return typed_arrow(self.query(sql, params))
 
     def close(self) -> None:
         """Nothing to release (one HTTP request per query)."""

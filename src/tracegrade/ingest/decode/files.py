@@ -5,10 +5,14 @@ Formats, recognised by content (the suffix forces JSON lines for ``.jsonl``/``.n
 - one OTLP/JSON ExportTraceServiceRequest or ExportLogsServiceRequest (``resourceSpans`` /
   ``resourceLogs``);
 - JSON lines, one request per line, traces and logs mixed, as the Collector's ``file`` exporter writes
-  them (lines holding metrics or profiles are skipped);
+  them (lines holding metrics or profiles are skipped); likewise requests one after another however they
+  are laid out (``cat a.json b.json``), each placed by the line it starts on;
 - one binary protobuf request, or the Collector file exporter's protobuf format: a sequence of
   messages each preceded by its length as a 4-byte big-endian integer. Traces and logs are told apart
   by content.
+
+Any of these may be gzip-compressed (one or more members, as ``gzip`` and ``cat a.gz b.gz`` write them); the
+suffix under ``.gz`` then decides as above.
 
 Problems raise FileFormatError naming the file and the line (JSON) or byte offset (protobuf).
 Rejected spans keep their place in the file in ``Rejection.where`` (``line 3: resourceSpans[0]...``).
@@ -16,6 +20,9 @@ Rejected spans keep their place in the file in ``Rejection.where`` (``line 3: re
 
 from __future__ import annotations
 
+import gzip
+import json
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +42,23 @@ _LINE_SUFFIXES = {".jsonl", ".ndjson"}
 _JSON_SUFFIX = ".json"
 _BOM = b"\xef\xbb\xbf"
 _SKIPPED_SIGNALS = ("resourceMetrics", "resource_metrics", "resourceProfiles", "resource_profiles")
+_GZIP_MAGIC = b"\x1f\x8b"
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_JSON_WHITESPACE = " \t\n\r"
 
 
-def read_otlp_file(path: str | Path, limits: DecodeLimits = DEFAULT_LIMITS) -> tuple[DecodedTraces, DecodedLogs]:
-    """Decode every span and log record in an OTLP file (see the module docstring for the formats)."""
+def read_otlp_file(
+    path: str | Path, limits: DecodeLimits = DEFAULT_LIMITS, *, data: bytes | None = None
+) -> tuple[DecodedTraces, DecodedLogs]:
+    """Decode every span and log record in an OTLP file (see the module docstring for the formats); with
+    ``data`` (what standard input held, say), decode that, ``path`` naming it in errors (its suffix decides as a
+    file's would)."""
     path = Path(path)
-    data = path.read_bytes()
+    data = _uncompressed(path, path.read_bytes() if data is None else data)
     traces, logs = DecodedTraces(), DecodedLogs()
     suffix = path.suffix.lower()
+    if suffix == ".gz":  # a.jsonl.gz is JSON lines
+        suffix = Path(path.stem).suffix.lower()
     if suffix in _LINE_SUFFIXES:
         _read_json_lines(path, data, limits, traces, logs)
     elif not data.strip():
@@ -53,7 +69,8 @@ def read_otlp_file(path: str | Path, limits: DecodeLimits = DEFAULT_LIMITS) -> t
         except DecodeError as exc:
             if "Extra data" not in str(exc):
                 raise FileFormatError(str(path), [("JSON", str(exc))], kind=_KIND) from None
-            _read_json_lines(path, data, limits, traces, logs)
+            # more than one request: JSON lines, or documents one after another (``cat a.json b.json``)
+            _read_json_documents(path, data, limits, traces, logs)
         else:
             _add_json_request(path, "document", request, limits, traces, logs)
     else:
@@ -71,6 +88,63 @@ def _read_json_lines(path: Path, data: bytes, limits: DecodeLimits, traces: Deco
         except DecodeError as exc:
             raise FileFormatError(str(path), [(where, str(exc))], kind=_KIND) from None
         _add_json_request(path, where, request, limits, traces, logs)
+
+
+def _uncompressed(path: Path, data: bytes) -> bytes:
+    """``data`` as it was before gzip compressed it (every member), or as it is when not compressed."""
+    if data[:4] == _ZSTD_MAGIC:
+        raise FileFormatError(
+            str(path),
+            [
+                (
+                    "byte offset 0",
+                    "the file is zstd-compressed, which import does not read: decompress it first "
+                    f"(zstd -d {path}) and import the result",
+                )
+            ],
+            kind=_KIND,
+        )
+    if data[:2] != _GZIP_MAGIC:
+        return data
+    try:
+        return gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise FileFormatError(
+            str(path),
+            [("gzip", f"the gzip stream is damaged or cut short ({exc}): check it with gzip -t {path}")],
+            kind=_KIND,
+        ) from None
+
+
+def _read_json_documents(
+    path: Path, data: bytes, limits: DecodeLimits, traces: DecodedTraces, logs: DecodedLogs
+) -> None:
+    """Each JSON document of ``data`` in turn, however they are laid out, placed by the line it starts on."""
+    text = data.decode("utf-8")  # the first document decoded, so the whole of it is UTF-8
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    boundaries = json.JSONDecoder(parse_int=len)  # only finds where each document ends: no number is kept
+    position, line = 0, 1
+    while True:
+        start = len(text) - len(text[position:].lstrip(_JSON_WHITESPACE))
+        if start == len(text):
+            return
+        line += text.count("\n", position, start)
+        where = f"line {line}"
+        try:
+            end = boundaries.raw_decode(text, start)[1]
+        except json.JSONDecodeError as exc:
+            problem = f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+            raise FileFormatError(str(path), [(where, problem)], kind=_KIND) from None
+        except RecursionError:
+            end = len(text)  # load_json below says where it is nested too deeply
+        try:
+            request = load_json(text[start:end])
+        except DecodeError as exc:
+            raise FileFormatError(str(path), [(where, str(exc))], kind=_KIND) from None
+        _add_json_request(path, where, request, limits, traces, logs)
+        line += text.count("\n", start, end)
+        position = end
 
 
 def _add_json_request(
