@@ -6,15 +6,29 @@ is the fraction of checked calls whose arguments are valid; the reason names the
 and the rule broken. Calls that cannot be checked (arguments not captured, a definition without a schema)
 are listed apart and not counted. With no definition at all (none captured, none configured) the result
 is an error saying so, never a pass.
+
+A schema captured in a trace is whatever the traced process (or anyone who can send spans) wrote, so it is
+applied with references resolved inside the schema only: a ``$ref`` to a URL or file is never fetched (the
+grader would otherwise open any address a trace names), and a reference that cannot be resolved or that loops
+without end fails the calls it applies to, saying so, rather than the whole grading. Its ``pattern`` and
+``patternProperties`` are matched with a time limit (``PATTERN_TIMEOUT``, with the ``regex`` module): Python's
+``re`` cannot be stopped, and a pattern that backtracks without end (``^(a|aa)+$`` on a long value) would hang
+the grader; a match that runs out of time fails the call, naming the pattern.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import re
+from collections.abc import Iterator
 from typing import Any
 
+import regex
 from jsonschema import exceptions as schema_errors
-from jsonschema.validators import validator_for
+from jsonschema.validators import extend, validator_for
+from referencing import Registry
+from referencing.exceptions import NoSuchResource, Unresolvable
 
 from tracegrade.criteria.base import SyncCriterion
 from tracegrade.criteria.registry import register_criterion
@@ -23,13 +37,77 @@ from tracegrade.models.dataset import EvalCase, ToolCall
 from tracegrade.models.execution import ExecutionResult
 from tracegrade.models.results import CriterionResult
 
-__all__ = ["ToolSchemaCriterion", "argument_path"]
+__all__ = ["PATTERN_TIMEOUT", "ToolSchemaCriterion", "argument_path"]
+
+PATTERN_TIMEOUT = 1.0  # seconds one schema pattern may take to match one value
 
 NO_DEFINITIONS = (
     "no tool definitions were captured in the trace and none are configured, so no argument can be checked; "
     "enable capture of the tools offered to the model (gen_ai.tool.definitions, llm.tools) or give JSON "
     "Schemas in tool_schema.schemas"
 )
+
+
+def _no_retrieval(uri: str) -> Any:
+    """Refuse every reference outside the schema: jsonschema's default would fetch an http(s) or file URL."""
+    raise NoSuchResource(ref=uri)  # type: ignore[call-arg]  # an attrs class mypy reads without its fields
+
+
+# resolves a schema's references within the schema itself (and the JSON Schema meta-schemas); fetches nothing
+_LOCAL_REFERENCES: Registry[Any] = Registry(retrieve=_no_retrieval)  # type: ignore[call-arg]  # attrs, as above
+
+
+def _matches(pattern: str, text: str) -> bool:
+    """``re.search`` within ``PATTERN_TIMEOUT`` (TimeoutError past it); a pattern the ``regex`` module reads
+    differently from ``re`` (it accepts a few more) is matched with ``re`` after all."""
+    try:
+        compiled = regex.compile(pattern)
+    except regex.error:
+        return re.search(pattern, text) is not None
+    return compiled.search(text, timeout=PATTERN_TIMEOUT) is not None
+
+
+def _too_slow(pattern: str) -> schema_errors.ValidationError:
+    return schema_errors.ValidationError(
+        f"the pattern {pattern!r} took more than {PATTERN_TIMEOUT:g} s to match this value and was given up (it "
+        "backtracks without end on it: nested or overlapping repetition such as (a|aa)+); simplify the pattern"
+    )
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[schema_errors.ValidationError]:
+    """jsonschema's ``pattern`` keyword, within the time limit."""
+    if not validator.is_type(instance, "string"):
+        return
+    try:
+        if not _matches(pattern, instance):
+            yield schema_errors.ValidationError(f"{instance!r} does not match {pattern!r}")
+    except TimeoutError:
+        yield _too_slow(pattern)
+
+
+def _pattern_properties(
+    validator: Any, patterns: dict[str, Any], instance: Any, schema: Any
+) -> Iterator[schema_errors.ValidationError]:
+    """jsonschema's ``patternProperties`` keyword, each key matched within the time limit."""
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            try:
+                matched = _matches(pattern, key)
+            except TimeoutError:
+                error = _too_slow(pattern)
+                error.path.appendleft(key)  # the argument whose name could not be matched
+                yield error
+                continue
+            if matched:
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+@functools.cache
+def _bounded(cls: Any) -> Any:
+    """``cls`` (a jsonschema validator class) with its pattern keywords matched within the time limit."""
+    return extend(cls, {"pattern": _pattern, "patternProperties": _pattern_properties})
 
 
 def argument_path(path: Any) -> str:
@@ -142,6 +220,21 @@ class ToolSchemaCriterion(SyncCriterion):
                 cls.check_schema(schema)
             except schema_errors.SchemaError as exc:
                 return [{"path": "$", "rule": f"the tool's schema is not valid JSON Schema: {exc.message}"}]
-            validator = validators[key] = cls(schema)
-        found = sorted(validator.iter_errors(args), key=lambda e: list(map(str, e.absolute_path)))
+            validator = validators[key] = _bounded(cls)(schema, registry=_LOCAL_REFERENCES)
+        try:
+            found = sorted(validator.iter_errors(args), key=lambda e: list(map(str, e.absolute_path)))
+        except Unresolvable as exc:
+            ref = str(getattr(exc, "ref", None) or getattr(getattr(exc, "_wrapped", None), "ref", None) or exc)
+            ref = f"#{ref}" if ref.startswith("/") else ref  # a JSON pointer that points nowhere in the schema
+            rule = (
+                f"the tool's schema cannot be applied: its $ref {ref!r} does not resolve within the schema "
+                "(references to URLs or files are never fetched; define the referenced schema under $defs)"
+            )
+            return [{"path": "$", "rule": rule}]
+        except RecursionError:
+            rule = (
+                "the tool's schema cannot be applied: its $ref references loop without end (a $ref that leads back "
+                "to itself without descending into the arguments), or the arguments nest too deeply to check"
+            )
+            return [{"path": "$", "rule": rule}]
         return [{"path": argument_path(e.absolute_path), "rule": f"{e.validator}: {e.message}"} for e in found]

@@ -16,6 +16,11 @@ assertions on the same execution reuse what is loaded. A grading call made for s
 ``grade`` tool of a receiver) grades inside ``own_sandbox``: a new database for that call alone, so no
 caller's assertion sees what another's case left in a reused one (DELETE keeps a table's statistics), and
 with ``SandboxLimits`` on its time, memory and threads, so a runaway assertion fails instead of running on.
+
+Every assertion query also has a time limit of its own (``SqlAssertion.timeout_seconds``), in every sandbox: a
+query that never ends (a recursive CTE, a cross join of ``range``) would otherwise hold the grading run, live
+or offline, for ever. The query runs on a thread of its own while the caller waits for it, so that Ctrl+C
+(which Python delivers only between bytecodes, never inside DuckDB) stops it too.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import contextvars
 import functools
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -33,6 +38,7 @@ import duckdb
 import pyarrow as pa
 
 from tracegrade.errors import QueryCancelled, StoreError, TracegradeError
+from tracegrade.models.config import SqlAssertion
 from tracegrade.models.execution import ExecutionResult
 from tracegrade.store.predicates import unbalanced_parenthesis
 from tracegrade.store.query_control import QueryControl
@@ -42,6 +48,7 @@ from tracegrade.store.tenancy import DEFAULT_TENANT, with_tenant
 from tracegrade.store.trajectories import TrajectoryRows, execution_rows, map_traces
 
 __all__ = [
+    "DEFAULT_ASSERTION_TIMEOUT",
     "SANDBOX_TABLES",
     "SandboxLimits",
     "SqlAssertionError",
@@ -54,6 +61,8 @@ __all__ = [
 ]
 
 SANDBOX_TABLES: tuple[str, ...] = ("spans", "traces", "node_visits", "tool_calls", "llm_calls")
+# seconds an assertion query may run unless its config says otherwise (the config's default, said once)
+DEFAULT_ASSERTION_TIMEOUT: float = SqlAssertion.model_fields["timeout_seconds"].default
 
 _EXPLAIN = "EXPLAIN "
 _LOCATION = re.compile(r"\n*LINE (\d+): (.*)\n( *)\^\s*$")
@@ -205,19 +214,32 @@ class TrajectorySandbox:
                         con.unregister("_incoming")
         self._loaded = execution
 
-    def run(self, sql: str, max_rows: int | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
-        """The result columns and rows (at most ``max_rows``) of a checked query over what is loaded;
-        within the sandbox's limits, if it has any."""
+    def run(
+        self, sql: str, max_rows: int | None = None, *, timeout: float = DEFAULT_ASSERTION_TIMEOUT
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """The result columns and rows (at most ``max_rows``) of a checked query over what is loaded, stopped
+        with QueryCancelled after ``timeout`` seconds (or the sandbox's limit, if it has a shorter one); a
+        KeyboardInterrupt while it runs stops it too, and is raised again once it has stopped."""
+        limit, why = timeout, f"its time limit of {timeout:g} s (the assertion's timeout_seconds)"
+        if self._limits is not None and self._limits.timeout < limit:
+            limit = self._limits.timeout
+            why = f"its time limit of {limit:g} s (--query-timeout)"  # the receiver's, for its callers' assertions
         cursor = self._con.cursor()
-        control = QueryControl(self._limits.timeout if self._limits is not None else None)
+        control = QueryControl()  # cancelled here, so that the reason names the limit that applied
         control.attach(cursor)
-        try:
+
+        def query() -> tuple[list[str], list[tuple[Any, ...]]]:
             with self._memory_bounded("the SQL assertion"):
                 cursor.execute(sql)
                 columns = [d[0] for d in cursor.description or []]
                 return columns, cursor.fetchall() if max_rows is None else cursor.fetchmany(max_rows)
+
+        try:
+            return _waited(query, limit, lambda: control.cancel(f"it ran longer than {why}"), control.cancel)
         except duckdb.InterruptException:
-            raise QueryCancelled(f"the SQL assertion was stopped: {control.reason}") from None
+            raise QueryCancelled(
+                f"the SQL assertion was stopped: {control.reason}; make the query cheaper (or raise the limit)"
+            ) from None
         finally:
             control.detach()
             cursor.close()
@@ -237,6 +259,40 @@ class TrajectorySandbox:
 
     def close(self) -> None:
         self._con.close()
+
+
+def _waited(
+    work: Callable[[], Any], timeout: float, on_timeout: Callable[[], None], on_interrupt: Callable[[str], None]
+) -> Any:
+    """``work()`` run on a thread of its own, waited for here: ``on_timeout`` is called once ``timeout`` seconds
+    have passed (it must make ``work`` end), ``on_interrupt`` when this thread is interrupted (Ctrl+C); either
+    way ``work``'s own outcome (its result or exception) is what comes back, and an interrupt is raised again.
+    Waiting on an event, unlike a call into DuckDB, lets Python deliver Ctrl+C at once."""
+    outcome: list[Any] = []
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            outcome.append((True, work()))
+        except BaseException as exc:  # handed to the waiting thread, which raises it
+            outcome.append((False, exc))
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=target, name="tracegrade-sql-assertion", daemon=True)
+    worker.start()
+    try:
+        if not done.wait(timeout):
+            on_timeout()
+            done.wait()
+    except KeyboardInterrupt:
+        on_interrupt("it was interrupted (Ctrl+C)")
+        done.wait()
+        raise
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
 
 
 _local = threading.local()

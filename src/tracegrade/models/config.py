@@ -232,6 +232,9 @@ class SqlAssertion(_Strict):
     query: str = Field(min_length=1)
     description: str = ""
     enabled: bool = True
+    # one case's traces are small: a query still running after a minute is almost surely one that never ends;
+    # it is stopped, and the assertion's result is an error saying so
+    timeout_seconds: float = Field(default=60.0, gt=0)
 
     @field_validator("query")
     @classmethod

@@ -1,0 +1,165 @@
+"""A tool schema captured in a trace is untrusted: its ``$ref`` is resolved inside the schema only (never fetched
+from a URL or file), a reference that does not resolve or loops fails the call it applies to, saying so, instead
+of raising out of the criterion, and a pattern that backtracks without end fails the call instead of hanging."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tracegrade.criteria import ToolSchemaCriterion
+from tracegrade.models import EvalCase, ExecutionResult, ToolCall
+from tracegrade.models.config import ToolSchemaConfig
+from tracegrade.models.span import SpanRecord
+from tracegrade.trajectory import map_spans
+
+CASE = EvalCase(eval_id="case", conversation=[])
+# what the server below would hand out: under it, {"city": 1} would be valid
+PERMISSIVE = {"type": "object"}
+
+
+@pytest.fixture
+def schema_server() -> Iterator[tuple[str, list[str]]]:
+    """A real HTTP server on loopback that serves a JSON Schema and records every path asked for."""
+    asked: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            body = json.dumps(PERMISSIVE).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", asked
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def _captured(parameters: dict) -> ExecutionResult:
+    """An execution whose ``weather`` definition was mapped from an OTel GenAI LLM span, and one call of it."""
+    definitions = json.dumps([{"type": "function", "function": {"name": "weather", "parameters": parameters}}])
+    spans = [
+        SpanRecord(trace_id="1" * 32, span_id="a" * 16, name="agent", start_ns=1, end_ns=10, attributes={}),
+        SpanRecord(
+            trace_id="1" * 32,
+            span_id="b" * 16,
+            name="chat",
+            start_ns=2,
+            end_ns=5,
+            parent_span_id="a" * 16,
+            attributes={
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "gpt-4o",
+                "gen_ai.tool.definitions": definitions,
+            },
+        ),
+    ]
+    (definition,) = map_spans(spans).tool_definitions
+    call = ToolCall(name="weather", args={"city": 1}, call_id="c1")
+    return ExecutionResult(tool_calls=[call], tool_definitions=[definition])
+
+
+def _grade(execution: ExecutionResult) -> object:
+    return ToolSchemaCriterion(ToolSchemaConfig()).evaluate_sync(execution, CASE)
+
+
+def test_a_ref_to_a_url_in_a_captured_schema_is_never_fetched(schema_server: tuple[str, list[str]]) -> None:
+    url, asked = schema_server
+    result = _grade(_captured({"$ref": f"{url}/weather.json"}))
+    assert asked == []  # the grader opened no address the trace named
+    assert not result.passed and result.score == 0.0
+    (violation,) = result.details["violations"]
+    assert violation["path"] == "$"
+    assert f"{url}/weather.json" in violation["rule"] and "never fetched" in violation["rule"]
+    assert "$defs" in violation["rule"]  # how to fix it
+
+
+def test_a_ref_to_a_file_is_never_read(tmp_path: Path) -> None:
+    schema_file = tmp_path / "weather.json"
+    schema_file.write_text(json.dumps(PERMISSIVE))
+    result = _grade(_captured({"$ref": schema_file.as_uri()}))
+    assert not result.passed  # under the file's schema it would have passed
+    (violation,) = result.details["violations"]
+    assert schema_file.as_uri() in violation["rule"] and "never fetched" in violation["rule"]
+
+
+@pytest.mark.parametrize(
+    ("parameters", "says"),
+    [
+        ({"$ref": "#"}, "loop without end"),
+        ({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}, "loop without end"),
+        ({"$ref": "#/$defs/missing"}, "'#/$defs/missing' does not resolve within the schema"),
+    ],
+)
+def test_a_ref_that_loops_or_points_nowhere_fails_the_call_and_says_why(parameters: dict, says: str) -> None:
+    result = _grade(_captured(parameters))
+    assert not result.passed and result.error is None
+    (violation,) = result.details["violations"]
+    assert violation["call"] == "call 0 'weather' (c1)" and says in violation["rule"]
+    assert says in result.details["reason"]
+
+
+def test_references_inside_the_schema_still_resolve_and_recursive_schemas_still_validate() -> None:
+    tree = {
+        "$defs": {"node": {"type": "object", "properties": {"children": {"type": "array", "items": {"$ref": "#"}}}}},
+        "$ref": "#/$defs/node",
+        "properties": {"city": {"type": "string"}},
+    }
+    result = _grade(_captured(tree))
+    (violation,) = result.details["violations"]
+    assert violation["path"] == "$.city" and violation["rule"].startswith("type:")
+
+
+GRADER = textwrap.dedent(
+    """
+    import json, sys
+    from tracegrade.criteria import ToolSchemaCriterion
+    from tracegrade.models import EvalCase, ExecutionResult, ToolCall
+    from tracegrade.models.config import ToolSchemaConfig
+    from tracegrade.models.execution import ToolDefinition
+    evil = {"type": "object", "properties": {"city": {"type": "string", "pattern": "^(a|aa)+$"}},
+            "patternProperties": {"^(b|bb)+$": {"type": "string"}}}
+    calls = [ToolCall(name="weather", args={"city": "a" * 100 + "!"}, call_id="c1"),
+             ToolCall(name="weather", args={"b" * 100 + "!": "x"}, call_id="c2"),
+             ToolCall(name="weather", args={"city": "aaaa"}, call_id="c3")]
+    execution = ExecutionResult(tool_calls=calls, tool_definitions=[ToolDefinition(name="weather", parameters=evil)])
+    result = ToolSchemaCriterion(ToolSchemaConfig()).evaluate_sync(execution, EvalCase(eval_id="c", conversation=[]))
+    print(json.dumps({"score": result.score, "details": result.details}))
+    """
+)
+
+
+def test_a_captured_pattern_that_backtracks_without_end_fails_the_call_instead_of_hanging(tmp_path: Path) -> None:
+    script = tmp_path / "grader.py"
+    script.write_text(GRADER)
+    # a process of its own, killed if it hangs: Python's re cannot be stopped from within (the old code's state)
+    process = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert process.returncode == 0, process.stderr
+    graded = json.loads(process.stdout)
+    assert graded["score"] == pytest.approx(1 / 3)  # c3 matches: the pattern works where it does not backtrack
+    first, second = graded["details"]["violations"]
+    assert (first["call"], first["path"]) == ("call 0 'weather' (c1)", "$.city")
+    assert "'^(a|aa)+$' took more than 1 s to match" in first["rule"] and "simplify the pattern" in first["rule"]
+    assert (second["call"], second["path"]) == ("call 1 'weather' (c2)", f"$.{'b' * 100}!")
+    assert "'^(b|bb)+$' took more than 1 s" in second["rule"]
+    assert graded["details"]["valid_calls"] == ["call 2 'weather' (c3)"]
