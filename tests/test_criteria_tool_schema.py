@@ -147,6 +147,16 @@ def test_the_mapper_reads_openinference_and_openai_style_genai_definitions() -> 
         ("weather", "d", weather),
         ("time", None, {"type": "object"}),
     ]
+    # more than ten tools: listed in their indexes' order (tool 10 after tool 9), so the last of two definitions
+    # of one name is the one kept
+    many = {"openinference.span.kind": "LLM", "llm.model_name": "gpt-4o"}
+    for index in range(12):
+        name = "lookup" if index in (2, 11) else f"t{index}"
+        schema = {"type": "object", "title": f"from {index}"}
+        many[f"llm.tools.{index}.tool.json_schema"] = json.dumps({"name": name, "parameters": schema})
+    defined = map_spans(_llm_span(many)).tool_definitions
+    assert [d.name for d in defined] == ["t0", "t1", "lookup", *(f"t{i}" for i in range(3, 11))]
+    assert next(d for d in defined if d.name == "lookup").parameters == {"type": "object", "title": "from 11"}
     genai = {
         "gen_ai.operation.name": "chat",
         "gen_ai.request.model": "gpt-4o",

@@ -18,6 +18,8 @@ __all__ = ["read_tool_definitions"]
 _GENAI = "gen_ai.tool.definitions"
 _PYDANTIC_AI = "model_request_parameters"
 _OPENINFERENCE = "llm.tools."
+_SCHEMA_SUFFIX = ".tool.json_schema"
+_UNNUMBERED = 2**31  # after any tool index an instrumentation writes
 _SCHEMA_KEYS = ("parameters", "parameters_json_schema", "input_schema", "inputSchema")
 
 
@@ -43,6 +45,13 @@ def _definition(item: Any) -> dict[str, Any] | None:
     }
 
 
+def _tool_index(key: str) -> tuple[int, str]:
+    """The order of ``llm.tools.{i}.tool.json_schema``: by ``i`` as a number (tool 10 after tool 9, not after
+    tool 1), a key whose ``i`` is not a number after every numbered one."""
+    index = key[len(_OPENINFERENCE) : -len(_SCHEMA_SUFFIX)]
+    return (int(index), "") if index.isdigit() else (_UNNUMBERED, index)
+
+
 def _items(attributes: dict[str, Any], openinference: bool) -> list[Any]:
     items: list[Any] = []
     listed = parse_json_maybe(attributes.get(_GENAI))
@@ -53,9 +62,9 @@ def _items(attributes: dict[str, Any], openinference: bool) -> list[Any]:
         items.extend(request["function_tools"])
     if openinference:
         flattened = sorted(
-            (key, value)
+            (_tool_index(key), value)
             for key, value in attributes.items()
-            if key.startswith(_OPENINFERENCE) and key.endswith(".tool.json_schema")
+            if key.startswith(_OPENINFERENCE) and key.endswith(_SCHEMA_SUFFIX)
         )
         items.extend(value for _, value in flattened)
     return items
