@@ -69,7 +69,8 @@ def test_escape_sequences_in_spans_are_shown_not_sent_to_the_terminal(tmp_path: 
 def test_runs_and_diff_print_names_that_look_like_markup(tmp_path: Path) -> None:
     store = tmp_path / "store.duckdb"
     case = "cancel[/]"
-    fill_store(store, [AgentRun(1, "cancel order 5", "order 5 cancelled", [("cancel", {"order": 5})], case_id=case)])
+    runs = [AgentRun(1, "cancel order 5", "order 5 cancelled", [("cancel", {"order": 5})], case_id=case)]
+    fill_store(store, runs).close()  # the commands below open the file themselves
     config = EvalConfig(criteria=CriteriaConfig(contains_keywords=CriterionConfig.contains_keywords(["order"])))
     write_config(tmp_path / "config.json", config)
     conversation = [Invocation.simple("x", None, [ToolCall(name="cancel", args={"order": 5})])]
