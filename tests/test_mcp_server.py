@@ -172,7 +172,7 @@ async def test_refused_sql_and_unknown_ids_come_back_as_tool_errors(
     assert "read_csv() is not allowed" in texts[1]
     assert f"no trace {'f' * 32}" in texts[2]
     assert "no grading run 'no-such-run'" in texts[3]
-    assert "status must be 'ok' or 'error'" in texts[4]
+    assert "status must be one of 'ok', 'error', 'span_error'" in texts[4]
 
 
 def test_mcp_over_http_refuses_a_request_without_the_token(served_store: str) -> None:

@@ -136,8 +136,8 @@ def test_a_version_3_store_migrates_its_rows_to_the_default_tenant(tmp_path: Pat
         donor.rebuild_trajectories([trace_hex(SHARED)])
         tables = {t: donor.query(f"SELECT * EXCLUDE (tenant) FROM {t}").rows for t in ("spans", "logs")}
         tables["traces"] = donor.query(
-            "SELECT * EXCLUDE (tenant, tool_names, lean_execution) FROM traces"
-        ).rows  # v6, v9 columns
+            "SELECT * EXCLUDE (tenant, tool_names, lean_execution, error_spans) FROM traces"
+        ).rows  # v6, v9, v11 columns
         tools = donor.query("SELECT * EXCLUDE (tenant) FROM tool_calls").rows
     con = duckdb.connect(str(path))  # the store as tracegrade left it before tenants: version 3
     con.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, description VARCHAR, applied_at TIMESTAMP)")

@@ -133,7 +133,7 @@ async def test_filters_combine(client: TestClient, params: dict[str, str], expec
         ("/ui/api/traces?limit=ten", "limit must be a whole number"),
         ("/ui/api/traces?since=yesterday", "cannot read since 'yesterday': use a duration such as 30s"),
         ("/ui/api/traces?until=99999999d", "until '99999999d' is out of range"),
-        ("/ui/api/traces?status=failed", "status must be 'ok' or 'error', not 'failed'"),
+        ("/ui/api/traces?status=failed", "status must be one of 'ok', 'error', 'span_error', not 'failed'"),
         ("/ui/api/traces?traffic=test", "traffic must be 'eval' or 'production'"),
         ("/ui/api/diff?a=run-a", "give both runs"),
         ("/ui/api/sql?q=DROP+TABLE+spans", "DROP statements are not allowed"),

@@ -355,7 +355,8 @@ def build_server(
         cursor: str | None = None,
     ) -> dict[str, Any]:
         """Stored traces, newest first, and next_cursor for the next page. Filters combine: text searches the
-        user query and final response; status is ok or error; traffic is eval or production; tool keeps traces
+        user query and final response; status is ok or error (the run's own outcome) or span_error (some span
+        failed, a tool inside a run that recovered included); traffic is eval or production; tool keeps traces
         that called that tool; since/until take 15m, 2h, 1d or an ISO time."""
         with _tool_errors():
             given = {"text": text, "status": status, "service": service, "convention": convention, "case": case}

@@ -19,6 +19,7 @@ from tracegrade.cli.store_access import (
     terminal_text,
 )
 from tracegrade.store.predicates import isolated_predicate
+from tracegrade.store.trace_status import STATUS_FILTERS, status_condition
 from tracegrade.timespec import parse_since
 
 __all__ = ["command", "table_columns"]
@@ -26,7 +27,7 @@ __all__ = ["command", "table_columns"]
 # json and csv: every column the traces table has for a trace list (the trajectory is left to `show`)
 _DATA_COLUMNS = (
     "trace_id, start_time, duration_ms, service_name, root_name, status, convention, case_id, span_count, "
-    "llm_calls, tool_calls, total_tokens, user_query, final_response"
+    "error_spans, llm_calls, tool_calls, total_tokens, user_query, final_response"
 )
 
 
@@ -91,10 +92,8 @@ def build_query(
     if service:
         conditions.append("service_name = ?")
         params.append(service)
-    if status == "error":
-        conditions.append("status = 'ERROR'")
-    elif status == "ok":
-        conditions.append("status <> 'ERROR'")
+    if status:
+        conditions.append(status_condition(status))
     if case:
         conditions.append("case_id = ?")
         params.append(case)
@@ -115,7 +114,9 @@ def build_query(
 @click.option("--since", help="Only traces that started after this: a duration ago (15m, 2h, 1d) or an ISO time.")
 @click.option("--service", help="Only traces whose root span's service.name is S.")
 @click.option(
-    "--status", type=click.Choice(["ok", "error"], case_sensitive=False), help="ok: not ERROR; error: ERROR status."
+    "--status",
+    type=click.Choice(list(STATUS_FILTERS), case_sensitive=False),
+    help="; ".join(f"{value}: {kept}" for value, (_, kept) in STATUS_FILTERS.items()) + ".",
 )
 @click.option("--case", "case", help="Only traces tagged with this eval case id.")
 @click.option("--where", help='Extra SQL condition on the traces table, e.g. "total_tokens > 1000".')

@@ -66,6 +66,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "a tenant column on the grading tables, leading their keys", "schema_v8.sql"),
     Migration(9, "traces.lean_execution: the execution without its LLM content, for offline grading", "schema_v9.sql"),
     Migration(10, "forgotten_traces: the traces deleted on request, never stored again", "schema_v10.sql"),
+    Migration(11, "traces.error_spans: how many of each trace's spans failed", "schema_v11.sql"),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -119,6 +119,7 @@ def execution_rows(
             "response_captured": execution.response_captured,
             "content_captured": execution.content_captured,
             "span_count": len(spans),
+            "error_spans": sum(1 for s in spans if s.status_code == "ERROR"),
             "llm_calls": len(execution.llm_calls),
             "tool_calls": len(execution.tool_calls),
             "tool_names": sorted({call.name for call in execution.tool_calls}),

@@ -27,6 +27,7 @@ from tracegrade.reporters.case_view import case_score, case_status, criterion_st
 from tracegrade.store.query_control import QueryControl
 from tracegrade.store.results import QueryResult, json_safe
 from tracegrade.store.rows import decompress_json
+from tracegrade.store.trace_status import STATUS_FILTERS, status_condition
 from tracegrade.timespec import parse_since
 
 __all__ = [
@@ -62,8 +63,8 @@ SUMMARY_KEYS = {
 
 _LIST_COLUMNS = (
     "trace_id, start_time, duration_ms, service_name, root_name, status, error, convention, case_id, eval_set_id, "
-    "run_id, span_count, llm_calls, tool_calls, total_tokens, content_captured, response_captured, user_query, "
-    "final_response"
+    "run_id, span_count, error_spans, llm_calls, tool_calls, total_tokens, content_captured, response_captured, "
+    "user_query, final_response"
 )
 _TEXT_PREVIEW = 300  # characters of query/response in a trace list row
 
@@ -94,7 +95,7 @@ class TraceFilters:
 
     since: str | None = None
     until: str | None = None
-    status: str | None = None  # ok | error
+    status: str | None = None  # a key of STATUS_FILTERS
     service: str | None = None
     convention: str | None = None
     case: str | None = None
@@ -120,12 +121,11 @@ class TraceFilters:
                 conditions.append(f"start_time {operator} CAST(? AS TIMESTAMP)")
                 params.append(_instant(bound, name).isoformat(sep=" "))
         status = self.status.lower() if self.status else None  # ERROR, as the status badge spells it, too
-        if status not in (None, "ok", "error"):
-            raise BadRequest(f"status must be 'ok' or 'error', not {self.status!r}")
-        if status == "error":
-            conditions.append("status = 'ERROR'")
-        elif status == "ok":
-            conditions.append("status <> 'ERROR'")
+        if status is not None and status not in STATUS_FILTERS:
+            known = ", ".join(repr(value) for value in STATUS_FILTERS)
+            raise BadRequest(f"status must be one of {known}, not {self.status!r}")
+        if status is not None:
+            conditions.append(status_condition(status))
         for column, value in (("service_name", self.service), ("convention", self.convention), ("case_id", self.case)):
             if value:
                 conditions.append(f"{column} = ?")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracegrade.store.trace_status import STATUS_FILTERS
 from tracegrade.ui.api import MAX_PAGE, SQL_ROW_LIMIT, TraceFilters
 from tracegrade.ui.auth import COOKIE
 
@@ -21,7 +22,7 @@ _NON_FINITE = 'a NaN or an infinity is the string "NaN", "Infinity" or "-Infinit
 _FILTER_HELP = {
     "since": "only traces that started at or after this: a duration ago (15m, 2h, 1d) or an ISO time",
     "until": "only traces that started before this (same forms as since)",
-    "status": "ok (not ERROR) or error",
+    "status": "; ".join(f"{value}: {kept}" for value, (_, kept) in STATUS_FILTERS.items()),
     "service": "root span's service.name",
     "convention": "instrumentation convention (genai, openinference, …)",
     "case": "eval case id the trace is tagged with",

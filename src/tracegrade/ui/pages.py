@@ -142,7 +142,7 @@ def trace_rows(traces: list[dict[str, Any]], *, filtered: bool, next_cursor: str
             f'<tr data-trace="{trace_id}"{following}><td class="nowrap">'
             f'<a class="mono" href="{link}" title="{trace_id}">{_e(t["trace_id"][:16])}</a></td>'
             f"<td class=nowrap>{_e((t.get('start_time') or '')[:19].replace('T', ' '))}</td>"
-            f'<td class="num">{_ms(t.get("duration_ms"))}</td><td>{_status(t.get("status"))}</td>'
+            f'<td class="num">{_ms(t.get("duration_ms"))}</td><td>{_status(t.get("status"))}{_failed_spans(t)}</td>'
             f"<td class=text>{_e(t.get('service_name'))}<div class=muted>{_e(t.get('root_name'))}</div></td>"
             f'<td class="num">{t.get("tool_calls") or 0} / {t.get("llm_calls") or 0}</td>'
             f"<td class=text>{case}<div class=muted>{_e(t.get('convention'))}</div></td>"
@@ -151,6 +151,14 @@ def trace_rows(traces: list[dict[str, Any]], *, filtered: bool, next_cursor: str
             "</td></tr>"
         )
     return "".join(rows)
+
+
+def _failed_spans(trace: dict[str, Any]) -> str:
+    """How many spans failed, under the status of a run that did not fail itself (a tool that failed, say)."""
+    failed = trace.get("error_spans") or 0
+    if not failed or trace.get("status") == "ERROR":
+        return ""
+    return f'<div class="muted nowrap">{failed} span{"s" if failed > 1 else ""} failed</div>'
 
 
 def _select(name: str, current: str | None, options: Sequence[tuple[str, str]]) -> str:
@@ -170,7 +178,11 @@ def _filter_form(filters: TraceFilters, facets: dict[str, list[str]]) -> str:
         f'<input type="search" name="text" value="{_e(filters.text)}" placeholder="Search query and response">'
         f'<input name="since" value="{_e(filters.since)}" placeholder="since (1h, 2026-01-31T12:00)" size="14">'
         f'<input name="until" value="{_e(filters.until)}" placeholder="until" size="10">'
-        + _select("status", filters.status, [("", "any status"), ("ok", "ok"), ("error", "error")])
+        + _select(
+            "status",
+            filters.status,
+            [("", "any status"), ("ok", "run ok"), ("error", "run failed"), ("span_error", "a span failed")],
+        )
         + pick("service", facets["services"], "any service")
         + pick("convention", facets["conventions"], "any convention")
         + _select(
