@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Offline validation of collector/ and deploy/, in seconds; called from .ci/run. Fails on any problem.
-#   deploy/check.sh [all|python|compose|k8s|systemd]     (default: all)
-# Needs python with pyyaml and kubernetes-validate (the test extra); installs Debian's docker-compose
-# when missing and it can; skips systemd-analyze where systemd is not installed.
+#   deploy/check.sh [all|python|compose|k8s|systemd|alerts]     (default: all)
+# Needs python with pyyaml and kubernetes-validate (the test extra); installs Debian's docker-compose and
+# prometheus (for promtool) when missing and it can; skips systemd-analyze where systemd is not installed.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(dirname "$here")"
@@ -25,6 +25,20 @@ check_compose() {
   fi
   # placeholders for the variables compose.yaml requires
   TRACEGRADE_TOKEN=check TRACEGRADE_CATALOG_PASSWORD=check docker-compose -f "$here/compose.yaml" config -q
+}
+
+check_alerts() {
+  if ! command -v promtool >/dev/null; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+    else
+      echo "check.sh: promtool missing (apt-get install prometheus)" >&2
+      return 1
+    fi
+  fi
+  promtool check rules "$here/prometheus/tracegrade-alerts.yaml"
+  # the unit tests name their rules file relative to themselves
+  (cd "$here/prometheus" && promtool test rules tracegrade-alerts.test.yaml)
 }
 
 check_k8s() {
@@ -64,6 +78,7 @@ case "${1:-all}" in
   compose) check_compose ;;
   k8s) check_k8s ;;
   systemd) check_systemd ;;
-  all) check_python && check_compose && check_k8s && check_systemd && echo "deploy/check.sh: collector/ and deploy/ OK" ;;
-  *) echo "usage: $0 [all|python|compose|k8s|systemd]" >&2; exit 2 ;;
+  alerts) check_alerts ;;
+  all) check_python && check_compose && check_k8s && check_systemd && check_alerts && echo "deploy/check.sh: collector/ and deploy/ OK" ;;
+  *) echo "usage: $0 [all|python|compose|k8s|systemd|alerts]" >&2; exit 2 ;;
 esac

@@ -4,8 +4,10 @@ Run from anywhere: ``python deploy/check_files.py [--root REPO]``; prints each p
 It also provides the readers of the deploy files that ``collector/check.py`` matches endpoints against.
 Checked: every resource kustomization.yaml lists exists; the k8s ConfigMaps hold exactly the files they copy
 (kustomize cannot read outside deploy/k8s/); compose has no top-level ``name:``, has the profiles ``single``
-and ``lake``, and mounts only files that exist; the Dockerfile keeps its promises (ARG base image, wheels
-only, non-root, HEALTHCHECK on /healthz, a volume); the systemd units are all there.
+and ``lake``, and mounts only files that exist; compose runs, and deploy/README.md builds, the image tag k8s/
+deploys; the Dockerfile keeps its promises (ARG base image, wheels only and with the ``lake`` extra, non-root,
+HEALTHCHECK on /healthz, a volume); the systemd units are all there, and those under ProtectSystem=strict set
+HOME to a writable state directory.
 """
 
 from __future__ import annotations
@@ -118,6 +120,23 @@ def _check_compose(root: Path) -> list[str]:
     return problems
 
 
+def _check_image_tags(root: Path) -> list[str]:
+    """The image deploy/README.md builds is the one compose.yaml runs by default and kustomize deploys: a tag
+    built nowhere would be pulled from Docker Hub (someone else's image, or none)."""
+    kustomization, _ = kustomization_resources(root)
+    tags = {image["name"]: image.get("newTag", "latest") for image in kustomization.get("images") or []}
+    expected = f"tracegrade:{tags.get('tracegrade', 'latest')}"
+    problems = []
+    for name, service in compose_services(root).items():
+        image = str(service.get("image", ""))
+        default = re.sub(r"^\$\{[A-Z_]+:-(.*)\}$", r"\1", image)
+        if default.split(":")[0] == "tracegrade" and default != expected:
+            problems.append(f"deploy/compose.yaml: service {name} runs {default}, but k8s/ deploys {expected}")
+    built = re.findall(r"docker build .*?-t (\S+)", (root / "deploy" / "README.md").read_text(encoding="utf-8"))
+    problems += [f"deploy/README.md: builds {tag}, but k8s/ deploys {expected}" for tag in built if tag != expected]
+    return problems
+
+
 def _check_dockerfile(root: Path) -> list[str]:
     text = (root / "deploy" / "Dockerfile").read_text(encoding="utf-8")
     instructions = [line.split(None, 1) for line in re.sub(r"\\\n", " ", text).splitlines() if line.strip()]
@@ -129,8 +148,15 @@ def _check_dockerfile(root: Path) -> list[str]:
         problems.append("deploy/Dockerfile: must start with `ARG BASE_IMAGE=...` (the base image is a build argument)")
     if sum(1 for op, _ in instructions if op == "FROM") < 2:
         problems.append("deploy/Dockerfile: must be multi-stage (install stage, then the runtime stage)")
-    if not any(op == "RUN" and "--no-index" in arg and "--find-links" in arg for op, arg in instructions):
+    installs = [arg for op, arg in instructions if op == "RUN" and "--no-index" in arg and "--find-links" in arg]
+    if not installs:
         problems.append("deploy/Dockerfile: must install with `pip install --no-index --find-links` (wheels only)")
+    elif not any("tracegrade[lake]" in arg for arg in installs):
+        # without the extra, every `--store ducklake:...` workload of compose.yaml and k8s/ exits at start
+        problems.append(
+            "deploy/Dockerfile: must install 'tracegrade[lake]' (the DuckLake extensions and psycopg that the "
+            "lake workloads of compose.yaml and k8s/ load), not plain tracegrade"
+        )
     users = [arg.strip() for op, arg in instructions if op == "USER"]
     if not users or users[-1].split(":")[0] in {"root", "0"}:
         problems.append("deploy/Dockerfile: the last USER must be a non-root user")
@@ -141,15 +167,49 @@ def _check_dockerfile(root: Path) -> list[str]:
     return problems
 
 
+def _unit_settings(path: Path) -> dict[str, list[str]]:
+    """A unit file's ``Key=value`` lines by key (every value of a repeated key), comments left out."""
+    settings: dict[str, list[str]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if line and line[0] not in "#;[" and "=" in line:
+            key, value = line.split("=", 1)
+            settings.setdefault(key.strip(), []).append(value.strip())
+    return settings
+
+
+def _check_unit_home(path: Path) -> list[str]:
+    """Under ProtectSystem=strict only the unit's StateDirectory= is writable, not the user's home
+    (/var/lib/tracegrade), where DuckDB installs a lake's extensions (~/.duckdb): HOME must be a state directory."""
+    settings = _unit_settings(path)
+    if settings.get("ProtectSystem", [""])[-1] != "strict":
+        return []
+    homes = [value.split("=", 1)[1] for value in settings.get("Environment", []) if value.startswith("HOME=")]
+    writable = {f"%S/{name}" for value in settings.get("StateDirectory", []) for name in value.split()}
+    home = homes[-1].replace("/var/lib/", "%S/") if homes else None
+    if home is not None and any(home == w or home.startswith(w + "/") for w in writable):
+        return []
+    state = sorted(writable)[0] if writable else "%S/tracegrade/NAME"
+    return [
+        f"deploy/systemd/{path.name}: HOME is {homes[-1] if homes else 'the user home /var/lib/tracegrade'}, "
+        f"read-only under ProtectSystem=strict, and a lake store installs DuckDB extensions under $HOME/.duckdb; "
+        f"add Environment=HOME={state} (a StateDirectory=)"
+    ]
+
+
 def _check_systemd(root: Path) -> list[str]:
     unit_dir = root / "deploy" / "systemd"
-    return [f"deploy/systemd/{unit}: missing" for unit in SYSTEMD_UNITS if not (unit_dir / unit).is_file()]
+    problems = [f"deploy/systemd/{unit}: missing" for unit in SYSTEMD_UNITS if not (unit_dir / unit).is_file()]
+    for unit in sorted(unit_dir.glob("*.service")):
+        problems += _check_unit_home(unit)
+    return problems
 
 
 def check_deploy(root: Path) -> list[str]:
     """Every problem found in ``root``/deploy, as one line each (empty: all good)."""
     problems = []
-    for check in (_check_kustomization, _check_configmaps, _check_compose, _check_dockerfile, _check_systemd):
+    checks = (_check_kustomization, _check_configmaps, _check_compose, _check_image_tags, _check_dockerfile)
+    for check in (*checks, _check_systemd):
         try:
             problems += check(root)
         except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError) as exc:

@@ -39,7 +39,8 @@ step "wheels on the host"
 mkdir -p "$work/context/wheels"
 # TRACEGRADE_COMPILE=0 by default: the mypyc compile of the mapper alone ran over 10 minutes on a loaded
 # 2-core machine; the image then runs the mapper as pure Python. TRACEGRADE_COMPILE=1 builds it compiled.
-TRACEGRADE_COMPILE="${TRACEGRADE_COMPILE:-0}" pip wheel -q --wheel-dir "$work/context/wheels" "$root"
+# [lake]: the image installs tracegrade[lake] (the lake workloads need its extensions and psycopg)
+TRACEGRADE_COMPILE="${TRACEGRADE_COMPILE:-0}" pip wheel -q --wheel-dir "$work/context/wheels" "$root[lake]"
 cp "$here/Dockerfile" "$work/context/"
 python_minor="$(python -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')"
 
