@@ -22,7 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "traces": ("tracegrade.cli.traces:command", "List recent traces, newest first."),
     "show": ("tracegrade.cli.show:command", "Show one trace's trajectory as a tree."),
     "import": ("tracegrade.cli.import_cmd:command", "Import OTLP files (JSON, JSON lines, protobuf) into the store."),
-    "export": ("tracegrade.cli.export:command", "Export store tables as parquet files."),
+    "export": ("tracegrade.cli.export:command", "Export store tables as parquet, or spans and logs as OTLP."),
     "grade": ("tracegrade.cli.grade:command", "Grade stored traces with the criteria of a config."),
     "runs": ("tracegrade.cli.runs:command", "List recorded grading runs, newest first."),
     "diff": ("tracegrade.cli.diff:command", "Compare two recorded runs: regressions, improvements, changes."),

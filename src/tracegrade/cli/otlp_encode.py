@@ -17,7 +17,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from tracegrade.ingest.decode.checks import KIND_BY_NUMBER, STATUS_BY_NUMBER
 from tracegrade.models.span import LogRecordData, SpanRecord
 
-__all__ = ["logs_requests", "traces_requests"]
+__all__ = ["bounded_chunks", "logs_requests", "resource_groups", "traces_requests"]
 
 T = TypeVar("T", SpanRecord, LogRecordData)
 
@@ -28,17 +28,19 @@ _INT64 = (-(2**63), 2**63 - 1)
 
 def traces_requests(spans: Sequence[SpanRecord], *, max_items: int, max_bytes: int) -> Iterator[tuple[bytes, int]]:
     """(serialized ExportTraceServiceRequest, span count) chunks of at most ``max_items`` spans each."""
-    return _chunks(spans, _traces_request, max_items=max_items, max_bytes=max_bytes)
+    return bounded_chunks(spans, _traces_request, max_items=max_items, max_bytes=max_bytes)
 
 
 def logs_requests(records: Sequence[LogRecordData], *, max_items: int, max_bytes: int) -> Iterator[tuple[bytes, int]]:
     """(serialized ExportLogsServiceRequest, record count) chunks of at most ``max_items`` records each."""
-    return _chunks(records, _logs_request, max_items=max_items, max_bytes=max_bytes)
+    return bounded_chunks(records, _logs_request, max_items=max_items, max_bytes=max_bytes)
 
 
-def _chunks(
+def bounded_chunks(
     items: Sequence[T], encode: Callable[[Sequence[T]], bytes], *, max_items: int, max_bytes: int
 ) -> Iterator[tuple[bytes, int]]:
+    """(``encode(chunk)``, len(chunk)) for consecutive chunks of ``items``, each of at most ``max_items`` records
+    and, unless it is one record, at most ``max_bytes`` encoded."""
     for start in range(0, len(items), max_items):
         yield from _bounded(items[start : start + max_items], encode, max_bytes)
 
@@ -54,7 +56,7 @@ def _bounded(items: Sequence[T], encode: Callable[[Sequence[T]], bytes], max_byt
     yield from _bounded(items[middle:], encode, max_bytes)
 
 
-def _groups(items: Sequence[T]) -> dict[tuple[int, str, str], list[T]]:
+def resource_groups(items: Sequence[T]) -> dict[tuple[int, str, str], list[T]]:
     """Records by resource block (the decoders share one resource dict per block) and scope, in order."""
     groups: dict[tuple[int, str, str], list[T]] = {}
     for item in items:
@@ -65,7 +67,7 @@ def _groups(items: Sequence[T]) -> dict[tuple[int, str, str], list[T]]:
 
 def _traces_request(spans: Sequence[SpanRecord]) -> bytes:
     request = ExportTraceServiceRequest()
-    for (_, scope_name, scope_version), group in _groups(spans).items():
+    for (_, scope_name, scope_version), group in resource_groups(spans).items():
         resource_spans = request.resource_spans.add()
         _fill_attributes(resource_spans.resource.attributes, group[0].resource)
         scope_spans = resource_spans.scope_spans.add()
@@ -107,7 +109,7 @@ def _fill_span(span: Any, record: SpanRecord) -> None:
 
 def _logs_request(records: Sequence[LogRecordData]) -> bytes:
     request = ExportLogsServiceRequest()
-    for (_, scope_name, _), group in _groups(records).items():
+    for (_, scope_name, _), group in resource_groups(records).items():
         resource_logs = request.resource_logs.add()
         _fill_attributes(resource_logs.resource.attributes, group[0].resource)
         scope_logs = resource_logs.scope_logs.add()
