@@ -8,6 +8,7 @@ in its agents venv (.ci/run builds .venv-agents from .ci/agents-requirements.txt
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
@@ -121,3 +122,43 @@ def test_a_multi_turn_case_is_one_adk_session() -> None:
     scores = {c.criterion: c.score for c in result.criterion_results}
     assert scores["tool_trajectory_avg_score"] == 1.0
     collector.tracer_provider.shutdown()
+
+
+def test_an_adk_app_runs_with_its_plugins_and_name(tmp_path: Path) -> None:
+    """``app = App(root_agent=..., plugins=[...])`` is what ``adk run`` loads first from an agent module: ``tracegrade
+    run`` finds it as ``app`` and runs it (the root agent under the app's name, the plugins called)."""
+    from google.adk.apps import App
+    from google.adk.plugins.base_plugin import BasePlugin
+
+    from tests.support.grading_cli import read_report, run_cli
+
+    seen: list[str] = []
+
+    class Recording(BasePlugin):
+        async def before_run_callback(self, *, invocation_context: Any) -> None:
+            seen.append(invocation_context.app_name)
+
+    adk_app = App(name="weather_app", root_agent=_agent(), plugins=[Recording(name="recording")])
+    sys.modules["weather_app_module_for_test"] = type(sys)("weather_app_module_for_test")
+    sys.modules["weather_app_module_for_test"].app = adk_app  # type: ignore[attr-defined]
+    case = {
+        "eval_id": "bergen",
+        "conversation": [
+            {
+                "user_content": {"role": "user", "content": "What is the weather in Bergen?"},
+                "expected_tool_trajectory": [{"name": "get_weather", "args": {"city": "Bergen"}}],
+                "expected_final_response": {"role": "assistant", "content": "It is rainy in Bergen."},
+            }
+        ],
+    }
+    EvalSet.model_validate({"eval_set_id": "app", "eval_cases": [case]}).to_file(tmp_path / "cases.json")
+    try:
+        result = run_cli(
+            "run", "weather_app_module_for_test", "--evalset", tmp_path / "cases.json", "--out", tmp_path / "out",
+            "--format", "json",
+        )  # fmt: skip
+    finally:
+        del sys.modules["weather_app_module_for_test"]
+    assert result.exit_code == 0, result.output
+    assert read_report(tmp_path / "out").summary.passed_cases == 1
+    assert seen == ["weather_app"]

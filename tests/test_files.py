@@ -76,7 +76,7 @@ def test_wrong_types_and_unknown_keys_are_all_listed_with_json_paths(tmp_path: P
 def test_top_level_must_be_an_object(tmp_path: Path):
     with pytest.raises(EvalSetError) as info:
         EvalSet.from_file(write(tmp_path, "list.json", [VALID_CASE]))
-    assert info.value.problems == [("$", "expected a JSON object, got list")]
+    assert info.value.problems == [("$", "expected a JSON object, got an array")]
 
 
 def test_not_utf8(tmp_path: Path):

@@ -147,7 +147,7 @@ def test_the_baseline_gate_calls_one_flip_of_two_cases_inconclusive_and_strict_f
     gated.stdout.fnmatch_lines(
         [
             "baseline baseline.json: gate inconclusive (2 paired cases, alpha 0.05)",
-            "*McNemar test needs at least 6 paired cases*",
+            "*Holm-adjusted over 4 tests, an exact McNemar test needs at least 8 paired cases*",
             "  cases: pass rate 100% -> 50% (1 pass->fail, 0 fail->pass, *",
             "  bergen: pass->fail (tool_trajectory_avg_score, rouge_match)",
         ]

@@ -268,7 +268,14 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     tracegrade_store = config.getoption("tracegrade_store", None)
     terminalreporter.section("tracegrade")
     s = state.report.summary
-    write(f"{s.total_cases} case(s) graded: {s.passed_cases} passed, {s.failed_cases} failed, {s.error_cases} errors")
+    from tracegrade.models.expectations import XFAILED, XPASSED, case_expectation
+
+    counts = f"{s.total_cases} case(s) graded: {s.passed_cases} passed, {s.failed_cases} failed, {s.error_cases} errors"
+    marked = [case_expectation(r) for r in state.report.results]
+    xfailed, xpassed = marked.count(XFAILED), marked.count(XPASSED)
+    if xfailed or xpassed:  # the cases marked metadata.xfail, as pytest counts them
+        counts += f" ({xfailed + xpassed} marked xfail: {xfailed} failed as expected, {xpassed} passed unexpectedly)"
+    write(counts)
     by_test = {r.metadata.get("pytest_test"): r for r in state.report.failed_cases}
     expected = [r for test, r in by_test.items() if test in state.xfailed]
     for result in expected:

@@ -27,6 +27,7 @@ from tracegrade.evaluation.offline import TraceGrader
 from tracegrade.evaluation.run_records import new_run_id
 from tracegrade.evaluation.selection import TraceSelection, selection_where
 from tracegrade.models.config import EvalConfig
+from tracegrade.models.expectations import run_succeeded
 from tracegrade.models.results import EvalReport
 
 __all__ = ["command"]
@@ -89,8 +90,9 @@ def command(
     user message) and graded against it. Without it, traces picked by --where/--since/--sample/--limit are
     graded with the criteria that need no expectations. Without --config, an eval set is graded with
     trajectory and rouge_match, which need no LLM judge (reference-free grading needs a config). Exit code 1
-    when any case fails; 2 for bad input, a selection that matches no trace included (nothing is graded or
-    recorded then).
+    when any case fails (a case marked metadata.xfail fails as expected, as pytest's strict xfail: it is
+    reported XFAIL and fails the run only by passing); 2 for bad input, a selection that matches no trace
+    included (nothing is graded or recorded then).
     """
     chosen = parse_formats(formats)
     reference_free = evalset_path is None
@@ -139,7 +141,8 @@ def command(
             click.echo(f"recorded as run {recorded}", err=True)
     if unwritten:  # the run is recorded (the grading is not lost), but a report asked for is missing: a failure
         raise UsageProblem("the run was graded, but not every report asked for was written: " + "; ".join(unwritten))
-    sys.exit(0 if report.passed else 1)
+    # a case marked metadata.xfail must fail (pytest's strict xfail): then it does not fail the run, a pass does
+    sys.exit(0 if run_succeeded(report.results) else 1)
 
 
 def _no_config_default(reference_free: bool) -> EvalConfig:

@@ -20,6 +20,7 @@ from tracegrade.output_files import write_text_file
 from tracegrade.reporters import ConsoleReporter, JUnitXMLReporter
 from tracegrade.reporters.base import FileReporter
 from tracegrade.reporters.manager import FILE_REPORTERS
+from tracegrade.standard_output import stdout_to_devnull, write_stdout
 
 __all__ = ["command"]
 
@@ -42,8 +43,8 @@ def load_report(path: Path) -> EvalReport:
         data = read_json_file(path, _KIND, strict=False)
     except FileFormatError:
         kind = file_kind(path)
-        if kind is None:
-            raise
+        if kind is None or (kind == "binary" and _starts_like_json(path)):
+            raise  # the reader's own words: a JSON file with bytes that are not UTF-8 says at which byte
         raise _not_a_report(path, kind) from None
     kind = document_kind(data)
     if kind != "report":
@@ -59,6 +60,17 @@ def load_report(path: Path) -> EvalReport:
         return EvalReport.model_validate(data)
     except ValidationError as exc:
         raise FileFormatError(str(path), validation_problems(exc), _KIND) from None
+
+
+def _starts_like_json(path: Path) -> bool:
+    """Whether the file opens as a JSON object or array does (after white space): a report with a stray byte
+    that is not UTF-8 is still a report to fix, not "binary data"."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(4096).lstrip(b" \t\r\n\xef\xbb\xbf")  # a UTF-8 byte order mark too
+    except OSError:
+        return False
+    return head[:1] in (b"{", b"[")
 
 
 def _not_a_report(path: Path, kind: str) -> FileFormatError:
@@ -117,7 +129,17 @@ def command(report_file: Path, fmt: str, output: Path | None, verbose: bool, no_
     """
     report = load_report(report_file)
     if fmt == "console" and output is None:
-        _console_reporter(None, use_color=not no_color, verbose=verbose).report(report)
+        if sys.stdout.isatty():
+            _console_reporter(None, use_color=not no_color, verbose=verbose).report(report)
+            return
+        # Into a file or a pipe: rendered whole first (as rich renders for any non-terminal), then written
+        # checked, so that a full disk fails the command instead of leaving a cut report behind exit code 0.
+        buffer = io.StringIO()
+        _console_reporter(buffer, use_color=not no_color, verbose=verbose).report(report)
+        try:
+            write_stdout(buffer.getvalue().encode(sys.stdout.encoding or "utf-8", "replace"))
+        except BrokenPipeError:  # the reader stopped reading (`| head`): as when printing straight to it
+            stdout_to_devnull()
         return
     if fmt == "console":
         buffer = io.StringIO()
@@ -126,6 +148,6 @@ def command(report_file: Path, fmt: str, output: Path | None, verbose: bool, no_
     else:
         text = _file_reporter(fmt, suite_name).render(report)
     if output is None:
-        sys.stdout.buffer.write(text.encode("utf-8"))  # bytes as rendered: no newline translation
+        write_stdout(text.encode("utf-8"))  # bytes as rendered: no newline translation
         return
     click.echo(f"wrote {write_text_file(output, text, inputs=[report_file])}", err=True)

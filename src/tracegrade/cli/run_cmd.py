@@ -19,6 +19,7 @@ import click
 from tracegrade.cli.common import UsageProblem, friendly_errors, no_config_default, refuse_unreachable_judges
 from tracegrade.cli.report_output import FORMATS, configured_formats, parse_formats, write_reports
 from tracegrade.errors import RunInterrupted
+from tracegrade.models.expectations import run_succeeded
 
 if TYPE_CHECKING:
     from tracegrade.models.config import ReporterConfig
@@ -65,14 +66,18 @@ def command(
 ) -> None:
     """Run AGENT through --evalset, grade each case and write the reports.
 
-    AGENT is a .py file (run from anywhere: its directory is importable, as with `python agent.py`) or a module
-    name importable from the current directory, e.g. `my_pkg.agent`. It must define one of graph,
-    compiled_graph, agent_graph, app or agent (the first found is used): a LangGraph graph, a pydantic-ai
-    Agent, a Google ADK or OpenAI Agents SDK agent, or a sync or async callable taking the user's message.
+    AGENT is a .py file (run from anywhere: its directory is importable, as with `python agent.py`), a package
+    directory (as `adk run` takes one: the package, else its agent.py) or a module name importable from the
+    current directory, e.g. `my_pkg.agent`. It must define one of graph, compiled_graph, agent_graph, app, agent
+    or root_agent (the first found is used): a LangGraph graph, a pydantic-ai Agent, a Google ADK or OpenAI
+    Agents SDK agent, or a sync or async callable taking the user's message.
 
-    Exit code 0 when every case passes, 1 when one fails, 2 for bad input (a report that cannot be written
-    included), 130 when stopped by Ctrl-C and 143 by SIGTERM (the finished cases are then reported, marked
-    incomplete).
+    A case whose metadata.xfail gives a reason is expected to fail, as pytest's strict xfail: reported XFAIL with
+    the reason, it does not fail the run; reported XPASS when it passes, it does.
+
+    Exit code 0 when every case passes (or fails as expected), 1 when one fails, 2 for bad input (a report that
+    cannot be written included), 130 when stopped by Ctrl-C and 143 by SIGTERM (the finished cases are then
+    reported, marked incomplete).
     """
     from tracegrade.evaluation.checks import checked_config, checked_eval_set
     from tracegrade.evaluation.evaluator import AgentEvaluator
@@ -99,7 +104,8 @@ def command(
     _, unwritten = _write(report, reporter, directory, chosen, verbose, announce=True)
     if unwritten:  # a report asked for is missing: a CI job would read an old file or none
         raise UsageProblem("the run was graded, but not every report asked for was written: " + "; ".join(unwritten))
-    sys.exit(0 if report.passed else 1)
+    # a case marked metadata.xfail must fail (pytest's strict xfail): then it does not fail the run, a pass does
+    sys.exit(0 if run_succeeded(report.results) else 1)
 
 
 def _write(
@@ -154,7 +160,7 @@ def _loaded(agent: str) -> tuple[Any, Any]:
 
 def _import_hint(agent: str, exc: BaseException) -> str:
     if isinstance(exc, ModuleNotFoundError) and not agent.endswith(".py"):
-        return " (AGENT is a .py file or a module importable from the current directory)"
+        return " (AGENT is a .py file or a module importable from the current directory, or a package's directory)"
     return ""
 
 

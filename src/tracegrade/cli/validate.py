@@ -30,7 +30,7 @@ from tracegrade.evaluation.checks import Problem, config_problems, eval_set_prob
 from tracegrade.models.adk_files import adk_document
 from tracegrade.models.config import EvalConfig
 from tracegrade.models.dataset import EvalSet
-from tracegrade.models.files import read_json_file, validation_problems
+from tracegrade.models.files import not_an_object, read_json_file, validation_problems
 
 __all__ = ["command"]
 
@@ -62,7 +62,7 @@ def check_file(path: Path, kind: str) -> tuple[str, str | list[Problem]]:
     if adk is not None:
         return adk[0], _outcome(adk[1])
     if not isinstance(data, dict):
-        return kind, [("$", f"expected a JSON object, got {type(data).__name__}")]
+        return kind, [("$", not_an_object(data))]
     if kind == "auto":
         if detected is not None and detected not in _KINDS:
             return kind, [("$", f"not an eval set or a config: it looks like {KIND_NAMES[detected]}")]

@@ -29,12 +29,24 @@ from tracegrade.evaluation.adapters import AgentAdapter, CaseSession
 __all__ = ["AdkAdapter", "forward_global_spans", "is_adk_agent"]
 
 
+def _adk_type(module: str, name: str) -> type | None:
+    """ADK's class ``module.name`` when that module is already imported, else None."""
+    found = getattr(sys.modules.get(module), name, None)
+    return found if isinstance(found, type) else None
+
+
+def _is_adk_app(agent: Any) -> bool:
+    """Whether ``agent`` is an ADK ``App`` (its root agent with the app's name and plugins: what ``adk run`` and
+    ``adk eval`` load from a module's ``app`` before its ``root_agent``)."""
+    app = _adk_type("google.adk.apps.app", "App")
+    return app is not None and isinstance(agent, app)
+
+
 def is_adk_agent(agent: Any) -> bool:
-    """Whether ``agent`` is an ADK ``BaseAgent``. Only looked up when google-adk is already imported (an ADK
-    agent cannot exist otherwise), so other agents never pay for importing it."""
-    agents = sys.modules.get("google.adk.agents")
-    base = getattr(agents, "BaseAgent", None)
-    return isinstance(base, type) and isinstance(agent, base)
+    """Whether ``agent`` is an ADK ``BaseAgent`` or ``App``. Only looked up when google-adk is already imported
+    (an ADK agent cannot exist otherwise), so other agents never pay for importing it."""
+    base = _adk_type("google.adk.agents", "BaseAgent")
+    return (base is not None and isinstance(agent, base)) or _is_adk_app(agent)
 
 
 class _GlobalSpanFanOut(SpanProcessor):
@@ -108,13 +120,17 @@ def _final_text(event: Any) -> str | None:
 
 
 class AdkAdapter(AgentAdapter):
-    """An ADK agent run with ``InMemoryRunner``; ``session_input.state`` seeds the case's ADK session."""
+    """An ADK agent (or ``App``: its plugins then run too, under its name) run with ``InMemoryRunner``;
+    ``session_input.state`` seeds the case's ADK session."""
 
     def __init__(self, agent: Any, app_name: str = "tracegrade_eval") -> None:
         from google.adk.runners import InMemoryRunner
 
         self.agent = agent
-        self.runner = InMemoryRunner(agent=agent, app_name=app_name)
+        if _is_adk_app(agent):
+            self.runner = InMemoryRunner(app=agent)
+        else:
+            self.runner = InMemoryRunner(agent=agent, app_name=app_name)
         self._sessions: dict[str, str] = {}  # case thread id -> ADK session id
 
     def instrument(self, provider: TracerProvider, *, replace: bool = False) -> None:

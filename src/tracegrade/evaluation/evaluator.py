@@ -61,6 +61,7 @@ from tracegrade.evaluation.trials import combine_trials
 from tracegrade.models.config import EvalConfig
 from tracegrade.models.dataset import EvalCase, EvalSet
 from tracegrade.models.execution import ExecutionResult
+from tracegrade.models.expectations import case_expectation, expectation_metadata
 from tracegrade.models.files import validation_problems
 from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport
 
@@ -421,6 +422,7 @@ class _Run:
                 f"internal error: {type(exc).__name__}: {exc}",
                 name=case.name,
                 duration_seconds=time.perf_counter() - start,
+                metadata=expectation_metadata(case.metadata),  # an expected failure stays one
             )
         finally:
             self.owner.collector.release(case.eval_id, self.run_id)
@@ -430,6 +432,8 @@ class _Run:
         self.done += 1
         if self.verbose:
             status = "ERROR" if result.is_error else ("PASS" if result.passed else "FAIL")
+            expected = case_expectation(result)  # a case marked metadata.xfail: XFAIL as expected, XPASS not
+            status = expected.upper() if expected else status
             detail = f" - {result.error}" if result.error else ""
             print(f"[{self.done}/{self.total}] {status} {case.eval_id} ({result.duration_seconds:.2f}s){detail}")
         return result

@@ -45,6 +45,7 @@ from tracegrade.evaluation.trials import combine_trials
 from tracegrade.models.config import EvalConfig
 from tracegrade.models.dataset import EvalCase, EvalSet, Invocation, MessageContent
 from tracegrade.models.execution import ExecutionResult
+from tracegrade.models.expectations import expectation_metadata
 from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport, TokenUsage
 
 __all__ = ["REFERENCE_FREE_SET_ID", "TraceGrader", "TraceSelection", "reference_free_case_id", "run_sync"]
@@ -220,6 +221,8 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
 
 def _failed(match: TraceMatch, error: str, trace_ids: list[str], metadata: dict[str, Any]) -> EvalCaseResult:
     case = match.case
+    # the case's xfail mark rides along: a case expected to fail whose traces are missing is still expected to fail
+    metadata = {**expectation_metadata(case.metadata), **metadata}
     return EvalCaseResult.failure(case.eval_id, error, name=case.name, trace_ids=trace_ids, metadata=metadata)
 
 

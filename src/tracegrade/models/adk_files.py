@@ -196,7 +196,9 @@ def _is_tracegrade_case(case: dict[str, Any]) -> bool:
 def is_adk_eval_set(data: Any) -> bool:
     """Whether parsed JSON is one of ADK's eval-set forms (tracegrade's own has ``content``, not ``parts``)."""
     if isinstance(data, list):  # tracegrade's eval set is an object: an empty list is an ADK file with no turns
-        return all(isinstance(d, dict) and ("query" in d or "data" in d) for d in data)
+        # one turn or case of ADK's makes it ADK's file, whose other items are then checked as ADK's (a stray
+        # item is reported where it is, not as "expected a JSON object" for the whole file)
+        return not data or any(isinstance(d, dict) and ("query" in d or "data" in d) for d in data)
     if not isinstance(data, dict):
         return False
     if "evalSetId" in data or "evalCases" in data:

@@ -6,6 +6,7 @@ loop, a pipe or device, a file too large to hold in memory) and accepts a UTF-8 
 
 from __future__ import annotations
 
+import codecs
 import errno
 import json
 import os
@@ -108,7 +109,17 @@ def _read_text(p: Path, limit: int) -> str:
     try:
         return raw.decode("utf-8-sig")  # a leading byte-order mark is dropped, as `tracegrade import` does
     except UnicodeDecodeError as exc:
-        raise _Invalid(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise _Invalid(_not_utf8(raw, exc)) from None
+
+
+def _not_utf8(raw: bytes, exc: UnicodeDecodeError) -> str:
+    """Where the bytes stop being UTF-8 (byte, line and column, as an editor counts them) and how to fix it;
+    a UTF-16 file (Windows editors and PowerShell's ``>`` write it) is named as such."""
+    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return "UTF-16 text (it starts with a UTF-16 byte-order mark), not UTF-8: save the file as UTF-8"
+    line = raw.count(b"\n", 0, exc.start) + 1
+    column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+    return f"not UTF-8 text ({exc.reason} at byte {exc.start}) at line {line}, column {column}; save the file as UTF-8"
 
 
 def _check_readable(info: os.stat_result, limit: int) -> None:
@@ -168,6 +179,13 @@ class _PairsRecorder:
         return obj
 
 
+def _decode_error_text(exc: json.JSONDecodeError) -> str:
+    """What is wrong and where: ``json`` words some errors to be followed by the place ("Unterminated string
+    starting at"), the others to be followed by " at" and the place."""
+    where = f"line {exc.lineno}, column {exc.colno}"
+    return f"{exc.msg} {where}" if exc.msg.endswith(" at") else f"{exc.msg} at {where}"
+
+
 def _parse_json(text: str, strict: bool) -> tuple[Any, list[Problem]]:
     if not text.strip():
         raise _Empty
@@ -175,7 +193,7 @@ def _parse_json(text: str, strict: bool) -> tuple[Any, list[Problem]]:
     try:
         data = json.loads(text, object_pairs_hook=recorder if strict else None)
     except json.JSONDecodeError as exc:
-        raise _Invalid(f"invalid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+        raise _Invalid(f"invalid JSON: {_decode_error_text(exc)}") from None
     if not recorder.repeated:
         return data, []
     paths = {id(obj): where for where, obj in _objects(data)}

@@ -16,8 +16,10 @@ from tracegrade.output_files import write_text_file
 
 __all__ = [
     "json_path",
+    "json_type_name",
     "load_model",
     "model_from_data",
+    "not_an_object",
     "read_json_file",
     "read_model_file",
     "save_model",
@@ -86,11 +88,34 @@ def model_from_data(model: type[M], data: Any, path: str | Path) -> M:
     """``data``, parsed from file ``path``, validated into ``model``; every problem raises its kind's error."""
     err_cls, kind = _error_class(model), _kind(model)
     if not isinstance(data, dict):
-        raise _make(err_cls, path, [("$", f"expected a JSON object, got {type(data).__name__}")], kind)
+        raise _make(err_cls, path, [("$", not_an_object(data))], kind)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         raise _make(err_cls, path, validation_problems(exc, model), kind) from None
+
+
+#: JSON's names for the values ``json`` parses a document into (a bool is checked before an int)
+_JSON_TYPES: tuple[tuple[type, str], ...] = (
+    (bool, "a boolean"),
+    (int, "a number"),
+    (float, "a number"),
+    (str, "a string"),
+    (list, "an array"),
+    (dict, "an object"),
+)
+
+
+def json_type_name(value: Any) -> str:
+    """How JSON names ``value``'s type ("null", "a string", "an array"…), not Python ("NoneType", "str")."""
+    if value is None:
+        return "null"
+    return next((name for kind, name in _JSON_TYPES if isinstance(value, kind)), type(value).__name__)
+
+
+def not_an_object(data: Any) -> str:
+    """The problem of a file whose top-level value is not the JSON object the file's kind is."""
+    return f"expected a JSON object, got {json_type_name(data)}"
 
 
 def _kind(model: type[BaseModel]) -> str:

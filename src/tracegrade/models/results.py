@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidatorFunctionWrapHandler, computed_field, field_validator
 
 from tracegrade.models.dataset import ToolCall, TrajectoryStep
+from tracegrade.models.expectations import case_expectation
 
 __all__ = [
     "CriterionResult",
@@ -271,6 +272,13 @@ class EvalCaseResult(BaseModel):
     @property
     def is_error(self) -> bool:
         return self.error is not None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def expectation(self) -> str | None:
+        """``"xfail"`` (failed as expected) or ``"xpass"`` (passed unexpectedly) for a case marked
+        ``metadata.xfail``, None otherwise: written into JSON reports (see :mod:`tracegrade.models.expectations`)."""
+        return case_expectation(self)
 
     def get_criterion_result(self, name: str) -> CriterionResult | None:
         return next((c for c in self.criterion_results if c.criterion == name), None)

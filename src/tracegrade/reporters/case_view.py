@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracegrade.models.expectations import XFAILED, XPASSED, case_expectation, xfail_reason
 from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport, TokenUsage, TrialStats
 from tracegrade.reporters.text import message_text, to_json_text
 
@@ -23,11 +24,14 @@ __all__ = [
     "ToolCallView",
     "TurnView",
     "case_display_name",
+    "case_outcome",
     "case_score",
     "case_status",
     "case_warnings",
     "criterion_status",
     "criterion_warnings",
+    "expectation_counts",
+    "expectation_note",
     "llm_output_views",
     "message_views",
     "node_visit_names",
@@ -46,8 +50,16 @@ __all__ = [
 
 NO_PROVIDER_WARNING = "No LLM provider available"
 PARTIAL_CREDIT_KEYS = ("matches", "matched", "missing", "extra")  # trajectory partial-credit details
-STATUS_LABELS = {"pass": "PASS", "fail": "FAIL", "error": "ERROR", "skipped": "SKIPPED"}
-STATUS_ICONS = {"pass": "✓", "fail": "✗", "error": "!", "skipped": "–"}
+# xfail/xpass: a case marked metadata.xfail that failed as expected / passed (see case_outcome); pytest's letters
+STATUS_LABELS = {
+    "pass": "PASS",
+    "fail": "FAIL",
+    "error": "ERROR",
+    "skipped": "SKIPPED",
+    "xfail": "XFAIL",
+    "xpass": "XPASS",
+}
+STATUS_ICONS = {"pass": "✓", "fail": "✗", "error": "!", "skipped": "–", "xfail": "x", "xpass": "X"}
 
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:
@@ -96,6 +108,27 @@ def case_status(result: EvalCaseResult) -> str:
     return "pass"
 
 
+def case_outcome(result: EvalCaseResult) -> str:
+    """:func:`case_status`, except for a case marked ``metadata.xfail``: ``"xfail"`` when it failed or errored (as
+    expected), ``"xpass"`` when it passed (which fails the run). What reporters show as a case's status."""
+    return case_expectation(result) or case_status(result)
+
+
+def expectation_note(result: EvalCaseResult) -> str | None:
+    """Why a case marked ``metadata.xfail`` is reported as it is (None for an unmarked case), with the reason given."""
+    expected = case_expectation(result)
+    if expected is None:
+        return None
+    reason = xfail_reason(result.metadata) or "no reason given"
+    return f"expected to fail: {reason}" if expected == XFAILED else f"unexpected pass (marked xfail: {reason})"
+
+
+def expectation_counts(report: EvalReport) -> tuple[int, int]:
+    """``(expected failures, unexpected passes)`` among the report's cases."""
+    outcomes = [case_expectation(r) for r in report.results]
+    return outcomes.count(XFAILED), outcomes.count(XPASSED)
+
+
 def skipped_case_count(report: EvalReport) -> int:
     """Cases counted as passed although every one of their criteria was skipped."""
     return sum(1 for r in report.results if case_status(r) == "skipped")
@@ -142,8 +175,17 @@ def samples_text(result: CriterionResult) -> str:
     spread = result.details.get("sample_spread") if isinstance(result.details, Mapping) else None
     if not isinstance(spread, Mapping):
         return ""
-    text = f"{spread.get('samples')} judge samples, range {spread.get('range', 0):.2f}, sd {spread.get('stdev', 0):.2f}"
+    text = f"{spread.get('samples')} judge samples, range {_two_places(spread.get('range', 0))}, "
+    text += f"sd {_two_places(spread.get('stdev', 0))}"
     return text + (", split on pass/fail" if spread.get("split") else "")
+
+
+def _two_places(value: Any) -> str:
+    """A number to two decimals; anything else as it is. Details are free-form JSON: a saved report holds a NaN
+    as the string "nan", and a custom criterion may put anything under ``sample_spread``."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{value:.2f}"
+    return str(value)
 
 
 def run_trials_text(report: EvalReport) -> str:

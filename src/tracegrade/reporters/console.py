@@ -8,7 +8,6 @@ escape codes. Untrusted text is never parsed as rich markup and its control char
 from __future__ import annotations
 
 import errno
-import os
 import sys
 import time
 from pathlib import Path
@@ -26,11 +25,13 @@ from tracegrade.reporters.case_view import (
     STATUS_ICONS,
     STATUS_LABELS,
     case_display_name,
+    case_outcome,
     case_score,
-    case_status,
     case_warnings,
     criterion_status,
     criterion_warnings,
+    expectation_counts,
+    expectation_note,
     message_views,
     node_visit_names,
     partial_item_text,
@@ -55,10 +56,18 @@ from tracegrade.reporters.text import (
     shorten,
     to_json_text,
 )
+from tracegrade.standard_output import stdout_to_devnull
 
 __all__ = ["ConsoleReporter", "print_report"]
 
-STATUS_STYLES = {"pass": "green", "fail": "red", "error": "bold red", "skipped": "dim"}
+STATUS_STYLES = {
+    "pass": "green",
+    "fail": "red",
+    "error": "bold red",
+    "skipped": "dim",
+    "xfail": "yellow",
+    "xpass": "bold red",
+}
 RUN_STATUS_STYLES = {
     "ALL PASSED": "bold white on green",
     "ALL FAILED": "bold white on red",
@@ -67,6 +76,7 @@ RUN_STATUS_STYLES = {
 }
 VALUE_LIMIT = 300  # characters per value in the default view
 VERBOSE_VALUE_LIMIT = 2000  # characters per value with verbose=True
+NAME_LIMIT = 200  # characters of a name or id in a heading
 NON_TERMINAL_WIDTH = 120  # columns used when writing to a file or pipe
 
 
@@ -101,16 +111,6 @@ class _PipeAwareConsole(Console):
         raise BrokenPipeError(errno.EPIPE, "the reader of the console report closed the pipe")
 
 
-def _stdout_to_devnull() -> None:
-    """Point the closed standard output at /dev/null, so that flushing it at exit does not fail again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):  # no file descriptor behind sys.stdout (a test's capture): nothing to flush
-        pass
-
-
 def _status_text(status: str) -> Text:
     return Text(f"{STATUS_ICONS[status]} {STATUS_LABELS[status]}", style=STATUS_STYLES[status])
 
@@ -118,6 +118,24 @@ def _status_text(status: str) -> Text:
 def _skipped_note(report: EvalReport) -> str:
     skipped = skipped_case_count(report)
     return f", {skipped} of them with every criterion skipped" if skipped else ""
+
+
+def _expectation_rows(report: EvalReport) -> list[tuple[str, str]]:
+    """Summary rows for the cases marked ``metadata.xfail`` (none when no case is): they are counted among the
+    failed (or passed) cases, but only an unexpected pass fails the run."""
+    xfailed, xpassed = expectation_counts(report)
+    if not xfailed and not xpassed:
+        return []
+    return [
+        ("Expected failures", f"{xfailed} (marked xfail, failed as expected: not a failure of the run)"),
+        ("Unexpected passes", f"{xpassed}" + (" (marked xfail but passed: a failure of the run)" if xpassed else "")),
+    ]
+
+
+def _name(text: str) -> str:
+    """A run's or a case's name or id for a heading: made safe and cut, since a name taken from a model's output
+    may be a page long (the JSON report keeps it whole)."""
+    return shorten(clean_text(text), NAME_LIMIT)
 
 
 def _rate_icon(rate: float) -> str:
@@ -154,7 +172,7 @@ class ConsoleReporter(BaseReporter):
                 console.print(renderable)
         except BrokenPipeError:
             if self.output is None:
-                _stdout_to_devnull()
+                stdout_to_devnull()
 
     def _console(self) -> Console:
         stream = _EncodingSafeStream(self.output if self.output is not None else sys.stdout)
@@ -184,7 +202,7 @@ class ConsoleReporter(BaseReporter):
             parts += [Text(), self._criteria_table(report)]
         if report.results:
             # A clean pass says nothing the summary does not: only verbose lists them (large runs stay readable).
-            shown = [r for r in report.results if self.verbose or case_status(r) != "pass" or case_warnings(r)]
+            shown = [r for r in report.results if self.verbose or case_outcome(r) != "pass" or case_warnings(r)]
             if shown:
                 parts += [Text(), self._cases_table(shown)]
             hidden = len(report.results) - len(shown)
@@ -202,10 +220,8 @@ class ConsoleReporter(BaseReporter):
     @staticmethod
     def _header(report: EvalReport) -> Panel:
         title = Text("Evaluation Report: ", style="bold")
-        title.append(clean_text(report.display_name), style="bold cyan")
-        sub = Text(
-            f"eval set {clean_text(report.eval_set_id)} · run at {format_timestamp(report.timestamp)}", style="dim"
-        )
+        title.append(_name(report.display_name), style="bold cyan")
+        sub = Text(f"eval set {_name(report.eval_set_id)} · run at {format_timestamp(report.timestamp)}", style="dim")
         return Panel(Group(title, sub), box=box.DOUBLE, expand=False)
 
     @staticmethod
@@ -230,6 +246,7 @@ class ConsoleReporter(BaseReporter):
             ("Passed", f"{s.passed_cases} ({s.pass_rate * 100:.1f}%){_skipped_note(report)}"),
             ("Failed", f"{s.failed_cases}"),
             ("Errors", f"{s.error_cases}"),
+            *_expectation_rows(report),
             *([("Trials", run_trials_text(report))] if run_trials_text(report) else []),
             (
                 "Duration",
@@ -282,7 +299,7 @@ class ConsoleReporter(BaseReporter):
         table.add_column("Notes", overflow="fold")
         for result in results:
             row: list[Any] = [
-                _status_text(case_status(result)),
+                _status_text(case_outcome(result)),
                 Text(shorten(clean_text(case_display_name(result)), 80)),
                 format_score(case_score(result)),
                 format_duration(result.duration_seconds),
@@ -295,7 +312,7 @@ class ConsoleReporter(BaseReporter):
 
     @staticmethod
     def _case_notes(result: EvalCaseResult) -> Text:
-        notes: list[str] = []
+        notes: list[str] = [note] if (note := expectation_note(result)) else []
         if result.error is not None:
             notes.append(f"error: {shorten(clean_text(result.error).splitlines()[0] if result.error else '', 80)}")
         failed = [c.criterion for c in result.failed_criteria]
@@ -312,13 +329,16 @@ class ConsoleReporter(BaseReporter):
     # --- one case ---------------------------------------------------------------------------------
 
     def _case_details(self, result: EvalCaseResult) -> Group:
-        status = case_status(result)
+        status = case_outcome(result)
         head = _status_text(status)
-        head.append("  " + clean_text(case_display_name(result)), style="bold")
+        head.append("  " + _name(case_display_name(result)), style="bold")
         if result.name:
-            head.append(f"  ({clean_text(result.eval_id)})", style="dim")
+            head.append(f"  ({_name(result.eval_id)})", style="dim")
         head.append(f"  score {format_score(case_score(result))} · {format_duration(result.duration_seconds)}")
         body = Text()
+        note = expectation_note(result)
+        if note is not None:
+            self._line(body, "XFAIL: " if status == "xfail" else "XPASS: ", note, style=STATUS_STYLES[status])
         if result.error is not None:
             self._line(body, "Error: ", result.error, style="red")
         for warning in case_warnings(result):
@@ -354,7 +374,7 @@ class ConsoleReporter(BaseReporter):
                 line.append(f" - {trials_text(c.trial_stats)}", style="yellow" if c.trial_stats.flaky else "")
             spread = samples_text(c)
             if spread:
-                line.append(f" - {spread}", style="yellow" if spread.endswith("split on pass/fail") else "")
+                line.append(f" - {clean_text(spread)}", style="yellow" if spread.endswith("split on pass/fail") else "")
         body.append_text(line)
         body.append("\n")
         if c.error is not None:

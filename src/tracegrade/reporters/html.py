@@ -27,11 +27,12 @@ from tracegrade.reporters.case_view import (
     STATUS_ICONS,
     STATUS_LABELS,
     case_display_name,
+    case_outcome,
     case_score,
-    case_status,
     case_warnings,
     criterion_status,
     criterion_warnings,
+    expectation_note,
     llm_output_views,
     message_views,
     node_visit_names,
@@ -138,11 +139,16 @@ _SCRIPT = r"""
 def _packed_cases(results: list[EvalCaseResult], rendered: list[str]) -> str:
     """Every case as ``[status, has warnings, search text, its HTML]``: JSON, gzip, base64 (attribute-safe)."""
     index = [
-        [case_status(r), bool(case_warnings(r)), f"{case_display_name(r)} {r.eval_id}".lower(), html_text]
-        for r, html_text in zip(results, rendered)
+        [case_outcome(r), bool(case_warnings(r)), _search_text(r), html_text] for r, html_text in zip(results, rendered)
     ]
     data = json.dumps(index, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     return base64.b64encode(gzip.compress(data, compresslevel=6, mtime=0)).decode("ascii")
+
+
+def _search_text(result: EvalCaseResult) -> str:
+    """What the case filter matches: name and id, lower-cased, with control characters (and lone surrogates,
+    which UTF-8 cannot encode) made visible as everywhere else on the page."""
+    return clean_text(f"{case_display_name(result)} {result.eval_id}").lower()
 
 
 def _stylesheet() -> str:
@@ -328,6 +334,8 @@ class HTMLReporter(FileReporter):
                 ("fail", "Failed"),
                 ("error", "Errors"),
                 ("skipped", "Skipped"),
+                ("xfail", "Expected failures"),
+                ("xpass", "Unexpected passes"),
                 ("warn", "Warnings"),
             )
         )
@@ -352,9 +360,9 @@ class HTMLReporter(FileReporter):
     # --- one case ---------------------------------------------------------------------------------
 
     def _case(self, result: EvalCaseResult) -> str:
-        status = case_status(result)
+        status = case_outcome(result)
         warnings = case_warnings(result)
-        search = f"{case_display_name(result)} {result.eval_id}".lower()
+        search = _search_text(result)
         summary = (
             f"{_badge(status)}"
             f'<span class="name">{_esc(case_display_name(result), 300)}</span>'
@@ -367,7 +375,8 @@ class HTMLReporter(FileReporter):
             + f'<span class="right">score {format_score(case_score(result))} · '
             f"{format_duration(result.duration_seconds)} · {result.token_usage.total_tokens:,} tokens</span>"
         )
-        parts = []
+        note = expectation_note(result)
+        parts = [f'<div class="warn-inline">{STATUS_LABELS[status]}: {_esc(note)}</div>'] if note else []
         if result.error is not None:
             parts.append(_section("Error", _pre(result.error, "error-message")))
         parts += [f'<div class="warn-inline">⚠ {_esc(w)}</div>' for w in warnings]

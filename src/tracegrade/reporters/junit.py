@@ -7,16 +7,18 @@ All text goes through :func:`clean_text` (XML 1.0 forbids control characters) an
 
 from __future__ import annotations
 
+import math
 import socket
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from tracegrade.models.expectations import xfail_reason
 from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport
 from tracegrade.reporters.base import FileReporter
 from tracegrade.reporters.case_view import (
     STATUS_LABELS,
     case_display_name,
-    case_status,
+    case_outcome,
     case_warnings,
     criterion_status,
     message_views,
@@ -41,6 +43,13 @@ PROPERTY_LIMIT = 4000  # characters per property value
 
 def _safe(value: Any, limit: int | None) -> str:
     return shorten(clean_text(value), limit)
+
+
+def _seconds(value: float) -> str:
+    """A ``time`` attribute: seconds with three decimals. The JUnit schema types it ``xs:decimal``, which has no
+    NaN or infinity, and CI readers parse it as a plain number; so a duration that is not a finite, non-negative
+    number (a NaN read back from a saved report as "nan", a clock that went backwards) is written as 0."""
+    return f"{value:.3f}" if math.isfinite(value) and value >= 0 else "0.000"
 
 
 def _element(parent: ET.Element, tag: str, text: str | None = None, **attrs: Any) -> ET.Element:
@@ -171,7 +180,7 @@ class JUnitXMLReporter(FileReporter):
             "name": self.suite_name,
             "tests": len(report.results),
             **counts,
-            "time": f"{summary.total_duration_seconds:.3f}",
+            "time": _seconds(summary.total_duration_seconds),
         }
         suite.attrib.update({k: _safe(v, MESSAGE_LIMIT) for k, v in attrs.items()})
         suite.attrib.update(
@@ -225,11 +234,20 @@ class JUnitXMLReporter(FileReporter):
             "testcase",
             name=case_display_name(result),
             classname=report.eval_set_id or "eval",
-            time=f"{result.duration_seconds:.3f}",
+            time=_seconds(result.duration_seconds),
         )
         outcome: str | None = None
-        status = case_status(result)
-        if status == "error":
+        status = case_outcome(result)
+        if status == "xfail":  # as pytest's junitxml writes an xfailed test, with what failed as the body
+            what = result.error or "; ".join(_failure_message(c) for c in result.failed_criteria)
+            reason = xfail_reason(result.metadata)
+            _element(case, "skipped", _safe(what, VALUE_LIMIT * 2), message=reason, type="pytest.xfail")
+            outcome = "skipped"
+        elif status == "xpass":  # a strict xfail that passed, as pytest words it
+            message = f"[XPASS(strict)] {xfail_reason(result.metadata)}".rstrip()
+            _element(case, "failure", _safe(message, VALUE_LIMIT), message=message)
+            outcome = "failures"
+        elif status == "error":
             _element(case, "error", _safe(result.error, VALUE_LIMIT * 2), message=result.error, type="EvalCaseError")
             outcome = "errors"
         elif status == "fail":

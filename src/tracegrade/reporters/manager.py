@@ -16,6 +16,7 @@ from typing import TextIO
 from tracegrade.errors import OutputFileError, TracegradeError
 from tracegrade.models.config import ReporterConfig
 from tracegrade.models.results import EvalReport
+from tracegrade.output_files import special_file_kind
 from tracegrade.reporters.base import FileReporter
 from tracegrade.reporters.console import ConsoleReporter
 from tracegrade.reporters.html import HTMLReporter
@@ -25,6 +26,9 @@ from tracegrade.reporters.junit import JUnitXMLReporter
 __all__ = ["FILE_REPORTERS", "FileReporterEntry", "ReporterManager", "ReporterOutput", "report_file_stem"]
 
 MAX_STEM_LENGTH = 100
+# Linux file systems take file names of up to 255 bytes; the longest report name, ``<stem>_YYYYmmdd_HHMMSS_junit.xml``,
+# adds 26 to the stem and the writer's temporary file beside it 14 more: a stem of 200 bytes leaves room.
+MAX_STEM_BYTES = 200
 
 
 def _detail_options(c: ReporterConfig) -> dict[str, bool]:
@@ -88,8 +92,10 @@ class ReporterOutput:
 
 def report_file_stem(report: EvalReport, timestamp_files: bool = True) -> str:
     """``<eval_set_id>`` with every character other than letters, digits, ``-`` and ``_`` made ``_``
-    (``eval`` when empty), plus ``_YYYYmmdd_HHMMSS`` (local time of the report) when asked."""
+    (``eval`` when empty), cut to 100 characters and 200 bytes of UTF-8 (a name of 100 CJK characters would
+    be 300, too long for a file name), plus ``_YYYYmmdd_HHMMSS`` (local time of the report) when asked."""
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in report.eval_set_id)[:MAX_STEM_LENGTH]
+    safe = safe.encode("utf-8")[:MAX_STEM_BYTES].decode("utf-8", "ignore")  # "ignore": a character cut in two
     stem = safe or "eval"
     if timestamp_files:
         stem += time.strftime("_%Y%m%d_%H%M%S", time.localtime(report.timestamp))
@@ -103,6 +109,15 @@ def _error_message(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
     return f"{type(exc).__name__}: {exc}"
+
+
+def _not_a_directory(path: Path) -> str:
+    """Why the reports cannot go into ``path``, which exists and is no directory: what it is instead."""
+    try:
+        kind = special_file_kind(path.stat().st_mode) or "a regular file"
+    except OSError:  # a link to nowhere (mkdir does not follow it), or it went away meanwhile
+        kind = "a broken symbolic link" if path.is_symlink() else "something that cannot be examined"
+    return f"it is {kind}, not a directory; give a directory for the reports (it is created when missing)"
 
 
 class ReporterManager:
@@ -123,11 +138,14 @@ class ReporterManager:
         try:
             directory.mkdir(parents=True, exist_ok=True)
             usable = directory.is_dir()
+        except FileExistsError:  # something other than a directory is there: say what, not "File exists"
+            usable = False
+            out.errors.append(("directory", f"cannot write {directory}: {_not_a_directory(directory)}"))
         except OSError as exc:
             usable = False
             out.errors.append(("directory", f"cannot write {directory}: {_error_message(exc)}"))
         if not usable and not out.errors:
-            out.errors.append(("directory", f"cannot write {directory}: it is not a directory"))
+            out.errors.append(("directory", f"cannot write {directory}: {_not_a_directory(directory)}"))
         if c.console:
             console = ConsoleReporter(
                 verbose=c.verbose,

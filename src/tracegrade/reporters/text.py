@@ -26,8 +26,11 @@ __all__ = [
 ]
 
 # Characters that are unsafe to emit raw: C0 controls except tab and newline, a lone carriage return,
-# DEL, C1 controls, lone surrogates and the two non-characters XML 1.0 forbids (U+FFFE, U+FFFF).
-_UNSAFE_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+# DEL, C1 controls, lone surrogates, the two non-characters XML 1.0 forbids (U+FFFE, U+FFFF), and the bidi
+# embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069): a case name holding U+202E would
+# reverse the rest of its line on a terminal or a page, so that "FAIL" or a score reads as something else.
+# Right-to-left text itself needs none of them; the marks U+200E/U+200F, which override nothing, stay.
+_UNSAFE_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff\u202a-\u202e\u2066-\u2069]")
 
 
 def _visible_escape(match: re.Match[str]) -> str:
@@ -38,8 +41,9 @@ def _visible_escape(match: re.Match[str]) -> str:
 def clean_text(value: object) -> str:
     """``str(value)`` made safe for terminals, HTML and XML 1.0.
 
-    Line endings are normalised to ``\\n``; every other control character (and anything XML 1.0 forbids)
-    becomes a visible escape such as ``\\x1b``, so nothing is silently lost and nothing raw gets through.
+    Line endings are normalised to ``\\n``; every other control character (and anything XML 1.0 forbids, and
+    the bidi overrides) becomes a visible escape such as ``\\x1b`` or ``\\u202e``, so nothing is silently lost
+    and nothing raw gets through.
     """
     text = value if isinstance(value, str) else str(value)
     if "\r" in text:

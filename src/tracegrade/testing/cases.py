@@ -9,11 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from tracegrade.models.dataset import EvalCase, EvalSet
+from tracegrade.models.expectations import XFAIL_KEY, xfail_reason
 
 __all__ = ["XFAIL_KEY", "EvalTestCase", "case_origin", "create_simple_eval_set", "parametrize_eval_cases"]
 
-#: ``EvalCase.metadata`` key: a case expected to fail (its value is the reason); parametrized as strict xfail
-XFAIL_KEY = "xfail"
 
 # id(case) -> (case, eval_set_id, eval_set_name): which set a parametrized case came from, so its
 # one-case report keeps the set's id (the case is held too, so the id cannot be reused while listed)
@@ -78,20 +77,25 @@ def parametrize_eval_cases(path_or_evalset: str | Path | EvalSet, argname: str =
     A relative path is found next to the test file first (the reference resolves it against the working
     directory only, so a test broke when run from elsewhere), then in the working directory. A case whose
     ``metadata["xfail"]`` gives a reason is marked ``xfail(strict=True)``: it must keep failing, and the
-    plugin's summary still shows why it failed.
+    plugin's summary still shows why it failed. :mod:`tracegrade.models.expectations` decides which cases are
+    marked, for ``tracegrade run`` and ``grade`` too.
     """
     import pytest
 
+    from tracegrade.errors import TracegradeError
     from tracegrade.evaluation.checks import checked_eval_set
 
     # refused as `tracegrade validate` refuses it: two cases of one id would be one test id, one result
-    eval_set = checked_eval_set(
-        path_or_evalset if isinstance(path_or_evalset, EvalSet) else _resolve(Path(path_or_evalset), _caller_dir())
-    )
+    try:
+        eval_set = checked_eval_set(
+            path_or_evalset if isinstance(path_or_evalset, EvalSet) else _resolve(Path(path_or_evalset), _caller_dir())
+        )
+    except TracegradeError as exc:  # the file and every problem in it, not a traceback through tracegrade's loaders
+        raise pytest.fail.Exception(str(exc), pytrace=False) from None
     params = []
     for case in eval_set.eval_cases:
         _ORIGINS[id(case)] = (case, eval_set.eval_set_id, eval_set.name)
-        reason = case.metadata.get(XFAIL_KEY)
-        marks = [pytest.mark.xfail(reason=str(reason), strict=True)] if reason else []
+        reason = xfail_reason(case.metadata)
+        marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason is not None else []
         params.append(pytest.param(case, id=case.eval_id, marks=marks))
     return pytest.mark.parametrize(argname, params)
