@@ -131,7 +131,10 @@ def test_the_k8s_tokens_file_loads_and_the_collector_sends_a_token_that_may_only
     tokens = tmp_path / "tokens.yaml"
     tokens.write_text(documents["Secret", "tracegrade-tenants"]["stringData"]["tokens.yaml"], encoding="utf-8")
     collector_token = documents["Secret", "tracegrade-tokens"]["stringData"]["TRACEGRADE_TOKEN"]
-    assert TokenTable.from_file(tokens).grant_of(collector_token) == Grant("team-a", frozenset({"ingest"}))
+    assert TokenTable.from_file(tokens).grant_of(collector_token) == Grant("default", frozenset({"ingest"}))
+    # the workers grade what the Collector sends: the example rules name its tenant
+    rules = yaml.safe_load((ROOT / "deploy" / "rules.yaml").read_text(encoding="utf-8"))["rules"]
+    assert {rule["tenant"] for rule in rules} == {"default"}
 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
