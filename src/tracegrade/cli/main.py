@@ -84,10 +84,15 @@ def cli() -> None:
 
 
 def main() -> None:
+    from tracegrade.standard_output import flush_stdout, guard_stdout
+
+    guard_stdout()  # output redirected to a full disk fails the command instead of arriving cut
     try:
         cli(standalone_mode=True)
     except KeyboardInterrupt:
         sys.exit(130)
+    finally:
+        flush_stdout()
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import BinaryIO
 
 from tracegrade.output_files import replacing
-from tracegrade.standard_output import stdout_errors, write_all
 
 __all__ = ["STDOUT", "RequestWriter", "request_writer"]
 
@@ -43,9 +42,10 @@ class RequestWriter:
 
     def write(self, request: bytes) -> None:
         if self._framed:
-            write_all(self._stream, len(request).to_bytes(_FRAME_LENGTH_BYTES, "big") + request)
+            self._stream.write(len(request).to_bytes(_FRAME_LENGTH_BYTES, "big"))
+            self._stream.write(request)
         else:
-            write_all(self._stream, request + b"\n")  # compact JSON holds no newline: one request per line
+            self._stream.write(request + b"\n")  # compact JSON holds no newline: one request per line
         self.requests += 1
 
 
@@ -54,8 +54,8 @@ def request_writer(output: Path, *, framed: bool, inputs: Iterable[str | Path] =
     """A writer of ``output`` (``-``: standard output); the file appears under its name when the block ends
     without an error, and not at all otherwise. ``inputs``: the files it must not be (the store)."""
     if str(output) == STDOUT:
-        with stdout_errors():
-            yield RequestWriter(sys.stdout.buffer, framed=framed)
+        yield RequestWriter(sys.stdout.buffer, framed=framed)  # checked by the entry point (standard_output)
+        sys.stdout.buffer.flush()
         return
     with replacing(output, inputs=inputs) as fh:
         if output.name.lower().endswith(".gz"):

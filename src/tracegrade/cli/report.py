@@ -20,7 +20,6 @@ from tracegrade.output_files import write_text_file
 from tracegrade.reporters import ConsoleReporter, JUnitXMLReporter
 from tracegrade.reporters.base import FileReporter
 from tracegrade.reporters.manager import FILE_REPORTERS
-from tracegrade.standard_output import stdout_to_devnull, write_stdout
 
 __all__ = ["command"]
 
@@ -129,17 +128,7 @@ def command(report_file: Path, fmt: str, output: Path | None, verbose: bool, no_
     """
     report = load_report(report_file)
     if fmt == "console" and output is None:
-        if sys.stdout.isatty():
-            _console_reporter(None, use_color=not no_color, verbose=verbose).report(report)
-            return
-        # Into a file or a pipe: rendered whole first (as rich renders for any non-terminal), then written
-        # checked, so that a full disk fails the command instead of leaving a cut report behind exit code 0.
-        buffer = io.StringIO()
-        _console_reporter(buffer, use_color=not no_color, verbose=verbose).report(report)
-        try:
-            write_stdout(buffer.getvalue().encode(sys.stdout.encoding or "utf-8", "replace"))
-        except BrokenPipeError:  # the reader stopped reading (`| head`): as when printing straight to it
-            stdout_to_devnull()
+        _console_reporter(None, use_color=not no_color, verbose=verbose).report(report)
         return
     if fmt == "console":
         buffer = io.StringIO()
@@ -148,6 +137,7 @@ def command(report_file: Path, fmt: str, output: Path | None, verbose: bool, no_
     else:
         text = _file_reporter(fmt, suite_name).render(report)
     if output is None:
-        write_stdout(text.encode("utf-8"))  # bytes as rendered: no newline translation
+        sys.stdout.flush()  # what was printed before stays before
+        sys.stdout.buffer.write(text.encode("utf-8"))  # bytes as rendered: no newline translation
         return
     click.echo(f"wrote {write_text_file(output, text, inputs=[report_file])}", err=True)
