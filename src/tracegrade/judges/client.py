@@ -3,8 +3,10 @@
 ``call_model`` makes a single call (chat completions or the responses API, falling back to chat
 completions on an endpoint without the responses API) with instrumentation suppressed and litellm's
 logging callbacks off for it, and returns the reply text with its token usage and cost (from litellm's
-cost map; 0 when the model has no price). ``retry_delay`` classifies a failure: 429 and 5xx other than
-501 are retried with exponential backoff plus jitter, honouring ``Retry-After``; nothing else is.
+cost map; 0 when the model has no price, said in the reply's ``notes``). ``retry_delay`` classifies a
+failure: 429 and 5xx other than 501 are retried with exponential backoff plus jitter, honouring
+``Retry-After`` (429s for as long as ``RetryPolicy.rate_limit_patience`` allows); nothing else is.
+``failure_message`` says what a failed call got back, from which endpoint, with credentials redacted.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import asyncio
 import contextlib
 import email.utils
 import random
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,6 +27,7 @@ from tracegrade.errors import JudgeError
 from tracegrade.judges.endpoints import ENDPOINT_STYLES, EndpointKey, is_responses_object, no_responses_api_reason
 from tracegrade.judges.llm import load_litellm
 from tracegrade.judges.providers import resolve_model
+from tracegrade.judges.redaction import endpoint_label, judge_secrets, redact
 from tracegrade.models.results import TokenUsage
 
 __all__ = [
@@ -33,8 +37,11 @@ __all__ = [
     "ProviderUnavailable",
     "RetryPolicy",
     "call_model",
+    "failure_message",
+    "no_usage_note",
     "retry_delay",
     "suppressed_instrumentation",
+    "unpriced_note",
 ]
 
 try:  # the key instrumentations check; its location is private and has moved between OTel versions
@@ -73,12 +80,18 @@ class JudgeRequest:
 
 @dataclass
 class JudgeReply:
-    """A judge's reply text and what it cost (zero usage when it came from the cache)."""
+    """A judge's reply text and what it cost (zero usage when it came from the cache).
+
+    ``notes`` say what the usage figures lack (no price for the model, no token counts from the provider);
+    ``stop_note`` says why the reply may be empty or cut short (a refusal, a content filter, the token limit).
+    """
 
     text: str
     usage: TokenUsage
     cached: bool = False
     attempts: int = 1
+    notes: list[str] = field(default_factory=list)
+    stop_note: str | None = None
 
 
 class ProviderUnavailable(JudgeError):
@@ -96,12 +109,21 @@ class JudgeCallError(JudgeError):
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Retries of 429/5xx: ``max_retries`` extra attempts, delay ``base * 2**n`` (with jitter) or Retry-After."""
+    """Retries of 429/5xx: delay ``base * 2**n`` (with jitter, at most ``max_delay``) or Retry-After.
+
+    5xx and connection failures get ``max_retries`` extra attempts. A 429 asks the caller to slow down
+    rather than reporting a fault, so it is retried (``max_retries`` of 0 excepted) until the endpoint has
+    been rate limiting for ``rate_limit_patience`` seconds without answering any call (the runtime keeps
+    that streak per endpoint and model): a rate-limit storm is waited out, while a provider that never lets
+    a call through costs the run that long once, after which its calls fail at their first 429. A 429 for an
+    exhausted quota is not retried, nor a Retry-After above ``max_retry_after``.
+    """
 
     max_retries: int = 3
     base_delay: float = 0.5
     max_delay: float = 30.0
     max_retry_after: float = 120.0
+    rate_limit_patience: float = 120.0
 
 
 @contextlib.contextmanager
@@ -136,19 +158,81 @@ def _retry_after(exc: BaseException) -> float | None:
     return None
 
 
-def retry_delay(exc: BaseException, attempt: int, policy: RetryPolicy) -> float | None:
-    """Seconds to wait before retrying after ``exc`` (attempt numbers start at 0), or None: do not retry."""
+def retry_delay(exc: BaseException, attempt: int, policy: RetryPolicy, rate_limited_for: float = 0.0) -> float | None:
+    """Seconds to wait before retrying after ``exc`` (attempt numbers start at 0), or None: do not retry.
+
+    ``rate_limited_for`` is how long the endpoint has been rate limiting (bounded by the policy's patience).
+    """
     status = _status(exc)
     litellm = load_litellm()
-    if isinstance(exc, litellm.Timeout) or attempt >= policy.max_retries:
+    if isinstance(exc, litellm.Timeout) or policy.max_retries <= 0:
         return None
     server_fault = status is not None and status >= 500 and status != 501  # 501: not implemented stays so
-    if not (status == 429 or server_fault or isinstance(exc, litellm.APIConnectionError)):
+    if status != 429 and (attempt >= policy.max_retries or not (server_fault or _connection_failed(exc))):
+        return None
+    if status == 429 and _quota_exhausted(exc):
         return None
     retry_after = _retry_after(exc)
     if retry_after is not None:
-        return retry_after if retry_after <= policy.max_retry_after else None
-    return min(policy.max_delay, policy.base_delay * 2**attempt) * random.uniform(0.5, 1.0)
+        delay = retry_after if retry_after <= policy.max_retry_after else None
+    else:
+        delay = min(policy.max_delay, policy.base_delay * 2 ** min(attempt, 32)) * random.uniform(0.5, 1.0)
+    if status == 429 and delay is not None and rate_limited_for + delay > policy.rate_limit_patience:
+        return None
+    return delay
+
+
+def _quota_exhausted(exc: BaseException) -> bool:
+    """A 429 that waiting does not cure: the account's quota or credit is used up (OpenAI: insufficient_quota)."""
+    text = str(exc).lower()
+    return "insufficient_quota" in text or "exceeded your current quota" in text
+
+
+def _connection_failed(exc: BaseException) -> bool:
+    litellm = load_litellm()
+    return isinstance(exc, litellm.APIConnectionError) and _status(exc) in (None, 500)
+
+
+# litellm prefixes a provider's message with its own class names: "litellm.RateLimitError: RateLimitError:
+# OpenAIException - slow down"; the status and the provider's own words are what a reader needs.
+_LITELLM_PREFIX = re.compile(r"^\s*(?:litellm\.)?[A-Za-z]*(?:Error|Exception)(?::| -)\s*")
+_MAX_FAILURE_TEXT = 2000
+
+
+def failure_message(exc: BaseException, request: JudgeRequest, attempts: int, policy: RetryPolicy | None = None) -> str:
+    """What a failed judge call got back, naming the model and endpoint, credentials redacted.
+
+    For example: ``judge openai/x at http://host/v1 answered HTTP 404 once (NotFoundError): File Not Found``.
+    """
+    try:
+        provider = resolve_model(request.model, request.use_vertex_ai).provider
+    except ValueError:
+        provider = "its provider's"
+    where = endpoint_label(provider, request.api_base)
+    status = _status(exc)
+    text = str(exc)
+    previous = None
+    while previous != text:
+        previous, text = text, _LITELLM_PREFIX.sub("", text, count=1)
+    text = redact(text, judge_secrets(request.api_key, request.api_base)) or type(exc).__name__
+    if len(text) > _MAX_FAILURE_TEXT:
+        text = f"{text[:_MAX_FAILURE_TEXT]}… ({len(text) - _MAX_FAILURE_TEXT} more characters not kept)"
+    if status == 429:
+        what = "HTTP 429 (rate limited)"
+        retry_after = _retry_after(exc)
+        limit = (policy or RetryPolicy()).max_retry_after
+        if retry_after is not None and retry_after > limit:
+            what += f", asking to retry after {retry_after:g} s, longer than the {limit:g} s tracegrade waits,"
+        elif _quota_exhausted(exc):
+            what += " for an exhausted quota, which waiting does not cure,"
+    elif _connection_failed(exc):
+        what = "a connection failure"
+    elif status is not None:
+        what = f"HTTP {status}"
+    else:
+        what = type(exc).__name__
+    tries = "once" if attempts == 1 else f"on each of {attempts} attempts"
+    return f"judge {request.model} at {where} answered {what} {tries} ({type(exc).__name__}): {text}"
 
 
 def _is_missing_credentials(exc: BaseException) -> bool:
@@ -156,7 +240,8 @@ def _is_missing_credentials(exc: BaseException) -> bool:
     return any(hint in text for hint in _MISSING_CREDENTIAL_HINTS)
 
 
-def _reply_text_and_tokens(response: Any, api_style: str) -> tuple[str, int, int]:
+def _reply_text_and_tokens(response: Any, api_style: str) -> tuple[str, int | None, int | None]:
+    """The reply text and its input/output token counts (None when the provider reported no usage)."""
     usage = getattr(response, "usage", None)
     if api_style == "responses":
         parts = [
@@ -166,25 +251,69 @@ def _reply_text_and_tokens(response: Any, api_style: str) -> tuple[str, int, int
             for block in getattr(item, "content", None) or []
         ]
         text = "".join(parts)
-        tokens = (getattr(usage, "input_tokens", 0), getattr(usage, "output_tokens", 0))
+        tokens = (getattr(usage, "input_tokens", None), getattr(usage, "output_tokens", None))
     else:
         text = response.choices[0].message.content or ""
-        tokens = (getattr(usage, "prompt_tokens", 0), getattr(usage, "completion_tokens", 0))
+        tokens = (getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None))
+    if not tokens[0] and not tokens[1]:  # litellm fills in zeros when the body had no usage; no call costs 0 tokens
+        return text, None, None
     return text, int(tokens[0] or 0), int(tokens[1] or 0)
 
 
-def _cost(response: Any, litellm_model: str, input_tokens: int, output_tokens: int) -> float:
-    """USD cost of one call: litellm's own figure when it computed one, else the cost map; 0 when unpriced."""
+def _stop_note(response: Any, api_style: str, max_output_tokens: int) -> str | None:
+    """Why the judge stopped, when it was not the end of a complete reply: refusal, content filter, token limit."""
+    if api_style == "responses":
+        refusals = [
+            str(getattr(block, "refusal", "") or "")
+            for item in getattr(response, "output", None) or []
+            for block in getattr(item, "content", None) or []
+            if getattr(block, "type", None) == "refusal"
+        ]
+        details = getattr(response, "incomplete_details", None)
+        reason = getattr(details, "reason", None) or (details.get("reason") if isinstance(details, dict) else None)
+        if reason is None and getattr(response, "status", "completed") not in (None, "completed"):
+            reason = f"status {getattr(response, 'status', None)}"
+    else:
+        choice = response.choices[0]
+        refusal = getattr(choice.message, "refusal", None)
+        refusals = [str(refusal)] if refusal else []
+        finish = getattr(choice, "finish_reason", None)
+        reason = finish if finish not in (None, "stop", "end_turn", "eos") else None
+    notes = [f"the judge refused: {r[:500]!r}" for r in refusals if r]
+    if reason in ("length", "max_output_tokens", "max_tokens"):
+        notes.append(f"the reply was cut off at the token limit ({reason}, max_output_tokens {max_output_tokens})")
+    elif reason == "content_filter":
+        notes.append("the provider's content filter stopped the reply (content_filter)")
+    elif reason is not None:
+        notes.append(f"the judge stopped early ({reason})")
+    return "; ".join(notes) or None
+
+
+def _cost(response: Any, litellm_model: str, input_tokens: int, output_tokens: int) -> float | None:
+    """USD cost of one call: litellm's own figure when it computed one, else the cost map; None when unpriced."""
     hidden = getattr(response, "_hidden_params", None) or {}
-    if "response_cost" in hidden:
-        return float(hidden["response_cost"] or 0.0)
+    if hidden.get("response_cost") is not None:
+        return float(hidden["response_cost"])
     try:
         prompt_cost, completion_cost = load_litellm().cost_per_token(
             model=litellm_model, prompt_tokens=input_tokens, completion_tokens=output_tokens
         )
-    except Exception:  # a model without a price in the cost map costs "unknown", reported as 0
-        return 0.0
+    except Exception:  # litellm's cost map has no price for this model
+        return None
     return float(prompt_cost + completion_cost)
+
+
+def unpriced_note(model: str) -> str:
+    """The note a reply of a model without a price carries (the same text for every call, so reports count it)."""
+    return (
+        f"judge model {model!r} has no price in litellm's cost map, so its calls count $0 in the judge cost: "
+        "give it one with litellm.register_model (README, LLM judges)"
+    )
+
+
+def no_usage_note(model: str) -> str:
+    """The note a reply without token counts carries."""
+    return f"judge model {model!r} reported no token usage, so its calls count 0 tokens and $0"
 
 
 async def call_model(request: JudgeRequest) -> JudgeReply:
@@ -215,16 +344,20 @@ async def call_model(request: JudgeRequest) -> JudgeReply:
                 response, style = await _chat_call(request, common), "chat"
         except Exception as exc:
             if _is_missing_credentials(exc):
-                raise ProviderUnavailable(str(exc)) from exc
+                secrets = judge_secrets(request.api_key, request.api_base)
+                raise ProviderUnavailable(redact(str(exc), secrets)) from None
             raise
     text, input_tokens, output_tokens = _reply_text_and_tokens(response, style)
-    usage = TokenUsage(
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        cost_usd=_cost(response, resolved.litellm_model, input_tokens, output_tokens),
-        calls=1,
-    )
-    return JudgeReply(text=text, usage=usage)
+    notes: list[str] = []
+    if input_tokens is None or output_tokens is None:
+        notes.append(no_usage_note(request.model))
+        input_tokens = output_tokens = 0
+    cost = _cost(response, resolved.litellm_model, input_tokens, output_tokens)
+    if cost is None:
+        notes.append(unpriced_note(request.model))
+    usage = TokenUsage(input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost or 0.0, calls=1)
+    stop_note = _stop_note(response, style, request.max_output_tokens)
+    return JudgeReply(text=text, usage=usage, notes=notes, stop_note=stop_note)
 
 
 async def _responses_or_chat(request: JudgeRequest, common: dict[str, Any], endpoint: EndpointKey) -> tuple[Any, str]:

@@ -22,12 +22,14 @@ _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 
 
 class UnreadableReply(TracegradeError, ValueError):
-    """The judge reply held no usable verdict; ``raw`` is the reply text, ``usage`` what the call cost."""
+    """The judge reply held no usable verdict; ``raw`` is the reply text, ``usage`` what the call cost and
+    ``notes`` what that usage lacks (see ``JudgeReply.notes``)."""
 
     def __init__(self, message: str, raw: str) -> None:
         super().__init__(message)
         self.raw = raw
         self.usage: TokenUsage | None = None
+        self.notes: list[str] = []
 
 
 def _decode_first_object(text: str) -> dict[str, Any] | None:

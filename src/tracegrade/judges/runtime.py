@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from pathlib import Path
@@ -18,7 +19,15 @@ from typing import TypeVar
 
 from tracegrade.errors import InvalidValueError
 from tracegrade.judges.cache import JudgeCache, cache_key, open_judge_cache
-from tracegrade.judges.client import JudgeCallError, JudgeReply, JudgeRequest, RetryPolicy, call_model, retry_delay
+from tracegrade.judges.client import (
+    JudgeCallError,
+    JudgeReply,
+    JudgeRequest,
+    RetryPolicy,
+    call_model,
+    failure_message,
+    retry_delay,
+)
 from tracegrade.judges.parsing import UnreadableReply
 from tracegrade.models.config import EvalConfig
 from tracegrade.models.results import TokenUsage
@@ -35,7 +44,9 @@ class JudgeRuntime:
     """Runs judge calls for one grading run.
 
     ``max_concurrency`` bounds the calls in flight across every criterion and case of the run (a call
-    waiting out a retry delay does not hold a slot). ``cache`` (or None) stores readable replies;
+    waiting out a retry delay does not hold a slot). A 429 from an endpoint holds back every call of the run
+    to that endpoint and model for the delay it asked for, so a rate-limit storm is waited out together
+    instead of each call spending its retries on it. ``cache`` (or None) stores readable replies;
     ``cache_opener`` opens it on the first judge call instead, so runs that judge nothing never touch it.
     ``usage`` totals what the run's calls cost; ``calls`` and ``cache_hits`` count them.
     """
@@ -58,6 +69,10 @@ class JudgeRuntime:
         self.cache_hits = 0
         self._semaphores: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
         self._lock = threading.Lock()
+        # (api_base, model) -> time.monotonic() before which no call to it starts (set by its 429s)
+        self._cooldowns: dict[tuple[str | None, str], float] = {}
+        # (api_base, model) -> when its current 429 streak began (cleared by any answered call)
+        self._limited_since: dict[tuple[str | None, str], float] = {}
 
     @classmethod
     def from_config(cls, config: EvalConfig) -> JudgeRuntime:
@@ -85,27 +100,60 @@ class JudgeRuntime:
                 semaphore = self._semaphores[loop] = asyncio.Semaphore(self.max_concurrency)
             return semaphore
 
+    async def _wait_cooldown(self, key: tuple[str | None, str]) -> None:
+        """Wait until the endpoint's rate-limit cooldown, if any, has passed."""
+        while True:
+            with self._lock:
+                remaining = self._cooldowns.get(key, 0.0) - time.monotonic()
+            if remaining <= 0:
+                return
+            await asyncio.sleep(remaining)
+
+    def _rate_limited_for(self, key: tuple[str | None, str]) -> float:
+        """Seconds since the endpoint's current 429 streak began (0 for the first 429 of a streak)."""
+        now = time.monotonic()
+        with self._lock:
+            return now - self._limited_since.setdefault(key, now)
+
+    def _cool_down(self, key: tuple[str | None, str], seconds: float) -> None:
+        with self._lock:
+            self._cooldowns[key] = max(self._cooldowns.get(key, 0.0), time.monotonic() + seconds)
+
     async def _call_with_retries(self, request: JudgeRequest) -> JudgeReply:
         semaphore = self._semaphore()
+        key = (request.api_base, request.model)
         attempt = 0
         while True:
+            await self._wait_cooldown(key)
             try:
                 async with semaphore:
                     reply = await call_model(request)
+                with self._lock:
+                    self._limited_since.pop(key, None)  # the endpoint answers again: its 429 streak is over
                 reply.attempts = attempt + 1
                 return reply
-            except (asyncio.TimeoutError, TimeoutError) as exc:
+            except (asyncio.TimeoutError, TimeoutError):
                 raise JudgeCallError(
-                    f"the judge did not answer within {request.timeout_seconds:g} s", attempt + 1, 408
-                ) from exc
+                    f"judge {request.model} did not answer within {request.timeout_seconds:g} s "
+                    "(the criterion's timeout_seconds)",
+                    attempt + 1,
+                    408,
+                ) from None
             except Exception as exc:
-                delay = retry_delay(exc, attempt, self.retry)
+                status = getattr(exc, "status_code", None)
+                streak = self._rate_limited_for(key) if status == 429 else 0.0
+                delay = retry_delay(exc, attempt, self.retry, streak)
                 if delay is None:
-                    if getattr(exc, "status_code", None) is None and not hasattr(exc, "llm_provider"):
+                    if status == 429:
+                        with self._lock:  # past patience: later calls fail at their first 429 until one is answered
+                            self._limited_since[key] = float("-inf")
+                    if status is None and not hasattr(exc, "llm_provider"):
                         raise
-                    raise JudgeCallError(
-                        f"{type(exc).__name__}: {exc}", attempt + 1, getattr(exc, "status_code", None)
-                    ) from exc
+                    message = failure_message(exc, request, attempt + 1, self.retry)
+                    # from None: litellm's exception text may quote the key the provider echoed
+                    raise JudgeCallError(message, attempt + 1, status) from None
+                if status == 429:
+                    self._cool_down(key, delay)
                 log.info("judge call failed (%s); retry %d in %.2f s", type(exc).__name__, attempt + 1, delay)
             await asyncio.sleep(delay)
             attempt += 1
@@ -128,8 +176,11 @@ class JudgeRuntime:
         try:
             value = parse(reply.text)
         except UnreadableReply as exc:
+            if reply.stop_note:  # "empty reply" alone hides a refusal, a content filter or a cut-off reply
+                exc = UnreadableReply(f"{exc}: {reply.stop_note}", exc.raw)
             exc.usage = reply.usage  # the call was paid for even though its reply is unusable
-            raise
+            exc.notes = reply.notes
+            raise exc from None
         if cache is not None:
             cache.put(key, request.model, sample_index, reply.text, reply.usage)
         return value, reply

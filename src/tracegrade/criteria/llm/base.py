@@ -4,7 +4,9 @@ A ``TemplatedLLMCriterion`` subclass names its template, builds the prompt's dat
 verdict from a parsed reply and adds its own details. The base class handles the rest: skip rules, an
 empty or uncaptured response, provider resolution ("No LLM provider available" scores 0.5 with a
 warning), samples run concurrently through the run's judge runtime, dropped samples (raw reply kept),
-clamped scores (flagged), "All LLM samples failed", and token usage and cost.
+clamped scores (flagged), "All LLM samples failed", and token usage and cost (with a warning when the judge's
+usage or price is unknown). What a judge sent back is kept to ``MAX_KEPT_REPLY`` characters, with the judge's
+credentials redacted, since it lands in every report and stored run.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import statistics
+import threading
 from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,16 +32,19 @@ from tracegrade.judges import (
     provider_problem,
     render_prompt,
 )
+from tracegrade.judges.redaction import judge_secrets, redact
 from tracegrade.models.dataset import EvalCase
 from tracegrade.models.execution import ExecutionResult
 from tracegrade.models.results import CriterionResult, TokenUsage
 
 __all__ = [
+    "MAX_KEPT_REPLY",
     "NO_PROVIDER_REASON",
     "NO_RESPONSE_NOTE",
     "NO_RESPONSE_REASON",
     "SampleVerdict",
     "TemplatedLLMCriterion",
+    "clipped",
     "merged",
     "question_text",
     "sample_spread",
@@ -46,10 +52,22 @@ __all__ = [
 ]
 
 log = logging.getLogger("tracegrade.evaluation")
+judges_log = logging.getLogger("tracegrade.judges")
+_SAID: set[str] = set()  # usage notes already logged by this process
+_SAID_LOCK = threading.Lock()
 
 NO_PROVIDER_REASON = "No LLM provider available"
 NO_RESPONSE_REASON = "agent produced no response"
 NO_RESPONSE_NOTE = "No response to evaluate"
+#: the most characters of a judge's reply (or its reasoning, or a failed call's error) a result keeps
+MAX_KEPT_REPLY = 20_000
+
+
+def clipped(text: str, limit: int = MAX_KEPT_REPLY) -> str:
+    """``text`` cut to ``limit`` characters, saying how much was left out (a judge may send megabytes)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit} more characters not kept)"
 
 
 @dataclass
@@ -71,6 +89,7 @@ class _SampleOutcome:
     raw_reply: str | None = None
     provider_missing: bool = False
     usage: TokenUsage = field(default_factory=TokenUsage)
+    notes: list[str] = field(default_factory=list)
 
 
 def merged(verdicts: list[SampleVerdict], key: str) -> list[str]:
@@ -94,9 +113,9 @@ def sample_spread(scores: Sequence[float], threshold: float) -> dict[str, Any] |
 def text_list(value: Any) -> list[str]:
     """A judge's list field as strings (a single string becomes a one-item list)."""
     if isinstance(value, str):
-        return [value] if value.strip() else []
+        return [clipped(value)] if value.strip() else []
     if isinstance(value, list):
-        return [str(v) for v in value if str(v).strip()]
+        return [clipped(str(v)) for v in value if str(v).strip()]
     return []
 
 
@@ -186,15 +205,18 @@ class TemplatedLLMCriterion(BaseCriterion):
             return self._no_provider(problem)
         request = self._request(actual, expected)
         runtime = current_judge_runtime()
-        outcomes = await asyncio.gather(*(self._sample(runtime, request, i) for i in range(cfg.num_samples)))
+        samples = (self._sample(runtime, request, i, expected.eval_id) for i in range(cfg.num_samples))
+        outcomes = await asyncio.gather(*samples)
         return self._aggregate(list(outcomes))
 
-    async def _sample(self, runtime: Any, request: JudgeRequest, index: int) -> _SampleOutcome:
+    async def _sample(self, runtime: Any, request: JudgeRequest, index: int, case_id: str) -> _SampleOutcome:
         outcome = _SampleOutcome(index)
+        secrets = judge_secrets(request.api_key, request.api_base)
 
         def parse(text: str) -> tuple[SampleVerdict, list[dict[str, Any]]]:
             scores = ScoreReader(text)
             verdict = self.read_verdict(extract_json_object(text), scores)
+            verdict.reasoning = clipped(redact(verdict.reasoning, secrets))
             return verdict, [
                 {"sample": index, "field": c.field, "value": c.value, "clamped_to": c.clamped_to}
                 for c in scores.clamped
@@ -202,16 +224,18 @@ class TemplatedLLMCriterion(BaseCriterion):
 
         try:
             (outcome.verdict, outcome.clamped), outcome.reply = await runtime.complete(request, index, parse)
-            outcome.usage = outcome.reply.usage
+            outcome.usage, outcome.notes = outcome.reply.usage, outcome.reply.notes
+            outcome.reply.text = clipped(redact(outcome.reply.text, secrets))
         except ProviderUnavailable as exc:
             outcome.provider_missing, outcome.error = True, str(exc)
         except UnreadableReply as exc:
-            outcome.error, outcome.raw_reply = f"unreadable reply: {exc}", exc.raw
-            outcome.usage = exc.usage or TokenUsage()
+            outcome.error, outcome.raw_reply = f"unreadable reply: {exc}", clipped(redact(exc.raw, secrets))
+            outcome.usage, outcome.notes = exc.usage or TokenUsage(), exc.notes
         except Exception as exc:  # any failed sample is dropped, and says why
             outcome.error = f"{type(exc).__name__}: {exc}"
         if outcome.error:
-            log.warning("%s: judge sample %d dropped: %s", self.name, index, outcome.error)
+            outcome.error = clipped(redact(outcome.error, secrets), 2_000)
+            log.warning("%s, case %s: judge sample %d dropped: %s", self.name, case_id, index, outcome.error)
         return outcome
 
     def _no_provider(self, problem: str) -> CriterionResult:
@@ -219,6 +243,24 @@ class TemplatedLLMCriterion(BaseCriterion):
             0.5, {"reason": NO_PROVIDER_REASON, "problem": problem, "judge_model": self.config.judge_model}
         )
         result.warnings.append(f"{NO_PROVIDER_REASON} for judge model {self.config.judge_model!r}: {problem}")
+        return result
+
+    @staticmethod
+    def _noted(result: CriterionResult, outcomes: list[_SampleOutcome]) -> CriterionResult:
+        """Say what the usage figures lack (no price, no token counts): a silent $0 reads as free.
+
+        Each note is in the result's details and logged once per process as a warning on the
+        ``tracegrade.judges`` logger (a result warning would mark every case of a free local judge as warned).
+        """
+        notes = list(dict.fromkeys(n for o in outcomes for n in o.notes))
+        if notes:
+            result.details["usage_notes"] = notes
+            for note in notes:
+                with _SAID_LOCK:
+                    first = note not in _SAID
+                    _SAID.add(note)
+                if first:
+                    judges_log.warning("%s", note)
         return result
 
     def _aggregate(self, outcomes: list[_SampleOutcome]) -> CriterionResult:
@@ -237,7 +279,7 @@ class TemplatedLLMCriterion(BaseCriterion):
                 },
             )
             result.token_usage = usage
-            return result
+            return self._noted(result, outcomes)
         verdicts = [o.verdict for o in kept if o.verdict is not None]
         score = sum(v.score for v in verdicts) / len(verdicts)
         clamped = [c for o in kept for c in o.clamped]
@@ -276,4 +318,4 @@ class TemplatedLLMCriterion(BaseCriterion):
             result.warnings.append(
                 f"{len(dropped)} of {len(outcomes)} judge samples failed and were dropped: {dropped[0]['error']}"
             )
-        return result
+        return self._noted(result, outcomes)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracegrade.criteria.llm.base import SampleVerdict, TemplatedLLMCriterion, question_text
+from tracegrade.criteria.llm.base import SampleVerdict, TemplatedLLMCriterion, clipped, question_text
 from tracegrade.criteria.registry import register_criterion
 from tracegrade.judges import ScoreReader, UnreadableReply
 from tracegrade.models.dataset import EvalCase
@@ -60,7 +60,7 @@ class RubricBasedCriterion(TemplatedLLMCriterion):
             entry = entries[rubric.rubric_id]
             value = entry.get("score") if isinstance(entry, dict) else entry
             per_rubric[rubric.rubric_id] = scores.score(value, f"rubrics.{rubric.rubric_id}.score")
-            reasons[rubric.rubric_id] = str(entry.get("reasoning", "")) if isinstance(entry, dict) else ""
+            reasons[rubric.rubric_id] = clipped(str(entry.get("reasoning", ""))) if isinstance(entry, dict) else ""
         total_weight = sum(r.weight for r in self.config.rubrics)
         weighted = sum(per_rubric[r.rubric_id] * r.weight for r in self.config.rubrics) / total_weight
         reasoning = str(reply.get("reasoning", "")) or "; ".join(f"{k}: {v}" for k, v in reasons.items() if v)
