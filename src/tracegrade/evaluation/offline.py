@@ -9,18 +9,23 @@ Two modes:
   with the criteria that need no expectations; criteria that need one are reported as skipped.
 
 Both compile the criteria and call the evaluator factory once, before any trace is read, exactly as
-``AgentEvaluator`` does for a live run.
+``AgentEvaluator`` does for a live run. Cases are graded one after another, unless a criterion waits on
+something (an LLM judge, a custom evaluator): then up to ``judge_max_concurrency`` cases are graded at once,
+so that N cases cost about N / judge_max_concurrency judge round trips rather than N. Results keep the order of
+the eval set (or of the selected traces).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import itertools
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tracegrade.criteria.base import BaseCriterion, fields_read
+from tracegrade.criteria.base import BaseCriterion, SyncCriterion, fields_read
 from tracegrade.errors import NoCriteriaError
 from tracegrade.evaluation.checks import checked_eval_set
 from tracegrade.evaluation.collection_pace import building_long_lived, fewer_full_collections, set_aside_long_lived
@@ -103,7 +108,7 @@ class TraceGrader:
         # The report carries each case's LLM-call details only when the criteria had them loaded; otherwise they
         # stay in the store, under the case's trace ids.
         detailed = reads_llm_content(fields)
-        results: list[EvalCaseResult] = []
+        results = _Results(self.progress, len(matches), self._cases_at_once(criteria))
         for start, stop in _load_groups(trials, LOAD_CHUNK):
             # one group of cases at a time: their executions are loaded in one query and freed once graded
             wanted = list(dict.fromkeys(t for groups in trials[start:stop] for ids in groups for t in ids))
@@ -112,13 +117,11 @@ class TraceGrader:
                     loaded.trace_id: loaded
                     for loaded in iter_executions(self.store, wanted, len(wanted) or 1, fields=fields)
                 }
-            for m, groups in zip(matches[start:stop], trials[start:stop]):
-                self.progress(len(results), len(matches))
-                if len(results) % SET_ASIDE_EVERY == 0:
-                    set_aside_long_lived()  # the results so far live until the report is written
-                results.append(await self._graded_case(grader, m, groups, stored, detailed))
-        self.progress(len(results), len(matches))
-        return self._report(eval_set.eval_set_id, eval_set.name, results, {"mode": "eval_set"})
+            await results.add(
+                functools.partial(self._graded_case, grader, m, groups, stored, detailed)
+                for m, groups in zip(matches[start:stop], trials[start:stop])
+            )
+        return self._report(eval_set.eval_set_id, eval_set.name, results.graded, {"mode": "eval_set"})
 
     @staticmethod
     async def _graded_case(
@@ -162,29 +165,35 @@ class TraceGrader:
             )
         grader = grader_for(usable, self.config, self.evaluator_factory)
         skipped_results = [_skipped_result(c) for c in skipped]
-        results: list[EvalCaseResult] = []
         trace_ids = selected_trace_ids(self.store, selection)
-        for trace_id, execution, usage, problem in iter_executions(
-            self.store, trace_ids, fields=self._fields_read(usable)
-        ):
-            self.progress(len(results), len(trace_ids))
-            if len(results) % SET_ASIDE_EVERY == 0:
-                set_aside_long_lived()  # the results so far live until the report is written
+        results = _Results(self.progress, len(trace_ids), self._cases_at_once(usable))
+
+        async def graded(
+            trace_id: str, execution: ExecutionResult | None, usage: TokenUsage, problem: str | None
+        ) -> EvalCaseResult:
             case = _reference_free_case(trace_id, execution)
             if execution is None:
                 why = problem or "the trace has no trajectory yet"
-                results.append(EvalCaseResult.failure(case.eval_id, why, trace_ids=[trace_id]))
-                continue
+                return EvalCaseResult.failure(case.eval_id, why, trace_ids=[trace_id])
             result = await _grade_one(grader, execution, case, {"trace_id": trace_id}, usage, detailed=False)
             result.criterion_results += [r.model_copy() for r in skipped_results]
-            results.append(result)
-        self.progress(len(results), len(trace_ids))
+            return result
+
+        loaded = iter_executions(self.store, trace_ids, fields=self._fields_read(usable))
+        # the executions stream in: at most a few batches of concurrent cases are held at a time
+        for batch in _batches(loaded, results.at_once * 4):
+            await results.add(functools.partial(graded, *item) for item in batch)
         meta = {
             "mode": "reference_free",
             "selection": {k: v for k, v in vars(selection).items() if v is not None},
             "skipped_criteria": [c.name for c in skipped],
         }
-        return self._report(REFERENCE_FREE_SET_ID, "production traces", results, meta)
+        return self._report(REFERENCE_FREE_SET_ID, "production traces", results.graded, meta)
+
+    def _cases_at_once(self, criteria: Sequence[BaseCriterion]) -> int:
+        """How many cases to grade at once: one unless a criterion (or a custom evaluator) may wait on a judge."""
+        waits = self.evaluator_factory is not None or any(not isinstance(c, SyncCriterion) for c in criteria)
+        return self.config.judge_max_concurrency if waits else 1
 
     def _fields_read(self, criteria: Sequence[BaseCriterion]) -> frozenset[str] | None:
         """The execution fields grading with ``criteria`` reads (None: any): a custom evaluator may read any."""
@@ -284,6 +293,47 @@ async def _grade_one(
     )
     result.metadata.update(extra_meta)
     return result
+
+
+class _Results:
+    """The cases graded so far, in order, with the progress told and long-lived results set aside as they come."""
+
+    def __init__(self, progress: Callable[[int, int], None], total: int, at_once: int) -> None:
+        self.graded: list[EvalCaseResult] = []
+        self.at_once = at_once
+        self._progress = progress
+        self._total = total
+        progress(0, total)
+        set_aside_long_lived()
+
+    async def add(self, cases: Iterable[Callable[[], Awaitable[EvalCaseResult]]]) -> None:
+        """Grade ``cases`` (each a call that grades one) and keep their results in the order given; at most
+        ``at_once`` at a time, one after another without tasks when that is 1."""
+        if self.at_once == 1:
+            for grade in cases:
+                self._keep([await grade()])
+            return
+        gate = asyncio.Semaphore(self.at_once)
+
+        async def gated(grade: Callable[[], Awaitable[EvalCaseResult]]) -> EvalCaseResult:
+            async with gate:
+                return await grade()
+
+        self._keep(await asyncio.gather(*(gated(grade) for grade in cases)))
+
+    def _keep(self, results: Sequence[EvalCaseResult]) -> None:
+        before = len(self.graded)
+        self.graded += results
+        if before // SET_ASIDE_EVERY != len(self.graded) // SET_ASIDE_EVERY:
+            set_aside_long_lived()  # the results so far live until the report is written
+        self._progress(len(self.graded), self._total)
+
+
+def _batches(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """``items`` in lists of ``size`` (the last one shorter), read as they are needed."""
+    stream = iter(items)
+    while batch := list(itertools.islice(stream, size)):
+        yield batch
 
 
 def reference_free_case_id(trace_id: str) -> str:
