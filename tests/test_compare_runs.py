@@ -80,7 +80,7 @@ def test_too_few_cases_is_inconclusive_and_says_why() -> None:
     result = compare_runs(noisy_agent_run(1, truth), noisy_agent_run(2, truth, tool_drop=0.9))
     assert result.verdict == "inconclusive"
     (reason,) = result.reasons
-    assert "only 4 case(s)" in reason and "at least 6 paired cases" in reason
+    assert "only 4 case(s)" in reason and "Holm-adjusted over 4 tests" in reason and "at least 8 paired cases" in reason
 
 
 def test_no_shared_cases_is_inconclusive() -> None:

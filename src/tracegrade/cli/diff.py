@@ -79,7 +79,7 @@ def _print(diff: RunDiff, show_all: bool) -> None:
         if case.kind == "unchanged" and not show_all:
             continue
         crit = "\n".join(
-            f"{c.criterion}: {_fmt(c.score_a)} -> {_fmt(c.score_b)} ({c.kind})"
+            f"{c.criterion}: {_fmt(c.score_a, c.skipped_a)} -> {_fmt(c.score_b, c.skipped_b)} ({c.kind})"
             for c in case.criteria
             if c.kind != "unchanged"
         )
@@ -132,5 +132,6 @@ def _print_statistics(stats: RunComparison) -> None:
         console.print(_plain(f"  {reason}"))
 
 
-def _fmt(score: float | None) -> str:
-    return "-" if score is None else f"{score:.2f}"
+def _fmt(score: float | None, skipped: bool = False) -> str:
+    """A criterion's score in one run: ``-`` when it was not there, ``skipped`` when it did not apply."""
+    return "-" if score is None else "skipped" if skipped else f"{score:.2f}"

@@ -9,7 +9,7 @@ from pathlib import Path
 from tracegrade.cli.common import UsageProblem
 from tracegrade.cli.grading_store import open_grading_store
 from tracegrade.cli.report import load_report
-from tracegrade.errors import InvalidValueError
+from tracegrade.errors import InvalidValueError, TracegradeError
 from tracegrade.evaluation.run_records import list_runs, load_run
 from tracegrade.models.results import EvalReport
 
@@ -34,14 +34,28 @@ def load_runs(refs: list[str], store_path: Path, token: str | None) -> list[tupl
         else:
             stored.append(i)
     if stored:
-        with open_grading_store(store_path, token, writable=False) as store:
-            for i in stored:
-                run_id = _run_id(store.reader, refs[i])
-                try:
-                    loaded[i] = (run_id, load_run(store.reader, run_id))
-                except (KeyError, InvalidValueError) as exc:
-                    raise UsageProblem(f"{exc.args[0]} (or give a report JSON file)") from None
+        # a missing report file would otherwise be looked up as a run, and the error named only the store
+        paths = [refs[i] for i in stored if _looks_like_a_path(refs[i])]
+        try:
+            with open_grading_store(store_path, token, writable=False) as store:
+                for i in stored:
+                    run_id = _run_id(store.reader, refs[i])
+                    try:
+                        loaded[i] = (run_id, load_run(store.reader, run_id))
+                    except (KeyError, InvalidValueError) as exc:
+                        raise UsageProblem(f"{exc.args[0]} (or give a report JSON file)") from None
+        except TracegradeError as exc:
+            if not paths:
+                raise
+            raise UsageProblem(
+                f"report file {paths[0]} does not exist (looked up as a run instead: {exc}); check the path"
+            ) from None
     return [loaded[i] for i in range(len(refs))]
+
+
+def _looks_like_a_path(ref: str) -> bool:
+    """A reference with a directory part or a ``.json`` name is meant as a report file (run ids hold no ``/``)."""
+    return "/" in ref or "\\" in ref or ref.lower().endswith(".json")
 
 
 def _run_id(reader: object, ref: str) -> str:

@@ -142,9 +142,11 @@ def agreement(
     """Agreement of ``judge`` scores with ``human`` ones, item by item (both in [0, 1]).
 
     Pass/fail is ``score >= threshold`` on both sides. With ``graded`` (the humans gave scores), both sides are
-    also rounded to a scale of ``levels`` evenly spaced values for the weighted kappas. ``samples`` holds each
-    item's individual judge scores: self-consistency is the share of items whose samples agree on pass/fail
-    and the mean range and standard deviation of their scores (None when every item had one sample).
+    also rounded to a scale of ``levels`` evenly spaced values for the weighted kappas. A kappa is None when
+    both sides gave one and the same verdict (level) to every item: it is 0/0 then, no evidence of agreement.
+    ``samples`` holds each item's individual judge scores: self-consistency is the share of items whose
+    samples agree on pass/fail and the mean range and standard deviation of their scores (None when every
+    item had one sample).
     """
     n = len(human)
     h_pass = [h >= threshold for h in human]
@@ -163,13 +165,16 @@ def agreement(
         scale = [i / steps for i in range(levels)]
         h_level = [round(h * steps) for h in human]
         j_level = [round(j * steps) for j in judge]
-        linear = cohens_kappa(h_level, j_level, "linear", labels=range(levels))
-        quadratic = cohens_kappa(h_level, j_level, "quadratic", labels=range(levels))
+        if len(set(h_level) | set(j_level)) > 1:
+            linear = cohens_kappa(h_level, j_level, "linear", labels=range(levels))
+            quadratic = cohens_kappa(h_level, j_level, "quadratic", labels=range(levels))
     rho = spearman(list(human), list(judge)) if n > 1 else math.nan
     return Agreement(
         items=n,
         accuracy=sum(1 for a, b in pairs if a == b) / n,
-        kappa=cohens_kappa(h_pass, j_pass),
+        # one verdict throughout, from both sides: kappa is 0/0, not agreement (a judge that passes everything
+        # would read 1.0 on a set with no failing item and meet any min_agreement)
+        kappa=cohens_kappa(h_pass, j_pass) if len(set(h_pass) | set(j_pass)) > 1 else None,
         kappa_linear=linear,
         kappa_quadratic=quadratic,
         spearman=None if math.isnan(rho) else rho,
@@ -320,6 +325,13 @@ def _problem(criterion: TemplatedLLMCriterion, path: Path, stored: list[dict[str
             f"the prompt is now {version}; {fix}"
         )
     kappa = newest.get("kappa")
+    if not isinstance(kappa, int | float) and newest.get("items"):
+        verdict = "pass" if newest.get("confusion", {}).get("human_pass", {}).get("judge_pass") else "fail"
+        return (
+            f"judge {model!r} and the humans gave all {newest.get('items')} items of its calibration for "
+            f"{criterion.name} in {path} the same verdict ({verdict}): kappa is undefined, so agreement is not "
+            f"shown (min_agreement {wanted:g}); add labelled items the humans judged the other way and {fix}"
+        )
     if not isinstance(kappa, int | float):
         return f"judge {model!r} has a calibration for {criterion.name} in {path} with no item judged; {fix}"
     if wanted is not None and kappa < wanted:

@@ -12,9 +12,11 @@ cannot support a verdict (and why), ``pass`` otherwise.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
+from tracegrade.errors import InvalidValueError
 from tracegrade.evaluation.run_diff import first_divergence
 from tracegrade.evaluation.statistics import (
     holm_adjust,
@@ -177,7 +179,7 @@ def compare_runs(
     metrics = [_metric(CASES, [(_case_pass(a), _case_pass(b), _case_score(a), _case_score(b)) for a, b in paired])]
     metrics[0] = _with_delta(metrics[0], _case_deltas(paired), confidence, resamples, seed, test=False)
     for name in _criterion_names(paired):
-        rows = _criterion_rows(paired, name)
+        rows = _criterion_rows(paired, name, (baseline_name, candidate_name))
         if not rows:
             continue
         metric = _metric(name, rows)
@@ -228,13 +230,21 @@ def _criterion_names(paired: list[tuple[EvalCaseResult, EvalCaseResult]]) -> lis
     return list(names)
 
 
-def _criterion_rows(paired: list[tuple[EvalCaseResult, EvalCaseResult]], name: str) -> list[Row]:
-    """The cases where both runs graded ``name`` (a skipped criterion is not graded)."""
+def _criterion_rows(paired: list[tuple[EvalCaseResult, EvalCaseResult]], name: str, runs: tuple[str, str]) -> list[Row]:
+    """The cases where both runs graded ``name`` (a skipped criterion is not graded). A score that is not a
+    finite number (NaN from a hand-edited report or a custom criterion) is refused: it would make every
+    statistic of the criterion NaN and its p-value meaningless (the sign-flip test gave 2.0)."""
     rows = []
     for a, b in paired:
         ca, cb = a.get_criterion_result(name), b.get_criterion_result(name)
         if ca is None or cb is None or ca.skipped or cb.skipped:
             continue
+        for run, case, result in ((runs[0], a, ca), (runs[1], b, cb)):
+            if not math.isfinite(result.score):
+                raise InvalidValueError(
+                    f"{run}: case {case.eval_id!r}, criterion {name!r} has score {result.score}, which cannot be "
+                    "compared; a score must be a finite number (0 to 1): fix that result or grade the case again"
+                )
         rows.append((ca.passed, cb.passed, ca.score, cb.score))
     return rows
 
@@ -344,13 +354,17 @@ def _verdict(
     if failing:
         return "fail", failing
     doubts = []
+    tests = _family_size(metrics)
     if pairs == 0:
         doubts.append("no case was graded in both runs: nothing to compare (are these runs of the same eval set?)")
-    elif min_mcnemar_p(pairs) >= alpha:
-        needed = next(n for n in range(1, 64) if min_mcnemar_p(n) < alpha)
+    elif tests * min_mcnemar_p(pairs) >= alpha:
+        # Holm multiplies the smallest p-value of the family by its size: with too few cases for that, even
+        # every case going from pass to fail is no significant regression, and "pass" would be a false all-clear.
+        needed = _cases_needed(tests, alpha)
+        family = f", Holm-adjusted over {tests} tests," if tests > 1 else ""
         doubts.append(
-            f"only {pairs} case(s) were graded in both runs: at alpha {alpha:g} an exact McNemar test needs at "
-            f"least {needed} paired cases to call any change significant; grade more cases"
+            f"only {pairs} case(s) were graded in both runs: at alpha {alpha:g}{family} an exact McNemar test needs "
+            f"at least {needed} paired cases to call any change significant; grade more cases"
         )
     if max_drop is not None and pairs:
         cases = metrics[0]
@@ -362,3 +376,18 @@ def _verdict(
     if doubts:
         return "inconclusive", doubts
     return "pass", []
+
+
+def _family_size(metrics: list[MetricComparison]) -> int:
+    """How many tests :func:`_judge` Holm-adjusted together: a McNemar test per metric, a permutation test per
+    graded criterion."""
+    return len(metrics) + sum(m.permutation_p is not None for m in metrics)
+
+
+def _cases_needed(tests: int, alpha: float) -> int:
+    """The fewest paired cases with which a family of ``tests`` Holm-adjusted tests can reach ``alpha``: the
+    smallest exact p-value halves with each case, so this ends (by 1100 cases it is 0.0)."""
+    needed = 1
+    while tests * min_mcnemar_p(needed) >= alpha:
+        needed += 1
+    return needed

@@ -22,14 +22,20 @@ class CriterionChange:
     score_b: float | None
     passed_a: bool | None
     passed_b: bool | None
+    skipped_a: bool = False
+    skipped_b: bool = False
 
     @property
     def kind(self) -> str:
-        """``regressed``, ``improved``, ``unchanged``, ``added`` or ``removed``."""
-        if self.score_a is None:
+        """``regressed``, ``improved``, ``unchanged``, ``added`` or ``removed``. A skipped criterion (it did not
+        apply) gave no verdict: one graded in A and skipped in B is ``removed``, the other way ``added``; its
+        placeholder score of 0 is no regression (the paired statistics leave such cases out too)."""
+        if self.score_a is None or (self.skipped_a and not self.skipped_b):
             return "added"
-        if self.score_b is None:
+        if self.score_b is None or (self.skipped_b and not self.skipped_a):
             return "removed"
+        if self.skipped_a and self.skipped_b:
+            return "unchanged"
         if self.passed_a and not self.passed_b:
             return "regressed"
         if self.passed_b and not self.passed_a:
@@ -96,6 +102,8 @@ class RunDiff:
                             "score_b": x.score_b,
                             "passed_a": x.passed_a,
                             "passed_b": x.passed_b,
+                            "skipped_a": x.skipped_a,
+                            "skipped_b": x.skipped_b,
                         }
                         for x in c.criteria
                     ],
@@ -179,6 +187,8 @@ def diff_reports(a: EvalReport, b: EvalReport, run_a: str = "A", run_b: str = "B
                 crit_b[n].score if n in crit_b else None,
                 crit_a[n].passed if n in crit_a else None,
                 crit_b[n].passed if n in crit_b else None,
+                n in crit_a and crit_a[n].skipped,
+                n in crit_b and crit_b[n].skipped,
             )
             for n in names
         ]

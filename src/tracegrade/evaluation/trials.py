@@ -92,6 +92,24 @@ def _combine_criterion(
     usage = TokenUsage.total(c.token_usage for c in found if c is not None)
     if not graded:  # skipped in every trial
         return template.model_copy(update={"token_usage": usage})
+    unusable = next((g for g in graded if not 0 <= g.score <= 1), None)  # NaN fails the comparison too
+    if unusable is not None:
+        # a custom criterion built its result with a score outside [0, 1]: there is no mean or interval to give,
+        # and failing the criterion (not the whole run, after every trial ran) says which one and where
+        error = (
+            f"trial {unusable.trial} of {len(trials)} scored {unusable.score}: a criterion's score must be a "
+            "number from 0 to 1 to be averaged over trials (build results with CriterionResult.success)"
+        )
+        return template.model_copy(
+            update={
+                "score": 0.0,
+                "passed": False,
+                "skipped": False,
+                "error": error,
+                "details": {"reason": error, "trial": unusable.trial},
+                "token_usage": usage,
+            }
+        )
     stats = trial_stats([g.score for g in graded], [g.passed for g in graded])
     errors = [c.error for c in found if c is not None and c.error is not None]
     warnings = list(dict.fromkeys(w for c in found if c is not None for w in c.warnings))
