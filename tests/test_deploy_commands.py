@@ -134,11 +134,18 @@ def test_the_image_installs_what_a_lake_store_loads() -> None:
     assert any("ducklake:postgres:" in str(args) + str(env) for args, env in compose_commands(ROOT).values())
 
 
-def test_units_under_protect_system_strict_give_duckdb_a_writable_home(tmp_path: Path) -> None:
+def _checked_copy(tmp_path: Path) -> list[str]:
+    """A copy of collector/ and deploy/ under ``tmp_path`` that deploy/check_files.py passes, and the command
+    that checks it again once a test has broken a file."""
     for part in ("collector", "deploy"):
         shutil.copytree(ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("wheels", "__pycache__"))
     check = [sys.executable, str(ROOT / "deploy/check_files.py"), "--root", str(tmp_path)]
     assert subprocess.run(check, capture_output=True, text=True).returncode == 0
+    return check
+
+
+def test_units_under_protect_system_strict_give_duckdb_a_writable_home(tmp_path: Path) -> None:
+    check = _checked_copy(tmp_path)
     unit = tmp_path / "deploy/systemd/tracegrade-maintain.service"
     unit.write_text(re.sub(r"(?m)^Environment=HOME=.*\n", "", unit.read_text()))
     result = subprocess.run(check, capture_output=True, text=True)
@@ -194,10 +201,7 @@ def test_serve_runs_with_exactly_the_receiver_env_example(tmp_path: Path) -> Non
 def test_compose_runs_the_image_tag_the_readme_builds_and_k8s_deploys(tmp_path: Path) -> None:
     """compose.yaml's default image was tracegrade:latest while deploy/README.md builds tracegrade:0.1.0:
     `docker compose up` would then pull a tracegrade:latest from Docker Hub instead of the image just built."""
-    for part in ("collector", "deploy"):
-        shutil.copytree(ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("wheels", "__pycache__"))
-    check = [sys.executable, str(ROOT / "deploy/check_files.py"), "--root", str(tmp_path)]
-    assert subprocess.run(check, capture_output=True, text=True).returncode == 0
+    check = _checked_copy(tmp_path)
     compose = tmp_path / "deploy/compose.yaml"
     compose.write_text(re.sub(r"tracegrade:0\.1\.0\}", "tracegrade:latest}", compose.read_text()))
     result = subprocess.run(check, capture_output=True, text=True)

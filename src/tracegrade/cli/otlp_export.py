@@ -52,19 +52,19 @@ def export_otlp(
     as_json = fmt == "otlp-json"
     traces = traces_json_requests if as_json else traces_requests
     logs = logs_json_requests if as_json else logs_requests
-    exported = Exported()
     with request_writer(output, framed=not as_json, inputs=inputs) as writer:
-        for spans in span_pages(store, selection):
-            for body, count in traces(spans, max_items=_MAX_ITEMS, max_bytes=_MAX_BYTES):
+
+        def written(requests: Iterable[tuple[bytes, int]]) -> int:
+            """Write ``requests`` (body, record count); how many records they held."""
+            total = 0
+            for body, count in requests:
                 writer.write(body)
-                exported.spans += count
+                total += count
                 if progress is not None:
                     progress(count)
-        for records in log_pages(store, selection):
-            for body, count in logs(records, max_items=_MAX_ITEMS, max_bytes=_MAX_BYTES):
-                writer.write(body)
-                exported.logs += count
-                if progress is not None:
-                    progress(count)
-        exported.requests = writer.requests
-    return exported
+            return total
+
+        sizes = {"max_items": _MAX_ITEMS, "max_bytes": _MAX_BYTES}
+        spans = sum(written(traces(page, **sizes)) for page in span_pages(store, selection))
+        records = sum(written(logs(page, **sizes)) for page in log_pages(store, selection))
+    return Exported(spans=spans, logs=records, requests=writer.requests)
