@@ -30,15 +30,22 @@ def test_replies_without_an_object_are_unreadable(reply):
     assert info.value.raw == reply
 
 
-def test_scores_are_clamped_and_every_clamp_is_recorded():
+def test_scores_just_outside_the_scale_are_clamped_and_every_clamp_is_recorded():
     reader = ScoreReader("raw")
-    assert reader.score(7, "score") == 1.0
-    assert reader.score(-0.5, "categories.privacy") == 0.0
+    assert reader.score(1.04, "score") == 1.0
+    assert reader.score(-0.02, "categories.privacy") == 0.0
     assert reader.score("0.4", "score") == 0.4
     assert [(c.field, c.value, c.clamped_to) for c in reader.clamped] == [
-        ("score", 7.0, 1.0),
-        ("categories.privacy", -0.5, 0.0),
+        ("score", 1.04, 1.0),
+        ("categories.privacy", -0.02, 0.0),
     ]
+
+
+@pytest.mark.parametrize("value", [7, 1.5, -0.5, 100])
+def test_scores_far_outside_the_scale_are_unreadable(value):
+    # a judge answering on another scale (7 of 10): clamped to 1.0 it would pass the case at any threshold
+    with pytest.raises(UnreadableReply, match="outside the 0-1 scale"):
+        ScoreReader("raw").score(value, "score")
 
 
 @pytest.mark.parametrize("value", [None, True, "high", float("nan"), [0.5]])

@@ -101,12 +101,19 @@ async def test_malformed_json_everywhere_is_all_samples_failed(server):
     assert any("not a number" in e for e in result.details["errors"])
 
 
-async def test_out_of_range_score_is_clamped_and_flagged(server):
-    server.script(Reply.score(7, "seven out of ten"))
+async def test_a_score_just_out_of_range_is_clamped_and_flagged(server):
+    server.script(Reply.score(1.02, "a touch over"))
     result = await grade(server, ResponseMatchCriterion)
     assert result.score == 1.0
-    assert result.details["clamped_scores"] == [{"sample": 0, "field": "score", "value": 7.0, "clamped_to": 1.0}]
-    assert result.warnings and "clamped" in result.warnings[0] and "score=7" in result.warnings[0]
+    assert result.details["clamped_scores"] == [{"sample": 0, "field": "score", "value": 1.02, "clamped_to": 1.0}]
+    assert result.warnings and "clamped" in result.warnings[0] and "score=1.02" in result.warnings[0]
+
+
+async def test_a_score_on_another_scale_fails_the_sample_instead_of_passing(server):
+    server.script(Reply.score(7, "seven out of ten"))
+    result = await grade(server, ResponseMatchCriterion)
+    assert not result.passed and result.error == "All LLM samples failed"
+    assert any("score is 7, outside the 0-1 scale" in e for e in result.details["errors"])
 
 
 async def test_injected_instructions_stay_inside_the_data_fence(server):

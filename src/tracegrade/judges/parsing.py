@@ -1,4 +1,4 @@
-"""Robust reading of judge replies: JSON in code fences or prose, scores clamped to [0, 1] and flagged.
+"""Robust reading of judge replies: JSON in code fences or prose, scores just outside [0, 1] clamped and flagged.
 
 ``extract_json_object`` finds the JSON object in a reply (whole reply, a fenced block, or the first
 decodable object inside prose); ``ScoreReader`` reads score fields, clamping out-of-range values and
@@ -63,6 +63,10 @@ def extract_json_object(text: str) -> dict[str, Any]:
     return found
 
 
+#: how far outside [0, 1] a score may stray (rounding, 1.01) and still be clamped; farther is unreadable
+CLAMP_SLACK = 0.05
+
+
 @dataclass(frozen=True)
 class ClampedScore:
     """One out-of-range score the judge returned and the value it was clamped to."""
@@ -89,6 +93,9 @@ class ScoreReader:
             raise UnreadableReply(f"{where} is {json.dumps(value)}, not a number", self.raw) from None
         if math.isnan(number):
             raise UnreadableReply(f"{where} is NaN", self.raw)
+        if not -CLAMP_SLACK <= number <= 1 + CLAMP_SLACK:
+            # a 7 is a judge scoring on another scale (1-10, say), not a 1.0: read as one, it would pass any case
+            raise UnreadableReply(f"{where} is {number:g}, outside the 0-1 scale the judge was asked for", self.raw)
         clamped = min(1.0, max(0.0, number))
         if clamped != number:
             self.clamped.append(ClampedScore(where, number, clamped))
