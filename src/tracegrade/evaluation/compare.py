@@ -188,7 +188,9 @@ def compare_runs(
         metrics.append(_with_delta(metric, deltas, confidence, resamples, seed, test=graded))
     metrics = _judge(metrics, alpha, max_drop)
     flips = _flips(paired)
-    verdict, reasons = _verdict(metrics, flips, len(paired), alpha, max_drop, strict)
+    missing = [k for k in by_base if k not in by_cand]
+    unsure = _coverage_doubts(baseline, candidate, (baseline_name, candidate_name), missing)
+    verdict, reasons = _verdict(metrics, flips, len(paired), alpha, max_drop, strict, unsure)
     return RunComparison(
         baseline=baseline_name,
         candidate=candidate_name,
@@ -196,7 +198,7 @@ def compare_runs(
         max_drop=max_drop,
         strict=strict,
         paired_cases=len(paired),
-        only_baseline=[k for k in by_base if k not in by_cand],
+        only_baseline=missing,
         only_candidate=[k for k in by_cand if k not in by_base],
         metrics=metrics,
         flips=flips,
@@ -334,6 +336,7 @@ def _verdict(
     alpha: float,
     max_drop: float | None,
     strict: bool,
+    coverage_doubts: list[str],
 ) -> tuple[Verdict, list[str]]:
     failing = []
     for m in metrics:
@@ -353,7 +356,7 @@ def _verdict(
         failing.append(f"strict: {len(regressed_cases)} case(s) went from pass to fail ({names})")
     if failing:
         return "fail", failing
-    doubts = []
+    doubts = list(coverage_doubts)
     tests = _family_size(metrics)
     if pairs == 0:
         doubts.append("no case was graded in both runs: nothing to compare (are these runs of the same eval set?)")
@@ -376,6 +379,26 @@ def _verdict(
     if doubts:
         return "inconclusive", doubts
     return "pass", []
+
+
+def _coverage_doubts(
+    baseline: EvalReport, candidate: EvalReport, names: tuple[str, str], missing: list[str]
+) -> list[str]:
+    """Why the paired cases may not stand for the candidate run: a run that was interrupted (its report marked
+    ``metadata.incomplete``), or baseline cases the candidate lacks (a case that crashed the harness, was cut
+    from the eval set or never ran would otherwise pass the gate unseen)."""
+    doubts = [
+        f"the {name} run is incomplete ({report.metadata['incomplete']}): only its finished cases are compared"
+        for name, report in zip(names, (baseline, candidate))
+        if report.metadata.get("incomplete")
+    ]
+    if missing and len(missing) < len(baseline.results):  # none paired at all has its own reason (_verdict)
+        shown = ", ".join(missing[:5]) + ("…" if len(missing) > 5 else "")
+        doubts.append(
+            f"{len(missing)} case(s) of the {names[0]} are missing from the {names[1]} ({shown}) and are not "
+            f"compared: grade them in the {names[1]}, or take a {names[0]} of the current eval set"
+        )
+    return doubts
 
 
 def _family_size(metrics: list[MetricComparison]) -> int:
