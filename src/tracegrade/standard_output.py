@@ -25,7 +25,13 @@ __all__ = ["flush_stdout", "guard_stdout", "stdout_to_devnull"]
 
 
 class _WholeWrites(io.BufferedWriter):
-    """A buffered writer whose ``write`` never stops short and whose failures name standard output."""
+    """A buffered writer whose ``write`` never stops short and whose failures name standard output;
+    ``unbuffered``: each write is flushed at once (``python -u``, ``PYTHONUNBUFFERED``: a reader sees each line
+    as it is printed)."""
+
+    def __init__(self, raw: io.RawIOBase, *, unbuffered: bool) -> None:
+        super().__init__(raw)
+        self._unbuffered = unbuffered
 
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
@@ -40,6 +46,8 @@ class _WholeWrites(io.BufferedWriter):
             raise
         except OSError as exc:
             _failed(exc)
+        if self._unbuffered:
+            self.flush()
         return done
 
     def flush(self) -> None:
@@ -57,8 +65,9 @@ def _failed(exc: OSError) -> NoReturn:
 
 
 def guard_stdout() -> None:
-    """Put a checked writer (see the module docstring) behind ``sys.stdout``, keeping its encoding and buffering;
-    nothing changes when standard output is not a file descriptor (a test's capture, none at all)."""
+    """Put a checked writer (see the module docstring) behind ``sys.stdout``, keeping its encoding and buffering
+    (line buffering on a terminal, none at all under ``python -u``); nothing changes when standard output is not
+    a file descriptor (a test's capture, none at all)."""
     current = sys.stdout
     try:
         fd = current.fileno()
@@ -66,11 +75,13 @@ def guard_stdout() -> None:
         return
     current.flush()
     raw = io.FileIO(fd, "w", closefd=False)
+    unbuffered = not isinstance(getattr(current, "buffer", None), io.BufferedWriter)
     sys.stdout = io.TextIOWrapper(
-        _WholeWrites(raw),
+        _WholeWrites(raw, unbuffered=unbuffered),
         encoding=current.encoding,
         errors=current.errors,
         line_buffering=bool(getattr(current, "line_buffering", False)),
+        write_through=bool(getattr(current, "write_through", False)),
     )
 
 
