@@ -162,3 +162,43 @@ def test_an_adk_app_runs_with_its_plugins_and_name(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert read_report(tmp_path / "out").summary.passed_cases == 1
     assert seen == ["weather_app"]
+
+
+class _StockModel(BaseLlm):
+    """Asks for two lookups in one turn (with ids), then answers once both came back."""
+
+    model: str = "scripted-stock"
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        last = llm_request.contents[-1]
+        returned = [p.function_response for p in last.parts or [] if p.function_response]
+        if returned:
+            text = "; ".join(f"{r.response['sku']}: {r.response['stock']}" for r in returned)
+            yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text=text)]))
+            return
+        calls = [types.FunctionCall(name="stock", args={"sku": sku}, id=f"c-{sku}") for sku in ("b", "東京")]
+        yield LlmResponse(content=types.Content(role="model", parts=[types.Part(function_call=c) for c in calls]))
+
+
+def stock(sku: str) -> dict[str, Any]:
+    """Whether a SKU is in stock."""
+    return {"sku": sku, "stock": "in" if sku == "b" else "out"}
+
+
+def test_a_parallel_batch_has_its_calls_only_each_with_its_result() -> None:
+    agent = LlmAgent(name="stock_agent", model=_StockModel(), tools=[stock], instruction="Help.")
+    app, collector = create_eval_app(agent)
+    eval_set = EvalSet.model_validate(
+        {"eval_cases": [{"eval_id": "two", "conversation": [{"user_content": {"role": "user", "content": "go"}}]}]}
+    )
+    config = EvalConfig.model_validate({"criteria": {"tool_name_match": {"threshold": 0.0}}})
+    [result] = AgentEvaluator(app, collector=collector, config=config).evaluate_sync(eval_set).results
+    # ADK's extra "execute_tool (merged)" span is no call; the results come from what the model was given back
+    calls = [(c.name, c.call_id, c.args, c.result) for c in result.actual_tool_calls]
+    assert calls == [
+        ("stock", "c-b", {"sku": "b"}, {"sku": "b", "stock": "in"}),
+        ("stock", "c-東京", {"sku": "東京"}, {"sku": "東京", "stock": "out"}),
+    ]
+    assert result.actual_response == "b: in; 東京: out"

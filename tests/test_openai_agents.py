@@ -90,3 +90,117 @@ def test_a_multi_turn_case_carries_the_conversation() -> None:
     assert [c.args for c in result.actual_tool_calls] == [{"city": "Bergen"}, {"city": "Oslo"}]
     assert result.actual_response == "It is sunny."
     collector.tracer_provider.shutdown()
+
+
+# ---- the SDK's own OpenAI models over HTTP (a scripted server on 127.0.0.1): model calls keep their content ----
+
+_BATCH = [("c1", "lookup", {"sku": "b"}), ("c2", "lookup", {"sku": "a"})]
+
+
+def _scripted_openai(api: str, request: Any) -> Any:
+    """A Responses or Chat Completions reply: the two lookups at once, then the answer once both returned."""
+    import time
+
+    from tests.support.llm_server import Reply
+
+    usage = {"input_tokens": 11, "output_tokens": 4, "total_tokens": 15}
+    body = request.body
+    if api == "responses":
+        answered = any(isinstance(i, dict) and i.get("type") == "function_call_output" for i in body["input"])
+        text = {"type": "output_text", "text": "both in stock ✓", "annotations": []}
+        output = (
+            [{"type": "message", "id": "m1", "status": "completed", "role": "assistant", "content": [text]}]
+            if answered
+            else [
+                {"type": "function_call", "id": f"fc_{c}", "call_id": c, "name": n, "arguments": json.dumps(a)}
+                for c, n, a in _BATCH
+            ]
+        )
+        payload: dict[str, Any] = {"id": "resp_1", "object": "response", "created_at": int(time.time())}
+        payload |= {"status": "completed", "model": "gpt-scripted", "output": output, "tools": []}
+        payload |= {"parallel_tool_calls": True, "tool_choice": "auto", "instructions": "Be brief.", "usage": usage}
+        return Reply(raw_body=json.dumps(payload))
+    answered = any(m.get("role") == "tool" for m in body["messages"])
+    calls = [{"id": c, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}} for c, n, a in _BATCH]
+    message = (
+        {"role": "assistant", "content": "both in stock ✓"} if answered else {"role": "assistant", "tool_calls": calls}
+    )
+    choice = {"index": 0, "message": message, "finish_reason": "stop" if answered else "tool_calls"}
+    chat_usage = {"prompt_tokens": 11, "completion_tokens": 4, "total_tokens": 15}
+    payload = {"id": "chat-1", "object": "chat.completion", "created": int(time.time()), "model": "gpt-scripted"}
+    return Reply(raw_body=json.dumps(payload | {"choices": [choice], "usage": chat_usage}))
+
+
+@function_tool
+def lookup(sku: str) -> str:
+    """Whether a SKU is in stock."""
+    return f"{sku} in stock"
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+def test_openai_model_calls_keep_tokens_ids_and_messages(api: str) -> None:
+    from agents import OpenAIChatCompletionsModel, OpenAIResponsesModel
+    from openai import AsyncOpenAI
+
+    from tests.support.llm_server import LLMServer
+
+    with LLMServer(responder=lambda request: _scripted_openai(api, request)) as server:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="test-key", max_retries=0)
+        model_class = OpenAIResponsesModel if api == "responses" else OpenAIChatCompletionsModel
+        agent = Agent(name="stock", instructions="Be brief.", model=model_class("gpt-scripted", client), tools=[lookup])
+        app, collector = create_eval_app(agent)
+        turn = {"user_content": {"role": "user", "content": "check b and a"}}
+        eval_set = EvalSet.model_validate({"eval_cases": [{"eval_id": api, "conversation": [turn]}]})
+        config = EvalConfig(criteria={"tool_name_match": CriterionConfig(threshold=0.0)})
+        [result] = AgentEvaluator(app, collector=collector, config=config).evaluate_sync(eval_set).results
+        collector.tracer_provider.shutdown()
+    calls = [(t.call_id, t.name, t.args, t.result) for t in result.actual_tool_calls]
+    assert calls == [("c1", "lookup", {"sku": "b"}, "b in stock"), ("c2", "lookup", {"sku": "a"}, "a in stock")]
+    assert result.actual_response == "both in stock ✓"
+    usage = result.agent_token_usage
+    assert (usage.calls, usage.input_tokens, usage.output_tokens) == (2, 22, 8)
+    first, second = result.node_details
+    assert first.model == second.model == "gpt-scripted"
+    assert [t["call_id"] for t in first.tool_calls] == ["c1", "c2"]
+    assert [m["role"] for m in second.input_messages] == ["system", "user", "assistant", "tool", "tool"]
+    assert second.input_messages[1]["content"] == "check b and a" and second.response_text == "both in stock ✓"
+
+
+class _ExplodeThenAnswer(Model):
+    """Asks for ``explode`` once, then answers with what the tool returned."""
+
+    async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> ModelResponse:
+        items = [input] if isinstance(input, str) else list(input)
+        last = items[-1]
+        if isinstance(last, dict) and last.get("type") == "function_call_output":
+            content = [ResponseOutputText(annotations=[], text=str(last["output"]), type="output_text")]
+            output: list[Any] = [
+                ResponseOutputMessage(id="m1", content=content, role="assistant", status="completed", type="message")
+            ]
+        else:
+            output = [ResponseFunctionToolCall(arguments="{}", call_id="e1", name="explode", type="function_call")]
+        return ModelResponse(output=output, usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+
+@function_tool(failure_error_function=lambda ctx, error: f"tool failed: {error}")
+def explode() -> str:
+    """Always fails."""
+    raise ValueError("the warehouse is on fire")
+
+
+def test_a_failing_tool_records_why_it_failed_and_the_run_goes_on() -> None:
+    agent = Agent(name="fragile", instructions="Help.", model=_ExplodeThenAnswer(), tools=[explode])
+    app, collector = create_eval_app(agent)
+    eval_set = EvalSet.model_validate(
+        {"eval_cases": [{"eval_id": "boom", "conversation": [{"user_content": {"role": "user", "content": "go"}}]}]}
+    )
+    config = EvalConfig(criteria={"tool_name_match": CriterionConfig(threshold=0.0)})
+    [result] = AgentEvaluator(app, collector=collector, config=config).evaluate_sync(eval_set).results
+    collector.tracer_provider.shutdown()
+    [call] = result.actual_tool_calls
+    assert call.result == "tool failed: the warehouse is on fire"
+    assert call.error == "Error running tool (non-fatal): the warehouse is on fire"  # not only the SDK's label
+    assert result.error is None and result.actual_response == "tool failed: the warehouse is on fire"

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable
@@ -197,10 +198,20 @@ class TrajectoryCollector(SpanProcessor):
         return True
 
     def shutdown(self) -> None:
-        """The tracer provider shuts down: stop receiving the process's log records."""
-        from tracegrade.capture.log_capture import unsubscribe_process_logs
+        """The tracer provider shuts down: stop receiving the process's log records.
 
-        unsubscribe_process_logs(self)
+        Only a collector whose log capture was wired can be subscribed, and wiring imports ``log_capture``:
+        without it there is nothing to undo. Importing it here instead would load the SDK's logs module, which
+        fails when the provider shuts down from ``atexit`` (the interpreter refuses new threads then) and
+        printed a traceback at the exit of every program that attached a bare collector.
+        """
+        log_capture = sys.modules.get("tracegrade.capture.log_capture")
+        if log_capture is None:
+            return
+        try:
+            log_capture.unsubscribe_process_logs(self)
+        except Exception as exc:  # the provider's shutdown must not fail because of the collector
+            self._record_failure("shutdown", exc)
 
     # ---- log records (from a LogRecordProcessor; cheap; never raise) ----
 

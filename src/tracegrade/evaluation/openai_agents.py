@@ -57,6 +57,100 @@ def _name_and_attributes(data: Any) -> tuple[str, dict[str, Any]]:
     return f"openai_agents.{kind}", {"openai_agents.span.type": str(kind)}
 
 
+def _dumped(item: Any) -> Any:
+    """A Responses API item as plain JSON values (the SDK hands over pydantic models or dicts)."""
+    dump = getattr(item, "model_dump", None)
+    return dump(exclude_none=True) if callable(dump) else item
+
+
+def _item_text(content: Any) -> str:
+    """The text of a Responses message's content: a string, or its text parts joined."""
+    if isinstance(content, str):
+        return content
+    parts = content if isinstance(content, list) else []
+    return "".join(str(p.get("text", "")) for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
+
+
+def _response_messages(items: Any) -> list[dict[str, Any]]:
+    """Responses API input or output items as GenAI messages (``role`` and ``parts``).
+
+    A run of ``function_call`` items is one assistant message asking for those calls (one model turn's
+    parallel batch), so the mapper can pair each tool span with the call and id the model asked for; a
+    ``function_call_output`` is a ``tool`` message answering its call id. Other item kinds (reasoning, web
+    search) carry nothing the trajectory uses and are left out.
+    """
+    if isinstance(items, str):
+        return [{"role": "user", "parts": [{"type": "text", "content": items}]}]
+    messages: list[dict[str, Any]] = []
+    for raw in items if isinstance(items, list) else []:
+        item = _dumped(raw)
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type", "message")
+        if kind == "function_call":
+            part = {"type": "tool_call", "id": item.get("call_id"), "name": item.get("name")}
+            part["arguments"] = item.get("arguments")  # JSON text as the model wrote it; the mapper decodes it
+            last = messages[-1] if messages else None
+            if last is not None and last["role"] == "assistant" and last["parts"][-1]["type"] == "tool_call":
+                last["parts"].append(part)
+            else:
+                messages.append({"role": "assistant", "parts": [part]})
+        elif kind == "function_call_output":
+            part = {"type": "tool_call_response", "id": item.get("call_id"), "response": item.get("output")}
+            messages.append({"role": "tool", "parts": [part]})
+        elif kind == "message" and isinstance(item.get("role"), str):
+            text = _item_text(item.get("content"))
+            messages.append({"role": item["role"], "parts": [{"type": "text", "content": text}] if text else []})
+    return messages
+
+
+def _usage_attributes(usage: Any) -> dict[str, Any]:
+    """GenAI usage attributes from the SDK's usage dict or an OpenAI usage object."""
+    usage = _dumped(usage)
+    if not isinstance(usage, dict):
+        return {}
+    out: dict[str, Any] = {}
+    for source, key in (("input_tokens", "gen_ai.usage.input_tokens"), ("output_tokens", "gen_ai.usage.output_tokens")):
+        if isinstance(usage.get(source), int):
+            out[key] = usage[source]
+    details = usage.get("input_tokens_details")
+    if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+        out["gen_ai.usage.cache_read.input_tokens"] = details["cached_tokens"]
+    return out
+
+
+def _model_call_attributes(kind: str, data: Any) -> dict[str, Any]:
+    """Model, usage and messages of a ``response`` (Responses API) or ``generation`` (Chat Completions) span.
+
+    Without them a model call was a bare span: no tokens counted, no tool call ids to pair the tool spans
+    with, no input. Chat Completions messages are written as the SDK recorded them (OpenAI chat messages,
+    which the mapper reads); Responses items are turned into GenAI messages.
+    """
+    out: dict[str, Any] = {}
+    if kind == "response":
+        response = getattr(data, "response", None)
+        model = getattr(response, "model", None)
+        outputs = _response_messages(getattr(response, "output", None)) if response is not None else None
+        inputs = _response_messages(data.input) if getattr(data, "input", None) is not None else None
+        instructions = getattr(response, "instructions", None)
+        if inputs is not None and isinstance(instructions, str) and instructions:  # the agent's instructions
+            inputs.insert(0, {"role": "system", "parts": [{"type": "text", "content": instructions}]})
+        usage = getattr(data, "usage", None) or getattr(response, "usage", None)
+    else:
+        model = getattr(data, "model", None)
+        outputs = getattr(data, "output", None)
+        inputs = getattr(data, "input", None)
+        usage = getattr(data, "usage", None)
+    if isinstance(model, str) and model:
+        out["gen_ai.response.model"] = model
+    if outputs is not None:
+        out["gen_ai.output.messages"] = json.dumps(outputs, default=str, ensure_ascii=False)
+    if inputs is not None:
+        out["gen_ai.input.messages"] = json.dumps(inputs, default=str, ensure_ascii=False)
+    out.update(_usage_attributes(usage))
+    return out
+
+
 def _end_attributes(data: Any) -> dict[str, Any]:
     kind = getattr(data, "type", "")
     out: dict[str, Any] = {}
@@ -65,14 +159,21 @@ def _end_attributes(data: Any) -> dict[str, Any]:
             out["gen_ai.tool.call.arguments"] = arguments
         if (result := _text(getattr(data, "output", None))) is not None:
             out["gen_ai.tool.call.result"] = result
-    elif kind == "response" and getattr(data, "response", None) is not None:
-        text = getattr(data.response, "output_text", "")
-        if text:
-            message = {"role": "assistant", "parts": [{"type": "text", "content": text}]}
-            out["gen_ai.output.messages"] = json.dumps([message], ensure_ascii=False)
+    elif kind in ("response", "generation"):
+        out.update(_model_call_attributes(kind, data))
     elif kind == "handoff":
         out["openai_agents.handoff.to"] = str(getattr(data, "to_agent", "") or "")
     return out
+
+
+def _error_message(error: dict[str, Any]) -> str:
+    """The SDK's span error: its message, and the detail it carries when tracing may show it."""
+    message = str(error.get("message", "") or "")
+    data = error.get("data")
+    detail = data.get("error") if isinstance(data, dict) else None
+    if isinstance(detail, str) and detail and detail not in message:
+        return f"{message}: {detail}" if message else detail
+    return message
 
 
 class OtelBridge:
@@ -105,9 +206,13 @@ class OtelBridge:
             started = self._open.pop(span.span_id, None)
         if started is None:
             return
-        started.set_attributes(_end_attributes(span.span_data))
+        attributes = _end_attributes(span.span_data)
+        model = attributes.get("gen_ai.response.model")
+        if model is not None and started.name == "chat model":  # a Responses call names its model only at the end
+            started.update_name(f"chat {model}")
+        started.set_attributes(attributes)
         if span.error:
-            started.set_status(Status(StatusCode.ERROR, str(span.error.get("message", ""))))
+            started.set_status(Status(StatusCode.ERROR, _error_message(span.error)))
         started.end()
 
     def shutdown(self) -> None:

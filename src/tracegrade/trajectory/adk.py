@@ -42,6 +42,19 @@ def classify(node: SpanNode) -> str | None:
     return None
 
 
+_MERGED_TOOLS = "(merged tools)"
+
+
+def classify_merged_tools(node: SpanNode) -> str | None:
+    """ADK's ``execute_tool (merged)`` span: no tool call of its own. When a model turn asks for several tools,
+    ADK runs each under its own ``execute_tool`` span and then writes one more, named ``(merged tools)`` with
+    the merged response event's id as its call id, for its web UI. Read as a tool, it added a call nobody made
+    to every parallel batch. Asked before the GenAI classifier, which would take it for a tool."""
+    if node.attrs.get("gen_ai.tool.name") == _MERGED_TOOLS and node.name.startswith("execute_tool"):
+        return Role.OTHER
+    return None
+
+
 def agent_name(node: SpanNode) -> str | None:
     if node.name.startswith("agent_run [") and node.name.endswith("]"):
         return node.name[len("agent_run [") : -1]

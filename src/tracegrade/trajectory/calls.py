@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from tracegrade.models.json_values import json_equal, parse_json_maybe
@@ -149,6 +150,8 @@ class ToolSpan:
     call_id: str | None
     error: str | None
     matched: dict[str, Any] | None = None  # the model's request (``ToolCall`` fields)
+    request: int = -1  # the matched request's place among all requests (model calls in order, then their requests)
+    batch: int = -1  # the index of the model call that asked for it
 
 
 def read_tool_spans(order: list[SpanNode]) -> list[ToolSpan]:
@@ -177,6 +180,7 @@ def _match_requests(tools: list[ToolSpan], calls: list[LLMFields]) -> None:
     requests = [(call["start_ns"], request) for call in calls for request in call.get("tool_call_requests", ())]
     if not requests:
         return
+    batches = [n for n, call in enumerate(calls) for _ in call.get("tool_call_requests", ())]
     used = [False] * len(requests)
     by_id: dict[str, int] = {}
     i: int | None
@@ -188,6 +192,7 @@ def _match_requests(tools: list[ToolSpan], calls: list[LLMFields]) -> None:
         if i is not None and not used[i]:
             used[i] = True
             tool.matched = requests[i][1]
+            tool.request, tool.batch = i, batches[i]
     # by name and time: tools with no id, and tools whose id no request carries (ADK gives its tool spans ids
     # of its own, while the model's request carries the model's id)
     for tool in tools:
@@ -206,6 +211,7 @@ def _match_requests(tools: list[ToolSpan], calls: list[LLMFields]) -> None:
         i = same_args[-1] if same_args else candidates[0]
         used[i] = True
         tool.matched = requests[i][1]
+        tool.request, tool.batch = i, batches[i]
         tool.call_id = tool.call_id or tool.matched["call_id"]
 
 
@@ -230,13 +236,33 @@ def _tool_call(tool: ToolSpan) -> dict[str, Any]:
     }
 
 
-def _from_requests(calls: list[LLMFields]) -> list[dict[str, Any]]:
-    """Tool calls known only from the model's requests (no tool spans): results from later tool messages."""
+def _returned_to_model(calls: list[LLMFields]) -> dict[str, Any]:
+    """What each tool call returned, by call id, as later model calls received it (their ``tool`` messages)."""
     results: dict[str, Any] = {}
     for call in calls:
         for message in call.get("input_messages", ()):
             if message.get("role") == "tool" and message.get("tool_call_id"):
                 results.setdefault(message["tool_call_id"], message.get("content"))
+    return results
+
+
+def _results_from_model_input(tool_calls: list[dict[str, Any]], calls: list[LLMFields]) -> None:
+    """A tool span that did not record its result (ADK's GenAI spans keep content out of spans, in log records
+    that carry only the model calls' messages) takes what the model was given back for that call id."""
+    missing = [tc for tc in tool_calls if not tc["result_captured"] and tc["call_id"]]
+    if not missing:
+        return
+    results = _returned_to_model(calls)
+    for tc in missing:
+        result = results.get(tc["call_id"])
+        if result is not None:
+            tc["result"] = parse_json_maybe(result)
+            tc["result_captured"] = True
+
+
+def _from_requests(calls: list[LLMFields]) -> list[dict[str, Any]]:
+    """Tool calls known only from the model's requests (no tool spans): results from later tool messages."""
+    results = _returned_to_model(calls)
     out = []
     for call in calls:
         for request in call.get("tool_call_requests", ()):
@@ -254,9 +280,43 @@ def _from_requests(calls: list[LLMFields]) -> list[dict[str, Any]]:
     return out
 
 
+def _ran_together(batch: list[ToolSpan]) -> bool:
+    """Whether the framework ran the batch concurrently: two of its calls overlap in time."""
+    spans = sorted(batch, key=lambda t: t.node.start)
+    return any(later.node.start < earlier.node.end for earlier, later in pairwise(spans))
+
+
+def _in_request_order(tools: list[ToolSpan]) -> list[ToolSpan]:
+    """The tool spans in execution order, except that a batch the framework ran concurrently keeps the order
+    the model asked for its calls in. A batch is the calls one model response asked for together that ran
+    side by side (siblings under one parent); it ran concurrently when two of them overlap in time.
+
+    Concurrent calls' start times only say how the framework scheduled them: LangGraph's ToolNode starts a
+    sync tool (run in a thread) before an async one the model asked for first, and whether one ends before
+    the next starts varies from run to run, so ordering by start time would make an exact-order trajectory
+    check pass or fail by scheduling. A batch run one call after another keeps the order it ran in. Each
+    batch keeps the places its calls occupy; only the calls within it are put in request order.
+    """
+    batches: dict[tuple[int, int], list[int]] = {}  # (parent span, model call) -> positions in ``tools``
+    for position, tool in enumerate(tools):
+        if tool.batch >= 0:
+            parent = tool.node.parent
+            batches.setdefault((parent.index if parent is not None else -1, tool.batch), []).append(position)
+    ordered = list(tools)
+    for positions in batches.values():
+        if len(positions) > 1 and _ran_together([tools[p] for p in positions]):
+            members = sorted((tools[p] for p in positions), key=lambda t: t.request)
+            for position, tool in zip(positions, members):
+                ordered[position] = tool
+    return ordered
+
+
 def build_tool_calls(tools: list[ToolSpan], calls: list[LLMFields]) -> list[dict[str, Any]]:
-    """The trace's tool calls, as ``ToolCall`` fields."""
+    """The trace's tool calls, as ``ToolCall`` fields, in execution order (a batch of calls one model response
+    asked for together in the order it asked for them: :func:`_in_request_order`)."""
     if not tools:
         return _from_requests(calls)
     _match_requests(tools, calls)
-    return [_tool_call(tool) for tool in tools]
+    tool_calls = [_tool_call(tool) for tool in _in_request_order(tools)]
+    _results_from_model_input(tool_calls, calls)
+    return tool_calls

@@ -129,8 +129,20 @@ def _overlapping(members: list[Fields]) -> list[list[Fields]]:
     return clusters
 
 
-def _trajectory(entries: list[tuple[str, Any]], tools: dict[str, Fields], walk: _Walk) -> list[Fields]:
-    """``TrajectoryStep`` fields (as ``TrajectoryStep.node``/``.tool``/``.conditional`` would set them)."""
+def _trajectory(entries: list[tuple[str, Any]], tool_calls: list[Fields], walk: _Walk) -> list[Fields]:
+    """``TrajectoryStep`` fields (as ``TrajectoryStep.node``/``.tool``/``.conditional`` would set them).
+
+    The tool steps follow ``tool_calls``' order: the walk meets the tool spans in start order, while a batch
+    of calls one model response asked for together is listed in the order the model asked (calls.py).
+    """
+    tools = {tc["span_id"]: tc for tc in tool_calls if tc["span_id"]}
+    tool_entries = [item for kind, item in entries if kind == "tool"]
+    if len(tool_entries) == len(tools) == len(tool_calls):  # one call per tool span: follow the calls' order
+        reordered = iter(tool_calls)
+        entries = [(kind, next(reordered) if kind == "tool" else item) for kind, item in entries]
+    else:
+        entries = [(kind, tools.get(item.span_id) if kind == "tool" else item) for kind, item in entries]
+    starts = {node.span_id: node.start for node in tool_entries}
     steps: list[Fields] = []
     for kind, item in entries:
         if kind == "node":
@@ -143,15 +155,15 @@ def _trajectory(entries: list[tuple[str, Any]], tools: dict[str, Fields], walk: 
                 }
             )
         elif kind == "tool":
-            call = tools.get(item.span_id)
+            call = item
             if call is not None:
                 steps.append(
                     {
                         "step_type": StepType.TOOL,
                         "name": call["name"],
                         "args": call["args"] or {},
-                        "timestamp": item.start / 1e9,
-                        "metadata": {"span_id": item.span_id, "call_id": call["call_id"]},
+                        "timestamp": starts[call["span_id"]] / 1e9,
+                        "metadata": {"span_id": call["span_id"], "call_id": call["call_id"]},
                     }
                 )
         else:
@@ -224,6 +236,33 @@ def _first_query(llm_calls: list[LLMFields]) -> str | None:
     return None
 
 
+def _run_answer(run_spans: list[SpanNode]) -> str | None:
+    """The answer of the last outermost run span that has one.
+
+    Agents run one after another in a turn (a planner then a writer, a run retried after a failure) each
+    leave a run span: the turn's answer is the last one's, not the first's. A run nested in another one that
+    answers (a workflow span around its agent) gives way to the outer run, which answers for the whole.
+    """
+    answers: dict[int, str] = {}
+    last: str | None = None
+    for node in run_spans:  # preorder: parents before children, siblings in execution order
+        text = sources.first(sources.RUN_ANSWER, node)
+        if not text or _inside_answered(node, answers):
+            continue
+        answers[node.index] = text
+        last = text
+    return last
+
+
+def _inside_answered(node: SpanNode, answers: dict[int, str]) -> bool:
+    parent = node.parent
+    while parent is not None:
+        if parent.index in answers:
+            return True
+        parent = parent.parent
+    return False
+
+
 def _root_status(forest: Forest) -> tuple[str, str | None]:
     failed = next((r for r in forest.roots if r.span.status_code == "ERROR"), None)
     if failed is not None:
@@ -266,11 +305,11 @@ def _execution_fields(forest: Forest, issues: Issues) -> Fields:
     llm_calls = calls.read_llm_calls(order, walk.visit_name)
     tool_spans = calls.read_tool_spans(order)
     tool_calls = calls.build_tool_calls(tool_spans, llm_calls)
-    steps = _trajectory(walk.entries, {tc["span_id"]: tc for tc in tool_calls if tc["span_id"]}, walk)
+    steps = _trajectory(walk.entries, tool_calls, walk)
 
     run_spans = walk.run_spans
     query = sources.first_of(sources.RUN_QUERY, run_spans) or _first_query(llm_calls)
-    answer = sources.first_of(sources.RUN_ANSWER, run_spans) or _final_llm_text(llm_calls)
+    answer = _run_answer(run_spans) or _final_llm_text(llm_calls)
     content_captured = (
         query is not None
         or answer is not None

@@ -19,6 +19,7 @@ Reader = Callable[[SpanNode], Any]
 
 CLASSIFIERS = Chain(
     native.classify,
+    adk.classify_merged_tools,
     genai.classify,
     openinference.classify,
     traceloop.classify,
