@@ -43,6 +43,12 @@ def two_tenants(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[st
             exported = run_cli("export", "--store", store, "--token", ACME, "--format", fmt, "-o", workdir / fmt)
             assert exported.exit_code == 0, exported.output
             assert "several tenants" not in exported.stderr
+        # the server answers as the token's tenant: --tenant naming another would mislabel the file, so it is refused
+        refused = run_cli(
+            "export", "--store", store, "--token", ACME, "--tenant", "globex", "--format", "otlp", "-o", workdir / "x"
+        )
+        assert refused.exit_code == 2 and "--tenant globex does not apply through a server" in refused.stderr
+        assert not (workdir / "x").exists()
     finally:
         assert server.terminate() == 0, server.log()
     return store, sent, workdir
