@@ -13,7 +13,6 @@ from tracegrade.cli.common import UsageProblem, friendly_errors
 from tracegrade.cli.progress import ProgressBar, track
 from tracegrade.cli.store_access import chosen_tenant, reading_store, store_options
 from tracegrade.output_files import replacing
-from tracegrade.store.remote import RemoteStore
 from tracegrade.store.schema import TABLES
 
 __all__ = ["command"]
@@ -140,15 +139,7 @@ def _export_otlp(
         raise UsageProblem(f"--since {since!r} is not before --until {until!r}: nothing lies between them")
     to_stdout = str(output) == "-"
     with reading_store(store_path, token) as store:  # checked before the output file is made
-        if (tenant := chosen_tenant()) is not None and isinstance(store, RemoteStore):
-            # the server answers as the token's tenant: ignoring --tenant would write another tenant's records
-            # into a file meant to carry this one's (and OTLP keeps no tenant to tell them apart)
-            raise UsageProblem(
-                f"--tenant {tenant} does not apply through a server: the server holding {store_path} answers "
-                f"as the token's tenant. Pass a token of tenant {tenant} with --token and leave out --tenant, or "
-                "stop the server and export the file with --tenant"
-            )
-        if tenant is None:
+        if chosen_tenant() is None:
             tenants = tenants_of(store, selection)
             if len(tenants) > 1:
                 click.echo(

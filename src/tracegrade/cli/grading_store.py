@@ -114,7 +114,7 @@ def _opened(
     reader = open_store_for_read(path, token=token)
     try:
         if isinstance(reader, RemoteStore):
-            yield GradingStore(reader, None, reader.url, reader.token)
+            yield GradingStore(as_tenant(reader), None, reader.url, reader.token)
         else:
             warn_of_unstored_journal(path)
             yield GradingStore(as_tenant(reader), None)

@@ -130,10 +130,21 @@ def chosen_tenant() -> str | None:
 
 
 def as_tenant(store: Any) -> Any:
-    """``store`` as the ``--tenant`` given sees it (a store opened directly); a server's store, or any
-    store without ``--tenant``, as it is: through a server the token decides the tenant."""
+    """``store`` as the ``--tenant`` given sees it (a store opened directly), or as it is without ``--tenant``.
+
+    Through a server the token decides the tenant, so ``--tenant`` there is refused rather than ignored: the
+    answers would be the token's tenant's while the user believes they are another's.
+    """
     tenant = chosen_tenant()
-    return store if tenant is None or isinstance(store, RemoteStore) else TenantStore(store, tenant)
+    if tenant is None:
+        return store
+    if isinstance(store, RemoteStore):
+        raise UsageProblem(
+            f"--tenant {tenant} does not apply through a server: the server at {store.url} answers as its "
+            f"token's tenant. Pass a token of tenant {tenant} with --token and leave out --tenant, or stop the "
+            "server and open the store file with --tenant"
+        )
+    return TenantStore(store, tenant)
 
 
 def open_until_stopped(open_store: Callable[[], S], wait: Callable[[float], bool]) -> S | None:
