@@ -20,6 +20,7 @@ from aiohttp import web
 
 from tracegrade.errors import QueryRefused, StoreError, TracegradeError
 from tracegrade.store import TraceStore
+from tracegrade.store.results import json_safe
 from tracegrade.store.tenant_scope import TenantStore
 from tracegrade.ui import api, pages
 from tracegrade.ui.auth import SIGN_IN_PATH, Authorize, UiAccess, check, forget, remember, signed_in
@@ -83,6 +84,15 @@ def _status_of(exc: BaseException) -> int:
     return int(getattr(exc, "http_status", 500))
 
 
+def _strict_json(answer: Any) -> str:
+    """``answer`` as JSON every parser accepts: a NaN or an infinity (a run's undefined score) becomes the string
+    the API documents for it. Most answers hold none, so they are written once, without a second walk."""
+    try:
+        return json.dumps(answer, allow_nan=False)
+    except ValueError:
+        return json.dumps(json_safe(answer), allow_nan=False)
+
+
 def _expected(exc: BaseException) -> bool:
     """An error to show the user (ours, or a refusal such as the receiver's 503); anything else is a bug."""
     return isinstance(exc, TracegradeError) or hasattr(exc, "http_status")
@@ -128,7 +138,8 @@ class _UI:
                 return _error(int(getattr(exc, "http_status", 401)), str(exc))
             try:
                 parsed = await _json_body(request) if body else None
-                return web.json_response(await self._read(request, reader, parsed, tenant), headers=_HEADERS)
+                answer = await self._read(request, reader, parsed, tenant)
+                return web.json_response(answer, headers=_HEADERS, dumps=_strict_json)
             except Exception as exc:
                 if not _expected(exc):
                     raise
