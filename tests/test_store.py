@@ -25,7 +25,7 @@ from tracegrade.store import (
 )
 from tracegrade.store.database import ARROW_BATCH_ROWS
 from tracegrade.store.prepared import prepare_write
-from tracegrade.store.rows import decompress_json, span_from_row
+from tracegrade.store.rows import ENVELOPE_COLUMNS, decompress_json, span_from_row
 from tracegrade.store.tenancy import DEFAULT_TENANT
 from tracegrade.trajectory import map_spans
 
@@ -58,7 +58,7 @@ def test_a_version_1_store_migrates_keeping_spans_and_rebuilding_trajectories(tm
     path = tmp_path / "v1.duckdb"
     with TraceStore(tmp_path / "donor.duckdb") as donor:
         donor.write([make_span(1, 1), make_span(1, 2, parent=1)])
-        spans = donor.query("SELECT * EXCLUDE (tenant) FROM spans ORDER BY span_id").rows
+        spans = donor.query(f"SELECT * EXCLUDE (tenant, {ENVELOPE_COLUMNS}) FROM spans ORDER BY span_id").rows
     v1 = resources.files("tracegrade.store").joinpath("schema_v1.sql").read_text(encoding="utf-8")
     con = duckdb.connect(str(path))  # a store as tracegrade 0.1 left it: version 1, JSON executions
     con.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, description VARCHAR, applied_at TIMESTAMP)")

@@ -77,7 +77,7 @@ def send_rich_traffic(http_url: str, grpc_target: str, *, token: str | None = No
     second = TracerProvider(resource=Resource.create({"service.name": f"export-β{marker}", "pod.ordinal": -3}))
     second.add_span_processor(SimpleSpanProcessor(HttpSpanExporter(endpoint=f"{http_url}/v1/traces", headers=headers)))
 
-    tracer = first.get_tracer("tests.export.α", "1.2.3", attributes={"scope.attr": "not stored"})
+    tracer = first.get_tracer("tests.export.α", "1.2.3", attributes={"scope.attr": "kept"})
     other_scope = first.get_tracer("tests.export.other")
     remote = SpanContext(
         trace_id=0x0AF7651916CD43DD8448EB211C80319C,

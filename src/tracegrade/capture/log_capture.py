@@ -78,6 +78,11 @@ def log_record_data(emitted: Any) -> LogRecordData | None:
         scope_name=str(scope.name) if scope is not None else "",
         observed_time_ns=int(record.observed_timestamp or 0),
         flags=int(getattr(record, "trace_flags", None) or 0),
+        # the rest of the envelope, as the SDK's OTLP exporter sends it (scope attributes from SDK 1.27)
+        scope_version=str(getattr(scope, "version", None) or ""),
+        resource_schema_url=str(getattr(resource, "schema_url", None) or ""),
+        scope_attributes=_plain(getattr(scope, "attributes", None) or {}),
+        scope_schema_url=str(getattr(scope, "schema_url", None) or ""),
     )
 
 

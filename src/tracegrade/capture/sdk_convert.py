@@ -1,7 +1,8 @@
 """The OpenTelemetry SDK's ``ReadableSpan`` -> the neutral ``SpanRecord`` (pure, called for every span).
 
 Ids become lower-case hex, attribute tuples become lists, kind and status become their names, and
-``flags`` holds the OTLP span flags (trace flags plus the parent-is-remote bits). Works
+``flags`` holds the OTLP span flags (trace flags plus the parent-is-remote bits); the resource's and the scope's
+schema URLs and the scope's attributes come along, as the SDK's OTLP exporters send them. Works
 across SDK versions: ``instrumentation_scope`` falls back to ``instrumentation_info``, and the dropped
 counts (``dropped_attributes`` ...) read as 0 where the SDK does not have them.
 
@@ -122,7 +123,8 @@ def _record(
         if parent_id:
             # %-formatting: compiled, it takes under half the time of a format spec (bench/RESULTS.md)
             parent_span_id = "%016x" % parent_id  # noqa: UP031
-    scope_name, scope_version = _scope_fields(scope)
+    scope_name, scope_version, scope_attributes, scope_url = _scope_fields(scope)
+    resource_attributes, resource_url = _resource_fields(resource)
     return SpanRecord(
         trace_id=_trace_hex(trace_id),
         span_id="%016x" % span_id,  # noqa: UP031
@@ -136,7 +138,7 @@ def _record(
         links=[_link(link) for link in links] if links else [],
         status_code=status.status_code._name_,
         status_message=status.description or "",
-        resource=_resource_attributes(resource),
+        resource=resource_attributes,
         scope_name=scope_name,
         scope_version=scope_version,
         trace_state=_trace_state_header(trace_state),
@@ -144,6 +146,9 @@ def _record(
         dropped_attributes_count=dropped_attributes,
         dropped_events_count=dropped_events,
         dropped_links_count=dropped_links,
+        resource_schema_url=resource_url,
+        scope_attributes=scope_attributes,
+        scope_schema_url=scope_url,
     )
 
 
@@ -169,22 +174,26 @@ def _trace_hex(trace_id: int) -> str:
 
 
 # Resources, scopes and trace states are immutable and shared: by a provider's spans, a tracer's spans and a
-# trace's spans. The last one of each converted is kept with its conversion.
-_last_resource: tuple[Any, dict[str, Any]] = (None, {})
-_last_scope: tuple[Any, str, str] = (None, "", "")
+# trace's spans. The last one of each converted is kept with its conversion. (Their dropped attribute counts stay
+# 0: the SDK bounds neither map, and its OTLP exporters send no count for them.)
+_last_resource: tuple[Any, dict[str, Any], str] = (None, {}, "")
+_last_scope: tuple[Any, str, str, dict[str, Any], str] = (None, "", "", {}, "")
 _last_trace_state: tuple[Any, str] = (None, "")
 
 
-def _scope_fields(scope: Any) -> tuple[str, str]:
-    """The instrumentation scope's ``(name, version)``."""
+def _scope_fields(scope: Any) -> tuple[str, str, dict[str, Any], str]:
+    """The instrumentation scope's ``(name, version, attributes, schema_url)``; the attributes are the record's
+    own copy (records may be changed). SDKs before 1.27 have no scope attributes."""
     global _last_scope
     if scope is None:
-        return "", ""
-    last, name, version = _last_scope
+        return "", "", {}, ""
+    last, name, version, attributes, url = _last_scope
     if last is not scope:
         name, version = scope.name or "", scope.version or ""
-        _last_scope = (scope, name, version)
-    return name, version
+        attributes = _plain(getattr(scope, "attributes", None))
+        url = getattr(scope, "schema_url", None) or ""
+        _last_scope = (scope, name, version, attributes, url)
+    return name, version, dict(attributes) if attributes else {}, url
 
 
 def _trace_state_header(trace_state: Any) -> str:
@@ -198,16 +207,17 @@ def _trace_state_header(trace_state: Any) -> str:
     return header
 
 
-def _resource_attributes(resource: Any) -> dict[str, Any]:
-    """A copy of the resource's attributes (each record's own: records may be changed)."""
+def _resource_fields(resource: Any) -> tuple[dict[str, Any], str]:
+    """A copy of the resource's attributes (each record's own: records may be changed), and its schema URL."""
     global _last_resource
     if resource is None:
-        return {}
-    last, attributes = _last_resource
+        return {}, ""
+    last, attributes, url = _last_resource
     if last is not resource:
         attributes = _plain(resource.attributes)
-        _last_resource = (resource, attributes)
-    return dict(attributes)
+        url = getattr(resource, "schema_url", None) or ""
+        _last_resource = (resource, attributes, url)
+    return dict(attributes), url
 
 
 def _backing(span: Any, private: str, public: str) -> Any:

@@ -16,8 +16,9 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from tracegrade.ingest.decode.checks import KIND_BY_NUMBER, STATUS_BY_NUMBER
 from tracegrade.models.span import LogRecordData, SpanRecord
+from tracegrade.store.rows import content_key
 
-__all__ = ["bounded_chunks", "logs_requests", "resource_groups", "traces_requests"]
+__all__ = ["bounded_chunks", "envelope_groups", "logs_requests", "traces_requests"]
 
 T = TypeVar("T", SpanRecord, LogRecordData)
 
@@ -56,25 +57,58 @@ def _bounded(items: Sequence[T], encode: Callable[[Sequence[T]], bytes], max_byt
     yield from _bounded(items[middle:], encode, max_bytes)
 
 
-def resource_groups(items: Sequence[T]) -> dict[tuple[int, str, str], list[T]]:
-    """Records by resource block (the decoders share one resource dict per block) and scope, in order."""
-    groups: dict[tuple[int, str, str], list[T]] = {}
+def envelope_groups(items: Sequence[T]) -> list[list[list[T]]]:
+    """Records grouped as OTLP nests them, in order of first appearance: one group per resource (attributes,
+    schema URL, dropped count), within it one per scope (name, version, attributes, schema URL, dropped count).
+    Each scope group's records share its envelope: the encoders read it from the group's first record."""
+    keys: dict[int, Any] = {}  # id of an attribute dict -> its content key (a batch shares a few dicts)
+
+    def key_of(attributes: dict[str, Any]) -> Any:
+        key = keys.get(id(attributes))
+        if key is None:
+            key = keys[id(attributes)] = content_key(attributes)
+        return key
+
+    resources: dict[Any, dict[Any, list[T]]] = {}
     for item in items:
-        version = item.scope_version if isinstance(item, SpanRecord) else ""
-        groups.setdefault((id(item.resource), item.scope_name, version), []).append(item)
-    return groups
+        resource = (key_of(item.resource), item.resource_schema_url, item.resource_dropped_attributes_count)
+        scope = (
+            item.scope_name,
+            item.scope_version,
+            key_of(item.scope_attributes),
+            item.scope_schema_url,
+            item.scope_dropped_attributes_count,
+        )
+        resources.setdefault(resource, {}).setdefault(scope, []).append(item)
+    return [list(scopes.values()) for scopes in resources.values()]
+
+
+def _fill_resource(block: Any, first: SpanRecord | LogRecordData) -> None:
+    """A ResourceSpans' or ResourceLogs' resource and schema URL, from the first record of its group."""
+    _fill_attributes(block.resource.attributes, first.resource)
+    block.resource.dropped_attributes_count = first.resource_dropped_attributes_count
+    block.schema_url = first.resource_schema_url
+
+
+def _fill_scope(block: Any, first: SpanRecord | LogRecordData) -> None:
+    """A ScopeSpans' or ScopeLogs' instrumentation scope and schema URL, from the first record of its group."""
+    block.scope.name = first.scope_name
+    block.scope.version = first.scope_version
+    _fill_attributes(block.scope.attributes, first.scope_attributes)
+    block.scope.dropped_attributes_count = first.scope_dropped_attributes_count
+    block.schema_url = first.scope_schema_url
 
 
 def _traces_request(spans: Sequence[SpanRecord]) -> bytes:
     request = ExportTraceServiceRequest()
-    for (_, scope_name, scope_version), group in resource_groups(spans).items():
+    for scopes in envelope_groups(spans):
         resource_spans = request.resource_spans.add()
-        _fill_attributes(resource_spans.resource.attributes, group[0].resource)
-        scope_spans = resource_spans.scope_spans.add()
-        scope_spans.scope.name = scope_name
-        scope_spans.scope.version = scope_version
-        for record in group:
-            _fill_span(scope_spans.spans.add(), record)
+        _fill_resource(resource_spans, scopes[0][0])
+        for group in scopes:
+            scope_spans = resource_spans.scope_spans.add()
+            _fill_scope(scope_spans, group[0])
+            for record in group:
+                _fill_span(scope_spans.spans.add(), record)
     return request.SerializeToString()
 
 
@@ -109,29 +143,32 @@ def _fill_span(span: Any, record: SpanRecord) -> None:
 
 def _logs_request(records: Sequence[LogRecordData]) -> bytes:
     request = ExportLogsServiceRequest()
-    for (_, scope_name, _), group in resource_groups(records).items():
+    for scopes in envelope_groups(records):
         resource_logs = request.resource_logs.add()
-        _fill_attributes(resource_logs.resource.attributes, group[0].resource)
-        scope_logs = resource_logs.scope_logs.add()
-        scope_logs.scope.name = scope_name
-        for record in group:
-            proto = scope_logs.log_records.add(
-                time_unix_nano=record.time_ns,
-                observed_time_unix_nano=record.observed_time_ns,
-                severity_number=record.severity_number,
-                severity_text=record.severity_text,
-                flags=record.flags,
-                event_name=record.event_name,
-                dropped_attributes_count=record.dropped_attributes_count,
-            )
-            if record.trace_id:
-                proto.trace_id = bytes.fromhex(record.trace_id)
-            if record.span_id:
-                proto.span_id = bytes.fromhex(record.span_id)
-            if record.body is not None:
-                _fill_value(proto.body, record.body)
-            _fill_attributes(proto.attributes, record.attributes)
+        _fill_resource(resource_logs, scopes[0][0])
+        for group in scopes:
+            scope_logs = resource_logs.scope_logs.add()
+            _fill_scope(scope_logs, group[0])
+            for record in group:
+                _fill_log(scope_logs.log_records.add(), record)
     return request.SerializeToString()
+
+
+def _fill_log(proto: Any, record: LogRecordData) -> None:
+    proto.time_unix_nano = record.time_ns
+    proto.observed_time_unix_nano = record.observed_time_ns
+    proto.severity_number = record.severity_number
+    proto.severity_text = record.severity_text
+    proto.flags = record.flags
+    proto.event_name = record.event_name
+    proto.dropped_attributes_count = record.dropped_attributes_count
+    if record.trace_id:
+        proto.trace_id = bytes.fromhex(record.trace_id)
+    if record.span_id:
+        proto.span_id = bytes.fromhex(record.span_id)
+    if record.body is not None:
+        _fill_value(proto.body, record.body)
+    _fill_attributes(proto.attributes, record.attributes)
 
 
 def _fill_attributes(key_values: Any, attributes: dict[str, Any]) -> None:

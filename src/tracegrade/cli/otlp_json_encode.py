@@ -16,7 +16,7 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from tracegrade.cli.otlp_encode import bounded_chunks, resource_groups
+from tracegrade.cli.otlp_encode import bounded_chunks, envelope_groups
 from tracegrade.ingest.decode.checks import KIND_BY_NUMBER, STATUS_BY_NUMBER
 from tracegrade.models.span import LogRecordData, SpanRecord
 
@@ -46,15 +46,35 @@ def _text(request: dict[str, Any]) -> bytes:
 
 def _traces_request(spans: Sequence[SpanRecord]) -> bytes:
     blocks = []
-    for (_, scope_name, scope_version), group in resource_groups(spans).items():
-        scope = _without_defaults({"name": scope_name, "version": scope_version})
+    for scopes in envelope_groups(spans):
         blocks.append(
-            {
-                "resource": _without_defaults({"attributes": _attributes(group[0].resource)}),
-                "scopeSpans": [{"scope": scope, "spans": [_span(record) for record in group]}],
-            }
+            _resource_block(
+                scopes[0][0], "scopeSpans", [_scope_block(g[0], "spans", [_span(r) for r in g]) for g in scopes]
+            )
         )
     return _text({"resourceSpans": blocks})
+
+
+def _resource_block(first: SpanRecord | LogRecordData, key: str, scope_blocks: list[dict[str, Any]]) -> dict[str, Any]:
+    """A ResourceSpans or ResourceLogs object, its resource from the first record of its group."""
+    resource = {
+        "attributes": _attributes(first.resource),
+        "droppedAttributesCount": first.resource_dropped_attributes_count,
+    }
+    block = {"resource": _without_defaults(resource), key: scope_blocks}
+    return {**block, "schemaUrl": first.resource_schema_url} if first.resource_schema_url else block
+
+
+def _scope_block(first: SpanRecord | LogRecordData, key: str, items: list[dict[str, Any]]) -> dict[str, Any]:
+    """A ScopeSpans or ScopeLogs object, its scope from the first record of its group."""
+    scope = {
+        "name": first.scope_name,
+        "version": first.scope_version,
+        "attributes": _attributes(first.scope_attributes),
+        "droppedAttributesCount": first.scope_dropped_attributes_count,
+    }
+    block = {"scope": _without_defaults(scope), key: items}
+    return {**block, "schemaUrl": first.scope_schema_url} if first.scope_schema_url else block
 
 
 def _span(record: SpanRecord) -> dict[str, Any]:
@@ -104,14 +124,11 @@ def _span(record: SpanRecord) -> dict[str, Any]:
 
 def _logs_request(records: Sequence[LogRecordData]) -> bytes:
     blocks = []
-    for (_, scope_name, _), group in resource_groups(records).items():
+    for scopes in envelope_groups(records):
         blocks.append(
-            {
-                "resource": _without_defaults({"attributes": _attributes(group[0].resource)}),
-                "scopeLogs": [
-                    {"scope": _without_defaults({"name": scope_name}), "logRecords": [_log(r) for r in group]}
-                ],
-            }
+            _resource_block(
+                scopes[0][0], "scopeLogs", [_scope_block(g[0], "logRecords", [_log(r) for r in g]) for g in scopes]
+            )
         )
     return _text({"resourceLogs": blocks})
 

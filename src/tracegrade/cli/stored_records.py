@@ -26,14 +26,19 @@ __all__ = ["PAGE_SIZE", "Selection", "log_pages", "span_pages", "tenants_of"]
 
 PAGE_SIZE = 1_000  # rows per page: a few MB of agent spans in memory at once
 
+# SPAN_SELECT_COLUMNS and LOG_SELECT_COLUMNS, in that order, JSON cast to text
+_ENVELOPE = (
+    "resource_schema_url, resource_dropped_attributes_count, scope_attributes::VARCHAR, scope_schema_url, "
+    "scope_dropped_attributes_count"
+)
 _SPAN_COLUMNS = (
     "trace_id, span_id, parent_span_id, name, kind, scope_name, scope_version, start_ns, end_ns, "
     "status_code, status_message, attributes::VARCHAR, events::VARCHAR, links::VARCHAR, resource::VARCHAR, "
-    "trace_state, flags, dropped_attributes_count, dropped_events_count, dropped_links_count"
+    f"trace_state, flags, dropped_attributes_count, dropped_events_count, dropped_links_count, {_ENVELOPE}"
 )
 _LOG_COLUMNS = (
     "trace_id, span_id, time_ns, observed_time_ns, event_name, severity_number, severity_text, body::VARCHAR, "
-    "attributes::VARCHAR, resource::VARCHAR, scope_name, flags, dropped_attributes_count"
+    f"attributes::VARCHAR, resource::VARCHAR, scope_name, flags, dropped_attributes_count, scope_version, {_ENVELOPE}"
 )
 
 
@@ -75,24 +80,19 @@ _LOGS = _Table(
 
 
 def span_pages(store: ReadableStore, selection: Selection, page_size: int = PAGE_SIZE) -> Iterator[list[SpanRecord]]:
-    """The selected spans, a page at a time, in start-time order. The spans of a page that share a resource
-    share one resource dict (how the decoders give them, and what the OTLP encoders group by)."""
+    """The selected spans, a page at a time, in start-time order. The spans of a page that share a resource (or
+    scope attributes) share one dict of them, as the decoders give them."""
     for rows in _pages(store, _SPANS, selection, page_size):
         resources: dict[str, dict[str, Any]] = {}
         yield [span_from_row(row, resources) for row in rows]
 
 
 def log_pages(store: ReadableStore, selection: Selection, page_size: int = PAGE_SIZE) -> Iterator[list[LogRecordData]]:
-    """The selected log records, a page at a time, in time order; those of a page that share a resource share one
-    resource dict, as spans do."""
+    """The selected log records, a page at a time, in time order; those of a page that share a resource (or scope
+    attributes) share one dict of them, as spans do."""
     for rows in _pages(store, _LOGS, selection, page_size):
-        resources: dict[str, dict[str, Any]] = {}
-        records = []
-        for row in rows:
-            record = log_from_row(row)
-            record.resource = resources.setdefault(row[9], record.resource)  # row[9]: the resource JSON text
-            records.append(record)
-        yield records
+        shared: dict[str, dict[str, Any]] = {}
+        yield [log_from_row(row, shared) for row in rows]
 
 
 def tenants_of(store: ReadableStore, selection: Selection) -> list[str]:

@@ -57,6 +57,13 @@ class SpanRecord:
     dropped_attributes_count: int = 0
     dropped_events_count: int = 0
     dropped_links_count: int = 0
+    # the rest of the OTLP envelope the span came in (``Resource`` and ``InstrumentationScope``), kept so an
+    # export gives it back whole; decoders share one dict of scope attributes between a scope block's records
+    resource_schema_url: str = ""
+    resource_dropped_attributes_count: int = 0
+    scope_attributes: dict[str, Any] = field(default_factory=dict)
+    scope_schema_url: str = ""
+    scope_dropped_attributes_count: int = 0
 
     @property
     def service_name(self) -> str:
@@ -84,3 +91,10 @@ class LogRecordData:
     observed_time_ns: int = 0
     flags: int = 0
     dropped_attributes_count: int = 0
+    # the rest of the OTLP envelope, as on SpanRecord
+    scope_version: str = ""
+    resource_schema_url: str = ""
+    resource_dropped_attributes_count: int = 0
+    scope_attributes: dict[str, Any] = field(default_factory=dict)
+    scope_schema_url: str = ""
+    scope_dropped_attributes_count: int = 0

@@ -59,7 +59,16 @@ CATALOG_TABLES = ("grading_jobs", "forgotten_traces")
 BUILD_COLUMN = "build_id"  # trajectory base tables only: which replacement wrote the row
 # What rows stored before a column was added hold in it (DuckLake keeps it as the column's initial default,
 # so the old Parquet files are not rewritten).
-BACKFILL = {TENANT_COLUMN: DEFAULT_TENANT}
+BACKFILL: dict[str, str | int] = {
+    TENANT_COLUMN: DEFAULT_TENANT,
+    # version 12's envelope of spans and log records: nothing more than version 11 kept
+    "scope_version": "",
+    "resource_schema_url": "",
+    "resource_dropped_attributes_count": 0,
+    "scope_attributes": "{}",
+    "scope_schema_url": "",
+    "scope_dropped_attributes_count": 0,
+}
 # The one row a view keeps of each key; the key columns lead each PARTITION BY so a filter on tenant or
 # trace_id reaches the scan (DuckDB pushes filters on partition columns below the window).
 FIRST_COPY = {
@@ -192,7 +201,8 @@ def _added_column(table: str, column: Column) -> list[str]:
     (its initial default, dropped at once so every later write must give one), else as NULL."""
     added = [f"ALTER TABLE {table} ADD COLUMN {column.ddl(constrained=False)}"]
     if column.name in BACKFILL:
-        added[0] += f" DEFAULT {sql_string(BACKFILL[column.name])}"
+        value = BACKFILL[column.name]
+        added[0] += f" DEFAULT {sql_string(value) if isinstance(value, str) else int(value)}"
         added.append(f"ALTER TABLE {table} ALTER COLUMN {quote_identifier(column.name)} DROP DEFAULT")
     return added
 

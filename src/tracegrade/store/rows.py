@@ -22,9 +22,11 @@ import pyarrow as pa
 from tracegrade.models.span import LogRecordData, SpanEvent, SpanLink, SpanRecord
 
 __all__ = [
+    "ENVELOPE_COLUMNS",
     "LOG_SELECT_COLUMNS",
     "SPAN_SELECT_COLUMNS",
     "compress_json",
+    "content_key",
     "decompress_json",
     "decompress_json_many",
     "dedupe_spans",
@@ -219,32 +221,32 @@ def _link_dict(link: SpanLink) -> dict[str, Any]:
 _SCALAR_TYPES = (str, int, float, bool, type(None))
 
 
-def _resource_key(resource: dict[str, Any]) -> Any:
-    """A hashable key for a resource's content (decoders give each span its own copy of the dict).
+def content_key(attributes: dict[str, Any]) -> Any:
+    """A hashable key for an attribute map's content (a resource's, a scope's: decoders give each block its own
+    dict, and records made one by one each have their own).
 
     Value types are part of the key: ``1``, ``1.0`` and ``True`` are equal in Python, not in JSON.
-    A resource holding arrays or maps is keyed by object identity only.
+    A map holding arrays or maps is keyed by object identity only.
     """
-    key = tuple((name, type(value), value) for name, value in resource.items())
+    key = tuple((name, type(value), value) for name, value in attributes.items())
     if all(kind in _SCALAR_TYPES for _, kind, _ in key):
         return key
-    return id(resource)
+    return id(attributes)
 
 
-def _resource_json(spans: Sequence[SpanRecord]) -> list[str]:
-    """Resource JSON per span, encoding each distinct resource once (a batch shares a few)."""
+def _shared_json(maps: Iterable[dict[str, Any]]) -> list[str]:
+    """JSON text per attribute map, encoding each distinct map once (a batch shares a few resources and scopes)."""
     by_object: dict[int, str] = {}
     by_content: dict[Any, str] = {}
     out = []
-    for span in spans:
-        resource = span.resource
-        text = by_object.get(id(resource))
+    for attributes in maps:
+        text = by_object.get(id(attributes))
         if text is None:
-            key = _resource_key(resource)
+            key = content_key(attributes)
             text = by_content.get(key)
             if text is None:
-                text = by_content[key] = to_json(resource)
-            by_object[id(resource)] = text
+                text = by_content[key] = to_json(attributes)
+            by_object[id(attributes)] = text
         out.append(text)
     return out
 
@@ -274,18 +276,34 @@ def spans_to_arrow(spans: Sequence[SpanRecord]) -> pa.Table:
             "attributes": [to_json(s.attributes) for s in spans],
             "events": [to_json([_event_dict(e) for e in s.events]) if s.events else "[]" for s in spans],
             "links": [to_json([_link_dict(x) for x in s.links]) if s.links else "[]" for s in spans],
-            "resource": _resource_json(spans),
+            "resource": _shared_json(s.resource for s in spans),
             "trace_state": [s.trace_state for s in spans],
             "flags": pa.array([s.flags for s in spans], pa.int64()),
             "dropped_attributes_count": pa.array([s.dropped_attributes_count for s in spans], pa.int32()),
             "dropped_events_count": pa.array([s.dropped_events_count for s in spans], pa.int32()),
             "dropped_links_count": pa.array([s.dropped_links_count for s in spans], pa.int32()),
+            **_envelope_columns(spans),
         }
     )
 
 
-def _log_key(record: LogRecordData, body: str, attributes: str, resource: str) -> str:
-    """Content hash that identifies a log record, so a re-sent log batch is stored once."""
+def _envelope_columns(records: Sequence[SpanRecord] | Sequence[LogRecordData]) -> dict[str, pa.Array | list[str]]:
+    """The columns of the records' OTLP envelope beyond the resource attributes and scope name (version 12)."""
+    return {
+        "resource_schema_url": pa.array([r.resource_schema_url for r in records], pa.string()),
+        "resource_dropped_attributes_count": pa.array(
+            [r.resource_dropped_attributes_count for r in records], pa.int32()
+        ),
+        "scope_attributes": _shared_json(r.scope_attributes for r in records),
+        "scope_schema_url": pa.array([r.scope_schema_url for r in records], pa.string()),
+        "scope_dropped_attributes_count": pa.array([r.scope_dropped_attributes_count for r in records], pa.int32()),
+    }
+
+
+def _log_key(record: LogRecordData, body: str, attributes: str, resource: str, envelope: str) -> str:
+    """Content hash that identifies a log record, so a re-sent log batch is stored once. ``envelope`` (the scope
+    version and the rest of version 12's envelope) is hashed only when it is not empty: a record without one keeps
+    the key it had before, so a batch sent again across an upgrade is still stored once."""
     parts = (
         record.trace_id or "",
         record.span_id or "",
@@ -299,7 +317,31 @@ def _log_key(record: LogRecordData, body: str, attributes: str, resource: str) -
         attributes,
         resource,
     )
-    return hashlib.blake2b("\x1f".join(parts).encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+    text = "\x1f".join(parts) + ("\x1f" + envelope if envelope else "")
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def _log_envelope(record: LogRecordData) -> str:
+    """The record's envelope beyond resource attributes and scope name, as text to hash; "" when all default."""
+    if not (
+        record.scope_version
+        or record.resource_schema_url
+        or record.resource_dropped_attributes_count
+        or record.scope_attributes
+        or record.scope_schema_url
+        or record.scope_dropped_attributes_count
+    ):
+        return ""
+    return to_json(
+        [
+            record.scope_version,
+            record.resource_schema_url,
+            record.resource_dropped_attributes_count,
+            record.scope_attributes,
+            record.scope_schema_url,
+            record.scope_dropped_attributes_count,
+        ]
+    )
 
 
 def logs_to_arrow(records: Sequence[LogRecordData]) -> tuple[list[LogRecordData], pa.Table]:
@@ -309,7 +351,7 @@ def logs_to_arrow(records: Sequence[LogRecordData]) -> tuple[list[LogRecordData]
     encoded: dict[str, tuple[str, str, str]] = {}  # log_key -> (body, attributes, resource) JSON
     for record in records:
         body, attributes, resource = to_json(record.body), to_json(record.attributes), to_json(record.resource)
-        key = _log_key(record, body, attributes, resource)
+        key = _log_key(record, body, attributes, resource, _log_envelope(record))
         if key not in encoded:
             encoded[key] = (body, attributes, resource)
             unique.append(record)
@@ -333,36 +375,62 @@ def logs_to_arrow(records: Sequence[LogRecordData]) -> tuple[list[LogRecordData]
             "scope_name": pa.array([r.scope_name for r in unique], pa.string()),
             "flags": pa.array([r.flags for r in unique], pa.int64()),
             "dropped_attributes_count": pa.array([r.dropped_attributes_count for r in unique], pa.int32()),
+            "scope_version": pa.array([r.scope_version for r in unique], pa.string()),
+            **_envelope_columns(unique),
         }
     )
     return unique, table
 
 
+ENVELOPE_COLUMNS = (
+    "resource_schema_url, resource_dropped_attributes_count, scope_attributes, scope_schema_url, "
+    "scope_dropped_attributes_count"
+)
 SPAN_SELECT_COLUMNS = (
     "trace_id, span_id, parent_span_id, name, kind, scope_name, scope_version, start_ns, end_ns, "
     "status_code, status_message, attributes, events, links, resource, trace_state, flags, "
-    "dropped_attributes_count, dropped_events_count, dropped_links_count"
+    f"dropped_attributes_count, dropped_events_count, dropped_links_count, {ENVELOPE_COLUMNS}"
 )
+
+
+def _shared_map(text: str | None, shared: dict[str, dict[str, Any]] | None) -> dict[str, Any]:
+    """The attribute map stored as JSON ``text`` (NULL, in a lake's rows written before version 12: none), one
+    dict per distinct text when ``shared`` (a batch's cache) is given."""
+    if text is None:
+        return {}
+    if shared is None:
+        return json.loads(text)  # type: ignore[no-any-return]
+    found = shared.get(text)
+    if found is None:
+        found = shared[text] = json.loads(text)
+    return found
+
+
+def _set_envelope(
+    record: SpanRecord | LogRecordData, row: Sequence[Any], shared: dict[str, dict[str, Any]] | None
+) -> None:
+    """Fill ``record``'s envelope from the ``ENVELOPE_COLUMNS`` ending ``row`` (NULL: the default, see above)."""
+    url, resource_dropped, scope_attributes, scope_url, scope_dropped = row[-5:]
+    record.resource_schema_url = url or ""
+    record.resource_dropped_attributes_count = resource_dropped or 0
+    record.scope_attributes = _shared_map(scope_attributes, shared)
+    record.scope_schema_url = scope_url or ""
+    record.scope_dropped_attributes_count = scope_dropped or 0
 
 
 def span_from_row(row: Sequence[Any], resources: dict[str, dict[str, Any]] | None = None) -> SpanRecord:
     """Rebuild a SpanRecord from a row selected with SPAN_SELECT_COLUMNS.
 
     ``resources`` (one dict per batch of rows) shares one resource dict between the spans whose resource
-    JSON is the same text, as the decoders share one per resource block: read it, never modify it.
+    JSON is the same text, as the decoders share one per resource block, and likewise one dict of scope
+    attributes: read them, never modify them.
     (The standard library parses the JSON: orjson would be faster but turns integers beyond 64 bits into
     floats.)
     """
     (trace_id, span_id, parent, name, kind, scope_name, scope_version, start_ns, end_ns, status_code,
      status_message, attributes, events, links, resource, trace_state, flags, dropped_attrs, dropped_events,
-     dropped_links) = row  # fmt: skip
-    if resources is None:
-        resource_attributes = json.loads(resource)
-    else:
-        resource_attributes = resources.get(resource)
-        if resource_attributes is None:
-            resource_attributes = resources[resource] = json.loads(resource)
-    return SpanRecord(
+     dropped_links) = row[:20]  # fmt: skip
+    record = SpanRecord(
         trace_id=trace_id,
         span_id=span_id,
         name=name,
@@ -375,7 +443,7 @@ def span_from_row(row: Sequence[Any], resources: dict[str, dict[str, Any]] | Non
         links=[SpanLink(**x) for x in json.loads(links)] if links != "[]" else [],
         status_code=status_code,
         status_message=status_message,
-        resource=resource_attributes,
+        resource=_shared_map(resource, resources),
         scope_name=scope_name,
         scope_version=scope_version,
         trace_state=trace_state,
@@ -384,19 +452,22 @@ def span_from_row(row: Sequence[Any], resources: dict[str, dict[str, Any]] | Non
         dropped_events_count=dropped_events,
         dropped_links_count=dropped_links,
     )
+    _set_envelope(record, row, resources)
+    return record
 
 
 LOG_SELECT_COLUMNS = (
     "trace_id, span_id, time_ns, observed_time_ns, event_name, severity_number, severity_text, body, "
-    "attributes, resource, scope_name, flags, dropped_attributes_count"
+    f"attributes, resource, scope_name, flags, dropped_attributes_count, scope_version, {ENVELOPE_COLUMNS}"
 )
 
 
-def log_from_row(row: Sequence[Any]) -> LogRecordData:
-    """Rebuild a LogRecordData from a row selected with LOG_SELECT_COLUMNS."""
+def log_from_row(row: Sequence[Any], shared: dict[str, dict[str, Any]] | None = None) -> LogRecordData:
+    """Rebuild a LogRecordData from a row selected with LOG_SELECT_COLUMNS; ``shared`` shares resource and scope
+    attribute dicts as ``span_from_row``'s ``resources`` does."""
     (trace_id, span_id, time_ns, observed, event_name, severity_number, severity_text, body, attributes,
-     resource, scope_name, flags, dropped) = row  # fmt: skip
-    return LogRecordData(
+     resource, scope_name, flags, dropped, scope_version) = row[:14]  # fmt: skip
+    record = LogRecordData(
         time_ns=time_ns,
         trace_id=trace_id,
         span_id=span_id,
@@ -405,9 +476,12 @@ def log_from_row(row: Sequence[Any]) -> LogRecordData:
         attributes=json.loads(attributes),
         severity_number=severity_number,
         severity_text=severity_text,
-        resource=json.loads(resource),
+        resource=_shared_map(resource, shared),
         scope_name=scope_name,
         observed_time_ns=observed,
         flags=flags,
         dropped_attributes_count=dropped,
+        scope_version=scope_version or "",
     )
+    _set_envelope(record, row, shared)
+    return record

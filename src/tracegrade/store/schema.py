@@ -67,6 +67,11 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, "traces.lean_execution: the execution without its LLM content, for offline grading", "schema_v9.sql"),
     Migration(10, "forgotten_traces: the traces deleted on request, never stored again", "schema_v10.sql"),
     Migration(11, "traces.error_spans: how many of each trace's spans failed", "schema_v11.sql"),
+    Migration(
+        12,
+        "spans and logs keep the resource's and scope's schema URLs, the scope's attributes and dropped counts",
+        "schema_v12.sql",
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

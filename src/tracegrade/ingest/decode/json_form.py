@@ -184,11 +184,32 @@ def _object_at(obj: Any, where: str) -> dict:
 
 
 class _Scope(NamedTuple):
-    """What the spans or log records of one scope block share."""
+    """What the spans or log records of one scope block share: their resource and instrumentation scope."""
 
     resource: dict[str, Any]  # the resource's attributes
     name: str
     version: str
+    resource_schema_url: str
+    resource_dropped: int  # the resource's dropped attribute count, with what the count limit dropped
+    attributes: dict[str, Any]  # the scope's attributes
+    schema_url: str
+    dropped: int  # the scope's dropped attribute count, likewise
+
+
+def _map_and_count(obj: dict, where: str, limits: DecodeLimits) -> tuple[dict[str, Any], int]:
+    """A resource's or scope's attributes and dropped attribute count (what the count limit dropped added)."""
+    try:
+        attributes, dropped = attributes_from_json(obj.get("attributes"), "attributes", limits)
+        return attributes, _count(obj, "droppedAttributesCount", "dropped_attributes_count", dropped)
+    except Invalid as bad:
+        raise DecodeError(f"{where}.{bad.reason}") from None
+
+
+def _schema_url(block: dict, where: str, limits: DecodeLimits) -> str:
+    url = _field(block, "schemaUrl", "schema_url")
+    if url is not None and type(url) is not str:
+        raise DecodeError(f"{where}.schemaUrl must be a string, got {type_name(url)}")
+    return clip_text(url or "", limits.max_attribute_value_bytes)
 
 
 def _scope_blocks(body: Any, signal: _Signal, limits: DecodeLimits, limit: int) -> list[tuple[_Scope, list, str]]:
@@ -202,20 +223,29 @@ def _scope_blocks(body: Any, signal: _Signal, limits: DecodeLimits, limit: int) 
         where = f"{signal.top}[{ri}]"
         block = _object_at(block, where)
         resource = _object_at(block.get("resource") or {}, f"{where}.resource")
-        try:
-            attributes, _ = attributes_from_json(resource.get("attributes"), "attributes", limits)
-        except Invalid as bad:
-            raise DecodeError(f"{where}.resource.{bad.reason}") from None
+        attributes, resource_dropped = _map_and_count(resource, f"{where}.resource", limits)
+        resource_url = _schema_url(block, where, limits)
         for si, scope_block in enumerate(_list_at(block, signal.scope, signal.scope_snake, where)):
-            scope_where = f"{where}.{signal.scope}[{si}]"
+            scope_where = f"{signal.top}[{ri}].{signal.scope}[{si}]"
             scope_block = _object_at(scope_block, scope_where)
             scope = _object_at(scope_block.get("scope") or {}, f"{scope_where}.scope")
             name, version = scope.get("name") or "", scope.get("version") or ""
             if type(name) is not str or type(version) is not str:
                 raise DecodeError(f"{scope_where}.scope name and version must be strings")
+            scope_attributes, scope_dropped = _map_and_count(scope, f"{scope_where}.scope", limits)
+            shared = _Scope(
+                attributes,
+                name,
+                version,
+                resource_url,
+                resource_dropped,
+                scope_attributes,
+                _schema_url(scope_block, scope_where, limits),
+                scope_dropped,
+            )
             items = _list_at(scope_block, signal.items, signal.items_snake, scope_where)
             total += len(items)
-            walked.append((_Scope(attributes, name, version), items, f"{scope_where}.{signal.items}"))
+            walked.append((shared, items, f"{scope_where}.{signal.items}"))
     if total > limit:
         raise DecodeError(
             f"the request holds {total} {signal.noun}, more than the limit of {limit}; send smaller batches"
@@ -300,6 +330,11 @@ def _span(item: Any, scope: _Scope, limits: DecodeLimits) -> SpanRecord:
         resource=scope.resource,  # shared by the spans of one resource block
         scope_name=scope.name,
         scope_version=scope.version,
+        resource_schema_url=scope.resource_schema_url,
+        resource_dropped_attributes_count=scope.resource_dropped,
+        scope_attributes=scope.attributes,  # shared by the spans of one scope block
+        scope_schema_url=scope.schema_url,
+        scope_dropped_attributes_count=scope.dropped,
     )
 
 
@@ -421,8 +456,14 @@ def _log_record(item: Any, scope: _Scope, limits: DecodeLimits) -> LogRecordData
         observed_time_ns=observed,
         flags=json_int(item.get("flags") or 0, "flags", unsigned=True, bits=32),
         dropped_attributes_count=_count(item, "droppedAttributesCount", "dropped_attributes_count", dropped),
-        resource=scope.resource,  # shared by the records of one resource block (log records have no scope version)
+        resource=scope.resource,  # shared by the records of one resource block
         scope_name=scope.name,
+        scope_version=scope.version,
+        resource_schema_url=scope.resource_schema_url,
+        resource_dropped_attributes_count=scope.resource_dropped,
+        scope_attributes=scope.attributes,  # shared by the records of one scope block
+        scope_schema_url=scope.schema_url,
+        scope_dropped_attributes_count=scope.dropped,
     )
 
 

@@ -7,8 +7,9 @@ What each limit does when a payload exceeds it:
   kept, so ``dropped_attributes_count`` does not change. Attribute keys (kvlist keys too), span names, event
   names and status messages are cut the same way (two keys cut to the same text keep the later value).
 - ``max_attributes_per_span``: applies to every attribute list (span, event, link, resource, scope, log
-  record); entries past the limit are dropped and added to that record's ``dropped_attributes_count``
-  (resource and scope lists have no count of their own and drop silently).
+  record); entries past the limit are dropped and added to that list's own dropped count
+  (``dropped_attributes_count``; a resource's and a scope's are ``resource_dropped_attributes_count`` and
+  ``scope_dropped_attributes_count`` of each of their records). Schema URLs are cut as string values are.
 - ``max_collection_items``: an array or kvlist value longer than this is cut and ends with the marker
   string ``<N more items dropped>`` (arrays) or the key ``<truncated>`` (kvlists).
 - ``max_nesting_depth``: an array or kvlist nested deeper than this becomes the string

@@ -78,11 +78,12 @@ def decode_traces_message(msg: Any, limits: DecodeLimits = DEFAULT_LIMITS) -> De
     max_text, quick_text = limits.max_attribute_value_bytes, limits.quick_text_chars  # names are cut as values are
     append = spans.append
     for ri, resource_spans in enumerate(msg.resource_spans):
-        resource, _ = attributes_from_proto(resource_spans.resource.attributes, limits)
+        resource, resource_url, resource_dropped = _resource(resource_spans, limits)
         for si, scope_spans in enumerate(resource_spans.scope_spans):
             scope = scope_spans.scope
             scope_name = scope.name
             scope_version = scope.version
+            scope_attributes, scope_url, scope_dropped = _scope(scope_spans, limits)
             for pi, span in enumerate(scope_spans.spans):
                 trace_id = span.trace_id
                 span_id = span.span_id
@@ -137,9 +138,31 @@ def decode_traces_message(msg: Any, limits: DecodeLimits = DEFAULT_LIMITS) -> De
                         dropped_attributes_count=stored_count(span.dropped_attributes_count + dropped),
                         dropped_events_count=stored_count(span.dropped_events_count + dropped_events),
                         dropped_links_count=stored_count(span.dropped_links_count + dropped_links),
+                        resource_schema_url=resource_url,
+                        resource_dropped_attributes_count=resource_dropped,
+                        scope_attributes=scope_attributes,  # shared by the spans of one scope block
+                        scope_schema_url=scope_url,
+                        scope_dropped_attributes_count=scope_dropped,
                     )
                 )
     return DecodedTraces(spans, rejected)
+
+
+def _resource(block: Any, limits: DecodeLimits) -> tuple[dict[str, Any], str, int]:
+    """A ResourceSpans' or ResourceLogs' resource: (attributes, schema URL, dropped attribute count, what the
+    sender dropped plus what the count limit dropped)."""
+    resource = block.resource
+    attributes, dropped = attributes_from_proto(resource.attributes, limits)
+    url = clip_text(block.schema_url, limits.max_attribute_value_bytes)
+    return attributes, url, stored_count(resource.dropped_attributes_count + dropped)
+
+
+def _scope(block: Any, limits: DecodeLimits) -> tuple[dict[str, Any], str, int]:
+    """A ScopeSpans' or ScopeLogs' instrumentation scope: (attributes, schema URL, dropped attribute count)."""
+    scope = block.scope
+    attributes, dropped = attributes_from_proto(scope.attributes, limits)
+    url = clip_text(block.schema_url, limits.max_attribute_value_bytes)
+    return attributes, url, stored_count(scope.dropped_attributes_count + dropped)
 
 
 def _bad_parent(parent: bytes) -> str | None:
@@ -207,9 +230,11 @@ def decode_logs_message(msg: Any, limits: DecodeLimits = DEFAULT_LIMITS) -> Deco
     records: list[LogRecordData] = []
     rejected: list[Rejection] = []
     for ri, resource_logs in enumerate(msg.resource_logs):
-        resource, _ = attributes_from_proto(resource_logs.resource.attributes, limits)
+        resource, resource_url, resource_dropped = _resource(resource_logs, limits)
         for si, scope_logs in enumerate(resource_logs.scope_logs):
             scope_name = scope_logs.scope.name
+            scope_version = scope_logs.scope.version
+            scope_attributes, scope_url, scope_dropped = _scope(scope_logs, limits)
             for li, record in enumerate(scope_logs.log_records):
                 trace_id = record.trace_id
                 span_id = record.span_id
@@ -243,6 +268,12 @@ def decode_logs_message(msg: Any, limits: DecodeLimits = DEFAULT_LIMITS) -> Deco
                         observed_time_ns=observed,
                         flags=record.flags,
                         dropped_attributes_count=stored_count(record.dropped_attributes_count + dropped),
+                        scope_version=scope_version,
+                        resource_schema_url=resource_url,
+                        resource_dropped_attributes_count=resource_dropped,
+                        scope_attributes=scope_attributes,  # shared by the records of one scope block
+                        scope_schema_url=scope_url,
+                        scope_dropped_attributes_count=scope_dropped,
                     )
                 )
     return DecodedLogs(records, rejected)
