@@ -131,10 +131,14 @@ def config_problems(config: EvalConfig) -> list[Problem]:
 
 
 def criteria_problems(criteria: CriteriaConfig, where: str = "$.criteria") -> list[Problem]:
-    """Problems of each enabled slot (``where``: the JSON path of ``criteria`` in its file)."""
-    return [
+    """Problems of each enabled slot (``where``: the JSON path of ``criteria`` in its file), then those of slots
+    together (a judge cost cap over a judge model without a price)."""
+    from tracegrade.judges.pricing import judge_cost_cap_problems
+
+    problems = [
         problem for slot, cfg in criteria.enabled_slots() for problem in _slot_problems(slot, cfg, f"{where}.{slot}")
     ]
+    return problems + judge_cost_cap_problems(criteria, where)
 
 
 def _slot_problems(slot: str, cfg: CriterionConfig, where: str) -> list[Problem]:

@@ -6,6 +6,10 @@ logging callbacks off for it, and returns the reply text with its token usage an
 cost map; 0 when the model has no price, said in the reply's ``notes``). ``retry_delay`` classifies a
 failure: 429 and 5xx other than 501 are retried with exponential backoff plus jitter, honouring
 ``Retry-After`` (429s for as long as ``RetryPolicy.rate_limit_patience`` allows); nothing else is.
+A call that cannot succeed however often it is made (settings the provider's client refuses, a 200
+whose body is no completion: see :mod:`tracegrade.judges.failures`) is not retried either. A reply
+streamed although no stream was asked for is joined into one (:mod:`tracegrade.judges.streamed`), and a
+verdict sent as a tool call's arguments instead of text is read from them.
 ``failure_message`` says what a failed call got back, from which endpoint, with credentials redacted.
 """
 
@@ -17,7 +21,7 @@ import email.utils
 import random
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,9 +29,11 @@ from opentelemetry import context as otel_context
 
 from tracegrade.errors import JudgeError
 from tracegrade.judges.endpoints import ENDPOINT_STYLES, EndpointKey, is_responses_object, no_responses_api_reason
+from tracegrade.judges.failures import MalformedReply, malformed_reply, setup_problem, unreachable, unreadable_head
 from tracegrade.judges.llm import load_litellm
 from tracegrade.judges.providers import resolve_model
 from tracegrade.judges.redaction import endpoint_label, judge_secrets, redact
+from tracegrade.judges.streamed import assembled, looks_streamed
 from tracegrade.models.results import TokenUsage
 
 __all__ = [
@@ -67,6 +73,8 @@ class JudgeRequest:
     api_base: str | None = None
     api_key: str | None = field(default=None, repr=False)
     use_vertex_ai: bool | None = None
+    #: USD per input and per output token from the criterion's config; None: litellm's cost map prices the call
+    price: tuple[float, float] | None = None
 
     def cache_params(self) -> dict[str, Any]:
         """The settings that change a reply (the API key and endpoint do not)."""
@@ -167,6 +175,8 @@ def retry_delay(exc: BaseException, attempt: int, policy: RetryPolicy, rate_limi
     litellm = load_litellm()
     if isinstance(exc, litellm.Timeout) or policy.max_retries <= 0:
         return None
+    if setup_problem(exc, None) is not None or unreadable_head(exc) is not None:  # the same failure every time
+        return None
     server_fault = status is not None and status >= 500 and status != 501  # 501: not implemented stays so
     if status != 429 and (attempt >= policy.max_retries or not (server_fault or _connection_failed(exc))):
         return None
@@ -190,13 +200,14 @@ def _quota_exhausted(exc: BaseException) -> bool:
 
 def _connection_failed(exc: BaseException) -> bool:
     litellm = load_litellm()
-    return isinstance(exc, litellm.APIConnectionError) and _status(exc) in (None, 500)
+    return (isinstance(exc, litellm.APIConnectionError) and _status(exc) in (None, 500)) or unreachable(exc)
 
 
 # litellm prefixes a provider's message with its own class names: "litellm.RateLimitError: RateLimitError:
 # OpenAIException - slow down"; the status and the provider's own words are what a reader needs.
 _LITELLM_PREFIX = re.compile(r"^\s*(?:litellm\.)?[A-Za-z]*(?:Error|Exception)(?::| -)\s*")
 _MAX_FAILURE_TEXT = 2000
+_TRACEBACK = "\nTraceback (most recent call last):"
 
 
 def failure_message(exc: BaseException, request: JudgeRequest, attempts: int, policy: RetryPolicy | None = None) -> str:
@@ -210,13 +221,37 @@ def failure_message(exc: BaseException, request: JudgeRequest, attempts: int, po
         provider = "its provider's"
     where = endpoint_label(provider, request.api_base)
     status = _status(exc)
-    text = str(exc)
+    text = str(exc).split(_TRACEBACK, 1)[0]  # litellm appends its traceback to some errors' text
     previous = None
     while previous != text:
         previous, text = text, _LITELLM_PREFIX.sub("", text, count=1)
     text = redact(text, judge_secrets(request.api_key, request.api_base)) or type(exc).__name__
     if len(text) > _MAX_FAILURE_TEXT:
         text = f"{text[:_MAX_FAILURE_TEXT]}… ({len(text) - _MAX_FAILURE_TEXT} more characters not kept)"
+    tries = "once" if attempts == 1 else f"on each of {attempts} attempts"
+    if isinstance(exc, MalformedReply):
+        body = redact(exc.snippet, judge_secrets(request.api_key, request.api_base))
+        what = (
+            "a server-sent event stream (not asked for) that ended before its last event"
+            if looks_streamed(exc.body)
+            else f"a body that is not {exc.expected}"
+        )
+        shown = "the body began" if exc.quoted else "litellm said"
+        return (
+            f"judge {request.model} at {where} answered HTTP 200 {tries} with {what} "
+            f"(check api_base and any proxy in front of it); {shown}: {body}"
+        )
+    problem = setup_problem(exc, where if request.api_base else None)  # the label: no credentials in it
+    if problem is not None:
+        kind = type(exc).__name__
+        return f"judge {request.model} at {where} could not be called ({kind}): {problem}; litellm said: {text}"
+    head = unreadable_head(exc)
+    if head is not None:
+        return (
+            f"judge {request.model} at {where} sent a reply whose status line or headers the HTTP client could not "
+            f"read {tries} ({type(exc).__name__}): {redact(head, judge_secrets(request.api_key, request.api_base))} "
+            "(check what the server or a proxy in front of it adds to its responses)"
+        )
     if status == 429:
         what = "HTTP 429 (rate limited)"
         retry_after = _retry_after(exc)
@@ -231,7 +266,6 @@ def failure_message(exc: BaseException, request: JudgeRequest, attempts: int, po
         what = f"HTTP {status}"
     else:
         what = type(exc).__name__
-    tries = "once" if attempts == 1 else f"on each of {attempts} attempts"
     return f"judge {request.model} at {where} answered {what} {tries} ({type(exc).__name__}): {text}"
 
 
@@ -255,9 +289,25 @@ def _reply_text_and_tokens(response: Any, api_style: str) -> tuple[str, int | No
     else:
         text = response.choices[0].message.content or ""
         tokens = (getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None))
+    if not text.strip():
+        text = next((arguments for _, arguments in _tool_calls(response, api_style)), text)
     if not tokens[0] and not tokens[1]:  # litellm fills in zeros when the body had no usage; no call costs 0 tokens
         return text, None, None
     return text, int(tokens[0] or 0), int(tokens[1] or 0)
+
+
+def _tool_calls(response: Any, api_style: str) -> list[tuple[str, str]]:
+    """The (name, arguments) of the tool calls a judge answered with instead of text.
+
+    No tools are offered, yet some servers (a gateway adding its own, a model trained to answer through one)
+    reply with a call whose arguments are the verdict: the first call's arguments are then read as the reply.
+    """
+    if api_style == "responses":
+        items = [i for i in getattr(response, "output", None) or [] if getattr(i, "type", None) == "function_call"]
+        return [(str(getattr(i, "name", "") or ""), str(getattr(i, "arguments", "") or "")) for i in items]
+    calls = getattr(response.choices[0].message, "tool_calls", None) or []
+    functions = [getattr(call, "function", None) for call in calls]
+    return [(str(getattr(f, "name", "") or ""), str(getattr(f, "arguments", "") or "")) for f in functions if f]
 
 
 def _stop_note(response: Any, api_style: str, max_output_tokens: int) -> str | None:
@@ -280,6 +330,12 @@ def _stop_note(response: Any, api_style: str, max_output_tokens: int) -> str | N
         finish = getattr(choice, "finish_reason", None)
         reason = finish if finish not in (None, "stop", "end_turn", "eos") else None
     notes = [f"the judge refused: {r[:500]!r}" for r in refusals if r]
+    names = [name or "unnamed" for name, _ in _tool_calls(response, api_style)]
+    if names:
+        notes.append(
+            f"the judge answered with a tool call ({', '.join(names)}) instead of text; its arguments were read"
+        )
+        reason = None if reason in ("tool_calls", "function_call") else reason
     if reason in ("length", "max_output_tokens", "max_tokens"):
         notes.append(f"the reply was cut off at the token limit ({reason}, max_output_tokens {max_output_tokens})")
     elif reason == "content_filter":
@@ -289,8 +345,13 @@ def _stop_note(response: Any, api_style: str, max_output_tokens: int) -> str | N
     return "; ".join(notes) or None
 
 
-def _cost(response: Any, litellm_model: str, input_tokens: int, output_tokens: int) -> float | None:
-    """USD cost of one call: litellm's own figure when it computed one, else the cost map; None when unpriced."""
+def _cost(
+    response: Any, litellm_model: str, input_tokens: int, output_tokens: int, price: tuple[float, float] | None
+) -> float | None:
+    """USD cost of one call: the configured ``price`` when given, else litellm's own figure when it computed
+    one, else the cost map; None when unpriced."""
+    if price is not None:
+        return input_tokens * price[0] + output_tokens * price[1]
     hidden = getattr(response, "_hidden_params", None) or {}
     if hidden.get("response_cost") is not None:
         return float(hidden["response_cost"])
@@ -352,7 +413,7 @@ async def call_model(request: JudgeRequest) -> JudgeReply:
     if input_tokens is None or output_tokens is None:
         notes.append(no_usage_note(request.model))
         input_tokens = output_tokens = 0
-    cost = _cost(response, resolved.litellm_model, input_tokens, output_tokens)
+    cost = _cost(response, resolved.litellm_model, input_tokens, output_tokens, request.price)
     if cost is None:
         notes.append(unpriced_note(request.model))
     usage = TokenUsage(input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost or 0.0, calls=1)
@@ -375,9 +436,6 @@ async def _responses_or_chat(request: JudgeRequest, common: dict[str, Any], endp
                         raise
                     ENDPOINT_STYLES.record(endpoint, False, reason)
                     return await _chat_call(request, common), "chat"
-                if not is_responses_object(response):
-                    ENDPOINT_STYLES.record(endpoint, False, "its reply to POST /responses is not a responses object")
-                    return await _chat_call(request, common), "chat"
                 ENDPOINT_STYLES.record(endpoint, True)
                 return response, "responses"
     if serves:
@@ -386,15 +444,34 @@ async def _responses_or_chat(request: JudgeRequest, common: dict[str, Any], endp
 
 
 async def _responses_call(request: JudgeRequest, common: dict[str, Any]) -> Any:
+    """A responses API call; a 200 whose body is no responses object raises MalformedReply."""
     options = {"text": {"format": {"type": "json_object"}}} if request.json_mode else {}
     call = load_litellm().aresponses(
         input=request.prompt, max_output_tokens=request.max_output_tokens, **common, **options
     )
-    return await asyncio.wait_for(call, timeout=request.timeout_seconds)
+    response = await _reply_of(call, "responses", request.timeout_seconds)
+    if not is_responses_object(response):  # litellm parsed it, but it has no output list to read a verdict from
+        raise MalformedReply("responses", str(response))
+    return response
 
 
 async def _chat_call(request: JudgeRequest, common: dict[str, Any]) -> Any:
     options = {"response_format": {"type": "json_object"}} if request.json_mode else {}
     messages = [{"role": "user", "content": request.prompt}]
     call = load_litellm().acompletion(messages=messages, max_tokens=request.max_output_tokens, **common, **options)
-    return await asyncio.wait_for(call, timeout=request.timeout_seconds)
+    return await _reply_of(call, "chat", request.timeout_seconds)
+
+
+async def _reply_of(call: Awaitable[Any], api: str, timeout: float) -> Any:
+    """The reply of one litellm call, its error as MalformedReply when the body was not the API's (a stream
+    sent although none was asked for is joined into its reply instead)."""
+    try:
+        return await asyncio.wait_for(call, timeout=timeout)
+    except Exception as exc:
+        malformed = malformed_reply(exc, api)
+        if malformed is None:
+            raise
+        response = assembled(malformed.body, api)
+        if response is not None:
+            return response
+        raise malformed from None  # litellm's text quotes the body twice over; the snippet is what matters

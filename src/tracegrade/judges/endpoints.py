@@ -3,15 +3,19 @@
 ``api_style="responses"`` (the default) calls ``POST /v1/responses``, which many OpenAI-compatible servers
 (llama.cpp's server, TGI, many vLLM deployments) do not serve: they only have chat completions. The first
 responses call to an endpoint is its probe. While it is in flight, other responses calls to the same
-endpoint wait for its verdict instead of probing too. A probe answered 404/405/501, or with a body that is
-not a responses object, marks the endpoint chat-only (said once, as a warning); a probe that succeeds marks
-it as serving responses; any other failure (a 429, a timeout) decides nothing, and the next call probes.
+endpoint wait for its verdict instead of probing too. Only a clear sign that the endpoint lacks the API
+marks it chat-only (said once, as a warning): HTTP 404/405/501 on the route, or litellm's own "this endpoint
+is not supported" errors. A probe that succeeds marks it as serving responses. Any other failure decides
+nothing and the next call probes: a 429 or a timeout, and a 200 whose body is not a responses object (a
+proxy's HTML error page, JSON of another shape), which fails that call (see
+:class:`~tracegrade.judges.failures.MalformedReply`) rather than sending every later call elsewhere.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import threading
 import weakref
 from typing import Any
@@ -25,6 +29,8 @@ EndpointKey = tuple[str, str | None]
 
 # Statuses of a server without the route (404), without the method on it (405) or without the API (501).
 _NO_RESPONSES_STATUSES = frozenset({404, 405, 501})
+# A LiteLLM proxy's words for a model whose deployments lack the endpoint: "/v1/responses is not supported by model=x"
+_NOT_SUPPORTED_BY_MODEL = re.compile(r"/responses is not supported by model=")
 
 
 def no_responses_api_reason(exc: BaseException) -> str | None:
@@ -32,8 +38,13 @@ def no_responses_api_reason(exc: BaseException) -> str | None:
     status = getattr(exc, "status_code", None)
     if status in _NO_RESPONSES_STATUSES:
         return f"it answered POST /responses with HTTP {status}"
-    if status == 200:  # litellm raises with the reply's own status when the body is no responses object
-        return "its reply to POST /responses is not a responses object"
+    from tracegrade.judges.llm import load_litellm
+
+    unsupported = load_litellm().exceptions
+    if isinstance(exc, unsupported.UnsupportedEndpointError | unsupported.EndpointNotSupportedByModelError):
+        return f"litellm says it does not serve the responses API ({type(exc).__name__})"
+    if status == 400 and _NOT_SUPPORTED_BY_MODEL.search(str(exc)):  # a LiteLLM proxy's answer for such a model
+        return "it answered POST /responses with HTTP 400: the responses API is not supported by the model"
     return None
 
 

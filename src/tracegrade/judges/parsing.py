@@ -1,8 +1,10 @@
 """Robust reading of judge replies: JSON in code fences or prose, scores just outside [0, 1] clamped and flagged.
 
 ``extract_json_object`` finds the JSON object in a reply (whole reply, a fenced block, or the first
-decodable object inside prose); ``ScoreReader`` reads score fields, clamping out-of-range values and
-remembering each clamp so the criterion can report it (a clamp is never silent).
+decodable object inside prose), after dropping a reasoning model's ``<think>`` block; a reply holding
+several verdicts with different scores is unreadable rather than read as whichever came first.
+``ScoreReader`` reads score fields, clamping out-of-range values and remembering each clamp so the
+criterion can report it (a clamp is never silent).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from tracegrade.models.results import TokenUsage
 __all__ = ["ClampedScore", "ScoreReader", "UnreadableReply", "extract_json_object"]
 
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
+# A reasoning model's scratch work, which some servers leave in the reply text: drafts, not the verdict.
+_THINKING = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | re.IGNORECASE)
 
 
 class UnreadableReply(TracegradeError, ValueError):
@@ -32,22 +36,41 @@ class UnreadableReply(TracegradeError, ValueError):
         self.notes: list[str] = []
 
 
-def _decode_first_object(text: str) -> dict[str, Any] | None:
+def _top_level_objects(text: str) -> list[dict[str, Any]]:
+    """Every JSON object in ``text`` that is not inside another, in order."""
     decoder = json.JSONDecoder()
+    found: list[dict[str, Any]] = []
+    end = 0
     for match in re.finditer(r"\{", text):
+        if match.start() < end:  # inside an object already found
+            continue
         try:
-            value, _ = decoder.raw_decode(text, match.start())
+            value, end_at = decoder.raw_decode(text, match.start())
         except json.JSONDecodeError:
             continue
         if isinstance(value, dict):
-            return value
-    return None
+            found.append(value)
+            end = end_at
+    return found
+
+
+def _refuse_rival_scores(objects: list[dict[str, Any]], text: str) -> None:
+    """Raise when the objects give different ``score`` values: which one is the verdict is anyone's guess."""
+    scores = list(dict.fromkeys(json.dumps(o["score"], sort_keys=True) for o in objects if "score" in o))
+    if len(scores) > 1:
+        raise UnreadableReply(
+            f"the judge reply holds {len(scores)} verdicts with different scores ({', '.join(scores)}); "
+            "it was asked for one JSON object",
+            text,
+        )
 
 
 def extract_json_object(text: str) -> dict[str, Any]:
     """The JSON object a judge replied with; raises :class:`UnreadableReply` when there is none."""
-    stripped = text.strip()
+    stripped = _THINKING.sub("", text).strip()
     if not stripped:
+        if text.strip():
+            raise UnreadableReply("the judge reply holds only its <think> block, no verdict after it", text)
         raise UnreadableReply("the judge returned an empty reply", text)
     candidates = [stripped, *(m.group(1) for m in _FENCE.finditer(stripped))]
     for candidate in candidates:
@@ -56,11 +79,14 @@ def extract_json_object(text: str) -> dict[str, Any]:
         except json.JSONDecodeError:
             continue
         if isinstance(value, dict):
+            if candidate is not stripped:  # a fenced block: another block or the prose may hold a rival verdict
+                _refuse_rival_scores(_top_level_objects(stripped), text)
             return value
-    found = _decode_first_object(stripped)
-    if found is None:
+    found = _top_level_objects(stripped)
+    if not found:
         raise UnreadableReply("the judge reply contains no JSON object", text)
-    return found
+    _refuse_rival_scores(found, text)
+    return found[0]
 
 
 #: how far outside [0, 1] a score may stray (rounding, 1.01) and still be clamped; farther is unreadable

@@ -26,11 +26,17 @@ _MIN_GIVEN_SECRET = 4
 _QUERY_SECRET_NAMES = re.compile(r"key|token|secret|password|sig", re.IGNORECASE)
 
 
+def _with_scheme(api_base: str) -> str:
+    """``api_base`` with a scheme: without one, URL parsers read ``user:password@host`` as a scheme and a path,
+    and the password would go unseen (such an api_base fails the call, and the error quotes it)."""
+    return api_base if "://" in api_base else f"http://{api_base}"
+
+
 def _url_secrets(api_base: str | None) -> list[str]:
     if not api_base:
         return []
     try:
-        parts = urlsplit(api_base)
+        parts = urlsplit(_with_scheme(api_base))
         found = [parts.password or ""]
         found += [value for name, value in parse_qsl(parts.query) if _QUERY_SECRET_NAMES.search(name)]
     except ValueError:  # an unparsable URL still fails the call; its text is masked by endpoint_label
@@ -58,4 +64,6 @@ def endpoint_label(provider: str, api_base: str | None) -> str:
     """How an error names the endpoint: its URL without credentials, or the provider's configured endpoint."""
     if not api_base:
         return f"the {provider} endpoint from the environment"
+    if "://" not in api_base:
+        return redacted(_with_scheme(api_base)).removeprefix("http://")
     return redacted(api_base)  # as configs and reports show it

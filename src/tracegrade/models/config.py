@@ -114,6 +114,10 @@ class CriterionConfig(_Strict):
     # LLM judges: the least Cohen's kappa with human labels (``tracegrade calibrate``) a run accepts from this
     # judge; below it, or with no calibration found, the run fails (or warns: ``EvalConfig.calibration``)
     min_agreement: float | None = Field(default=None, ge=-1.0, le=1.0)
+    # LLM judges: the judge model's price in USD per million input/output tokens, for a model litellm's cost
+    # map does not price (a local or private model); set, it replaces the cost map's price for this criterion
+    judge_input_cost_per_mtok: float | None = Field(default=None, ge=0)
+    judge_output_cost_per_mtok: float | None = Field(default=None, ge=0)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
@@ -360,6 +364,8 @@ _JUDGE_OPTIONS = frozenset(
         "temperature",
         "use_vertex_ai",
         "min_agreement",
+        "judge_input_cost_per_mtok",
+        "judge_output_cost_per_mtok",
     }
 )
 # The CriterionConfig options each slot's criterion reads, beyond those every slot has (threshold, enabled,

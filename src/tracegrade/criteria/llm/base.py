@@ -32,6 +32,7 @@ from tracegrade.judges import (
     provider_problem,
     render_prompt,
 )
+from tracegrade.judges.pricing import configured_price, price_problems
 from tracegrade.judges.redaction import judge_secrets, redact
 from tracegrade.models.dataset import EvalCase
 from tracegrade.models.execution import ExecutionResult
@@ -132,6 +133,9 @@ class TemplatedLLMCriterion(BaseCriterion):
     # The seed's rule for some criteria: an empty response is "not applicable" (1.0, skipped) rather than 0.0.
     skips_empty_response: ClassVar[bool] = False
 
+    def validate_config(self) -> list[str]:
+        return super().validate_config() + price_problems(self.config)
+
     # -- hooks -----------------------------------------------------------------------------------
     def not_applicable(self, actual: ExecutionResult, expected: EvalCase) -> str | None:
         """A note when the case lacks what this criterion needs (the result is 1.0, marked skipped)."""
@@ -183,6 +187,7 @@ class TemplatedLLMCriterion(BaseCriterion):
             api_base=cfg.api_base,
             api_key=cfg.api_key,
             use_vertex_ai=cfg.use_vertex_ai,
+            price=configured_price(cfg),
         )
 
     async def evaluate(self, actual: ExecutionResult, expected: EvalCase) -> CriterionResult:
