@@ -247,7 +247,8 @@ def test_details_name_matches_missing_and_extra_with_reasons():
     assert [e["name"] for e in d["extra"]] == ["get_weather", "log"]
     assert d["reason"] == (
         "Matched 33% of expected tools. Expected ['get_weather', 'book', 'notify'], "
-        "got ['book', 'get_weather', 'log']. 1 of the expected calls had different arguments."
+        "got ['book', 'get_weather', 'log']. 1 of the expected calls had different arguments: get_weather "
+        "(expected #0): key 'city': expected 'Paris', got 'Lyon'."
     )
     assert d["match_type"] == "IN_ORDER" and d["check_args"] is True
     assert [c.name for c in d["expected_trajectory"]] == ["get_weather", "book", "notify"]

@@ -230,7 +230,8 @@ async def test_an_agent_exception_becomes_that_cases_error_with_what_was_capture
         EvalSet(eval_set_id="e", eval_cases=[broken, ok])
     )
     failed, passed = report.results
-    assert failed.error == "Agent error on turn 1: RuntimeError: kaboom" and not failed.passed
+    assert failed.error.startswith("Agent error on turn 1: RuntimeError: kaboom (at ") and not failed.passed
+    assert failed.error.endswith(", in agent)") and "test_evaluator.py:" in failed.error  # the agent's own line
     assert [tc.args["message"] for tc in failed.actual_tool_calls] == ["hello", "explode"]
     assert passed.passed and passed.error is None
 

@@ -65,12 +65,13 @@ def test_odd_content_becomes_valid_json() -> None:
     assert calls[1]["result"].startswith("<object object at")
 
 
-def test_lone_surrogate_is_kept_as_a_json_escape(tmp_path: Path) -> None:
+def test_lone_surrogate_is_written_as_the_replacement_character(tmp_path: Path) -> None:
+    # its JSON escape "\ud800" is refused by strict parsers (jq, orjson; RFC 8259 and I-JSON)
     case = passing_case()
     case.actual_response = "half \ud800 pair"
     report = EvalReport.create("s", [case])
     path = JSONReporter().save(report, tmp_path / "r.json")
-    assert json.loads(Path(path).read_text(encoding="utf-8"))["results"][0]["actual_response"] == "half \ud800 pair"
+    assert json.loads(Path(path).read_text(encoding="utf-8"))["results"][0]["actual_response"] == "half \ufffd pair"
 
 
 def test_save_generate_and_quick_save_write_files(tmp_path: Path) -> None:

@@ -83,7 +83,7 @@ def test_bidi_overrides_are_shown_as_escapes_in_console_html_and_junit(tmp_path:
 
 def _spread_report(tmp_path: Path, spread: dict[str, object]) -> EvalReport:
     """A judge's result whose ``sample_spread`` holds no numbers, saved as JSON and read back as ``tracegrade
-    report`` reads it (a NaN is saved as the string "nan")."""
+    report`` reads it (a NaN or an infinity is saved as null)."""
     criterion = CriterionResult(
         criterion="judge", score=0.4, passed=False, threshold=0.7, details={"reason": "r", "sample_spread": spread}
     )
@@ -94,8 +94,9 @@ def _spread_report(tmp_path: Path, spread: dict[str, object]) -> EvalReport:
 @pytest.mark.parametrize(
     ("spread", "shown"),
     [
-        ({"samples": 3, "range": float("nan"), "stdev": float("inf"), "split": True}, "range nan, sd inf"),
-        ({"samples": 3, "range": None, "stdev": "wide\x1b[2J"}, "range None, sd wide\\x1b[2J"),
+        ({"samples": 3, "range": float("nan"), "stdev": float("inf"), "split": True}, "range n/a, sd n/a"),
+        ({"samples": 3, "range": None, "stdev": "wide\x1b[2J"}, "range n/a, sd wide\\x1b[2J"),
+        ({"samples": 3, "range": "nan", "stdev": 0.5}, "range nan, sd 0.50"),  # as earlier versions saved a NaN
     ],
 )
 def test_a_sample_spread_that_is_not_a_number_is_shown_as_it_is(
@@ -115,7 +116,7 @@ def test_tracegrade_report_renders_a_saved_report_with_a_nan_spread(tmp_path: Pa
     for fmt in ("console", "html", "junit"):
         result = run_cli("report", saved, "-f", fmt)
         assert result.exit_code == 0, (fmt, result.output)
-        assert "2 judge samples, range nan, sd 0.50" in result.output
+        assert "2 judge samples, range n/a, sd 0.50" in result.output
 
 
 @pytest.mark.parametrize("duration", [float("nan"), float("inf"), -3.0])
@@ -138,7 +139,7 @@ def test_saved_report_with_nan_scores_is_json_that_strict_parsers_read(tmp_path:
         raise AssertionError(f"{constant} is not JSON")
 
     data = json.loads(text, parse_constant=refuse)
-    assert data["results"][0]["criterion_results"][0]["score"] == "nan"
+    assert data["results"][0]["criterion_results"][0]["score"] is None
     assert math.isnan(load_report(tmp_path / "r.json").results[0].criterion_results[0].score)
 
 

@@ -228,7 +228,8 @@ async def test_a_scenario_model_a_plain_callable_and_an_agent_error(server):
     goals_prompt = next(r.prompt for r in server.requests if GOALS_MARKER in r.prompt)
     assert "USER: Where is my order 42?\nASSISTANT: It ships tomorrow." in goals_prompt
 
-    assert flaky.is_error and flaky.error == "Agent error on turn 1: RuntimeError: backend down"
+    assert flaky.is_error and flaky.error.startswith("Agent error on turn 1: RuntimeError: backend down (at ")
+    assert flaky.error.endswith(", in agent)")  # the agent's own line
     simulation = flaky.metadata["simulation"]
     assert (simulation["stopped_by"], simulation["turns"], simulation["completed"]) == ("error", 1, False)
     assert simulation["error"] == flaky.error and flaky.criterion_results == []

@@ -1,7 +1,9 @@
 """Writing output files: the one writer behind every command and reporter that writes a file.
 
-A file is written whole or not at all: into a temporary file beside it, then renamed over it (``os.replace``),
-so a crash or a full disk never leaves half a report. What it writes over is checked first:
+A file is written whole or not at all: into a temporary file beside it, flushed to the disk (``fsync``), then
+renamed over it (``os.replace``) and the directory's new entry flushed too, so a crash, a power cut or a full disk
+never leaves half a report, nor an empty one (without the first ``fsync``, some filesystems, ext4 with
+``data=writeback`` or XFS, can commit the rename before the data). What it writes over is checked first:
 
 * a symlink is written through: its target is replaced, the link stays a link;
 * anything but a regular file (a directory, a FIFO, a device such as ``/dev/full``, a socket) is refused,
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import stat
 from collections.abc import Iterable, Iterator
@@ -24,7 +27,7 @@ from typing import BinaryIO
 
 from tracegrade.errors import OutputFileError
 
-__all__ = ["replacing", "special_file_kind", "write_text_file"]
+__all__ = ["replacing", "special_file_kind", "well_formed_text", "write_text_file"]
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
@@ -62,15 +65,45 @@ def replacing(path: str | Path, *, inputs: Iterable[str | Path] = ()) -> Iterato
     try:
         with os.fdopen(fd, "wb") as fh:
             yield fh
+            fh.flush()
+            os.fsync(fh.fileno())  # the data is on the disk before the name points at it
         if target.exists():  # a new file already has its mode: the umask applied at creation
             os.chmod(tmp, target.stat().st_mode & 0o7777)
         os.replace(tmp, target)
+        _sync_directory(target.parent)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise exc if isinstance(exc, OutputFileError) else _refused(shown, exc) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _sync_directory(directory: Path) -> None:
+    """Flush ``directory``'s entries (the rename just made) to the disk. Where a directory cannot be opened or
+    synced (Windows; some network filesystems refuse with EINVAL) the rename stands as the filesystem keeps it."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def well_formed_text(text: str) -> str:
+    """``text`` made encodable as UTF-8: surrogate halves that pair up become the character they stand for,
+    a lone one becomes U+FFFD. Python strings may hold lone surrogates (``json.loads`` of ``"\\ud800"``, a
+    broken decode); UTF-8 cannot, and strict JSON parsers (jq, RFC 8259 / I-JSON) refuse their escapes too."""
+    if _SURROGATE.search(text) is None:  # the common case: one scan, no copy
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _destination(shown: Path, inputs: Iterable[str | Path]) -> Path:

@@ -64,6 +64,9 @@ class _SessionState:
         self.gate: Any = None  # the RunComparison against it
         self.recorded_run: str | None = None
         self.incomplete: str | None = None  # why the session graded only part of what it collected
+        self.stopped: str | None = None  # how it ended early: "interrupted" or "stopped early (...)"
+        self.progress: tuple[int, int] = (0, 0)  # (cases graded, cases the collected tests would have graded)
+        self.items: list[pytest.Item] = []
 
 
 # the configured sessions, innermost last (pytester runs sessions inside a session)
@@ -149,7 +152,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    session.config.stash[_STATE].order = {item.nodeid: i for i, item in enumerate(session.items)}
+    state = session.config.stash[_STATE]
+    state.order = {item.nodeid: i for i, item in enumerate(session.items)}
+    state.items = list(session.items)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -182,11 +187,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if hasattr(config, "workerinput"):  # an xdist worker: the controller reports
         config.workeroutput[_WORKER_OUTPUT_KEY] = state.recorder.to_payload()  # type: ignore[attr-defined]
         return
+    state.stopped = _how_stopped(session, exitstatus, len(state.finished))
+    if state.stopped is not None:
+        state.progress = _progress(state)
     if not state.recorder.cases:
         return
     state.report = state.recorder.merged_report()
-    state.incomplete = _why_incomplete(session, exitstatus, len(state.finished))
-    if state.incomplete:
+    if state.stopped is not None:
+        verb = "was " if state.stopped == _INTERRUPTED else ""
+        state.incomplete = f"the session {verb}{state.stopped}"
         state.report.metadata["incomplete"] = state.incomplete
     report_dir = config.getoption("tracegrade_report", None)
     if report_dir is not None:
@@ -202,14 +211,39 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-def _why_incomplete(session: pytest.Session, exitstatus: int, finished: int) -> str | None:
-    """Why the session ended before running every test it collected (Ctrl-C, ``-x``/``--maxfail``), or None."""
+_INTERRUPTED = "interrupted"
+
+
+def _how_stopped(session: pytest.Session, exitstatus: int, finished: int) -> str | None:
+    """How the session ended before running every test it collected: ``interrupted`` (Ctrl-C) or ``stopped
+    early (why)`` (``-x``/``--maxfail``); None when it ran them all."""
     if exitstatus == pytest.ExitCode.INTERRUPTED:
-        return "the session was interrupted"
+        return _INTERRUPTED
     if finished < session.testscollected:
         stopped = session.shouldfail or session.shouldstop
-        return f"the session stopped early ({stopped})" if isinstance(stopped, str) else "the session stopped early"
+        return f"stopped early ({stopped})" if isinstance(stopped, str) else "stopped early"
     return None
+
+
+def _progress(state: _SessionState) -> tuple[int, int]:
+    """``(graded, planned)``: the cases graded, and those plus the cases of every test that did not finish nor
+    grade any (as far as a test says before it runs: see :func:`_planned_cases`)."""
+    graded = len(state.recorder.cases)
+    grading = {case.test_id for case in state.recorder.cases}
+    left = [i for i in state.items if i.nodeid not in state.finished and i.nodeid not in grading]
+    return graded, graded + sum(_planned_cases(item) for item in left)
+
+
+def _planned_cases(item: pytest.Item) -> int:
+    """How many cases a test grades, known before it runs: one for a test of ``parametrize_eval_cases``, the eval
+    file's for an ``eval_test``; none for any other (a test calling ``run_eval`` says so only when it runs)."""
+    from tracegrade.models.dataset import EvalCase
+    from tracegrade.testing.running import planned_cases
+
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and any(isinstance(value, EvalCase) for value in callspec.params.values()):
+        return 1
+    return planned_cases(getattr(item, "function", None))
 
 
 def _write_reports(state: _SessionState, directory: Path) -> None:
@@ -260,11 +294,16 @@ def _record(state: _SessionState, store: Path) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     state = config.stash.get(_STATE, None)
-    if state is None or state.report is None:
+    if state is None:
+        return
+    write = terminalreporter.write_line
+    if state.report is None:  # stopped before any case was graded: say so when some were to be
+        if state.stopped is not None and state.progress[1]:
+            terminalreporter.section("tracegrade")
+            write(_incomplete_line(state), red=True)
         return
     from tracegrade.testing.explain import explain_case
 
-    write = terminalreporter.write_line
     tracegrade_store = config.getoption("tracegrade_store", None)
     terminalreporter.section("tracegrade")
     s = state.report.summary
@@ -276,17 +315,22 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if xfailed or xpassed:  # the cases marked metadata.xfail, as pytest counts them
         counts += f" ({xfailed + xpassed} marked xfail: {xfailed} failed as expected, {xpassed} passed unexpectedly)"
     write(counts)
-    by_test = {r.metadata.get("pytest_test"): r for r in state.report.failed_cases}
-    expected = [r for test, r in by_test.items() if test in state.xfailed]
-    for result in expected:
-        write(f"expected to fail ({result.metadata['pytest_test']}):")
-        for line in explain_case(result).splitlines():
+    # every failed case of a test that failed as expected (an eval_test may grade several), under its test once
+    by_test: dict[str, list[Any]] = {}
+    for result in state.report.failed_cases:
+        if (test := result.metadata.get("pytest_test")) in state.xfailed:
+            by_test.setdefault(test, []).append(result)
+    for test, results in by_test.items():
+        write(f"expected to fail ({test}):")
+        for line in "\n".join(explain_case(r) for r in results).splitlines():
             write("  " + line)
     if s.pass_rate_ci is not None:
         low, high = s.pass_rate_ci
         write(f"{s.num_runs} trials per case: pass rate 95% interval {low:.1%}-{high:.1%}, {s.flaky_cases} flaky")
     for path in state.written:
         write(f"report: {path}")
+    if state.stopped is not None:
+        write(_incomplete_line(state), red=True)
     if state.incomplete:
         what = [w for w, asked in (("gated", state.baseline is not None), ("recorded", tracegrade_store)) if asked]
         if what:
@@ -300,6 +344,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             write(line, red=red)
     for problem in state.problems:
         write(f"problem: {problem}", red=True)
+
+
+def _incomplete_line(state: _SessionState) -> str:
+    graded, planned = state.progress
+    return f"incomplete: {state.stopped} after {graded} of {planned} cases"
 
 
 # ---- fixtures ----

@@ -4,7 +4,6 @@ with the call where their trajectories part (see :mod:`tracegrade.evaluation.com
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from tracegrade.cli.run_refs import load_runs
 from tracegrade.cli.store_access import store_options, terminal_text
 from tracegrade.evaluation.compare import RunComparison, compare_runs
 from tracegrade.evaluation.run_diff import RunDiff, diff_reports
+from tracegrade.json_output import json_text
 
 __all__ = ["command"]
 
@@ -49,7 +49,7 @@ def command(
     diff = diff_reports(report_a, report_b, name_a, name_b)
     stats = compare_runs(report_a, report_b, alpha=alpha, baseline_name=name_a, candidate_name=name_b)
     if fmt == "json":
-        click.echo(json.dumps({**diff.to_dict(), "statistics": stats.to_dict()}, indent=2, default=str))
+        click.echo(json_text({**diff.to_dict(), "statistics": stats.to_dict()}))
     else:
         _print(diff, show_all)
         _print_statistics(stats)

@@ -9,7 +9,6 @@ appended to ``$GITHUB_STEP_SUMMARY`` when set) and a JUnit file are written into
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import xml.etree.ElementTree as ET
@@ -20,8 +19,10 @@ import click
 from tracegrade.cli.common import UsageProblem, friendly_errors
 from tracegrade.cli.run_refs import load_runs
 from tracegrade.cli.store_access import store_options
-from tracegrade.evaluation.compare import CASES, RunComparison, compare_runs
+from tracegrade.evaluation.compare import CASES, RunComparison, compare_runs, empty_runs
+from tracegrade.json_output import json_text
 from tracegrade.output_files import write_text_file
+from tracegrade.reporters.text import clean_text
 
 __all__ = ["command", "junit_xml"]
 
@@ -56,14 +57,21 @@ def command(
     result = compare_runs(
         base, cand, alpha=alpha, max_drop=max_drop, strict=strict, baseline_name=base_name, candidate_name=cand_name
     )
-    markdown = result.to_markdown()
+    # printed to a terminal too: control characters and bidi overrides from case names become visible escapes
+    markdown = clean_text(result.to_markdown())
     reports = (baseline, candidate)  # those that are report files are never written over
     summary = write_text_file(out_dir / "summary.md", markdown, inputs=reports)
     junit = write_text_file(out_dir / "junit.xml", junit_xml(result), inputs=reports)
     _append_step_summary(markdown)
-    click.echo(json.dumps(result.to_dict(), indent=2, default=str) if fmt == "json" else markdown, nl=False)
+    click.echo(json_text(result.to_dict()) if fmt == "json" else markdown, nl=False)
     click.echo(f"\nwrote {summary} and {junit}", err=True)
     if result.paired_cases == 0:
+        empty = empty_runs(base, cand, (base_name, cand_name))
+        if empty:  # not a baseline of another eval set: a run that graded nothing
+            raise UsageProblem(
+                f"{' and '.join(empty)} {'has' if len(empty) == 1 else 'have'} no case results: nothing was "
+                "compared; gate a run that graded its eval set"
+            )
         raise UsageProblem(
             f"{base_name} and {cand_name} share no case (no eval id graded in both): nothing was compared; "
             "gate a candidate against a baseline of the same eval set"
@@ -128,4 +136,6 @@ def junit_xml(result: RunComparison) -> str:
     suite.set("tests", str(len(suite.findall("testcase"))))
     suite.set("failures", str(failures))
     suite.set("skipped", str(skipped))
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
+    # names and trajectories come from eval sets and traces: control characters (which XML 1.0 forbids) and lone
+    # surrogates (which UTF-8 cannot hold) become visible escapes; the markup itself holds none
+    return clean_text('<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import signal
 import sys
-import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -165,9 +164,12 @@ def _import_hint(agent: str, exc: BaseException) -> str:
 
 
 def _raised_at(exc: BaseException) -> str:
-    """`` (at FILE:LINE)`` of the innermost frame that raised ``exc``."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    return f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    """`` (at FILE:LINE)`` of the innermost frame of the agent's own code that ``exc`` came through (not the
+    library or importlib frame it ended in: see :func:`~tracegrade.evaluation.agent_errors.user_frame`)."""
+    from tracegrade.evaluation.agent_errors import user_frame
+
+    frame = user_frame(exc)
+    return f" (at {frame.filename}:{frame.lineno})" if frame is not None else ""
 
 
 @contextmanager

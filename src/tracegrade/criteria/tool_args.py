@@ -90,6 +90,13 @@ def _differences(actual: Any, expected: Any, path: str, allow_extra: bool) -> li
         return found
     if json_equal(actual, expected):
         return []
+    if isinstance(actual, list) and isinstance(expected, list) and len(actual) == len(expected):
+        # the element that differs, not the whole list; inside a list values must be equal (no subset)
+        return [
+            difference
+            for i, (got, wanted) in enumerate(zip(actual, expected))
+            for difference in _differences(got, wanted, f"{path}[{i}]", allow_extra=False)
+        ]
     where = f"key {path!r}: " if path else ""
     return [f"{where}expected {_short(expected)}, got {_short(actual)}"]
 

@@ -36,6 +36,7 @@ __all__ = ["ARGS_NOT_COMPARED", "NodeOrderMatchCriterion", "ToolNameMatchCriteri
 _Compared = tuple[Sequence[Any], Sequence[Any], Callable[[Any, Any], bool] | None]
 
 _DIFFERENT_ARGUMENTS = "called with different arguments"  # a missing call's reason when its namesake differs
+_SHOWN_CALLS = 2  # calls whose argument differences the reason spells out
 
 #: appended to the reason when expected calls list arguments that ``check_args=False`` leaves uncompared
 ARGS_NOT_COMPARED = "Arguments were not compared (check_args is off); set check_args=true to compare them."
@@ -47,6 +48,43 @@ def _reason(score: float, noun: str, expected: list[str], actual: list[str]) -> 
     shown = repr(expected)
     got = shown if actual == expected else repr(actual)  # the common case: one list written once
     return f"Matched {score * 100:.0f}% of expected {noun}. Expected {shown}, got {got}."
+
+
+def _argument_differences(
+    missing: list[dict[str, Any]], calls: tuple[list[ToolCall], list[ToolCall]], rules: dict[str, ToolArgsRule]
+) -> str:
+    """The reason's sentence on expected calls that went unmatched for their arguments: which call, which argument
+    path, expected and actual value (the first :data:`_SHOWN_CALLS` calls; all are in ``missing``).
+
+    Those are the calls whose namesake was called with other arguments, and, when the names match position by
+    position (``['get_weather', 'get_weather']`` both sides, the calls swapped), every unmatched one, compared
+    with the call at its position: the matcher's "out of order" alone would read as a contradiction."""
+    prefix = f"{_DIFFERENT_ARGUMENTS}: "
+    expected_calls, actual_calls = calls
+    same_names: bool | None = None  # read only when a call went unmatched for another reason than its arguments
+    differing: list[tuple[dict[str, Any], str]] = []
+    for entry in missing:
+        if entry["reason"].startswith(prefix):
+            differing.append((entry, entry["reason"].removeprefix(prefix)))
+            continue
+        if same_names is None:
+            same_names = [c.name for c in expected_calls] == [c.name for c in actual_calls]
+        if same_names:
+            wanted = expected_calls[entry["expected_index"]]
+            got = actual_calls[entry["expected_index"]]
+            differing.append((entry, describe_arg_difference(got, wanted, rules.get(wanted.name))))
+    if not differing:
+        return ""
+    shown = "; ".join(
+        f"{entry['name']} (expected #{entry['expected_index']}): {difference}"
+        for entry, difference in differing[:_SHOWN_CALLS]
+    )
+    more = len(differing) - _SHOWN_CALLS
+    return (
+        f" {len(differing)} of the expected calls had different arguments: {shown}"
+        + (f"; and {more} more call(s)" if more > 0 else "")
+        + "."
+    )
 
 
 @register_criterion("trajectory", "trajectory_match")
@@ -124,11 +162,8 @@ class TrajectoryMatchCriterion(SyncCriterion):
         """The result's details: the reason, the partial credit, and both trajectories (the calls themselves)."""
         check_args = self.config.check_args
         reason = _reason(score, "tools", *names)
-        if missing:
-            # the same names on both sides would read as a contradiction without this
-            differing = sum(entry["reason"].startswith(_DIFFERENT_ARGUMENTS) for entry in missing)
-            if differing:
-                reason += f" {differing} of the expected calls had different arguments."
+        # the same names on both sides would read as a contradiction without saying which arguments differ
+        reason += _argument_differences(missing, trajectories, self.config.tool_args)
         if not check_args and any(c.args for c in trajectories[0]):
             # check_args=False is the seed's default; say so, or an expected city=Bergen "passes" against Oslo
             reason += f" {ARGS_NOT_COMPARED}"

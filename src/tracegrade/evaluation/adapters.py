@@ -22,6 +22,7 @@ from opentelemetry.trace import TracerProvider
 
 from tracegrade.capture.instrumentation import instrument_langchain, instrument_pydantic_ai
 from tracegrade.errors import TracegradeError
+from tracegrade.evaluation.agent_errors import agent_traceback, describe_agent_exception
 
 __all__ = [
     "AgentAdapter",
@@ -236,7 +237,13 @@ class PydanticAIAdapter(AgentAdapter):
 
 
 class AgentTurnError(TracegradeError):
-    """The agent raised during one turn (the conversation stops there; other cases continue)."""
+    """The agent raised during one turn (the conversation stops there; other cases continue). The message says
+    what it raised and where in the user's code; ``agent_traceback`` is the traceback without tracegrade's
+    frames (see :mod:`tracegrade.evaluation.agent_errors`)."""
+
+    def __init__(self, message: str, agent_traceback: str | None = None) -> None:
+        super().__init__(message)
+        self.agent_traceback = agent_traceback
 
 
 async def run_agent_turn(adapter: AgentAdapter, session: CaseSession, index: int, user_text: str) -> str | None:
@@ -244,7 +251,9 @@ async def run_agent_turn(adapter: AgentAdapter, session: CaseSession, index: int
     try:
         reply = await adapter.run_turn(session, user_text)
     except Exception as exc:
-        raise AgentTurnError(f"Agent error on turn {index}: {type(exc).__name__}: {exc}") from exc
+        raise AgentTurnError(
+            f"Agent error on turn {index}: {describe_agent_exception(exc)}", agent_traceback(exc)
+        ) from exc
     session.turns_done += 1
     return reply
 

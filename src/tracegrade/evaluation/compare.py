@@ -13,11 +13,12 @@ cannot support a verdict (and why), ``pass`` otherwise.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from tracegrade.errors import InvalidValueError
-from tracegrade.evaluation.run_diff import first_divergence
+from tracegrade.evaluation.run_diff import first_divergence, results_by_id
 from tracegrade.evaluation.statistics import (
     holm_adjust,
     mcnemar_exact,
@@ -27,7 +28,7 @@ from tracegrade.evaluation.statistics import (
 )
 from tracegrade.models.results import EvalCaseResult, EvalReport
 
-__all__ = ["CASES", "Flip", "MetricComparison", "RunComparison", "compare_runs"]
+__all__ = ["CASES", "Flip", "MetricComparison", "RunComparison", "compare_runs", "empty_runs"]
 
 CASES = "cases"  # the name of the case pass-rate metric (criteria have their own names)
 
@@ -122,7 +123,7 @@ class RunComparison:
             f"alpha {self.alpha:g}" + (f", max drop {self.max_drop:g}" if self.max_drop is not None else "") + ".",
         ]
         if self.reasons:
-            lines += ["", *(f"- {r}" for r in self.reasons)]
+            lines += ["", *(f"- {_markdown(r)}" for r in self.reasons)]
         lines += [
             "",
             f"| metric | pass rate | flips (↓/↑) | McNemar p (adj.) | mean | Δ [{1 - self.alpha:.0%} interval] | |",
@@ -131,7 +132,7 @@ class RunComparison:
         for m in self.metrics:
             mark = "❌" if m.significant_regression or m.exceeds_max_drop else ""
             lines.append(
-                f"| {m.name} | {m.pass_rate_baseline:.0%} → {m.pass_rate_candidate:.0%} | "
+                f"| {_markdown(m.name, cell=True)} | {m.pass_rate_baseline:.0%} → {m.pass_rate_candidate:.0%} | "
                 f"{m.pass_to_fail}/{m.fail_to_pass} | {m.mcnemar_p_adjusted:.3g} | "
                 f"{m.mean_baseline:.3f} → {m.mean_candidate:.3f} | {m.delta:+.3f} [{m.low:+.3f}, {m.high:+.3f}] | "
                 f"{mark} |"
@@ -139,8 +140,8 @@ class RunComparison:
         if self.flips:
             lines += ["", "| case | flip | criteria | where the trajectories part |", "|---|---|---|---|"]
             for f in self.flips:
-                where = (f.divergence or "same trajectory").replace("|", "\\|")
-                lines.append(f"| {f.name or f.eval_id} | {f.direction} | {', '.join(f.criteria)} | {where} |")
+                cells = (f.name or f.eval_id, f.direction, ", ".join(f.criteria), f.divergence or "same trajectory")
+                lines.append("| " + " | ".join(_markdown(cell, cell=True) for cell in cells) + " |")
         if self.only_baseline or self.only_candidate:
             lines += [
                 "",
@@ -148,6 +149,18 @@ class RunComparison:
                 f"{len(self.only_candidate)} only in the candidate.",
             ]
         return "\n".join(lines) + "\n"
+
+
+def _markdown(text: str, *, cell: bool = False) -> str:
+    """Text from eval sets and traces (case, criterion and tool names, arguments) as literal Markdown on one line.
+    GitHub renders HTML in a comment: ``<!--`` in a case name would hide the rest of the summary, ``<details>``
+    fold it: a ``<`` that would start a tag or a comment is written ``&lt;`` (``p < 0.05`` stays as it is). A line
+    break would end a list item or a table row, and in a table cell ``|`` starts another cell."""
+    text = _TAG_START.sub("&lt;", " ".join(text.splitlines()))
+    return text.replace("|", "\\|") if cell else text
+
+
+_TAG_START = re.compile(r"<(?=[A-Za-z!/?])")
 
 
 def compare_runs(
@@ -166,14 +179,14 @@ def compare_runs(
 
     ``max_drop`` (a fraction, e.g. 0.05) fails the comparison on an observed drop of the case pass rate or
     of a criterion's mean score larger than it, significant or not. Raises ``ValueError`` for an ``alpha``
-    outside (0, 1) or a negative ``max_drop``.
+    outside (0, 1) or a negative ``max_drop``, InvalidValueError for a run holding an eval id twice.
     """
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be between 0 and 1 (exclusive), got {alpha}")
     if max_drop is not None and max_drop < 0:
         raise ValueError(f"max_drop must be a non-negative fraction, got {max_drop}")
-    by_base = {r.eval_id: r for r in baseline.results}
-    by_cand = {r.eval_id: r for r in candidate.results}
+    by_base = results_by_id(baseline, baseline_name)
+    by_cand = results_by_id(candidate, candidate_name)
     paired = [(by_base[k], by_cand[k]) for k in by_base if k in by_cand]
     confidence = 1 - alpha
     metrics = [_metric(CASES, [(_case_pass(a), _case_pass(b), _case_score(a), _case_score(b)) for a, b in paired])]
@@ -190,6 +203,8 @@ def compare_runs(
     flips = _flips(paired)
     missing = [k for k in by_base if k not in by_cand]
     unsure = _coverage_doubts(baseline, candidate, (baseline_name, candidate_name), missing)
+    if not paired:
+        unsure.append(_nothing_paired(baseline, candidate, (baseline_name, candidate_name)))
     verdict, reasons = _verdict(metrics, flips, len(paired), alpha, max_drop, strict, unsure)
     return RunComparison(
         baseline=baseline_name,
@@ -215,9 +230,12 @@ def _case_pass(r: EvalCaseResult) -> bool:
 
 
 def _case_score(r: EvalCaseResult) -> float:
-    """The case's pass fraction: over its trials when it ran several (finer than its one verdict)."""
-    if r.trial_stats is not None:
-        return r.trial_stats.mean
+    """The case's pass fraction: over its trials when it ran several (finer than its one verdict). Counted from the
+    trial counts, which are whole numbers: the ``mean`` beside them is the same fraction as a float, which a saved
+    report may hold as null (NaN). Counts that do not make a fraction (hand-edited) leave the case's verdict."""
+    stats = r.trial_stats
+    if stats is not None and 0 <= stats.passed <= stats.trials > 0:
+        return stats.passed / stats.trials
     return 1.0 if _case_pass(r) else 0.0
 
 
@@ -358,9 +376,7 @@ def _verdict(
         return "fail", failing
     doubts = list(coverage_doubts)
     tests = _family_size(metrics)
-    if pairs == 0:
-        doubts.append("no case was graded in both runs: nothing to compare (are these runs of the same eval set?)")
-    elif tests * min_mcnemar_p(pairs) >= alpha:
+    if pairs and tests * min_mcnemar_p(pairs) >= alpha:
         # Holm multiplies the smallest p-value of the family by its size: with too few cases for that, even
         # every case going from pass to fail is no significant regression, and "pass" would be a false all-clear.
         needed = _cases_needed(tests, alpha)
@@ -379,6 +395,21 @@ def _verdict(
     if doubts:
         return "inconclusive", doubts
     return "pass", []
+
+
+def empty_runs(baseline: EvalReport, candidate: EvalReport, names: tuple[str, str]) -> list[str]:
+    """The names of the runs without any case result (their grading failed, or their eval set selected nothing):
+    told apart from two runs of different eval sets when no case pairs."""
+    return [name for name, report in zip(names, (baseline, candidate)) if not report.results]
+
+
+def _nothing_paired(baseline: EvalReport, candidate: EvalReport, names: tuple[str, str]) -> str:
+    """Why no case was graded in both runs, in words."""
+    empty = empty_runs(baseline, candidate, names)
+    if empty:
+        runs = " and ".join(f"the {name} run" for name in empty)
+        return f"no case was graded in both runs: {runs} has no case results (did its grading fail?)"
+    return "no case was graded in both runs: nothing to compare (are these runs of the same eval set?)"
 
 
 def _coverage_doubts(

@@ -451,12 +451,12 @@ class _Run:
             conversation = self._drive(case, session, executions)
         else:
             conversation = simulated.converse(partial(self._turn, case, session, executions))
-        error = None
+        error = error_traceback = None
         try:
             if not await _within(conversation, self.timeout):
                 error = f"timed out after {self.timeout:g}s"
         except AgentTurnError as exc:
-            error = str(exc)
+            error, error_traceback = str(exc), exc.agent_traceback
         execution = ExecutionResult.merge_turns(executions) if executions else ExecutionResult()
         graded_case = case
         if simulated is not None:
@@ -470,7 +470,7 @@ class _Run:
                 error = f"grading failed: {type(exc).__name__}: {exc}"
         result = build_case_result(case, execution, criterion_results, time.perf_counter() - start)
         if error is not None:
-            result = result.model_copy(update={"passed": False, "error": error})
+            result = result.model_copy(update={"passed": False, "error": error, "error_traceback": error_traceback})
         return simulated.record(result) if simulated is not None else result
 
     def _simulated(self, case: EvalCase) -> _SimulatedConversation | None:

@@ -6,11 +6,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracegrade.errors import InvalidValueError
 from tracegrade.models.dataset import ToolCall
 from tracegrade.models.json_values import json_equal
 from tracegrade.models.results import EvalCaseResult, EvalReport
 
-__all__ = ["CaseDiff", "CriterionChange", "RunDiff", "diff_reports", "first_divergence"]
+__all__ = ["CaseDiff", "CriterionChange", "RunDiff", "diff_reports", "first_divergence", "results_by_id"]
 
 _EPS = 1e-9
 
@@ -169,10 +170,32 @@ def _short(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def results_by_id(report: EvalReport, run: str) -> dict[str, EvalCaseResult]:
+    """``report``'s case results by eval id, in its order. Two runs are compared case by case, paired by eval id:
+    a run (``run`` names it) holding one eval id twice has no one result to pair, so it is refused, naming the
+    ids. An eval set cannot hold an id twice, and repeated trials are combined into one result, so such a report
+    was put together some other way (two reports merged by hand)."""
+    by_id: dict[str, EvalCaseResult] = {}
+    repeated: dict[str, int] = {}
+    for result in report.results:
+        if result.eval_id in by_id:
+            repeated[result.eval_id] = repeated.get(result.eval_id, 1) + 1
+        by_id[result.eval_id] = result
+    if repeated:
+        shown = ", ".join(f"{eval_id!r} ({n} results)" for eval_id, n in list(repeated.items())[:5])
+        more = f" and {len(repeated) - 5} more" if len(repeated) > 5 else ""
+        raise InvalidValueError(
+            f"{run} has more than one result for {len(repeated)} eval id(s): {shown}{more}; cases are paired by eval "
+            "id, so each must appear once: keep one result per case (or grade the eval set again)"
+        )
+    return by_id
+
+
 def diff_reports(a: EvalReport, b: EvalReport, run_a: str = "A", run_b: str = "B") -> RunDiff:
-    """Case by case (matched by eval id, in A's order then B's new cases)."""
-    by_a = {r.eval_id: r for r in a.results}
-    by_b = {r.eval_id: r for r in b.results}
+    """Case by case (matched by eval id, in A's order then B's new cases); a run holding an eval id twice is
+    refused (see :func:`results_by_id`)."""
+    by_a = results_by_id(a, run_a)
+    by_b = results_by_id(b, run_b)
     order = list(by_a) + [k for k in by_b if k not in by_a]
     cases = []
     for eval_id in order:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from tracegrade.errors import InvalidValueError
 from tracegrade.evaluation.statistics import pass_at_k, pass_hat_k, wilson_interval
 from tracegrade.models.results import CriterionResult, EvalCaseResult, TokenUsage, TrialStats
 
@@ -22,8 +23,16 @@ __all__ = ["combine_trials", "trial_stats"]
 
 
 def trial_stats(scores: Sequence[float], passed: Sequence[bool]) -> TrialStats:
-    """The statistics of one criterion (or one case) over its trials: ``scores`` and verdicts, trial by trial."""
+    """The statistics of one criterion (or one case) over its trials: ``scores`` and verdicts, trial by trial.
+
+    Raises InvalidValueError for no trials (there is no mean of nothing) or a verdict count unlike the score count.
+    """
     k, c = len(scores), sum(passed)
+    if k == 0 or len(passed) != k:
+        raise InvalidValueError(
+            f"trial statistics need one score and one verdict per trial, at least one trial: got {k} score(s) and "
+            f"{len(passed)} verdict(s)"
+        )
     low, high = wilson_interval(sum(scores), k)
     # built from computed, already typed values: skip validation (it was most of the cost of num_runs)
     return TrialStats.model_construct(
@@ -47,7 +56,8 @@ def combine_trials(trials: Sequence[EvalCaseResult]) -> EvalCaseResult:
         return first
     verdicts = [t.passed and not t.is_error for t in trials]
     by_name = [{c.criterion: c for c in t.criterion_results} for t in trials]
-    errors = [t.error for t in trials if t.error is not None]
+    errored = [t for t in trials if t.error is not None]
+    errors = [t.error for t in errored]
     criteria = [_combine_criterion(name, trials, [c.get(name) for c in by_name]) for name in _criterion_names(trials)]
     # a trial that errored (a timeout, a failed turn) failed: the case cannot pass, though it is an error
     # result only when every trial errored
@@ -60,6 +70,7 @@ def combine_trials(trials: Sequence[EvalCaseResult]) -> EvalCaseResult:
             "passed": passed,
             "criterion_results": criteria,
             "error": errors[0] if len(errors) == len(trials) else None,
+            "error_traceback": errored[0].error_traceback if len(errors) == len(trials) else None,
             "duration_seconds": sum(t.duration_seconds for t in trials),
             "token_usage": TokenUsage.total(t.token_usage for t in trials),
             "agent_token_usage": TokenUsage.total(t.agent_token_usage for t in trials),

@@ -10,8 +10,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_serializer, model_validator
 
+from tracegrade.models.expectations import xfail_problem
 from tracegrade.models.json_values import arguments_satisfy, json_equal
 
 __all__ = [
@@ -220,6 +221,14 @@ class EvalCase(_StrictModel):
     def _named(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("eval_id is blank: give the case an id (it names the case's test and result)")
+        return value
+
+    @field_validator("metadata")
+    @classmethod
+    def _expectation_checked(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        problem = xfail_problem(value)
+        if problem is not None:  # the case named: the JSON path gives only its position in the file
+            raise ValueError(f"case {info.data.get('eval_id', '?')!r}: {problem}")
         return value
 
     @classmethod

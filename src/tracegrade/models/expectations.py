@@ -30,6 +30,7 @@ __all__ = [
     "expectation_metadata",
     "meets_expectation",
     "run_succeeded",
+    "xfail_problem",
     "xfail_reason",
 ]
 
@@ -48,6 +49,19 @@ def xfail_reason(metadata: Mapping[str, Any]) -> str | None:
     if value is None or value is False or value == "":
         return None
     return "" if value is True else str(value)
+
+
+def xfail_problem(metadata: Mapping[str, Any]) -> str | None:
+    """What is wrong with a case's ``metadata.xfail`` (None when it is absent or of an allowed form): only a
+    reason (text), ``true``/``false`` or ``null`` say whether the case is expected to fail. Anything else (a
+    list, a number) would be read as a reason by its text, so ``0`` or ``[]`` would mark a case by accident."""
+    value = metadata.get(XFAIL_KEY)
+    if value is None or isinstance(value, (bool, str)):
+        return None
+    return (
+        f"metadata.{XFAIL_KEY} must be a reason (a string), true, false or null, got {type(value).__name__} "
+        f'{value!r:.60}; e.g. "{XFAIL_KEY}": "known bug #123" marks the case expected to fail'
+    )
 
 
 def expectation_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import codecs
 import errno
 import json
 import os
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -186,14 +187,49 @@ def _decode_error_text(exc: json.JSONDecodeError) -> str:
     return f"{exc.msg} {where}" if exc.msg.endswith(" at") else f"{exc.msg} at {where}"
 
 
+# a string token (skipped whole, so a "NaN" inside one is text) or one of the constants Python's json accepts
+_STRING_OR_CONSTANT = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)')
+
+
+def _constant_problems(text: str) -> list[Problem]:
+    """Where the text has ``NaN``, ``Infinity`` or ``-Infinity``: Python's ``json`` reads them as floats, but they
+    are not JSON (other tools refuse the file) and a NaN threshold or score compares false with everything."""
+    problems = []
+    for found in _STRING_OR_CONSTANT.finditer(text):
+        constant = found.group(1)
+        if constant is None:
+            continue
+        at = found.start(1)
+        line = text.count("\n", 0, at) + 1
+        column = at - (text.rfind("\n", 0, at) + 1) + 1
+        problems.append(
+            (
+                "$",
+                f"{constant} at line {line}, column {column} is not a JSON value (JSON has no NaN or infinity): "
+                "write a number, or null where a value may be left out",
+            )
+        )
+    return problems
+
+
 def _parse_json(text: str, strict: bool) -> tuple[Any, list[Problem]]:
     if not text.strip():
         raise _Empty
     recorder = _PairsRecorder()
+    constants: list[str] = []
+
+    def note_constant(name: str) -> float:
+        constants.append(name)
+        return float(name)
+
     try:
-        data = json.loads(text, object_pairs_hook=recorder if strict else None)
+        data = json.loads(
+            text, object_pairs_hook=recorder if strict else None, parse_constant=note_constant if strict else None
+        )
     except json.JSONDecodeError as exc:
         raise _Invalid(f"invalid JSON: {_decode_error_text(exc)}") from None
+    if constants:  # rare: the text is scanned again only to say where
+        return data, _constant_problems(text)
     if not recorder.repeated:
         return data, []
     paths = {id(obj): where for where, obj in _objects(data)}

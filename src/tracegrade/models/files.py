@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -10,6 +9,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from tracegrade.errors import ConfigError, EvalSetError, FileFormatError, did_you_mean
+from tracegrade.json_output import json_text
 from tracegrade.models.file_text import read_json_file  # re-exported: every loader's way in
 from tracegrade.models.model_keys import known_keys
 from tracegrade.output_files import write_text_file
@@ -134,6 +134,6 @@ def _make(
 
 def save_model(model: BaseModel, path: str | Path, *, inputs: Iterable[str | Path] = ()) -> None:
     """Write ``model`` as 2-space-indented JSON, atomically (a crash never leaves half a file); ``inputs`` are
-    files ``path`` must not be (see :mod:`tracegrade.output_files`)."""
-    text = json.dumps(model.model_dump(mode="json"), indent=2, ensure_ascii=False, default=str)
-    write_text_file(path, text + "\n", inputs=inputs)
+    files ``path`` must not be (see :mod:`tracegrade.output_files`). Strict JSON, as the JSON reporter writes: a
+    number that is not finite is ``null``, a lone surrogate U+FFFD."""
+    write_text_file(path, json_text(model.model_dump(mode="json")) + "\n", inputs=inputs)

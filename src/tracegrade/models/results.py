@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidatorFunctionWrapHandler, computed_field, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidatorFunctionWrapHandler,
+    WithJsonSchema,
+    computed_field,
+    field_validator,
+)
 
 from tracegrade.models.dataset import ToolCall, TrajectoryStep
 from tracegrade.models.expectations import case_expectation
@@ -25,6 +35,20 @@ __all__ = [
 ]
 
 
+def _null_as_nan(value: Any) -> Any:
+    return math.nan if value is None else value
+
+
+#: A number of a saved report. JSON has none for NaN or infinity: the writers (the JSON reporter,
+#: EvalReport.to_file, the store) put ``null`` there, read back as NaN; so do the strings "nan" and "inf" that
+#: earlier versions wrote.
+ReportNumber = Annotated[
+    float,
+    BeforeValidator(_null_as_nan),
+    WithJsonSchema({"anyOf": [{"type": "number"}, {"type": "null"}]}),
+]
+
+
 class TokenUsage(BaseModel):
     """Token counts (and judge cost in USD, when known). ``a + b`` adds every field; ``sum()`` works.
 
@@ -38,7 +62,7 @@ class TokenUsage(BaseModel):
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_creation_tokens: int = 0
-    cost_usd: float = 0.0
+    cost_usd: ReportNumber = 0.0
     calls: int = 0
 
     @computed_field  # type: ignore[prop-decorator]
@@ -151,11 +175,11 @@ class TrialStats(BaseModel):
 
     trials: int
     passed: int
-    mean: float
-    ci_low: float
-    ci_high: float
-    pass_at_k: float
-    pass_hat_k: float
+    mean: ReportNumber
+    ci_low: ReportNumber
+    ci_high: ReportNumber
+    pass_at_k: ReportNumber
+    pass_hat_k: ReportNumber
     flaky: bool
 
 
@@ -167,9 +191,9 @@ class CriterionResult(BaseModel):
     """
 
     criterion: str
-    score: float
+    score: ReportNumber
     passed: bool
-    threshold: float = 0.0
+    threshold: ReportNumber = 0.0
     details: dict[str, Any] = Field(default_factory=dict)
     error: str | None = None
     token_usage: TokenUsage = Field(default_factory=no_tokens)
@@ -223,7 +247,7 @@ class NodeDetail(BaseModel):
     input_messages: list[dict[str, Any]] = Field(default_factory=list)
     response_text: str = ""
     token_usage: TokenUsage = Field(default_factory=no_tokens)
-    timestamp: float = 0.0
+    timestamp: ReportNumber = 0.0
     model: str | None = None
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
 
@@ -241,8 +265,10 @@ class EvalCaseResult(BaseModel):
     messages: list[dict[str, Any]] = Field(default_factory=list)
     node_responses: list[dict[str, Any]] = Field(default_factory=list)
     node_visits: list[str] = Field(default_factory=list)
-    duration_seconds: float = 0.0
+    duration_seconds: ReportNumber = 0.0
     error: str | None = None
+    # the agent's traceback when it raised (tracegrade's frames left out; the error names the user's frame)
+    error_traceback: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     turn_results: list[dict[str, Any]] = Field(default_factory=list)
     token_usage: TokenUsage = Field(default_factory=no_tokens)
@@ -306,8 +332,8 @@ class CriterionStats(BaseModel):
     failed: int = 0
     skipped: int = 0
     errors: int = 0
-    avg_score: float = 0.0
-    pass_rate: float = 0.0
+    avg_score: ReportNumber = 0.0
+    pass_rate: ReportNumber = 0.0
     token_usage: TokenUsage = Field(default_factory=no_tokens)
 
 
@@ -318,19 +344,19 @@ class EvalSummary(BaseModel):
     passed_cases: int = 0
     failed_cases: int = 0
     error_cases: int = 0
-    pass_rate: float = 0.0
-    avg_duration_seconds: float = 0.0
-    total_duration_seconds: float = 0.0
+    pass_rate: ReportNumber = 0.0
+    avg_duration_seconds: ReportNumber = 0.0
+    total_duration_seconds: ReportNumber = 0.0
     criterion_stats: dict[str, CriterionStats] = Field(default_factory=dict)
     total_token_usage: TokenUsage = Field(default_factory=no_tokens)
     agent_token_usage: TokenUsage = Field(default_factory=no_tokens)
     judge_token_usage: TokenUsage = Field(default_factory=no_tokens)
     per_case_token_usage: dict[str, TokenUsage] = Field(default_factory=dict)
-    avg_tokens_per_case: float = 0.0
+    avg_tokens_per_case: ReportNumber = 0.0
     warnings: list[str] = Field(default_factory=list)
     # Repeated trials (num_runs > 1) only: trials per case, the pass rate's 95% Wilson interval, flaky cases.
     num_runs: int = 1
-    pass_rate_ci: tuple[float, float] | None = None
+    pass_rate_ci: tuple[ReportNumber, ReportNumber] | None = None
     flaky_cases: int = 0
 
     @classmethod
@@ -433,7 +459,7 @@ class EvalReport(BaseModel):
     results: list[EvalCaseResult] = Field(default_factory=list)
     summary: EvalSummary = Field(default_factory=EvalSummary)
     config_used: dict[str, Any] = Field(default_factory=dict)
-    timestamp: float = Field(default_factory=time.time)
+    timestamp: ReportNumber = Field(default_factory=time.time)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod

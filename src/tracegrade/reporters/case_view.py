@@ -181,11 +181,12 @@ def samples_text(result: CriterionResult) -> str:
 
 
 def _two_places(value: Any) -> str:
-    """A number to two decimals; anything else as it is. Details are free-form JSON: a saved report holds a NaN
-    as the string "nan", and a custom criterion may put anything under ``sample_spread``."""
+    """A number to two decimals, ``n/a`` for none; anything else as it is. Details are free-form JSON: a saved
+    report holds a NaN as ``null`` (earlier versions: the string "nan"), and a custom criterion may put anything
+    under ``sample_spread``."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return f"{value:.2f}"
-    return str(value)
+    return "n/a" if value is None else str(value)
 
 
 def run_trials_text(report: EvalReport) -> str:

@@ -341,6 +341,8 @@ class ConsoleReporter(BaseReporter):
             self._line(body, "XFAIL: " if status == "xfail" else "XPASS: ", note, style=STATUS_STYLES[status])
         if result.error is not None:
             self._line(body, "Error: ", result.error, style="red")
+            if self.verbose and result.error_traceback:  # the error line names the user's frame; -v shows the rest
+                body.append(clean_text(result.error_traceback).rstrip() + "\n", style="red")
         for warning in case_warnings(result):
             self._line(body, "⚠ WARNING: ", warning, style="bold yellow")
         if result.criterion_results:

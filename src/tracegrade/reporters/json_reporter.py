@@ -1,20 +1,19 @@
 """JSON report: the full EvalReport (warnings, skipped flags, token usage and cost included), with optional
-parts of each case left out by flag. Values are never truncated here."""
+parts of each case left out by flag. Values are never truncated here.
+
+The text is strict JSON (RFC 8259, I-JSON), so jq and other strict parsers read it: a number that is not finite
+is written as ``null`` and a lone surrogate (text no UTF-8 can hold) as U+FFFD."""
 
 from __future__ import annotations
 
-import json
-import re
 from pathlib import Path
 from typing import Any
 
+from tracegrade.json_output import json_text, jsonable
 from tracegrade.models.results import EvalReport
 from tracegrade.reporters.base import FileReporter
-from tracegrade.reporters.text import jsonable
 
 __all__ = ["JSONReporter"]
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class JSONReporter(FileReporter):
@@ -52,7 +51,7 @@ class JSONReporter(FileReporter):
 
     def to_dict(self, report: EvalReport) -> dict[str, Any]:
         """The report as plain JSON values, minus the parts the include flags turn off."""
-        data: dict[str, Any] = jsonable(report.model_dump(warnings=False))
+        data: dict[str, Any] = jsonable(report.model_dump(warnings=False), strict=True)
         dropped = self._dropped_case_fields()
         for case in data.get("results", []):
             for key in dropped:
@@ -63,9 +62,7 @@ class JSONReporter(FileReporter):
         return data
 
     def to_json(self, report: EvalReport) -> str:
-        text = json.dumps(self.to_dict(report), indent=self.indent, ensure_ascii=False)
-        # a lone surrogate cannot be written as UTF-8: keep it as the JSON escape it stands for
-        return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+        return json_text(self.to_dict(report), indent=self.indent)
 
     def render(self, report: EvalReport) -> str:
         return self.to_json(report) + "\n"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import socket
 import xml.etree.ElementTree as ET
+from collections import Counter
 from typing import Any
 
 from tracegrade.models.expectations import xfail_reason
@@ -34,7 +35,7 @@ from tracegrade.reporters.case_view import (
 )
 from tracegrade.reporters.text import clean_text, format_timestamp, format_usage, shorten, to_json_text
 
-__all__ = ["JUnitXMLReporter"]
+__all__ = ["JUnitXMLReporter", "testcase_names"]
 
 MESSAGE_LIMIT = 500  # characters in a message="..." attribute
 VALUE_LIMIT = 4000  # characters per value in element bodies
@@ -147,6 +148,26 @@ def _case_output(result: EvalCaseResult) -> str:
     return clean_text("\n\n".join(f"=== {title} ===\n{body}" for title, body in sections))
 
 
+def testcase_names(results: list[EvalCaseResult]) -> list[str]:
+    """Each result's ``<testcase>`` name: its display name, unique within the suite.
+
+    CI systems key a test's history by classname and name, and merge or overwrite test cases that share both
+    (GitLab and Jenkins keep one). A display name several cases share gets each case's eval id (``"Greeting
+    [case-7]"``), which does not depend on the order of the cases; a name shared even so (one eval id graded
+    twice) gets its occurrence number, ``" #2"`` on. A name no other case has stays as it is, so the history
+    of a CI's existing test cases is kept.
+    """
+    shown = [case_display_name(r) for r in results]
+    shared = {name for name, count in Counter(shown).items() if count > 1}
+    names = [f"{name} [{r.eval_id}]" if name in shared else name for name, r in zip(shown, results)]
+    seen: Counter[str] = Counter()
+    unique = []
+    for name in names:
+        seen[name] += 1
+        unique.append(name if seen[name] == 1 else f"{name} #{seen[name]}")
+    return unique
+
+
 class JUnitXMLReporter(FileReporter):
     """Renders the report as JUnit XML; error cases are ``<error>``, failed cases carry ``<failure>``s."""
 
@@ -170,8 +191,8 @@ class JUnitXMLReporter(FileReporter):
         suite = ET.Element("testsuite")
         self._add_properties(suite, report, warnings)
         counts = {"failures": 0, "errors": 0, "skipped": 0}
-        for result in report.results:
-            outcome = self._add_testcase(suite, report, result)
+        for result, name in zip(report.results, testcase_names(report.results)):
+            outcome = self._add_testcase(suite, report, result, name)
             if outcome:
                 counts[outcome] += 1
         _element(suite, "system-out", _safe(report.format_summary(), VALUE_LIMIT * 4))
@@ -227,12 +248,13 @@ class JUnitXMLReporter(FileReporter):
             )
 
     @staticmethod
-    def _add_testcase(suite: ET.Element, report: EvalReport, result: EvalCaseResult) -> str | None:
-        """Append one ``<testcase>``; returns ``"errors"``, ``"failures"``, ``"skipped"`` or None (passed)."""
+    def _add_testcase(suite: ET.Element, report: EvalReport, result: EvalCaseResult, name: str) -> str | None:
+        """Append one ``<testcase>`` named ``name``; returns ``"errors"``, ``"failures"``, ``"skipped"`` or None
+        (passed)."""
         case = _element(
             suite,
             "testcase",
-            name=case_display_name(result),
+            name=name,
             classname=report.eval_set_id or "eval",
             time=_seconds(result.duration_seconds),
         )
@@ -248,7 +270,9 @@ class JUnitXMLReporter(FileReporter):
             _element(case, "failure", _safe(message, VALUE_LIMIT), message=message)
             outcome = "failures"
         elif status == "error":
-            _element(case, "error", _safe(result.error, VALUE_LIMIT * 2), message=result.error, type="EvalCaseError")
+            # the body as pytest's junitxml writes a test's error: the message, then the (agent's) traceback
+            body = "\n\n".join(part for part in (result.error, result.error_traceback) if part)
+            _element(case, "error", _safe(body, VALUE_LIMIT * 2), message=result.error, type="EvalCaseError")
             outcome = "errors"
         elif status == "fail":
             failed = result.failed_criteria

@@ -7,10 +7,9 @@ import math
 import re
 import time
 from collections.abc import Mapping
-from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel
+from tracegrade.json_output import json_text, jsonable  # re-exported: the reporters' way in
 
 __all__ = [
     "clean_text",
@@ -19,6 +18,7 @@ __all__ = [
     "format_score",
     "format_timestamp",
     "format_usage",
+    "json_text",
     "jsonable",
     "message_text",
     "shorten",
@@ -58,25 +58,6 @@ def shorten(text: str, limit: int | None) -> str:
     return f"{text[:limit]}… [{len(text) - limit:,} more characters]"
 
 
-def jsonable(value: Any) -> Any:
-    """Turn models, enums, sets, bytes and unknown objects into plain JSON values (unknown -> ``str``)."""
-    if isinstance(value, BaseModel):
-        return jsonable(value.model_dump(warnings=False))
-    if isinstance(value, Enum):
-        return jsonable(value.value)
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, (bytes, bytearray)):
-        return value.decode("utf-8", errors="replace")
-    return str(value)
-
-
 def to_json_text(value: Any, indent: int | None = None) -> str:
     """JSON text of any value (strings stay strings, not re-quoted JSON); never raises."""
     if isinstance(value, str):
@@ -112,7 +93,10 @@ def format_timestamp(ts: float, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
 
 
 def format_duration(seconds: float) -> str:
-    """``0.123s``, ``12.35s``, ``2m 05.0s``."""
+    """``0.123s``, ``12.35s``, ``2m 05.0s``; ``?`` for a duration that is no number (a NaN or an infinity read
+    back from a saved report)."""
+    if not math.isfinite(seconds):
+        return "?"
     if seconds >= 60:
         minutes, rest = divmod(seconds, 60)
         return f"{int(minutes)}m {rest:04.1f}s"

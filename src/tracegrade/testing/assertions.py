@@ -19,7 +19,12 @@ def _cases(outcome: EvalReport | EvalCaseResult) -> list[EvalCaseResult]:
 def assert_eval_passed(report: EvalReport | EvalCaseResult, min_pass_rate: float = 1.0) -> None:
     """Fail unless at least ``min_pass_rate`` of the cases passed; the message explains every failed case."""
     __tracebackhide__ = True  # pytest shows the caller's line, not this helper's
-    cases = _cases(report)
+    assert_pass_rate(_cases(report), min_pass_rate)
+
+
+def assert_pass_rate(cases: list[EvalCaseResult], min_pass_rate: float) -> None:
+    """:func:`assert_eval_passed` on some of a report's cases (``eval_test`` leaves out those marked xfail)."""
+    __tracebackhide__ = True
     if not cases:
         raise AssertionError("the evaluation graded no cases (an empty report cannot pass)")
     passed = sum(1 for c in cases if c.passed)

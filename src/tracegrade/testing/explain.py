@@ -111,6 +111,8 @@ def explain_case(result: EvalCaseResult) -> str:
     lines = [f"{title}: {'ERROR' if result.is_error else 'FAIL'}"]
     if result.error:
         lines.append(f"  error: {result.error}")
+        if result.error_traceback:  # the agent's own frames: where to look, as pytest shows a test's error
+            lines.extend("    " + line for line in result.error_traceback.rstrip().splitlines())
     for criterion in result.failed_criteria:
         lines.extend("  " + line for line in explain_criterion(criterion).splitlines())
     if not result.is_error and result.actual_response:

@@ -19,16 +19,19 @@ from tracegrade.criteria.base import BaseCriterion
 from tracegrade.models.config import EvalConfig
 from tracegrade.models.dataset import EvalCase, EvalSet
 from tracegrade.models.results import EvalReport
-from tracegrade.testing.assertions import assert_eval_passed
+from tracegrade.testing.assertions import assert_pass_rate
 from tracegrade.testing.cases import case_origin
 from tracegrade.testing.recording import active_recorder
 
-__all__ = ["EVAL_FILE_CANDIDATES", "eval_test", "run_eval", "run_eval_sync"]
+__all__ = ["EVAL_FILE_CANDIDATES", "eval_test", "planned_cases", "run_eval", "run_eval_sync"]
 
 #: where ``eval_test`` looks for ``<name>.evalset.json`` (name = the test function's name without ``test_``)
 EVAL_FILE_CANDIDATES = ("tests/fixtures/{}.evalset.json", "tests/eval/{}.evalset.json", "eval/{}.evalset.json")
 
 EvalTarget = EvalSet | EvalCase | Sequence[EvalCase] | str | Path
+
+# the attribute of an ``eval_test`` wrapper holding how to count its cases (for a session stopped before it ran)
+_CASE_COUNT = "_tracegrade_case_count"
 
 
 def _as_eval_set(target: EvalTarget) -> EvalSet | str | Path:
@@ -124,6 +127,48 @@ def _agent_of(returned: Any) -> tuple[Any, Any]:
     return returned, None
 
 
+def _check_eval_test(report: EvalReport, threshold: float) -> None:
+    """The verdict of an ``eval_test``, as the session report and ``tracegrade run`` give it for cases marked
+    ``metadata.xfail`` (pytest's strict xfail): a marked case that passed fails the test; the unmarked cases must
+    reach ``threshold``; then a marked case that failed as expected makes the test XFAIL rather than fail."""
+    import pytest
+
+    from tracegrade.models.expectations import XFAILED, XPASSED, case_expectation, xfail_reason
+
+    marked = [(r, case_expectation(r)) for r in report.results]
+    xpassed = [r for r, expectation in marked if expectation == XPASSED]
+    if xpassed:
+        lines = [f"  {r.eval_id}: {xfail_reason(r.metadata) or 'marked xfail'}" for r in xpassed]
+        pytest.fail(
+            f"[XPASS(strict)] {len(xpassed)} case(s) marked metadata.xfail passed; remove the mark if they are "
+            "fixed:\n" + "\n".join(lines),
+            pytrace=False,
+        )
+    unmarked = [r for r, expectation in marked if expectation is None]
+    if unmarked or not marked:  # an empty report fails as assert_eval_passed fails it
+        try:
+            assert_pass_rate(unmarked, threshold)
+        except AssertionError as exc:  # the explanation once, not chained to the AssertionError that said it
+            raise pytest.fail.Exception(str(exc), pytrace=False) from None
+    xfailed = [r for r, expectation in marked if expectation == XFAILED]
+    if xfailed:
+        pytest.xfail("; ".join(f"{r.eval_id}: {xfail_reason(r.metadata) or 'marked xfail'}" for r in xfailed))
+
+
+def planned_cases(test: Any) -> int:
+    """How many cases the ``eval_test`` ``test`` grades (the cases of its eval file); 0 for any other test, or
+    when its file cannot be found or read (running the test would say why)."""
+    import pytest
+
+    count = getattr(test, _CASE_COUNT, None)
+    if count is None:
+        return 0
+    try:
+        return int(count())
+    except (Exception, pytest.fail.Exception):  # a file not found fails through pytest.fail: the count is unknown
+        return 0
+
+
 def eval_test(
     eval_file: str | Path | None = None, config: EvalConfig | None = None, threshold: float = 1.0
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -131,33 +176,35 @@ def eval_test(
     ``eval_file`` (else the first of :data:`EVAL_FILE_CANDIDATES` that exists, next to the test file or in the
     working directory) and the test fails, with every failed case explained, when fewer than ``threshold``
     of the cases pass; like :func:`run_eval`, it prints nothing on its own. Returning None skips the test.
+
+    Cases marked ``metadata.xfail`` count as pytest's strict xfail, as in the session report: left out of the
+    threshold, one that failed makes the test XFAIL (once the other cases pass), one that passed fails it.
     """
 
     def decorate(test: Callable[..., Any]) -> Callable[..., Any]:
-        def check(report: EvalReport) -> None:
-            import pytest
+        def count() -> int:
+            return len(EvalSet.from_file(_find_eval_file(eval_file, test)).eval_cases)
 
-            try:
-                assert_eval_passed(report, threshold)
-            except AssertionError as exc:  # the explanation once, not chained to the AssertionError that said it
-                raise pytest.fail.Exception(str(exc), pytrace=False) from None
-
+        wrapper: Callable[..., Any]
         if inspect.iscoroutinefunction(test):
 
             @functools.wraps(test)
             async def run_async(*args: Any, **kwargs: Any) -> None:
                 agent, collector = _agent_of(await test(*args, **kwargs))
                 path = _find_eval_file(eval_file, test)
-                check(await run_eval(agent, collector, path, config))
+                _check_eval_test(await run_eval(agent, collector, path, config), threshold)
 
-            return run_async
+            wrapper = run_async
+        else:
 
-        @functools.wraps(test)
-        def run(*args: Any, **kwargs: Any) -> None:
-            agent, collector = _agent_of(test(*args, **kwargs))
-            path = _find_eval_file(eval_file, test)
-            check(run_eval_sync(agent, collector, path, config))
+            @functools.wraps(test)
+            def run(*args: Any, **kwargs: Any) -> None:
+                agent, collector = _agent_of(test(*args, **kwargs))
+                path = _find_eval_file(eval_file, test)
+                _check_eval_test(run_eval_sync(agent, collector, path, config), threshold)
 
-        return run
+            wrapper = run
+        setattr(wrapper, _CASE_COUNT, count)
+        return wrapper
 
     return decorate
