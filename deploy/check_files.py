@@ -7,12 +7,14 @@ Checked: every resource kustomization.yaml lists exists; the k8s ConfigMaps hold
 and ``lake``, and mounts only files that exist; compose runs, and deploy/README.md builds, the image tag k8s/
 deploys; the Dockerfile keeps its promises (ARG base image, wheels only and with the ``lake`` extra, non-root,
 HEALTHCHECK on /healthz, a volume); the systemd units are all there, and those under ProtectSystem=strict set
-HOME to a writable state directory.
+HOME to a writable state directory; the worker's ``--metrics-address`` port is the one k8s exposes, annotates for
+scraping and probes, and the one compose publishes and health-checks.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import re
 import sys
 from pathlib import Path
@@ -197,6 +199,52 @@ def _check_unit_home(path: Path) -> list[str]:
     ]
 
 
+def _metrics_port(args: list[Any]) -> int | None:
+    """The port of ``--metrics-address HOST:PORT`` in a command line, if it has one."""
+    words = [str(arg) for arg in args]
+    for flag, value in itertools.pairwise(words):
+        if flag == "--metrics-address" and value.rpartition(":")[2].isdigit():
+            return int(value.rpartition(":")[2])
+    return None
+
+
+def _check_worker_metrics(root: Path) -> list[str]:
+    """Prometheus scrapes the worker at the port its annotations name, and the kubelet and compose ask its
+    /healthz there: each must be the port --metrics-address listens on, or scrapes and probes find nothing."""
+    problems = []
+    for doc in k8s_documents(root):
+        template = doc.get("spec", {}).get("template", {})
+        for container in template.get("spec", {}).get("containers", []):
+            port = _metrics_port(container.get("args", []))
+            if port is None:
+                continue
+            where = f"deploy/k8s: {doc['kind']} {doc['metadata']['name']}"
+            named = {p.get("name"): p["containerPort"] for p in container.get("ports", [])}
+            annotated = (template.get("metadata", {}).get("annotations") or {}).get("prometheus.io/port")
+            probe = container.get("livenessProbe", {}).get("httpGet", {}).get("port")
+            seen = {
+                "its port named metrics": named.get("metrics"),
+                "the prometheus.io/port annotation": int(annotated) if annotated else None,
+                "its livenessProbe": named.get(probe, probe),
+            }
+            problems += [
+                f"{where}: --metrics-address listens on {port}, but {what} is {found}"
+                for what, found in seen.items()
+                if found != port
+            ]
+    for name, service in compose_services(root).items():
+        port = _metrics_port(service.get("command") or [])
+        if port is None:
+            continue
+        published = {int(str(mapping).rsplit(":", 1)[1]) for mapping in service.get("ports", [])}
+        if port not in published:
+            problems.append(f"deploy/compose.yaml: service {name} serves metrics on {port}, which it does not publish")
+        check = " ".join(str(word) for word in (service.get("healthcheck") or {}).get("test", []))
+        if f":{port}/healthz" not in check:
+            problems.append(f"deploy/compose.yaml: service {name}'s healthcheck does not ask :{port}/healthz")
+    return problems
+
+
 def _check_systemd(root: Path) -> list[str]:
     unit_dir = root / "deploy" / "systemd"
     problems = [f"deploy/systemd/{unit}: missing" for unit in SYSTEMD_UNITS if not (unit_dir / unit).is_file()]
@@ -208,7 +256,14 @@ def _check_systemd(root: Path) -> list[str]:
 def check_deploy(root: Path) -> list[str]:
     """Every problem found in ``root``/deploy, as one line each (empty: all good)."""
     problems = []
-    checks = (_check_kustomization, _check_configmaps, _check_compose, _check_image_tags, _check_dockerfile)
+    checks = (
+        _check_kustomization,
+        _check_configmaps,
+        _check_compose,
+        _check_image_tags,
+        _check_dockerfile,
+        _check_worker_metrics,
+    )
     for check in (*checks, _check_systemd):
         try:
             problems += check(root)

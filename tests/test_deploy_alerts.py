@@ -1,5 +1,6 @@
 """deploy/prometheus/: the alerting rules load in promtool, pass their unit tests, and read only metrics and
-labels that a real ``tracegrade serve`` exposes on /metrics (a rule on a metric that does not exist never fires).
+labels that a real ``tracegrade serve`` (the receiver rules) or a real ``tracegrade worker --metrics-address`` (the
+worker rules) exposes on /metrics (a rule on a metric that does not exist never fires).
 
 Needs promtool (Debian's ``prometheus`` package): CI installs it, so its absence fails rather than skips.
 """
@@ -19,8 +20,12 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
+from tests.support.grading_traces import AgentRun, fill_store
 from tests.support.server_otlp import get_text, post
 from tests.support.server_process import ServerProcess
+from tests.support.waiting import wait_for_value
+from tests.support.worker_process import WorkerProcess
+from tracegrade.evaluation.worker_metrics import OUTCOMES
 from tracegrade.ingest.otlp_responses import Signal
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,6 +33,7 @@ RULES_DIR = ROOT / "deploy" / "prometheus"
 RULES = RULES_DIR / "tracegrade-alerts.yaml"
 RULE_TESTS = RULES_DIR / "tracegrade-alerts.test.yaml"
 TOKEN = "alerts-test-token"
+RECEIVER_GROUP, WORKER_GROUP = "tracegrade-receiver", "tracegrade-worker"  # whose /metrics each group reads
 
 # a selector of a tracegrade metric: its name and, if any, the {...} matchers after it
 _SELECTOR = re.compile(r"\b(tracegrade_[a-z0-9_]+)(\{[^}]*\})?")
@@ -42,11 +48,15 @@ def promtool() -> str:
     return path
 
 
-def rule_expressions(path: Path) -> dict[str, str]:
-    """Every rule of a rules file: alert (or record) name -> its PromQL expression."""
+def rule_expressions(path: Path, group: str | None = None) -> dict[str, str]:
+    """Every rule of a rules file (of its ``group`` only, if named): alert (or record) name -> its PromQL
+    expression."""
     document = yaml.safe_load(path.read_text(encoding="utf-8"))
     return {
-        rule.get("alert") or rule["record"]: rule["expr"] for group in document["groups"] for rule in group["rules"]
+        rule.get("alert") or rule["record"]: rule["expr"]
+        for found in document["groups"]
+        if group is None or found["name"] == group
+        for rule in found["rules"]
     }
 
 
@@ -59,11 +69,14 @@ def exposed_series(metrics_text: str) -> dict[str, set[str]]:
 
 
 def label_value_problems(label: str, pattern: str) -> list[str]:
-    """Values a matcher on ``status`` or ``signal`` names that the receiver never writes there."""
-    if label not in {"status", "signal"}:
+    """Values a matcher on ``status`` or ``signal`` (the receiver's) or ``outcome`` (the worker's) names that
+    tracegrade never writes there."""
+    if label not in {"status", "signal", "outcome"}:
         return []
     problems = []
     for value in pattern.split("|"):
+        if label == "outcome" and value not in OUTCOMES:
+            problems.append(f'outcome="{value}" is not an outcome ({list(OUTCOMES)})')
         if label == "signal" and value not in {signal.value for signal in Signal}:
             problems.append(f'signal="{value}" is not a signal ({sorted(s.value for s in Signal)})')
         if label == "status" and not _HTTP_STATUS.fullmatch(value) and value not in grpc.StatusCode.__members__:
@@ -71,11 +84,12 @@ def label_value_problems(label: str, pattern: str) -> list[str]:
     return problems
 
 
-def unknown_metrics(rules: Path, metrics_text: str) -> list[str]:
-    """What the rules read that the exposition lacks: metric names, label names, impossible label values."""
+def unknown_metrics(rules: Path, metrics_text: str, group: str = RECEIVER_GROUP) -> list[str]:
+    """What the rules of ``group`` read that the exposition lacks: metric names, label names, impossible label
+    values."""
     series = exposed_series(metrics_text)
     problems = []
-    for alert, expr in rule_expressions(rules).items():
+    for alert, expr in rule_expressions(rules, group).items():
         for name, matchers in _SELECTOR.findall(expr):
             if name not in series:
                 problems.append(f"{alert}: {name} is not exposed on /metrics")
@@ -109,6 +123,22 @@ def metrics_after_traffic(tmp_path_factory: pytest.TempPathFactory) -> str:
     return text
 
 
+@pytest.fixture(scope="module")
+def worker_metrics_after_grading(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A real worker's /metrics after it graded traces of a DuckDB file (one passed, one failed)."""
+    directory = tmp_path_factory.mktemp("worker-alerts")
+    store = directory / "traces.duckdb"
+    fill_store(store, [AgentRun(1, "q1", "refund sent", start_offset_s=1), AgentRun(2, "q2", "no")]).close()
+    rules = directory / "rules.yaml"
+    rule = {"name": "answered", "settle_seconds": 0, "criteria": {"contains_keywords": {"keywords": ["refund"]}}}
+    rules.write_text(yaml.safe_dump({"poll_seconds": 0.2, "rules": [rule]}), encoding="utf-8")
+    with WorkerProcess(rules, store, directory / "worker.log") as worker:
+        labels = {"tenant": "default", "rule": "answered"}
+        graded = "tracegrade_worker_jobs_graded_total"
+        wait_for_value(lambda: worker.metric(graded, **labels, outcome="failed"), 1.0, "a failed verdict", 120)
+        return worker.metrics_text()
+
+
 def test_promtool_checks_the_rules_and_their_unit_tests_pass() -> None:
     checked = subprocess.run([promtool(), "check", "rules", str(RULES)], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -131,8 +161,36 @@ def test_the_unit_tests_fail_when_a_rule_reads_a_misspelt_metric(tmp_path: Path)
 
 
 def test_every_metric_and_label_the_rules_read_is_exposed_by_a_real_receiver(metrics_after_traffic: str) -> None:
-    assert rule_expressions(RULES)  # not vacuous
+    assert rule_expressions(RULES, RECEIVER_GROUP)  # not vacuous
     assert unknown_metrics(RULES, metrics_after_traffic) == []
+
+
+def test_every_metric_and_label_the_worker_rules_read_is_exposed_by_a_real_worker(
+    worker_metrics_after_grading: str,
+) -> None:
+    assert {"TracegradeWorkerDown", "TracegradeWorkerStalled", "TracegradeWorkerJobsFailing"} <= set(
+        rule_expressions(RULES, WORKER_GROUP)
+    )
+    assert unknown_metrics(RULES, worker_metrics_after_grading, WORKER_GROUP) == []
+
+
+def test_the_cross_check_names_a_worker_metric_label_and_outcome_the_worker_does_not_have(
+    tmp_path: Path, worker_metrics_after_grading: str
+) -> None:
+    text = RULES.read_text(encoding="utf-8")
+    broken = tmp_path / RULES.name
+    broken.write_text(
+        text.replace("tracegrade_worker_stall_seconds", "tracegrade_worker_stall_limit_seconds")
+        .replace('outcome="error"', 'outcome="errored"')
+        .replace(
+            "sum by (tenant, rule) (rate(tracegrade_worker_jobs_graded_total[15m]))",
+            'sum by (tenant, rule) (rate(tracegrade_worker_jobs_graded_total{kind="x"}[15m]))',
+        )
+    )
+    problems = unknown_metrics(broken, worker_metrics_after_grading, WORKER_GROUP)
+    assert any("TracegradeWorkerStalled: tracegrade_worker_stall_limit_seconds is not exposed" in p for p in problems)
+    assert any('outcome="errored" is not an outcome' in p for p in problems), problems
+    assert any("tracegrade_worker_jobs_graded_total has no label kind" in p for p in problems), problems
 
 
 def test_the_cross_check_names_a_metric_a_label_and_a_status_the_receiver_does_not_have(

@@ -76,6 +76,24 @@ BREAKAGES = [
     ("deploy/Dockerfile", "/healthz", "/health", "needs a HEALTHCHECK on /healthz"),
     ("deploy/Dockerfile", "--no-index ", "", "wheels only"),
     ("deploy/Dockerfile", "ARG BASE_IMAGE=python", "ARG BASE=python", "must start with `ARG BASE_IMAGE=...`"),
+    (
+        "deploy/k8s/worker-deployment.yaml",
+        'prometheus.io/port: "9464"',
+        'prometheus.io/port: "9090"',
+        "tracegrade-worker: --metrics-address listens on 9464, but the prometheus.io/port annotation is 9090",
+    ),
+    (
+        "deploy/k8s/worker-deployment.yaml",
+        '"0.0.0.0:9464"]',
+        '"0.0.0.0:9465"]',
+        "--metrics-address listens on 9465, but its port named metrics is 9464",
+    ),
+    (
+        "deploy/compose.yaml",
+        '"127.0.0.1:19464:9464"',
+        '"127.0.0.1:19464:9465"',
+        "service worker serves metrics on 9464, which it does not publish",
+    ),
 ]
 
 

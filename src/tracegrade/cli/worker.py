@@ -18,11 +18,14 @@ from tracegrade.cli.progress import ProgressBar
 from tracegrade.cli.store_access import lake_data_option, open_until_stopped, open_writable_store, store_option
 from tracegrade.errors import StoreError, StoreLockedError
 from tracegrade.evaluation.worker import GradingWorker, WorkerRules
+from tracegrade.evaluation.worker_endpoint import WorkerEndpoint, parse_listen_address
 
 if TYPE_CHECKING:
     from tracegrade.store.backend import StoreBackend
 
 __all__ = ["command"]
+
+BACKLOG_SECONDS = 10.0  # how often a worker serving metrics counts the jobs not finished (a query on the queue)
 
 
 @click.command("worker")
@@ -31,9 +34,20 @@ __all__ = ["command"]
 @lake_data_option
 @click.option("--once", is_flag=True, help="Run one enqueue/claim/grade cycle and exit.")
 @click.option("--worker-id", help="Name of this worker in job leases (default host:pid:random).")
+@click.option(
+    "--metrics-address",
+    metavar="HOST:PORT",
+    help="Serve Prometheus /metrics and /healthz here, e.g. 0.0.0.0:9464 (port 0: a free one); off by default. "
+    "Also `metrics_address:` in the rules file; this option wins.",
+)
 @friendly_errors
 def command(
-    rules_path: Path, store_path: Path | str, lake_data: Path | None, once: bool, worker_id: str | None
+    rules_path: Path,
+    store_path: Path | str,
+    lake_data: Path | None,
+    once: bool,
+    worker_id: str | None,
+    metrics_address: str | None,
 ) -> None:
     """Grade settled traces through durable jobs with leases kept in the store.
 
@@ -41,10 +55,34 @@ def command(
     the server instead (`tracegrade serve --worker-rules RULES`). On a lake (with --lake-data), workers on
     any number of machines share its jobs, which live in the lake's catalog database. A store that fails
     under a running worker (a lake's catalog or data path out of reach) is opened again, and grading goes on.
+    With --metrics-address, the worker serves Prometheus metrics on /metrics and its health on /healthz (503
+    with the reason while no cycle completes or the store is out of reach).
     """
     rules = WorkerRules.from_file(rules_path)
+    if once and metrics_address is not None:
+        raise UsageProblem("--metrics-address serves a worker that keeps running; --once runs one cycle and exits")
     if isinstance(store_path, Path) and not store_path.exists():
         raise UsageProblem(f"store not found: {store_path} (start `tracegrade serve --store {store_path}` first)")
+    address = None if once else metrics_address or rules.metrics_address
+    # bound first: a bad address or a port in use stops the worker at start, not after it opened the store
+    endpoint = WorkerEndpoint(parse_listen_address(address)) if address else None
+    try:
+        _grade(rules, rules_path, store_path, lake_data, once, worker_id, endpoint)
+    finally:
+        if endpoint is not None:
+            endpoint.stop()
+
+
+def _grade(
+    rules: WorkerRules,
+    rules_path: Path,
+    store_path: Path | str,
+    lake_data: Path | None,
+    once: bool,
+    worker_id: str | None,
+    endpoint: WorkerEndpoint | None,
+) -> None:
+    """Open the store and grade: one cycle (``once``), or until stopped, serving metrics at ``endpoint``."""
     open_store = functools.partial(open_writable_store, store_path, lake_data, "grading")
     try:
         store = open_store()
@@ -57,6 +95,9 @@ def command(
             worker = GradingWorker(store, rules, worker_id=worker_id)
         except ValueError as exc:
             raise UsageProblem(f"{rules_path}: {exc}") from None
+        if endpoint is not None:
+            endpoint.start(worker.metrics)
+            worker.watch_backlog(BACKLOG_SECONDS)
     except BaseException:
         store.close()
         raise
@@ -68,6 +109,8 @@ def command(
             store.close()
         return
     log_to_stderr()
+    if endpoint is not None:
+        click.echo(f"worker metrics on {endpoint.url}/metrics, health on {endpoint.url}/healthz", err=True)
     asyncio.run(_serve(worker, store, open_store))
 
 

@@ -13,7 +13,8 @@ window rather than one per trace. A job whose worker died is taken over when its
 always lands in the same run, where its case (keyed by trace) is replaced, so a retried job never writes
 duplicate results. A rule belongs to one tenant (``tenant:``, by default the one tenant of a receiver
 without a tokens file): it grades that tenant's traces only, and its jobs, runs and cached judge replies
-are that tenant's.
+are that tenant's. A worker counts what it does in ``metrics`` (``worker_metrics``: jobs enqueued, claimed,
+graded by outcome, leases lost, judge usage, cycles), which ``tracegrade worker --metrics-address`` serves.
 """
 
 from __future__ import annotations
@@ -48,8 +49,10 @@ from tracegrade.evaluation.lease_keeper import LeaseKeeper
 from tracegrade.evaluation.offline import TraceGrader, reference_free_case_id
 from tracegrade.evaluation.run_records import RunSink, record_cases
 from tracegrade.evaluation.selection import TraceSelection, sample_predicate
+from tracegrade.evaluation.worker_metrics import WorkerMetrics, stall_seconds
 from tracegrade.models.config import CriteriaConfig, CriterionConfig, EvalConfig
 from tracegrade.models.files import load_model
+from tracegrade.models.results import EvalReport
 from tracegrade.store.grading_jobs import ClaimedJob, JobQueue
 from tracegrade.store.predicates import isolated_predicate
 from tracegrade.store.tenancy import DEFAULT_TENANT, GRADING_TENANT, check_tenant_name
@@ -123,6 +126,18 @@ class WorkerRules(BaseModel):
     max_attempts: int = Field(default=3, ge=1)
     run_window_minutes: float = Field(default=60.0, gt=0)  # a rule's jobs enqueued in one window: one run
     plugins: list[str] = Field(default_factory=list)  # modules imported first (they register user criteria)
+    # HOST:PORT where `tracegrade worker` serves /metrics and /healthz (its --metrics-address wins); unused inside
+    # `tracegrade serve`, whose own /metrics and /healthz are on its HTTP port
+    metrics_address: str | None = None
+
+    @field_validator("metrics_address")
+    @classmethod
+    def _metrics_address(cls, value: str | None) -> str | None:
+        if value is not None:
+            from tracegrade.evaluation.worker_endpoint import parse_listen_address
+
+            parse_listen_address(value, "metrics_address")
+        return value
 
     @classmethod
     def from_file(cls, path: str | Path) -> WorkerRules:
@@ -271,6 +286,11 @@ class GradingWorker:
         self._full_look_at: float | None = None  # when a look last read every trace (monotonic clock)
         self._seconds_per_job: float | None = None  # the last batch's pace, from its claim to its jobs' finish
         self._extra = {r.name: _built_extra_criteria(r) for r in rules.rules}  # plugins imported by rules_problems
+        self.metrics = WorkerMetrics(
+            [(r.tenant, r.name) for r in rules.rules], stall_seconds(rules.poll_seconds, rules.lease_seconds)
+        )
+        self._backlog_every: float | None = None  # see watch_backlog
+        self._backlog_read_at: float | None = None
 
     def use_store(self, store: GradingSink) -> None:
         """Go on with ``store``: the same store, opened again after it failed (this worker's leases, kept
@@ -301,7 +321,9 @@ class GradingWorker:
                 where.append(isolated_predicate(rule.where, "rule where"))
             if rule.sample < 1.0:
                 where.append(sample_predicate(rule.sample))
-            added += self.jobs.enqueue(rule.name, where, params, rule.tenant)
+            found = self.jobs.enqueue(rule.name, where, params, rule.tenant)
+            self.metrics.count(self.metrics.enqueued, found, tenant=rule.tenant, rule=rule.name)
+            added += found
             self._looked_through[rule.name] = settled
         if full:
             self._full_look_at = self._looked_at
@@ -321,12 +343,15 @@ class GradingWorker:
 
         A job whose lease expired after its last allowed attempt is marked failed instead.
         """
-        return self.jobs.claim(
+        jobs = self.jobs.claim(
             self.worker_id,
             next_batch_size(self._seconds_per_job, self.settings.lease_seconds, self.settings.batch_size),
             timedelta(seconds=self.settings.lease_seconds),
             self.settings.max_attempts,
         )
+        for job in jobs:
+            self.metrics.count(self.metrics.claimed, tenant=job.tenant, rule=job.rule)
+        return jobs
 
     async def run_job(self, job: ClaimedJob) -> str | None:
         """Grade one job, as its rule's tenant, and record it; returns the run id, or None when the job failed.
@@ -345,15 +370,17 @@ class GradingWorker:
             if rule is None:
                 raise NotFoundError(f"rule {job.rule!r} is no longer in the rules file")
             run_id, window = self._window_run(job)
-            await self._grade_and_record(rule, run_id, window, [job])
+            report = await self._grade_and_record(rule, run_id, window, [job])
         except Exception as exc:
             if self._out_of_reach(exc):
                 raise _StoreOutOfReach(exc) from exc
             log.warning("grading job %s failed: %s", job.job_id, exc)
             again = "failed" if job.attempts >= self.settings.max_attempts else "pending"
             self._finish([job], again, None, f"{type(exc).__name__}: {exc}")
+            self.metrics.count(self.metrics.graded, tenant=job.tenant, rule=job.rule, outcome="error")
             return None
         self._finish([job], "done", run_id, None)
+        self.metrics.report_graded(job.tenant, job.rule, report)
         return run_id
 
     async def run_jobs(self, jobs: list[ClaimedJob]) -> None:
@@ -387,7 +414,7 @@ class GradingWorker:
         rule = self.rules.get(rule_name)
         if rule is not None and len(members) > 1:
             try:
-                await self._grade_and_record(rule, run_id, window, members)
+                report = await self._grade_and_record(rule, run_id, window, members)
             except Exception as exc:
                 if self._out_of_reach(exc):
                     raise _StoreOutOfReach(exc) from exc
@@ -399,6 +426,7 @@ class GradingWorker:
                 )
             else:
                 self._finish(members, "done", run_id, None)
+                self.metrics.report_graded(rule.tenant, rule.name, report)
                 _remove(unfinished, members)
                 return
         for job in members:
@@ -407,9 +435,9 @@ class GradingWorker:
 
     async def _grade_and_record(
         self, rule: GradingRule, run_id: str, window: dict[str, Any], jobs: list[ClaimedJob]
-    ) -> None:
+    ) -> EvalReport:
         """Grade the traces of ``jobs`` as the rule's tenant, and record their cases in run ``run_id`` in one
-        write; raises when any of it failed (nothing is then recorded as done)."""
+        write; returns what was recorded; raises when any of it failed (nothing is then recorded as done)."""
         grading_as = GRADING_TENANT.set(rule.tenant)
         try:
             traces = TenantStore(self.store, rule.tenant)  # the traces are read as their tenant's, like every read
@@ -423,6 +451,7 @@ class GradingWorker:
             record_cases(self.store, report, "worker", run_id, {"rule": rule.name, **window}, rule.tenant)
         finally:
             GRADING_TENANT.reset(grading_as)
+        return report
 
     def _window_run(self, job: ClaimedJob) -> tuple[str, dict[str, Any]]:
         """The run id of the window the job was added in, and the window's bounds for the run's metadata."""
@@ -460,8 +489,17 @@ class GradingWorker:
         )
 
     def _finish(self, jobs: list[ClaimedJob], status: str, run_id: str | None, error: str | None) -> None:
-        # Only the lease holder may finish a job; a worker that lost its lease leaves it to the new owner.
-        self.jobs.finish([job.job_id for job in jobs], self.worker_id, status, run_id, error)
+        """Finish ``jobs`` (all of one rule). Only the lease holder may finish a job; a worker that lost its lease
+        leaves it to the new owner, and counts it lost."""
+        held = self.jobs.finish([job.job_id for job in jobs], self.worker_id, status, run_id, error)
+        if held < len(jobs):
+            log.warning(
+                "%d grading job(s) of rule %r were taken over by another worker while this one graded them (their "
+                "leases ran out): the new holder's results finish them",
+                len(jobs) - held,
+                jobs[0].rule,
+            )
+            self.metrics.count(self.metrics.leases_lost, len(jobs) - held, tenant=jobs[0].tenant, rule=jobs[0].rule)
 
     async def run_once(self) -> int:
         """Enqueue (unless that was done less than ``poll_seconds`` ago), claim and run one batch; returns the
@@ -484,16 +522,40 @@ class GradingWorker:
         """Grade until ``stop`` is set, or until the store failed (its owner opens it again, see ``use_store``:
         a failed store refuses every query and write until then)."""
         while not stop.is_set() and self.store.failure is None:
+            began = time.monotonic()
             try:
                 ran = await self.run_once()
             except Exception as exc:  # keep the worker alive through transient store errors
                 log.warning("worker cycle failed: %s", exc)
+                self.metrics.cycle_failed(str(exc) if self._out_of_reach(exc) else None)
                 ran = 0
+            else:
+                self.metrics.cycle_completed(time.monotonic() - began)
+            self._read_backlog()
             if not ran:
                 try:
                     await asyncio.wait_for(stop.wait(), self.settings.poll_seconds)
                 except asyncio.TimeoutError:
                     pass
+        if self.store.failure is not None:
+            self.metrics.store_out_of_reach(f"the store failed ({self.store.failure}); opening it again")
+
+    def watch_backlog(self, every: float) -> None:
+        """Read the jobs not finished (for the ``backlog_jobs`` metric) between cycles, at most once per ``every``
+        seconds: a count over the shared queue, left out unless the metrics are served."""
+        self._backlog_every = every
+
+    def _read_backlog(self) -> None:
+        now = time.monotonic()
+        if self._backlog_every is None or self.store.failure is not None:
+            return
+        if self._backlog_read_at is not None and now - self._backlog_read_at < self._backlog_every:
+            return
+        self._backlog_read_at = now
+        try:
+            self.metrics.set_backlog(self.jobs.waiting())
+        except Exception as exc:  # the store out of reach: the cycles say so; the metric keeps its last value
+            log.debug("reading the grading backlog failed: %s", exc)
 
     def job_counts(self) -> dict[str, int]:
         return self.jobs.counts()

@@ -63,5 +63,11 @@ def start_inprocess_worker(writer: Any, rules: WorkerRules | str | Path) -> InPr
     Raises ValueError / FileFormatError for bad rules before anything starts.
     """
     loaded = rules if isinstance(rules, WorkerRules) else WorkerRules.from_file(rules)
+    if loaded.metrics_address is not None:
+        log.warning(
+            "the worker rules' metrics_address (%s) is for `tracegrade worker`; grading inside the receiver serves "
+            "nothing there (the receiver's own /metrics and /healthz are on its HTTP port)",
+            loaded.metrics_address,
+        )
     worker = GradingWorker(writer.store, loaded)
     return InProcessWorker(worker).start()

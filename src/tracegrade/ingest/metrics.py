@@ -10,7 +10,16 @@ import math
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
-__all__ = ["CONTENT_TYPE", "Counter", "Gauge", "Histogram", "MetricsRegistry", "ReceiverMetrics", "StatsGauges"]
+__all__ = [
+    "CONTENT_TYPE",
+    "Counter",
+    "Gauge",
+    "Histogram",
+    "LabeledGauge",
+    "MetricsRegistry",
+    "ReceiverMetrics",
+    "StatsGauges",
+]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -88,6 +97,23 @@ class Gauge(_Metric):
 
     def samples(self) -> Iterator[str]:
         yield f"{self.name} {_format_value(self._read())}"
+
+
+class LabeledGauge(_Metric):
+    """Values split by labels, read from a callback at scrape time: label values (in ``labelnames`` order) ->
+    value; no samples while the callback has none (a value not known yet is left out, not reported as 0)."""
+
+    kind = "gauge"
+
+    def __init__(
+        self, name: str, help_text: str, labelnames: tuple[str, ...], read: Callable[[], dict[LabelValues, float]]
+    ) -> None:
+        super().__init__(name, help_text, labelnames)
+        self._read = read
+
+    def samples(self) -> Iterator[str]:
+        for key, value in sorted(self._read().items()):
+            yield f"{self.name}{_format_labels(self.labelnames, key)} {_format_value(value)}"
 
 
 class StatsGauges(_Metric):

@@ -20,13 +20,26 @@ from typing import Any, Protocol
 from tracegrade.store.rows import sql_string_in, utc_now
 from tracegrade.store.tenancy import DEFAULT_TENANT
 
-__all__ = ["EXPIRED_ERROR_SQL", "ORPHANED_JOBS_SQL", "ClaimedJob", "JobQueue", "StoreJobQueue", "job_prefix"]
+__all__ = [
+    "EXPIRED_ERROR_SQL",
+    "ORPHANED_JOBS_SQL",
+    "WAITING_JOBS_SQL",
+    "ClaimedJob",
+    "JobQueue",
+    "StoreJobQueue",
+    "job_prefix",
+]
 
 # the ids of the jobs added before a time (the parameter) whose trace has no trajectory: jobs are only ever
 # added for traces with one, and a trajectory goes only when its trace expires (on either database)
 ORPHANED_JOBS_SQL = (
     "SELECT job_id FROM grading_jobs j WHERE created_at < ? AND NOT EXISTS "
     "(SELECT 1 FROM traces t WHERE t.tenant = j.tenant AND t.trace_id = j.trace_id)"
+)
+# the jobs not finished yet by tenant and status, in ``{table}`` (SQL for either database; a lake's catalog has an
+# index on the jobs not finished, so the count reads those only)
+WAITING_JOBS_SQL = (
+    "SELECT tenant, status, count(*) FROM {table} WHERE status IN ('pending', 'leased') GROUP BY tenant, status"
 )
 # the error of a job failed for good: its lease expired after its last attempt (SQL, for either database)
 EXPIRED_ERROR_SQL = "'the worker holding the lease stopped ' || attempts || ' time(s) without finishing'"
@@ -40,14 +53,15 @@ def job_prefix(rule: str, tenant: str) -> str:
 
 @dataclass(frozen=True)
 class ClaimedJob:
-    """A job leased to a worker: which rule grades which trace, when the job was added (its run window), and how
-    often it was claimed, this time included."""
+    """A job leased to a worker: which rule grades which trace, when the job was added (its run window), how
+    often it was claimed, this time included, and whose job it is (its rule's tenant)."""
 
     job_id: str
     rule: str
     trace_id: str
     created_at: datetime
     attempts: int
+    tenant: str = DEFAULT_TENANT
 
 
 class JobQueue(Protocol):
@@ -67,8 +81,9 @@ class JobQueue(Protocol):
         """Extend to ``lease`` from now the lease of each of ``job_ids`` that ``owner`` still holds."""
         ...
 
-    def finish(self, job_ids: Sequence[str], owner: str, status: str, run_id: str | None, error: str | None) -> None:
-        """Set the final (or ``pending`` again) status of each of ``job_ids`` whose lease ``owner`` still holds."""
+    def finish(self, job_ids: Sequence[str], owner: str, status: str, run_id: str | None, error: str | None) -> int:
+        """Set the final (or ``pending`` again) status of each of ``job_ids`` whose lease ``owner`` still holds;
+        how many it held (the others' leases were lost: they expired, and another worker took the jobs over)."""
         ...
 
     def release(self, job_ids: Sequence[str], owner: str, error: str) -> None:
@@ -78,6 +93,11 @@ class JobQueue(Protocol):
 
     def counts(self) -> dict[str, int]:
         """Jobs by status."""
+        ...
+
+    def waiting(self) -> dict[tuple[str, str], int]:
+        """The jobs not finished yet by (tenant, status): ``pending`` and ``leased`` only, which is cheap to count
+        however many finished jobs the queue keeps."""
         ...
 
     def forget(self, before: datetime) -> int:
@@ -130,18 +150,29 @@ class StoreJobQueue:
             [owner, expires, now, now, max_attempts, limit],
         )
         rows = self.store.query(
-            "SELECT job_id, rule, trace_id, created_at, attempts FROM grading_jobs WHERE status = 'leased' "
+            "SELECT job_id, rule, trace_id, created_at, attempts, tenant FROM grading_jobs WHERE status = 'leased' "
             "AND owner = ? AND lease_expires = ? ORDER BY created_at, job_id",
             [owner, expires],
         ).rows
-        return [ClaimedJob(str(r[0]), str(r[1]), str(r[2]), r[3], int(r[4])) for r in rows]
+        return [ClaimedJob(str(r[0]), str(r[1]), str(r[2]), r[3], int(r[4]), str(r[5])) for r in rows]
 
     def renew(self, job_ids: Sequence[str], owner: str, lease: timedelta) -> None:
         self._update_held("lease_expires = ?", [utc_now() + lease], job_ids, owner)
 
-    def finish(self, job_ids: Sequence[str], owner: str, status: str, run_id: str | None, error: str | None) -> None:
+    def finish(self, job_ids: Sequence[str], owner: str, status: str, run_id: str | None, error: str | None) -> int:
+        # counted first: the file has one writer (this process), so no other worker takes a job over in between
+        held = self._held(job_ids, owner)
         assignments = "status = ?, run_id = ?, error = ?, owner = NULL, lease_expires = NULL"
         self._update_held(assignments, [status, run_id, error], job_ids, owner)
+        return held
+
+    def _held(self, job_ids: Sequence[str], owner: str) -> int:
+        """How many of ``job_ids`` ``owner`` holds the lease of."""
+        if not job_ids:
+            return 0
+        among, ids = sql_string_in(job_ids)
+        count = f"SELECT count(*) FROM grading_jobs WHERE owner = ? AND job_id IN {among}"
+        return int(self.store.query(count, [owner, *ids]).rows[0][0])
 
     def release(self, job_ids: Sequence[str], owner: str, error: str) -> None:
         assignments = (
@@ -163,6 +194,10 @@ class StoreJobQueue:
     def counts(self) -> dict[str, int]:
         rows = self.store.query("SELECT status, count(*) FROM grading_jobs GROUP BY status").rows
         return {str(status): int(n) for status, n in rows}
+
+    def waiting(self) -> dict[tuple[str, str], int]:
+        rows = self.store.query(WAITING_JOBS_SQL.format(table="grading_jobs")).rows
+        return {(str(tenant), str(status)): int(n) for tenant, status, n in rows}
 
     def forget(self, before: datetime) -> int:
         found = self.store.query(ORPHANED_JOBS_SQL, [before]).rows

@@ -17,7 +17,13 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from tracegrade.store.catalog_connection import PG_NOW, CatalogConnection, create_in_catalog, pg_columns
-from tracegrade.store.grading_jobs import EXPIRED_ERROR_SQL, ORPHANED_JOBS_SQL, ClaimedJob, job_prefix
+from tracegrade.store.grading_jobs import (
+    EXPIRED_ERROR_SQL,
+    ORPHANED_JOBS_SQL,
+    WAITING_JOBS_SQL,
+    ClaimedJob,
+    job_prefix,
+)
 from tracegrade.store.tenancy import DEFAULT_TENANT
 
 if TYPE_CHECKING:
@@ -83,7 +89,8 @@ class CatalogJobQueue:
                 f"FROM (SELECT job_id FROM {_TABLE} WHERE status IN ('pending', 'leased') AND "
                 f"(status = 'pending' OR lease_expires < {PG_NOW}) AND attempts < %(max)s "
                 "ORDER BY created_at, job_id LIMIT %(limit)s FOR UPDATE SKIP LOCKED) picked "
-                "WHERE g.job_id = picked.job_id RETURNING g.job_id, g.rule, g.trace_id, g.created_at, g.attempts",
+                "WHERE g.job_id = picked.job_id "
+                "RETURNING g.job_id, g.rule, g.trace_id, g.created_at, g.attempts, g.tenant",
                 {"owner": owner, "lease": lease, "max": max_attempts, "limit": limit},
             )
             rows = sorted(cursor.fetchall(), key=lambda row: (row[3], row[0]))
@@ -92,9 +99,9 @@ class CatalogJobQueue:
     def renew(self, job_ids: Sequence[str], owner: str, lease: timedelta) -> None:
         self._update_held("renewing grading job leases", f"lease_expires = {PG_NOW} + %s", [lease], job_ids, owner)
 
-    def finish(self, job_ids: Sequence[str], owner: str, status: str, run_id: str | None, error: str | None) -> None:
+    def finish(self, job_ids: Sequence[str], owner: str, status: str, run_id: str | None, error: str | None) -> int:
         assignments = "status = %s, run_id = %s, error = %s, owner = NULL, lease_expires = NULL"
-        self._update_held("finishing grading jobs", assignments, [status, run_id, error], job_ids, owner)
+        return self._update_held("finishing grading jobs", assignments, [status, run_id, error], job_ids, owner)
 
     def release(self, job_ids: Sequence[str], owner: str, error: str) -> None:
         assignments = (
@@ -102,20 +109,26 @@ class CatalogJobQueue:
         )
         self._update_held("handing grading jobs back", assignments, [error], job_ids, owner)
 
-    def _update_held(self, doing: str, assignments: str, values: list[Any], job_ids: Sequence[str], owner: str) -> None:
-        """Set ``assignments`` (with ``values``) on each of ``job_ids`` whose lease ``owner`` holds."""
+    def _update_held(self, doing: str, assignments: str, values: list[Any], job_ids: Sequence[str], owner: str) -> int:
+        """Set ``assignments`` (with ``values``) on each of ``job_ids`` whose lease ``owner`` holds; how many."""
         if not job_ids:
-            return
+            return 0
         with self._catalog.cursor(doing) as cursor:
             cursor.execute(
                 f"UPDATE {_TABLE} SET {assignments}, updated_at = {PG_NOW} WHERE owner = %s AND job_id = ANY(%s)",
                 [*values, owner, list(job_ids)],
             )
+            return max(cursor.rowcount, 0)
 
     def counts(self) -> dict[str, int]:
         with self._catalog.cursor("counting grading jobs") as cursor:
             rows = cursor.execute(f"SELECT status, count(*) FROM {_TABLE} GROUP BY status").fetchall()
         return {str(status): int(n) for status, n in rows}
+
+    def waiting(self) -> dict[tuple[str, str], int]:
+        with self._catalog.cursor("counting the grading jobs not finished") as cursor:
+            rows = cursor.execute(WAITING_JOBS_SQL.format(table=_TABLE)).fetchall()
+        return {(str(tenant), str(status)): int(n) for tenant, status, n in rows}
 
     def forget(self, before: datetime) -> int:
         found = [row[0] for row in self._traces.query(ORPHANED_JOBS_SQL, [before]).rows]
