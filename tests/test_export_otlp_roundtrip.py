@@ -31,12 +31,14 @@ SPAN_COLUMNS = (
     "tenant, trace_id, span_id, parent_span_id, name, kind, service_name, scope_name, scope_version, start_time, "
     "end_time, start_ns, end_ns, duration_ms, status_code, status_message, attributes, events, links, resource, "
     "trace_state, flags, dropped_attributes_count, dropped_events_count, dropped_links_count, "
-    "resource_schema_url, resource_dropped_attributes_count, scope_attributes, scope_schema_url, scope_dropped_attributes_count"
+    "resource_schema_url, resource_dropped_attributes_count, scope_attributes, scope_schema_url, "
+    "scope_dropped_attributes_count"
 )
 LOG_COLUMNS = (
     "tenant, log_key, trace_id, span_id, time, time_ns, observed_time_ns, event_name, severity_number, "
     "severity_text, body, attributes, resource, service_name, scope_name, scope_version, flags, "
-    "dropped_attributes_count, resource_schema_url, resource_dropped_attributes_count, scope_attributes, scope_schema_url, scope_dropped_attributes_count"
+    "dropped_attributes_count, resource_schema_url, resource_dropped_attributes_count, scope_attributes, "
+    "scope_schema_url, scope_dropped_attributes_count"
 )
 _ID_KEYS = ("traceId", "spanId", "parentSpanId")
 
