@@ -111,7 +111,18 @@ def _load(model: Any, inline: dict[str, Any] | None, path: str | None, kind: str
     size = len(json.dumps(inline)) if served else 0
     if size > MAX_INLINE_BYTES:
         raise api.BadRequest(f"the {kind} given has {size:,} bytes as JSON; at most {MAX_INLINE_BYTES:,} are accepted")
-    return model.model_validate(inline)
+    return _from_document(model, inline, kind)
+
+
+def _from_document(model: Any, document: dict[str, Any], kind: str) -> Any:
+    """``document`` read as its file would be: in ADK's form or tracegrade's, every problem listed at its JSON
+    path (EvalSetError / ConfigError), so that a document sent inline is taken, or refused, as the same file is."""
+    from tracegrade.models.adk_files import adk_document
+    from tracegrade.models.files import model_from_data
+
+    source = f"given as {kind}"
+    adk = adk_document(document, source, "evalset" if model is EvalSet else "config")
+    return adk[1] if adk is not None else model_from_data(model, document, source)
 
 
 def _refuse_judge_overrides(config: EvalConfig) -> None:

@@ -150,8 +150,8 @@ def command(
 def _refuse_prefixes(target: _Target, ids: list[str]) -> None:
     """Refuse an id that is no stored trace's but the beginning of one or more: `show` takes a prefix, so an operator
     may give `forget` one too, and forgetting it as given would delete nothing, say "forgot 0 trace(s)" and leave
-    the trace they meant in the store. (An id of nothing stored is forgotten all the same: its spans may be on
-    their way.)"""
+    the trace they meant in the store. So is an id written as other tools show it (see ``_refuse_other_spelling``).
+    (An id of nothing stored is forgotten all the same: its spans may be on their way.)"""
     from tracegrade.store.rows import sql_string_in
 
     partial = [trace_id for trace_id in ids if not _WHOLE_ID.fullmatch(trace_id)]
@@ -169,6 +169,7 @@ def _refuse_prefixes(target: _Target, ids: list[str]) -> None:
     for trace_id in partial:
         if trace_id in stored:
             continue
+        _refuse_other_spelling(trace_id)
         begun = [
             str(row[0])
             for row in target.query(
@@ -182,6 +183,18 @@ def _refuse_prefixes(target: _Target, ids: list[str]) -> None:
                 "prefix cannot forget another trace than the one meant; give the whole id (`tracegrade traces` "
                 "lists them). Nothing was forgotten"
             )
+
+
+def _refuse_other_spelling(trace_id: str) -> None:
+    """Refuse a trace id that no stored trace has, written as a UUID (``4bf92f35-77b3-…``), with ``0x`` or in
+    braces, as other tools show trace ids: the receiver stores 32 hex digits, so forgetting it as given would delete
+    nothing, say "forgot 0 trace(s)" and leave the trace, and its spans still on their way, in the store."""
+    digits = re.sub(r"[-{}]", "", trace_id.lower()).removeprefix("0x")
+    if _WHOLE_ID.fullmatch(digits):
+        raise UsageProblem(
+            f"{trace_id!r} is a trace id written as another tool shows it; the store keeps trace ids as 32 hex "
+            f"digits: give it as {digits}. Nothing was forgotten"
+        )
 
 
 def _listed(values: list[str]) -> str:

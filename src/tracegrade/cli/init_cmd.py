@@ -8,12 +8,16 @@ pytest file using the tracegrade plugin, a ``pytest.ini`` and a README.
 
 from __future__ import annotations
 
+import contextlib
+import re
 from importlib import resources
 from pathlib import Path
 
 import click
 
 from tracegrade.cli.common import UsageProblem, friendly_errors
+from tracegrade.errors import OutputFileError
+from tracegrade.output_files import write_text_file
 
 __all__ = ["AGENT_KINDS", "command", "scaffold"]
 
@@ -31,6 +35,7 @@ _COMMON_FILES = {
     "pytest.ini": "pytest.ini.txt",
     "README.md": "README.md.txt",
 }
+_README_SLOT = re.compile(r"\{(name|agent_kind|extra)\}")  # what the README template fills in
 
 
 def _template(name: str) -> str:
@@ -47,19 +52,36 @@ def scaffold(directory: Path, agent_kind: str = "callable") -> list[Path]:
     files = {"agent.py": _template(agent_template)}
     for target, template in _COMMON_FILES.items():
         files[target] = _template(template)
-    files["README.md"] = (
-        files["README.md"]
-        .replace("{name}", directory.resolve().name)
-        .replace("{agent_kind}", agent_words)
-        .replace("{extra}", extra)
-    )
-    directory.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, text in files.items():
-        path = directory / name
-        path.write_text(text, encoding="utf-8")
-        written.append(path)
+    # one pass, so that a directory named like a slot ("{extra}") is written as it is named
+    values = {"name": directory.resolve().name, "agent_kind": agent_words, "extra": extra}
+    files["README.md"] = _README_SLOT.sub(lambda slot: values[slot.group(1)], files["README.md"])
+    created = _missing_directories(directory)
+    written: list[Path] = []
+    try:
+        for name, text in files.items():
+            write_text_file(directory / name, text)  # each file whole or not at all; parents created
+            written.append(directory / name)
+    except OutputFileError as exc:
+        # take back what was written: half a project would make the directory "not empty", refusing the retry
+        for path in written:
+            path.unlink(missing_ok=True)
+        for made in reversed(created):
+            with contextlib.suppress(OSError):
+                made.rmdir()
+        raise OutputFileError(
+            exc.path, f"{exc.reason}; nothing of the project was left behind, so the same command can run again"
+        ) from None
     return written
+
+
+def _missing_directories(directory: Path) -> list[Path]:
+    """The directories that writing into ``directory`` creates (none when it exists), outermost first."""
+    missing = []
+    for path in [directory.absolute(), *directory.absolute().parents]:
+        if path.exists() or path.is_symlink():
+            break
+        missing.append(path)
+    return missing[::-1]
 
 
 @click.command("init")

@@ -7,7 +7,9 @@ own, so any number of clients and receivers' restarts need no session state. Nor
 message of its own, so it offers no SSE stream: GET (and DELETE, a session's end) answer 405 with ``Allow: POST``,
 as the MCP streamable-HTTP spec has a server without that stream answer. Requests pass the receiver's
 bearer-token check first, and the tools read through the same store provider as the web UI (its query gate,
-limits and scoping to the token's tenant), resolved once per request. Its callers are remote: ``grade``
+limits and scoping to the token's tenant), resolved once per request; a query of a request whose client hung up
+is cancelled, as ``POST /v1/query`` cancels its own, rather than hold one of the gate's turns until its time
+limit while other callers wait. Its callers are remote: ``grade``
 takes no server path, no judge endpoint or key, calls the server's LLM judges only for a token with the
 ``judge`` scope, and runs SQL assertions within the receiver's limits (see :mod:`tracegrade.mcp_server`).
 Without the ``mcp`` extra installed ``/mcp`` answers 501.
@@ -17,14 +19,18 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import AsyncIterator, Callable
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from aiohttp import web
 from multidict import CIMultiDict
 
+from tracegrade.ingest.http_app import _connected
 from tracegrade.ingest.tokens import Authorize
+from tracegrade.store.query_control import QueryControl
 from tracegrade.store.readonly import SandboxLimits
+from tracegrade.store.results import QueryResult
 
 __all__ = ["add_mcp_route"]
 
@@ -41,6 +47,43 @@ class _RequestStore:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(_REQUEST_STORE.get(), name)
+
+
+class _HangUpCancels:
+    """One request's store, whose queries (running, or started later by the same tool call) are cancelled once
+    ``cancel`` says the client hung up. The tools run on worker threads, so the request's handler cannot stop them;
+    the query they wait on can be."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self._running: set[QueryControl] = set()
+        self._reason: str | None = None
+        self._lock = threading.Lock()
+
+    def query(
+        self, sql: str, params: Sequence[Any] | None = None, *, control: QueryControl | None = None
+    ) -> QueryResult:
+        control = control if control is not None else QueryControl()
+        with self._lock:
+            if self._reason is not None:
+                control.cancel(self._reason)  # refused before it starts
+            self._running.add(control)
+        try:
+            result: QueryResult = self._store.query(sql, params, control=control)
+            return result
+        finally:
+            with self._lock:
+                self._running.discard(control)
+
+    def cancel(self, reason: str) -> None:
+        with self._lock:
+            self._reason = reason
+            running = list(self._running)
+        for control in running:
+            control.cancel(reason)
+
+    def __getattr__(self, name: str) -> Any:  # everything else is the store's own
+        return getattr(self._store, name)
 
 
 def add_mcp_route(
@@ -77,10 +120,13 @@ def add_mcp_route(
                 {"error": "this receiver has no MCP SDK: pip install 'tracegrade[mcp]' and restart it to serve /mcp"},
                 status=501,
             )
+        store = _HangUpCancels(store)
         bound, judging = _REQUEST_STORE.set(store), _JUDGING_REFUSED.set(judging_refused)
+        watching = asyncio.create_task(_cancel_on_hang_up(request, store))
         try:
             return await _asgi_call(manager.handle_request, request)
         finally:
+            watching.cancel()
             _JUDGING_REFUSED.reset(judging)
             _REQUEST_STORE.reset(bound)
 
@@ -90,6 +136,15 @@ def add_mcp_route(
 
     app.cleanup_ctx.append(stop_on_cleanup)
     app.router.add_post(_PATH, handle)  # any other method: 405 with Allow: POST (see the module docstring)
+
+
+async def _cancel_on_hang_up(request: web.Request, store: _HangUpCancels) -> None:
+    """Cancel ``store``'s queries once the client that sent ``request`` has closed its connection."""
+    from tracegrade.ingest.server import CLIENT_CHECK_SECONDS  # the server imports this module
+
+    while _connected(request):
+        await asyncio.sleep(CLIENT_CHECK_SECONDS)
+    store.cancel("its client closed the connection")
 
 
 def _refusal(authorize: Authorize, header: str | None) -> str | None:
@@ -155,8 +210,13 @@ class _McpMount:
 
 
 async def _asgi_call(asgi_app: Callable[..., Any], request: web.Request) -> web.StreamResponse:
-    """Run one aiohttp request through an ASGI app and stream its response back."""
-    body = await request.read()
+    """Run one aiohttp request through an ASGI app and stream its response back. A client that hung up gets
+    nothing more: what is left of the exchange is dropped, as aiohttp drops a response it cannot send, rather than
+    fail the SDK's handler and log its traceback (a caller that gives up waiting is no error of the server's)."""
+    try:
+        body = await request.read()
+    except ConnectionError:
+        return web.Response(status=400, text="the client closed the connection before its request was read")
     delivered = False
     finished = asyncio.Event()
     response: web.StreamResponse | None = None
@@ -187,14 +247,17 @@ async def _asgi_call(asgi_app: Callable[..., Any], request: web.Request) -> web.
 
     async def send(message: dict[str, Any]) -> None:
         nonlocal response
-        if message["type"] == "http.response.start":
-            headers = CIMultiDict((k.decode("latin-1"), v.decode("latin-1")) for k, v in message.get("headers", []))
-            response = web.StreamResponse(status=message["status"], headers=headers)
-            await response.prepare(request)
-        elif message["type"] == "http.response.body" and response is not None:
-            await response.write(message.get("body", b""))
-            if not message.get("more_body", False):
-                await response.write_eof()
+        try:
+            if message["type"] == "http.response.start":
+                headers = CIMultiDict((k.decode("latin-1"), v.decode("latin-1")) for k, v in message.get("headers", []))
+                response = web.StreamResponse(status=message["status"], headers=headers)
+                await response.prepare(request)
+            elif message["type"] == "http.response.body" and response is not None:
+                await response.write(message.get("body", b""))
+                if not message.get("more_body", False):
+                    await response.write_eof()
+        except ConnectionError:
+            pass  # the client hung up (see above); aiohttp ends the response it returns quietly
 
     try:
         await asgi_app(scope, receive, send)
