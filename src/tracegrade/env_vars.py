@@ -45,6 +45,7 @@ ENV_VARS: dict[str, str] = {
     "max_queries": "TRACEGRADE_MAX_QUERIES",
     "query_memory_limit": "TRACEGRADE_QUERY_MEMORY_LIMIT",
     "query_max_rows": "TRACEGRADE_QUERY_MAX_ROWS",
+    "query_max_bytes": "TRACEGRADE_QUERY_MAX_BYTES",
     "require_auth": "TRACEGRADE_REQUIRE_AUTH",
 }
 

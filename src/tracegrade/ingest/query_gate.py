@@ -19,11 +19,12 @@ __all__ = ["GatedStore", "QueryGate"]
 
 
 class QueryGate:
-    """Turns and time limits for the queries of one receiver."""
+    """Turns, time limits and the byte cap of results for the queries of one receiver."""
 
-    def __init__(self, max_queries: int, timeout: float) -> None:
+    def __init__(self, max_queries: int, timeout: float, max_bytes: int | None = None) -> None:
         self.max_queries = max_queries
         self.timeout = timeout
+        self.max_bytes = max_bytes
         self._turns = threading.BoundedSemaphore(max_queries)
         self._running: set[QueryControl] = set()
         self._lock = threading.Lock()
@@ -39,6 +40,8 @@ class QueryGate:
             )
         control = control if control is not None else QueryControl(self.timeout)
         control.timeout = self.timeout if control.timeout is None else min(control.timeout, self.timeout)
+        if self.max_bytes is not None:  # the receiver's memory is everyone's: no caller reads past its cap
+            control.max_bytes = self.max_bytes if control.max_bytes is None else min(control.max_bytes, self.max_bytes)
         with self._lock:
             self._running.add(control)
         try:

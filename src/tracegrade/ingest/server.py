@@ -104,7 +104,7 @@ class ReceiverServer:
         self._tls: ssl.SSLContext | None = None
         # more threads than turns, so a query waiting for a turn waits in the gate, where its wait is bounded
         self._query_executor = ThreadPoolExecutor(settings.max_queries + 4, thread_name_prefix="tracegrade-query")
-        self._queries = QueryGate(settings.max_queries, settings.query_timeout)
+        self._queries = QueryGate(settings.max_queries, settings.query_timeout, settings.query_max_bytes)
         self._watch: asyncio.Task[None] | None = None
         self._stop_requested = asyncio.Event()
         self._stopped = False

@@ -116,6 +116,14 @@ class ServeSettings(BaseModel):
     query_max_rows: int = Field(
         1_000_000, ge=1, description="rows a POST /v1/query answer holds at most; a longer result is cut (truncated)"
     )
+    # Rows cap the count, not the size: 20 values of repeat('x', 10000000) are 200 MB of Python strings and more
+    # of JSON text. The store commands' own reads (10,000 stored trajectories per grading query) stay far below.
+    query_max_bytes: int = Field(
+        256 * MIB,
+        ge=1024,
+        description="bytes of values a POST /v1/query answer holds at most (as JSON, about); a larger result is "
+        "cut (truncated)",
+    )
     require_auth: bool = Field(
         False, description="refuse to start without --token or --tokens, and without TLS when listening beyond loopback"
     )
@@ -184,7 +192,7 @@ class ServeSettings(BaseModel):
         policy = RetentionPolicy(self.retain, self.retain_tenants or {})
         return policy if policy.shortest is not None else None
 
-    @field_validator("max_request_bytes", mode="before")
+    @field_validator("max_request_bytes", "query_max_bytes", mode="before")
     @classmethod
     def _size(cls, value: int | str) -> int:
         return parse_byte_size(value)

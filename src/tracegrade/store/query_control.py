@@ -3,7 +3,8 @@
 DuckDB checks for an interrupt between the chunks it processes, so ``cancel`` stops even a runaway cross
 join within milliseconds; the query then fails with :class:`~tracegrade.errors.QueryCancelled` naming why.
 ``max_rows`` caps the rows fetched: DuckDB streams a result, so rows past the cap are never produced, and a
-result with more is returned cut, marked ``truncated``.
+result with more is returned cut, marked ``truncated``. ``max_bytes`` caps what the fetched rows hold (their text
+and bytes, about what their JSON answer takes), so a few huge values cannot fill the process's memory either.
 """
 
 from __future__ import annotations
@@ -11,17 +12,20 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-__all__ = ["QueryControl"]
+__all__ = ["QueryControl", "value_bytes"]
 
 
 class QueryControl:
     """Handed to ``TraceStore.query``; ``cancel(reason)`` interrupts the query it runs (or refuses it
     before it starts). ``timeout`` seconds after it starts, the store cancels the query itself; at most
-    ``max_rows`` rows come back (None: all)."""
+    ``max_rows`` rows come back, holding at most about ``max_bytes`` (see ``value_bytes``; None: no cap)."""
 
-    def __init__(self, timeout: float | None = None, *, max_rows: int | None = None) -> None:
+    def __init__(
+        self, timeout: float | None = None, *, max_rows: int | None = None, max_bytes: int | None = None
+    ) -> None:
         self.timeout = timeout
         self.max_rows = max_rows
+        self.max_bytes = max_bytes
         self.reason: str | None = None
         self._cursor: Any = None
         self._lock = threading.Lock()
@@ -55,3 +59,20 @@ class QueryControl:
                 self.reason = reason
             if self._cursor is not None:
                 self._cursor.interrupt()
+
+
+_SCALAR_BYTES = 8  # a number, a boolean, a NULL, a date: what its JSON text takes, give or take
+
+
+def value_bytes(value: Any) -> int:
+    """About the bytes ``value`` (a fetched DuckDB value) takes as JSON: the length of its text or bytes, the sum
+    over a list, struct or map. An estimate that grows with the value, which is what a memory cap needs."""
+    if isinstance(value, str):
+        return len(value) + 2
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return len(value) * 4 // 3 + 4  # sent as base64
+    if isinstance(value, (list, tuple)):
+        return sum(value_bytes(item) for item in value) + 2
+    if isinstance(value, dict):
+        return sum(value_bytes(key) + value_bytes(item) for key, item in value.items()) + 2
+    return _SCALAR_BYTES

@@ -149,6 +149,13 @@ class RemoteStore:
         """``result`` cut to the ``wanted`` rows; a result the server cut is an error unless a cap was wanted."""
         server_cut = answer.get("truncated") is True
         server_cap = answer.get("max_rows") if server_cut else None
+        byte_cap = answer.get("max_bytes") if server_cut else None
+        if byte_cap is not None and wanted is None:
+            raise StoreError(
+                f"the result holds more than {byte_cap:,} bytes, the most the tracegrade server at {self.url} "
+                "returns (its --query-max-bytes): narrow the query (WHERE, LIMIT, fewer or shorter columns), raise "
+                "the server's --query-max-bytes, or stop the server and read the store file directly"
+            )
         if server_cut and wanted is None:
             raise StoreError(
                 f"the result has more than {server_cap} rows, the most the tracegrade server at {self.url} "
@@ -161,6 +168,7 @@ class RemoteStore:
         result.truncated = server_cut or len(result.rows) > wanted
         result.rows = result.rows[:wanted]
         result.max_rows = min(caps)
+        result.max_bytes = byte_cap if isinstance(byte_cap, int) and len(result.rows) < wanted else None
         return result
 
     def query_arrow(self, sql: str, params: Sequence[Any] | None = None) -> pa.Table:

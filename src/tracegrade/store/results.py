@@ -50,7 +50,8 @@ class WriteResult:
 @dataclass
 class QueryResult:
     """Rows of a read-only query. ``types`` are DuckDB type names when known (``JSON``, ``TIMESTAMP``…).
-    ``truncated``: the query had more rows than ``max_rows``, the cap it ran with, and only the first came."""
+    ``truncated``: the query had more rows than ``max_rows``, the cap it ran with, and only the first came; or,
+    with ``max_bytes`` set, the next row would have taken the rows past that many bytes (``value_bytes``)."""
 
     columns: list[str]
     rows: list[tuple[Any, ...]]
@@ -58,6 +59,7 @@ class QueryResult:
     arrow: pa.Table | None = field(default=None, repr=False)
     truncated: bool = False
     max_rows: int | None = None
+    max_bytes: int | None = None  # set when the rows were cut at this many bytes rather than at max_rows
 
     def answer_json(self) -> bytes:
         """The result as ``POST /v1/query`` answers it (what ``RemoteStore`` reads): columns, types, rows as
@@ -70,6 +72,8 @@ class QueryResult:
             "truncated": self.truncated,
             "max_rows": self.max_rows,
         }
+        if self.max_bytes is not None:
+            document["max_bytes"] = self.max_bytes
         return json.dumps(document).encode("utf-8")
 
     def to_dicts(self) -> list[dict[str, Any]]:

@@ -48,7 +48,7 @@ from tracegrade.store.grading_jobs import JobQueue, StoreJobQueue
 from tracegrade.store.grading_tables import replace_record_rows
 from tracegrade.store.key_repair import damaged_keys, repair_keys
 from tracegrade.store.prepared import PreparedWrite, prepare_write
-from tracegrade.store.query_control import QueryControl
+from tracegrade.store.query_control import QueryControl, value_bytes
 from tracegrade.store.read_cursors import ReadCursors
 from tracegrade.store.readonly import check_read_only, lock_down, refusal
 from tracegrade.store.results import QueryResult, WriteResult
@@ -106,6 +106,7 @@ ROW_GROUP_SIZE = 8_192
 # which would leave the request journal, on the same disk, nothing to append to).
 QUERY_SPILL_LIMIT = "2GiB"
 _LOOKUP_CHUNK = 1000  # trace ids per IN list when loading spans
+_FETCH_CHUNK = 256  # rows fetched at a time when a result's bytes are capped: DuckDB makes no more than asked
 _TICK = timedelta(microseconds=1)
 _SPAN_ORDER = "trace_id, start_ns, span_id"
 _LOG_ORDER = "trace_id, time_ns, log_key"
@@ -720,6 +721,9 @@ class TraceStore:
             if arrow:
                 return QueryResult(columns, [], types, arrow=fetch_arrow(cursor))
             max_rows = control.max_rows if control is not None else None
+            max_bytes = control.max_bytes if control is not None else None
+            if max_bytes is not None:
+                return _fetch_within_bytes(cursor, columns, types, max_rows, max_bytes)
             if max_rows is None:
                 return QueryResult(columns, cursor.fetchall(), types)
             # one row past the cap tells a cut result from one that fits; DuckDB never produces the rest
@@ -784,6 +788,28 @@ class TraceStore:
             self._closed = True
             self._reads.close()
             self._con.close()
+
+
+def _fetch_within_bytes(
+    cursor: duckdb.DuckDBPyConnection, columns: list[str], types: list[str], max_rows: int | None, max_bytes: int
+) -> QueryResult:
+    """The rows of ``cursor`` up to ``max_rows``, stopping before the row that would take them past ``max_bytes``
+    (``value_bytes``): a few huge values (``repeat('x', 10000000)``) would otherwise hold the process's memory.
+    Rows are fetched a chunk at a time, so rows past the cut are never produced."""
+    rows: list[tuple[Any, ...]] = []
+    held = 0
+    while True:
+        room = _FETCH_CHUNK if max_rows is None else min(_FETCH_CHUNK, max_rows + 1 - len(rows))
+        chunk = cursor.fetchmany(room)
+        if not chunk:
+            return QueryResult(columns, rows, types, max_rows=max_rows)
+        for row in chunk:
+            if max_rows is not None and len(rows) == max_rows:
+                return QueryResult(columns, rows, types, truncated=True, max_rows=max_rows)
+            held += sum(value_bytes(value) for value in row)
+            if held > max_bytes:
+                return QueryResult(columns, rows, types, truncated=True, max_rows=max_rows, max_bytes=max_bytes)
+            rows.append(row)
 
 
 def _scope(cursor: duckdb.DuckDBPyConnection, tenant: str, names: frozenset[str]) -> None:

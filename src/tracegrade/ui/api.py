@@ -51,6 +51,7 @@ __all__ = [
 ]
 
 SQL_ROW_LIMIT = 1000  # rows of an ad-hoc query fetched and sent back (the rest is never produced)
+SQL_BYTE_LIMIT = 8 * 1024 * 1024  # and at most about this much of their values: a page or an agent reads no more
 MAX_PAGE = 200
 SUMMARY_KEYS = {
     "total_cases",
@@ -389,13 +390,14 @@ def diff_runs(store: Store, run_a: str, run_b: str) -> dict[str, Any]:
 
 
 def run_sql(store: Store, sql: str, timeout: float | None = None) -> dict[str, Any]:
-    """One sandboxed read-only statement; at most ``SQL_ROW_LIMIT`` rows are fetched (``truncated`` says
-    there were more: the rest are never produced, so a huge result costs what its first rows cost).
+    """One sandboxed read-only statement; at most ``SQL_ROW_LIMIT`` rows, holding at most ``SQL_BYTE_LIMIT``, are
+    fetched (``truncated`` says there were more, ``max_bytes`` that the size cut them: the rest are never produced,
+    so a huge result costs what its first rows cost).
 
     ``timeout`` stops the query after that many seconds (a store behind the receiver's gate has its own)."""
     if not isinstance(sql, str) or not sql.strip():
         raise BadRequest("give one SELECT statement")
-    result = store.query(sql, control=QueryControl(timeout, max_rows=SQL_ROW_LIMIT))
+    result = store.query(sql, control=QueryControl(timeout, max_rows=SQL_ROW_LIMIT, max_bytes=SQL_BYTE_LIMIT))
     # positional names, so that duplicate column names (SELECT 1, 1) do not collapse in json_rows' dicts
     keys = [f"c{i}" for i in range(len(result.columns))]
     rows = QueryResult(keys, result.rows, result.types).json_rows()
@@ -406,6 +408,7 @@ def run_sql(store: Store, sql: str, timeout: float | None = None) -> dict[str, A
         "row_count": len(result.rows),
         "truncated": result.truncated,
         "max_rows": SQL_ROW_LIMIT,
+        "max_bytes": result.max_bytes,
     }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracegrade.store.trace_status import STATUS_FILTERS
-from tracegrade.ui.api import MAX_PAGE, SQL_ROW_LIMIT, TraceFilters
+from tracegrade.ui.api import MAX_PAGE, SQL_BYTE_LIMIT, SQL_ROW_LIMIT, TraceFilters
 from tracegrade.ui.auth import COOKIE
 
 __all__ = ["OPENAPI_PATH", "openapi_document"]
@@ -73,9 +73,11 @@ def openapi_document() -> dict[str, Any]:
         },
     }
     sql = _get(
-        f"Run one sandboxed read-only SQL statement (at most {SQL_ROW_LIMIT} rows come back).",
+        f"Run one sandboxed read-only SQL statement (at most {SQL_ROW_LIMIT} rows come back, holding at most "
+        f"about {SQL_BYTE_LIMIT // 1048576} MB).",
         [_query("q", "the SELECT statement", required=True)],
-        f"columns, types, rows, row_count, truncated (more rows than max_rows) and max_rows; {_NON_FINITE}",
+        "columns, types, rows, row_count, truncated (more rows than max_rows, or more bytes than max_bytes), "
+        f"max_rows, and max_bytes (null unless the size cut the rows); {_NON_FINITE}",
     )
     return {
         "openapi": "3.1.0",

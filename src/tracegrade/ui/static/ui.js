@@ -140,7 +140,8 @@
           row.forEach(function (v) { tr.appendChild(cell('td', v)); });
         });
         out.appendChild(table);
-        status.textContent = (data.truncated ? 'the first ' + data.row_count + ' rows (the rest not fetched)'
+        status.textContent = (data.truncated ? 'the first ' + data.row_count + ' rows (the rest not fetched' +
+          (data.max_bytes ? ': the result is larger than ' + Math.round(data.max_bytes / 1048576) + ' MB' : '') + ')'
           : data.row_count + ' row' + (data.row_count === 1 ? '' : 's')) + ' · ' +
           Math.round(performance.now() - started) + ' ms';
         // a long query stays out of the address: past 8 KB the server refuses the request line, so a reload fails
