@@ -15,7 +15,7 @@ from tracegrade.cli.file_kinds import KIND_NAMES, document_kind, file_kind
 from tracegrade.errors import FileFormatError
 from tracegrade.models.config import ReporterConfig
 from tracegrade.models.files import read_json_file, validation_problems
-from tracegrade.models.results import EvalReport, EvalSummary
+from tracegrade.models.results import EvalReport
 from tracegrade.output_files import write_text_file
 from tracegrade.reporters import ConsoleReporter, JUnitXMLReporter
 from tracegrade.reporters.base import FileReporter
@@ -56,14 +56,9 @@ def load_report(path: Path) -> EvalReport:
             )
         raise _not_a_report(path, kind)
     try:
-        report = EvalReport.model_validate(data)
+        return EvalReport.model_validate(data)  # one without a summary gets its results' (see EvalReport)
     except ValidationError as exc:
         raise FileFormatError(str(path), validation_problems(exc), _KIND) from None
-    if "summary" not in data:
-        # a report written without one (by hand, by another tool) would show as 0 cases, "ALL FAILED": its
-        # results' summary instead; a summary the file has is its record and is shown as it is
-        report.summary = EvalSummary.from_results(report.results)
-    return report
 
 
 def _starts_like_json(path: Path) -> bool:

@@ -65,7 +65,7 @@ from tracegrade.models.expectations import case_expectation, expectation_metadat
 from tracegrade.models.files import validation_problems
 from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport
 
-__all__ = ["AgentEvaluator", "create_eval_app"]
+__all__ = ["AgentEvaluator", "create_eval_app", "interruption_of"]
 
 log = logging.getLogger("tracegrade.evaluation")
 
@@ -176,6 +176,14 @@ class _Interrupted(asyncio.CancelledError):
     def __init__(self, interrupted: RunInterrupted) -> None:
         super().__init__(str(interrupted))
         self.interrupted = interrupted
+
+
+def interruption_of(exc: BaseException) -> RunInterrupted | None:
+    """What an ``evaluate`` that ``exc`` stopped could report (its finished cases): ``exc`` itself when it is
+    :class:`RunInterrupted`, the one riding on its cancellation (Ctrl-C under ``asyncio.run``); else None."""
+    if isinstance(exc, RunInterrupted):
+        return exc
+    return exc.interrupted if isinstance(exc, _Interrupted) else None
 
 
 class _ClassOrInstanceMethod:
@@ -460,7 +468,7 @@ class _Run:
         execution = ExecutionResult.merge_turns(executions) if executions else ExecutionResult()
         graded_case = case
         if simulated is not None:
-            error = simulated.ended(error)
+            error, error_traceback = simulated.ended(error)
             graded_case, execution = simulated.grading_inputs(case, execution)
         criterion_results: list[CriterionResult] = []
         if error is None:
@@ -546,11 +554,12 @@ class _SimulatedConversation:
     async def converse(self, run_turn: TurnRunner) -> None:
         await self.simulator.converse(self.scenario, run_turn, self.result)
 
-    def ended(self, error: str | None) -> str | None:
-        """The case's error: a timeout (``error``) or what stopped the conversation."""
+    def ended(self, error: str | None) -> tuple[str | None, str | None]:
+        """The case's error, a timeout (``error``) or what stopped the conversation, and the agent's traceback
+        when it was the agent that raised."""
         if error is not None:
-            self.result.stopped_by, self.result.error = "error", error
-        return self.result.error
+            self.result.stopped_by, self.result.error, self.result.error_traceback = "error", error, None
+        return self.result.error, self.result.error_traceback
 
     def grading_inputs(self, case: EvalCase, execution: ExecutionResult) -> tuple[EvalCase, ExecutionResult]:
         """The case with the scenario's goals; the execution with the conversation as its messages when the

@@ -28,7 +28,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timezone
 from typing import Any, Protocol
@@ -36,9 +36,12 @@ from typing import Any, Protocol
 import orjson
 import pyarrow as pa
 from pydantic import BaseModel, TypeAdapter
+from pydantic_core import PydanticSerializationError
 
 from tracegrade.errors import InvalidValueError, NotFoundError
+from tracegrade.json_output import json_text
 from tracegrade.models.results import EvalCaseResult, EvalReport
+from tracegrade.output_files import well_formed_text
 from tracegrade.store.grading_tables import CASE_COUNTS
 from tracegrade.store.tenancy import DEFAULT_TENANT, with_tenant
 from tracegrade.timespec import utc_now
@@ -143,6 +146,12 @@ def record_report(
 ) -> str:
     """Write one run of ``tenant``'s; returns its id. Idempotent for a given ``run_id``."""
     run_id = new_run_id() if run_id is None else check_run_id(run_id)
+    store.write_records(_as_tenants(_recorded(report, lambda r: _run_tables(run_id, r, kind)), tenant))
+    return run_id
+
+
+def _run_tables(run_id: str, report: EvalReport, kind: str) -> dict[str, pa.Table]:
+    """The rows that record ``report`` whole as run ``run_id``."""
     s = report.summary
     run_row: list[Any] = [
         run_id,
@@ -155,14 +164,12 @@ def record_report(
         s.failed_cases,
         s.error_cases,
         s.pass_rate,
-        json.dumps(report.config_used, default=str),
-        json.dumps(report.metadata, default=str),
+        _document_text(report.config_used),
+        _document_text(report.metadata),
         report.model_dump_json(exclude={"results"}),
         _pack_cases(report.results),
     ]
-    tables = {**_case_rows(run_id, report), "eval_runs": _columns("eval_runs", [[v] for v in run_row])}
-    store.write_records(_as_tenants(tables, tenant))
-    return run_id
+    return {**_case_rows(run_id, report), "eval_runs": _columns("eval_runs", [[v] for v in run_row])}
 
 
 def record_cases(
@@ -180,18 +187,42 @@ def record_cases(
     report's config become the run's. The cases and the run's row are one write (one transaction): a
     process that dies while recording leaves the run as it was, never cases without their run's row.
     """
-    cases = _case_rows(check_run_id(run_id), report)
+    check_run_id(run_id)
+    tables = _recorded(report, lambda r: _casewise_tables(run_id, r, kind, metadata))
+    store.write_records(_as_tenants(tables, tenant))
+    return run_id
+
+
+def _casewise_tables(run_id: str, report: EvalReport, kind: str, metadata: dict[str, Any]) -> dict[str, pa.Table]:
+    """The rows that add ``report``'s cases to run ``run_id`` (each case's result JSON with them) and its row."""
+    tables = _case_rows(run_id, report)
     results = report.results
-    cases["eval_run_cases"] = _columns(
+    tables["eval_run_cases"] = _columns(
         "eval_run_cases",
         [[run_id] * len(results), [r.eval_id for r in results], [r.model_dump_json() for r in results]],
     )
-    config, meta = json.dumps(report.config_used, default=str), json.dumps(metadata, default=str)
+    config, meta = _document_text(report.config_used), _document_text(metadata)
     counts = [None] * len(CASE_COUNTS)  # counted by the store from the cases it holds (``grading_tables.recount_runs``)
     run_row = [run_id, utc_now(), kind, report.eval_set_id, report.eval_set_name, *counts, config, meta, None, None]
-    cases["eval_runs"] = _columns("eval_runs", [[value] for value in run_row])
-    store.write_records(_as_tenants(cases, tenant))
-    return run_id
+    tables["eval_runs"] = _columns("eval_runs", [[value] for value in run_row])
+    return tables
+
+
+# what building a run's rows raises on text that UTF-8 cannot hold, a lone surrogate (Arrow: UnicodeEncodeError;
+# pydantic: PydanticSerializationError, which it also raises on a value JSON has no form for)
+_UNRECORDABLE = (UnicodeEncodeError, PydanticSerializationError)
+
+
+def _recorded(report: EvalReport, rows: Callable[[EvalReport], dict[str, pa.Table]]) -> dict[str, pa.Table]:
+    """``rows(report)``; for a report that cannot be recorded as it is, ``rows`` of the report as its JSON report
+    file holds it (:func:`~tracegrade.json_output.json_text`: lone surrogates as U+FFFD, values JSON has no form
+    for as text). A case name or an agent's reply may hold a lone surrogate (``json.loads`` of ``"\\ud800"`` makes
+    one), which UTF-8, and so the store, cannot hold. Tried as it is first: a scan of every string of every
+    report for what almost none holds would cost more than the rare second attempt."""
+    try:
+        return rows(report)
+    except _UNRECORDABLE:
+        return rows(EvalReport.model_validate_json(json_text(report, indent=None)))
 
 
 def _as_tenants(tables: dict[str, pa.Table], tenant: str) -> dict[str, pa.Table]:
@@ -253,7 +284,13 @@ def _json_text(value: Any) -> str:
     try:
         return orjson.dumps(value, default=_json_default, option=orjson.OPT_NON_STR_KEYS).decode()
     except TypeError:
-        return json.dumps(value, default=_json_default)
+        return _document_text(value, _json_default)
+
+
+def _document_text(value: Any, default: Callable[[Any], Any] = str) -> str:
+    """``json.dumps``'s JSON of ``value`` for a JSON column (a run's config and metadata), lone surrogates as U+FFFD:
+    DuckDB's JSON refuses their escapes (``"\\ud800"``), and so would every strict reader of the column."""
+    return well_formed_text(json.dumps(value, default=default, ensure_ascii=False))
 
 
 def _json_default(value: Any) -> Any:

@@ -111,6 +111,9 @@ class SimulationResult(BaseModel):
     completed: bool = False
     stopped_by: Literal["stop_signal", "turn_limit", "error"] | None = None
     error: str | None = None
+    # the agent's traceback when it raised (``AgentTurnError.agent_traceback``): the case result's
+    # ``error_traceback``, as for a scripted case, not part of the outcome kept in its metadata
+    error_traceback: str | None = None
     criterion_results: list[CriterionResult] = Field(default_factory=list)
     simulator_token_usage: TokenUsage = Field(default_factory=TokenUsage)
 
@@ -136,7 +139,7 @@ class SimulationResult(BaseModel):
 
     def outcome(self) -> dict[str, Any]:
         """How the conversation ended, for a case result's metadata (the transcript is left out)."""
-        return self.model_dump(mode="json", exclude={"conversation", "criterion_results"})
+        return self.model_dump(mode="json", exclude={"conversation", "criterion_results", "error_traceback"})
 
     def to_execution_result(self) -> ExecutionResult:
         """The conversation as a multi-turn execution: messages, one turn per agent reply, final response."""
@@ -298,6 +301,7 @@ class UserSimulator:
             result.stopped_by = "stop_signal"
         except (_SimulatedUserError, AgentTurnError) as exc:
             result.stopped_by, result.error = "error", str(exc)
+            result.error_traceback = getattr(exc, "agent_traceback", None)  # the agent's frames; none of ours
         return result
 
     async def run(self, agent: Any, scenario: ConversationScenario) -> SimulationResult:

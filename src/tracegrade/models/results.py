@@ -13,10 +13,12 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ModelWrapValidatorHandler,
     ValidatorFunctionWrapHandler,
     WithJsonSchema,
     computed_field,
     field_validator,
+    model_validator,
 )
 
 from tracegrade.models.dataset import ToolCall, TrajectoryStep
@@ -461,6 +463,17 @@ class EvalReport(BaseModel):
     config_used: dict[str, Any] = Field(default_factory=dict)
     timestamp: ReportNumber = Field(default_factory=time.time)
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _summary_of_its_results(cls, data: Any, validate: ModelWrapValidatorHandler[EvalReport]) -> EvalReport:
+        # A report given without a summary (a file written by hand or by another tool) would read as 0 cases, "ALL
+        # FAILED": it gets its results' summary, however it is read (EvalReport.from_file, `tracegrade report`, a
+        # run posted to the server). A summary it has is its record and is kept as it is.
+        report = validate(data)
+        if isinstance(data, dict) and "summary" not in data:
+            report.summary = EvalSummary.from_results(report.results)
+        return report
 
     @classmethod
     def create(

@@ -187,6 +187,15 @@ def _section(title: str, body: str, *, collapsed: bool = False) -> str:
     return f"<section><h3>{title}</h3>{body}</section>"
 
 
+def _traceback(traceback: str | None) -> str:
+    """An agent's traceback, folded under its error: the error line already names the user's frame, the rest is
+    there to open (as the console shows it with ``-v``)."""
+    if not traceback:
+        return ""
+    body = _pre(traceback.rstrip(), "error-traceback")
+    return f'<details class="traceback"><summary>Traceback</summary>{body}</details>'
+
+
 def _usage_cell(usage: TokenUsage) -> str:
     return "-" if usage.is_zero() else _esc(format_usage(usage))
 
@@ -378,7 +387,7 @@ class HTMLReporter(FileReporter):
         note = expectation_note(result)
         parts = [f'<div class="warn-inline">{STATUS_LABELS[status]}: {_esc(note)}</div>'] if note else []
         if result.error is not None:
-            parts.append(_section("Error", _pre(result.error, "error-message")))
+            parts.append(_section("Error", _pre(result.error, "error-message") + _traceback(result.error_traceback)))
         parts += [f'<div class="warn-inline">⚠ {_esc(w)}</div>' for w in warnings]
         if result.criterion_results:
             parts.append(_section("Criteria", self._criteria_table(result.criterion_results)))

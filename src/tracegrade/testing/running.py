@@ -13,7 +13,7 @@ import functools
 import inspect
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tracegrade.criteria.base import BaseCriterion
 from tracegrade.models.config import EvalConfig
@@ -66,15 +66,23 @@ async def run_eval(
     """Evaluate ``agent`` (an app from ``create_eval_app``/``tracegrade_app`` and its collector, or any agent
     ``AgentEvaluator`` takes) on an eval set, a file, one case or a list of cases; returns the report.
 
-    ``config`` defaults to ``EvalConfig.default()``; its reporters are switched off (the plugin reports).
+    ``config`` defaults to ``EvalConfig.default()``; its reporters are switched off (the plugin reports). Stopped
+    by Ctrl-C, the cases that finished still go to the session's report (marked incomplete, as the session is).
     """
-    from tracegrade.evaluation.evaluator import AgentEvaluator
+    from tracegrade.evaluation.evaluator import AgentEvaluator, interruption_of
 
     if eval_set is None:
         raise TypeError("run_eval needs the eval set (an EvalSet, a file path, an EvalCase or a list of cases)")
     evaluator = AgentEvaluator(agent, collector, config=_quiet(config), extra_criteria=extra_criteria)
-    report = await evaluator.evaluate(_as_eval_set(eval_set), verbose=verbose)
     recorder = active_recorder()
+    try:
+        report = await evaluator.evaluate(_as_eval_set(eval_set), verbose=verbose)
+    except (asyncio.CancelledError, KeyboardInterrupt) as exc:
+        # stopped (Ctrl-C): the cases that finished are the session's too, in the report it writes as incomplete
+        stopped = interruption_of(exc)
+        if recorder is not None and stopped is not None:
+            recorder.record(cast(EvalReport, stopped.report))  # RunInterrupted types it loosely (errors.py)
+        raise
     if recorder is not None:
         recorder.record(report)
     return report

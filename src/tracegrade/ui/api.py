@@ -375,9 +375,13 @@ def _divergence(a: EvalCaseResult | None, b: EvalCaseResult | None) -> dict[str,
 
 
 def diff_runs(store: Store, run_a: str, run_b: str) -> dict[str, Any]:
-    """``run_diff.diff_reports`` of two recorded runs, with each case's first diverging step."""
+    """``run_diff.diff_reports`` of two recorded runs, with each case's first diverging step. A run holding an eval
+    id twice cannot be paired case by case: BadRequest, naming the ids (the request, not the server, is at fault)."""
     a, b = _load(store, run_a), _load(store, run_b)
-    diff = diff_reports(a, b, run_a, run_b).to_dict()
+    try:
+        diff = diff_reports(a, b, run_a, run_b).to_dict()
+    except InvalidValueError as exc:  # a run holding an eval id twice
+        raise BadRequest(f"runs {run_a} and {run_b} cannot be diffed: {exc}") from None
     by_a = {r.eval_id: r for r in a.results}
     by_b = {r.eval_id: r for r in b.results}
     for case in diff["cases"]:
