@@ -38,5 +38,7 @@ def test_a_failing_eval_test_explains_once_and_prints_no_progress(pytester: pyte
     output = result.stdout.str()
     assert "During handling of the above exception" not in output
     assert output.count("Evaluation pass rate 50.0% below threshold 100.0%. Failed cases: bergen") == 2  # one a test
-    assert output.count("key 'city': expected 'Bergen', got 'Oslo'") == 2
+    # each test: once in the criterion's reason, once in its list of mismatched arguments (which shows every call)
+    assert output.count("key 'city': expected 'Bergen', got 'Oslo'") == 4
+    assert output.count("mismatched arguments:") == 2
     assert "[1/2]" not in output and "[2/2]" not in output  # run_eval's verbose progress lines
