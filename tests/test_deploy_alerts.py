@@ -1,6 +1,7 @@
 """deploy/prometheus/: the alerting rules load in promtool, pass their unit tests, and read only metrics and
 labels that a real ``tracegrade serve`` (the receiver rules) or a real ``tracegrade worker --metrics-address`` (the
-worker rules) exposes on /metrics (a rule on a metric that does not exist never fires).
+worker rules) exposes on /metrics (a rule on a metric that does not exist never fires); the worker rules but the
+one on ``up`` also against a real ``tracegrade serve --worker-rules``, whose worker's series are on its /metrics.
 
 Needs promtool (Debian's ``prometheus`` package): CI installs it, so its absence fails rather than skips.
 """
@@ -24,7 +25,7 @@ from tests.support.grading_traces import AgentRun, fill_store
 from tests.support.server_otlp import get_text, post
 from tests.support.server_process import ServerProcess
 from tests.support.waiting import wait_for_value
-from tests.support.worker_process import WorkerProcess
+from tests.support.worker_process import WorkerProcess, metric_samples
 from tracegrade.evaluation.worker_metrics import OUTCOMES
 from tracegrade.ingest.otlp_responses import Signal
 
@@ -33,6 +34,7 @@ RULES_DIR = ROOT / "deploy" / "prometheus"
 RULES = RULES_DIR / "tracegrade-alerts.yaml"
 RULE_TESTS = RULES_DIR / "tracegrade-alerts.test.yaml"
 TOKEN = "alerts-test-token"
+RULE_LABELS = {("tenant", "default"), ("rule", "answered")}
 RECEIVER_GROUP, WORKER_GROUP = "tracegrade-receiver", "tracegrade-worker"  # whose /metrics each group reads
 
 # a selector of a tracegrade metric: its name and, if any, the {...} matchers after it
@@ -139,6 +141,30 @@ def worker_metrics_after_grading(tmp_path_factory: pytest.TempPathFactory) -> st
         return worker.metrics_text()
 
 
+@pytest.fixture(scope="module")
+def grading_receiver_metrics(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A real receiver grading in-process (``--worker-rules``): its /metrics once a span sent over OTLP/HTTP is
+    graded."""
+    directory = tmp_path_factory.mktemp("receiver-worker-alerts")
+    rules = directory / "rules.yaml"
+    rule = {"name": "answered", "settle_seconds": 0, "criteria": {"contains_keywords": {"keywords": ["refund"]}}}
+    rules.write_text(yaml.safe_dump({"poll_seconds": 0.2, "rules": [rule]}), encoding="utf-8")
+    with ServerProcess(directory / "traces.duckdb", extra_args=("--worker-rules", str(rules))) as server:
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(HttpSpanExporter(endpoint=f"{server.http_url}/v1/traces")))
+        turn = {"tracegrade.turn.input": "q", "tracegrade.turn.output": "refund sent"}
+        with provider.get_tracer("alerts").start_as_current_span("tracegrade.turn prod", attributes=turn):
+            pass
+        provider.shutdown()
+        graded = ("tracegrade_worker_jobs_graded_total", frozenset(RULE_LABELS | {("outcome", "passed")}))
+        wait_for_value(
+            lambda: metric_samples(get_text(f"{server.http_url}/metrics")[1]).get(graded), 1.0, "grading", 120
+        )
+        status, text = get_text(f"{server.http_url}/metrics")
+    assert status == 200
+    return text
+
+
 def test_promtool_checks_the_rules_and_their_unit_tests_pass() -> None:
     checked = subprocess.run([promtool(), "check", "rules", str(RULES)], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -207,3 +233,12 @@ def test_the_cross_check_names_a_metric_a_label_and_a_status_the_receiver_does_n
     assert any("TracegradeWriteQueueFull: tracegrade_store_queue_size is not exposed" in p for p in problems), problems
     assert any("has no label kind" in p for p in problems), problems
     assert any('status="RESOURCE_EXHAUSTION"' in p for p in problems), problems
+
+
+def test_the_worker_rules_read_only_what_a_receiver_grading_in_process_exposes(grading_receiver_metrics: str) -> None:
+    rules = rule_expressions(RULES, WORKER_GROUP)
+    # only TracegradeWorkerDown names a scrape job (the workers'): a grading receiver is scraped as `tracegrade`, and
+    # TracegradeReceiverDown covers it; the others read the worker's series wherever they are exposed
+    assert 'job="tracegrade-worker"' in rules.pop("TracegradeWorkerDown")
+    assert rules and all("job=" not in expr for expr in rules.values()), rules
+    assert unknown_metrics(RULES, grading_receiver_metrics, WORKER_GROUP) == []

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import csv
 import io
 import json
+import math
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -21,7 +21,7 @@ from tracegrade.store.access import ReadableStore, open_store_for_read
 from tracegrade.store.journal import journal_directory, unstored_journal_bytes
 from tracegrade.store.lake_location import is_lake_location
 from tracegrade.store.remote import RemoteStore
-from tracegrade.store.results import QueryResult
+from tracegrade.store.results import QueryResult, json_safe, non_finite_text
 from tracegrade.store.tenancy import check_tenant_name
 from tracegrade.store.tenant_scope import TenantStore
 from tracegrade.store.trace_store import TraceStore
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_STORE",
     "as_tenant",
+    "cell_text",
     "chosen_tenant",
     "clip",
     "display",
@@ -220,17 +221,27 @@ def clip(text: str, limit: int) -> str:
 
 
 def display(value: Any) -> str:
-    """One cell as text: timestamps ISO 8601, floats to 6 significant digits, lists and dicts as JSON."""
+    """One cell as text for people: NULL empty, floats to 6 significant digits, the rest as :func:`cell_text`."""
     if value is None:
         return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return cell_text(value)
+
+
+def cell_text(value: Any) -> str:
+    """One cell that is not NULL as text: timestamps ISO 8601; floats in full (the shortest text that reads back
+    the same), NaN and the infinities, BLOBs (base64), lists and structs (JSON) as ``--format json`` writes them."""
     if isinstance(value, datetime):
         return value.isoformat(sep=" ")
     if hasattr(value, "isoformat"):
-        return value.isoformat()
+        return str(value.isoformat())
     if isinstance(value, float):
-        return f"{value:.6g}"
+        return repr(value) if math.isfinite(value) else non_finite_text(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return str(json_safe(value))
     if isinstance(value, (list, dict)):
-        return json.dumps(value, ensure_ascii=False, default=str)
+        return json.dumps(json_safe(value), ensure_ascii=False)
     return str(value)
 
 
@@ -258,7 +269,7 @@ class QueryTable:
         from rich.text import Text
 
         result = self.result
-        cells = [[Text(terminal_text(clip(display(value), self.max_width))) for value in row] for row in result.rows]
+        cells = [[_table_cell(value, self.max_width) for value in row] for row in result.rows]
         if self.fits(options.max_width):
             table = Table(show_lines=False, header_style="bold", caption=row_count(len(result.rows)))
             for column in result.columns:
@@ -278,17 +289,40 @@ class QueryTable:
         yield Text(row_count(len(result.rows)), style="dim")
 
 
+def _table_cell(value: Any, max_width: int) -> Any:
+    """A cell of :class:`QueryTable`: NULL as a dim ``NULL``, as DuckDB's shell shows it, so that it differs from
+    the empty string (an empty cell)."""
+    from rich.text import Text
+
+    if value is None:
+        return Text("NULL", style="dim")
+    return Text(terminal_text(clip(display(value), max_width)))
+
+
 def render_table(result: QueryResult, *, max_width: int = 80) -> QueryTable:
     """The rows for the terminal (long cells clipped to ``max_width``): see :class:`QueryTable`."""
     return QueryTable(result, max_width=max_width)
 
 
 def render_csv(result: QueryResult) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(result.columns)
-    writer.writerows([display(v) for v in row] for row in result.rows)
-    return buffer.getvalue()
+    """The rows as CSV, spelt as PostgreSQL's ``COPY ... (FORMAT csv)`` spells them so that NULL and the empty
+    string differ: NULL is an empty field, unquoted; an empty string is ``""``; a field holding a comma, a quote
+    or a line break is quoted, its quotes doubled. Cells as :func:`cell_text` (BLOBs base64, floats in full)."""
+    lines = [_csv_line(result.columns)]
+    lines += [_csv_line([None if value is None else cell_text(value) for value in row]) for row in result.rows]
+    return "".join(lines)
+
+
+def _csv_line(fields: Iterable[str | None]) -> str:
+    return ",".join(_csv_field(field) for field in fields) + "\n"
+
+
+def _csv_field(text: str | None) -> str:
+    if text is None:
+        return ""
+    if text == "" or any(char in text for char in ',"\r\n'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
 
 
 def render_json(result: QueryResult) -> str:

@@ -19,13 +19,12 @@ from tracegrade.cli.store_access import lake_data_option, open_until_stopped, op
 from tracegrade.errors import StoreError, StoreLockedError
 from tracegrade.evaluation.worker import GradingWorker, WorkerRules
 from tracegrade.evaluation.worker_endpoint import WorkerEndpoint, parse_listen_address
+from tracegrade.evaluation.worker_metrics import BACKLOG_SECONDS
 
 if TYPE_CHECKING:
     from tracegrade.store.backend import StoreBackend
 
 __all__ = ["command"]
-
-BACKLOG_SECONDS = 10.0  # how often a worker serving metrics counts the jobs not finished (a query on the queue)
 
 
 @click.command("worker")

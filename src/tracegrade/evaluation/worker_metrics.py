@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from tracegrade.ingest.metrics import Counter, Gauge, Histogram, LabeledGauge, MetricsRegistry
 from tracegrade.models.results import EvalReport
 
-__all__ = ["STALL_LEASES", "STALL_POLLS", "WorkerHealth", "WorkerMetrics", "stall_seconds"]
+__all__ = ["BACKLOG_SECONDS", "STALL_LEASES", "STALL_POLLS", "WorkerHealth", "WorkerMetrics", "stall_seconds"]
 
 PREFIX = "tracegrade_worker_"
 # A worker with no completed cycle for this many poll intervals, or lease lengths when that is longer, is stalled.
@@ -29,6 +29,8 @@ STALL_LEASES = 2
 CYCLE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 OUTCOMES = ("passed", "failed", "error")
 WAITING = ("pending", "leased")  # the statuses of the jobs not finished
+# how often a worker whose metrics are served counts the jobs not finished (a query on the shared queue)
+BACKLOG_SECONDS = 10.0
 
 
 def stall_seconds(poll_seconds: float, lease_seconds: float) -> float:
@@ -68,7 +70,7 @@ class WorkerMetrics:
         self._last_cycle = clock()  # before the first cycle: since the worker started
         self._out_of_reach: str | None = None  # why the store is out of reach, until a cycle completes again
         self._backlog: dict[tuple[str, ...], float] = {}  # none until first read: unknown, not 0
-        self._tenants = sorted({tenant for tenant, _ in pairs})
+        self._tenants: list[str] = []
         self.registry = MetricsRegistry()
         add = self.registry.add
         by_rule = ("tenant", "rule")
@@ -124,15 +126,23 @@ class WorkerMetrics:
                 lambda: self._backlog,
             )
         )
-        for tenant, rule in pairs:
-            for counter in (self.enqueued, self.claimed, self.leases_lost):
-                counter.inc(0, tenant=tenant, rule=rule)
-            for outcome in OUTCOMES:
-                self.graded.inc(0, tenant=tenant, rule=rule, outcome=outcome)
-            self.judge_calls.inc(0, tenant=tenant)
-            self.judge_cost.inc(0, tenant=tenant)
-            for direction in ("input", "output"):
-                self.judge_tokens.inc(0, tenant=tenant, direction=direction)
+        self.add_rules(pairs)
+
+    def add_rules(self, rules: Iterable[tuple[str, str]]) -> None:
+        """Series at 0 for the ``(tenant, rule)`` pairs given; those counted already keep their values (the
+        receiver hands its worker's metrics to the worker it starts when the store is opened again)."""
+        pairs = list(rules)
+        with self._lock:
+            self._tenants = sorted({*self._tenants, *(tenant for tenant, _ in pairs)})
+            for tenant, rule in pairs:
+                for counter in (self.enqueued, self.claimed, self.leases_lost):
+                    counter.inc(0, tenant=tenant, rule=rule)
+                for outcome in OUTCOMES:
+                    self.graded.inc(0, tenant=tenant, rule=rule, outcome=outcome)
+                self.judge_calls.inc(0, tenant=tenant)
+                self.judge_cost.inc(0, tenant=tenant)
+                for direction in ("input", "output"):
+                    self.judge_tokens.inc(0, tenant=tenant, direction=direction)
 
     # -- what the worker reports (its grading thread) -------------------------------------------------------
 

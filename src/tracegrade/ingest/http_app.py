@@ -45,6 +45,7 @@ from tracegrade.ingest.otlp_responses import (
 if TYPE_CHECKING:
     from aiohttp.typedefs import Middleware
 
+    from tracegrade.evaluation.worker_metrics import WorkerHealth
     from tracegrade.ingest.auth_throttle import AuthThrottle
 
 __all__ = ["MEDIA_TYPES", "HttpFrontEnd"]
@@ -57,7 +58,7 @@ MEDIA_TYPES: dict[str, WireFormat] = {
 SUPPORTED_ENCODINGS = ("gzip", "identity")
 # answered whatever the failed-authentication limit says: they take no credential, and a load balancer that
 # checks them may share its address with a client over the limit
-UNLIMITED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+UNLIMITED_PATHS = frozenset({"/healthz", "/healthz/worker", "/readyz", "/metrics"})
 READ_CHUNK = 64 * 1024
 BODY_IDLE_TIMEOUT = 30.0  # longest wait for a body's next chunk (as nginx's client_body_timeout)
 BODY_TOTAL_TIMEOUT = 120.0  # longest a whole body may take to arrive
@@ -264,8 +265,10 @@ class HttpFrontEnd:
         body_idle_timeout: float = BODY_IDLE_TIMEOUT,
         body_total_timeout: float = BODY_TOTAL_TIMEOUT,
         auth_throttle: AuthThrottle | None = None,
+        worker_health: Callable[[], WorkerHealth | None] = lambda: None,
     ) -> None:
-        """``auth_throttle``: the limit on wrong credentials, shared with the gRPC front end (None: no limit)."""
+        """``auth_throttle``: the limit on wrong credentials, shared with the gRPC front end (None: no limit).
+        ``worker_health``: the in-process grading worker's (None when the receiver runs none)."""
         self._intake = intake
         self._metrics = metrics
         self._limit = max_request_bytes
@@ -275,6 +278,7 @@ class HttpFrontEnd:
         self._run_query = run_query
         self._readiness = readiness
         self._throttle = auth_throttle
+        self._worker_health = worker_health
 
     def build_app(self) -> web.Application:
         middlewares: list[Middleware] = [_one_authorization, _explain_routing_errors]
@@ -285,6 +289,7 @@ class HttpFrontEnd:
         app.router.add_post("/v1/logs", self._export_logs)
         app.router.add_post("/v1/query", self._query)
         app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/healthz/worker", self._worker_healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics_page)
         return app
@@ -376,7 +381,23 @@ class HttpFrontEnd:
     # -- health, readiness, metrics ---------------------------------------------------------------------
 
     async def _healthz(self, request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok"})
+        # A stalled in-process worker is reported here but never fails the receiver's health: the probes on
+        # /healthz and /readyz restart a receiver or take it out of a load balancer, and either would stop
+        # ingestion that works, to no avail for grading (a restart runs the same rules against the same judges).
+        body: dict[str, object] = {"status": "ok"}
+        worker = self._worker_health()
+        if worker is not None:
+            body["worker"] = worker.as_json()
+        return web.json_response(body)
+
+    async def _worker_healthz(self, request: web.Request) -> web.Response:
+        """The in-process worker's health, answered as ``tracegrade worker``'s /healthz is (503 when stalled or
+        its store is out of reach), for a probe or monitor that watches grading alone."""
+        worker = self._worker_health()
+        if worker is None:
+            message = "this receiver runs no grading worker; start it with --worker-rules RULES to grade in-process"
+            return web.json_response({"status": "absent", "reason": message}, status=404)
+        return web.json_response(worker.as_json(), status=200 if worker.healthy else 503)
 
     async def _readyz(self, request: web.Request) -> web.Response:
         ready, reason = self._readiness()

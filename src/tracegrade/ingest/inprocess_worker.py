@@ -4,6 +4,8 @@ The worker runs on its own thread and event loop, so grading never blocks the re
 the server's store: queries run on their own cursors and the store's writes take the same write lock as
 the StoreWriter thread, so the server stays the file's single writer and grading writes never interleave
 with a span batch. On a lake, the job queue is in the catalog database, shared with every other worker.
+Its ``tracegrade_worker_*`` metrics are on the receiver's /metrics and its health on /healthz/worker (see
+``ReceiverServer``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tracegrade.evaluation.worker import GradingWorker, WorkerRules
+from tracegrade.evaluation.worker_metrics import BACKLOG_SECONDS, WorkerMetrics
 
 __all__ = ["InProcessWorker", "start_inprocess_worker"]
 
@@ -50,6 +53,11 @@ class InProcessWorker:
         finally:
             self._started.set()
 
+    @property
+    def metrics(self) -> WorkerMetrics:
+        """What the worker counts; the receiver renders it on its /metrics and judges /healthz/worker by it."""
+        return self.worker.metrics
+
     def stop(self, timeout: float = 30.0) -> None:
         """Finish the job in hand, then stop (before the store closes)."""
         if self._loop is not None and self._stop is not None and self._thread.is_alive():
@@ -57,17 +65,27 @@ class InProcessWorker:
         self._thread.join(timeout)
 
 
-def start_inprocess_worker(writer: Any, rules: WorkerRules | str | Path) -> InProcessWorker:
+def start_inprocess_worker(
+    writer: Any, rules: WorkerRules | str | Path, metrics: WorkerMetrics | None = None
+) -> InProcessWorker:
     """Start grading with ``rules`` against the store of ``writer`` (a started StoreWriter).
+
+    ``metrics``: those of the worker the receiver ran before its store failed and was opened again, to go on
+    counting in (the receiver's /metrics keep their series, and show the outage until a cycle completes).
 
     Raises ValueError / FileFormatError for bad rules before anything starts.
     """
     loaded = rules if isinstance(rules, WorkerRules) else WorkerRules.from_file(rules)
     if loaded.metrics_address is not None:
-        log.warning(
-            "the worker rules' metrics_address (%s) is for `tracegrade worker`; grading inside the receiver serves "
-            "nothing there (the receiver's own /metrics and /healthz are on its HTTP port)",
+        log.info(
+            "the worker rules' metrics_address (%s) is for `tracegrade worker`: the grading inside the receiver "
+            "has its metrics on the receiver's /metrics and its health on /healthz/worker",
             loaded.metrics_address,
         )
     worker = GradingWorker(writer.store, loaded)
+    if metrics is not None:  # before the thread starts: the worker's own, fresh ones are never seen
+        metrics.add_rules((rule.tenant, rule.name) for rule in loaded.rules)
+        metrics.stall = worker.metrics.stall  # the rules file is read again at each opening
+        worker.metrics = metrics
+    worker.watch_backlog(BACKLOG_SECONDS)
     return InProcessWorker(worker).start()

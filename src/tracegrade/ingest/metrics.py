@@ -198,7 +198,11 @@ class ReceiverMetrics:
         store_stats: Callable[[], dict[str, object]] = dict,
         waiting_for_room: Callable[[], float] = lambda: 0,
         body_bytes: Callable[[], float] = lambda: 0,
+        more: Callable[[], str] = str,
     ) -> None:
+        """``more``: exposition text rendered after the receiver's own (the in-process grading worker's
+        ``tracegrade_worker_*`` series, which it renders under its own lock)."""
+        self._more = more
         self.registry = MetricsRegistry()
         add = self.registry.add
         prefix = "tracegrade_receiver_"
@@ -281,4 +285,4 @@ class ReceiverMetrics:
         add(StatsGauges("tracegrade_store_", "Store writer statistic", store_stats))
 
     def render(self) -> str:
-        return self.registry.render()
+        return self.registry.render() + self._more()

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from aiohttp import web
@@ -52,6 +52,9 @@ from tracegrade.store.readonly import SandboxLimits
 from tracegrade.store.tenant_scope import TenantStore
 from tracegrade.ui import add_ui_routes
 from tracegrade.ui.app import MAX_REQUEST_LINE
+
+if TYPE_CHECKING:
+    from tracegrade.evaluation.worker_metrics import WorkerHealth, WorkerMetrics
 
 __all__ = ["ReceiverServer", "run_server"]
 
@@ -110,6 +113,8 @@ class ReceiverServer:
         self._stopped = False
         self.reopened = 0  # times the store was reopened after a failure
         self.auth_throttle: AuthThrottle | None = None  # the limit on wrong credentials, both ports together
+        # the in-process worker's (--worker-rules), kept when the store is reopened: its series go on counting
+        self._worker_metrics: WorkerMetrics | None = None
 
     # -- addresses --------------------------------------------------------------------------------------
 
@@ -138,6 +143,7 @@ class ReceiverServer:
                 store_stats=lambda: self._storage.journaled.stats if self._storage is not None else {},
                 waiting_for_room=lambda: self._intake.waiting_for_room if self._intake is not None else 0,
                 body_bytes=lambda: body_budget.held,
+                more=self._worker_metrics_page,
             )
             self.auth_throttle = AuthThrottle.from_settings(self.settings, metrics)
             tokens = self.settings.token_table()
@@ -152,7 +158,7 @@ class ReceiverServer:
                 queue_wait=self.settings.queue_wait,
                 max_queue_spans=self.settings.queue_spans,
             )
-            self._storage = await loop.run_in_executor(None, Storage.open, self.settings, self._hooks(loop))
+            self._storage = await loop.run_in_executor(None, self._open_storage, self._hooks(loop))
             self._intake.replace_writer(self._storage.journaled)
             assert self._grpc is not None
             services = OtlpGrpcServices(
@@ -168,6 +174,7 @@ class ReceiverServer:
                 run_query=self._run_query,
                 readiness=self.readiness,
                 auth_throttle=self.auth_throttle,
+                worker_health=self.worker_health,
             )
             app = front_end.build_app()
             guard = host_guard(self.settings.host)
@@ -199,6 +206,13 @@ class ReceiverServer:
             on_expired=lambda expired: loop.call_soon_threadsafe(intake.count_expired, expired),
             decode=self._intake.decode_record,
         )
+
+    def _open_storage(self, hooks: StorageHooks) -> Storage:
+        """Open the storage (on an executor thread); its worker, if any, counts in the metrics of the one before."""
+        storage = Storage.open(self.settings, hooks, self._worker_metrics)
+        if storage.worker is not None:
+            self._worker_metrics = storage.worker.metrics
+        return storage
 
     def _bind_grpc(self) -> None:
         """Create the gRPC server and bind its port (services are added once the storage is open)."""
@@ -373,7 +387,7 @@ class ReceiverServer:
         attempts, said, said_at = 0, "", 0.0
         while not self._stopped:
             try:
-                storage = await loop.run_in_executor(None, Storage.open, self.settings, self._hooks(loop))
+                storage = await loop.run_in_executor(None, self._open_storage, self._hooks(loop))
             except Exception as exc:  # whatever failed, the receiver must keep trying: it refuses exports meanwhile
                 attempts += 1
                 # a disk that stays full fails every attempt alike: say so when the reason changes, else once a minute
@@ -461,6 +475,14 @@ class ReceiverServer:
         if depth >= READY_QUEUE_FRACTION * capacity:
             return False, f"write queue nearly full ({depth} of {capacity} spans)"
         return True, "ready"
+
+    def worker_health(self) -> WorkerHealth | None:
+        """The in-process worker's health (None without --worker-rules): reported on /healthz/worker and in
+        /healthz's body, never as /healthz's or /readyz's status (see HttpFrontEnd)."""
+        return None if self._worker_metrics is None else self._worker_metrics.health()
+
+    def _worker_metrics_page(self) -> str:
+        return "" if self._worker_metrics is None else self._worker_metrics.render()
 
     # -- queries ----------------------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from tracegrade.store.results import WriteResult
 from tracegrade.store.trace_deletion import Deleted
 
 if TYPE_CHECKING:
+    from tracegrade.evaluation.worker_metrics import WorkerMetrics
     from tracegrade.ingest.inprocess_worker import InProcessWorker
     from tracegrade.store.backend import StoreBackend
     from tracegrade.store.writer import StoreWriter
@@ -75,9 +76,10 @@ class Storage:
         return self.store.failure
 
     @classmethod
-    def open(cls, settings: ServeSettings, hooks: StorageHooks) -> Storage:
+    def open(cls, settings: ServeSettings, hooks: StorageHooks, worker_metrics: WorkerMetrics | None = None) -> Storage:
         """Open the store, start its writer, replay the journal (setting aside, as dead letters, records the
-        store refuses while it takes the others), start journaling; raises StoreError."""
+        store refuses while it takes the others), start journaling and the worker (counting in
+        ``worker_metrics``, those of the storage this one replaces, if given); raises StoreError."""
         from tracegrade.store.backend import open_store
         from tracegrade.store.mapping_process import MappingProcess
         from tracegrade.store.writer import StoreWriter
@@ -118,7 +120,7 @@ class Storage:
             # imported here: most receivers grade nothing, and the grading stack slows every start-up
             from tracegrade.ingest.inprocess_worker import start_inprocess_worker
 
-            worker = start_inprocess_worker(writer, settings.worker_rules)
+            worker = start_inprocess_worker(writer, settings.worker_rules, worker_metrics)
         retention = None
         policy = settings.retention()
         if policy is not None:
