@@ -21,6 +21,7 @@ import asyncio
 import functools
 import itertools
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -57,6 +58,7 @@ __all__ = ["REFERENCE_FREE_SET_ID", "TraceGrader", "TraceSelection", "reference_
 
 REFERENCE_FREE_SET_ID = "production"
 SET_ASIDE_EVERY = 500  # graded cases between two set_aside_long_lived calls
+PARSE_AHEAD = 2500  # stored executions an eval set's grading parses at once (and sets aside as one block)
 T = TypeVar("T")
 
 
@@ -110,13 +112,8 @@ class TraceGrader:
         detailed = reads_llm_content(fields)
         results = _Results(self.progress, len(matches), self._cases_at_once(criteria))
         for start, stop in _load_groups(trials, LOAD_CHUNK):
-            # one group of cases at a time: their executions are loaded in one query and freed once graded
-            wanted = list(dict.fromkeys(t for groups in trials[start:stop] for ids in groups for t in ids))
-            with building_long_lived():  # the group's executions live until its cases are graded
-                stored = {
-                    loaded.trace_id: loaded
-                    for loaded in iter_executions(self.store, wanted, len(wanted) or 1, fields=fields)
-                }
+            # one group of cases at a time: their traces are read in one query, each parsed as its case comes
+            stored = _GroupExecutions(self.store, trials[start:stop], fields)
             await results.add(
                 functools.partial(self._graded_case, grader, m, groups, stored, detailed)
                 for m, groups in zip(matches[start:stop], trials[start:stop])
@@ -125,7 +122,7 @@ class TraceGrader:
 
     @staticmethod
     async def _graded_case(
-        grader: Grader, m: TraceMatch, groups: list[list[str]], stored: dict[str, StoredExecution], detailed: bool
+        grader: Grader, m: TraceMatch, groups: list[list[str]], stored: _GroupExecutions, detailed: bool
     ) -> EvalCaseResult:
         """One matched case graded against its stored traces (each group of ids a trial; ``stored`` has each id)."""
         meta: dict[str, Any] = {"match_strategy": m.strategy} if m.strategy else {}
@@ -133,7 +130,7 @@ class TraceGrader:
             return _failed(m, m.error or "", m.trace_ids, meta)
         graded = []
         for ids in groups:  # each a trial (one, unless num_runs > 1 found several)
-            turns = [stored[t] for t in ids]
+            turns = [stored.take(t) for t in ids]
             missing = [t.trace_id for t in turns if t.execution is None]
             if missing:
                 problems = [t.problem for t in turns if t.problem]
@@ -262,6 +259,32 @@ def _load_groups(trials: Sequence[list[list[str]]], most: int) -> list[tuple[int
     if start < len(trials):
         ranges.append((start, len(trials)))
     return ranges
+
+
+class _GroupExecutions:
+    """The stored executions of one group of cases, parsed as the cases ask for them and let go once the last case
+    that reads one has it: a group of 10,000 cases would otherwise hold 10,000 parsed executions at once, most of
+    each of which no report holds (figures: bench/RESULTS.md, offline grading memory)."""
+
+    def __init__(self, store: QueryableStore, trials: Sequence[list[list[str]]], fields: frozenset[str] | None) -> None:
+        ids = [t for groups in trials for trial in groups for t in trial]
+        self._readers = Counter(ids)  # how many trials still read each id
+        wanted = list(self._readers)  # each id once, in the order the cases read them (one query for them all)
+        self._loading = iter_executions(store, wanted, len(wanted) or 1, fields=fields)
+        self._loaded: dict[str, StoredExecution] = {}
+
+    def take(self, trace_id: str) -> StoredExecution:
+        """``trace_id``'s stored execution (one of the group's ids), forgotten here once its last reader has it."""
+        while trace_id not in self._loaded:  # read in order: cases graded at once may ask a little out of it
+            # parsed a block at a time, set aside from the collector as a whole group's executions were (one at a
+            # time, each young collection would walk what the block's cases just built only to find it alive)
+            with building_long_lived():
+                block = {loaded.trace_id: loaded for loaded in itertools.islice(self._loading, PARSE_AHEAD)}
+            if not block:  # every id of the group was read: this one is not among them
+                raise KeyError(f"trace {trace_id} is not one of this group's traces")
+            self._loaded.update(block)
+        self._readers[trace_id] -= 1
+        return self._loaded[trace_id] if self._readers[trace_id] else self._loaded.pop(trace_id)
 
 
 def _as_graded(case: EvalCase) -> EvalCase:

@@ -178,19 +178,25 @@ def iter_executions(
             # apart, so that the query for the others reads no whole execution (each row's is several times larger).
             older = [trace_id for trace_id, blob in blobs.items() if blob is None]
             whole = _stored_column(store, older, "execution")[0] if older else {}
-            blobs = {trace_id: blob for trace_id, blob in blobs.items() if blob is not None}
-            lean_texts = dict(zip(blobs, decompress_json_many(list(blobs.values()))))
+            read = [trace_id for trace_id, blob in blobs.items() if blob is not None]
+            lean_texts = dict(zip(read, decompress_json_many([blobs.pop(trace_id) for trace_id in read])))
         else:
             whole, lean_texts = blobs, {}
+        del blobs  # the compressed chunk: its texts are all that is read from here on
+        # each text is let go once parsed (the chunk's texts would otherwise all live until its last is read), unless
+        # an id is listed twice: each listing gets an execution of its own
+        repeated = len(set(part)) < len(part)
         for tid in part:
             if tid in shared:
                 yield StoredExecution(tid, None, TokenUsage(), _shared_id_problem(tid, shared[tid]))
                 continue
             if tid in lean_texts:
-                stored = LeanExecution.model_validate_json(lean_texts[tid])
+                stored = LeanExecution.model_validate_json(lean_texts[tid] if repeated else lean_texts.pop(tid))
                 execution, usage = stored.execution, stored.token_usage
             elif whole.get(tid):
-                execution = ExecutionResult.model_validate_json(decompress_json(whole[tid]))
+                execution = ExecutionResult.model_validate_json(
+                    decompress_json(whole[tid] if repeated else whole.pop(tid))
+                )
                 usage = execution.token_usage
             else:
                 yield StoredExecution(tid, None, TokenUsage())
