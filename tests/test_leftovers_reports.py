@@ -11,13 +11,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 
 from tests.support.grading_traces import AgentRun, fill_store
+from tests.support.ui_client import ui_client
 from tracegrade.evaluation.run_records import record_report
 from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport
-from tracegrade.ui import add_ui_routes
 
 
 def _case(eval_id: str, passed: bool) -> dict:
@@ -66,13 +65,8 @@ async def client(tmp_path: Path) -> AsyncIterator[TestClient]:
     # two reports merged by hand: c1 twice
     record_report(store, EvalReport.create("set", [case, case.model_copy()]), "live", "twice")
     record_report(store, EvalReport.create("set", [case]), "live", "once")
-    app = web.Application()
-    add_ui_routes(app, lambda _: store)
-    try:
-        async with TestClient(TestServer(app, host="127.0.0.1")) as opened:
-            yield opened
-    finally:
-        store.close()
+    async with ui_client(store) as opened:
+        yield opened
 
 
 async def test_the_diff_api_refuses_a_run_holding_an_eval_id_twice_with_400(client: TestClient) -> None:

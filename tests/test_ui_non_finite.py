@@ -10,13 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 
 from tests.support.grading_traces import AgentRun, fill_store
+from tests.support.ui_client import ui_client
 from tracegrade.evaluation.run_records import record_report
 from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport
-from tracegrade.ui import add_ui_routes
 
 
 def _strict(text: str) -> Any:
@@ -33,13 +32,8 @@ async def client(tmp_path: Path) -> AsyncIterator[TestClient]:
     for run_id in ("nan-a", "nan-b"):
         case = EvalCaseResult(eval_id="c1", passed=False, criterion_results=[undefined], duration_seconds=math.inf)
         record_report(store, EvalReport.create("odd", [case]), "live", run_id)
-    app = web.Application()
-    add_ui_routes(app, lambda _: store)
-    try:
-        async with TestClient(TestServer(app, host="127.0.0.1")) as opened:
-            yield opened
-    finally:
-        store.close()
+    async with ui_client(store) as opened:
+        yield opened
 
 
 @pytest.mark.parametrize("path", ["/ui/api/runs/nan-a", "/ui/api/runs", "/ui/api/diff?a=nan-a&b=nan-b"])
