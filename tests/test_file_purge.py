@@ -78,8 +78,11 @@ def test_a_purge_of_a_file_another_process_holds_is_refused_and_changes_nothing(
     before = store_file.read_bytes()
     with holding_store(store_file):
         result = _maintain("--store", str(store_file), "--purge-deleted")
-    assert result.exit_code == 1, result.output
+        retained = _maintain("--store", str(store_file), "--retain", "30d")
+    assert result.exit_code == 2, result.output  # a held store is exit 2, as for forget and every store command
     assert "A purge rewrites the whole file: nothing may hold it meanwhile" in result.output
+    assert retained.exit_code == 2, retained.output
+    assert "give it --retain instead: a store file has one writer" in retained.output
     assert store_file.read_bytes() == before
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tracegrade.cli.common import Duration, friendly_errors
+from tracegrade.cli.common import Duration, UsageProblem, friendly_errors
 from tracegrade.cli.lake_options import checked_lake, lake_options
 
 if TYPE_CHECKING:
@@ -153,7 +153,8 @@ def _purge_file(path: Path, retention: RetentionPolicy | None, every: timedelta 
     try:
         click.echo(purge_deleted_rows(path).summary())
     except StoreLockedError as exc:
-        raise click.ClickException(f"{exc}. A purge rewrites the whole file: nothing may hold it meanwhile") from None
+        # a held store is exit 2 here as for every store command (forget, mcp…): not a failed maintenance
+        raise UsageProblem(f"{exc}. A purge rewrites the whole file: nothing may hold it meanwhile") from None
 
 
 def _open_file_store(path: Path) -> TraceStore:
@@ -167,7 +168,7 @@ def _open_file_store(path: Path) -> TraceStore:
     try:
         return TraceStore(path)
     except StoreLockedError as exc:
-        raise click.ClickException(
+        raise UsageProblem(
             f"{exc}. If that is `tracegrade serve`, give it --retain instead: a store file has one writer"
         ) from None
 
