@@ -7,6 +7,10 @@ Content-Security-Policy meta tag forbids loading anything from elsewhere.
 Runs of any size stay small and quick to open: each case is rendered once, by :meth:`HTMLReporter._case`;
 the first page of cases is in the document, and all of them ride along gzip-compressed in one attribute,
 from which the script pages, filters and searches (case HTML, one case much like the next, compresses well).
+
+The page is built in pieces (:meth:`HTMLReporter.pieces`), a case at a time, and a file is written piece by piece:
+a run of 10,000 cases otherwise holds every case's HTML, their JSON, its gzip and base64, the page and its UTF-8
+bytes at once (figures: bench/RESULTS.md). The pieces join into the very text the page was built as in one go.
 """
 
 from __future__ import annotations
@@ -15,13 +19,16 @@ import base64
 import gzip
 import html
 import json
+import struct
 import time
-from collections.abc import Collection
+import zlib
+from collections.abc import Collection, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport, TokenUsage
+from tracegrade.output_files import replacing
 from tracegrade.reporters.base import FileReporter
 from tracegrade.reporters.case_view import (
     STATUS_ICONS,
@@ -136,13 +143,50 @@ _SCRIPT = r"""
 """
 
 
-def _packed_cases(results: list[EvalCaseResult], rendered: list[str]) -> str:
-    """Every case as ``[status, has warnings, search text, its HTML]``: JSON, gzip, base64 (attribute-safe)."""
-    index = [
-        [case_outcome(r), bool(case_warnings(r)), _search_text(r), html_text] for r, html_text in zip(results, rendered)
-    ]
-    data = json.dumps(index, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    return base64.b64encode(gzip.compress(data, compresslevel=6, mtime=0)).decode("ascii")
+_GZIP_LEVEL = 6
+
+
+class _CasePacker:
+    """The ``data-cases`` attribute, a case at a time: every case as ``[status, has warnings, search text, its
+    HTML]`` in one JSON array, gzip-compressed, base64-encoded (attribute-safe).
+
+    The text is what ``base64(gzip.compress(json.dumps(all cases), 6, mtime=0))`` gives, byte for byte: the
+    header is the one :func:`gzip.compress` writes (its OS byte differs between Python versions), zlib's deflate
+    waits for a full lookahead before it decides anything, so its output does not depend on how its input is split
+    (tests/test_html_stream_pieces.py checks it against one ``gzip.compress``), and base64 of a byte string is
+    base64 of its 3-byte-aligned parts.
+    """
+
+    def __init__(self) -> None:
+        self._deflate = zlib.compressobj(_GZIP_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)  # raw: header and trailer ours
+        self._crc = 0
+        self._size = 0
+        self._pending = gzip.compress(b"", compresslevel=_GZIP_LEVEL, mtime=0)[:10]  # bytes not yet in base64
+        self._opened = False
+
+    def add(self, result: EvalCaseResult, html_text: str) -> str:
+        """Take one case (``html_text``: its rendered HTML); returns the base64 text that is complete so far."""
+        entry = [case_outcome(result), bool(case_warnings(result)), _search_text(result), html_text]
+        text = ("," if self._opened else "[") + json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
+        self._opened = True
+        return self._encoded(self._compressed(text.encode("utf-8")))
+
+    def close(self) -> str:
+        """The rest of the attribute's text: the array closed, the compressed stream finished."""
+        tail = self._compressed(b"]" if self._opened else b"[]") + self._deflate.flush()
+        trailer = struct.pack("<LL", self._crc, self._size & 0xFFFFFFFF)
+        return self._encoded(tail + trailer, final=True)
+
+    def _compressed(self, data: bytes) -> bytes:
+        self._crc = zlib.crc32(data, self._crc)
+        self._size += len(data)
+        return self._deflate.compress(data)
+
+    def _encoded(self, data: bytes, *, final: bool = False) -> str:
+        data = self._pending + data
+        cut = len(data) if final else len(data) - len(data) % 3  # base64 of a 3-byte group never changes
+        self._pending = data[cut:]
+        return base64.b64encode(data[:cut]).decode("ascii")
 
 
 def _search_text(result: EvalCaseResult) -> str:
@@ -220,27 +264,45 @@ class HTMLReporter(FileReporter):
         self.include_trajectory = include_trajectory
 
     def to_html(self, report: EvalReport) -> str:
+        return "".join(self.pieces(report))
+
+    def render(self, report: EvalReport) -> str:
+        return self.to_html(report)
+
+    def save(self, report: EvalReport, path: str | Path) -> str:
+        """Write the page to ``path`` piece by piece (a case's HTML alive at a time, and the first page's),
+        replacing it whole."""
+        with replacing(path) as fh:
+            for piece in self.pieces(report):
+                fh.write(piece.encode("utf-8"))
+        return str(Path(path).expanduser().absolute())
+
+    def pieces(self, report: EvalReport) -> Iterator[str]:
+        """``render(report)`` in consecutive pieces: the page down to the cases, then the cases a few at a time,
+        then the rest."""
         name = _esc(report.display_name, 200)
-        body = "\n".join(
+        yield (
+            '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">\n'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<title>Evaluation Report: {name}</title>\n<style>\n{_stylesheet()}</style>\n</head>\n"
+            "<body>\n<main>\n"
+        )
+        yield "\n".join(
             [
                 self._header(report),
                 self._warnings(run_warnings(report)),
                 self._summary(report),
                 self._criteria(report),
-                self._cases(report),
-                f"<footer>Generated by tracegrade · {_esc(format_timestamp(time.time()))}</footer>",
+                "",  # the cases follow, each section on its own line as before
             ]
         )
-        return (
-            '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-            f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">\n'
-            '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f"<title>Evaluation Report: {name}</title>\n<style>\n{_stylesheet()}</style>\n</head>\n"
-            f"<body>\n<main>\n{body}\n</main>\n<script>{_SCRIPT}</script>\n</body>\n</html>\n"
+        yield from self._cases(report)
+        # the clock is read once the cases are written, as when the page was one string
+        yield (
+            f"\n<footer>Generated by tracegrade · {_esc(format_timestamp(time.time()))}</footer>"
+            f"\n</main>\n<script>{_SCRIPT}</script>\n</body>\n</html>\n"
         )
-
-    def render(self, report: EvalReport) -> str:
-        return self.to_html(report)
 
     @classmethod
     def quick_save(cls, report: EvalReport, path: str | Path) -> str:
@@ -332,9 +394,11 @@ class HTMLReporter(FileReporter):
             + "</section>"
         )
 
-    def _cases(self, report: EvalReport) -> str:
+    def _cases(self, report: EvalReport) -> Iterator[str]:
+        """The cases section in pieces: its head, the packed cases as each case is rendered, the first page."""
         if not report.results:
-            return "<section><h2>Cases</h2><p class=muted>No cases.</p></section>"
+            yield "<section><h2>Cases</h2><p class=muted>No cases.</p></section>"
+            return
         filters = "".join(
             f'<button type="button" data-filter="{key}"{" class=active" if key == "all" else ""}>{label}</button>'
             for key, label in (
@@ -353,18 +417,27 @@ class HTMLReporter(FileReporter):
             'placeholder="Filter by case name or id" aria-label="Filter cases">'
             '<button type="button" id="expand-all">Expand / collapse all</button></div>'
         )
-        rendered = [self._case(r) for r in report.results]
+        total = len(report.results)
         pager = (
             '<div class="pager" id="case-pager"><button type="button" data-page="prev" disabled>‹ Previous</button>'
-            f'<span class="range">cases 1-{min(PAGE_SIZE, len(rendered))} of {len(rendered)}</span>'
-            f'<button type="button" data-page="next"{"" if len(rendered) > PAGE_SIZE else " disabled"}>Next ›</button>'
+            f'<span class="range">cases 1-{min(PAGE_SIZE, total)} of {total}</span>'
+            f'<button type="button" data-page="next"{"" if total > PAGE_SIZE else " disabled"}>Next ›</button>'
             "</div>"
         )
-        return (
-            f"<section><h2>Cases ({len(report.results)})</h2>{bar}{pager}"
-            f'<div class="case-list" id="case-list" data-page-size="{PAGE_SIZE}" '
-            f'data-cases="{_packed_cases(report.results, rendered)}">{"".join(rendered[:PAGE_SIZE])}</div></section>'
+        yield (
+            f"<section><h2>Cases ({total})</h2>{bar}{pager}"
+            f'<div class="case-list" id="case-list" data-page-size="{PAGE_SIZE}" data-cases="'
         )
+        packer = _CasePacker()
+        first_page: list[str] = []  # shown in the document, after the attribute that holds every case
+        for result in report.results:
+            html_text = self._case(result)
+            if len(first_page) < PAGE_SIZE:
+                first_page.append(html_text)
+            packed = packer.add(result, html_text)
+            if packed:
+                yield packed
+        yield f'{packer.close()}">{"".join(first_page)}</div></section>'
 
     # --- one case ---------------------------------------------------------------------------------
 
