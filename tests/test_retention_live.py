@@ -201,7 +201,7 @@ def test_maintain_retain_refuses_what_it_cannot_do(tmp_path: Path) -> None:
     served = tmp_path / "served.duckdb"
     with ServerProcess(served):
         held = CliRunner().invoke(cli, ["maintain", "--store", str(served), "--retain", "30d"])
-    assert held.exit_code == 1 and "give it --retain instead" in held.output, held.output
+    assert held.exit_code == 2 and "give it --retain instead" in held.output, held.output
 
 
 def test_serve_retain_tenants_expires_one_tenants_traces_and_keeps_the_others(tmp_path: Path) -> None:
