@@ -76,8 +76,8 @@ def command(
     OTLP files (for `tracegrade import` into another store, or any OpenTelemetry backend).
 
     OTLP carries no tenant: export one tenant at a time (--tenant, or a tenant's --token through a server).
-    The store keeps resource attributes and scope name and version per record, not scope attributes, schema URLs
-    or resource dropped counts, so an export has none of those.
+    Each record keeps its whole OTLP envelope (resource and scope, their attributes, schema URLs and dropped
+    counts); records stored before schema version 12 export without scope attributes and schema URLs.
     """
     if fmt == "parquet":
         _refuse_otlp_options(trace_ids, since, until)

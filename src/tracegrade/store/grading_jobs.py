@@ -106,7 +106,7 @@ class JobQueue(Protocol):
 
 
 class _SqlStore(Protocol):
-    def execute_write(self, sql: str, params: Sequence[Any] | None = None) -> None: ...
+    def execute_write(self, sql: str, params: Sequence[Any] | None = None) -> int: ...
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> Any: ...
 
@@ -160,19 +160,8 @@ class StoreJobQueue:
         self._update_held("lease_expires = ?", [utc_now() + lease], job_ids, owner)
 
     def finish(self, job_ids: Sequence[str], owner: str, status: str, run_id: str | None, error: str | None) -> int:
-        # counted first: the file has one writer (this process), so no other worker takes a job over in between
-        held = self._held(job_ids, owner)
         assignments = "status = ?, run_id = ?, error = ?, owner = NULL, lease_expires = NULL"
-        self._update_held(assignments, [status, run_id, error], job_ids, owner)
-        return held
-
-    def _held(self, job_ids: Sequence[str], owner: str) -> int:
-        """How many of ``job_ids`` ``owner`` holds the lease of."""
-        if not job_ids:
-            return 0
-        among, ids = sql_string_in(job_ids)
-        count = f"SELECT count(*) FROM grading_jobs WHERE owner = ? AND job_id IN {among}"
-        return int(self.store.query(count, [owner, *ids]).rows[0][0])
+        return self._update_held(assignments, [status, run_id, error], job_ids, owner)
 
     def release(self, job_ids: Sequence[str], owner: str, error: str) -> None:
         assignments = (
@@ -180,16 +169,17 @@ class StoreJobQueue:
         )
         self._update_held(assignments, [error], job_ids, owner)
 
-    def _update_held(self, assignments: str, values: list[Any], job_ids: Sequence[str], owner: str) -> None:
+    def _update_held(self, assignments: str, values: list[Any], job_ids: Sequence[str], owner: str) -> int:
         """Set ``assignments`` (with ``values``) on each of ``job_ids`` whose lease ``owner`` holds (a job has an
-        owner only while it is leased)."""
-        if job_ids:
-            # not a list parameter: DuckDB's Python client converts one of those value by value, at ~75 us each
-            among, ids = sql_string_in(job_ids)
-            self.store.execute_write(
-                f"UPDATE grading_jobs SET {assignments}, updated_at = ? WHERE owner = ? AND job_id IN {among}",
-                [*values, utc_now(), owner, *ids],
-            )
+        owner only while it is leased); how many it held."""
+        if not job_ids:
+            return 0
+        # not a list parameter: DuckDB's Python client converts one of those value by value, at ~75 us each
+        among, ids = sql_string_in(job_ids)
+        return self.store.execute_write(
+            f"UPDATE grading_jobs SET {assignments}, updated_at = ? WHERE owner = ? AND job_id IN {among}",
+            [*values, utc_now(), owner, *ids],
+        )
 
     def counts(self) -> dict[str, int]:
         rows = self.store.query("SELECT status, count(*) FROM grading_jobs GROUP BY status").rows

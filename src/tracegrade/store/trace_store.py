@@ -391,13 +391,15 @@ class TraceStore:
                 if trace_id:
                     owners[index].trace_ids.add(trace_id)
 
-    def execute_write(self, sql: str, params: Sequence[Any] | None = None) -> None:
+    def execute_write(self, sql: str, params: Sequence[Any] | None = None) -> int:
         """Run one writing statement (grading-result tables) in its own transaction, durable on return
-        (with ``wal=False`` a statement that changed rows, or DDL, is checkpointed at once)."""
+        (with ``wal=False`` a statement that changed rows, or DDL, is checkpointed at once); the rows it changed
+        (DuckDB's count of an INSERT, UPDATE or DELETE; 0 for DDL)."""
         with self._transaction("executing a write"):
             outcome = self._con.execute(sql, params).fetchall()
         if not self.wal and outcome != [(0,)]:
             self.checkpoint()
+        return int(outcome[0][0]) if outcome and outcome[0] and isinstance(outcome[0][0], int) else 0
 
     def write_records(self, tables: Mapping[str, pa.Table]) -> None:
         """Record grading rows (Arrow tables by table name, columns matched by name) in one transaction,
