@@ -1,8 +1,10 @@
-"""Build script: compiles the span-to-trajectory mapper with mypyc and the tool-call comparison's C twin
-(``src/tracegrade/criteria/_call_compare.c``); everything else is declared in pyproject.toml.
+"""Build script: compiles the span-to-trajectory mapper, the SDK span converter and the criteria's sequence matching
+and argument comparison with mypyc, and the tool-call comparison's C twin (``src/tracegrade/criteria/_call_compare.c``);
+everything else is declared in pyproject.toml.
 
-The mapper runs for every span tracegrade sees (live capture, the receiver's rebuilds, offline grading).
-Compiled, it maps more spans per second (figures: bench/RESULTS.md, bench_mapper). The compiled
+The mapper runs for every span tracegrade sees (live capture, the receiver's rebuilds, offline grading), the
+sequence matching for every trajectory and node-order criterion of every graded case. Compiled, they map more spans
+and grade more cases per second (figures: bench/RESULTS.md, bench_mapper, bench_criteria). The compiled
 modules behave exactly as their Python source, which stays in the package and is what runs when no
 extension was built.
 
@@ -30,7 +32,12 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 COMPILED_PACKAGES = ("src/tracegrade/trajectory",)
-COMPILED_MODULES = ("src/tracegrade/capture/sdk_convert.py",)
+COMPILED_MODULES = (
+    "src/tracegrade/capture/sdk_convert.py",
+    "src/tracegrade/criteria/sequence_match.py",
+    "src/tracegrade/criteria/tool_args.py",
+    "src/tracegrade/criteria/tool_calls.py",
+)
 # compiled by earlier versions: extensions an earlier editable install left beside them would shadow their source
 RETIRED_MODULES = ("src/tracegrade/models/json_values.py",)
 GROUP = "tracegrade"  # the shared library of the compiled modules is ``tracegrade__mypyc``

@@ -111,6 +111,8 @@ def test_no_piece_holds_the_whole_run() -> None:
     pieces = list(reporter.pieces(report))
     # the packed cases come out as they are compressed, not as one string once every case is rendered
     assert sum(bool(re.fullmatch(r"[A-Za-z0-9+/]+", p)) for p in pieces) > 1
-    # the only piece with cases' HTML in it (beside the packed attribute) is the first page, after the attribute
+    # the only pieces with cases' HTML in them (beside the packed attribute) are the first page's cases, one a
+    # piece, after the attribute: never the first page copied into one string
     with_cases = [p for p in pieces if '<details class="case ' in p]
-    assert len(with_cases) == 1 and with_cases[0].count('<details class="case ') == PAGE_SIZE
+    assert len(with_cases) == PAGE_SIZE and all(p.count('<details class="case ') == 1 for p in with_cases)
+    assert pieces[pieces.index(with_cases[0]) - 1].endswith('">')  # the attribute closed just before them

@@ -131,7 +131,8 @@ class StoreError(TracegradeError):
 
 
 class StoreLockedError(StoreError):
-    """Another process holds the DuckDB file for writing and no server answers for it."""
+    """The store is busy: another process holds the DuckDB file for writing and no server answers for it, or runs
+    a maintenance pass on the lake (one at a time)."""
 
 
 class QueryRefused(StoreError):

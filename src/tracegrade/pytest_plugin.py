@@ -205,7 +205,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         _gate(state, config)
     store = config.getoption("tracegrade_store", None)
     if store and not state.incomplete:
-        _record(state, Path(store))
+        _record(state, store)
     failed = (state.gate is not None and state.gate.verdict == "fail") or state.problems
     if failed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -282,14 +282,21 @@ def _gate(state: _SessionState, config: pytest.Config) -> None:
         )
 
 
-def _record(state: _SessionState, store: Path) -> None:
+def _record(state: _SessionState, store: str) -> None:
+    """Record the session as a run in ``store``; a failure is the session's problem (shown, the session failed),
+    its report files already written."""
     from tracegrade.errors import TracegradeError
+    from tracegrade.store.lake_location import redacted
     from tracegrade.testing.session_store import record_session
 
     try:
         state.recorded_run = record_session(state.report, store, os.environ.get("TRACEGRADE_TOKEN"))
-    except TracegradeError as exc:
-        state.problems.append(f"the session's run could not be recorded in {store}: {exc}")
+    except Exception as exc:
+        # beside tracegrade's own errors, what the store's client libraries raise when it is out of reach or
+        # answers no HTTP (http.client's, OSError, DuckDB's): the last step of a session, so a problem line
+        # that says what failed, never pytest's INTERNALERROR traceback
+        reason = str(exc) if isinstance(exc, TracegradeError) else f"{type(exc).__name__}: {exc}"
+        state.problems.append(f"the session's run could not be recorded in {redacted(store)}: {reason}")
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -336,7 +343,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         if what:
             write(f"not {' or '.join(what)}: {state.incomplete}, so these cases are only part of the run", red=True)
     if state.recorded_run is not None:
-        write(f"recorded run {state.recorded_run} in {tracegrade_store}")
+        from tracegrade.store.lake_location import redacted
+
+        write(f"recorded run {state.recorded_run} in {redacted(tracegrade_store)}")
     if state.gate is not None:
         from tracegrade.testing.session_store import gate_lines
 

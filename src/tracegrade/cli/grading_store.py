@@ -9,6 +9,7 @@ store is read, and runs are recorded, as the command's ``--tenant`` (see ``store
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.request
@@ -21,6 +22,7 @@ from typing import Any
 from tracegrade.cli.store_access import as_tenant, chosen_tenant, open_writable_store, warn_of_unstored_journal
 from tracegrade.errors import StoreError, StoreLockedError
 from tracegrade.evaluation.run_records import RunSink, record_report
+from tracegrade.json_output import json_text
 from tracegrade.models.results import EvalReport
 from tracegrade.store.lake_location import is_lake_location
 from tracegrade.store.tenancy import DEFAULT_TENANT, GRADING_TENANT
@@ -43,7 +45,9 @@ class GradingStore:
             return record_report(self.sink, report, kind, run_id, self.tenant)
         if self.remote_url is None:
             raise StoreError("this store is open read-only; results cannot be recorded")
-        body = json.dumps({"report": report.model_dump(mode="json"), "kind": kind, "run_id": run_id}).encode()
+        # strict JSON, as every report tracegrade writes: a score that is not a number (NaN) goes as null, which
+        # the report models read back as NaN (a bare NaN token is not JSON, and strict parsers refuse the body)
+        body = json_text({"report": report, "kind": kind, "run_id": run_id}, indent=None).encode("utf-8")
         request = urllib.request.Request(
             self.remote_url.rstrip("/") + "/v1/runs",
             data=body,
@@ -55,15 +59,19 @@ class GradingStore:
         )
         try:
             with urllib.request.urlopen(request, timeout=120) as response:
-                return str(json.loads(response.read())["run_id"])
+                answer = json.loads(response.read())
+            if not isinstance(answer, dict) or "run_id" not in answer:
+                raise ValueError(f"its answer is not the recorded run's id ({{'run_id': ...}}): {str(answer)[:200]}")
+            return str(answer["run_id"])
         except urllib.error.HTTPError as exc:
             detail = exc.read().decode("utf-8", "replace").strip()[:500]
             hint = " (this server cannot record runs; grade with --no-record)" if exc.code == 404 else ""
             raise StoreError(
                 f"the server at {self.remote_url} refused to record the run ({exc.code}: {detail}){hint}"
             ) from None
-        except (OSError, ValueError, KeyError) as exc:
-            raise StoreError(f"could not record the run through the server at {self.remote_url}: {exc}") from None
+        except (OSError, ValueError, http.client.HTTPException) as exc:  # HTTPException: an answer that is no HTTP
+            reason = str(exc) or type(exc).__name__
+            raise StoreError(f"could not record the run through the server at {self.remote_url}: {reason}") from None
 
 
 @contextmanager

@@ -180,9 +180,10 @@ def _one_pass(
     fails a single run and is reported and retried at the next interval by ``--every``."""
     import duckdb
 
-    from tracegrade.errors import StoreError
+    from tracegrade.errors import StoreError, StoreLockedError
     from tracegrade.store.lake import LakeStore
     from tracegrade.store.lake_location import redacted
+    from tracegrade.store.lake_maintenance import TRY_LATER
     from tracegrade.store.rows import utc_now
 
     try:
@@ -190,6 +191,11 @@ def _one_pass(
             click.echo(retention.apply(store, utc_now()).summary("expired"))
         if isinstance(store, LakeStore):
             click.echo(store.maintain(keep=keep, purge_deleted=purge_deleted).summary())
+    except StoreLockedError as exc:  # another process's pass: the lake is busy, not failed (exit 2, as for a file)
+        if stop_on_error:
+            raise UsageProblem(str(exc)) from None
+        click.echo(f"{str(exc).removesuffix(TRY_LATER)}this one tries again at the next interval", err=True)
+        return True  # the store is fine: no need to open it again
     except (duckdb.Error, StoreError) as exc:
         message = f"maintenance of {store.path} failed: {redacted(str(exc).splitlines()[0])}"
         if stop_on_error:

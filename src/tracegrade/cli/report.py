@@ -127,17 +127,18 @@ def command(report_file: Path, fmt: str, output: Path | None, verbose: bool, no_
       tracegrade report eval_reports/capitals.json -f junit > junit.xml
     """
     report = load_report(report_file)
-    if fmt == "console" and output is None:
-        _console_reporter(None, use_color=not no_color, verbose=verbose).report(report)
-        return
     if fmt == "console":
+        if output is None:
+            _console_reporter(None, use_color=not no_color, verbose=verbose).report(report)
+            return
         buffer = io.StringIO()
         _console_reporter(buffer, use_color=False, verbose=verbose).report(report)
-        text = buffer.getvalue()
-    else:
-        text = _file_reporter(fmt, suite_name).render(report)
+        click.echo(f"wrote {write_text_file(output, buffer.getvalue(), inputs=[report_file])}", err=True)
+        return
+    # written as it is rendered, never the whole document in memory at once (a page of 10,000 cases)
+    reporter = _file_reporter(fmt, suite_name)
     if output is None:
         sys.stdout.flush()  # what was printed before stays before
-        sys.stdout.buffer.write(text.encode("utf-8"))  # bytes as rendered: no newline translation
+        reporter.write_to(report, sys.stdout.buffer)  # bytes as rendered: no newline translation
         return
-    click.echo(f"wrote {write_text_file(output, text, inputs=[report_file])}", err=True)
+    click.echo(f"wrote {reporter.save(report, output, inputs=[report_file])}", err=True)

@@ -7,7 +7,7 @@ import json
 import math
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -21,7 +21,7 @@ from tracegrade.store.access import ReadableStore, open_store_for_read
 from tracegrade.store.journal import journal_directory, unstored_journal_bytes
 from tracegrade.store.lake_location import is_lake_location
 from tracegrade.store.remote import RemoteStore
-from tracegrade.store.results import QueryResult, json_safe, non_finite_text
+from tracegrade.store.results import QueryResult, interval_text, json_safe, non_finite_text
 from tracegrade.store.tenancy import check_tenant_name
 from tracegrade.store.tenant_scope import TenantStore
 from tracegrade.store.trace_store import TraceStore
@@ -221,26 +221,33 @@ def clip(text: str, limit: int) -> str:
 
 
 def display(value: Any) -> str:
-    """One cell as text for people: NULL empty, floats to 6 significant digits, the rest as :func:`cell_text`."""
+    """One cell as text for people: NULL empty, finite floats to 6 significant digits, the rest as
+    :func:`cell_text`."""
     if value is None:
         return ""
-    if isinstance(value, float):
+    if isinstance(value, float) and math.isfinite(value):
         return f"{value:.6g}"
     return cell_text(value)
 
 
 def cell_text(value: Any) -> str:
-    """One cell that is not NULL as text: timestamps ISO 8601; floats in full (the shortest text that reads back
-    the same), NaN and the infinities, BLOBs (base64), lists and structs (JSON) as ``--format json`` writes them."""
+    """One cell that is not NULL as text, as DuckDB spells it where JSON has no word of its own: booleans ``true`` and
+    ``false``, intervals ``1 day 02:03:04`` (:func:`~tracegrade.store.results.interval_text`); timestamps ISO 8601;
+    floats in full (the shortest text that reads back the same); NaN and the infinities, BLOBs (base64), lists,
+    arrays, structs and maps (JSON) as ``--format json`` writes them."""
+    if isinstance(value, bool):  # before the numbers: a bool is an int
+        return "true" if value else "false"
     if isinstance(value, datetime):
         return value.isoformat(sep=" ")
     if hasattr(value, "isoformat"):
         return str(value.isoformat())
+    if isinstance(value, timedelta):
+        return interval_text(value)
     if isinstance(value, float):
         return repr(value) if math.isfinite(value) else non_finite_text(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return str(json_safe(value))
-    if isinstance(value, (list, dict)):
+    if isinstance(value, (list, tuple, dict)):  # a fixed-size ARRAY comes as a tuple
         return json.dumps(json_safe(value), ensure_ascii=False)
     return str(value)
 

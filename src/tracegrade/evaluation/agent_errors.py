@@ -76,12 +76,17 @@ def _shown_path(filename: str) -> str:
 
 
 def describe_agent_exception(exc: BaseException) -> str:
-    """``Type: message (at file:line, in function)``: what the agent raised and where in the user's code."""
+    """``Type: message (at file:line, in function)``: what the agent raised and where in the user's code.
+
+    The place goes on the first line, after the message's first line, and the message's other lines follow:
+    a report's one-line views (the console's case table) show only the first line, and it must say where.
+    """
     text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     frame = user_frame(exc)
     if frame is None:
         return text
-    return f"{text} (at {_shown_path(frame.filename)}:{frame.lineno}, in {frame.name})"
+    first, newline, rest = text.partition("\n")
+    return f"{first} (at {_shown_path(frame.filename)}:{frame.lineno}, in {frame.name}){newline}{rest}"
 
 
 def _trimmed(stack: traceback.StackSummary) -> traceback.StackSummary:

@@ -65,7 +65,7 @@ from tracegrade.models.expectations import case_expectation, expectation_metadat
 from tracegrade.models.files import validation_problems
 from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport
 
-__all__ = ["AgentEvaluator", "create_eval_app", "interruption_of"]
+__all__ = ["AgentEvaluator", "create_eval_app", "interruption_of", "run_blocking"]
 
 log = logging.getLogger("tracegrade.evaluation")
 
@@ -150,14 +150,19 @@ def _check_simulated_cases(cases: Sequence[tuple[str, EvalCase]], source: str, c
         )
 
 
-def _run_blocking(run: Coroutine[Any, Any, EvalReport]) -> EvalReport:
+def run_blocking(run: Coroutine[Any, Any, EvalReport], name: str = "evaluate") -> EvalReport:
+    """Run ``run`` (a call of the coroutine function ``name``) to its report: the blocking ``<name>_sync`` form.
+
+    Inside a running event loop it is an EventLoopError; stopped by Ctrl-C, :class:`RunInterrupted`
+    carrying the cases that finished (every blocking form alike: ``evaluate_sync``, ``run_eval_sync``).
+    """
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         pass
     else:
         run.close()  # never awaited: close it so Python does not warn about it
-        raise EventLoopError("evaluate_sync cannot run inside a running event loop; use `await evaluate(...)`")
+        raise EventLoopError(f"{name}_sync cannot run inside a running event loop; use `await {name}(...)`")
     try:
         return asyncio.run(run)
     except RunInterrupted:
@@ -349,7 +354,7 @@ class AgentEvaluator:
     ) -> EvalReport:
         """Blocking :meth:`evaluate` with its arguments: ``AgentEvaluator(app, collector).evaluate_sync(eval_set)``
         (not usable inside a running event loop)."""
-        return _run_blocking(self.evaluate(eval_set, parallel, max_concurrency, verbose, output_dir))
+        return run_blocking(self.evaluate(eval_set, parallel, max_concurrency, verbose, output_dir))
 
     @classmethod
     def _evaluate_sync_on_class(

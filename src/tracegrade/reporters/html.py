@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport, TokenUsage
-from tracegrade.output_files import replacing
 from tracegrade.reporters.base import FileReporter
 from tracegrade.reporters.case_view import (
     STATUS_ICONS,
@@ -269,14 +268,6 @@ class HTMLReporter(FileReporter):
     def render(self, report: EvalReport) -> str:
         return self.to_html(report)
 
-    def save(self, report: EvalReport, path: str | Path) -> str:
-        """Write the page to ``path`` piece by piece (a case's HTML alive at a time, and the first page's),
-        replacing it whole."""
-        with replacing(path) as fh:
-            for piece in self.pieces(report):
-                fh.write(piece.encode("utf-8"))
-        return str(Path(path).expanduser().absolute())
-
     def pieces(self, report: EvalReport) -> Iterator[str]:
         """``render(report)`` in consecutive pieces: the page down to the cases, then the cases a few at a time,
         then the rest."""
@@ -437,7 +428,9 @@ class HTMLReporter(FileReporter):
             packed = packer.add(result, html_text)
             if packed:
                 yield packed
-        yield f'{packer.close()}">{"".join(first_page)}</div></section>'
+        yield f'{packer.close()}">'
+        yield from first_page  # one at a time: the first page is never copied into one string
+        yield "</div></section>"
 
     # --- one case ---------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from tracegrade.json_output import json_text, jsonable
 from tracegrade.models.results import EvalCaseResult, EvalReport
-from tracegrade.output_files import replacing, well_formed_text
+from tracegrade.output_files import well_formed_text
 from tracegrade.reporters.base import FileReporter
 
 __all__ = ["JSONReporter"]
@@ -77,13 +77,6 @@ class JSONReporter(FileReporter):
 
     def render(self, report: EvalReport) -> str:
         return "".join(self.pieces(report))
-
-    def save(self, report: EvalReport, path: str | Path) -> str:
-        """Write the document to ``path`` piece by piece (one case's text alive at a time), replacing it whole."""
-        with replacing(path) as fh:
-            for piece in self.pieces(report):
-                fh.write(piece.encode("utf-8"))
-        return str(Path(path).expanduser().absolute())
 
     @classmethod
     def quick_save(cls, report: EvalReport, path: str | Path, indent: int | None = 2) -> str:

@@ -18,7 +18,7 @@ import pyarrow as pa
 if TYPE_CHECKING:
     from tracegrade.store.results import QueryResult
 
-__all__ = ["typed_arrow"]
+__all__ = ["FROM_JSON_TEXT", "typed_arrow"]
 
 # DuckDB's scalar types and the Arrow type DuckDB exports each as (``duckdb … .arrow()``)
 _SCALARS: dict[str, pa.DataType] = {
@@ -43,14 +43,16 @@ _SCALARS: dict[str, pa.DataType] = {
     "TIMESTAMP_MS": pa.timestamp("ms"),
     "TIMESTAMP_NS": pa.timestamp("ns"),
 }
-# how JSON carries a value of these types (ISO 8601 text), and how to read it back
-_FROM_TEXT: dict[str, Callable[[str], Any]] = {
+# how JSON carries a value of these types (ISO 8601 text), and how to read it back (``RemoteStore`` does too)
+FROM_JSON_TEXT: dict[str, Callable[[str], Any]] = {
     "DATE": dt.date.fromisoformat,
     "TIME": dt.time.fromisoformat,
+    "TIME WITH TIME ZONE": dt.time.fromisoformat,
     "TIMESTAMP": dt.datetime.fromisoformat,
     "TIMESTAMP_S": dt.datetime.fromisoformat,
     "TIMESTAMP_MS": dt.datetime.fromisoformat,
     "TIMESTAMP_NS": dt.datetime.fromisoformat,
+    "TIMESTAMP WITH TIME ZONE": dt.datetime.fromisoformat,
 }
 
 
@@ -61,7 +63,7 @@ def _typed_array(values: list[Any], kind: str) -> pa.Array | None:
     arrow_type = _SCALARS.get(element)
     if arrow_type is None:
         return None
-    parse = _FROM_TEXT.get(element)
+    parse = FROM_JSON_TEXT.get(element)
 
     def value(v: Any) -> Any:
         return parse(v) if parse is not None and isinstance(v, str) else v

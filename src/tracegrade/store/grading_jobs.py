@@ -119,8 +119,9 @@ class StoreJobQueue:
 
     def enqueue(self, rule: str, where: Sequence[str], params: Sequence[Any], tenant: str = DEFAULT_TENANT) -> int:
         now = utc_now()
-        before = self._count(rule, tenant)
-        self.store.execute_write(
+        # the rows the INSERT added (DuckDB counts neither a trace that has the job nor a conflict it skipped):
+        # counting the rule's jobs before and after would also count those another enqueue added in between
+        return self.store.execute_write(
             "INSERT INTO grading_jobs (job_id, rule, trace_id, status, owner, lease_expires, attempts, created_at, "
             "updated_at, run_id, error, tenant) "
             "SELECT ? || ':' || trace_id, ?, trace_id, 'pending', NULL, NULL, 0, ?, ?, NULL, NULL, tenant FROM traces "
@@ -128,11 +129,6 @@ class StoreJobQueue:
             "WHERE j.tenant = traces.tenant AND j.rule = ? AND j.trace_id = traces.trace_id) ON CONFLICT DO NOTHING",
             [job_prefix(rule, tenant), rule, now, now, tenant, *params, rule],
         )
-        return self._count(rule, tenant) - before
-
-    def _count(self, rule: str, tenant: str) -> int:
-        count = "SELECT count(*) FROM grading_jobs WHERE tenant = ? AND rule = ?"
-        return int(self.store.query(count, [tenant, rule]).rows[0][0])
 
     def claim(self, owner: str, limit: int, lease: timedelta, max_attempts: int) -> list[ClaimedJob]:
         now = utc_now()

@@ -55,7 +55,7 @@ from tracegrade.store.lake_extensions import load_lake_extensions
 from tracegrade.store.lake_forgotten import CatalogForgottenTraces, ensure_forgotten_table
 from tracegrade.store.lake_jobs import JOBS_SCHEMA, CatalogJobQueue, ensure_job_table
 from tracegrade.store.lake_location import catalog_conninfo, redacted
-from tracegrade.store.lake_maintenance import MaintenanceResult, maintain_lake
+from tracegrade.store.lake_maintenance import MaintenanceResult, maintain_lake, maintenance_lock
 from tracegrade.store.lake_schema import (
     BUILD_COLUMN,
     FIRST_COPY,
@@ -239,9 +239,15 @@ class LakeStore(TraceStore):
         super().close()
 
     def _remember_forgotten(self, keys: pa.Table) -> None:
-        """In the catalog's database (``lake_forgotten``), committed there."""
+        """In the catalog's database (``lake_forgotten``), committed there at once: before the deletions commit,
+        since the writes of every machine look their traces up there (the lake's data and its catalog's database
+        are no one transaction, so a crash between the two leaves the traces forgotten, their rows to be deleted
+        by the next ``forget``)."""
         self._require_open()
         self._forgotten.add(list(zip(keys.column("tenant").to_pylist(), keys.column("trace_id").to_pylist())))
+
+    def _forgotten_committed(self, keys: pa.Table) -> None:
+        """Nothing to keep in memory: every write looks the forgotten traces up in the catalog's database."""
 
     def _forgotten_among(self, traces: set[TraceKey]) -> set[TraceKey]:
         """Looked up in the catalog's database, inside the caller's transaction and so the write gate."""
@@ -361,11 +367,12 @@ class LakeStore(TraceStore):
 
     def maintain(self, *, keep: timedelta, purge_deleted: bool = False) -> MaintenanceResult:
         """One maintenance pass over the lake (see ``lake_maintenance``), between this process's own commits;
-        ``purge_deleted`` rewrites every data file that holds a deleted row."""
+        ``purge_deleted`` rewrites every data file that holds a deleted row. StoreLockedError at once while
+        another process's pass runs on the lake."""
         self._require_open()
         if self.read_only:
             raise StoreError(f"lake {self.path} is open read-only; maintenance needs a read-write open")
-        with self._write_lock:
+        with maintenance_lock(self._conninfo, str(self.path)), self._write_lock:
             return maintain_lake(self._con, CATALOG_ALIAS, keep=keep, purge_deleted=purge_deleted)
 
     def checkpoint(self) -> None:

@@ -14,22 +14,53 @@ deleted: its bytes stay in the Parquet file that holds it, beside the rows that 
 rewritten, and a file is rewritten only once most of it is deleted. ``purge_deleted`` rewrites every file that
 holds a deleted row; the files it replaces are deleted ``keep`` later, like any other, and then no file holds
 those rows.
+
+One pass runs at a time on a lake: two would rewrite and expire the same files, and one of them fail with
+DuckLake's serialisation error. A pass holds ``MAINTENANCE_KEY``, a PostgreSQL advisory lock in the catalog's
+database, on a session of its own (``maintenance_lock``); another pass finds it taken and stops at once with a
+StoreLockedError naming the holder. Ending the session releases the lock, so a process that dies mid-pass
+holds no lake back.
 """
 
 from __future__ import annotations
 
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import duckdb
 import pyarrow.compute as pc
 
+from tracegrade.errors import StoreLockedError
+from tracegrade.store.catalog_connection import CatalogConnection
 from tracegrade.store.database import quote_identifier
 from tracegrade.store.rows import sql_string
 
-__all__ = ["ORPHAN_GRACE", "MaintenanceResult", "live_data_files", "maintain_lake"]
+__all__ = [
+    "MAINTENANCE_KEY",
+    "ORPHAN_GRACE",
+    "TRY_LATER",
+    "MaintenanceResult",
+    "live_data_files",
+    "maintain_lake",
+    "maintenance_lock",
+]
 
 ORPHAN_GRACE = timedelta(hours=1)  # far longer than any commit takes from its first written file
+MAINTENANCE_KEY = 0x74726163656D6E74  # "tracemnt": one advisory lock per catalog database, which is one lake
+TRY_LATER = "try again later"  # how the message of a pass that found the lock taken ends
+_HOLDER_LABEL = "tracegrade maintain "  # the holder's application_name starts so: the rest is its pid and host
+# the session holding the lock (PostgreSQL stores a bigint key as its high and low 32 bits, objsubid 1); who
+# it is and when it connected, which PostgreSQL shows other roles' sessions only in part
+_HOLDER_SQL = (
+    "SELECT l.pid, a.application_name, a.backend_start FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid "
+    "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.classid::bigint = %s "
+    "AND l.objid::bigint = %s AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+)
 
 
 @dataclass(frozen=True)
@@ -92,3 +123,41 @@ def maintain_lake(
         snapshots_expired=expired,
         files_deleted=deleted,
     )
+
+
+@contextmanager
+def maintenance_lock(conninfo: str, lake: str) -> Iterator[None]:
+    """Held around one maintenance pass of the lake whose catalog is at ``conninfo`` (``lake`` names it in
+    messages), on a session of its own that the block's end closes. StoreLockedError at once, naming the holder
+    as far as PostgreSQL shows it, while another pass holds it; StoreError when the catalog is out of reach."""
+    catalog = CatalogConnection(conninfo)
+    try:
+        with catalog.cursor("taking the lake's maintenance lock") as cursor:
+            (taken,) = cursor.execute("SELECT pg_try_advisory_lock(%s)", [MAINTENANCE_KEY]).fetchone() or (False,)
+            if taken:  # who holds it, for the message of the pass that finds it taken
+                label = f"{_HOLDER_LABEL}pid {os.getpid()} on {socket.gethostname()}"[:63]  # PostgreSQL's limit
+                cursor.execute("SELECT set_config('application_name', %s, false)", [label])
+            else:
+                holder = cursor.execute(_HOLDER_SQL, [MAINTENANCE_KEY >> 32, MAINTENANCE_KEY & 0xFFFFFFFF]).fetchone()
+        if not taken:
+            raise StoreLockedError(
+                f"another maintain is running on lake {lake}{_described(holder)}: one pass runs at a time, as two "
+                f"would rewrite the same files; {TRY_LATER}"
+            )
+        yield
+    finally:
+        catalog.close()  # ends the session, which releases the lock
+
+
+def _described(holder: tuple[Any, ...] | None) -> str:
+    """`` (pid 123 on host, started …)``: the holder of the maintenance lock, as far as it is known."""
+    if holder is None:  # released since: the next try takes it
+        return ""
+    backend_pid, application, started = holder
+    if isinstance(application, str) and application.startswith(_HOLDER_LABEL):
+        parts = [application.removeprefix(_HOLDER_LABEL)]
+    else:  # not a maintain pass (someone took the lock by hand), or a session PostgreSQL shows us little of
+        parts = [f"PostgreSQL backend pid {backend_pid}" + (f", application {application!r}" if application else "")]
+    if isinstance(started, datetime):
+        parts.append(f"started {started.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC")
+    return f" ({', '.join(parts)})"

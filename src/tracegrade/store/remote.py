@@ -11,15 +11,19 @@ any other caller gets an error, never part of a result taken for the whole of it
 from __future__ import annotations
 
 import base64
+import decimal
+import functools
 import json
+import re
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
 
 from tracegrade.errors import StoreError
+from tracegrade.store.arrow_types import FROM_JSON_TEXT
 from tracegrade.store.query_control import QueryControl
 from tracegrade.store.results import NON_FINITE, QueryResult
 from tracegrade.store.trace_deletion import Deleted
@@ -27,30 +31,68 @@ from tracegrade.store.trace_deletion import Deleted
 __all__ = ["RemoteStore"]
 
 
-def _with_bytes(row: tuple[Any, ...], blob_columns: list[int]) -> tuple[Any, ...]:
-    values = list(row)
-    for index in blob_columns:
-        if isinstance(values[index], str):
-            values[index] = base64.b64decode(values[index])
-    return tuple(values)
-
-
 # float columns (and lists of floats): the server writes a NaN or an infinity as a string of NON_FINITE (JSON has
 # no number for them). In other nested types (a STRUCT, a MAP) such a string is left as it came: it may be text.
 _FLOAT_TYPES = frozenset({"DOUBLE", "FLOAT", "REAL", "FLOAT4", "FLOAT8"})
-_FLOAT_COLUMNS = _FLOAT_TYPES | {f"{kind}[]" for kind in _FLOAT_TYPES}
+_FLOAT_LISTS = frozenset(f"{kind}[]" for kind in _FLOAT_TYPES)
+_DECIMAL = re.compile(r"DECIMAL\(\d+,(\d+)\)")
+_DECIMAL_DIGITS = decimal.Context(prec=40)  # DuckDB's widest DECIMAL has 38 digits
 
 
 def _float(value: Any) -> Any:
     return NON_FINITE[value] if isinstance(value, str) and value in NON_FINITE else value
 
 
-def _with_floats(row: tuple[Any, ...], float_columns: list[int]) -> tuple[Any, ...]:
-    values = list(row)
-    for index in float_columns:
-        value = values[index]
-        values[index] = [_float(v) for v in value] if isinstance(value, list) else _float(value)
-    return tuple(values)
+def _floats(value: Any) -> Any:
+    return [_float(v) for v in value] if isinstance(value, list) else _float(value)
+
+
+def _bytes(value: Any) -> Any:
+    return base64.b64decode(value) if isinstance(value, str) else value
+
+
+def _decimal(value: Any, scale: int) -> Any:
+    """A DECIMAL as JSON carried it (a number when a float holds it exactly, else its digits: ``decimal_json``) back
+    as the Decimal of the column's scale that a local file gives (``1.5`` in a DECIMAL(10,2) is ``1.50``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return value
+    try:
+        exact = decimal.Decimal(repr(value) if isinstance(value, float) else value)
+        return exact.quantize(decimal.Decimal(1).scaleb(-scale), context=_DECIMAL_DIGITS)
+    except decimal.InvalidOperation:
+        return value
+
+
+def _reader(kind: str) -> Callable[[Any], Any] | None:
+    """How to give back a value of DuckDB type ``kind`` as a local file's query gives it, from what the server
+    wrote in JSON (bytes in base64, NaN and the infinities as text, times ISO 8601, decimals as numbers or
+    digits); None when JSON carries the type as it is (or nothing is done for it: nested types keep their JSON)."""
+    if kind == "BLOB":
+        return _bytes
+    if kind in _FLOAT_TYPES or kind in _FLOAT_LISTS:
+        return _floats
+    parse = FROM_JSON_TEXT.get(kind)
+    if parse is not None:
+        return lambda value: parse(value) if isinstance(value, str) else value
+    decimal_type = _DECIMAL.fullmatch(kind)
+    if decimal_type is not None:
+        return functools.partial(_decimal, scale=int(decimal_type[1]))
+    return None
+
+
+def _typed_rows(rows: list[tuple[Any, ...]], types: list[str] | None) -> list[tuple[Any, ...]]:
+    """``rows`` with each column whose type JSON does not carry (see ``_reader``) read back as that type."""
+    readers = {index: reader for index, kind in enumerate(types or []) if (reader := _reader(kind)) is not None}
+    if not readers:
+        return rows
+    typed = []
+    for row in rows:
+        values = list(row)
+        for index, read in readers.items():
+            if index < len(values) and values[index] is not None:
+                values[index] = read(values[index])
+        typed.append(tuple(values))
+    return typed
 
 
 def _error_text(body: bytes) -> str:
@@ -103,12 +145,7 @@ class RemoteStore:
         except (KeyError, TypeError) as exc:
             raise StoreError(f"the tracegrade server at {self.url} sent an unexpected query answer: {exc}") from None
         types = data.get("types") if isinstance(data.get("types"), list) else None
-        blobs = [index for index, kind in enumerate(types or []) if kind == "BLOB"]
-        if blobs:  # the server sends bytes as base64 text; give them back as bytes, as a local file would
-            rows = [_with_bytes(row, blobs) for row in rows]
-        floats = [index for index, kind in enumerate(types or []) if kind in _FLOAT_COLUMNS]
-        if floats:  # and a NaN or an infinity as text; give them back as floats
-            rows = [_with_floats(row, floats) for row in rows]
+        rows = _typed_rows(rows, types)  # bytes, NaN, times, decimals: as a local file gives them
         return self._capped(QueryResult(columns, rows, types), data, control.max_rows if control else None)
 
     def forget(self, trace_ids: Sequence[str], *, delete_runs: bool = False) -> Deleted:

@@ -16,7 +16,16 @@ from pydantic import BaseModel
 
 from tracegrade.errors import StoreError
 
-__all__ = ["NON_FINITE", "CommitConflict", "QueryResult", "WriteResult", "json_safe", "non_finite_text"]
+__all__ = [
+    "NON_FINITE",
+    "CommitConflict",
+    "QueryResult",
+    "WriteResult",
+    "decimal_json",
+    "interval_text",
+    "json_safe",
+    "non_finite_text",
+]
 
 # How a NaN or an infinity is written in JSON, which has no number for them: as JavaScript and Python print them,
 # in a string (a bare NaN would make the document invalid JSON; null would say the value is missing).
@@ -93,8 +102,7 @@ class QueryResult:
         return pa.Table.from_arrays(arrays, names=list(self.columns))
 
     def json_rows(self) -> list[dict[str, Any]]:
-        """Rows as JSON-ready objects: JSON columns parsed, timestamps ISO 8601, decimals as numbers,
-        bytes as base64, NaN and the infinities as the strings "NaN", "Infinity" and "-Infinity"."""
+        """Rows as JSON-ready objects: JSON columns parsed, the other values as :func:`json_safe` writes them."""
         json_columns = {i for i, t in enumerate(self.types or []) if t == "JSON"}
         return [
             {
@@ -115,8 +123,9 @@ def _parsed_json(value: Any) -> Any:
 
 
 def json_safe(value: Any) -> Any:
-    """A DuckDB result value (or a criterion's details) as JSON: timestamps in ISO 8601, decimals as numbers, bytes in
-    base64, models as their fields, NaN and the infinities as the strings of ``NON_FINITE``."""
+    """A DuckDB result value (or a criterion's details) as JSON: timestamps in ISO 8601, intervals as DuckDB writes
+    them (:func:`interval_text`), decimals as :func:`decimal_json` writes them, bytes in base64, models as their
+    fields, NaN and the infinities as the strings of ``NON_FINITE``."""
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
@@ -124,9 +133,9 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
         return value.isoformat()
     if isinstance(value, dt.timedelta):
-        return value.total_seconds()
+        return interval_text(value)
     if isinstance(value, decimal.Decimal):
-        return float(value)
+        return decimal_json(value)
     if isinstance(value, uuid.UUID):
         return str(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -138,6 +147,36 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return json_safe(value.model_dump(mode="json"))
     return str(value)
+
+
+_MICROS_PER_DAY = 86_400_000_000
+
+
+def interval_text(value: dt.timedelta) -> str:
+    """An INTERVAL as DuckDB writes it (``1 day 02:03:04``, ``-00:00:00.5``, ``2 days``), which DuckDB and PostgreSQL
+    read back as the same interval; ISO 8601 (``P1DT2H3M4S``) would not read back in DuckDB.
+
+    DuckDB hands Python an interval as a ``timedelta``, its months counted as 30 days and hours past 24 as days, so
+    ``INTERVAL 1 MONTH`` comes out as ``30 days`` and ``INTERVAL 36 HOURS`` as ``1 day 12:00:00`` (equal intervals to
+    DuckDB). Days and time carry the sign of the whole: ``-1 day -02:00:00``."""
+    micros = value // dt.timedelta(microseconds=1)
+    sign = "-" if micros < 0 else ""
+    days, micros = divmod(abs(micros), _MICROS_PER_DAY)
+    parts = [f"{sign}{days} day{'' if days == 1 else 's'}"] if days else []
+    if micros or not days:
+        seconds, fraction = divmod(micros, 1_000_000)
+        minutes, seconds = divmod(seconds, 60)
+        hours, minutes = divmod(minutes, 60)
+        clock = f"{sign}{hours:02d}:{minutes:02d}:{seconds:02d}"
+        parts.append(f"{clock}.{fraction:06d}".rstrip("0") if fraction else clock)
+    return " ".join(parts)
+
+
+def decimal_json(value: decimal.Decimal) -> float | str:
+    """A DECIMAL in JSON: a number when a float holds it exactly (``1.50`` -> ``1.5``), else its exact digits in a
+    string (``DECIMAL(38,3)`` has more digits than a float keeps: as a number it would read back as another value)."""
+    number = float(value)
+    return number if math.isfinite(number) and decimal.Decimal(repr(number)) == value else str(value)
 
 
 def non_finite_text(value: float) -> str:

@@ -518,9 +518,13 @@ class TraceStore:
         ``delete_runs`` they are deleted whole, else they are kept and the answer names them (``runs_kept``).
         ``traces`` in the answer counts the traces the store held anything of."""
         keys = trace_keys(tenant, list(trace_ids))
-        with self._deletion_batch():
-            self._remember_forgotten(keys)  # first: the writes that commit from now on drop their records
+        # the write lock across the transaction and what follows its commit: no write of this process commits
+        # in between, before the traces are known forgotten here (``_forgotten_committed``)
+        with self._deletion_batch(), self._write_lock:
             with self._transaction("forgetting traces"):
+                # in the deletions' transaction: a crash (or a failed deletion) leaves the traces neither
+                # forgotten nor deleted, never forgotten with their rows still stored
+                self._remember_forgotten(keys)
                 held = held_traces(self._con, keys)
                 runs = recorded_runs_of(self._con, keys)
                 deleted = replace(
@@ -530,6 +534,7 @@ class TraceStore:
                     deleted = replace(deleted, recorded_runs=delete_whole_runs(self._con, runs))
                 else:
                     deleted = replace(deleted, runs_kept=tuple(runs.column("run_id").to_pylist()))
+            self._forgotten_committed(keys)
         # the trajectories are gone, so their jobs are orphans now (jobs added later find no trajectory either)
         deleted += Deleted(jobs=self.job_queue().forget(utc_now()))
         if not self.wal:
@@ -537,9 +542,12 @@ class TraceStore:
         return deleted
 
     def _remember_forgotten(self, keys: pa.Table) -> None:
-        """Add ``keys`` to ``forgotten_traces``, committed."""
-        with self._transaction("remembering forgotten traces"):
-            add_forgotten(self._con, keys, self._stamp())
+        """Add ``keys`` to ``forgotten_traces``, in the caller's transaction (``forget``'s)."""
+        add_forgotten(self._con, keys, self._stamp())
+
+    def _forgotten_committed(self, keys: pa.Table) -> None:
+        """Called once the transaction that added ``keys`` to the forgotten traces committed, under the write lock:
+        from now on the writes of this process (the file's only writer) drop their records."""
         self._forgotten_keys.update(_distinct_traces(keys))
         self.holds_forgotten = True
 

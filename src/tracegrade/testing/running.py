@@ -97,12 +97,16 @@ def run_eval_sync(
     *,
     extra_criteria: Sequence[BaseCriterion] = (),
 ) -> EvalReport:
-    """:func:`run_eval` for a plain (non-async) test; not usable inside a running event loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(run_eval(agent, collector, eval_set, config, verbose, extra_criteria=extra_criteria))
-    raise RuntimeError("run_eval_sync cannot run inside a running event loop; use `await run_eval(...)`")
+    """:func:`run_eval` for a plain (non-async) test; not usable inside a running event loop (EventLoopError).
+
+    Stopped by Ctrl-C, it raises :class:`~tracegrade.errors.RunInterrupted` (a ``KeyboardInterrupt``) carrying
+    the cases that finished, as ``evaluate_sync`` does.
+    """
+    from tracegrade.evaluation.evaluator import run_blocking
+
+    return run_blocking(
+        run_eval(agent, collector, eval_set, config, verbose, extra_criteria=extra_criteria), "run_eval"
+    )
 
 
 def _find_eval_file(eval_file: str | Path | None, test: Callable[..., Any]) -> Path:

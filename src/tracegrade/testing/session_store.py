@@ -9,6 +9,7 @@ case that went from pass to fail); too little evidence is reported as inconclusi
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,15 +95,22 @@ def gate_lines(result: RunComparison) -> list[tuple[str, bool]]:
     return lines
 
 
-def record_session(report: EvalReport, store: Path, token: str | None) -> str:
+def record_session(report: EvalReport, store: str | Path, token: str | None) -> str:
     """Record the session's report as a run in ``store`` (through the server holding it, if one does); the
-    first session creates a store file that does not exist yet."""
+    first session creates a store file that does not exist yet. A lake (``ducklake:postgres:...``) is recorded
+    in with its data path from ``TRACEGRADE_LAKE_DATA``, as the CLI takes it."""
     from tracegrade.cli.grading_store import open_grading_store
+    from tracegrade.env_vars import ENV_VARS
     from tracegrade.store.lake_location import is_lake_location
 
-    if not store.exists() and not is_lake_location(str(store)):
+    location = str(store)  # kept a string: a lake's conninfo is no path (Path would fold a URI's "//")
+    if is_lake_location(location):
+        lake_data = os.environ.get(ENV_VARS["lake_data"]) or None
+        with open_grading_store(location, token, lake_data=Path(lake_data) if lake_data else None) as opened:
+            return opened.record(report, SESSION_RUN_KIND)
+    if not Path(location).exists():
         from tracegrade.store import TraceStore
 
-        TraceStore(store).close()
-    with open_grading_store(store, token) as opened:
+        TraceStore(location).close()
+    with open_grading_store(Path(location), token) as opened:
         return opened.record(report, SESSION_RUN_KIND)

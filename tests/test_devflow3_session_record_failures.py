@@ -1,0 +1,103 @@
+"""A pytest session that cannot record its run says why in one problem line and fails, its report files
+written, instead of ending in pytest's INTERNALERROR traceback; a lake given to ``--tracegrade-store`` is recorded
+in as a lake (its data path from ``TRACEGRADE_LAKE_DATA``), not looked for as a file.
+
+Real pytest sessions (``pytester``) on test_pytest_plugin_store's project; a real ``tracegrade serve`` killed
+with SIGKILL, a real process holding its store, another program on the port the server announced; a real
+PostgreSQL for the lake."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support import pg_cluster
+from tests.support.pg_cluster import PgServer
+from tests.support.server_process import ServerProcess
+from tests.test_pytest_plugin_store import _session, project  # noqa: F401  (project: the fixture)
+from tracegrade.evaluation.run_records import list_runs
+from tracegrade.store import TraceStore
+from tracegrade.store.lake import LakeStore
+
+pytest_plugins = ["pytester"]
+pg_server = pg_cluster.pg_server  # the session's PostgreSQL (a fixture), for the lake
+
+# holds the store file open (DuckDB's lock) until its standard input closes
+HOLDER = (
+    "import sys; from tracegrade.store import TraceStore; "
+    "s = TraceStore(sys.argv[1]); print('held', flush=True); sys.stdin.read()"
+)
+
+
+@pytest.fixture
+def store_held_with_a_stale_announcement(project: pytest.Pytester) -> Iterator[Path]:  # noqa: F811
+    """The project's store held by another process while its sidecar still names the port of a server that was
+    killed, and another program (not HTTP) now listens there."""
+    store = project.path / "runs.duckdb"
+    TraceStore(store).close()
+    server = ServerProcess(store).start()
+    port = server.http_port
+    server.kill()  # SIGKILL: the sidecar stays
+    assert server.sidecar.exists()
+    listener = socket.create_server(("127.0.0.1", port))
+    threading.Thread(target=_answer_no_http, args=(listener,), daemon=True).start()
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(store)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+        yield store
+    finally:
+        holder.kill()
+        holder.wait(30)
+        listener.close()
+
+
+def _answer_no_http(listener: socket.socket) -> None:
+    while True:
+        try:
+            client, _ = listener.accept()
+        except OSError:  # closed
+            return
+        with client:
+            client.recv(65536)
+            client.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")
+
+
+def test_a_store_that_answers_no_http_is_a_problem_line_and_the_reports_stay(
+    project: pytest.Pytester,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    store_held_with_a_stale_announcement: Path,
+) -> None:
+    result = _session(project, monkeypatch, [], "--tracegrade-report", "reports")
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(passed=12)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # every test passed; the run was not recorded
+    result.stdout.fnmatch_lines(["problem: the session's run could not be recorded in runs.duckdb: *BadStatusLine*"])
+    assert sorted(p.suffix for p in (project.path / "reports").iterdir()) == [".html", ".json", ".xml"]
+
+
+def test_a_lake_store_is_recorded_in_as_a_lake(
+    project: pytest.Pytester,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    pg_server: PgServer,
+) -> None:
+    location = f"ducklake:postgres:{pg_server.new_database()}"
+    monkeypatch.setenv("TRACEGRADE_LAKE_DATA", str(project.path / "lake-data"))
+    result = project.runpytest("-p", "no:cacheprovider", "--tracegrade-store", location)
+    assert result.ret == 0, result.stdout.str()
+    with LakeStore(location, data_path=project.path / "lake-data") as lake:
+        [(run_id, passed)] = [(r.run_id, r.passed_cases) for r in list_runs(lake)]
+    assert passed == 12
+    result.stdout.fnmatch_lines([f"recorded run {run_id} in {location}"])
+    # a lake whose catalog is out of reach: said as such (not "store not found"), the session failed
+    gone = "ducklake:postgres:host=127.0.0.1 port=1 dbname=nowhere user=nobody"
+    missing = project.runpytest("-p", "no:cacheprovider", "--tracegrade-store", gone, "--tracegrade-report", "reports")
+    assert missing.ret == pytest.ExitCode.TESTS_FAILED
+    missing.stdout.fnmatch_lines([f"problem: the session's run could not be recorded in {gone}: cannot open lake *"])
+    assert "store not found" not in missing.stdout.str()
+    assert (project.path / "reports").is_dir()
