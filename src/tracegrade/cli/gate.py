@@ -38,7 +38,14 @@ __all__ = ["command", "junit_xml"]
     help="Also fail on an observed drop of the case pass rate or a criterion's mean score larger than this.",
 )
 @click.option("--strict", is_flag=True, help="Fail on any case that went from pass to fail.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("tracegrade-gate"))
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("tracegrade-gate"),
+    show_default=True,
+    help="Directory summary.md and junit.xml are written into.",
+)
 @click.option("--format", "fmt", type=click.Choice(["markdown", "json"]), default="markdown", show_default=True)
 @friendly_errors
 def command(

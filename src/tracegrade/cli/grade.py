@@ -43,7 +43,14 @@ __all__ = ["command"]
     type=click.Path(dir_okay=False, path_type=Path),
     help="EvalConfig file (default: trajectory and rouge_match, no LLM judge).",
 )
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("eval_reports"))
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("eval_reports"),
+    show_default=True,
+    help="Directory the report files --format asks for (json, html, junit) are written into.",
+)
 @click.option(
     "--format", "formats", default="console,json", show_default=True, help="Comma-separated: " + ",".join(FORMATS)
 )

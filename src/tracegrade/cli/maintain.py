@@ -74,7 +74,7 @@ def command(
 
     Safe while receivers write: each step is a DuckLake commit, retried when it races theirs. With
     --every, SIGINT or SIGTERM stops it once the pass in progress is done. A DuckDB store file needs none
-    of the lake's steps (it checkpoints itself), so a file store is refused without --retain or
+    of the lake's steps (it checkpoints itself), so a file store is refused without --retain, --retain-tenants or
     --purge-deleted.
     """
     from tracegrade.errors import InvalidValueError
@@ -93,7 +93,10 @@ def command(
     if retention is not None and not is_lake_location(location):
         opener: Callable[[], TraceStore] = functools.partial(_open_file_store, Path(location))
     else:
-        reason = "which needs no maintenance (it checkpoints itself; --retain deletes its old traces)"
+        reason = (
+            "which needs no maintenance (it checkpoints itself); --retain or --retain-tenants deletes its old "
+            "traces, --purge-deleted rewrites it without the bytes of deleted rows"
+        )
         data_path = checked_lake(location, lake_data, "maintain", reason)
         from tracegrade.store.lake import LakeStore
 

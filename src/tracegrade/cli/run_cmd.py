@@ -5,6 +5,7 @@ the same way, with exit code 143."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import sys
 from collections.abc import Iterator
@@ -79,7 +80,7 @@ def command(
     reported, marked incomplete).
     """
     from tracegrade.evaluation.checks import checked_config, checked_eval_set
-    from tracegrade.evaluation.evaluator import AgentEvaluator
+    from tracegrade.evaluation.evaluator import AgentEvaluator, interruption_of
 
     chosen = parse_formats(formats) if formats is not None else None
     # every input checked before the agent is loaded (importing it may be slow or have effects)
@@ -95,7 +96,11 @@ def command(
     with _sigterm_as_interrupt() as terminated:
         try:
             report = AgentEvaluator(app, collector, quiet).evaluate_sync(eval_set, verbose=verbose)
-        except RunInterrupted as stopped:
+        except (RunInterrupted, asyncio.CancelledError) as exc:
+            # a cancelled run (SIGTERM with SIGINT ignored: _cancel_run) carries its report on the cancellation
+            stopped = interruption_of(exc)
+            if stopped is None:
+                raise
             partial = cast("EvalReport", stopped.report)  # RunInterrupted types it loosely: errors.py imports no model
             written, unwritten = _write(partial, reporter, directory, chosen, verbose, announce=False)
             click.echo(_stopped_line(stopped, written, unwritten, terminated=bool(terminated)), err=True)
@@ -172,6 +177,22 @@ def _raised_at(exc: BaseException) -> str:
     return f" (at {frame.filename}:{frame.lineno})" if frame is not None else ""
 
 
+def _cancel_run() -> None:
+    """Stop the run on this thread's event loop as ``asyncio.run``'s Ctrl-C handler does: cancel its tasks and wake
+    the loop, so that the run reports the cases it finished. ``asyncio.run`` installs that handler only over
+    Python's own SIGINT handler, so with SIGINT ignored (a shell script's background job, ``tracegrade run … &``)
+    SIGTERM has none to go through; a KeyboardInterrupt raised here instead would leave the loop with the run's
+    task unfinished and its report lost. With no loop running (the run not started yet), it is a KeyboardInterrupt.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        raise KeyboardInterrupt from None
+    for task in asyncio.all_tasks(loop):
+        task.cancel()
+    loop.call_soon_threadsafe(lambda: None)  # a loop waiting in select() would not see the cancellations
+
+
 @contextmanager
 def _sigterm_as_interrupt() -> Iterator[list[bool]]:
     """Within the block, SIGTERM stops the run as Ctrl-C does (the finished cases reported); the list it yields
@@ -181,13 +202,12 @@ def _sigterm_as_interrupt() -> Iterator[list[bool]]:
 
     def on_sigterm(signum: int, frame: FrameType | None) -> None:
         terminated.append(True)
-        # through SIGINT's own handler (asyncio.run's, which cancels the run), so both signals take one path;
-        # with SIGINT ignored or left to the system, as Python's own Ctrl-C handler would
+        # through SIGINT's own handler (asyncio.run's, which cancels the run), so both signals take one path
         handler = signal.getsignal(signal.SIGINT)
         if callable(handler):
             handler(signal.SIGINT, frame)
         else:
-            raise KeyboardInterrupt
+            _cancel_run()
 
     try:
         previous = signal.signal(signal.SIGTERM, on_sigterm)

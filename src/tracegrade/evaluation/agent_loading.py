@@ -18,7 +18,7 @@ from typing import Any
 
 from tracegrade.errors import MissingFileError
 
-__all__ = ["AGENT_ATTRIBUTES", "load_agent"]
+__all__ = ["AGENT_ATTRIBUTES", "importable_from", "load_agent"]
 
 #: the module attributes searched, in order, for the agent to evaluate (``root_agent``: Google ADK's name)
 AGENT_ATTRIBUTES = ("graph", "compiled_graph", "agent_graph", "app", "agent", "root_agent")
@@ -27,12 +27,13 @@ AGENT_ATTRIBUTES = ("graph", "compiled_graph", "agent_graph", "app", "agent", "r
 PACKAGE_AGENT_MODULE = "agent"
 
 
-def _importable_from(directory: str) -> None:
+def importable_from(directory: str) -> None:
     """Put ``directory`` first on ``sys.path`` (once), as Python does for the script or ``-m`` module it runs.
 
     A console script such as ``tracegrade`` has its own directory there instead, so without this an agent file
     could not import the modules beside it (``from tools import search``), nor a module name given on the
-    command line be found in the current directory. It stays there: the agent may import lazily, mid-run."""
+    command line (an agent, a worker rules file's ``plugins``) be found in the current directory. It stays there:
+    the agent may import lazily, mid-run."""
     if directory not in sys.path:
         sys.path.insert(0, directory)
 
@@ -40,7 +41,7 @@ def _importable_from(directory: str) -> None:
 def _import_file(path: Path) -> ModuleType:
     if not path.is_file():
         raise MissingFileError(f"Agent module file not found: {path}")
-    _importable_from(str(path.resolve().parent))
+    importable_from(str(path.resolve().parent))
     name = f"tracegrade_agent_{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -78,7 +79,7 @@ def _import_package_dir(path: Path) -> list[ModuleType]:
             f"the directory {path} cannot be imported as a package: {name!r} is not a Python name; rename it "
             "(letters, digits and underscores) or pass the agent's .py file"
         )
-    _importable_from(str(directory.parent))
+    importable_from(str(directory.parent))
     package = importlib.import_module(name)
     locations = [Path(p).resolve() for p in getattr(package, "__path__", [])]
     if directory not in locations:  # an installed or already imported module of the same name took its place
@@ -100,7 +101,7 @@ def _import(agent_module: str | Path) -> list[ModuleType]:
         return _import_package_dir(path)
     if path.suffix == ".py" or path.exists():
         return [_import_file(path)]
-    _importable_from(os.getcwd())
+    importable_from(os.getcwd())
     return [importlib.import_module(str(agent_module))]
 
 

@@ -181,7 +181,13 @@ def rules_problems(rules: WorkerRules) -> list[tuple[str, str]]:
 
 
 def _plugin_problems(plugins: list[str]) -> list[tuple[str, str]]:
-    """Import each plugin module (as the worker does before it grades): the ones that cannot be imported."""
+    """Import each plugin module (as the worker does before it grades): the ones that cannot be imported.
+
+    A plugin is found in the current directory too, as ``python -m`` and ``tracegrade run MODULE`` find modules:
+    the ``tracegrade`` console script alone would look only where packages are installed."""
+    from tracegrade.evaluation.agent_loading import importable_from
+
+    importable_from(os.getcwd())
     problems = []
     for i, module in enumerate(plugins):
         try:
