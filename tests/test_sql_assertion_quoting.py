@@ -41,3 +41,12 @@ def test_a_long_list_and_a_json_value_are_cut_too() -> None:
     (row,) = details["violating_rows"]
     assert row["numbers"] == [*range(SHOWN_ITEMS), f"… {100000 - SHOWN_ITEMS} more items"]
     assert row["args"].endswith("more characters)") and len(row["args"]) < 2 * SHOWN_CHARACTERS
+
+
+def test_intervals_and_wide_decimals_are_quoted_as_tracegrade_sql_writes_them() -> None:
+    details = _graded(
+        "SELECT INTERVAL 26 HOURS + INTERVAL 3 MINUTES AS took, 123456789012345678901234567890.123::DECIMAL(38,3) AS d "
+        "FROM tool_calls WHERE seq = 0"
+    )
+    (row,) = details["violating_rows"]
+    assert row == {"took": "1 day 02:03:00", "d": "123456789012345678901234567890.123"}

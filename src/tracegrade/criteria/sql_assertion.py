@@ -21,6 +21,7 @@ from tracegrade.models.config import CriterionConfig, SqlAssertion
 from tracegrade.models.dataset import EvalCase
 from tracegrade.models.execution import ExecutionResult
 from tracegrade.models.results import CriterionResult
+from tracegrade.store.results import decimal_json, interval_text
 
 __all__ = ["SHOWN_CHARACTERS", "SHOWN_ITEMS", "SHOWN_VIOLATIONS", "SqlAssertionCriterion"]
 
@@ -40,7 +41,9 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
         return value.isoformat()
     if isinstance(value, decimal.Decimal):
-        return float(value)
+        return decimal_json(value)
+    if isinstance(value, datetime.timedelta):  # as ``tracegrade sql`` and DuckDB write an interval
+        return interval_text(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return f"<{len(value)} bytes>"
     if isinstance(value, dict):
@@ -53,7 +56,7 @@ def _plain(value: Any) -> Any:
         return f"{value[:SHOWN_CHARACTERS]}… ({cut} more characters)" if cut > 0 else value
     if value is None or isinstance(value, (int, float, bool)):
         return value
-    return _plain(str(value))  # UUID, timedelta, intervals …
+    return _plain(str(value))  # UUID, …
 
 
 @register_criterion()
