@@ -262,7 +262,7 @@ def _load_baseline(config: pytest.Config, ref: str) -> Any:
 
     store = config.getoption("tracegrade_store", None)
     try:
-        return load_baseline(ref, Path(store) if store else None, os.environ.get("TRACEGRADE_TOKEN"))
+        return load_baseline(ref, store or None, os.environ.get("TRACEGRADE_TOKEN"))  # a lake stays a string
     except TracegradeError as exc:
         raise pytest.UsageError(f"--tracegrade-baseline {ref!r}: {exc}") from None
 

@@ -21,7 +21,7 @@ _FORMS = (
 )
 
 
-def load_runs(refs: list[str], store_path: Path, token: str | None) -> list[tuple[str, EvalReport]]:
+def load_runs(refs: list[str], store_path: Path | str, token: str | None) -> list[tuple[str, EvalReport]]:
     """Each reference's ``(display name, report)``, in order; the store is opened only when a reference needs it.
 
     A reference that names an existing file is read as a report; anything else is looked up in the store.

@@ -14,7 +14,7 @@ import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from tracegrade.errors import FileFormatError, MissingFileError, TracegradeError
 from tracegrade.output_files import special_file_kind
@@ -32,6 +32,8 @@ _MIB = 1024 * 1024
 # parsed, several times its size, so the limit keeps a mistaken path (a disk image, a log) from exhausting memory.
 MAX_FILE_BYTES = 256 * _MIB
 MAX_REPORT_BYTES = 4096 * _MIB
+# read at a time from a file larger than fstat said; /proc/sys refuses a read of 4 MiB or more (ENOMEM)
+_CHUNK = _MIB
 # The most values (scalars, lists and mappings) a YAML file's aliases may expand it to: each alias repeats its
 # anchor's whole value, so nine nested levels of nine aliases ("billion laughs") stand for 10**9 values.
 MAX_YAML_VALUES = 1_000_000
@@ -94,7 +96,7 @@ def _read_text(p: Path, limit: int) -> str:
             info = os.fstat(fd)
             _check_readable(info, limit)
             with os.fdopen(fd, "rb", closefd=False) as handle:
-                raw = handle.read(limit + 1)
+                raw = _read_at_most(handle, info.st_size, limit)
         finally:
             os.close(fd)
     except FileNotFoundError:
@@ -111,6 +113,27 @@ def _read_text(p: Path, limit: int) -> str:
         return raw.decode("utf-8-sig")  # a leading byte-order mark is dropped, as `tracegrade import` does
     except UnicodeDecodeError as exc:
         raise _Invalid(_not_utf8(raw, exc)) from None
+
+
+def _read_at_most(handle: BinaryIO, size: int, limit: int) -> bytes:
+    """The bytes of ``handle`` to its end, or its first ``limit + 1`` when it holds more.
+
+    A read of n bytes allocates n bytes before it reads any, so reading at the limit would reserve 4 GiB for every
+    report (a MemoryError where memory is not overcommitted). The first read is sized by ``size`` (what fstat
+    said); a file that grew since, or that tells no size (``/proc``), is read on in chunks up to the limit.
+    """
+    parts: list[bytes] = []
+    total = 0
+    wanted = size + 1  # the whole file in one read; never 0, which would end a /proc file (size 0) at once
+    while total <= limit:
+        asked = min(wanted, limit + 1 - total)
+        chunk = handle.read(asked)
+        parts.append(chunk)
+        total += len(chunk)
+        if len(chunk) < asked:  # the end: a buffered read of a regular file returns less only there
+            break
+        wanted = _CHUNK
+    return b"".join(parts)  # one part (the usual case): that part itself, not a copy
 
 
 def _not_utf8(raw: bytes, exc: UnicodeDecodeError) -> str:

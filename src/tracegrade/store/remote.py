@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import decimal
 import functools
+import http.client
 import json
 import re
 import urllib.error
@@ -124,13 +125,15 @@ class RemoteStore:
         self.close()
 
     def is_alive(self, timeout: float = 2.0) -> bool:
-        """Does a server answer at this URL (any HTTP status counts: it is there)?"""
+        """Does a server answer at this URL (any HTTP status counts: it is there)? A program that answers no HTTP
+        (a port a killed server's sidecar still names, taken since) is no server: its store is then said to be
+        held by its holder, as when nothing listens there."""
         try:
             with urllib.request.urlopen(f"{self.url}/healthz", timeout=timeout):
                 return True
         except urllib.error.HTTPError:
             return True
-        except (OSError, ValueError):
+        except (OSError, ValueError, http.client.HTTPException):
             return False
 
     def query(
@@ -179,6 +182,11 @@ class RemoteStore:
                 ) from None
             # the detail says what failed (a refusal, or "query failed: <DuckDB's error>"): no second prefix
             raise StoreError(f"the tracegrade server at {self.url} answered {exc.code}: {detail}") from None
+        except http.client.HTTPException as exc:  # e.g. a server killed while it answered
+            raise StoreError(
+                f"the tracegrade server at {self.url} did not answer the {what}: its answer was cut short or is not "
+                f"HTTP ({exc!r}); check that the server still runs, then try again"
+            ) from None
         except (OSError, ValueError) as exc:
             raise StoreError(f"the tracegrade server at {self.url} did not answer the {what}: {exc}") from None
 

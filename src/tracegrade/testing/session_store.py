@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tracegrade.evaluation.compare import RunComparison, compare_runs
 from tracegrade.models.results import EvalReport
+from tracegrade.store.lake_location import is_lake_location
 
 __all__ = ["SESSION_RUN_KIND", "GateSettings", "gate_lines", "gate_session", "load_baseline", "record_session"]
 
@@ -30,8 +31,9 @@ class GateSettings:
     strict: bool = False
 
 
-def load_baseline(ref: str, store: Path | None, token: str | None) -> tuple[str, EvalReport]:
-    """``(display name, report)`` of the baseline ``ref``; a TracegradeError says what is wrong with it."""
+def load_baseline(ref: str, store: str | Path | None, token: str | None) -> tuple[str, EvalReport]:
+    """``(display name, report)`` of the baseline ``ref``, a run looked up in ``store`` (a file or a lake) unless
+    it names a report file; a TracegradeError says what is wrong with it."""
     from tracegrade.cli.common import UsageProblem
     from tracegrade.cli.run_refs import load_runs
 
@@ -40,7 +42,7 @@ def load_baseline(ref: str, store: Path | None, token: str | None) -> tuple[str,
             f"no report file {ref!r}, and no store to look it up in as a run: give a JSON report (as "
             "--tracegrade-report DIR writes it), or a run id, latest or latest~N with --tracegrade-store STORE"
         )
-    return load_runs([ref], store or Path(), token)[0]
+    return load_runs([ref], _location(store) if store is not None else Path(), token)[0]
 
 
 def gate_session(baseline: tuple[str, EvalReport], session: EvalReport, settings: GateSettings) -> RunComparison:
@@ -95,22 +97,28 @@ def gate_lines(result: RunComparison) -> list[tuple[str, bool]]:
     return lines
 
 
+def _location(store: str | Path) -> str | Path:
+    """``store`` as the store openers take it: a lake's location (``ducklake:postgres:...``) kept a string, for a
+    conninfo is no path (Path would fold a URI's "//", and a lake would be looked for as a file), a file's a Path."""
+    location = str(store)
+    return location if is_lake_location(location) else Path(location)
+
+
 def record_session(report: EvalReport, store: str | Path, token: str | None) -> str:
     """Record the session's report as a run in ``store`` (through the server holding it, if one does); the
     first session creates a store file that does not exist yet. A lake (``ducklake:postgres:...``) is recorded
     in with its data path from ``TRACEGRADE_LAKE_DATA``, as the CLI takes it."""
     from tracegrade.cli.grading_store import open_grading_store
     from tracegrade.env_vars import ENV_VARS
-    from tracegrade.store.lake_location import is_lake_location
 
-    location = str(store)  # kept a string: a lake's conninfo is no path (Path would fold a URI's "//")
-    if is_lake_location(location):
+    location = _location(store)
+    if isinstance(location, str):  # a lake
         lake_data = os.environ.get(ENV_VARS["lake_data"]) or None
         with open_grading_store(location, token, lake_data=Path(lake_data) if lake_data else None) as opened:
             return opened.record(report, SESSION_RUN_KIND)
-    if not Path(location).exists():
+    if not location.exists():
         from tracegrade.store import TraceStore
 
         TraceStore(location).close()
-    with open_grading_store(Path(location), token) as opened:
+    with open_grading_store(location, token) as opened:
         return opened.record(report, SESSION_RUN_KIND)
