@@ -8,10 +8,6 @@ PostgreSQL for the lake."""
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,53 +15,21 @@ import pytest
 
 from tests.support import pg_cluster
 from tests.support.pg_cluster import PgServer
-from tests.support.server_process import ServerProcess
+from tests.support.stale_announcement import held_with_stale_announcement, ssh_banner
 from tests.test_pytest_plugin_store import _session, project  # noqa: F401  (project: the fixture)
 from tracegrade.evaluation.run_records import list_runs
-from tracegrade.store import TraceStore
 from tracegrade.store.lake import LakeStore
 
 pytest_plugins = ["pytester"]
 pg_server = pg_cluster.pg_server  # the session's PostgreSQL (a fixture), for the lake
-
-# holds the store file open (DuckDB's lock) until its standard input closes
-HOLDER = (
-    "import sys; from tracegrade.store import TraceStore; "
-    "s = TraceStore(sys.argv[1]); print('held', flush=True); sys.stdin.read()"
-)
 
 
 @pytest.fixture
 def store_held_with_a_stale_announcement(project: pytest.Pytester) -> Iterator[Path]:  # noqa: F811
     """The project's store held by another process while its sidecar still names the port of a server that was
     killed, and another program (not HTTP) now listens there."""
-    store = project.path / "runs.duckdb"
-    TraceStore(store).close()
-    server = ServerProcess(store).start()
-    port = server.http_port
-    server.kill()  # SIGKILL: the sidecar stays
-    assert server.sidecar.exists()
-    listener = socket.create_server(("127.0.0.1", port))
-    threading.Thread(target=_answer_no_http, args=(listener,), daemon=True).start()
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(store)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+    with held_with_stale_announcement(project.path / "runs.duckdb", ssh_banner) as store:
         yield store
-    finally:
-        holder.kill()
-        holder.wait(30)
-        listener.close()
-
-
-def _answer_no_http(listener: socket.socket) -> None:
-    while True:
-        try:
-            client, _ = listener.accept()
-        except OSError:  # closed
-            return
-        with client:
-            client.recv(65536)
-            client.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")
 
 
 def test_a_store_that_answers_no_http_is_a_problem_line_and_the_reports_stay(
