@@ -1,5 +1,5 @@
-"""``tracegrade maintain``: compact a lake store (merge small files, expire snapshots, delete old files), and
-expire old traces from a lake or a DuckDB file (``--retain``)."""
+"""``tracegrade maintain``: compact a lake store (merge small files, expire snapshots, delete old files) after
+finishing its interrupted forgets, and expire old traces from a lake or a DuckDB file (``--retain``)."""
 
 from __future__ import annotations
 
@@ -71,6 +71,9 @@ def command(
     """Merge a lake's small Parquet files, flush inlined rows, expire old snapshots and delete old files;
     with --retain, delete the traces older than that first; with --purge-deleted, rewrite what still holds the
     bytes of deleted rows (a lake's data files, or a whole DuckDB store file).
+
+    Each pass on a lake first finishes any forget that died before its deletions committed: the rows the lake
+    still holds of traces listed as forgotten are deleted.
 
     Safe while receivers write: each step is a DuckLake commit, retried when it races theirs. With
     --every, SIGINT or SIGTERM stops it once the pass in progress is done. A DuckDB store file needs none

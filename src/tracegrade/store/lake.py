@@ -37,6 +37,7 @@ import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,7 @@ from tracegrade.store.evaluations import evaluation_rows
 from tracegrade.store.grading_tables import append_record_rows
 from tracegrade.store.lake_builds import CatalogBuildQueue
 from tracegrade.store.lake_extensions import load_lake_extensions
-from tracegrade.store.lake_forgotten import CatalogForgottenTraces, ensure_forgotten_table
+from tracegrade.store.lake_forgotten import CatalogForgottenTraces, ensure_forgotten_table, unfinished_sql
 from tracegrade.store.lake_jobs import JOBS_SCHEMA, CatalogJobQueue, ensure_job_table
 from tracegrade.store.lake_location import catalog_conninfo, redacted
 from tracegrade.store.lake_maintenance import MaintenanceResult, maintain_lake, maintenance_lock
@@ -75,6 +76,7 @@ from tracegrade.store.rows import LOG_SELECT_COLUMNS, SPAN_SELECT_COLUMNS, log_f
 from tracegrade.store.schema import SCHEMA_VERSION
 from tracegrade.store.span_keys import start_ranges
 from tracegrade.store.tenancy import DEFAULT_TENANT, TraceKey
+from tracegrade.store.trace_deletion import Deleted
 from tracegrade.store.trace_store import DEFAULT_WRITER_THREADS, QUERY_SPILL_LIMIT, TraceStore
 
 __all__ = ["CATALOG_ALIAS", "COMMIT_SECONDS", "MAX_RETRY_COUNT", "LakeStore"]
@@ -242,7 +244,7 @@ class LakeStore(TraceStore):
         """In the catalog's database (``lake_forgotten``), committed there at once: before the deletions commit,
         since the writes of every machine look their traces up there (the lake's data and its catalog's database
         are no one transaction, so a crash between the two leaves the traces forgotten, their rows to be deleted
-        by the next ``forget``)."""
+        by the next maintenance pass: ``finish_forgets``)."""
         self._require_open()
         self._forgotten.add(list(zip(keys.column("tenant").to_pylist(), keys.column("trace_id").to_pylist())))
 
@@ -366,14 +368,31 @@ class LakeStore(TraceStore):
             return self._jobs
 
     def maintain(self, *, keep: timedelta, purge_deleted: bool = False) -> MaintenanceResult:
-        """One maintenance pass over the lake (see ``lake_maintenance``), between this process's own commits;
-        ``purge_deleted`` rewrites every data file that holds a deleted row. StoreLockedError at once while
-        another process's pass runs on the lake."""
+        """One maintenance pass over the lake (see ``lake_maintenance``), between this process's own commits,
+        interrupted forgets finished first (``finish_forgets``); ``purge_deleted`` rewrites every data file that
+        holds a deleted row. StoreLockedError at once while another process's pass runs on the lake."""
         self._require_open()
         if self.read_only:
             raise StoreError(f"lake {self.path} is open read-only; maintenance needs a read-write open")
-        with maintenance_lock(self._conninfo, str(self.path)), self._write_lock:
-            return maintain_lake(self._con, CATALOG_ALIAS, keep=keep, purge_deleted=purge_deleted)
+        with maintenance_lock(self._conninfo, str(self.path)):
+            finished = self.finish_forgets()
+            with self._write_lock:
+                result = maintain_lake(self._con, CATALOG_ALIAS, keep=keep, purge_deleted=purge_deleted)
+        return replace(result, forgets_finished=finished)
+
+    def finish_forgets(self) -> Deleted:
+        """Delete the rows the lake still holds of forgotten traces: what a forget that died between its two
+        commits left (``_remember_forgotten``). Each tenant's such traces are forgotten again, by ``forget`` itself,
+        so exactly its rows go (recorded runs that graded them are kept, as a forget without ``delete_runs`` keeps
+        them: the one that died may have been asked either way). Nearly always one query finds none, and that is
+        all this costs."""
+        pending = self._run(unfinished_sql(CATALOG_ALIAS), None, check=False, arrow=True, use=False).to_arrow()
+        finished = Deleted()
+        tenants = pending.column("tenant").to_pylist()
+        trace_ids = pending.column("trace_id").to_pylist()
+        for tenant in dict.fromkeys(tenants):
+            finished += self.forget([t for owner, t in zip(tenants, trace_ids) if owner == tenant], tenant)
+        return finished
 
     def checkpoint(self) -> None:
         """Nothing to do: a lake commit is durable when it returns."""

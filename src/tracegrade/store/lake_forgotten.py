@@ -10,6 +10,11 @@ The order holds through the lake's write gate: a forget holds it exclusive while
 (committed first) and deletes the traces' rows from the lake; every write holds it shared around its
 transaction and looks the rows up inside it. So a write committed before the forget has its rows deleted, and
 any later one finds the traces forgotten.
+
+The two commits are no one transaction, though: a forget that dies between them (SIGKILL, the machine lost) leaves
+its traces listed here with their rows still in the lake, and its user told nothing. Each maintenance pass finishes
+such forgets (``LakeStore.maintain``): ``unfinished_sql`` finds the traces listed here that the lake still holds
+rows of, and the store forgets them again.
 """
 
 from __future__ import annotations
@@ -18,16 +23,33 @@ from typing import TYPE_CHECKING
 
 from tracegrade.store.catalog_connection import PG_NOW, CatalogConnection, create_in_catalog, pg_columns
 from tracegrade.store.lake_jobs import JOBS_SCHEMA
+from tracegrade.store.lake_schema import JOBS_ALIAS, RAW_SCHEMA
 from tracegrade.store.tenancy import TraceKey
+from tracegrade.store.trace_deletion import HELD_TABLES
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Sequence
 
     from tracegrade.store.lake_schema import Column
 
-__all__ = ["CatalogForgottenTraces", "ensure_forgotten_table"]
+__all__ = ["CatalogForgottenTraces", "ensure_forgotten_table", "unfinished_sql"]
 
 _TABLE = f"{JOBS_SCHEMA}.forgotten_traces"
+
+
+def unfinished_sql(catalog: str) -> str:
+    """A query of the forgotten traces (tenant, trace_id) that the lake attached as ``catalog`` still holds rows of,
+    each once: those of forgets that died before their deletions committed. Read through the attachment of the
+    catalog's database, on any cursor of the store.
+
+    One pass over the key columns of the tables that say whether a trace is held (every copy of their rows),
+    probing a hash table of the forgotten keys (forgotten traces are few beside stored rows); a read, outside the
+    write gate: nearly every time there is none to find, and no writer waits for it."""
+    held = " UNION ALL ".join(f"SELECT tenant, trace_id FROM {catalog}.{RAW_SCHEMA}.{table}" for table in HELD_TABLES)
+    return (
+        f"SELECT DISTINCT h.tenant, h.trace_id FROM ({held}) h "
+        f"SEMI JOIN {JOBS_ALIAS}.{_TABLE} f USING (tenant, trace_id) ORDER BY ALL"
+    )
 
 
 def ensure_forgotten_table(conninfo: str, columns: Sequence[Column]) -> None:

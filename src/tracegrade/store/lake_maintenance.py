@@ -1,4 +1,5 @@
-"""Lake maintenance: flush inlined rows, merge small Parquet files, expire old snapshots, delete old files.
+"""Lake maintenance: finish interrupted forgets, flush inlined rows, merge small Parquet files, expire old
+snapshots, delete old files.
 
 Every receiver commit writes its own Parquet file (or, for a few rows, inlines them in the catalog), so a
 lake fed for a day holds thousands of small files and queries slow down. Each step below is one DuckLake
@@ -15,6 +16,10 @@ rewritten, and a file is rewritten only once most of it is deleted. ``purge_dele
 holds a deleted row; the files it replaces are deleted ``keep`` later, like any other, and then no file holds
 those rows.
 
+A forget that died between its two commits (the traces listed as forgotten in the catalog's database, their rows
+not yet deleted from the lake: ``lake_forgotten``) is finished first, by the store (``LakeStore.maintain``): the
+files rewritten next then no longer hold those rows, and with ``purge_deleted`` none does once ``keep`` is past.
+
 One pass runs at a time on a lake: two would rewrite and expire the same files, and one of them fail with
 DuckLake's serialisation error. A pass holds ``MAINTENANCE_KEY``, a PostgreSQL advisory lock in the catalog's
 database, on a session of its own (``maintenance_lock``); another pass finds it taken and stops at once with a
@@ -28,7 +33,7 @@ import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -39,6 +44,7 @@ from tracegrade.errors import StoreLockedError
 from tracegrade.store.catalog_connection import CatalogConnection
 from tracegrade.store.database import quote_identifier
 from tracegrade.store.rows import sql_string
+from tracegrade.store.trace_deletion import Deleted
 
 __all__ = [
     "MAINTENANCE_KEY",
@@ -73,10 +79,15 @@ class MaintenanceResult:
     files_merged: int  # small (or mostly deleted) files replaced by rewritten ones
     snapshots_expired: int
     files_deleted: int  # old and orphaned files removed from the data path
+    # what was left of the traces of forgets that died before their deletions committed, deleted by this pass
+    forgets_finished: Deleted = field(default_factory=Deleted)
 
     def summary(self) -> str:
+        done = self.forgets_finished
         return (
-            f"live data files {self.files_before} -> {self.files_after}; flushed {self.rows_flushed} inlined "
+            f"finished interrupted forgets of {done.traces} trace(s) ({done.spans} span(s), {done.logs} log "
+            f"record(s), {done.trajectory_rows} trajectory row(s)); live data files {self.files_before} -> "
+            f"{self.files_after}; flushed {self.rows_flushed} inlined "
             f"row(s); merged {self.files_merged} file(s); expired {self.snapshots_expired} snapshot(s); "
             f"deleted {self.files_deleted} unreferenced file(s)"
         )

@@ -29,6 +29,7 @@ from tracegrade.store.trajectories import TRAJECTORY_TABLES
 
 __all__ = [
     "FORGOTTEN_TABLE",
+    "HELD_TABLES",
     "MAX_FORGET_IDS",
     "Deleted",
     "add_forgotten",
@@ -46,6 +47,9 @@ __all__ = [
 
 FORGOTTEN_TABLE = "forgotten_traces"
 MAX_FORGET_IDS = 10_000  # trace ids one request may forget: each request is one transaction
+# a store holds something of a trace when one of these has a row of it (every other table's rows of a trace come
+# with one of these: evaluation events are log records, trajectory rows are written with the trace's row)
+HELD_TABLES = ("spans", "logs", "traces")
 _MAX_ID_LENGTH = 256
 _HEX_ID = re.compile(r"[0-9a-fA-F]{32}")
 _KEYS_VIEW = "_tracegrade_deleted_traces"
@@ -175,7 +179,7 @@ def delete_traces(con: duckdb.DuckDBPyConnection, keys: pa.Table, received_befor
 
 def held_traces(con: duckdb.DuckDBPyConnection, keys: pa.Table) -> int:
     """How many of the traces ``keys`` the store holds anything of (spans, log records or a trajectory)."""
-    held = " UNION ".join(f"SELECT tenant, trace_id FROM {table}" for table in ("spans", "logs", "traces"))
+    held = " UNION ".join(f"SELECT tenant, trace_id FROM {table}" for table in HELD_TABLES)
     con.register(_KEYS_VIEW, keys)
     try:
         return first_count(con, f"SELECT count(*) FROM {_KEYS_VIEW} SEMI JOIN ({held}) USING (tenant, trace_id)", [])
