@@ -27,6 +27,7 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
@@ -297,6 +298,10 @@ class GradingWorker:
         )
         self._backlog_every: float | None = None  # see watch_backlog
         self._backlog_read_at: float | None = None
+        # why the worker must write nothing now (None: it may), asked before each cycle: a receiver's store whose
+        # disk filled up (see ingest.disk_room), which a write would only fail again
+        self.write_hold: Callable[[], str | None] | None = None
+        self._held: str | None = None  # the hold of the last cycle, logged when it begins and when it ends
 
     def use_store(self, store: GradingSink) -> None:
         """Go on with ``store``: the same store, opened again after it failed (this worker's leases, kept
@@ -526,17 +531,21 @@ class GradingWorker:
 
     async def run_forever(self, stop: asyncio.Event) -> None:
         """Grade until ``stop`` is set, or until the store failed (its owner opens it again, see ``use_store``:
-        a failed store refuses every query and write until then)."""
+        a failed store refuses every query and write until then). A cycle that ``write_hold`` holds writes nothing
+        and waits a poll interval."""
         while not stop.is_set() and self.store.failure is None:
             began = time.monotonic()
-            try:
-                ran = await self.run_once()
-            except Exception as exc:  # keep the worker alive through transient store errors
-                log.warning("worker cycle failed: %s", exc)
-                self.metrics.cycle_failed(str(exc) if self._out_of_reach(exc) else None)
+            if self._hold():
                 ran = 0
             else:
-                self.metrics.cycle_completed(time.monotonic() - began)
+                try:
+                    ran = await self.run_once()
+                except Exception as exc:  # keep the worker alive through transient store errors
+                    log.warning("worker cycle failed: %s", exc)
+                    self.metrics.cycle_failed(str(exc) if self._out_of_reach(exc) else None)
+                    ran = 0
+                else:
+                    self.metrics.cycle_completed(time.monotonic() - began)
             self._read_backlog()
             if not ran:
                 try:
@@ -545,6 +554,19 @@ class GradingWorker:
                     pass
         if self.store.failure is not None:
             self.metrics.store_out_of_reach(f"the store failed ({self.store.failure}); opening it again")
+
+    def _hold(self) -> bool:
+        """Whether this cycle must write nothing (``write_hold`` says why); said in the log when a hold begins and
+        when it ends, and counted in the metrics for each cycle held."""
+        held = self.write_hold() if self.write_hold is not None else None
+        if held is not None:
+            if self._held is None:
+                log.warning("grading waits, writing nothing: %s", held)
+            self.metrics.cycle_held(held)
+        elif self._held is not None:
+            log.warning("grading writes again (it had waited: %s)", self._held)
+        self._held = held
+        return held is not None
 
     def watch_backlog(self, every: float) -> None:
         """Read the jobs not finished (for the ``backlog_jobs`` metric) between cycles, at most once per ``every``

@@ -105,6 +105,13 @@ class WorkerMetrics:
         self.cycle_failures = add(
             Counter(PREFIX + "cycle_failures_total", "Cycles (look for traces, claim, grade) that raised.")
         )
+        self.cycles_held = add(
+            Counter(
+                PREFIX + "cycles_held_total",
+                "Cycles in which the worker wrote nothing because the store's disk had no room for its writes (the "
+                "store failed for a full disk: a write would fail it again).",
+            )
+        )
         self.cycle_duration = add(
             Histogram(PREFIX + "cycle_duration_seconds", "Duration of the cycles that completed.", CYCLE_BUCKETS)
         )
@@ -177,6 +184,12 @@ class WorkerMetrics:
             self.cycle_failures.inc()
             if store_out_of_reach is not None:
                 self._out_of_reach = store_out_of_reach
+
+    def cycle_held(self, reason: str) -> None:
+        """A cycle wrote nothing for ``reason`` (the store's disk is full): out of reach until a cycle completes."""
+        with self._lock:
+            self.cycles_held.inc()
+            self._out_of_reach = reason
 
     def store_out_of_reach(self, reason: str) -> None:
         """The store failed and is being opened again: unhealthy until a cycle completes with it."""

@@ -4,6 +4,8 @@ The worker runs on its own thread and event loop, so grading never blocks the re
 the server's store: queries run on their own cursors and the store's writes take the same write lock as
 the StoreWriter thread, so the server stays the file's single writer and grading writes never interleave
 with a span batch. On a lake, the job queue is in the catalog database, shared with every other worker.
+After the store failed for a full disk, the worker writes nothing until the disk has room (``disk_room``): its
+writes would fail the reopened store again.
 Its ``tracegrade_worker_*`` metrics are on the receiver's /metrics and its health on /healthz/worker (see
 ``ReceiverServer``).
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,12 +69,16 @@ class InProcessWorker:
 
 
 def start_inprocess_worker(
-    writer: Any, rules: WorkerRules | str | Path, metrics: WorkerMetrics | None = None
+    writer: Any,
+    rules: WorkerRules | str | Path,
+    metrics: WorkerMetrics | None = None,
+    write_hold: Callable[[], str | None] | None = None,
 ) -> InProcessWorker:
     """Start grading with ``rules`` against the store of ``writer`` (a started StoreWriter).
 
     ``metrics``: those of the worker the receiver ran before its store failed and was opened again, to go on
     counting in (the receiver's /metrics keep their series, and show the outage until a cycle completes).
+    ``write_hold``: asked before each cycle, why the worker must write nothing now (see ``DiskRoom.shortage``).
 
     Raises ValueError / FileFormatError for bad rules before anything starts.
     """
@@ -87,5 +94,6 @@ def start_inprocess_worker(
         metrics.add_rules((rule.tenant, rule.name) for rule in loaded.rules)
         metrics.stall = worker.metrics.stall  # the rules file is read again at each opening
         worker.metrics = metrics
+    worker.write_hold = write_hold
     worker.watch_backlog(BACKLOG_SECONDS)
     return InProcessWorker(worker).start()

@@ -3,7 +3,9 @@
 Start-up binds both ports (so a port in use fails before anything is created), opens the storage (which
 replays the request journal), starts both listeners and writes the ``<store>.server.json`` sidecar. While
 it runs, a watch reopens the storage whenever the store fails (a full disk, an I/O error), answering
-503 / UNAVAILABLE with ``Retry-After`` meanwhile, and replays the journal: nothing acknowledged is lost.
+503 / UNAVAILABLE with ``Retry-After`` meanwhile, and replays the journal: nothing acknowledged is lost. After
+a full disk, the in-process worker writes nothing until the disk has room (``disk_room``), so that its writes do
+not fail the reopened store again.
 Queries run at most ``--max-queries`` at a time, each cancelled after ``--query-timeout`` or when its
 client hangs up. Stopping (SIGTERM/SIGINT or :meth:`ReceiverServer.stop`) turns readiness off, refuses
 new requests (retryably), cancels running queries, lets admitted requests finish, flushes the writer,
@@ -34,6 +36,7 @@ from aiohttp import web
 from tracegrade.errors import TracegradeError
 from tracegrade.ingest.auth_throttle import AuthThrottle
 from tracegrade.ingest.body_budget import BodyBudget
+from tracegrade.ingest.disk_room import DiskRoom
 from tracegrade.ingest.forget_endpoint import add_forget_route
 from tracegrade.ingest.grpc_services import OtlpGrpcServices, grpc_receive_limit
 from tracegrade.ingest.host_guard import host_guard
@@ -115,6 +118,8 @@ class ReceiverServer:
         self.auth_throttle: AuthThrottle | None = None  # the limit on wrong credentials, both ports together
         # the in-process worker's (--worker-rules), kept when the store is reopened: its series go on counting
         self._worker_metrics: WorkerMetrics | None = None
+        # kept across reopenings too: after the store failed for a full disk, the worker waits for room to write
+        self._disk_room = DiskRoom(self._store_directory()) if settings.worker_rules is not None else None
 
     # -- addresses --------------------------------------------------------------------------------------
 
@@ -207,9 +212,16 @@ class ReceiverServer:
             decode=self._intake.decode_record,
         )
 
+    def _store_directory(self) -> Path:
+        """Where the store writes: a file's directory, or a lake's data path (its catalog is another machine's)."""
+        if self.settings.is_lake and self.settings.lake_data is not None:
+            return Path(self.settings.lake_data).absolute()
+        return Path(self.settings.store).absolute().parent
+
     def _open_storage(self, hooks: StorageHooks) -> Storage:
-        """Open the storage (on an executor thread); its worker, if any, counts in the metrics of the one before."""
-        storage = Storage.open(self.settings, hooks, self._worker_metrics)
+        """Open the storage (on an executor thread); its worker, if any, counts in the metrics of the one before
+        and waits for room on a disk that filled up."""
+        storage = Storage.open(self.settings, hooks, self._worker_metrics, self._disk_room)
         if storage.worker is not None:
             self._worker_metrics = storage.worker.metrics
         return storage
@@ -379,6 +391,8 @@ class ReceiverServer:
         loop = asyncio.get_running_loop()
         reason = failed.failure
         log.error("the store failed (%s); reopening it and replaying the request journal", reason)
+        if self._disk_room is not None and reason is not None:  # the reopened store's worker waits for room
+            self._disk_room.store_failed(reason)
         self._intake.begin_recovery(f"the store is being reopened after a failure ({reason})")
         self._cancel_queries("the store failed and is being reopened")
         await self._intake.wait_idle(self.settings.shutdown_timeout)

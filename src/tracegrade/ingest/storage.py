@@ -25,6 +25,7 @@ from tracegrade.store.trace_deletion import Deleted
 
 if TYPE_CHECKING:
     from tracegrade.evaluation.worker_metrics import WorkerMetrics
+    from tracegrade.ingest.disk_room import DiskRoom
     from tracegrade.ingest.inprocess_worker import InProcessWorker
     from tracegrade.store.backend import StoreBackend
     from tracegrade.store.writer import StoreWriter
@@ -76,10 +77,17 @@ class Storage:
         return self.store.failure
 
     @classmethod
-    def open(cls, settings: ServeSettings, hooks: StorageHooks, worker_metrics: WorkerMetrics | None = None) -> Storage:
+    def open(
+        cls,
+        settings: ServeSettings,
+        hooks: StorageHooks,
+        worker_metrics: WorkerMetrics | None = None,
+        disk_room: DiskRoom | None = None,
+    ) -> Storage:
         """Open the store, start its writer, replay the journal (setting aside, as dead letters, records the
         store refuses while it takes the others), start journaling and the worker (counting in
-        ``worker_metrics``, those of the storage this one replaces, if given); raises StoreError."""
+        ``worker_metrics``, those of the storage this one replaces, if given; writing nothing while
+        ``disk_room`` says the disk lacks room); raises StoreError."""
         from tracegrade.store.backend import open_store
         from tracegrade.store.mapping_process import MappingProcess
         from tracegrade.store.writer import StoreWriter
@@ -120,7 +128,8 @@ class Storage:
             # imported here: most receivers grade nothing, and the grading stack slows every start-up
             from tracegrade.ingest.inprocess_worker import start_inprocess_worker
 
-            worker = start_inprocess_worker(writer, settings.worker_rules, worker_metrics)
+            hold = disk_room.shortage if disk_room is not None else None
+            worker = start_inprocess_worker(writer, settings.worker_rules, worker_metrics, hold)
         retention = None
         policy = settings.retention()
         if policy is not None:
