@@ -230,7 +230,8 @@ async def test_an_unpriced_judge_and_a_reply_without_usage_say_so(server, caplog
     no_usage = await grade(server, judge_model=model)
     assert unpriced.details["usage_notes"] == [
         f"judge model {model!r} has no price in litellm's cost map, so its calls count $0 in the judge cost: "
-        "give it one with litellm.register_model (README, LLM judges)"
+        "give it one with judge_input_cost_per_mtok and judge_output_cost_per_mtok on the slot, or "
+        "litellm.register_model (README, LLM judges)"
     ]
     assert any("reported no token usage" in note for note in no_usage.details["usage_notes"])
     assert caplog.text.count("has no price in litellm's cost map") == 1

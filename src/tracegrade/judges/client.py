@@ -368,7 +368,8 @@ def unpriced_note(model: str) -> str:
     """The note a reply of a model without a price carries (the same text for every call, so reports count it)."""
     return (
         f"judge model {model!r} has no price in litellm's cost map, so its calls count $0 in the judge cost: "
-        "give it one with litellm.register_model (README, LLM judges)"
+        "give it one with judge_input_cost_per_mtok and judge_output_cost_per_mtok on the slot, or "
+        "litellm.register_model (README, LLM judges)"
     )
 
 
