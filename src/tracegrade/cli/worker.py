@@ -32,7 +32,11 @@ __all__ = ["command"]
 @store_option
 @lake_data_option
 @click.option("--once", is_flag=True, help="Run one enqueue/claim/grade cycle and exit.")
-@click.option("--worker-id", help="Name of this worker in job leases (default host:pid:random).")
+@click.option(
+    "--worker-id",
+    help="Name of this worker in job leases (default host:pid:random; one per running worker). A worker started "
+    "again with its id hands back at once, without counting an attempt, the jobs it held when it stopped.",
+)
 @click.option(
     "--metrics-address",
     metavar="HOST:PORT",

@@ -9,7 +9,9 @@ takes the jobs the worker grades in a quarter of the lease at the pace of its la
 most): quick rules go in large batches, and a slow batch (judges) stays short. A rule's jobs are grouped
 into one run per window of ``run_window_minutes`` (by when the job was enqueued): run
 ``worker:<rule>:<window start, UTC>``, one case per job, so ``tracegrade runs`` lists a row per rule and
-window rather than one per trace. A job whose worker died is taken over when its lease expires; a job
+window rather than one per trace. A job whose worker died is taken over when its lease expires, or at once by a
+worker of the same id (a receiver's after it opened its failed store again, ``tracegrade worker --worker-id``
+restarted), which hands back the leases of its id when it starts, without counting their attempt; a job
 always lands in the same run, where its case (keyed by trace) is replaced, so a retried job never writes
 duplicate results. A rule belongs to one tenant (``tenant:``, by default the one tenant of a receiver
 without a tokens file): it grades that tenant's traces only, and its jobs, runs and cached judge replies
@@ -302,12 +304,39 @@ class GradingWorker:
         # disk filled up (see ingest.disk_room), which a write would only fail again
         self.write_hold: Callable[[], str | None] | None = None
         self._held: str | None = None  # the hold of the last cycle, logged when it begins and when it ends
+        # whether jobs leased under this worker's id may wait in the queue with nobody grading them: at the start
+        # (its id may be that of a worker that stopped holding leases), on a store opened again, after a hand-back
+        # failed; see _release_held
+        self._release_due = True
 
     def use_store(self, store: GradingSink) -> None:
-        """Go on with ``store``: the same store, opened again after it failed (this worker's leases, kept
-        in it, stay its own)."""
+        """Go on with ``store``: the same store, opened again after it failed. The leases this worker held when
+        it failed are handed back at its next cycle (``_release_held``)."""
         self.store = store
         self.jobs = store.job_queue()
+        self._release_due = True
+
+    def _release_held(self) -> None:
+        """Hand back, pending with their attempt given back, the jobs leased under this worker's id, when some may
+        be (``_release_due``). They are none that it grades: a cycle begins with no job in hand. They are those of
+        a worker of this id that stopped holding them: this one before its store failed (the results were lost,
+        and handing the jobs back failed with the store), or the process of a ``--worker-id`` restarted, or the
+        worker of a receiver before it opened its failed store again (it starts one of the same id). Left
+        leased, they would wait for their leases to run out (``lease_seconds``) and spend an attempt of the
+        ``max_attempts``: a few store failures would fail a job for good without it ever being graded."""
+        if not self._release_due:
+            return
+        released = self.jobs.release_held(
+            self.worker_id, f"handed back by worker {self.worker_id}, which held it when it stopped or its store failed"
+        )
+        self._release_due = False
+        if released:
+            log.warning(
+                "handed back %d grading job(s) leased to this worker (%s) when it stopped or its store failed, "
+                "without counting an attempt: they are graded again now",
+                released,
+                self.worker_id,
+            )
 
     def enqueue(self) -> int:
         """Create jobs for traces that settled since the last look; returns how many were added.
@@ -490,12 +519,15 @@ class GradingWorker:
     def _hand_back(self, jobs: list[ClaimedJob], cause: BaseException) -> StoreError:
         """Give ``jobs`` back to the queue, pending with their attempt given back; the StoreError to raise."""
         reason = f"the store was out of reach: {cause}"
+        handed = "handed back"
         try:
             self.jobs.release([job.job_id for job in jobs], self.worker_id, reason)
-        except Exception as exc:  # the queue is out of reach too: the leases run out, and the jobs are taken again
+        except Exception as exc:  # the queue is out of reach too: the next cycle that reaches it hands them back
             log.warning("handing %d grading job(s) back failed: %s", len(jobs), exc)
+            self._release_due = True
+            handed = "to be handed back (the queue is out of reach too)"
         return StoreError(
-            f"grading stopped, {reason}; {len(jobs)} job(s) handed back without counting an attempt, to be graded "
+            f"grading stopped, {reason}; {len(jobs)} job(s) {handed} without counting an attempt, to be graded "
             "once the store answers again"
         )
 
@@ -513,8 +545,9 @@ class GradingWorker:
             self.metrics.count(self.metrics.leases_lost, len(jobs) - held, tenant=jobs[0].tenant, rule=jobs[0].rule)
 
     async def run_once(self) -> int:
-        """Enqueue (unless that was done less than ``poll_seconds`` ago), claim and run one batch; returns the
-        number of jobs run."""
+        """Hand back the jobs leased under this worker's id if some may be (``_release_held``), enqueue (unless
+        that was done less than ``poll_seconds`` ago), claim and run one batch; returns the number of jobs run."""
+        self._release_held()
         if self._looked_at is None or time.monotonic() - self._looked_at >= self.settings.poll_seconds:
             # A look scans the traces table (all of it now and then), so a worker working off a backlog looks once
             # per poll interval rather than once per batch; a trace settled meanwhile waits at most that long.

@@ -73,12 +73,15 @@ def start_inprocess_worker(
     rules: WorkerRules | str | Path,
     metrics: WorkerMetrics | None = None,
     write_hold: Callable[[], str | None] | None = None,
+    worker_id: str | None = None,
 ) -> InProcessWorker:
     """Start grading with ``rules`` against the store of ``writer`` (a started StoreWriter).
 
     ``metrics``: those of the worker the receiver ran before its store failed and was opened again, to go on
     counting in (the receiver's /metrics keep their series, and show the outage until a cycle completes).
     ``write_hold``: asked before each cycle, why the worker must write nothing now (see ``DiskRoom.shortage``).
+    ``worker_id``: that of the worker before (None: a new one), whose leases the failure left in the store: this
+    worker hands them back at its first cycle, and grades those jobs at once without spending an attempt of theirs.
 
     Raises ValueError / FileFormatError for bad rules before anything starts.
     """
@@ -89,7 +92,7 @@ def start_inprocess_worker(
             "has its metrics on the receiver's /metrics and its health on /healthz/worker",
             loaded.metrics_address,
         )
-    worker = GradingWorker(writer.store, loaded)
+    worker = GradingWorker(writer.store, loaded, worker_id=worker_id)
     if metrics is not None:  # before the thread starts: the worker's own, fresh ones are never seen
         metrics.add_rules((rule.tenant, rule.name) for rule in loaded.rules)
         metrics.stall = worker.metrics.stall  # the rules file is read again at each opening

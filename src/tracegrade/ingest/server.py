@@ -118,6 +118,8 @@ class ReceiverServer:
         self.auth_throttle: AuthThrottle | None = None  # the limit on wrong credentials, both ports together
         # the in-process worker's (--worker-rules), kept when the store is reopened: its series go on counting
         self._worker_metrics: WorkerMetrics | None = None
+        # and its id: the worker of the reopened store hands back the leases the failure left under it
+        self._worker_id: str | None = None
         # kept across reopenings too: after the store failed for a full disk, the worker waits for room to write
         self._disk_room = DiskRoom(self._store_directory()) if settings.worker_rules is not None else None
 
@@ -219,11 +221,12 @@ class ReceiverServer:
         return Path(self.settings.store).absolute().parent
 
     def _open_storage(self, hooks: StorageHooks) -> Storage:
-        """Open the storage (on an executor thread); its worker, if any, counts in the metrics of the one before
-        and waits for room on a disk that filled up."""
-        storage = Storage.open(self.settings, hooks, self._worker_metrics, self._disk_room)
+        """Open the storage (on an executor thread); its worker, if any, counts in the metrics of the one before,
+        goes by its id (and hands back its leases), and waits for room on a disk that filled up."""
+        storage = Storage.open(self.settings, hooks, self._worker_metrics, self._disk_room, self._worker_id)
         if storage.worker is not None:
             self._worker_metrics = storage.worker.metrics
+            self._worker_id = storage.worker.worker.worker_id
         return storage
 
     def _bind_grpc(self) -> None:

@@ -83,11 +83,13 @@ class Storage:
         hooks: StorageHooks,
         worker_metrics: WorkerMetrics | None = None,
         disk_room: DiskRoom | None = None,
+        worker_id: str | None = None,
     ) -> Storage:
         """Open the store, start its writer, replay the journal (setting aside, as dead letters, records the
         store refuses while it takes the others), start journaling and the worker (counting in
         ``worker_metrics``, those of the storage this one replaces, if given; writing nothing while
-        ``disk_room`` says the disk lacks room); raises StoreError."""
+        ``disk_room`` says the disk lacks room; named ``worker_id``, that storage's worker's, whose leases it
+        hands back); raises StoreError."""
         from tracegrade.store.backend import open_store
         from tracegrade.store.mapping_process import MappingProcess
         from tracegrade.store.writer import StoreWriter
@@ -129,7 +131,7 @@ class Storage:
             from tracegrade.ingest.inprocess_worker import start_inprocess_worker
 
             hold = disk_room.shortage if disk_room is not None else None
-            worker = start_inprocess_worker(writer, settings.worker_rules, worker_metrics, hold)
+            worker = start_inprocess_worker(writer, settings.worker_rules, worker_metrics, hold, worker_id)
         retention = None
         policy = settings.retention()
         if policy is not None:

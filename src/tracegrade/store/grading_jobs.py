@@ -23,6 +23,7 @@ from tracegrade.store.tenancy import DEFAULT_TENANT
 __all__ = [
     "EXPIRED_ERROR_SQL",
     "ORPHANED_JOBS_SQL",
+    "RELEASED_SQL",
     "WAITING_JOBS_SQL",
     "ClaimedJob",
     "JobQueue",
@@ -43,6 +44,11 @@ WAITING_JOBS_SQL = (
 )
 # the error of a job failed for good: its lease expired after its last attempt (SQL, for either database)
 EXPIRED_ERROR_SQL = "'the worker holding the lease stopped ' || attempts || ' time(s) without finishing'"
+# what a job handed back is set to (``JobQueue.release``): pending, its attempt given back, its error the parameter
+# ``{param}`` (the database's placeholder); SQL for either database
+RELEASED_SQL = (
+    "status = 'pending', error = {param}, owner = NULL, lease_expires = NULL, attempts = greatest(attempts - 1, 0)"
+)
 
 
 def job_prefix(rule: str, tenant: str) -> str:
@@ -89,6 +95,13 @@ class JobQueue(Protocol):
     def release(self, job_ids: Sequence[str], owner: str, error: str) -> None:
         """Hand back each of ``job_ids`` whose lease ``owner`` still holds: pending again, its attempt given
         back (the store was out of reach, which is no fault of the job's), ``error`` saying why."""
+        ...
+
+    def release_held(self, owner: str, error: str) -> int:
+        """Hand back, as ``release`` does, every job whose lease ``owner`` holds; how many. For a worker that
+        starts again under the id of one that held leases when it stopped (its store failed and was opened
+        again, or its process restarted with the same id): their results were lost, and the jobs would wait for
+        their leases to run out, then spend an attempt."""
         ...
 
     def counts(self) -> dict[str, int]:
@@ -160,20 +173,25 @@ class StoreJobQueue:
         return self._update_held(assignments, [status, run_id, error], job_ids, owner)
 
     def release(self, job_ids: Sequence[str], owner: str, error: str) -> None:
-        assignments = (
-            "status = 'pending', error = ?, owner = NULL, lease_expires = NULL, attempts = greatest(attempts - 1, 0)"
-        )
-        self._update_held(assignments, [error], job_ids, owner)
+        self._update_held(RELEASED_SQL.format(param="?"), [error], job_ids, owner)
 
-    def _update_held(self, assignments: str, values: list[Any], job_ids: Sequence[str], owner: str) -> int:
-        """Set ``assignments`` (with ``values``) on each of ``job_ids`` whose lease ``owner`` holds (a job has an
-        owner only while it is leased); how many it held."""
-        if not job_ids:
+    def release_held(self, owner: str, error: str) -> int:
+        return self._update_held(RELEASED_SQL.format(param="?"), [error], None, owner)
+
+    def _update_held(self, assignments: str, values: list[Any], job_ids: Sequence[str] | None, owner: str) -> int:
+        """Set ``assignments`` (with ``values``) on each of ``job_ids`` (None: every job) whose lease ``owner``
+        holds (a job has an owner only while it is leased); how many it held."""
+        ids: list[str] = []
+        if job_ids is None:
+            among = ""
+        elif not job_ids:
             return 0
-        # not a list parameter: DuckDB's Python client converts one of those value by value, at ~75 us each
-        among, ids = sql_string_in(job_ids)
+        else:
+            # not a list parameter: DuckDB's Python client converts one of those value by value, at ~75 us each
+            listed, ids = sql_string_in(job_ids)
+            among = f" AND job_id IN {listed}"
         return self.store.execute_write(
-            f"UPDATE grading_jobs SET {assignments}, updated_at = ? WHERE owner = ? AND job_id IN {among}",
+            f"UPDATE grading_jobs SET {assignments}, updated_at = ? WHERE owner = ?{among}",
             [*values, utc_now(), owner, *ids],
         )
 

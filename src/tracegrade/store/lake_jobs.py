@@ -20,6 +20,7 @@ from tracegrade.store.catalog_connection import PG_NOW, CatalogConnection, creat
 from tracegrade.store.grading_jobs import (
     EXPIRED_ERROR_SQL,
     ORPHANED_JOBS_SQL,
+    RELEASED_SQL,
     WAITING_JOBS_SQL,
     ClaimedJob,
     job_prefix,
@@ -104,19 +105,25 @@ class CatalogJobQueue:
         return self._update_held("finishing grading jobs", assignments, [status, run_id, error], job_ids, owner)
 
     def release(self, job_ids: Sequence[str], owner: str, error: str) -> None:
-        assignments = (
-            "status = 'pending', error = %s, owner = NULL, lease_expires = NULL, attempts = greatest(attempts - 1, 0)"
-        )
-        self._update_held("handing grading jobs back", assignments, [error], job_ids, owner)
+        self._update_held("handing grading jobs back", RELEASED_SQL.format(param="%s"), [error], job_ids, owner)
 
-    def _update_held(self, doing: str, assignments: str, values: list[Any], job_ids: Sequence[str], owner: str) -> int:
-        """Set ``assignments`` (with ``values``) on each of ``job_ids`` whose lease ``owner`` holds; how many."""
-        if not job_ids:
+    def release_held(self, owner: str, error: str) -> int:
+        doing = "handing back the grading jobs a worker held"
+        return self._update_held(doing, RELEASED_SQL.format(param="%s"), [error], None, owner)
+
+    def _update_held(
+        self, doing: str, assignments: str, values: list[Any], job_ids: Sequence[str] | None, owner: str
+    ) -> int:
+        """Set ``assignments`` (with ``values``) on each of ``job_ids`` (None: every job) whose lease ``owner``
+        holds; how many."""
+        if job_ids is not None and not job_ids:
             return 0
+        # every job: those leased only, which the index of the jobs not finished finds without reading the others
+        among, ids = (" AND status = 'leased'", []) if job_ids is None else (" AND job_id = ANY(%s)", [list(job_ids)])
         with self._catalog.cursor(doing) as cursor:
             cursor.execute(
-                f"UPDATE {_TABLE} SET {assignments}, updated_at = {PG_NOW} WHERE owner = %s AND job_id = ANY(%s)",
-                [*values, owner, list(job_ids)],
+                f"UPDATE {_TABLE} SET {assignments}, updated_at = {PG_NOW} WHERE owner = %s{among}",
+                [*values, owner, *ids],
             )
             return max(cursor.rowcount, 0)
 
