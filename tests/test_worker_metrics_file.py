@@ -51,6 +51,9 @@ def test_the_counters_move_as_a_real_worker_grades(tmp_path: Path) -> None:
             "jobs graded",
             timeout=120,
         )
+        # the cycle's end (its duration, then the backlog read after it) comes after its jobs are counted graded
+        backlog = (W + "backlog_jobs", frozenset({"tenant": "default", "status": "pending"}.items()))
+        wait_until(lambda: backlog in metric_samples(worker.metrics_text()), "the backlog read after the cycle", 120)
         samples = metric_samples(worker.metrics_text())
 
         def value(name: str, **labels: str) -> float:
