@@ -23,6 +23,7 @@ __all__ = [
     "RunInterrupted",
     "StoreError",
     "StoreLockedError",
+    "StoreMissingError",
     "TracegradeError",
     "did_you_mean",
 ]
@@ -133,6 +134,11 @@ class StoreError(TracegradeError):
 class StoreLockedError(StoreError):
     """The store is busy: another process holds the DuckDB file for writing and no server answers for it, or runs
     a maintenance pass on the lake (one at a time)."""
+
+
+class StoreMissingError(StoreError):
+    """The store to open does not exist yet: no file at its path, or no lake in its catalog's database. The first
+    writer creates it (``tracegrade serve``, ``import``, a pytest session recording its run)."""
 
 
 class QueryRefused(StoreError):

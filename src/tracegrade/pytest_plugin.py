@@ -256,15 +256,30 @@ def _write_reports(state: _SessionState, directory: Path) -> None:
     state.problems += [f"{name}: {message}" for name, message in output.errors]
 
 
+def _failure_reason(exc: Exception) -> str:
+    """What went wrong reading or writing a store, as the session's problem or usage line says it.
+
+    Beside tracegrade's own errors, which say it themselves, the store's and the reports' client libraries raise
+    their own (http.client's, OSError, DuckDB's, pyarrow's on a damaged stored run): named by their type, for their
+    message alone may not say what failed. Either way a line, never pytest's INTERNALERROR traceback."""
+    from tracegrade.errors import TracegradeError
+
+    return str(exc) if isinstance(exc, TracegradeError) else f"{type(exc).__name__}: {exc}"
+
+
 def _load_baseline(config: pytest.Config, ref: str) -> Any:
     from tracegrade.errors import TracegradeError
+    from tracegrade.store.lake_location import redacted
     from tracegrade.testing.session_store import load_baseline
 
     store = config.getoption("tracegrade_store", None)
     try:
         return load_baseline(ref, store or None, os.environ.get("TRACEGRADE_TOKEN"))  # a lake stays a string
-    except TracegradeError as exc:
-        raise pytest.UsageError(f"--tracegrade-baseline {ref!r}: {exc}") from None
+    except Exception as exc:
+        reason = _failure_reason(exc)
+        if not isinstance(exc, TracegradeError):  # a library's words do not say what it was reading
+            reason = f"reading it from {redacted(store) if store else ref} failed: {reason}"
+        raise pytest.UsageError(f"--tracegrade-baseline {ref!r}: {reason}") from None
 
 
 def _gate(state: _SessionState, config: pytest.Config) -> None:
@@ -285,17 +300,13 @@ def _gate(state: _SessionState, config: pytest.Config) -> None:
 def _record(state: _SessionState, store: str) -> None:
     """Record the session as a run in ``store``; a failure is the session's problem (shown, the session failed),
     its report files already written."""
-    from tracegrade.errors import TracegradeError
     from tracegrade.store.lake_location import redacted
     from tracegrade.testing.session_store import record_session
 
     try:
         state.recorded_run = record_session(state.report, store, os.environ.get("TRACEGRADE_TOKEN"))
-    except Exception as exc:
-        # beside tracegrade's own errors, what the store's client libraries raise when it is out of reach or
-        # answers no HTTP (http.client's, OSError, DuckDB's): the last step of a session, so a problem line
-        # that says what failed, never pytest's INTERNALERROR traceback
-        reason = str(exc) if isinstance(exc, TracegradeError) else f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # the last step of a session: a problem line that says what failed
+        reason = _failure_reason(exc)
         state.problems.append(f"the session's run could not be recorded in {redacted(store)}: {reason}")
 
 

@@ -93,6 +93,7 @@ def _opened(
     path: Path | str, token: str | None, writable: bool, lake_data: Path | None, tenant: str
 ) -> Iterator[GradingStore]:
     from tracegrade.store import RemoteStore, TraceStore, open_store_for_read
+    from tracegrade.store.database import store_not_found
 
     if is_lake_location(path):
         sink = open_writable_store(path, lake_data, "recording the run") if writable else None
@@ -104,9 +105,7 @@ def _opened(
         return
     path = Path(path)
     if not path.exists():
-        raise StoreError(
-            f"store not found: {path} (create one with `tracegrade serve --store {path}` or `tracegrade import`)"
-        )
+        raise store_not_found(path)
     if writable:
         try:
             store = TraceStore(path)

@@ -11,6 +11,7 @@ import math
 import socket
 import xml.etree.ElementTree as ET
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 from tracegrade.models.expectations import xfail_reason
@@ -41,6 +42,16 @@ MESSAGE_LIMIT = 500  # characters in a message="..." attribute
 VALUE_LIMIT = 4000  # characters per value in element bodies
 PROPERTY_LIMIT = 4000  # characters per property value
 
+# the suite's count each case outcome (case_view.case_outcome) adds to; a passed case adds to none
+_COUNTED_AS = {"xfail": "skipped", "skipped": "skipped", "xpass": "failures", "fail": "failures", "error": "errors"}
+# Where the test cases go in the document serialized without them: an element no escaped text can spell ("<" is
+# always "&lt;" in text and attributes). Test cases sit in <testsuite> in <testsuites>: indented two levels deep,
+# and each followed by the indentation of the next element at that depth (after the last, the suite's system-out).
+_PLACEHOLDER_TAG = "tracegrade-testcases"
+_CASE_DEPTH = 2
+_CASE_TAIL = "\n" + "  " * _CASE_DEPTH
+_CASES_PLACEHOLDER = f"<{_PLACEHOLDER_TAG} />{_CASE_TAIL}"
+
 
 def _safe(value: Any, limit: int | None) -> str:
     return shorten(clean_text(value), limit)
@@ -53,8 +64,12 @@ def _seconds(value: float) -> str:
     return f"{value:.3f}" if math.isfinite(value) and value >= 0 else "0.000"
 
 
+def _attributes(**attrs: Any) -> dict[str, str]:
+    return {k: _safe(v, MESSAGE_LIMIT) for k, v in attrs.items()}
+
+
 def _element(parent: ET.Element, tag: str, text: str | None = None, **attrs: Any) -> ET.Element:
-    element = ET.SubElement(parent, tag, {k: _safe(v, MESSAGE_LIMIT) for k, v in attrs.items()})
+    element = ET.SubElement(parent, tag, _attributes(**attrs))
     if text:
         element.text = text
     return element
@@ -148,6 +163,12 @@ def _case_output(result: EvalCaseResult) -> str:
     return clean_text("\n\n".join(f"=== {title} ===\n{body}" for title, body in sections))
 
 
+def _document(root: ET.Element) -> str:
+    """The XML document of the element tree ``root``, indented two spaces a level."""
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
 def testcase_names(results: list[EvalCaseResult]) -> list[str]:
     """Each result's ``<testcase>`` name: its display name, unique within the suite.
 
@@ -169,7 +190,10 @@ def testcase_names(results: list[EvalCaseResult]) -> list[str]:
 
 
 class JUnitXMLReporter(FileReporter):
-    """Renders the report as JUnit XML; error cases are ``<error>``, failed cases carry ``<failure>``s."""
+    """Renders the report as JUnit XML; error cases are ``<error>``, failed cases carry ``<failure>``s.
+
+    The document is written a test case at a time (:meth:`pieces`): built as one element tree, a report of
+    10,000 cases held every case's elements, the serialized text in parts, the text and its bytes at once."""
 
     default_filename = "junit.xml"
 
@@ -177,26 +201,51 @@ class JUnitXMLReporter(FileReporter):
         self.suite_name = suite_name
 
     def to_xml(self, report: EvalReport) -> str:
-        root = self.build_tree(report)
-        ET.indent(root)
-        return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+        """The document serialized from one whole element tree (:meth:`build_tree`): :meth:`render`'s text."""
+        return _document(self.build_tree(report))
 
     def render(self, report: EvalReport) -> str:
-        return self.to_xml(report)
+        return "".join(self.pieces(report))
+
+    def pieces(self, report: EvalReport) -> Iterator[str]:
+        """``render(report)`` in consecutive pieces: the document down to the first ``<testcase>``, each test case
+        with the indentation before the next element, the rest.
+
+        Joined, they are :meth:`to_xml`'s text byte for byte: the document is serialized with a placeholder
+        element where the test cases go, and each test case is indented at the depth it has in the whole tree.
+        """
+        names = testcase_names(report.results)
+        text = _document(self._tree(report, cases=None))
+        head, tail = text.split(_CASES_PLACEHOLDER, 1)
+        yield head
+        for result, name in zip(report.results, names):
+            case = self._testcase(report, result, name)
+            ET.indent(case, level=_CASE_DEPTH)
+            yield ET.tostring(case, encoding="unicode") + _CASE_TAIL
+        yield tail
 
     def build_tree(self, report: EvalReport) -> ET.Element:
-        """The ``<testsuites>`` element tree (counts computed from the test cases actually written)."""
+        """The ``<testsuites>`` element tree (counts computed from the outcomes of the test cases written)."""
+        names = testcase_names(report.results)
+        return self._tree(report, cases=[self._testcase(report, r, n) for r, n in zip(report.results, names)])
+
+    def _tree(self, report: EvalReport, cases: list[ET.Element] | None) -> ET.Element:
+        """The ``<testsuites>`` tree holding ``cases``, or a placeholder element where they go when None."""
         summary = report.summary
         warnings = run_warnings(report)
         suite = ET.Element("testsuite")
         self._add_properties(suite, report, warnings)
-        counts = {"failures": 0, "errors": 0, "skipped": 0}
-        for result, name in zip(report.results, testcase_names(report.results)):
-            outcome = self._add_testcase(suite, report, result, name)
-            if outcome:
-                counts[outcome] += 1
+        if cases is None:
+            ET.SubElement(suite, _PLACEHOLDER_TAG)
+        else:
+            suite.extend(cases)
         _element(suite, "system-out", _safe(report.format_summary(), VALUE_LIMIT * 4))
         _element(suite, "system-err", _safe("\n".join(f"WARNING: {w}" for w in warnings), VALUE_LIMIT * 4))
+        counts = {"failures": 0, "errors": 0, "skipped": 0}
+        for result in report.results:
+            counted = _COUNTED_AS.get(case_outcome(result))
+            if counted:
+                counts[counted] += 1
         attrs = {
             "name": self.suite_name,
             "tests": len(report.results),
@@ -248,45 +297,35 @@ class JUnitXMLReporter(FileReporter):
             )
 
     @staticmethod
-    def _add_testcase(suite: ET.Element, report: EvalReport, result: EvalCaseResult, name: str) -> str | None:
-        """Append one ``<testcase>`` named ``name``; returns ``"errors"``, ``"failures"``, ``"skipped"`` or None
-        (passed)."""
-        case = _element(
-            suite,
+    def _testcase(report: EvalReport, result: EvalCaseResult, name: str) -> ET.Element:
+        """The ``<testcase>`` of ``result``, named ``name``."""
+        case = ET.Element(
             "testcase",
-            name=name,
-            classname=report.eval_set_id or "eval",
-            time=_seconds(result.duration_seconds),
+            _attributes(name=name, classname=report.eval_set_id or "eval", time=_seconds(result.duration_seconds)),
         )
-        outcome: str | None = None
         status = case_outcome(result)
         if status == "xfail":  # as pytest's junitxml writes an xfailed test, with what failed as the body
             what = result.error or "; ".join(_failure_message(c) for c in result.failed_criteria)
             reason = xfail_reason(result.metadata)
             _element(case, "skipped", _safe(what, VALUE_LIMIT * 2), message=reason, type="pytest.xfail")
-            outcome = "skipped"
         elif status == "xpass":  # a strict xfail that passed, as pytest words it
             message = f"[XPASS(strict)] {xfail_reason(result.metadata)}".rstrip()
             _element(case, "failure", _safe(message, VALUE_LIMIT), message=message)
-            outcome = "failures"
         elif status == "error":
             # the body as pytest's junitxml writes a test's error: the message, then the (agent's) traceback
             body = "\n\n".join(part for part in (result.error, result.error_traceback) if part)
             _element(case, "error", _safe(body, VALUE_LIMIT * 2), message=result.error, type="EvalCaseError")
-            outcome = "errors"
         elif status == "fail":
             failed = result.failed_criteria
             for c in failed:
                 _element(case, "failure", _failure_body(c), message=_failure_message(c), type=c.criterion)
             if not failed:
                 _element(case, "failure", message="case did not pass", type="EvalCaseFailure")
-            outcome = "failures"
         elif status == "skipped":
             reasons = "; ".join(f"{c.criterion}: {c.reason or 'not applicable'}" for c in result.criterion_results)
             _element(case, "skipped", message=f"every criterion was skipped ({reasons})")
-            outcome = "skipped"
         _element(case, "system-out", _case_output(result))
         warnings = case_warnings(result)
         if warnings:
             _element(case, "system-err", _safe("\n".join(f"WARNING: {w}" for w in warnings), VALUE_LIMIT))
-        return outcome
+        return case

@@ -11,7 +11,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from tracegrade.errors import StoreError, StoreLockedError
+from tracegrade.errors import StoreError, StoreLockedError, StoreMissingError
 from tracegrade.store.journal import journal_directory
 from tracegrade.store.rows import sql_string
 
@@ -50,8 +50,8 @@ def lock_holder_pid(message: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def store_not_found(path: Path) -> StoreError:
-    return StoreError(
+def store_not_found(path: Path) -> StoreMissingError:
+    return StoreMissingError(
         f"store not found: {path} (create one with `tracegrade serve --store {path}` or `tracegrade import`)"
     )
 

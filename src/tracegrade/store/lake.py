@@ -45,7 +45,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from tracegrade.errors import StoreError
+from tracegrade.errors import StoreError, StoreMissingError
 from tracegrade.models.span import LogRecordData, SpanRecord
 from tracegrade.store.build_queue import BuildQueue
 from tracegrade.store.database import duckdb_size_bytes, insert_arrow
@@ -284,7 +284,8 @@ class LakeStore(TraceStore):
             for directory in made:  # innermost first; a failed open leaves no new directory behind
                 with contextlib.suppress(OSError):
                     directory.rmdir()
-            raise StoreError(f"cannot open lake {self.path}: {_attach_problem(str(exc))}") from None
+            error = StoreMissingError if _NO_LAKE_YET in str(exc) else StoreError
+            raise error(f"cannot open lake {self.path}: {_attach_problem(str(exc))}") from None
         return str(stored)
 
     def _check_version(self) -> None:
@@ -457,10 +458,14 @@ class LakeStore(TraceStore):
         return f"LakeStore({self.path!r}, data_path={self.data_path!r}{', read_only=True' if self.read_only else ''})"
 
 
+# DuckLake's words when the database holds no lake and the open may not create one (read-only, or told not to)
+_NO_LAKE_YET = "creating a new DuckLake is explicitly disabled"
+
+
 def _attach_problem(message: str) -> str:
     """What went wrong attaching a lake, from DuckLake's error, and what to do about it."""
     first_line = redacted(message.splitlines()[0])
-    if "creating a new DuckLake is explicitly disabled" in message:  # a database without one, not to be made
+    if _NO_LAKE_YET in message:  # a database without one, not to be made
         return (
             "its database holds no lake yet (only `tracegrade serve`, `import` or another writer creates one); check "
             "dbname, or start `tracegrade serve` on it with --lake-data first"

@@ -36,13 +36,39 @@ def load_baseline(ref: str, store: str | Path | None, token: str | None) -> tupl
     it names a report file; a TracegradeError says what is wrong with it."""
     from tracegrade.cli.common import UsageProblem
     from tracegrade.cli.run_refs import load_runs
+    from tracegrade.errors import StoreMissingError
 
-    if store is None and not Path(ref).is_file():
-        raise UsageProblem(
-            f"no report file {ref!r}, and no store to look it up in as a run: give a JSON report (as "
-            "--tracegrade-report DIR writes it), or a run id, latest or latest~N with --tracegrade-store STORE"
+    if store is None:
+        if not Path(ref).is_file():
+            raise UsageProblem(
+                f"no report file {ref!r}, and no store to look it up in as a run: give a JSON report (as "
+                "--tracegrade-report DIR writes it), or a run id, latest or latest~N with --tracegrade-store STORE"
+            )
+        return load_runs([ref], Path(), token)[0]
+    try:
+        return load_runs([ref], _location(store), token)[0]
+    except StoreMissingError:
+        # the CLI's hint (`tracegrade serve`, --lake-data) is not how a pytest session makes its store
+        raise UsageProblem(_no_store_yet(store)) from None
+
+
+def _no_store_yet(store: str | Path) -> str:
+    """Why a baseline cannot be looked up in ``store``, which does not exist yet, and how a session creates it."""
+    from tracegrade.env_vars import ENV_VARS
+    from tracegrade.store.lake_location import redacted
+
+    shown = redacted(store)
+    if isinstance(_location(store), str):
+        what = f"lake {shown} does not exist yet (its database holds no lake)"
+        how = (
+            f" with {ENV_VARS['lake_data']} set to the directory the lake keeps its files in (one path for every node)"
         )
-    return load_runs([ref], _location(store) if store is not None else Path(), token)[0]
+    else:
+        what, how = f"store {shown} does not exist yet", ""
+    return (
+        f"{what}, so it holds no run to gate against: a session run with --tracegrade-store {shown} and without "
+        f"--tracegrade-baseline creates it and records its run{how}; later sessions gate against that run"
+    )
 
 
 def gate_session(baseline: tuple[str, EvalReport], session: EvalReport, settings: GateSettings) -> RunComparison:
