@@ -214,6 +214,29 @@ def _decode_error_text(exc: json.JSONDecodeError) -> str:
 _STRING_OR_CONSTANT = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)')
 
 
+def _line_column(text: str, at: int) -> tuple[int, int]:
+    """The line and column (both from 1) of offset ``at`` in ``text``."""
+    return text.count("\n", 0, at) + 1, at - (text.rfind("\n", 0, at) + 1) + 1
+
+
+def _long_integer_text(text: str, exc: ValueError) -> str:
+    """Where the integer is that has more digits than Python converts (``sys.get_int_max_str_digits``, 4,300 by
+    default: a guard against quadratic conversion), and what to do; ``exc``'s own words if none is found."""
+    get_limit = getattr(sys, "get_int_max_str_digits", None)  # Python 3.10.7 and later: older ones read any
+    if get_limit is None:
+        return str(exc)
+    limit = get_limit()
+    for found in re.finditer(rf'"(?:[^"\\]|\\.)*"|(-?\d{{{limit + 1},}})', text):
+        if found.group(1) is not None:
+            line, column = _line_column(text, found.start(1))
+            digits = len(found.group(1).lstrip("-"))
+            return (
+                f"an integer of {digits:,} digits at line {line}, column {column}, more than the {limit:,} Python "
+                "reads; write it as a string"
+            )
+    return str(exc)
+
+
 def _constant_problems(text: str) -> list[Problem]:
     """Where the text has ``NaN``, ``Infinity`` or ``-Infinity``: Python's ``json`` reads them as floats, but they
     are not JSON (other tools refuse the file) and a NaN threshold or score compares false with everything."""
@@ -222,9 +245,7 @@ def _constant_problems(text: str) -> list[Problem]:
         constant = found.group(1)
         if constant is None:
             continue
-        at = found.start(1)
-        line = text.count("\n", 0, at) + 1
-        column = at - (text.rfind("\n", 0, at) + 1) + 1
+        line, column = _line_column(text, found.start(1))
         problems.append(
             (
                 "$",
@@ -251,6 +272,8 @@ def _parse_json(text: str, strict: bool) -> tuple[Any, list[Problem]]:
         )
     except json.JSONDecodeError as exc:
         raise _Invalid(f"invalid JSON: {_decode_error_text(exc)}") from None
+    except ValueError as exc:  # the one other refusal: an integer longer than Python converts
+        raise _Invalid(f"invalid JSON: {_long_integer_text(text, exc)}") from None
     if constants:  # rare: the text is scanned again only to say where
         return data, _constant_problems(text)
     if not recorder.repeated:
