@@ -38,7 +38,7 @@ def _metric_value(page: str, name: str, labels: str = "") -> float:
 
 def test_health_readiness_and_metrics(tmp_path: Path) -> None:
     with running_server(tmp_path / "store.duckdb") as server:
-        assert get_text(f"{server.http_url}/healthz") == (200, json.dumps({"status": "ok"}))
+        assert get_text(f"{server.http_url}/healthz") == (200, json.dumps({"status": "ok", "server": "tracegrade"}))
         status, body = get_text(f"{server.http_url}/readyz")
         assert (status, json.loads(body)["ready"]) == (200, True)
 

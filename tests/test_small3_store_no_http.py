@@ -16,9 +16,11 @@ from tests.support.stale_announcement import Answer, held_with_stale_announcemen
 
 
 def _healthy_then_cut_short(request: bytes) -> bytes:
-    """A /healthz answered as HTTP, any other request's answer broken off: 100 bytes promised, 2 sent."""
+    """A /healthz answered as a tracegrade server's, any other request's answer broken off: 100 bytes promised, 2
+    sent."""
     if request.startswith(b"GET /healthz "):
-        return b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+        health = b'{"status": "ok", "server": "tracegrade"}'
+        return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(health), health)
     return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\nConnection: close\r\n\r\n{}"
 
 

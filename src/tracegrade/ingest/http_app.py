@@ -41,6 +41,7 @@ from tracegrade.ingest.otlp_responses import (
     encode_export_response,
     encode_status,
 )
+from tracegrade.store.remote import HEALTHZ_SERVER
 
 if TYPE_CHECKING:
     from aiohttp.typedefs import Middleware
@@ -384,7 +385,9 @@ class HttpFrontEnd:
         # A stalled in-process worker is reported here but never fails the receiver's health: the probes on
         # /healthz and /readyz restart a receiver or take it out of a load balancer, and either would stop
         # ingestion that works, to no avail for grading (a restart runs the same rules against the same judges).
-        body: dict[str, object] = {"status": "ok"}
+        # ``server`` tells a tracegrade client (``RemoteStore.is_alive``) this receiver from another program that
+        # took a killed receiver's port, which a store's sidecar may still name
+        body: dict[str, object] = {"status": "ok", "server": HEALTHZ_SERVER}
         worker = self._worker_health()
         if worker is not None:
             body["worker"] = worker.as_json()

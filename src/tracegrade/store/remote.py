@@ -29,7 +29,11 @@ from tracegrade.store.query_control import QueryControl
 from tracegrade.store.results import NON_FINITE, QueryResult
 from tracegrade.store.trace_deletion import Deleted
 
-__all__ = ["RemoteStore"]
+__all__ = ["HEALTHZ_SERVER", "RemoteStore"]
+
+# what a tracegrade receiver's /healthz says in its ``server`` field: how a client tells it from another program
+HEALTHZ_SERVER = "tracegrade"
+_HEALTHZ_MOST = 65536  # /healthz's body is a few hundred bytes; a larger answer is not a tracegrade server's
 
 
 # float columns (and lists of floats): the server writes a NaN or an infinity as a string of NON_FINITE (JSON has
@@ -125,16 +129,23 @@ class RemoteStore:
         self.close()
 
     def is_alive(self, timeout: float = 2.0) -> bool:
-        """Does a server answer at this URL (any HTTP status counts: it is there)? A program that answers no HTTP
-        (a port a killed server's sidecar still names, taken since) is no server: its store is then said to be
+        """Does a tracegrade server answer at this URL? Only an answer to /healthz that names tracegrade (its JSON
+        ``server`` field, ``HEALTHZ_SERVER``) counts: another program on the port a killed server's sidecar still
+        names (a web server answering 200 or 404, or no HTTP at all) is no server, and its store is then said to be
         held by its holder, as when nothing listens there."""
         try:
-            with urllib.request.urlopen(f"{self.url}/healthz", timeout=timeout):
-                return True
-        except urllib.error.HTTPError:
-            return True
+            with urllib.request.urlopen(f"{self.url}/healthz", timeout=timeout) as response:
+                body = response.read(_HEALTHZ_MOST)
+        except urllib.error.HTTPError as exc:  # a tracegrade server answers /healthz 200; this is another program
+            exc.close()
+            return False
         except (OSError, ValueError, http.client.HTTPException):
             return False
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            return False
+        return isinstance(answer, dict) and answer.get("server") == HEALTHZ_SERVER
 
     def query(
         self, sql: str, params: Sequence[Any] | None = None, *, control: QueryControl | None = None
