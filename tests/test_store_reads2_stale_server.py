@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.server_process import ServerProcess
-from tests.support.stale_announcement import Answer, _serve, held_with_stale_announcement
+from tests.support.stale_announcement import Answer, held_with_stale_announcement, serve_answers
 from tracegrade.store import TraceStore
 
 
@@ -60,7 +60,7 @@ def test_a_store_nobody_holds_opens_though_its_sidecar_names_a_web_server(tmp_pa
     port = server.http_port
     server.kill()  # SIGKILL: the sidecar stays, naming the port
     with socket.create_server(("127.0.0.1", port)) as listener:
-        threading.Thread(target=_serve, args=(listener, WEB_SERVERS["200 {}"]), daemon=True).start()
+        threading.Thread(target=serve_answers, args=(listener, WEB_SERVERS["200 {}"]), daemon=True).start()
         done = _tracegrade("sql", "SELECT 41 + 1 AS answer", "--format", "csv", "--store", str(store))
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["answer", "42"]

@@ -15,7 +15,7 @@ from pathlib import Path
 from tests.support.server_process import ServerProcess
 from tracegrade.store import TraceStore
 
-__all__ = ["Answer", "held_with_stale_announcement", "ssh_banner"]
+__all__ = ["Answer", "held_with_stale_announcement", "serve_answers", "ssh_banner"]
 
 # holds the store file open (DuckDB's lock) until its standard input closes
 HOLDER = (
@@ -31,7 +31,8 @@ def ssh_banner(request: bytes) -> bytes:
     return b"SSH-2.0-OpenSSH_9.6\r\n"
 
 
-def _serve(listener: socket.socket, answer: Answer) -> None:
+def serve_answers(listener: socket.socket, answer: Answer) -> None:
+    """Answer every connection to ``listener`` with ``answer`` of its first bytes, until the listener closes."""
     while True:
         try:
             client, _ = listener.accept()
@@ -52,7 +53,7 @@ def held_with_stale_announcement(store: Path, answer: Answer) -> Iterator[Path]:
     assert server.sidecar.exists()
     with ExitStack() as stack:
         listener = stack.enter_context(socket.create_server(("127.0.0.1", port)))
-        threading.Thread(target=_serve, args=(listener, answer), daemon=True).start()
+        threading.Thread(target=serve_answers, args=(listener, answer), daemon=True).start()
         holder = subprocess.Popen(
             [sys.executable, "-c", HOLDER, str(store)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
         )
