@@ -110,7 +110,9 @@ def _destination(shown: Path, inputs: Iterable[str | Path]) -> Path:
     """The file to replace: ``shown`` with its symlinks resolved, once it is checked to be safe to replace."""
     target = Path(os.path.realpath(shown))
     try:
-        mode = os.stat(target).st_mode
+        # ``shown`` itself, through its links: /proc's links to open files (/dev/stdout) are followed by the
+        # system, while realpath gives a pipe's or socket's name (/proc/self/fd/pipe:[N]), a file that is not there
+        mode = os.stat(shown).st_mode
     except FileNotFoundError:
         return target  # a new file (or a dangling link's target, created through it)
     except OSError as exc:  # a loop of links, a regular file used as a directory, no permission

@@ -201,6 +201,11 @@ def _sigterm_as_interrupt() -> Iterator[list[bool]]:
     terminated: list[bool] = []
 
     def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        if terminated:
+            # the run is already stopping and writing its partial report: a second SIGTERM (a runner or a user
+            # repeating it) would break off that writing, as a second Ctrl-C forces asyncio.run's stop, and lose
+            # the report the first one promised; SIGKILL stays the way to end the process at once
+            return
         terminated.append(True)
         # through SIGINT's own handler (asyncio.run's, which cancels the run), so both signals take one path
         handler = signal.getsignal(signal.SIGINT)

@@ -107,8 +107,8 @@ def _read_text(p: Path, limit: int) -> str:
             if exc.errno == errno.ELOOP
             else f"cannot read the file: {exc.strerror}"
         ) from None
-    if len(raw) > limit:  # it grew after fstat
-        raise _Invalid(_too_large(len(raw), limit))
+    if len(raw) > limit:  # it grew after fstat, or tells no size (/proc): how much more is unknown, it was not read
+        raise _Invalid(_too_large(None, limit))
     try:
         return raw.decode("utf-8-sig")  # a leading byte-order mark is dropped, as `tracegrade import` does
     except UnicodeDecodeError as exc:
@@ -158,11 +158,16 @@ def _check_readable(info: os.stat_result, limit: int) -> None:
         raise _Invalid(_too_large(info.st_size, limit))
 
 
-def _too_large(size: int, limit: int) -> str:
-    return (
-        f"the file is {size / _MIB:,.1f} MiB, larger than the {limit // _MIB:,} MiB tracegrade reads; "
-        "check that this is the file meant, or split it into smaller files"
+def _too_large(size: int | None, limit: int) -> str:
+    """Why a file is not read: its ``size``, or (None) that it holds more than the limit, found while reading it up
+    to one byte past the limit ("the file is 256.0 MiB, larger than the 256 MiB" would say nothing)."""
+    what = (
+        f"the file is {size / _MIB:,.1f} MiB, larger than the {limit // _MIB:,} MiB tracegrade reads"
+        if size is not None
+        else f"the file holds more than the {limit // _MIB:,} MiB tracegrade reads (it grew while it was read, "
+        "or its size is not told in advance)"
     )
+    return what + "; check that this is the file meant, or split it into smaller files"
 
 
 class _Empty(TracegradeError):

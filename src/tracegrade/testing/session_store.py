@@ -132,8 +132,9 @@ def _location(store: str | Path) -> str | Path:
 
 def record_session(report: EvalReport, store: str | Path, token: str | None) -> str:
     """Record the session's report as a run in ``store`` (through the server holding it, if one does); the
-    first session creates a store file that does not exist yet. A lake (``ducklake:postgres:...``) is recorded
-    in with its data path from ``TRACEGRADE_LAKE_DATA``, as the CLI takes it."""
+    first session creates a store file that does not exist yet, its directories too. A lake
+    (``ducklake:postgres:...``) is recorded in with its data path from ``TRACEGRADE_LAKE_DATA``, as the CLI takes
+    it."""
     from tracegrade.cli.grading_store import open_grading_store
     from tracegrade.env_vars import ENV_VARS
 
@@ -143,8 +144,10 @@ def record_session(report: EvalReport, store: str | Path, token: str | None) -> 
         with open_grading_store(location, token, lake_data=Path(lake_data) if lake_data else None) as opened:
             return opened.record(report, SESSION_RUN_KIND)
     if not location.exists():
-        from tracegrade.store import TraceStore
+        from tracegrade.store.backend import open_store
 
-        TraceStore(location).close()
+        # made as `tracegrade serve` and `import` make one: its missing parent directories too (a CI job's first
+        # session on --tracegrade-store .tracegrade/runs.duckdb in a fresh checkout)
+        open_store(location).close()
     with open_grading_store(location, token) as opened:
         return opened.record(report, SESSION_RUN_KIND)
