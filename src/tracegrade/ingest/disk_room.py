@@ -6,8 +6,10 @@ small and fits in the blocks the failed checkpoint left free. The in-process wor
 of results) did not fit, failed the store again, and the receiver reopened it again: a receiver with
 ``--worker-rules`` on a full disk reopened its store every second or two for as long as the disk stayed full,
 refusing exports and cancelling queries at each reopening, and spending an attempt of every job whose results
-could not be written. So once the store failed for a full disk, :class:`DiskRoom` says the worker must not write
-until the store's filesystem has ``WORKER_ROOM_BYTES`` free again (a tenth of a smaller filesystem). It reads the
+could not be written. The trajectory rebuilder's next build did the same (a lake's builds of the traces queued
+before the disk filled failed every reopened lake, with or without ``--worker-rules``). So once the store failed
+for a full disk, :class:`DiskRoom` says the worker and the rebuilder must not write until the store's filesystem
+has ``WORKER_ROOM_BYTES`` free again (a tenth of a smaller filesystem). It reads the
 free space (``statvfs``, no probe write) when the worker asks, before each of its cycles; exports are journaled
 and stored meanwhile as far as the disk allows.
 """

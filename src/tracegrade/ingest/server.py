@@ -120,8 +120,9 @@ class ReceiverServer:
         self._worker_metrics: WorkerMetrics | None = None
         # and its id: the worker of the reopened store hands back the leases the failure left under it
         self._worker_id: str | None = None
-        # kept across reopenings too: after the store failed for a full disk, the worker waits for room to write
-        self._disk_room = DiskRoom(self._store_directory()) if settings.worker_rules is not None else None
+        # kept across reopenings too: after the store failed for a full disk, the trajectory rebuilder and the
+        # worker wait for room to write (every receiver builds, so every receiver keeps one)
+        self._disk_room = DiskRoom(self._store_directory())
 
     # -- addresses --------------------------------------------------------------------------------------
 
@@ -394,7 +395,7 @@ class ReceiverServer:
         loop = asyncio.get_running_loop()
         reason = failed.failure
         log.error("the store failed (%s); reopening it and replaying the request journal", reason)
-        if self._disk_room is not None and reason is not None:  # the reopened store's worker waits for room
+        if reason is not None:  # the reopened store's rebuilder and worker wait for room
             self._disk_room.store_failed(reason)
         self._intake.begin_recovery(f"the store is being reopened after a failure ({reason})")
         self._cancel_queries("the store failed and is being reopened")

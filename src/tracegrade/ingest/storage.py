@@ -87,9 +87,9 @@ class Storage:
     ) -> Storage:
         """Open the store, start its writer, replay the journal (setting aside, as dead letters, records the
         store refuses while it takes the others), start journaling and the worker (counting in
-        ``worker_metrics``, those of the storage this one replaces, if given; writing nothing while
-        ``disk_room`` says the disk lacks room; named ``worker_id``, that storage's worker's, whose leases it
-        hands back); raises StoreError."""
+        ``worker_metrics``, those of the storage this one replaces, if given; named ``worker_id``, that storage's
+        worker's, whose leases it hands back); the worker and the trajectory rebuilder write nothing while
+        ``disk_room`` says the disk lacks room. Raises StoreError."""
         from tracegrade.store.backend import open_store
         from tracegrade.store.mapping_process import MappingProcess
         from tracegrade.store.writer import StoreWriter
@@ -113,6 +113,8 @@ class Storage:
                 mapping=MappingProcess() if settings.mapping_process else MappingProcess(in_process_spans=None),
                 on_dequeued=hooks.on_dequeued,
                 build=settings.build_trajectories,
+                # builds are writes too: after a full disk they wait for room, as the worker's do
+                build_hold=disk_room.shortage if disk_room is not None else None,
             )
         except BaseException:
             store.close()

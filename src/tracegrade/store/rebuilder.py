@@ -94,7 +94,8 @@ class TrajectoryRebuilder:
     ``rebuild_traces``).
 
     ``behind`` says the writer has a backlog (claims are then spaced); ``cpu_load`` tells whether the
-    machine's processors are saturated (claims are then spaced further).
+    machine's processors are saturated (claims are then spaced further); ``write_hold`` says why no build may be
+    written now (a receiver's store that failed for a full disk: ``ingest.disk_room``), or None.
     """
 
     def __init__(
@@ -105,8 +106,10 @@ class TrajectoryRebuilder:
         max_traces: int | None = None,
         behind: Callable[[], bool] = lambda: False,
         cpu_load: CpuLoad | None = None,
+        write_hold: Callable[[], str | None] | None = None,
     ) -> None:
         self.store = store
+        self._write_hold = write_hold
         self.max_traces = max_traces or store.rebuild_traces
         self._mapping = mapping or MappingProcess()
         self._behind = behind
@@ -198,6 +201,10 @@ class TrajectoryRebuilder:
         """How long to wait before the next claim (call with the lock held)."""
         if self.store.failure is not None:
             return IDLE_POLL_SECONDS  # a failed store is rebuilt after it reopens
+        if self._write_hold is not None and self._write_hold() is not None:
+            # the store failed for a full disk that still lacks room: a build's write would fail it again, and the
+            # receiver would reopen it every second for as long as the disk stays full; the builds stay queued
+            return IDLE_POLL_SECONDS
         due = self._queue_wait()
         wait = IDLE_POLL_SECONDS if due is None else min(due, IDLE_POLL_SECONDS)
         if self._behind():

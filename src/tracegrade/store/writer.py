@@ -120,6 +120,7 @@ class StoreWriter:
     queue (the receiver lets requests that wait for room go on). ``build=False`` runs no rebuilder: the
     store's build queue is still marked, and another process builds (a lake's ``tracegrade build``).
     ``commit_seconds`` overrides how long the writer gathers submissions (default: ``store.commit_seconds``).
+    ``build_hold`` says why the rebuilder must write no build now (see ``TrajectoryRebuilder``), or None.
     """
 
     def __init__(
@@ -137,6 +138,7 @@ class StoreWriter:
         on_dequeued: Callable[[], None] | None = None,
         build: bool = True,
         commit_seconds: float | None = None,
+        build_hold: Callable[[], str | None] | None = None,
     ) -> None:
         if max_queue_spans < 1:
             raise ValueError("max_queue_spans must be at least 1")
@@ -152,7 +154,9 @@ class StoreWriter:
         self._queue: deque[_Submission] = deque()
         self._queued = 0
         self._rebuilder = (
-            TrajectoryRebuilder(store, mapping=mapping, max_traces=max_rebuild_traces, behind=self._behind)
+            TrajectoryRebuilder(
+                store, mapping=mapping, max_traces=max_rebuild_traces, behind=self._behind, write_hold=build_hold
+            )
             if build
             else None
         )
