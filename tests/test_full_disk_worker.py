@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
 
-from tests.support.export_load import ExportLoad, assert_stored_once, make_batches
+from tests.support.export_load import assert_stored_once, export_all, make_batches
 from tests.support.server_otlp import get_text, post
 from tests.support.server_process import ServerProcess
 from tests.support.server_requests import span_json, traces_json, unique_trace_id
@@ -62,15 +61,6 @@ def _graded(server: ServerProcess) -> float:
     return sum(v for (name, _), v in samples.items() if name == W + "jobs_graded_total")
 
 
-def _export(server: ServerProcess, batches: list) -> list:
-    """Export ``batches`` with the OTLP/HTTP exporter, one trace a request; the spans acknowledged."""
-    load = ExportLoad(HttpSpanExporter(endpoint=f"{server.http_url}/v1/traces", timeout=60), batches, pause=0)
-    load.start()
-    load.join(300)
-    assert not load.is_alive() and load.failed_batches == 0, f"{load.failed_batches} exports failed"
-    return load.acked
-
-
 def _large_request() -> bytes:
     """About 1 MB of spans: more than the scraps of room a filled tmpfs has."""
     trace_id = unique_trace_id()
@@ -89,7 +79,7 @@ def test_a_full_disk_reopens_the_store_once_while_the_worker_waits_and_both_go_o
         first = ServerProcess(store)
         first.log_path = tmp_path / "first.log"
         with first:
-            before = _export(first, make_batches(TRACES, 10, payload_bytes=1500))
+            before = export_all(first.http_url, make_batches(TRACES, 10, payload_bytes=1500))
             assert first.terminate() == 0, first.log()
         # the disk fills; room is left for the receiver's small files, not for the grading it is to do
         fill(mount, leave=64 * 1024)
@@ -119,7 +109,7 @@ def test_a_full_disk_reopens_the_store_once_while_the_worker_waits_and_both_go_o
             assert refused.status == 503 and "Retry-After" in refused.headers, refused.body
             free(mount)
             # the receiver and its worker go on by themselves: new exports are stored and every trace is graded
-            after = _export(server, make_batches(MORE_TRACES, 10, payload_bytes=1500))
+            after = export_all(server.http_url, make_batches(MORE_TRACES, 10, payload_bytes=1500))
             wait_until(lambda: _graded(server) >= TRACES + MORE_TRACES, "every trace graded", 180)
             status, text = get_text(f"{server.http_url}/healthz/worker")
             assert status == 200, text

@@ -8,16 +8,12 @@ cancelled, so it arrives during the stop whatever the machine's speed."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.test_live_run_interrupt import CASES, FINISHING, _partial_report, _project
-from tests.test_run_command_sigterm import _ignore_sigint
+from tests.test_run_command_sigterm import sigterm_after_finishing
 
 _WAIT = "        await asyncio.Event().wait()"
 # the waiting cases, cancelled by the first SIGTERM, send the process another one before they stop
@@ -36,26 +32,8 @@ def test_a_second_sigterm_during_the_stop_keeps_the_partial_report(tmp_path: Pat
     source = agent.read_text(encoding="utf-8")
     assert _WAIT in source
     agent.write_text(source.replace(_WAIT, _WAIT_THEN_SIGTERM_AGAIN), encoding="utf-8")
-    command = [sys.executable, "-m", "tracegrade.cli.main", "run", "weather_agent.py"]
-    command += ["--evalset", "evalset.json", "--config", "config.json", "--out", "out", "-v"]
-    process = subprocess.Popen(
-        command,
-        cwd=project,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=_ignore_sigint if sigint_ignored else None,
-    )
-    assert process.stdout is not None
-    passed = 0
-    for line in process.stdout:
-        passed += " PASS c" in line
-        if passed == FINISHING:
-            process.send_signal(signal.SIGTERM)
-            break
-    _, stderr = process.communicate(timeout=300)
-    assert process.returncode == 143, stderr
+    returncode, stderr = sigterm_after_finishing(project, sigint_ignored)
+    assert returncode == 143, stderr
     assert "Traceback" not in stderr, stderr
     (line,) = [s for s in stderr.splitlines() if s.strip()]
     assert line.startswith(f"terminated (SIGTERM): {FINISHING} of {CASES} cases finished; partial report (marked")

@@ -16,10 +16,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
 
 from tests.support import pg_cluster
-from tests.support.export_load import ExportLoad, make_batches
+from tests.support.export_load import export_all, make_batches
 from tests.support.lake_serve import LakeServerProcess, lake_span_counts
 from tests.support.pg_cluster import PgServer
 from tests.support.server_otlp import get_text
@@ -34,14 +33,6 @@ TRACES = 100  # stored before the disk fills
 HELD_CYCLES = 30  # the worker's cycles watched on the full disk (5 a second at poll_seconds 0.2)
 MOST_REOPENINGS = 2  # the failure the first write on the full disk caused, and one to spare
 REOPENED = "the store is open again"
-
-
-def _export(server: LakeServerProcess, batches: list) -> list:
-    load = ExportLoad(HttpSpanExporter(endpoint=f"{server.http_url}/v1/traces", timeout=60), batches, pause=0)
-    load.start()
-    load.join(300)
-    assert not load.is_alive() and load.failed_batches == 0, f"{load.failed_batches} exports failed"
-    return load.acked
 
 
 def _samples(server: LakeServerProcess) -> dict:
@@ -64,7 +55,7 @@ def test_a_lake_whose_data_disk_is_full_is_reopened_once_and_builds_and_grades_e
         first = LakeServerProcess(location, mount / "data", journal, extra_args=("--no-build-trajectories",))
         first.log_path = tmp_path / "first.log"
         with first:
-            acked = _export(first, make_batches(TRACES, 10, payload_bytes=1500))
+            acked = export_all(first.http_url, make_batches(TRACES, 10, payload_bytes=1500))
             assert first.terminate() == 0, first.log()
         # the disk fills: the queued builds and the grading cannot be written
         fill(mount)

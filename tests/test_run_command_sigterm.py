@@ -22,18 +22,15 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-@pytest.mark.parametrize("sigint_ignored", [False, True], ids=["sigint-default", "sigint-ignored"])
-def test_tracegrade_run_stopped_by_sigterm_reports_the_finished_cases_and_exits_143(
-    tmp_path: Path, sigint_ignored: bool
-) -> None:
-    project = _project(tmp_path)
+def sigterm_after_finishing(project: Path, sigint_ignored: bool) -> tuple[int, str]:
+    """Run the project's eval set with ``tracegrade run``, send SIGTERM once its first FINISHING cases passed (the
+    others wait until the run is stopped); its exit code and standard error."""
     command = [sys.executable, "-m", "tracegrade.cli.main", "run", "weather_agent.py", "--evalset", "evalset.json"]
     command += ["--config", "config.json", "--out", "out", "-v"]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(
         command,
         cwd=project,
-        env=env,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -41,13 +38,22 @@ def test_tracegrade_run_stopped_by_sigterm_reports_the_finished_cases_and_exits_
     )
     assert process.stdout is not None
     passed = 0
-    for line in process.stdout:  # the first FINISHING cases pass at once; the others wait until the run is stopped
+    for line in process.stdout:
         passed += " PASS c" in line
         if passed == FINISHING:
             process.send_signal(signal.SIGTERM)
             break
     _, stderr = process.communicate(timeout=300)
-    assert process.returncode == 143, stderr
+    return process.returncode, stderr
+
+
+@pytest.mark.parametrize("sigint_ignored", [False, True], ids=["sigint-default", "sigint-ignored"])
+def test_tracegrade_run_stopped_by_sigterm_reports_the_finished_cases_and_exits_143(
+    tmp_path: Path, sigint_ignored: bool
+) -> None:
+    project = _project(tmp_path)
+    returncode, stderr = sigterm_after_finishing(project, sigint_ignored)
+    assert returncode == 143, stderr
     assert "Traceback" not in stderr and "never awaited" not in stderr, stderr
     (line,) = [s for s in stderr.splitlines() if s.strip()]
     assert line.startswith(f"terminated (SIGTERM): {FINISHING} of {CASES} cases finished; partial report (marked")

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-__all__ = ["ExportLoad", "assert_stored_once", "make_batches", "stored_span_counts"]
+__all__ = ["ExportLoad", "assert_stored_once", "export_all", "make_batches", "stored_span_counts"]
 
 SpanIds = tuple[str, str]  # (trace_id, span_id) as hex
 
@@ -76,6 +76,18 @@ class ExportLoad(threading.Thread):
 
     def stop(self) -> None:
         self._halt.set()
+
+
+def export_all(http_url: str, batches: Sequence[list[ReadableSpan]]) -> list[SpanIds]:
+    """Export ``batches`` to the receiver at ``http_url`` with the OTLP/HTTP exporter, one trace a request, every
+    one acknowledged (asserted); the spans acknowledged."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    load = ExportLoad(OTLPSpanExporter(endpoint=f"{http_url}/v1/traces", timeout=60), batches, pause=0)
+    load.start()
+    load.join(300)
+    assert not load.is_alive() and load.failed_batches == 0, f"{load.failed_batches} exports failed"
+    return load.acked
 
 
 def stored_span_counts(store: Path) -> dict[SpanIds, int]:
