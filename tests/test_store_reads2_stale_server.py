@@ -8,14 +8,17 @@ the announced port, and the ``tracegrade`` CLI in a process of its own."""
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
 import threading
+import urllib.request
 from pathlib import Path
 
 import pytest
 
+from tests.support.receiver_before_server_field import LAUNCH as RECEIVER_BEFORE_SERVER_FIELD
 from tests.support.server_process import ServerProcess
 from tests.support.stale_announcement import Answer, held_with_stale_announcement, serve_answers
 from tracegrade.store import TraceStore
@@ -31,9 +34,19 @@ def _web_server(status: bytes, body: bytes) -> Answer:
     return answer
 
 
+def _service_with_metrics(request: bytes) -> bytes:
+    """Another service with a health check shaped like an old receiver's and Prometheus metrics of its own."""
+    if request.startswith(b"GET /healthz "):
+        return _web_server(b"200 OK", b'{"status": "ok"}')(request)
+    return _web_server(b"200 OK", b"# HELP process_cpu_seconds_total CPU time.\nprocess_cpu_seconds_total 1.5\n")(
+        request
+    )
+
+
 WEB_SERVERS = {
     "200 {}": _web_server(b"200 OK", b"{}"),
     "200 status ok": _web_server(b"200 OK", b'{"status": "ok"}'),  # a health check of another program
+    "status ok and own metrics": _service_with_metrics,
     "404": _web_server(b"404 Not Found", b'{"detail": "Not Found"}'),
 }
 
@@ -70,6 +83,19 @@ def test_a_running_tracegrade_server_still_answers_for_its_store(tmp_path: Path)
     store = tmp_path / "traces.duckdb"
     TraceStore(store).close()
     with ServerProcess(store):
+        done = _tracegrade("sql", "SELECT 41 + 1 AS answer", "--format", "csv", "--store", str(store))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["answer", "42"]
+
+
+def test_a_receiver_from_before_healthz_named_its_server_still_answers_for_its_store(tmp_path: Path) -> None:
+    """During an upgrade, a receiver not yet restarted answers /healthz without ``server``: a CLI from after it
+    still sends it the store's queries, rather than calling the store held."""
+    store = tmp_path / "traces.duckdb"
+    TraceStore(store).close()
+    with ServerProcess(store, launch=RECEIVER_BEFORE_SERVER_FIELD) as server:
+        with urllib.request.urlopen(f"{server.http_url}/healthz", timeout=10) as response:
+            assert json.loads(response.read()) == {"status": "ok"}  # as such a receiver answers
         done = _tracegrade("sql", "SELECT 41 + 1 AS answer", "--format", "csv", "--store", str(store))
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["answer", "42"]

@@ -33,6 +33,7 @@ class ServerProcess:
         http_port: int = 0,
         extra_args: tuple[str, ...] = (),
         env: dict[str, str] | None = None,
+        launch: str = _LAUNCH,
     ):
         self.store = Path(store)
         self.workdir = self.store.absolute().parent  # the server's working directory
@@ -40,6 +41,7 @@ class ServerProcess:
         self.grpc_port = grpc_port
         self.http_port = http_port
         self.extra_args = extra_args
+        self.launch = launch  # Python code that runs the CLI in the child
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = self.store.with_name(self.store.name + ".serve.log")
 
@@ -59,7 +61,7 @@ class ServerProcess:
         args = [
             sys.executable,
             "-c",
-            _LAUNCH,
+            self.launch,
             "serve",
             "--store",
             str(self.store),

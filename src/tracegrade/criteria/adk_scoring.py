@@ -6,6 +6,8 @@
   ``ignore_args``), their argument objects are equal as Python values: an expected ``{}`` means "no
   arguments", and ``1 == 1.0``. EXACT needs the same calls in the same order; IN_ORDER finds the expected
   calls in order among others; ANY_ORDER finds each expected call among the others, each actual call used once.
+  The actual calls are those ADK's trajectory holds: the calls of the agents in the run's session, not the calls
+  made inside another tool call (an agent called as a tool, ADK's ``AgentTool``, runs in a session of its own).
 * **Response match** (``response_match_score``, slot ``rouge_match``): ROUGE-1 F-measure of each invocation's
   response against its expected response, averaged over invocations. Counts are clipped unigram counts;
   tokens come from ADK's tokenizer: NFKC, lower case, CJK characters one token each, Thai/Lao/Khmer/Myanmar
@@ -29,7 +31,7 @@ from typing import Any
 from tracegrade.criteria.base import BaseCriterion, SyncCriterion
 from tracegrade.criteria.porter import stem
 from tracegrade.models.config import MatchType
-from tracegrade.models.dataset import EvalCase, ToolCall
+from tracegrade.models.dataset import EvalCase, StepType, ToolCall
 from tracegrade.models.execution import ExecutionResult
 from tracegrade.models.results import CriterionResult
 
@@ -117,12 +119,22 @@ def adk_tool_calls_match(
     return True
 
 
+def _session_calls(actual: ExecutionResult, calls: Sequence[ToolCall]) -> list[ToolCall]:
+    """``calls`` without those made inside another tool call (the mapper marks their steps ``within_tool``)."""
+    inner = {
+        s.metadata.get("span_id")
+        for s in actual.trajectory
+        if s.step_type == StepType.TOOL and s.metadata.get("within_tool")
+    }
+    return [c for c in calls if c.span_id is None or c.span_id not in inner]
+
+
 def _turns(actual: ExecutionResult, expected: EvalCase) -> list[tuple[list[ToolCall], str]] | None:
     """Each invocation's actual ``(tool calls, response)``, or None when the trace's turns do not line up."""
     if len(actual.turns) == len(expected.conversation):
-        return [(list(t.tool_calls), t.agent_response) for t in actual.turns]
+        return [(_session_calls(actual, t.tool_calls), t.agent_response) for t in actual.turns]
     if len(expected.conversation) == 1 and len(actual.turns) <= 1:
-        return [(list(actual.tool_calls), actual.actual_response)]
+        return [(_session_calls(actual, actual.tool_calls), actual.actual_response)]
     return None
 
 
@@ -130,7 +142,7 @@ class _AdkCriterion(SyncCriterion):
     """Scores each invocation, then the case as their mean (ADK's ``overall_score``)."""
 
     adk_metric = ""
-    reads = frozenset({"turns", "tool_calls", "actual_response"})
+    reads = frozenset({"turns", "tool_calls", "actual_response", "trajectory"})
 
     def evaluate_sync(self, actual: ExecutionResult, expected: EvalCase) -> CriterionResult:
         turns = _turns(actual, expected)
@@ -167,7 +179,7 @@ class AdkTrajectoryCriterion(_AdkCriterion):
     adk_metric = "tool_trajectory_avg_score"
 
     def evaluate_sync(self, actual: ExecutionResult, expected: EvalCase) -> CriterionResult:
-        uncaptured = sorted({c.name for c in actual.tool_calls if not c.args_captured})
+        uncaptured = sorted({c.name for c in _session_calls(actual, actual.tool_calls) if not c.args_captured})
         if self.config.check_args and uncaptured:
             return self._failure(
                 f"arguments not captured for {', '.join(map(repr, uncaptured))}: the trace recorded these calls "

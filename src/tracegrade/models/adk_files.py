@@ -101,6 +101,7 @@ _OTHER_ADK_METRICS = frozenset(
 )
 _ADK_MATCH_TYPES = ("EXACT", "IN_ORDER", "ANY_ORDER")  # ADK's enum values 0, 1, 2
 _DEFAULT_JUDGE = "gemini-2.5-flash"  # ADK's JudgeModelOptions default
+_DEFAULT_SAMPLES = 5  # ADK's JudgeModelOptions default, where its judge samples (not tracegrade's 3)
 # the keys besides "criteria" ADK's EvalConfig writes (null when unset); tracegrade honours none of them
 _OTHER_CONFIG_KEYS = ("custom_metrics", "user_simulator_config", "live_model_config")
 # what ADK does in place of a tracegrade setting config_to_adk drops, for the message naming the loss
@@ -251,17 +252,24 @@ def _message(content: Content | None, role: str) -> MessageContent | None:
     """A genai ``Content`` as a MessageContent: one text part becomes plain text, several become blocks."""
     if content is None:
         return None
-    # images, files...: kept as adk_part blocks for writing back
-    blocks: list[dict[str, Any]] = [
-        {"type": "text", "text": p.text} if p.text is not None else {"type": "adk_part", "part": p.as_written()}
-        for p in content.parts
-    ]
+    blocks = [_block(p) for p in content.parts]
     adk_role = content.role or ("model" if role == "assistant" else "user")
-    text: str | list[dict[str, Any]] = blocks[0]["text"] if len(blocks) == 1 and "text" in blocks[0] else blocks
+    plain = len(blocks) == 1 and blocks[0]["type"] == "text"
+    text: str | list[dict[str, Any]] = blocks[0]["text"] if plain else blocks
     if not blocks:
         text = ""
     metadata = {"adk_role": adk_role} if adk_role not in ("user", "model") else {}
     return MessageContent(role=role, content=text, metadata=metadata)
+
+
+def _block(part: Part) -> dict[str, Any]:
+    """One part as a content block: a text block when it is text alone; else (an image, a file, a thought or signed
+    text...) an ``adk_part`` block keeping the part as written, for writing back, with its text if it has one:
+    ADK's response match reads every part's text, a thought's too."""
+    if part.text is not None and part.model_dump(exclude_none=True).keys() == {"text"}:
+        return {"type": "text", "text": part.text}
+    kept = {"type": "adk_part", "part": part.as_written()}
+    return kept if part.text is None else {**kept, "text": part.text}
 
 
 def _event_calls(
@@ -389,7 +397,11 @@ def _old_format_cases(data: list[Any], source: str) -> list[dict[str, Any]]:
         raise EvalSetError(source, [("$", message)])
     if isinstance(data[0], dict) and "data" in data[0]:
         old_cases: list[OldCase] = _validated(list[OldCase], data, source, EvalSetError)
-        named = [(c.name or f"case_{i}", c.data, c.initial_session) for i, c in enumerate(old_cases)]
+        # ADK's migration reads an empty initial_session as none: the case runs under ADK's own app and user names
+        sessions = [
+            c.initial_session if c.initial_session and c.initial_session.model_fields_set else None for c in old_cases
+        ]
+        named = [(c.name or f"case_{i}", c.data, sessions[i]) for i, c in enumerate(old_cases)]
     else:
         named = [(_stem(source), _validated(list[OldTurn], data, source, EvalSetError), None)]
     cases = []
@@ -624,6 +636,8 @@ def _criterion(metric: str, value: Any, where: str, problems: list[Problem]) -> 
         fields["judge_model"] = judge.judge_model or _DEFAULT_JUDGE
         if judge.num_samples is not None:
             fields["num_samples"] = judge.num_samples
+        elif slot in ("llm_judge", "rubric_based"):  # ADK's hallucinations_v1 judges each sentence once
+            fields["num_samples"] = _DEFAULT_SAMPLES
     if isinstance(criterion, RubricCriterion):
         fields["rubrics"] = [
             Rubric(rubric_id=r.rubric_id, content=r.rubric_content.text_property or "") for r in criterion.rubrics

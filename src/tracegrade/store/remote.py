@@ -34,6 +34,7 @@ __all__ = ["HEALTHZ_SERVER", "RemoteStore"]
 # what a tracegrade receiver's /healthz says in its ``server`` field: how a client tells it from another program
 HEALTHZ_SERVER = "tracegrade"
 _HEALTHZ_MOST = 65536  # /healthz's body is a few hundred bytes; a larger answer is not a tracegrade server's
+_RECEIVER_METRICS_START = b"# HELP tracegrade_receiver_"  # every receiver's /metrics page opens so
 
 
 # float columns (and lists of floats): the server writes a NaN or an infinity as a string of NON_FINITE (JSON has
@@ -130,22 +131,37 @@ class RemoteStore:
 
     def is_alive(self, timeout: float = 2.0) -> bool:
         """Does a tracegrade server answer at this URL? Only an answer to /healthz that names tracegrade (its JSON
-        ``server`` field, ``HEALTHZ_SERVER``) counts: another program on the port a killed server's sidecar still
-        names (a web server answering 200 or 404, or no HTTP at all) is no server, and its store is then said to be
-        held by its holder, as when nothing listens there."""
+        ``server`` field, ``HEALTHZ_SERVER``) counts, or, from a receiver older than that field, a bare
+        ``{"status": "ok"}`` whose /metrics page is a receiver's: another program on the port a killed server's
+        sidecar still names (a web server answering 200 or 404, or no HTTP at all) is no server, and its store is
+        then said to be held by its holder, as when nothing listens there."""
+        healthz = self._page("/healthz", timeout)
         try:
-            with urllib.request.urlopen(f"{self.url}/healthz", timeout=timeout) as response:
-                body = response.read(_HEALTHZ_MOST)
-        except urllib.error.HTTPError as exc:  # a tracegrade server answers /healthz 200; this is another program
-            exc.close()
-            return False
-        except (OSError, ValueError, http.client.HTTPException):
-            return False
-        try:
-            answer = json.loads(body)
+            answer = json.loads(healthz) if healthz is not None else None
         except ValueError:
             return False
-        return isinstance(answer, dict) and answer.get("server") == HEALTHZ_SERVER
+        if not isinstance(answer, dict):
+            return False
+        if "server" in answer:
+            return answer["server"] == HEALTHZ_SERVER
+        # a receiver from before ``server`` (one not yet restarted during an upgrade) answers {"status": "ok"}, as
+        # many health checks do: its metrics page, which opens with the receiver's first series, tells them apart
+        if answer.get("status") != "ok":
+            return False
+        metrics = self._page("/metrics", timeout)
+        return metrics is not None and metrics.startswith(_RECEIVER_METRICS_START)
+
+    def _page(self, path: str, timeout: float) -> bytes | None:
+        """The first ``_HEALTHZ_MOST`` bytes of a 200 answer to GET ``path``; None for anything else (nothing
+        listening, no HTTP, another status)."""
+        try:
+            with urllib.request.urlopen(f"{self.url}{path}", timeout=timeout) as response:
+                return bytes(response.read(_HEALTHZ_MOST))
+        except urllib.error.HTTPError as exc:  # a tracegrade server answers these 200; this is another program
+            exc.close()
+            return None
+        except (OSError, ValueError, http.client.HTTPException):
+            return None
 
     def query(
         self, sql: str, params: Sequence[Any] | None = None, *, control: QueryControl | None = None

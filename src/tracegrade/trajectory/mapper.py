@@ -55,18 +55,27 @@ class _Walk:
         self.visit_parents: list[int] = []
         self.entries: list[tuple[str, Any]] = []  # ("node", visit) | ("tool", SpanNode) | ("router", ...)
         self.run_spans: list[SpanNode] = []
+        # a tool span's id -> the id of the tool span it ran inside (an agent called as a tool, e.g. ADK's
+        # AgentTool: its calls are not the calling agent's, and ADK's trajectory leaves them out)
+        self.within_tool: dict[str, str] = {}
+        tool_of: list[SpanNode | None] = [None] * size  # the nearest enclosing tool span (a tool span: itself)
         depth = [0] * size
         for node in order:
             parent = node.parent
             outer = self.visit_of[parent.index] if parent is not None else -1
+            outer_tool = tool_of[parent.index] if parent is not None else None
             if parent is not None:
                 depth[node.index] = depth[parent.index] + 1
             self.visit_of[node.index] = outer
+            tool_of[node.index] = outer_tool
             role = node.role
             if role in Role.VISITS:
                 self._visit(node, outer)
             elif role == Role.TOOL:
                 self.entries.append(("tool", node))
+                tool_of[node.index] = node
+                if outer_tool is not None:
+                    self.within_tool[node.span_id] = outer_tool.span_id
             elif role == Role.ROUTER:
                 self.entries.append(("router", (node, branches[node.index])))
             if outer == -1 and role in _RUN_ROLES and depth[node.index] <= _RUN_DEPTH:
@@ -163,7 +172,7 @@ def _trajectory(entries: list[tuple[str, Any]], tool_calls: list[Fields], walk: 
                         "name": call["name"],
                         "args": call["args"] or {},
                         "timestamp": starts[call["span_id"]] / 1e9,
-                        "metadata": {"span_id": call["span_id"], "call_id": call["call_id"]},
+                        "metadata": _tool_step_metadata(call, walk),
                     }
                 )
         else:
@@ -178,6 +187,15 @@ def _trajectory(entries: list[tuple[str, Any]], tool_calls: list[Fields], walk: 
                 }
             )
     return steps
+
+
+def _tool_step_metadata(call: Fields, walk: _Walk) -> Fields:
+    """A tool step's span and call ids, and ``within_tool``: the span id of the tool call it was made inside."""
+    metadata = {"span_id": call["span_id"], "call_id": call["call_id"]}
+    outer = walk.within_tool.get(call["span_id"]) if call["span_id"] else None
+    if outer is not None:
+        metadata["within_tool"] = outer
+    return metadata
 
 
 def _conversation(llm_calls: list[LLMFields]) -> list[Message]:
