@@ -466,8 +466,10 @@ def command(store_path: Path, token: str | None) -> None:
         import mcp.server.mcpserver  # noqa: F401
     except ImportError:
         raise click.UsageError("tracegrade mcp needs the MCP SDK: pip install 'tracegrade[mcp]'") from None
-    from tracegrade.cli.store_access import reading_store
+    from tracegrade.cli.store_access import chosen_tenant, reading_store
+    from tracegrade.store.tenancy import grading_for
     from tracegrade.ui.app import SQL_TIMEOUT
 
-    with reading_store(store_path, token) as store:  # run_sql stops where the web UI's SQL page does
-        build_server(store, sql_timeout=SQL_TIMEOUT).run("stdio")
+    # with --tenant, grade caches its judge replies as that tenant's, as `tracegrade grade --tenant` does
+    with reading_store(store_path, token) as store, grading_for(chosen_tenant()):
+        build_server(store, sql_timeout=SQL_TIMEOUT).run("stdio")  # run_sql stops where the UI's SQL page does

@@ -25,7 +25,7 @@ from tracegrade.evaluation.run_records import RunSink, record_report
 from tracegrade.json_output import json_text
 from tracegrade.models.results import EvalReport
 from tracegrade.store.lake_location import is_lake_location
-from tracegrade.store.tenancy import DEFAULT_TENANT, GRADING_TENANT
+from tracegrade.store.tenancy import DEFAULT_TENANT, grading_for
 
 __all__ = ["GradingStore", "open_grading_store"]
 
@@ -81,12 +81,8 @@ def open_grading_store(
     """Open ``path`` (a file or a lake location) for grading; errors (missing, corrupt, locked with no
     server) are StoreErrors. ``lake_data`` is a lake's data path, which recording in a lake needs."""
     tenant = chosen_tenant()
-    grading_as = GRADING_TENANT.set(tenant) if tenant is not None else None  # judge replies are cached as its own
-    try:
+    with grading_for(tenant):  # judge replies are cached as its own
         yield from _opened(path, token, writable, lake_data, tenant or DEFAULT_TENANT)
-    finally:
-        if grading_as is not None:
-            GRADING_TENANT.reset(grading_as)
 
 
 def _opened(

@@ -58,7 +58,7 @@ from tracegrade.models.files import load_model
 from tracegrade.models.results import EvalReport
 from tracegrade.store.grading_jobs import ClaimedJob, JobQueue
 from tracegrade.store.predicates import isolated_predicate
-from tracegrade.store.tenancy import DEFAULT_TENANT, GRADING_TENANT, check_tenant_name
+from tracegrade.store.tenancy import DEFAULT_TENANT, check_tenant_name, grading_for
 from tracegrade.store.tenant_scope import TenantStore
 from tracegrade.timespec import utc_now
 
@@ -478,8 +478,7 @@ class GradingWorker:
     ) -> EvalReport:
         """Grade the traces of ``jobs`` as the rule's tenant, and record their cases in run ``run_id`` in one
         write; returns what was recorded; raises when any of it failed (nothing is then recorded as done)."""
-        grading_as = GRADING_TENANT.set(rule.tenant)
-        try:
+        with grading_for(rule.tenant):
             traces = TenantStore(self.store, rule.tenant)  # the traces are read as their tenant's, like every read
             grader = TraceGrader(traces, EvalConfig(criteria=rule.criteria), self.evaluator_factory)
             report = await grader.grade_traces(
@@ -489,8 +488,6 @@ class GradingWorker:
             for case in report.results:
                 case.metadata.update({"job_id": job_of_case[case.eval_id], "worker": self.worker_id})
             record_cases(self.store, report, "worker", run_id, {"rule": rule.name, **window}, rule.tenant)
-        finally:
-            GRADING_TENANT.reset(grading_as)
         return report
 
     def _window_run(self, job: ClaimedJob) -> tuple[str, dict[str, Any]]:

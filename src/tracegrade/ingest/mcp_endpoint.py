@@ -31,6 +31,7 @@ from tracegrade.ingest.tokens import Authorize
 from tracegrade.store.query_control import QueryControl
 from tracegrade.store.readonly import SandboxLimits
 from tracegrade.store.results import QueryResult
+from tracegrade.store.tenancy import grading_for
 
 __all__ = ["add_mcp_route"]
 
@@ -107,7 +108,8 @@ def add_mcp_route(
     async def handle(request: web.Request) -> web.StreamResponse:
         header = request.headers.get("Authorization")
         try:
-            store = store_provider(authorize(header))
+            tenant = authorize(header)
+            store = store_provider(tenant)
             judging_refused = _refusal(authorize_judging, header)
         except Exception as exc:
             status = int(getattr(exc, "http_status", 0) or 0)
@@ -124,7 +126,9 @@ def add_mcp_route(
         bound, judging = _REQUEST_STORE.set(store), _JUDGING_REFUSED.set(judging_refused)
         watching = asyncio.create_task(_cancel_on_hang_up(request, store))
         try:
-            return await _asgi_call(manager.handle_request, request)
+            # what grade caches (judge replies) is the caller's tenant's alone, as for the worker and the CLI
+            with grading_for(tenant):
+                return await _asgi_call(manager.handle_request, request)
         finally:
             watching.cancel()
             _JUDGING_REFUSED.reset(judging)

@@ -371,14 +371,15 @@ class LakeStore(TraceStore):
     def maintain(self, *, keep: timedelta, purge_deleted: bool = False) -> MaintenanceResult:
         """One maintenance pass over the lake (see ``lake_maintenance``), between this process's own commits,
         interrupted forgets finished first (``finish_forgets``); ``purge_deleted`` rewrites every data file that
-        holds a deleted row. StoreLockedError at once while another process's pass runs on the lake."""
+        holds a deleted row. StoreLockedError at once while another process's pass runs on the lake; StoreError if
+        PostgreSQL ended the session holding this pass's lock, or a step kept losing races with other commits."""
         self._require_open()
         if self.read_only:
             raise StoreError(f"lake {self.path} is open read-only; maintenance needs a read-write open")
-        with maintenance_lock(self._conninfo, str(self.path)):
+        with maintenance_lock(self._conninfo, str(self.path)) as lock:
             finished = self.finish_forgets()
             with self._write_lock:
-                result = maintain_lake(self._con, CATALOG_ALIAS, keep=keep, purge_deleted=purge_deleted)
+                result = maintain_lake(self._con, CATALOG_ALIAS, lock, keep=keep, purge_deleted=purge_deleted)
         return replace(result, forgets_finished=finished)
 
     def finish_forgets(self) -> Deleted:

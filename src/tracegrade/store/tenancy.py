@@ -10,7 +10,8 @@ traces of several tenants travel together (the writer's rebuild queue, ``stale_t
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,7 @@ __all__ = [
     "TraceKey",
     "by_tenant",
     "check_tenant_name",
+    "grading_for",
     "with_tenant",
 ]
 
@@ -39,6 +41,19 @@ TraceKey = tuple[str, str]  # (tenant, trace_id)
 # The tenant a grading runs for, where a process grades for several (the online worker runs each job as its
 # rule's tenant): what it caches, such as judge replies, is that tenant's alone.
 GRADING_TENANT: ContextVar[str] = ContextVar("tracegrade_grading_tenant", default=DEFAULT_TENANT)
+
+
+@contextmanager
+def grading_for(tenant: str | None) -> Iterator[None]:
+    """Within it, what grading caches (judge replies) is ``tenant``'s (``GRADING_TENANT``); None leaves it as is."""
+    if tenant is None:
+        yield
+        return
+    grading_as = GRADING_TENANT.set(tenant)
+    try:
+        yield
+    finally:
+        GRADING_TENANT.reset(grading_as)
 
 
 def check_tenant_name(name: object, where: str = "tenant") -> str:
