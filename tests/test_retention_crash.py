@@ -44,6 +44,10 @@ def _trace(number: int) -> list[SpanRecord]:
     ]
 
 
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
 def _state(store: TraceStore) -> tuple[dict[str, set[str]], set[str]]:
     """Span ids by trace, and the traces with a trajectory."""
     spans: dict[str, set[str]] = {}
@@ -71,7 +75,12 @@ def test_a_killed_pass_leaves_each_trace_whole_or_gone(tmp_path: Path, wal: str)
     with out.open("w") as log:
         child = subprocess.Popen([sys.executable, "-c", _CHILD, str(path), cutoff.isoformat(), wal], stdout=log)
     wait_until(lambda: "expiring" in out.read_text() or child.poll() is not None, "the pass to start", timeout=60)
-    time.sleep(0.5)
+    if wal == "wal":  # kill once a batch has committed (to the WAL), however slowly a loaded machine got there
+        wal_file = path.with_name(path.name + ".wal")
+        opened = _size(wal_file)
+        wait_until(lambda: _size(wal_file) > opened or child.poll() is not None, "a batch's commit", timeout=60)
+    else:
+        time.sleep(0.5)
     child.send_signal(signal.SIGKILL)
     child.wait(30)
     assert "done" not in out.read_text(), "the pass finished before it was killed: give it more traces"
