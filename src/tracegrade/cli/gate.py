@@ -3,8 +3,9 @@
 Exit codes: 0 when the candidate did not regress (also when the evidence is inconclusive: the summary
 says so and why), 1 on a significant regression, a drop larger than ``--max-drop`` or (``--strict``) any
 case that went from pass to fail, 2 for bad input, two runs that share no case among it (a baseline of another
-eval set would otherwise pass every change). A Markdown summary (for a pull-request comment; also
-appended to ``$GITHUB_STEP_SUMMARY`` when set) and a JUnit file are written into ``--out``.
+eval set would otherwise pass every change) or whose shared cases all have a criterion that errored (a judge that
+was down). A Markdown summary (for a pull-request comment; also appended to ``$GITHUB_STEP_SUMMARY`` when set) and
+a JUnit file are written into ``--out``.
 """
 
 from __future__ import annotations
@@ -72,6 +73,8 @@ def command(
     _append_step_summary(markdown)
     click.echo(json_text(result.to_dict()) if fmt == "json" else markdown, nl=False)
     click.echo(f"\nwrote {summary} and {junit}", err=True)
+    if result.paired_cases == 0 and result.ungraded:  # shared cases, none with a verdict in both: its doubt is last
+        raise UsageProblem(f"nothing was compared: {result.reasons[-1]}")
     if result.paired_cases == 0:
         empty = empty_runs(base, cand, (base_name, cand_name))
         if empty:  # not a baseline of another eval set: a run that graded nothing

@@ -1,6 +1,7 @@
 """Comparing a candidate run with a baseline honestly: paired statistics, flipped cases and a gate verdict.
 
-Cases are paired by eval id (only cases both runs graded count). For the case pass rate and for each
+Cases are paired by eval id (only cases both runs graded count: not one on which a criterion errored in either run,
+which has no verdict). For the case pass rate and for each
 criterion's pass rate the test is an exact McNemar test on the cases whose verdict flipped; for a
 criterion with graded (non-0/1) scores, also a paired sign-flip permutation test of the mean score delta
 (exact up to 20 cases that changed; the mean delta's interval is a paired bootstrap). All these tests form one
@@ -28,9 +29,10 @@ from tracegrade.evaluation.statistics import (
 )
 from tracegrade.models.results import EvalCaseResult, EvalReport
 
-__all__ = ["CASES", "Flip", "MetricComparison", "RunComparison", "compare_runs", "empty_runs"]
+__all__ = ["CASES", "MARKDOWN_FLIPS", "Flip", "MetricComparison", "RunComparison", "compare_runs", "empty_runs"]
 
 CASES = "cases"  # the name of the case pass-rate metric (criteria have their own names)
+MARKDOWN_FLIPS = 50  # flipped cases listed in the Markdown summary (regressions first)
 
 Verdict = Literal["pass", "fail", "inconclusive"]
 
@@ -93,6 +95,7 @@ class RunComparison:
     flips: list[Flip]
     verdict: Verdict
     reasons: list[str] = field(default_factory=list)
+    ungraded: list[str] = field(default_factory=list)  # shared cases left out: a criterion errored on them
 
     @property
     def cases(self) -> MetricComparison:
@@ -138,10 +141,20 @@ class RunComparison:
                 f"{mark} |"
             )
         if self.flips:
+            # regressions first; a long list is cut (GitHub refuses a step summary over 1 MiB, and 50,000 rows
+            # help no reviewer): every flip is in the JSON form
+            shown = sorted(self.flips, key=lambda f: f.direction != "pass->fail")[:MARKDOWN_FLIPS]
             lines += ["", "| case | flip | criteria | where the trajectories part |", "|---|---|---|---|"]
-            for f in self.flips:
+            for f in shown:
                 cells = (f.name or f.eval_id, f.direction, ", ".join(f.criteria), f.divergence or "same trajectory")
                 lines.append("| " + " | ".join(_markdown(cell, cell=True) for cell in cells) + " |")
+            if len(shown) < len(self.flips):
+                worse = sum(f.direction == "pass->fail" for f in self.flips)
+                lines += [
+                    "",
+                    f"The first {len(shown)} of {len(self.flips)} flipped cases ({worse} pass->fail, "
+                    f"{len(self.flips) - worse} fail->pass); `--format json` lists them all.",
+                ]
         if self.only_baseline or self.only_candidate:
             lines += [
                 "",
@@ -187,7 +200,12 @@ def compare_runs(
         raise ValueError(f"max_drop must be a non-negative fraction, got {max_drop}")
     by_base = results_by_id(baseline, baseline_name)
     by_cand = results_by_id(candidate, candidate_name)
-    paired = [(by_base[k], by_cand[k]) for k in by_base if k in by_cand]
+    names = (baseline_name, candidate_name)
+    shared = [(by_base[k], by_cand[k]) for k in by_base if k in by_cand]
+    # a criterion that errored (its judge failed, it lacked a schema) gave no verdict: that case is not compared, or
+    # a judge outage in one run would read as the agent's regression
+    ungraded = {a.eval_id: why for a, b in shared if (why := _grading_error((a, b), names)) is not None}
+    paired = [(a, b) for a, b in shared if a.eval_id not in ungraded]
     confidence = 1 - alpha
     metrics = [_metric(CASES, [(_case_pass(a), _case_pass(b), _case_score(a), _case_score(b)) for a, b in paired])]
     metrics[0] = _with_delta(metrics[0], _case_deltas(paired), confidence, resamples, seed, test=False)
@@ -202,9 +220,15 @@ def compare_runs(
     metrics = _judge(metrics, alpha, max_drop)
     flips = _flips(paired)
     missing = [k for k in by_base if k not in by_cand]
-    unsure = _coverage_doubts(baseline, candidate, (baseline_name, candidate_name), missing)
-    if not paired:
-        unsure.append(_nothing_paired(baseline, candidate, (baseline_name, candidate_name)))
+    unsure = _coverage_doubts(baseline, candidate, names, missing)
+    if ungraded:
+        first, why = next(iter(ungraded.items()))
+        unsure.append(
+            f"{len(ungraded)} case(s) in both runs are not compared: a criterion errored on them (first {first!r}: "
+            f"{why}), and an error is no verdict on the agent; fix the cause and grade them again"
+        )
+    elif not paired:
+        unsure.append(_nothing_paired(baseline, candidate, names))
     verdict, reasons = _verdict(metrics, flips, len(paired), alpha, max_drop, strict, unsure)
     return RunComparison(
         baseline=baseline_name,
@@ -215,6 +239,7 @@ def compare_runs(
         paired_cases=len(paired),
         only_baseline=missing,
         only_candidate=[k for k in by_cand if k not in by_base],
+        ungraded=list(ungraded),
         metrics=metrics,
         flips=flips,
         verdict=verdict,
@@ -237,6 +262,16 @@ def _case_score(r: EvalCaseResult) -> float:
     if stats is not None and 0 <= stats.passed <= stats.trials > 0:
         return stats.passed / stats.trials
     return 1.0 if _case_pass(r) else 0.0
+
+
+def _grading_error(pair: tuple[EvalCaseResult, EvalCaseResult], names: tuple[str, str]) -> str | None:
+    """Why a case both runs hold has no verdict to compare, in words: the first criterion that errored on it in
+    either run; None when both graded it."""
+    for name, result in zip(names, pair):
+        failed = next((c for c in result.criterion_results if c.is_error and not c.skipped), None)
+        if failed is not None:
+            return f"{failed.criterion} errored in {name}: {failed.error}"
+    return None
 
 
 def _case_deltas(paired: list[tuple[EvalCaseResult, EvalCaseResult]]) -> list[float]:

@@ -289,6 +289,11 @@ class UserSimulator:
             message, stopped = scenario.starting_prompt, False
             if not message:
                 message, stopped = await self._next_user_message(scenario, result, stop_signal)
+                if stopped:  # graded, an empty conversation read as an agent that never answered
+                    raise _SimulatedUserError(
+                        f"the simulated user ended the conversation with its opening message ({stop_signal!r} in "
+                        "it), before the agent's first turn: nothing to grade; give the scenario a starting_prompt"
+                    )
             while not stopped:
                 result.conversation.append({"role": "user", "content": message})
                 reply = await run_turn(result.turns, message)

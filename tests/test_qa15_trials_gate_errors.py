@@ -1,0 +1,92 @@
+"""A judge that fails in one run is no regression of the agent: ``tracegrade gate`` on two live runs of one agent,
+graded by an LLM judge (a real litellm against the scripted local server) that answers in the baseline and answers
+HTTP 500 for some or all cases in the candidate.
+
+An errored criterion scores 0 and fails its case, so the gate compared those cases as pass -> fail: a judge outage
+in the candidate exited 1 ("case pass rate regressed significantly") though the agent had not changed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.support.grading_cli import run_cli
+from tests.support.judges_setup import fresh_server, judge_config, scripted_server  # noqa: F401
+from tests.support.llm_server import LLMServer, ReceivedRequest, Reply
+from tracegrade import AgentEvaluator
+from tracegrade.evaluation.compare import compare_runs
+from tracegrade.models import CriteriaConfig, CriterionConfig, EvalConfig, EvalSet, ReporterConfig
+from tracegrade.models.dataset import EvalCase
+from tracegrade.models.results import EvalReport
+
+CASES = 30
+JUDGED = "final_response_match_v2"  # the llm_judge slot's criterion
+
+
+def _agent(message: str) -> str:
+    return f"Order {message.split()[-1].rstrip('?')} ships tomorrow."
+
+
+EVAL_SET = EvalSet(
+    eval_set_id="orders",
+    eval_cases=[
+        EvalCase.single_turn(
+            eval_id=f"order-{n}", user_query=f"When does order {n}?", expected_response=f"Order {n} ships tomorrow."
+        )
+        for n in range(CASES)
+    ],
+)
+
+
+def _graded(server: LLMServer, path: Path, down_below: int) -> Path:
+    """A run of every case, the judge answering HTTP 500 about orders below ``down_below``; its report saved."""
+
+    def respond(request: ReceivedRequest) -> Reply:
+        down = any(f"Order {n} ships" in request.prompt for n in range(down_below))
+        return Reply.server_error(500) if down else Reply.score(1.0, "matches")
+
+    server.responder = respond
+    config = EvalConfig(
+        criteria=CriteriaConfig(
+            rouge_match=CriterionConfig.rouge_match(threshold=0.5), llm_judge=judge_config(server, threshold=0.5)
+        ),
+        reporter=ReporterConfig(enabled=False),
+        judge_cache=False,
+        judge_retry_base_seconds=0.01,
+    )
+    AgentEvaluator(_agent, config=config).evaluate_sync(EVAL_SET).to_file(path)
+    return path
+
+
+def _gate(tmp_path: Path, baseline: Path, candidate: Path):
+    return run_cli("gate", "--baseline", baseline, "--candidate", candidate, "--out", tmp_path / "gate")
+
+
+def test_a_judge_down_for_some_cases_of_the_candidate_is_inconclusive_not_a_regression(server, tmp_path: Path):
+    baseline = _graded(server, tmp_path / "base.json", down_below=0)
+    candidate = _graded(server, tmp_path / "cand.json", down_below=12)
+    judged = {r.eval_id: r.get_criterion_result(JUDGED) for r in EvalReport.from_file(candidate).results}
+    assert [k for k, c in judged.items() if c is not None and c.is_error] == [f"order-{n}" for n in range(12)]
+
+    gate = _gate(tmp_path, baseline, candidate)
+    assert gate.exit_code == 0, gate.output
+    assert "tracegrade gate: inconclusive" in gate.stdout
+    assert f"`{candidate}`: 18 paired cases" in gate.stdout
+    why = f"(first 'order-0': {JUDGED} errored in {candidate}: All LLM samples failed)"
+    assert f"12 case(s) in both runs are not compared: a criterion errored on them {why}" in gate.stdout
+    assert "regressed" not in gate.stdout
+
+    result = compare_runs(EvalReport.from_file(baseline), EvalReport.from_file(candidate))
+    assert result.ungraded == [f"order-{n}" for n in range(12)] and result.paired_cases == 18
+    assert all(m.pairs == 18 and m.pass_to_fail == 0 for m in result.metrics)
+
+
+def test_a_judge_down_for_every_case_of_the_candidate_compares_nothing_and_says_why(server, tmp_path: Path):
+    baseline = _graded(server, tmp_path / "base.json", down_below=0)
+    candidate = _graded(server, tmp_path / "cand.json", down_below=CASES)
+
+    gate = _gate(tmp_path, baseline, candidate)
+    assert gate.exit_code == 2, gate.output
+    assert "nothing was compared: 30 case(s) in both runs are not compared: a criterion errored on them" in gate.stderr
+    assert f"(first 'order-0': {JUDGED} errored in {candidate}: All LLM samples failed)" in gate.stderr
+    assert "share no case" not in gate.stderr
