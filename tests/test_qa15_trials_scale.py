@@ -9,33 +9,14 @@ flipped case: 49,000 rows (2.9 MB) for 100,000 cases, where GitHub refuses a ste
 from __future__ import annotations
 
 import json
-import sys
 from fractions import Fraction
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
 from tests.support.grading_cli import run_cli
+from tests.support.python_lines import python_lines
 from tracegrade.evaluation.compare import MARKDOWN_FLIPS, compare_runs
 from tracegrade.evaluation.statistics import paired_permutation_p, percentile_bootstrap
 from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport
-
-
-def _python_lines(run: Any) -> int:
-    """How many Python lines ``run()`` executes (the standard library's included)."""
-    seen = 0
-
-    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
-        nonlocal seen
-        seen += event == "line"
-        return tracer
-
-    sys.settrace(tracer)
-    try:
-        run()
-    finally:
-        sys.settrace(None)
-    return seen
 
 
 def test_the_bootstrap_of_pass_fail_deltas_does_no_python_work_per_case_and_resample() -> None:
@@ -45,8 +26,8 @@ def test_the_bootstrap_of_pass_fail_deltas_does_no_python_work_per_case_and_resa
     def deltas(count: int) -> list[float]:
         return [(-1.0, 0.0, 0.0, 1.0)[i % 4] for i in range(count)]
 
-    small = _python_lines(lambda: percentile_bootstrap(deltas(48), resamples=20, seed=1))
-    large = _python_lines(lambda: percentile_bootstrap(deltas(3000), resamples=20, seed=1))
+    small = python_lines(lambda: percentile_bootstrap(deltas(48), resamples=20, seed=1))
+    large = python_lines(lambda: percentile_bootstrap(deltas(3000), resamples=20, seed=1))
     assert large - small < 20 * (3000 - 48) // 4, (small, large)
 
 

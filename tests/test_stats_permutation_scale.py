@@ -7,12 +7,9 @@ an n-bit number per difference, so each resample cost time quadratic in n (half 
 
 from __future__ import annotations
 
-import sys
-from types import FrameType
-from typing import Any
-
 import pytest
 
+from tests.support.python_lines import python_lines
 from tracegrade.evaluation.statistics import EXACT_SIGN_FLIPS, paired_permutation_p
 
 
@@ -36,19 +33,7 @@ def test_python_level_work_per_resample_does_not_grow_with_the_cases() -> None:
 
     def lines_run(count: int) -> int:
         deltas = [0.5 if i % 3 else -0.25 for i in range(count)]
-        seen = 0
-
-        def tracer(frame: FrameType, event: str, arg: Any) -> Any:
-            nonlocal seen
-            seen += event == "line"
-            return tracer
-
-        sys.settrace(tracer)
-        try:
-            paired_permutation_p(deltas, resamples=20, seed=1)
-        finally:
-            sys.settrace(None)
-        return seen
+        return python_lines(lambda: paired_permutation_p(deltas, resamples=20, seed=1))
 
     small, large = lines_run(30), lines_run(3000)
     # a few comprehensions over the differences run once (two lines each per difference); the old code ran one
