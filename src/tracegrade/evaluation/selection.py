@@ -17,7 +17,7 @@ from tracegrade.errors import InvalidValueError
 from tracegrade.models.execution import LLM_CONTENT_FIELDS, ExecutionResult, LeanExecution
 from tracegrade.models.results import TokenUsage
 from tracegrade.store.predicates import isolated_predicate
-from tracegrade.store.rows import decompress_json, decompress_json_many, sql_string_among, sql_string_list
+from tracegrade.store.rows import decompress_json, decompress_json_many, sql_string_among, sql_string_in
 from tracegrade.timespec import parse_since
 
 __all__ = [
@@ -101,8 +101,10 @@ def selection_where(sel: TraceSelection, names: SelectionNames = CLI_NAMES) -> t
     params: list[object] = []
     if sel.where and sel.where.strip():
         clauses.append(isolated_predicate(sel.where, names.where))
-    if sel.trace_ids is not None:
-        clauses.append(f"trace_id IN {sql_string_list(sel.trace_ids)}")
+    if sel.trace_ids is not None:  # a long list as one parameter: a server refuses a query over 1 MiB
+        listed, listed_params = sql_string_in(sel.trace_ids)
+        clauses.append(f"trace_id IN {listed}")
+        params.extend(listed_params)
     if sel.since:
         clauses.append("start_time >= ?")
         params.append(parse_since(sel.since, names.since))

@@ -3,7 +3,6 @@ caller's tenant from its bearer token, a body of ``application/json`` only, and 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from aiohttp import web
@@ -11,6 +10,7 @@ from aiohttp import web
 from tracegrade.errors import TracegradeError
 from tracegrade.ingest.decode.checks import type_name
 from tracegrade.ingest.tokens import Authorize
+from tracegrade.json_input import parse_json
 from tracegrade.store.tenancy import DEFAULT_TENANT
 
 __all__ = ["Refusal", "error_response", "json_object", "read_json_post"]
@@ -60,7 +60,7 @@ def json_object(body: bytes, shape: str, required: tuple[str, type], optional: t
     """``body`` as a JSON object that holds the key ``required[0]`` with a value of type ``required[1]``, and
     no keys but the ``optional`` ones besides; ValueError says what is wrong (``shape`` shows the object wanted)."""
     try:
-        document = json.loads(body)
+        document = parse_json(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"the body is not valid JSON: {exc}") from None
     key, kind = required

@@ -8,6 +8,11 @@ reads outside the store or has a side effect. Statement types come from DuckDB's
 (``json_serialize_sql``), so comments, case, quoting or nesting cannot hide them. Queries also run inside a
 transaction that is rolled back, so nothing a query does can change stored data.
 
+A query is also refused when planning it alone would cost too much: DuckDB's optimizer does not check for an
+interrupt, so a join of a hundred tables (minutes of planning) or thousands of UNION branches (gigabytes) would run
+on past any time limit. ``MAX_QUERY_RELATIONS`` and ``MAX_QUERY_SELECTS`` bound what one statement reads and holds,
+and ``MAX_QUERY_CHARS`` its length: the check itself parses the statement, before any time limit applies.
+
 Every query is also refused the system views that tell about the server rather than the store (attached
 databases and their paths or connection strings, settings, logs: only ``ALLOWED_SYSTEM_VIEWS`` may be read),
 ``stats()`` (it reports a whole table's statistics, past any view of some of its rows) and a lake's metadata
@@ -36,6 +41,9 @@ from tracegrade.errors import QueryRefused, StoreError
 __all__ = [
     "ALLOWED_SYSTEM_VIEWS",
     "ALLOWED_TABLE_FUNCTIONS",
+    "MAX_QUERY_CHARS",
+    "MAX_QUERY_RELATIONS",
+    "MAX_QUERY_SELECTS",
     "REFUSED_FUNCTIONS",
     "SANDBOX_SETTINGS",
     "SCOPED_TABLE_FUNCTIONS",
@@ -89,6 +97,17 @@ ALLOWED_SYSTEM_VIEWS = frozenset(
         "pg_views",
     }
 )
+# What one statement may read (tables, views, CTE references, subqueries, table functions and VALUES lists in its
+# FROM clauses) and how many SELECTs it may hold (UNION branches, subqueries, CTEs). DuckDB 1.5 plans a join of 60
+# tables chained on equalities in about a second, of 80 in 4-14 s, of 120 in 45 s, and 10,000 UNION branches in
+# 8 s and 1.7 GB (30,000: past 8 GB), none of it interruptible; at these limits planning takes well under a second.
+MAX_QUERY_RELATIONS = 50
+MAX_QUERY_SELECTS = 500
+# The longest statement checked: parsing and checking 5.5 MB of SQL (300,000 columns) took 5 s and 1 GB, and DuckDB
+# 12 s and 2 GB in all, past a 5 s time limit; 1 MiB costs about a second. Checks share one parser, one at a time.
+MAX_QUERY_CHARS = 1024 * 1024
+# the serialized parse tree's table references (they carry no "class", unlike expressions of the same type name)
+_RELATION_TYPES = frozenset({"BASE_TABLE", "TABLE_FUNCTION", "SUBQUERY", "EXPRESSION_LIST"})
 # DuckLake attaches its catalog database under this prefix; through it a query would reach the PostgreSQL server.
 _LAKE_METADATA_CATALOG = "__ducklake_metadata_"
 # Applied in this order; ``lock_configuration`` last, since it freezes every setting (this one included).
@@ -133,6 +152,13 @@ def check_read_only(sql: str, *, scoped: bool = False) -> frozenset[str]:
     """Raise QueryRefused unless ``sql`` is exactly one read-only statement that stays inside the store
     (and, ``scoped``, inside the tables of the tenant it runs for; see the module docstring). Returns the
     unqualified table names the statement reads (lower-case): every table whose rows it can reach."""
+    if len(sql) > MAX_QUERY_CHARS:
+        raise QueryRefused(
+            f"the query was refused: it is {len(sql):,} characters long (at most {MAX_QUERY_CHARS:,}); DuckDB parses "
+            "and plans a statement this long for seconds, holding gigabytes, before any time limit applies. Pass a "
+            "long list of values as one parameter (x IN (SELECT unnest(from_json(?, '[\"VARCHAR\"]')))), or split "
+            "the query"
+        )
     try:
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as exc:
@@ -200,8 +226,14 @@ def _check_tree(sql: str, scoped: bool) -> frozenset[str]:
         )
     allowed = SCOPED_TABLE_FUNCTIONS if scoped else ALLOWED_TABLE_FUNCTIONS
     tables: set[str] = set()
+    relations = selects = 0
     for node in _nodes(tree):
-        if node.get("type") == "TABLE_FUNCTION":
+        kind = node.get("type")
+        if "class" not in node and isinstance(kind, str) and kind in _RELATION_TYPES:
+            relations += 1
+        elif kind == "SELECT_NODE":
+            selects += 1
+        if kind == "TABLE_FUNCTION":
             name = str((node.get("function") or {}).get("function_name", "")).lower()
             if name not in allowed:
                 raise QueryRefused(
@@ -218,7 +250,23 @@ def _check_tree(sql: str, scoped: bool) -> frozenset[str]:
             if scoped:
                 _check_scoped_table(node)
             tables.add(str(node.get("table_name") or "").lower())
+    _check_plan_size(relations, selects)
     return frozenset(tables)
+
+
+def _check_plan_size(relations: int, selects: int) -> None:
+    """Refuse a statement DuckDB would plan for longer than any time limit (see ``MAX_QUERY_RELATIONS``)."""
+    why = "DuckDB cannot stop a query while it plans it, and planning one this large would run past any time limit"
+    if relations > MAX_QUERY_RELATIONS:
+        raise QueryRefused(
+            f"the query was refused: it reads {relations} tables, views, subqueries or table functions (at most "
+            f"{MAX_QUERY_RELATIONS}); {why}. Join fewer at once, or split the query"
+        )
+    if selects > MAX_QUERY_SELECTS:
+        raise QueryRefused(
+            f"the query was refused: it has {selects} SELECTs (at most {MAX_QUERY_SELECTS}: UNION branches, "
+            f"subqueries and CTEs count); {why}. Put the rows in one VALUES list, or split the query"
+        )
 
 
 def _check_table(node: dict[str, Any]) -> None:

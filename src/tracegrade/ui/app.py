@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 from aiohttp import web
 
 from tracegrade.errors import QueryRefused, StoreError, TracegradeError
+from tracegrade.json_input import parse_json
 from tracegrade.store import TraceStore
 from tracegrade.store.results import json_safe
 from tracegrade.store.tenant_scope import TenantStore
@@ -220,7 +221,7 @@ async def _json_body(request: web.Request) -> Any:
     if request.content_type != "application/json":
         raise api.BadRequest(f"send the body as Content-Type: application/json, not {request.content_type}")
     try:
-        return json.loads(await request.read())
+        return parse_json(await request.read())
     except (ValueError, UnicodeDecodeError) as exc:
         raise api.BadRequest(f"the body is not valid JSON: {exc}") from None
 
