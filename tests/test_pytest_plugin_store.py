@@ -6,6 +6,8 @@ variable switches on, and a real DuckDB store file read back with the ``tracegra
 from __future__ import annotations
 
 import json
+import re
+import shlex
 
 import pyarrow.dataset  # noqa: F401  (DuckDB's Arrow writes import it; in-process sessions would forget it)
 import pytest
@@ -55,8 +57,8 @@ def test_case(eval_case, tracegrade_app):
 """
 
 
-@pytest.fixture
-def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+def _project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, cities: list[str]) -> pytest.Pytester:
+    """The agent, the test file and an eval set of one case per city (its eval id the city in lower case)."""
     cases = [
         {
             "eval_id": city.lower(),
@@ -67,13 +69,18 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
                 }
             ],
         }
-        for city in CITIES
+        for city in cities
     ]
     pytester.makepyfile(agent=AGENT, test_weather=TEST_FILE)
     pytester.path.joinpath("cases.json").write_text(json.dumps({"eval_set_id": "weather", "eval_cases": cases}))
     monkeypatch.delenv("TRACEGRADE_STORE", raising=False)
     monkeypatch.delenv("BROKEN_CITIES", raising=False)
     return pytester
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    return _project(pytester, monkeypatch, CITIES)
 
 
 def _session(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, broken: list[str], *args: str):
@@ -200,3 +207,38 @@ def test_a_baseline_that_shares_no_case_fails_the_session(project: pytest.Pytest
     gated = project.runpytest("-p", "no:cacheprovider", "--tracegrade-baseline", "other.json")
     assert gated.ret == pytest.ExitCode.TESTS_FAILED
     gated.stdout.fnmatch_lines(["problem: the baseline other.json shares no case with this session: nothing*"])
+
+
+TOWNS = [f"T{a}{b}" for a in "abc" for b in "abcdefghijklmnopqrst"]  # 60 names the agent reads as cities
+
+
+def test_the_gate_summary_lists_regressions_first_and_at_most_50_flips_saying_where_all_are(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = _project(pytester, monkeypatch, TOWNS)
+    assert _session(project, monkeypatch, TOWNS[:30]).ret == 0
+    [(first_run, _)] = _runs(project)
+    # the first 30 towns fixed, the other 30 broken: 60 flipped cases, the improvements first in run order
+    swapped = _session(project, monkeypatch, TOWNS[30:], "--tracegrade-baseline", "latest")
+    assert swapped.ret == 0
+    second_run = next(run for run, _ in _runs(project) if run != first_run)
+    lines = swapped.stdout.lines
+    flips = [line.split(":")[0].strip() for line in lines if re.match(r"  t\w\w: (pass->fail|fail->pass)", line)]
+    assert flips == [t.lower() for t in TOWNS[30:]] + [t.lower() for t in TOWNS[:20]]
+    hint = f"`tracegrade diff {first_run} {second_run} --store runs.duckdb` lists them all"
+    assert f"  The first 50 of 60 flipped cases (30 pass->fail, 30 fail->pass); {hint}" in lines
+
+    listed = CliRunner().invoke(cli, [*shlex.split(hint.split("`")[1])[1:], "--format", "json"])
+    assert listed.exit_code == 0, listed.output
+    assert len(json.loads(listed.output)["statistics"]["flips"]) == 60
+
+    # every town fixed against the first run: an improvement, said as such
+    fixed = _session(project, monkeypatch, [], "--tracegrade-baseline", first_run)
+    assert fixed.ret == 0
+    fixed.stdout.fnmatch_lines(
+        [
+            f"baseline {first_run}: gate pass (60 paired cases, alpha 0.05)",
+            "  case pass rate improved significantly: pass rate 50% → 100%, *",
+            "  IMPROVED cases: pass rate 50% -> 100% (0 pass->fail, 30 fail->pass, *",
+        ]
+    )

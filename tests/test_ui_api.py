@@ -21,9 +21,9 @@ from tests.support.waiting import wait_until
 from tracegrade.evaluation.offline import TraceGrader, TraceSelection
 from tracegrade.evaluation.run_records import record_report
 from tracegrade.models.dataset import ToolCall
-from tracegrade.models.results import EvalCaseResult, EvalReport
+from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport
 from tracegrade.store import TraceStore
-from tracegrade.ui import add_ui_routes, api
+from tracegrade.ui import add_ui_routes, api, pages
 
 HOSTILE = "<script>alert('x')</script> 100%_done"
 
@@ -306,3 +306,22 @@ def test_a_diff_names_the_first_step_where_a_case_parts(tmp_path: Path) -> None:
     assert by_case["refund"]["diverges_at"] == {"kind": "tool call", "step": 1, "a": "refund", "b": "escalate"}
     assert by_case["steady"]["diverges_at"] is None
     assert reviewed["refund"]["diverges_at"] == {"kind": "node visit", "step": 1, "a": None, "b": "review"}
+
+
+def test_the_diff_page_shows_a_criterion_that_errored_with_its_error_not_a_regression(tmp_path: Path) -> None:
+    def run(judge: CriterionResult) -> EvalReport:
+        case = EvalCaseResult(eval_id="refund", passed=judge.passed, criterion_results=[judge])
+        return EvalReport.create("support", [case, EvalCaseResult(eval_id="steady", passed=True)])
+
+    graded = CriterionResult(criterion="helpful", score=0.9, passed=True, threshold=0.5)
+    failed = CriterionResult(criterion="helpful", score=0.0, passed=False, threshold=0.5, error="judge <down>: 500")
+    store = fill_store(tmp_path / "diff.duckdb", _runs()[:1])
+    try:
+        record_report(store, run(graded), "live", "before")
+        record_report(store, run(failed), "live", "after")
+        page = pages.diff_page(api.list_runs(store), "before", "after", api.diff_runs(store, "before", "after"))
+    finally:
+        store.close()
+    assert '<span class="chip errored">errored</span>' in page
+    assert '<li class="errored">helpful: errored in B: judge &lt;down&gt;: 500</li>' in page
+    assert "regressed" not in page.split("<table", 1)[1]

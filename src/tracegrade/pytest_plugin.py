@@ -358,9 +358,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
         write(f"recorded run {state.recorded_run} in {redacted(tracegrade_store)}")
     if state.gate is not None:
-        from tracegrade.testing.session_store import gate_lines
+        from tracegrade.testing.session_store import all_flips_hint, gate_lines
 
-        for line, red in gate_lines(state.gate):
+        report_json = next((path for path in state.written if path.endswith(".json")), None)
+        see_all = all_flips_hint(state.gate.baseline, state.recorded_run, tracegrade_store, report_json)
+        for line, red in gate_lines(state.gate, see_all):
             write(line, red=red)
     for problem in state.problems:
         write(f"problem: {problem}", red=True)

@@ -1,6 +1,7 @@
-"""``tracegrade diff RUN_A RUN_B``: per case and criterion, what regressed, what improved, what changed; per
-criterion the paired statistics (mean delta with its bootstrap interval, exact McNemar) and the flipped cases
-with the call where their trajectories part (see :mod:`tracegrade.evaluation.compare`)."""
+"""``tracegrade diff RUN_A RUN_B``: per case and criterion, what regressed, what improved, what changed, and apart
+the cases a criterion errored on (no verdict: neither regressed nor improved, and ``--fail-on-regression`` does not
+fail on them); per criterion the paired statistics (mean delta with its bootstrap interval, exact McNemar) and the
+flipped cases with the call where their trajectories part (see :mod:`tracegrade.evaluation.compare`)."""
 
 from __future__ import annotations
 
@@ -16,12 +17,13 @@ from tracegrade.cli.common import friendly_errors
 from tracegrade.cli.run_refs import load_runs
 from tracegrade.cli.store_access import store_options, terminal_text
 from tracegrade.evaluation.compare import RunComparison, compare_runs
-from tracegrade.evaluation.run_diff import RunDiff, diff_reports
+from tracegrade.evaluation.run_diff import KINDS, RunDiff, diff_reports
 from tracegrade.json_output import json_text
 
 __all__ = ["command"]
 
 _STYLE = {"regressed": "bold red", "improved": "green", "changed": "yellow", "added": "cyan", "removed": "magenta"}
+_NO_VERDICT = "an error (a judge that failed, a missing schema...) is no verdict on the agent"
 
 
 @click.command("diff")
@@ -30,7 +32,11 @@ _STYLE = {"regressed": "bold red", "improved": "green", "changed": "yellow", "ad
 @click.argument("run_b")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--all", "show_all", is_flag=True, help="Also list unchanged cases.")
-@click.option("--fail-on-regression", is_flag=True, help="Exit with code 1 when any case regressed.")
+@click.option(
+    "--fail-on-regression",
+    is_flag=True,
+    help="Exit with code 1 when any case regressed (not for a case a criterion errored on: that is no verdict).",
+)
 @click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05, show_default=True)
 @friendly_errors
 def command(
@@ -52,7 +58,14 @@ def command(
         click.echo(json_text({**diff.to_dict(), "statistics": stats.to_dict()}))
     else:
         _print(diff, show_all)
+        _print_errored(diff)
         _print_statistics(stats)
+    if fail_on_regression and diff.count("errored"):  # said on stderr: stdout may be the JSON
+        click.echo(
+            f"--fail-on-regression: {diff.count('errored')} case(s) a criterion errored on are not counted as "
+            f"regressions: {_NO_VERDICT}; fix the cause and grade them again",
+            err=True,
+        )
     if fail_on_regression and diff.count("regressed"):
         sys.exit(1)
 
@@ -65,7 +78,7 @@ def _plain(text: str, style: str = "") -> Text:
 
 def _print(diff: RunDiff, show_all: bool) -> None:
     console = Console()
-    counts = {k: diff.count(k) for k in ("regressed", "improved", "changed", "unchanged", "added", "removed")}
+    counts = {k: diff.count(k) for k in KINDS}
     console.print(
         Text.assemble(
             _plain(diff.run_a, "bold"),
@@ -76,7 +89,7 @@ def _print(diff: RunDiff, show_all: bool) -> None:
     )
     table = Table("case", "change", "status", "criteria", "trajectory", show_lines=True)
     for case in diff.cases:
-        if case.kind == "unchanged" and not show_all:
+        if case.kind == "errored" or (case.kind == "unchanged" and not show_all):  # errored ones: listed apart
             continue
         crit = "\n".join(
             f"{c.criterion}: {_fmt(c.score_a, c.skipped_a)} -> {_fmt(c.score_b, c.skipped_b)} ({c.kind})"
@@ -92,6 +105,25 @@ def _print(diff: RunDiff, show_all: bool) -> None:
             _plain("\n".join(case.trajectory_changes)),
         )
     console.print(table)
+
+
+def _print_errored(diff: RunDiff) -> None:
+    """The cases a criterion errored on, each error with the run it happened in: they have no verdict to diff."""
+    errored = [case for case in diff.cases if case.kind == "errored"]
+    if not errored:
+        return
+    console = Console()
+    console.print(
+        f"errored: {len(errored)} case(s) not compared, a criterion errored on them; {_NO_VERDICT}, so they count "
+        "as neither regressed nor improved (fix the cause and grade them again)",
+        style="yellow",
+    )
+    for case in errored:
+        for change in case.criteria:
+            for run, error in ((diff.run_a, change.error_a), (diff.run_b, change.error_b)):
+                if error is not None:
+                    line = f"  {case.name or case.eval_id}: {change.criterion} errored in {run}: {error}"
+                    console.print(_plain(line))
 
 
 def _print_statistics(stats: RunComparison) -> None:

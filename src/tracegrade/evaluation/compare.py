@@ -8,7 +8,8 @@ criterion with graded (non-0/1) scores, also a paired sign-flip permutation test
 family whose p-values are Holm-adjusted, so grading more criteria does not make a false
 alarm more likely. The verdict is ``fail`` only for a significant regression (or one larger than
 ``max_drop``, or with ``strict`` any case that went from pass to fail), ``inconclusive`` when the runs
-cannot support a verdict (and why), ``pass`` otherwise.
+cannot support a verdict (and why), ``pass`` otherwise. A significant improvement never changes the verdict; the
+reasons say it after what decided the verdict.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from tracegrade.models.results import EvalCaseResult, EvalReport
 __all__ = ["CASES", "MARKDOWN_FLIPS", "Flip", "MetricComparison", "RunComparison", "compare_runs", "empty_runs"]
 
 CASES = "cases"  # the name of the case pass-rate metric (criteria have their own names)
-MARKDOWN_FLIPS = 50  # flipped cases listed in the Markdown summary (regressions first)
+MARKDOWN_FLIPS = 50  # flipped cases a summary lists (Markdown, the pytest plugin's terminal): regressions first
 
 Verdict = Literal["pass", "fail", "inconclusive"]
 
@@ -62,6 +63,7 @@ class MetricComparison:
     permutation_p_adjusted: float | None = None
     significant_regression: bool = False
     exceeds_max_drop: bool = False
+    significant_improvement: bool = False
 
     @property
     def pass_rate_delta(self) -> float:
@@ -110,6 +112,19 @@ class RunComparison:
     def regressions(self) -> list[MetricComparison]:
         return [m for m in self.metrics if m.significant_regression or m.exceeds_max_drop]
 
+    def listed_flips(self) -> tuple[list[Flip], str | None]:
+        """The flipped cases a summary lists: regressions first, at most :data:`MARKDOWN_FLIPS` (GitHub refuses a
+        step summary over 1 MiB, and 50,000 rows help no reviewer); and when some are left out, a sentence saying
+        how many of each direction, to which the summary adds where to see them all."""
+        shown = sorted(self.flips, key=lambda f: f.direction != "pass->fail")[:MARKDOWN_FLIPS]
+        if len(shown) == len(self.flips):
+            return shown, None
+        worse = sum(f.direction == "pass->fail" for f in self.flips)
+        return shown, (
+            f"The first {len(shown)} of {len(self.flips)} flipped cases ({worse} pass->fail, "
+            f"{len(self.flips) - worse} fail->pass)"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         for metric in data["metrics"]:
@@ -133,7 +148,7 @@ class RunComparison:
             "|---|---|---|---|---|---|---|",
         ]
         for m in self.metrics:
-            mark = "❌" if m.significant_regression or m.exceeds_max_drop else ""
+            mark = "❌" if m.significant_regression or m.exceeds_max_drop else "⬆️" if m.significant_improvement else ""
             lines.append(
                 f"| {_markdown(m.name, cell=True)} | {m.pass_rate_baseline:.0%} → {m.pass_rate_candidate:.0%} | "
                 f"{m.pass_to_fail}/{m.fail_to_pass} | {m.mcnemar_p_adjusted:.3g} | "
@@ -141,20 +156,13 @@ class RunComparison:
                 f"{mark} |"
             )
         if self.flips:
-            # regressions first; a long list is cut (GitHub refuses a step summary over 1 MiB, and 50,000 rows
-            # help no reviewer): every flip is in the JSON form
-            shown = sorted(self.flips, key=lambda f: f.direction != "pass->fail")[:MARKDOWN_FLIPS]
+            shown, cut = self.listed_flips()
             lines += ["", "| case | flip | criteria | where the trajectories part |", "|---|---|---|---|"]
             for f in shown:
                 cells = (f.name or f.eval_id, f.direction, ", ".join(f.criteria), f.divergence or "same trajectory")
                 lines.append("| " + " | ".join(_markdown(cell, cell=True) for cell in cells) + " |")
-            if len(shown) < len(self.flips):
-                worse = sum(f.direction == "pass->fail" for f in self.flips)
-                lines += [
-                    "",
-                    f"The first {len(shown)} of {len(self.flips)} flipped cases ({worse} pass->fail, "
-                    f"{len(self.flips) - worse} fail->pass); `--format json` lists them all.",
-                ]
+            if cut is not None:
+                lines += ["", f"{cut}; `--format json` lists them all."]
         if self.only_baseline or self.only_candidate:
             lines += [
                 "",
@@ -265,10 +273,11 @@ def _case_score(r: EvalCaseResult) -> float:
 
 
 def _grading_error(pair: tuple[EvalCaseResult, EvalCaseResult], names: tuple[str, str]) -> str | None:
-    """Why a case both runs hold has no verdict to compare, in words: the first criterion that errored on it in
-    either run; None when both graded it."""
+    """Why a case both runs hold has no verdict to compare, in words: the first criterion whose grading errored on it
+    in either run; None when both graded it. A run without a response (its agent crashed or said nothing) is graded:
+    it failed, as the same run graded live fails with the agent's error."""
     for name, result in zip(names, pair):
-        failed = next((c for c in result.criterion_results if c.is_error and not c.skipped), None)
+        failed = next((c for c in result.criterion_results if c.is_grading_error and not c.skipped), None)
         if failed is not None:
             return f"{failed.criterion} errored in {name}: {failed.error}"
     return None
@@ -348,14 +357,17 @@ def _judge(metrics: list[MetricComparison], alpha: float, max_drop: float | None
     judged = []
     for m, update in zip(metrics, updates):
         m = replace(m, **update)
-        worse_verdicts = m.pass_to_fail > m.fail_to_pass and m.mcnemar_p_adjusted < alpha
-        worse_scores = m.permutation_p_adjusted is not None and m.permutation_p_adjusted < alpha and m.delta < 0
+        verdicts_differ = m.mcnemar_p_adjusted < alpha
+        scores_differ = m.permutation_p_adjusted is not None and m.permutation_p_adjusted < alpha
         drop = m.pass_rate_delta if m.name == CASES else m.delta
         judged.append(
             replace(
                 m,
-                significant_regression=worse_verdicts or worse_scores,
+                significant_regression=(verdicts_differ and m.pass_to_fail > m.fail_to_pass)
+                or (scores_differ and m.delta < 0),
                 exceeds_max_drop=max_drop is not None and m.pairs > 0 and drop < -max_drop - 1e-12,
+                significant_improvement=(verdicts_differ and m.fail_to_pass > m.pass_to_fail)
+                or (scores_differ and m.delta > 0),
             )
         )
     return judged
@@ -391,15 +403,42 @@ def _verdict(
     strict: bool,
     coverage_doubts: list[str],
 ) -> tuple[Verdict, list[str]]:
+    """The verdict and why, then each significant improvement: it never changes the verdict (the gate is about
+    regressions), but a pass over a candidate that fixed every case should say so."""
+    verdict, reasons = _decide(metrics, flips, pairs, alpha, max_drop, strict, coverage_doubts)
+    improved = [_significant(m, alpha, worse=False) for m in metrics if m.significant_improvement]
+    return verdict, reasons + improved
+
+
+def _significant(m: MetricComparison, alpha: float, *, worse: bool) -> str:
+    """``case pass rate regressed significantly: ...`` (``improved`` unless ``worse``) with the numbers that say
+    so: the smallest adjusted p-value of the tests that found a change that way."""
+    sign = -1 if worse else 1
+    p_values = [m.mcnemar_p_adjusted] if (m.fail_to_pass - m.pass_to_fail) * sign > 0 else []
+    if m.permutation_p_adjusted is not None and m.delta * sign > 0:
+        p_values.append(m.permutation_p_adjusted)
+    label = "case pass rate" if m.name == CASES else f"criterion {m.name}"
+    change = "regressed" if worse else "improved"
+    return (
+        f"{label} {change} significantly: pass rate {m.pass_rate_baseline:.0%} → {m.pass_rate_candidate:.0%}, "
+        f"mean {m.delta:+.3f} [{m.low:+.3f}, {m.high:+.3f}], adjusted p = {min(p_values):.3g} < {alpha:g}"
+    )
+
+
+def _decide(
+    metrics: list[MetricComparison],
+    flips: list[Flip],
+    pairs: int,
+    alpha: float,
+    max_drop: float | None,
+    strict: bool,
+    coverage_doubts: list[str],
+) -> tuple[Verdict, list[str]]:
     failing = []
     for m in metrics:
         label = "case pass rate" if m.name == CASES else f"criterion {m.name}"
         if m.significant_regression:
-            p = min(m.mcnemar_p_adjusted, m.permutation_p_adjusted if m.permutation_p_adjusted is not None else 1.0)
-            failing.append(
-                f"{label} regressed significantly: pass rate {m.pass_rate_baseline:.0%} → {m.pass_rate_candidate:.0%}, "
-                f"mean {m.delta:+.3f} [{m.low:+.3f}, {m.high:+.3f}], adjusted p = {p:.3g} < {alpha:g}"
-            )
+            failing.append(_significant(m, alpha, worse=True))
         if m.exceeds_max_drop:
             drop = m.pass_rate_delta if m.name == CASES else m.delta
             failing.append(f"{label} dropped by {-drop:.3f}, more than --max-drop {max_drop:g}")

@@ -9,9 +9,9 @@ from typing import Any
 from tracegrade.errors import InvalidValueError
 from tracegrade.models.dataset import ToolCall
 from tracegrade.models.json_values import json_equal
-from tracegrade.models.results import EvalCaseResult, EvalReport
+from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport
 
-__all__ = ["CaseDiff", "CriterionChange", "RunDiff", "diff_reports", "first_divergence", "results_by_id"]
+__all__ = ["KINDS", "CaseDiff", "CriterionChange", "RunDiff", "diff_reports", "first_divergence", "results_by_id"]
 
 _EPS = 1e-9
 
@@ -25,12 +25,23 @@ class CriterionChange:
     passed_b: bool | None
     skipped_a: bool = False
     skipped_b: bool = False
+    # why the criterion errored in A (its judge failed...): None when it gave a verdict there or did not apply
+    error_a: str | None = None
+    error_b: str | None = None
+
+    @property
+    def errored(self) -> bool:
+        return self.error_a is not None or self.error_b is not None
 
     @property
     def kind(self) -> str:
-        """``regressed``, ``improved``, ``unchanged``, ``added`` or ``removed``. A skipped criterion (it did not
-        apply) gave no verdict: one graded in A and skipped in B is ``removed``, the other way ``added``; its
-        placeholder score of 0 is no regression (the paired statistics leave such cases out too)."""
+        """``errored``, ``regressed``, ``improved``, ``unchanged``, ``added`` or ``removed``. An error (a judge that
+        failed) is no verdict: a criterion that errored in either run is ``errored``, whatever its placeholder score
+        of 0 says. A skipped criterion (it did not apply) gave no verdict either: one graded in A and skipped in B
+        is ``removed``, the other way ``added``; its placeholder score of 0 is no regression (the paired statistics
+        leave such cases out too)."""
+        if self.errored:
+            return "errored"
         if self.score_a is None or (self.skipped_a and not self.skipped_b):
             return "added"
         if self.score_b is None or (self.skipped_b and not self.skipped_a):
@@ -59,16 +70,24 @@ class CaseDiff:
 
     @property
     def kind(self) -> str:
+        """``added`` or ``removed`` (a case in one run only), ``errored`` when a criterion errored on it in either
+        run (no verdict to compare: the paired statistics leave it out too), else ``regressed``, ``improved``,
+        ``changed`` (the trajectory only) or ``unchanged``."""
+        if self.status_a is None:
+            return "added"
+        if self.status_b is None:
+            return "removed"
+        if any(c.errored for c in self.criteria):
+            return "errored"
         kinds = {c.kind for c in self.criteria}
         if (self.status_a == "pass" and self.status_b in ("fail", "error")) or "regressed" in kinds:
             return "regressed"
         if (self.status_b == "pass" and self.status_a in ("fail", "error")) or "improved" in kinds:
             return "improved"
-        if self.status_a is None:
-            return "added"
-        if self.status_b is None:
-            return "removed"
         return "changed" if self.trajectory_changes else "unchanged"
+
+
+KINDS = ("regressed", "improved", "changed", "unchanged", "added", "removed", "errored")  # of a case, as counted
 
 
 @dataclass
@@ -84,9 +103,7 @@ class RunDiff:
         return {
             "run_a": self.run_a,
             "run_b": self.run_b,
-            "summary": {
-                k: self.count(k) for k in ("regressed", "improved", "changed", "unchanged", "added", "removed")
-            },
+            "summary": {k: self.count(k) for k in KINDS},
             "cases": [
                 {
                     "eval_id": c.eval_id,
@@ -105,6 +122,8 @@ class RunDiff:
                             "passed_b": x.passed_b,
                             "skipped_a": x.skipped_a,
                             "skipped_b": x.skipped_b,
+                            "error_a": x.error_a,
+                            "error_b": x.error_b,
                         }
                         for x in c.criteria
                     ],
@@ -191,6 +210,11 @@ def results_by_id(report: EvalReport, run: str) -> dict[str, EvalCaseResult]:
     return by_id
 
 
+def _error(result: CriterionResult | None) -> str | None:
+    """Why ``result`` has no verdict: its error, unless it was skipped (it did not apply, so nothing failed)."""
+    return result.error if result is not None and not result.skipped else None
+
+
 def diff_reports(a: EvalReport, b: EvalReport, run_a: str = "A", run_b: str = "B") -> RunDiff:
     """Case by case (matched by eval id, in A's order then B's new cases); a run holding an eval id twice is
     refused (see :func:`results_by_id`)."""
@@ -212,6 +236,8 @@ def diff_reports(a: EvalReport, b: EvalReport, run_a: str = "A", run_b: str = "B
                 crit_b[n].passed if n in crit_b else None,
                 n in crit_a and crit_a[n].skipped,
                 n in crit_b and crit_b[n].skipped,
+                _error(crit_a.get(n)),
+                _error(crit_b.get(n)),
             )
             for n in names
         ]

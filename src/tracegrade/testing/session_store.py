@@ -10,6 +10,7 @@ case that went from pass to fail); too little evidence is reported as inconclusi
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +18,15 @@ from tracegrade.evaluation.compare import RunComparison, compare_runs
 from tracegrade.models.results import EvalReport
 from tracegrade.store.lake_location import is_lake_location
 
-__all__ = ["SESSION_RUN_KIND", "GateSettings", "gate_lines", "gate_session", "load_baseline", "record_session"]
+__all__ = [
+    "SESSION_RUN_KIND",
+    "GateSettings",
+    "all_flips_hint",
+    "gate_lines",
+    "gate_session",
+    "load_baseline",
+    "record_session",
+]
 
 SESSION_RUN_KIND = "live"  # a pytest session grades its agents live
 
@@ -85,8 +94,11 @@ def gate_session(baseline: tuple[str, EvalReport], session: EvalReport, settings
     )
 
 
-def gate_lines(result: RunComparison) -> list[tuple[str, bool]]:
-    """The terminal summary's lines for a gate result, each with whether to show it in red."""
+def gate_lines(result: RunComparison, see_all: str) -> list[tuple[str, bool]]:
+    """The terminal summary's lines for a gate result, each with whether to show it in red. Flipped cases are
+    listed as the Markdown summary lists them (regressions first, at most
+    :data:`~tracegrade.evaluation.compare.MARKDOWN_FLIPS`); ``see_all`` says where to see them all (see
+    :func:`all_flips_hint`)."""
     failed = result.verdict == "fail"
     lines = [
         (
@@ -100,18 +112,22 @@ def gate_lines(result: RunComparison) -> list[tuple[str, bool]]:
     lines += [(f"  {reason}", failed) for reason in result.reasons]
     for m in result.metrics:
         regressed = m.significant_regression or m.exceeds_max_drop
+        mark = "REGRESSED " if regressed else "IMPROVED " if m.significant_improvement else ""
         lines.append(
             (
-                f"  {'REGRESSED ' if regressed else ''}{m.name}: pass rate {m.pass_rate_baseline:.0%} -> "
+                f"  {mark}{m.name}: pass rate {m.pass_rate_baseline:.0%} -> "
                 f"{m.pass_rate_candidate:.0%} ({m.pass_to_fail} pass->fail, {m.fail_to_pass} fail->pass, "
                 f"McNemar p adj. {m.mcnemar_p_adjusted:.3g}), mean {m.mean_baseline:.3f} -> {m.mean_candidate:.3f}",
                 regressed,
             )
         )
-    for flip in result.flips:
+    shown, cut = result.listed_flips()
+    for flip in shown:
         where = f" at {flip.divergence}" if flip.divergence else ""
         criteria = f" ({', '.join(flip.criteria)})" if flip.criteria else ""
         lines.append((f"  {flip.eval_id}: {flip.direction}{criteria}{where}", failed and result.strict))
+    if cut is not None:
+        lines.append((f"  {cut}; {see_all}", False))
     if result.only_baseline or result.only_candidate:
         lines.append(
             (
@@ -121,6 +137,21 @@ def gate_lines(result: RunComparison) -> list[tuple[str, bool]]:
             )
         )
     return lines
+
+
+def all_flips_hint(baseline: str, recorded_run: str | None, store: str | None, report_json: str | None) -> str:
+    """Where to see every case the session flipped against ``baseline`` (the gate's name for it: a run id or a
+    report file): ``tracegrade diff`` of the baseline and the session's run recorded in ``store`` (else its JSON
+    report), as a command to paste; when the session kept neither, how to keep one."""
+    from tracegrade.store.lake_location import redacted
+
+    session = recorded_run if recorded_run is not None else report_json
+    if session is None:
+        return "keep this session's report (--tracegrade-report DIR or --tracegrade-store STORE) to list them all"
+    command = f"tracegrade diff {shlex.quote(baseline)} {shlex.quote(session)}"
+    if store is not None and (recorded_run is not None or not Path(baseline).is_file()):  # a run in the store
+        command += f" --store {shlex.quote(redacted(store))}"
+    return f"`{command}` lists them all"
 
 
 def _location(store: str | Path) -> str | Path:

@@ -516,6 +516,15 @@ def _delta(a: float | None, b: float | None) -> str:
     return "" if a is None or b is None else f" ({b - a:+.2f})"
 
 
+def _criterion_change(change: dict[str, Any]) -> str:
+    """A criterion's scores in runs A and B, or, where it errored (no verdict), its error there."""
+    errors = [(run, change.get(f"error_{run.lower()}")) for run in ("A", "B")]
+    if any(error for _, error in errors):
+        return "; ".join(f"errored in {run}: {_e(error)}" for run, error in errors if error)
+    a, b = change["score_a"], change["score_b"]
+    return f"{_score(a)} → {_score(b)}{_delta(a, b)}"
+
+
 def diff_page(
     runs: list[dict[str, Any]], a: str | None, b: str | None, diff: dict[str, Any] | None, error: str | None = None
 ) -> str:
@@ -532,13 +541,11 @@ def diff_page(
         return _layout("Diff", "diff", f"<h1>Diff</h1>{form}<p class=muted>Pick two runs to compare.</p>")
     summary = " · ".join(f"{n} {k}" for k, n in diff["summary"].items() if n)
     rates = diff["pass_rate"]
-    order = {"regressed": 0, "improved": 1, "changed": 2, "added": 3, "removed": 4, "unchanged": 5}
+    order = {"regressed": 0, "improved": 1, "errored": 2, "changed": 3, "added": 4, "removed": 5, "unchanged": 6}
     rows = []
     for c in sorted(diff["cases"], key=lambda c: order.get(c["kind"], 9)):
         criteria = "".join(
-            f'<li class="{x["kind"]}">{_e(x["criterion"])}: {_score(x["score_a"])} → {_score(x["score_b"])}'
-            f"{_delta(x['score_a'], x['score_b'])}</li>"
-            for x in c["criteria"]
+            f'<li class="{x["kind"]}">{_e(x["criterion"])}: {_criterion_change(x)}</li>' for x in c["criteria"]
         )
         where = c.get("diverges_at")
         diverges = (
