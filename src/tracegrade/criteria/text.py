@@ -16,7 +16,7 @@ from tracegrade.criteria.registry import register_criterion
 from tracegrade.models.config import CriterionConfig
 from tracegrade.models.dataset import EvalCase
 from tracegrade.models.execution import ExecutionResult
-from tracegrade.models.results import CriterionResult
+from tracegrade.models.results import NO_RESPONSE_ERROR, CriterionResult
 
 __all__ = ["RESPONSE_NOT_CAPTURED", "ContainsKeywordsCriterion", "ExactMatchCriterion", "RougeMatchCriterion", "rouge1"]
 
@@ -28,7 +28,7 @@ _TOKEN = re.compile(r"\w+")
 # becomes a space (one table lookup per byte), then split on whitespace.
 _ASCII_NON_WORD_TO_SPACE = bytes(c if (c < 128 and chr(c).isalnum()) or c == ord("_") else ord(" ") for c in range(256))
 RESPONSE_NOT_CAPTURED = (
-    "response not captured: the trace recorded no final response text (content capture is off), so it "
+    f"{NO_RESPONSE_ERROR}: the trace recorded no final response text (content capture is off), so it "
     "cannot be compared; enable message content capture in the instrumentation"
 )
 

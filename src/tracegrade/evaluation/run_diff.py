@@ -211,8 +211,9 @@ def results_by_id(report: EvalReport, run: str) -> dict[str, EvalCaseResult]:
 
 
 def _error(result: CriterionResult | None) -> str | None:
-    """Why ``result`` has no verdict: its error, unless it was skipped (it did not apply, so nothing failed)."""
-    return result.error if result is not None and not result.skipped else None
+    """Why ``result`` has no verdict: its grading error, unless it was skipped (it did not apply, so nothing
+    failed); a run that recorded no response has a verdict (it failed), as ``compare_runs`` reads it too."""
+    return result.error if result is not None and not result.skipped and result.is_grading_error else None
 
 
 def diff_reports(a: EvalReport, b: EvalReport, run_a: str = "A", run_b: str = "B") -> RunDiff:

@@ -25,6 +25,7 @@ from tracegrade.models.dataset import ToolCall, TrajectoryStep
 from tracegrade.models.expectations import case_expectation
 
 __all__ = [
+    "NO_RESPONSE_ERROR",
     "CriterionResult",
     "CriterionStats",
     "EvalCaseResult",
@@ -185,6 +186,10 @@ class TrialStats(BaseModel):
     flaky: bool
 
 
+#: how a criterion's error begins when the run recorded no response to grade (``criteria.text``, ``criteria.llm``)
+NO_RESPONSE_ERROR = "response not captured"
+
+
 class CriterionResult(BaseModel):
     """One criterion's verdict on one case. ``passed`` is ``score >= threshold``.
 
@@ -240,6 +245,13 @@ class CriterionResult(BaseModel):
     @property
     def is_error(self) -> bool:
         return self.error is not None
+
+    @property
+    def is_grading_error(self) -> bool:
+        """An error of the grading itself (a judge that failed, a criterion that raised, a missing schema), which
+        says nothing of the run; not the error of a run that recorded no response (its agent crashed or answered
+        nothing, or its content capture was off), which is that run's failure."""
+        return self.error is not None and not self.error.startswith(NO_RESPONSE_ERROR)
 
 
 class NodeDetail(BaseModel):

@@ -36,7 +36,7 @@ from tracegrade.judges.pricing import configured_price, price_problems
 from tracegrade.judges.redaction import judge_secrets, redact
 from tracegrade.models.dataset import EvalCase
 from tracegrade.models.execution import ExecutionResult
-from tracegrade.models.results import CriterionResult, TokenUsage
+from tracegrade.models.results import NO_RESPONSE_ERROR, CriterionResult, TokenUsage
 
 __all__ = [
     "MAX_KEPT_REPLY",
@@ -197,7 +197,7 @@ class TemplatedLLMCriterion(BaseCriterion):
         if self.grades_response:
             if not actual.response_captured:
                 return self._failure(
-                    "response not captured",
+                    NO_RESPONSE_ERROR,
                     {"reason": "the trace did not record the agent's response (content capture off?)"},
                 )
             if not self.response_text(actual).strip():
