@@ -55,6 +55,25 @@ def _rows_by_trace(store: TraceStore) -> dict[str, set[tuple[str, str]]]:
     }
 
 
+def test_a_tenants_forget_deletes_and_counts_its_own_orphaned_jobs_only(store: TraceStore) -> None:
+    """The jobs left without a trajectory by a forget are cleaned up after its commit: another tenant's orphans (a
+    forget of theirs cut off before that step) are not this tenant's to delete, nor to count in its answer."""
+    store.write(_agent_trace(1), tenant="acme")
+    store.write(_agent_trace(2), tenant="globex")
+    store.rebuild_trajectories([trace_hex(1)], tenant="acme")
+    store.rebuild_trajectories([trace_hex(2)], tenant="globex")
+    queue = store.job_queue()
+    assert (
+        queue.enqueue("rule", ["true"], [], tenant="acme") == queue.enqueue("rule", ["true"], [], tenant="globex") == 1
+    )
+    for table in TRAJECTORY_TABLES:  # globex's trajectory gone, its job not: what a forget cut off leaves
+        store.execute_write(f"DELETE FROM {table} WHERE tenant = 'globex'")
+
+    forgotten = store.forget([trace_hex(1)], "acme")
+    assert (forgotten.traces, forgotten.spans, forgotten.jobs) == (1, 3, 1)  # acme's own job, not globex's orphan
+    assert store.query("SELECT tenant, trace_id FROM grading_jobs").rows == [("globex", trace_hex(2))]
+
+
 def test_forget_deletes_every_row_of_the_traces_asked_for_and_nothing_else(store: TraceStore) -> None:
     store.write(_agent_trace(1), [make_log(1, 1), make_log(1, 2, evaluation=True), make_log(None, 3)])
     store.write(_agent_trace(2), [make_log(2, 4, evaluation=True)])

@@ -93,3 +93,14 @@ def test_ctrl_c_stops_a_running_assertion(tmp_path: Path) -> None:
             process.kill()
             process.wait()
     assert process.returncode == 130 and out.strip() == "interrupted", err
+
+
+@pytest.mark.parametrize(("rows", "counted", "said"), [(7, 7, "7"), (12_000, 10_000, "more than 10000")])
+def test_violations_are_counted_past_those_shown_up_to_the_limit(rows: int, counted: int, said: str) -> None:
+    result = SqlAssertionCriterion("many", f"SELECT i FROM range({rows}) t(i)").evaluate_sync(EXECUTION, CASE)
+    assert not result.passed
+    assert result.details["violations"] == counted
+    assert result.details["violating_rows"] == [{"i": i} for i in range(5)]
+    assert result.details.get("violations_counted_up_to") == (10_000 if rows > 10_000 else None)
+    shown = ", ".join(f"{{'i': {i}}}" for i in range(5))
+    assert result.details["reason"] == f"many: {said} violating rows (first 5 shown): [{shown}]"

@@ -86,7 +86,7 @@ def test_csv_writes_booleans_and_intervals_as_duckdbs_copy_does(store_path: Path
     ["0 seconds", "1 day", "-1 day", "2 days", "-2 days -3 hours", "0.5 seconds", "-0.5 seconds", "1 day 0.000001 s"],
 )
 def test_interval_text_is_duckdbs_own(interval: str) -> None:
-    text, value = duckdb.sql(f"SELECT INTERVAL '{interval}'::VARCHAR, INTERVAL '{interval}'").fetchone()  # type: ignore[misc]
+    [(text, value)] = duckdb.sql(f"SELECT INTERVAL '{interval}'::VARCHAR, INTERVAL '{interval}'").fetchall()
     assert interval_text(value) == text
 
 
@@ -97,7 +97,8 @@ def test_json_writes_intervals_as_csv_does_and_wide_decimals_exactly(store_path:
     assert row["st"] == {"i": "01:30:00", "f": "NaN"}
     assert row["dec"] == 1.5  # a float holds it: a number
     assert row["wide"] == "123456789012345678901234567890.123"  # a float does not: its digits
-    assert Decimal(row["wide"]) == duckdb.sql("SELECT 123456789012345678901234567890.123::DECIMAL(38,3)").fetchone()[0]  # type: ignore[index]
+    [(wide,)] = duckdb.sql("SELECT 123456789012345678901234567890.123::DECIMAL(38,3)").fetchall()
+    assert Decimal(row["wide"]) == wide
     assert row["arr"] == [1, 2, 3] and ',"[1, 2, 3]",' in csv_row
 
 

@@ -14,6 +14,8 @@ import pytest
 
 from tests.support.imports import modules_loaded_by
 from tracegrade.errors import StoreError, StoreLockedError
+from tracegrade.ingest.intake import RECORD_KINDS, journal_record
+from tracegrade.ingest.otlp_responses import Signal, WireFormat
 from tracegrade.models.span import LogRecordData
 from tracegrade.store import (
     SCHEMA_VERSION,
@@ -23,14 +25,19 @@ from tracegrade.store import (
     check_read_only,
     open_store_for_read,
 )
-from tracegrade.store.database import ARROW_BATCH_ROWS
+from tracegrade.store.duckdb_api import ARROW_BATCH_ROWS
+from tracegrade.store.journal import RequestJournal, journal_directory
 from tracegrade.store.prepared import prepare_write
 from tracegrade.store.rows import ENVELOPE_COLUMNS, decompress_json, span_from_row
 from tracegrade.store.tenancy import DEFAULT_TENANT
 from tracegrade.trajectory import map_spans
 
+from .support.server_process import ServerProcess
+from .support.server_requests import query, span_json, traces_json
 from .support.store_records import FIXTURES, decode_fixture, holding_store, make_span, rich_span, trace_hex
 from .test_store_writer import wait_for
+
+_JSON_TRACES = RECORD_KINDS[(Signal.TRACES, WireFormat.JSON)]
 
 
 @pytest.fixture
@@ -420,8 +427,9 @@ def test_corrupt_missing_and_foreign_files_give_clear_errors(tmp_path):
             opener()
     for damaged in damaged_stores(tmp_path):
         for opener in (open_store_for_read, TraceStore):
-            with pytest.raises(StoreError) as caught:
-                opener(damaged)
+            # DuckDB 1.x meets the damage at open, DuckDB 2 at the first read of a damaged block
+            with pytest.raises(StoreError) as caught, opener(damaged) as store:
+                store.query("SELECT * FROM spans")
             assert not isinstance(caught.value, StoreLockedError)  # a "block" is not a lock
             assert f"store {damaged} is damaged" in str(caught.value) and "move it aside" in str(caught.value)
             assert "what the damaged file already held is not" in str(caught.value)
@@ -435,6 +443,29 @@ def test_corrupt_missing_and_foreign_files_give_clear_errors(tmp_path):
     for opener in (lambda: open_store_for_read(foreign), lambda: TraceStore(foreign)):
         with pytest.raises(StoreError, match="not a tracegrade store"):
             opener()
+
+
+@pytest.mark.parametrize("damage", ["flipped", "truncated"])
+def test_a_receiver_refuses_a_damaged_store_and_its_journal_goes_into_the_new_one(tmp_path, damage):
+    # A receiver stopped with acknowledged requests still in its journal, and its store file damaged since.
+    # DuckDB 1.x meets the damage when it opens the file, DuckDB 2 when the receiver's start first reads it.
+    damaged = next(path for path in damaged_stores(tmp_path) if path.stem == damage)
+    trace_ids = [f"{trace:032x}" for trace in range(1000, 1005)]
+    journal = RequestJournal(journal_directory(damaged))
+    journal.append(
+        [
+            journal_record(_JSON_TRACES, json.dumps(traces_json([span_json(trace_id, 0)])).encode(), DEFAULT_TENANT)
+            for trace_id in trace_ids
+        ]
+    )
+    journal.close()
+    with pytest.raises(RuntimeError) as refused:
+        ServerProcess(damaged).start()
+    assert f"store {damaged} is damaged" in str(refused.value) and "move it aside" in str(refused.value)
+    damaged.rename(tmp_path / "damaged-aside.duckdb")  # as the error says; the journal stays where it is
+    with ServerProcess(damaged) as again:
+        stored = query(again.http_url, "SELECT DISTINCT trace_id FROM spans ORDER BY trace_id")
+    assert [row[0] for row in stored] == trace_ids
 
 
 def test_a_duckdb_without_an_attach_option_falls_back_to_the_options_it_knows(tmp_path, monkeypatch):

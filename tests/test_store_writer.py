@@ -18,6 +18,7 @@ from tracegrade.store import QueueFull, StoreWriter, TraceStore, open_store_for_
 from tracegrade.store.prepared import prepare_write
 from tracegrade.store.tenancy import DEFAULT_TENANT
 
+from .support.small_fs import fill, small_filesystem
 from .support.store_crash_writer import SPANS_PER_BATCH
 from .support.store_records import FIXTURES, decode_fixture, make_span, trace_hex
 
@@ -314,23 +315,27 @@ def test_without_wal_a_crash_loses_exactly_what_was_committed_after_the_last_che
 
 
 def test_a_store_that_duckdb_invalidated_refuses_writes_with_a_clear_error(tmp_path):
-    # 24MB cannot hold the checkpoint of 20,000 spans of 2 KB: DuckDB fails it and invalidates the database.
+    # A checkpoint that fails on a full disk makes DuckDB invalidate the database (DuckDB 1.x also does when the
+    # checkpoint runs out of memory; DuckDB 2 checkpoints 20,000 spans of 2 KB within 24MB).
     # No rebuilds here: DuckDB 1.5 can abort the process when a read races that failure.
-    store = TraceStore(tmp_path / "small.duckdb", wal=False, memory_limit="24MB")
-    writer = StoreWriter(store, settle_seconds=1e6, root_settle_seconds=1e6)
-    writer.start()
-    durable = threading.Event()
-    try:
-        for batch in range(1, 21):
-            spans = [make_span(batch, n, attributes={"payload": "x" * 2000 + str(n)}) for n in range(1, 1001)]
-            writer.submit_prepared(prepare_write(spans), durable.set)
-        wait_for(lambda: store.failure is not None, "the failed checkpoint")
-        assert "invalidated" in store.failure or "Checkpoint failed" in store.failure
-        with pytest.raises(StoreError, match="until it is reopened"):
-            writer.submit([make_span(99, 1)])
-        assert not durable.is_set()  # nothing was reported durable: the journal would keep it all
-    finally:
-        writer.close()
+    with small_filesystem(tmp_path / "fs", "32m") as mount:
+        store = TraceStore(mount / "small.duckdb", wal=False)
+        writer = StoreWriter(store, settle_seconds=1e6, root_settle_seconds=1e6)
+        writer.start()
+        durable = threading.Event()
+        try:
+            writer.submit([make_span(1, 1)]).result(timeout=_WAIT_SECONDS)
+            fill(mount)
+            for batch in range(2, 6):
+                spans = [make_span(batch, n, attributes={"payload": "x" * 2000 + str(n)}) for n in range(1, 1001)]
+                writer.submit_prepared(prepare_write(spans), durable.set)
+            wait_for(lambda: store.failure is not None, "the failed checkpoint")
+            assert "invalidated" in store.failure and "No space left on device" in store.failure
+            with pytest.raises(StoreError, match="until it is reopened"):
+                writer.submit([make_span(99, 1)])
+            assert not durable.is_set()  # nothing was reported durable: the journal would keep it all
+        finally:
+            writer.close()
 
 
 def test_a_lone_write_that_runs_out_of_memory_fails_the_store_so_its_owner_replays_it(tmp_path):

@@ -32,7 +32,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -40,6 +40,7 @@ import pyarrow as pa
 from tracegrade.errors import QueryCancelled, StoreError, TracegradeError
 from tracegrade.models.config import SqlAssertion
 from tracegrade.models.execution import ExecutionResult
+from tracegrade.store.duckdb_api import registered
 from tracegrade.store.predicates import unbalanced_parenthesis
 from tracegrade.store.query_control import QueryControl
 from tracegrade.store.readonly import SandboxLimits, check_read_only, lock_down
@@ -65,9 +66,11 @@ SANDBOX_TABLES: tuple[str, ...] = ("spans", "traces", "node_visits", "tool_calls
 DEFAULT_ASSERTION_TIMEOUT: float = SqlAssertion.model_fields["timeout_seconds"].default
 
 _EXPLAIN = "EXPLAIN "
-_LOCATION = re.compile(r"\n*LINE (\d+): (.*)\n( *)\^\s*$")
+_LOCATION = re.compile(r"\n*LINE (\d+): (.*)\n( *)\^+\s*$")  # DuckDB 2 underlines the whole token
 _AT_END = "at end of input"  # DuckDB's parser gives no LINE excerpt for this one: the end is the place
 _PREDICATE_QUERY = "SELECT trace_id FROM traces WHERE (\n{}\n)"  # the predicate on lines of its own
+_COUNTED_CHUNK = 256  # rows fetched at a time by run_counted to count them, none of them kept
+_Read = TypeVar("_Read")
 
 
 class SqlProblem(NamedTuple):
@@ -207,11 +210,8 @@ class TrajectorySandbox:
                 con.execute(f"DELETE FROM {table}")
             for table, rows in trajectory_tables(execution).items():
                 if rows.num_rows:
-                    con.register("_incoming", rows)
-                    try:
+                    with registered(con, "_incoming", rows):
                         con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _incoming")
-                    finally:
-                        con.unregister("_incoming")
         self._loaded = execution
 
     def run(
@@ -220,6 +220,29 @@ class TrajectorySandbox:
         """The result columns and rows (at most ``max_rows``) of a checked query over what is loaded, stopped
         with QueryCancelled after ``timeout`` seconds (or the sandbox's limit, if it has a shorter one); a
         KeyboardInterrupt while it runs stops it too, and is raised again once it has stopped."""
+        return self._query(
+            sql, timeout, lambda cursor: cursor.fetchall() if max_rows is None else cursor.fetchmany(max_rows)
+        )
+
+    def run_counted(
+        self, sql: str, keep: int, most: int, *, timeout: float = DEFAULT_ASSERTION_TIMEOUT
+    ) -> tuple[list[str], list[tuple[Any, ...]], int]:
+        """As ``run``, keeping only the first ``keep`` rows and counting the rest, up to ``most`` rows in all: the
+        columns, the rows kept and how many rows there were (``most`` when there were at least that many)."""
+
+        def read(cursor: duckdb.DuckDBPyConnection) -> tuple[list[tuple[Any, ...]], int]:
+            kept = cursor.fetchmany(min(keep, most))
+            count = len(kept)
+            while count < most and (chunk := cursor.fetchmany(min(_COUNTED_CHUNK, most - count))):
+                count += len(chunk)
+            return kept, count
+
+        columns, (kept, count) = self._query(sql, timeout, read)
+        return columns, kept, count
+
+    def _query(
+        self, sql: str, timeout: float, read: Callable[[duckdb.DuckDBPyConnection], _Read]
+    ) -> tuple[list[str], _Read]:
         limit, why = timeout, f"its time limit of {timeout:g} s (the assertion's timeout_seconds)"
         if self._limits is not None and self._limits.timeout < limit:
             limit = self._limits.timeout
@@ -228,11 +251,10 @@ class TrajectorySandbox:
         control = QueryControl()  # cancelled here, so that the reason names the limit that applied
         control.attach(cursor)
 
-        def query() -> tuple[list[str], list[tuple[Any, ...]]]:
+        def query() -> tuple[list[str], _Read]:
             with self._memory_bounded("the SQL assertion"):
                 cursor.execute(sql)
-                columns = [d[0] for d in cursor.description or []]
-                return columns, cursor.fetchall() if max_rows is None else cursor.fetchmany(max_rows)
+                return [d[0] for d in cursor.description or []], read(cursor)
 
         try:
             return _waited(query, limit, lambda: control.cancel(f"it ran longer than {why}"), control.cancel)

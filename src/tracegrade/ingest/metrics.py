@@ -198,6 +198,8 @@ class ReceiverMetrics:
         store_stats: Callable[[], dict[str, object]] = dict,
         waiting_for_room: Callable[[], float] = lambda: 0,
         body_bytes: Callable[[], float] = lambda: 0,
+        queries_running: Callable[[], float] = lambda: 0,
+        queries_waiting: Callable[[], float] = lambda: 0,
         more: Callable[[], str] = str,
     ) -> None:
         """``more``: exposition text rendered after the receiver's own (the in-process grading worker's
@@ -282,6 +284,8 @@ class ReceiverMetrics:
                 body_bytes,
             )
         )
+        add(Gauge(prefix + "queries_running", "Queries holding one of the --max-queries turns.", queries_running))
+        add(Gauge(prefix + "queries_waiting", "Queries waiting for a turn (every tenant's).", queries_waiting))
         add(StatsGauges("tracegrade_store_", "Store writer statistic", store_stats))
 
     def render(self) -> str:

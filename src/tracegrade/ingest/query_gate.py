@@ -2,55 +2,138 @@
 
 At most ``max_queries`` run at once (more wait up to ``timeout`` for a turn, then are refused retryably),
 each is cancelled ``timeout`` seconds after it starts, and ``cancel_all`` stops every running one (shutdown,
-a store being reopened). Runs on the calling thread (an executor thread of the receiver's loop).
+a store being reopened); a failure's message names none of the server's own paths (see PrivatePaths).
+``run`` waits on the calling thread (an executor thread of the receiver's loop);
+``turn`` waits on the event loop, so a crowd of waiting queries holds no thread.
+
+Turns are shared among tenants: a freed turn goes to the waiting tenant that holds the fewest turns, and
+among those to the one served least recently; each tenant's own queries go in arrival order. So one tenant
+that keeps every turn busy cannot make another tenant's query wait for more than the first running query
+to end, with a single turn too. With one tenant this is plain arrival order.
 """
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import threading
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from tracegrade.errors import StoreError
 from tracegrade.ingest.intake import Overloaded
+from tracegrade.ingest.private_paths import PrivatePaths
 from tracegrade.store.query_control import QueryControl
 from tracegrade.store.results import QueryResult
+from tracegrade.store.tenancy import DEFAULT_TENANT
 
 __all__ = ["GatedStore", "QueryGate"]
+
+
+class _Ticket:
+    """One waiting query; ``granted`` (set under the gate's lock) is the truth, ``wake`` only rouses its waiter."""
+
+    def __init__(self, wake: Callable[[], object]) -> None:
+        self.granted = False
+        self.wake = wake
 
 
 class QueryGate:
     """Turns, time limits and the byte cap of results for the queries of one receiver."""
 
-    def __init__(self, max_queries: int, timeout: float, max_bytes: int | None = None) -> None:
+    def __init__(
+        self, max_queries: int, timeout: float, max_bytes: int | None = None, private: PrivatePaths | None = None
+    ) -> None:
         self.max_queries = max_queries
         self.timeout = timeout
         self.max_bytes = max_bytes
-        self._turns = threading.BoundedSemaphore(max_queries)
+        self._private = private if private is not None else PrivatePaths({})
+        self._free = max_queries
+        self._held: dict[str, int] = {}  # turns each tenant holds now
+        self._last_served: dict[str, int] = {}  # when each tenant last got a turn (a sequence number)
+        self._serial = itertools.count(1)
+        self._waiting: dict[str, deque[_Ticket]] = {}  # each tenant's waiting queries, in arrival order
         self._running: set[QueryControl] = set()
         self._lock = threading.Lock()
 
+    @property
+    def running(self) -> int:
+        """Turns held now (queries running, or about to)."""
+        return self.max_queries - self._free
+
+    @property
+    def waiting(self) -> int:
+        """Queries waiting for a turn now."""
+        with self._lock:
+            return sum(len(line) for line in self._waiting.values())
+
     def run(
-        self, store: Any, sql: str, params: Sequence[Any] | None = None, control: QueryControl | None = None
+        self,
+        store: Any,
+        sql: str,
+        params: Sequence[Any] | None = None,
+        control: QueryControl | None = None,
+        tenant: str = DEFAULT_TENANT,
     ) -> QueryResult:
         """Run ``store.query`` within the limits; ``control`` (made here when None) may cancel it from elsewhere."""
-        if not self._turns.acquire(timeout=self.timeout):
-            raise Overloaded(
-                f"{self.max_queries} queries have been running for {self.timeout:g} s (--max-queries); retry later",
-                self.timeout,
-            )
-        control = control if control is not None else QueryControl(self.timeout)
-        control.timeout = self.timeout if control.timeout is None else min(control.timeout, self.timeout)
-        if self.max_bytes is not None:  # the receiver's memory is everyone's: no caller reads past its cap
-            control.max_bytes = self.max_bytes if control.max_bytes is None else min(control.max_bytes, self.max_bytes)
-        with self._lock:
-            self._running.add(control)
+        woken = threading.Event()
+        ticket = self._enter(tenant, woken.set)
+        if ticket is not None:
+            woken.wait(self.timeout)
+            self._settle(ticket, tenant)
+        return self.run_in_turn(store, sql, params, control, tenant)
+
+    async def turn(self, tenant: str, connected: Callable[[], bool], check_every: float) -> None:
+        """Wait on the event loop for a turn of ``tenant``'s (hand it back through ``run_in_turn``); gives up
+        when ``connected()`` turns False (the client hung up), raises Overloaded after ``timeout``."""
+        loop = asyncio.get_running_loop()
+        woken = asyncio.Event()
+        ticket = self._enter(tenant, lambda: loop.call_soon_threadsafe(woken.set))
+        if ticket is None:
+            return
+        deadline = loop.time() + self.timeout
         try:
-            result: QueryResult = store.query(sql, params, control=control)
-            return result
-        finally:
+            while not woken.is_set() and connected() and loop.time() < deadline:
+                try:
+                    await asyncio.wait_for(woken.wait(), min(check_every, max(0.0, deadline - loop.time())))
+                except asyncio.TimeoutError:
+                    pass
+        except BaseException:  # cancelled: a turn granted meanwhile goes to the next in line
+            if self._give_up(ticket, tenant):
+                self.leave(tenant)
+            raise
+        self._settle(ticket, tenant)
+
+    def run_in_turn(
+        self,
+        store: Any,
+        sql: str,
+        params: Sequence[Any] | None,
+        control: QueryControl | None,
+        tenant: str,
+    ) -> QueryResult:
+        """Run ``store.query`` in a turn ``tenant`` holds (from ``run`` or ``turn``), and hand the turn back."""
+        try:
+            control = control if control is not None else QueryControl(self.timeout)
+            control.timeout = self.timeout if control.timeout is None else min(control.timeout, self.timeout)
+            if self.max_bytes is not None:  # the receiver's memory is everyone's: no caller reads past its cap
+                control.max_bytes = (
+                    self.max_bytes if control.max_bytes is None else min(control.max_bytes, self.max_bytes)
+                )
             with self._lock:
-                self._running.discard(control)
-            self._turns.release()
+                self._running.add(control)
+            try:
+                result: QueryResult = store.query(sql, params, control=control)
+                return result
+            except StoreError as exc:
+                self._private.hide(exc)
+                raise
+            finally:
+                with self._lock:
+                    self._running.discard(control)
+        finally:
+            self.leave(tenant)
 
     def cancel_all(self, reason: str) -> None:
         with self._lock:
@@ -58,18 +141,74 @@ class QueryGate:
         for control in running:
             control.cancel(reason)
 
+    # -- turns ------------------------------------------------------------------------------------------
+
+    def _enter(self, tenant: str, wake: Callable[[], object]) -> _Ticket | None:
+        """Take a free turn (None) when nobody waits, else queue a ticket woken when its turn comes."""
+        with self._lock:
+            if self._free > 0 and not self._waiting:
+                self._grant(tenant)
+                return None
+            ticket = _Ticket(wake)
+            self._waiting.setdefault(tenant, deque()).append(ticket)
+            return ticket
+
+    def _settle(self, ticket: _Ticket, tenant: str) -> None:
+        """After the wait: proceed with a granted turn, or refuse the query that got none."""
+        if not self._give_up(ticket, tenant):
+            return
+        raise Overloaded(
+            f"{self.max_queries} queries have been running for {self.timeout:g} s (--max-queries); retry later",
+            self.timeout,
+        )
+
+    def _give_up(self, ticket: _Ticket, tenant: str) -> bool:
+        """Leave the line; False if the turn was granted first (the caller holds it)."""
+        with self._lock:
+            if ticket.granted:
+                return False
+            line = self._waiting[tenant]
+            line.remove(ticket)
+            if not line:
+                del self._waiting[tenant]
+            return True
+
+    def leave(self, tenant: str) -> None:
+        """Hand a turn back; the next one goes to the waiting tenant holding the fewest, served least recently."""
+        with self._lock:
+            self._free += 1
+            self._held[tenant] -= 1
+            if not self._held[tenant]:
+                del self._held[tenant]
+            while self._free > 0 and self._waiting:
+                chosen = min(self._waiting, key=lambda t: (self._held.get(t, 0), self._last_served.get(t, 0)))
+                line = self._waiting[chosen]
+                ticket = line.popleft()
+                if not line:
+                    del self._waiting[chosen]
+                self._grant(chosen)
+                ticket.granted = True
+                ticket.wake()
+
+    def _grant(self, tenant: str) -> None:
+        self._free -= 1
+        self._held[tenant] = self._held.get(tenant, 0) + 1
+        self._last_served[tenant] = next(self._serial)
+
 
 class GatedStore:
-    """A store whose ``query`` goes through a QueryGate (what the web UI reads through inside ``serve``)."""
+    """A store whose ``query`` goes through a QueryGate as ``tenant``'s (what the web UI and MCP read through
+    inside ``serve``)."""
 
-    def __init__(self, store: Any, gate: QueryGate) -> None:
+    def __init__(self, store: Any, gate: QueryGate, tenant: str = DEFAULT_TENANT) -> None:
         self._store = store
         self._gate = gate
+        self._tenant = tenant
 
     def query(
         self, sql: str, params: Sequence[Any] | None = None, *, control: QueryControl | None = None
     ) -> QueryResult:
-        return self._gate.run(self._store, sql, params, control)
+        return self._gate.run(self._store, sql, params, control, self._tenant)
 
     def __getattr__(self, name: str) -> Any:  # everything else (paths, closed, …) is the store's own
         return getattr(self._store, name)

@@ -44,6 +44,7 @@ from tracegrade.ingest.http_app import HttpFrontEnd
 from tracegrade.ingest.intake import Intake, ShuttingDown, StoreUnavailable
 from tracegrade.ingest.mcp_endpoint import add_mcp_route
 from tracegrade.ingest.metrics import ReceiverMetrics
+from tracegrade.ingest.private_paths import PrivatePaths
 from tracegrade.ingest.query_gate import GatedStore, QueryGate
 from tracegrade.ingest.runs_endpoint import add_runs_route
 from tracegrade.ingest.settings import ServeSettings
@@ -108,9 +109,11 @@ class ReceiverServer:
         self._http: web.AppRunner | None = None
         self._http_socket: socket.socket | None = None
         self._tls: ssl.SSLContext | None = None
-        # more threads than turns, so a query waiting for a turn waits in the gate, where its wait is bounded
-        self._query_executor = ThreadPoolExecutor(settings.max_queries + 4, thread_name_prefix="tracegrade-query")
-        self._queries = QueryGate(settings.max_queries, settings.query_timeout, settings.query_max_bytes)
+        # a /v1/query waits for its turn on the loop and takes a thread only once it has one
+        self._query_executor = ThreadPoolExecutor(settings.max_queries, thread_name_prefix="tracegrade-query")
+        self._queries = QueryGate(
+            settings.max_queries, settings.query_timeout, settings.query_max_bytes, PrivatePaths.of(settings)
+        )
         self._watch: asyncio.Task[None] | None = None
         self._stop_requested = asyncio.Event()
         self._stopped = False
@@ -151,6 +154,8 @@ class ReceiverServer:
                 store_stats=lambda: self._storage.journaled.stats if self._storage is not None else {},
                 waiting_for_room=lambda: self._intake.waiting_for_room if self._intake is not None else 0,
                 body_bytes=lambda: body_budget.held,
+                queries_running=lambda: self._queries.running,
+                queries_waiting=lambda: self._queries.waiting,
                 more=self._worker_metrics_page,
             )
             self.auth_throttle = AuthThrottle.from_settings(self.settings, metrics)
@@ -193,7 +198,7 @@ class ReceiverServer:
             add_runs_route(app, store, functools.partial(intake.authorize, scope="record"))
             add_forget_route(app, store, functools.partial(intake.authorize, scope="forget"), intake.count_forgotten)
             # the web UI and MCP read through one path: the query gate's limits, as the caller's tenant
-            reads = lambda tenant: GatedStore(self.reader(tenant), self._queries)  # noqa: E731
+            reads = lambda tenant: GatedStore(self.reader(tenant), self._queries, tenant)  # noqa: E731
             may_read = functools.partial(intake.authorize, scope="read")
             add_ui_routes(app, reads, may_read, intake.authorize_ui_session)
             may_judge = functools.partial(intake.authorize, scope="judge")
@@ -513,6 +518,7 @@ class ReceiverServer:
             raise ShuttingDown("the receiver is shutting down; retry later", 5.0)
         storage = self._usable_storage()
         control = QueryControl(self.settings.query_timeout, max_rows=self.settings.query_max_rows)
+        await self._queries.turn(tenant, connected, CLIENT_CHECK_SECONDS)
         loop = asyncio.get_running_loop()
         running = loop.run_in_executor(self._query_executor, self._query_stored, storage, sql, params, control, tenant)
         while True:
@@ -532,9 +538,15 @@ class ReceiverServer:
     def _query_stored(
         self, storage: Storage, sql: str, params: Sequence[Any] | None, control: QueryControl, tenant: str
     ) -> Any:
-        """Run a query once every span acknowledged before it is committed (read your acknowledged writes)."""
-        storage.journaled.wait_stored(min(QUERY_CONSISTENCY_TIMEOUT, self.settings.query_timeout))
-        return self._queries.run(self.reader(tenant, storage.store), sql, params, control)
+        """Run a query, in the turn ``tenant`` holds, once every span acknowledged before it is committed (read
+        your acknowledged writes)."""
+        try:
+            storage.journaled.wait_stored(min(QUERY_CONSISTENCY_TIMEOUT, self.settings.query_timeout))
+            reader = self.reader(tenant, storage.store)
+        except BaseException:
+            self._queries.leave(tenant)
+            raise
+        return self._queries.run_in_turn(reader, sql, params, control, tenant)
 
     def _cancel_queries(self, reason: str) -> None:
         self._queries.cancel_all(reason)

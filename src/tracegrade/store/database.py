@@ -12,14 +12,14 @@ import duckdb
 import pyarrow as pa
 
 from tracegrade.errors import StoreError, StoreLockedError, StoreMissingError
+from tracegrade.store.duckdb_api import registered
 from tracegrade.store.journal import journal_directory
 from tracegrade.store.rows import sql_string
 
 __all__ = [
-    "ARROW_BATCH_ROWS",
     "attach_duckdb",
+    "damage_error",
     "duckdb_size_bytes",
-    "fetch_arrow",
     "insert_arrow",
     "lock_holder_pid",
     "locked_error",
@@ -73,11 +73,6 @@ def open_duckdb(path: Path, *, read_only: bool, config: dict[str, Any] | None = 
         con = duckdb.connect(str(path), read_only=read_only, config=config or {})
     return con
 
-
-# Rows per Arrow record batch of a result. DuckDB sizes every column's buffers for a full batch before
-# filling it: at its default of 1,000,000 rows, reading a rebuild's traces back reserved far more memory
-# than it used (bench/RESULTS.md, store writes).
-ARROW_BATCH_ROWS = 8_192
 
 # A checkpoint frees the in-memory row groups it wrote in one go. By default DuckDB's allocator keeps
 # such bulk frees (up to 512 MiB) for reuse; a read-write store hands every bulk free over this size back
@@ -159,25 +154,29 @@ def opening_errors(path: Path) -> Iterator[None]:
                 f"store {path} is not a valid DuckDB database (corrupt, truncated or another kind of file); "
                 "move it aside and recreate the store, or point --store at the right file"
             ) from None
-        if any(sign in lowered for sign in _DAMAGE_SIGNS):
-            raise StoreError(
-                f"store {path} is damaged ({message}); move it aside (keep it for recovery or inspection) and "
-                f"start again with a new store at that path: the requests still in {journal_directory(path)} "
-                "are replayed into it, but what the damaged file already held is not (keep the file to recover "
-                "what DuckDB can still read from it)"
-            ) from None
+        damaged = damage_error(path, exc)
+        if damaged is not None:
+            raise damaged from None
         if "database does not exist" in message:
             raise store_not_found(path) from None
         raise StoreError(f"cannot open store {path}: {message}") from None
     except duckdb.Error as exc:
-        raise StoreError(f"cannot open store {path}: {exc}") from None
+        raise damage_error(path, exc) or StoreError(f"cannot open store {path}: {exc}") from None
 
 
-def fetch_arrow(relation: duckdb.DuckDBPyConnection) -> pa.Table:
-    """The pending result as an Arrow table (``to_arrow_table`` on new DuckDB, ``fetch_arrow_table`` on old),
-    in record batches of ``ARROW_BATCH_ROWS`` (DuckDB reserves a whole batch's buffers up front)."""
-    fetch = getattr(relation, "to_arrow_table", None) or relation.fetch_arrow_table
-    return fetch(ARROW_BATCH_ROWS)
+def damage_error(path: Path, exc: duckdb.Error) -> StoreError | None:
+    """The StoreError saying the store file is damaged, when ``exc`` says a block of it failed its checksum or
+    lay past its end; else None. DuckDB 1.x meets the damage when it opens the file, DuckDB 2 when a read or a
+    write first touches the damaged block."""
+    message = str(exc)
+    if not any(sign in message.lower() for sign in _DAMAGE_SIGNS):
+        return None
+    return StoreError(
+        f"store {path} is damaged ({message}); move it aside (keep it for recovery or inspection) and "
+        f"start again with a new store at that path: the requests still in {journal_directory(path)} "
+        "are replayed into it, but what the damaged file already held is not (keep the file to recover "
+        "what DuckDB can still read from it)"
+    )
 
 
 def insert_arrow(
@@ -199,9 +198,6 @@ def insert_arrow(
     sql = f"INSERT {'OR REPLACE ' if replace else ''}INTO {table} ({columns}) SELECT {columns} FROM {view}"
     if skip_existing_returning:
         sql += f" ON CONFLICT DO NOTHING RETURNING {skip_existing_returning}"
-    con.register(view, batch)
-    try:
+    with registered(con, view, batch):
         cursor = con.execute(sql)
         return cursor.fetchall() if skip_existing_returning else []
-    finally:
-        con.unregister(view)

@@ -22,21 +22,30 @@ from tracegrade.store.tenancy import DEFAULT_TENANT
 
 __all__ = [
     "EXPIRED_ERROR_SQL",
-    "ORPHANED_JOBS_SQL",
     "RELEASED_SQL",
     "WAITING_JOBS_SQL",
     "ClaimedJob",
     "JobQueue",
     "StoreJobQueue",
     "job_prefix",
+    "orphaned_jobs",
 ]
 
 # the ids of the jobs added before a time (the parameter) whose trace has no trajectory: jobs are only ever
 # added for traces with one, and a trajectory goes only when its trace expires (on either database)
-ORPHANED_JOBS_SQL = (
+_ORPHANED_JOBS_SQL = (
     "SELECT job_id FROM grading_jobs j WHERE created_at < ? AND NOT EXISTS "
     "(SELECT 1 FROM traces t WHERE t.tenant = j.tenant AND t.trace_id = j.trace_id)"
 )
+
+
+def orphaned_jobs(before: datetime, tenant: str | None) -> tuple[str, list[Any]]:
+    """The query listing the jobs ``forget`` deletes, and its parameters."""
+    if tenant is None:
+        return _ORPHANED_JOBS_SQL, [before]
+    return f"{_ORPHANED_JOBS_SQL} AND j.tenant = ?", [before, tenant]
+
+
 # the jobs not finished yet by tenant and status, in ``{table}`` (SQL for either database; a lake's catalog has an
 # index on the jobs not finished, so the count reads those only)
 WAITING_JOBS_SQL = (
@@ -113,8 +122,9 @@ class JobQueue(Protocol):
         however many finished jobs the queue keeps."""
         ...
 
-    def forget(self, before: datetime) -> int:
-        """Delete the jobs added before ``before`` whose trace is gone (expired: see ``retention``); how many."""
+    def forget(self, before: datetime, tenant: str | None = None) -> int:
+        """Delete the jobs added before ``before`` whose trace is gone (expired: see ``retention``), only
+        ``tenant``'s when given (a tenant's forget); how many."""
         ...
 
 
@@ -203,8 +213,8 @@ class StoreJobQueue:
         rows = self.store.query(WAITING_JOBS_SQL.format(table="grading_jobs")).rows
         return {(str(tenant), str(status)): int(n) for tenant, status, n in rows}
 
-    def forget(self, before: datetime) -> int:
-        found = self.store.query(ORPHANED_JOBS_SQL, [before]).rows
+    def forget(self, before: datetime, tenant: str | None = None) -> int:
+        found = self.store.query(*orphaned_jobs(before, tenant)).rows
         if found:
             among, ids = sql_string_in([row[0] for row in found])
             self.store.execute_write(f"DELETE FROM grading_jobs WHERE job_id IN {among}", ids)

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracegrade.store.database import insert_arrow
+from tracegrade.store.duckdb_api import registered
 
 __all__ = [
     "CASE_COUNTS",
@@ -70,25 +71,19 @@ def replace_record_rows(con: duckdb.DuckDBPyConnection, tables: Mapping[str, pa.
     _unknown(tables)
     results = tables.get("eval_results")
     if results is not None and results.num_rows:
-        con.register(_CASES_VIEW, results.select(["tenant", "run_id", "eval_id"]))
-        try:
+        with registered(con, _CASES_VIEW, results.select(["tenant", "run_id", "eval_id"])):
             con.execute(
                 f"DELETE FROM eval_results USING (SELECT DISTINCT tenant, run_id, eval_id FROM {_CASES_VIEW}) c "
                 "WHERE eval_results.tenant = c.tenant AND eval_results.run_id = c.run_id "
                 "AND eval_results.eval_id = c.eval_id"
             )
-        finally:
-            con.unregister(_CASES_VIEW)
     for table, rows in tables.items():
         if rows.num_rows:
             insert_arrow(con, table, rows, replace=True)
     runs = tables.get("eval_runs")
     if runs is not None and runs.num_rows:  # the runs recorded case by case count the cases they now hold
-        con.register(_RUNS_VIEW, runs.filter(pc.is_null(runs["report"])).select(["tenant", "run_id"]))
-        try:
+        with registered(con, _RUNS_VIEW, runs.filter(pc.is_null(runs["report"])).select(["tenant", "run_id"])):
             recount_runs(con, f"SELECT DISTINCT tenant, run_id FROM {_RUNS_VIEW}")
-        finally:
-            con.unregister(_RUNS_VIEW)
 
 
 def recount_runs(con: duckdb.DuckDBPyConnection, runs: str) -> None:

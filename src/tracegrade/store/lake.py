@@ -49,6 +49,7 @@ from tracegrade.errors import StoreError, StoreMissingError
 from tracegrade.models.span import LogRecordData, SpanRecord
 from tracegrade.store.build_queue import BuildQueue
 from tracegrade.store.database import duckdb_size_bytes, insert_arrow
+from tracegrade.store.duckdb_api import registered
 from tracegrade.store.evaluations import evaluation_rows
 from tracegrade.store.grading_tables import append_record_rows
 from tracegrade.store.lake_builds import CatalogBuildQueue
@@ -336,14 +337,11 @@ class LakeStore(TraceStore):
         scans = " UNION ALL ".join(
             f"SELECT tenant, log_key FROM logs WHERE time_ns BETWEEN {lo} AND {hi}" for lo, hi in ranges
         )
-        self._con.register(_LOG_KEYS_VIEW, batch.select(["tenant", "log_key"]))
-        try:
+        with registered(self._con, _LOG_KEYS_VIEW, batch.select(["tenant", "log_key"])):
             found = self._con.execute(
                 f"SELECT s.tenant, s.log_key FROM ({scans}) s SEMI JOIN {_LOG_KEYS_VIEW} USING (tenant, log_key)"
             )
             return {(tenant, key) for tenant, key in found.fetchall()}
-        finally:
-            self._con.unregister(_LOG_KEYS_VIEW)
 
     def replace_trajectories(
         self, tables: dict[str, pa.Table], *, clear: Sequence[str], tenant: str = DEFAULT_TENANT

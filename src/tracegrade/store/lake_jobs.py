@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 from tracegrade.store.catalog_connection import PG_NOW, CatalogConnection, create_in_catalog, pg_columns
 from tracegrade.store.grading_jobs import (
     EXPIRED_ERROR_SQL,
-    ORPHANED_JOBS_SQL,
     RELEASED_SQL,
     WAITING_JOBS_SQL,
     ClaimedJob,
     job_prefix,
+    orphaned_jobs,
 )
 from tracegrade.store.tenancy import DEFAULT_TENANT
 
@@ -137,8 +137,8 @@ class CatalogJobQueue:
             rows = cursor.execute(WAITING_JOBS_SQL.format(table=_TABLE)).fetchall()
         return {(str(tenant), str(status)): int(n) for tenant, status, n in rows}
 
-    def forget(self, before: datetime) -> int:
-        found = [row[0] for row in self._traces.query(ORPHANED_JOBS_SQL, [before]).rows]
+    def forget(self, before: datetime, tenant: str | None = None) -> int:
+        found = [row[0] for row in self._traces.query(*orphaned_jobs(before, tenant)).rows]
         if not found:
             return 0
         with self._catalog.cursor("deleting the grading jobs of expired traces") as cursor:

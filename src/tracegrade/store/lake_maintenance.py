@@ -53,6 +53,7 @@ import pyarrow.compute as pc
 from tracegrade.errors import StoreError, StoreLockedError
 from tracegrade.store.catalog_connection import CatalogConnection
 from tracegrade.store.database import quote_identifier
+from tracegrade.store.duckdb_api import fetch_arrow
 from tracegrade.store.lake_location import redacted
 from tracegrade.store.rows import sql_string
 from tracegrade.store.trace_deletion import Deleted
@@ -201,7 +202,7 @@ def _step(
         try:
             # CALL, not SELECT ... FROM: DuckLake commits these steps only when run as CALL; Arrow results
             # need no time-zone module for the snapshot times some of them return
-            rows = con.execute(f"CALL {function}({arguments})").fetch_arrow_table()
+            rows = fetch_arrow(con, f"CALL {function}({arguments})")
             return rows.num_rows if total is None else int(pc.sum(rows.column(total)).as_py() or 0)
         except duckdb.Error as exc:
             if not _lost_race(exc):

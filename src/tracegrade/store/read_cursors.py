@@ -21,6 +21,7 @@ from collections.abc import Callable
 import duckdb
 
 from tracegrade.errors import StoreError
+from tracegrade.store.duckdb_api import discard_result
 
 __all__ = ["ReadCursors", "end_cursor"]
 
@@ -28,6 +29,7 @@ __all__ = ["ReadCursors", "end_cursor"]
 def end_cursor(cursor: duckdb.DuckDBPyConnection) -> None:
     """Roll back the cursor's transaction, if any, then close it (see the module's docstring for why)."""
     try:
+        discard_result(cursor)  # a capped read leaves rows unread, which would keep DuckDB 2 from rolling back
         cursor.rollback()
     except duckdb.Error:
         pass  # no transaction was open, or the database is invalidated: either way none is left to roll back

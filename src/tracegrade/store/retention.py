@@ -32,6 +32,7 @@ import duckdb
 import pyarrow as pa
 
 from tracegrade.errors import InvalidValueError
+from tracegrade.store.duckdb_api import fetch_arrow, registered
 from tracegrade.store.tenancy import TraceKey, check_tenant_name
 from tracegrade.store.trace_deletion import Deleted, delete_traces, first_count
 from tracegrade.timespec import parse_duration
@@ -170,7 +171,7 @@ def _candidates(
         params |= {"tenant": after[0], "trace_id": after[1]}
     if scope.bound:
         params["scope"] = scope.bound[0]
-    return con.execute(f"SELECT tenant, trace_id FROM ({older}) ORDER BY ALL LIMIT $limit", params).fetch_arrow_table()
+    return fetch_arrow(con, f"SELECT tenant, trace_id FROM ({older}) ORDER BY ALL LIMIT $limit", params)
 
 
 def _quiet(con: duckdb.DuckDBPyConnection, cutoff: datetime) -> pa.Table:
@@ -182,7 +183,7 @@ def _quiet(con: duckdb.DuckDBPyConnection, cutoff: datetime) -> pa.Table:
         for table, column in _RECEIVED
     )
     sql = f"SELECT tenant, trace_id FROM {_EXPIRED_VIEW} EXCEPT SELECT tenant, trace_id FROM ({newer})"
-    return con.execute(sql, {"cutoff": cutoff}).fetch_arrow_table()
+    return fetch_arrow(con, sql, {"cutoff": cutoff})
 
 
 def expire_quiet_traces(
@@ -203,11 +204,8 @@ def expire_quiet_traces(
         return Deleted(), None
     last = candidates.slice(candidates.num_rows - 1).to_pylist()[0]
     following = (str(last["tenant"]), str(last["trace_id"])) if candidates.num_rows == limit else None
-    con.register(_EXPIRED_VIEW, candidates)
-    try:
+    with registered(con, _EXPIRED_VIEW, candidates):
         quiet = _quiet(con, cutoff)
-    finally:
-        con.unregister(_EXPIRED_VIEW)
     if quiet.num_rows == 0:
         return Deleted(), following
     return delete_traces(con, quiet, cutoff), following
@@ -216,22 +214,20 @@ def expire_quiet_traces(
 def expire_worker_runs(con: duckdb.DuckDBPyConnection, cutoff: datetime, scope: TenantScope = TenantScope()) -> Deleted:
     """Delete the online worker's runs of ``scope`` whose newest recording is older than ``cutoff``, every row of
     them (every write of them, in a lake); the caller holds the transaction."""
-    runs = con.execute(
+    runs = fetch_arrow(
+        con,
         f"SELECT tenant, run_id FROM eval_runs WHERE kind = 'worker'{scope.condition('?')} GROUP BY ALL "
         "HAVING max(created_at) < ?",
         [*scope.bound, cutoff],
-    ).fetch_arrow_table()
+    )
     if runs.num_rows == 0:
         return Deleted()
-    con.register(_EXPIRED_RUNS_VIEW, runs)
-    try:
+    with registered(con, _EXPIRED_RUNS_VIEW, runs):
         for table in _RUN_TABLES:
             con.execute(
                 f"DELETE FROM {table} WHERE EXISTS (SELECT 1 FROM {_EXPIRED_RUNS_VIEW} r "
                 f"WHERE r.tenant = {table}.tenant AND r.run_id = {table}.run_id)"
             )
-    finally:
-        con.unregister(_EXPIRED_RUNS_VIEW)
     return Deleted(worker_runs=runs.num_rows)
 
 

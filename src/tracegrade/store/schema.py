@@ -16,7 +16,8 @@ import duckdb
 import pyarrow as pa
 
 from tracegrade.errors import StoreError
-from tracegrade.store.database import fetch_arrow, insert_arrow
+from tracegrade.store.database import insert_arrow
+from tracegrade.store.duckdb_api import fetch_arrow
 from tracegrade.store.evaluations import EVALUATION_EVENT, evaluation_rows
 from tracegrade.store.rows import utc_now
 
@@ -43,7 +44,7 @@ class Migration:
 
 def _evaluations_of_stored_logs(con: duckdb.DuckDBPyConnection) -> None:
     """Version 5: the evaluation events stored before the table existed get their rows."""
-    logs = fetch_arrow(con.execute("SELECT * FROM logs WHERE event_name = ?", [EVALUATION_EVENT]))
+    logs = fetch_arrow(con, "SELECT * FROM logs WHERE event_name = ?", [EVALUATION_EVENT])
     rows = evaluation_rows(logs)
     if rows is not None:
         insert_arrow(con, "evaluations", rows)

@@ -18,6 +18,8 @@ from __future__ import annotations
 import duckdb
 import pyarrow as pa
 
+from tracegrade.store.duckdb_api import registered
+
 __all__ = ["START_GAP_NS", "start_ranges", "stored_span_keys"]
 
 # Start times further apart than this are searched as separate ranges (a long agent run's root span
@@ -60,8 +62,5 @@ def stored_span_keys(con: duckdb.DuckDBPyConnection, batch: pa.Table) -> set[tup
         f"SELECT s.tenant, s.trace_id, s.span_id FROM ({scans}) s SEMI JOIN {_BATCH_VIEW} k "
         "ON s.trace_id = k.trace_id AND s.span_id = k.span_id AND s.tenant = k.tenant"
     )
-    con.register(_BATCH_VIEW, batch.select(["tenant", "trace_id", "span_id"]))
-    try:
+    with registered(con, _BATCH_VIEW, batch.select(["tenant", "trace_id", "span_id"])):
         return {(tenant, trace_id, span_id) for tenant, trace_id, span_id in con.execute(searches).fetchall()}
-    finally:
-        con.unregister(_BATCH_VIEW)

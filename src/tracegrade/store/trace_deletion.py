@@ -24,6 +24,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from tracegrade.store.duckdb_api import fetch_arrow, fetch_one, registered
 from tracegrade.store.grading_tables import recount_runs
 from tracegrade.store.trajectories import TRAJECTORY_TABLES
 
@@ -145,7 +146,7 @@ def trace_keys(tenant: str, trace_ids: list[str]) -> pa.Table:
 
 def first_count(con: duckdb.DuckDBPyConnection, sql: str, params: list[object]) -> int:
     """The integer in the first column of the first row ``sql`` returns (a count, the rows a DELETE removed)."""
-    row = con.execute(sql, params).fetchone()
+    row = fetch_one(con, sql, params)
     return int(row[0]) if row else 0
 
 
@@ -153,8 +154,7 @@ def delete_traces(con: duckdb.DuckDBPyConnection, keys: pa.Table, received_befor
     """Delete the rows of the traces ``keys`` (columns tenant, trace_id) from the spans, logs, evaluations and
     trajectory tables; with ``received_before``, only rows the store wrote before it (which narrows the scan:
     rows lie in arrival order). ``traces`` in the answer is the number of keys."""
-    con.register(_KEYS_VIEW, keys)
-    try:
+    with registered(con, _KEYS_VIEW, keys):
 
         def delete(table: str) -> int:
             column = _RECEIVED.get(table)
@@ -173,31 +173,23 @@ def delete_traces(con: duckdb.DuckDBPyConnection, keys: pa.Table, received_befor
             evaluations=delete("evaluations"),
             trajectory_rows=sum(delete(table) for table in TRAJECTORY_TABLES),
         )
-    finally:
-        con.unregister(_KEYS_VIEW)
 
 
 def held_traces(con: duckdb.DuckDBPyConnection, keys: pa.Table) -> int:
     """How many of the traces ``keys`` the store holds anything of (spans, log records or a trajectory)."""
     held = " UNION ".join(f"SELECT tenant, trace_id FROM {table}" for table in HELD_TABLES)
-    con.register(_KEYS_VIEW, keys)
-    try:
+    with registered(con, _KEYS_VIEW, keys):
         return first_count(con, f"SELECT count(*) FROM {_KEYS_VIEW} SEMI JOIN ({held}) USING (tenant, trace_id)", [])
-    finally:
-        con.unregister(_KEYS_VIEW)
 
 
 def add_forgotten(con: duckdb.DuckDBPyConnection, keys: pa.Table, at: datetime) -> None:
     """Add the traces ``keys`` to ``forgotten_traces`` (at ``at``, the store's clock), those not in it yet."""
-    con.register(_KEYS_VIEW, keys)
-    try:
+    with registered(con, _KEYS_VIEW, keys):
         con.execute(
             f"INSERT INTO {FORGOTTEN_TABLE} (tenant, trace_id, forgotten_at) SELECT tenant, trace_id, ? "
             f"FROM {_KEYS_VIEW} ANTI JOIN {FORGOTTEN_TABLE} USING (tenant, trace_id)",
             [at],
         )
-    finally:
-        con.unregister(_KEYS_VIEW)
 
 
 def delete_worker_cases(con: duckdb.DuckDBPyConnection, keys: pa.Table) -> int:
@@ -207,16 +199,13 @@ def delete_worker_cases(con: duckdb.DuckDBPyConnection, keys: pa.Table) -> int:
     cases = _cases_of(con, keys, "c.tenant, c.run_id, c.eval_id", _WORKER)
     if cases.num_rows == 0:
         return 0
-    con.register(_CASES_VIEW, cases)
-    try:
+    with registered(con, _CASES_VIEW, cases):
         for table in _CASE_TABLES:
             con.execute(
                 f"DELETE FROM {table} WHERE EXISTS (SELECT 1 FROM {_CASES_VIEW} x WHERE x.tenant = {table}.tenant "
                 f"AND x.run_id = {table}.run_id AND x.eval_id = {table}.eval_id)"
             )
         recount_runs(con, f"SELECT DISTINCT tenant, run_id FROM {_CASES_VIEW}")
-    finally:
-        con.unregister(_CASES_VIEW)
     return cases.num_rows
 
 
@@ -237,8 +226,7 @@ def delete_whole_runs(con: duckdb.DuckDBPyConnection, runs: pa.Table) -> int:
     cases; returns the runs deleted."""
     if runs.num_rows == 0:
         return 0
-    con.register(_RUNS_VIEW, runs)
-    try:
+    with registered(con, _RUNS_VIEW, runs):
 
         def delete(table: str) -> int:
             return first_count(
@@ -251,19 +239,14 @@ def delete_whole_runs(con: duckdb.DuckDBPyConnection, runs: pa.Table) -> int:
         for table in _CASE_TABLES:
             delete(table)
         return delete("eval_runs")
-    finally:
-        con.unregister(_RUNS_VIEW)
 
 
 def _cases_of(con: duckdb.DuckDBPyConnection, keys: pa.Table, columns: str, kind: str) -> pa.Table:
     """``columns`` (of ``c``, the cases' traces) of the cases that graded one of the traces ``keys``, each once,
     in runs whose ``kind`` meets the condition ``kind``."""
-    con.register(_KEYS_VIEW, keys)
-    try:
+    with registered(con, _KEYS_VIEW, keys):
         traces = f"(c.tenant, c.trace_id) IN (SELECT tenant, trace_id FROM {_KEYS_VIEW})"  # DuckDB joins an IN by hash
-        return con.execute(_cases_sql(columns, kind, traces)).fetch_arrow_table()
-    finally:
-        con.unregister(_KEYS_VIEW)
+        return fetch_arrow(con, _cases_sql(columns, kind, traces))
 
 
 def _cases_sql(columns: str, kind: str, traces: str) -> str:

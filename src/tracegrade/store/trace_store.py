@@ -36,19 +36,21 @@ from tracegrade.models.span import LogRecordData, SpanRecord
 from tracegrade.store.build_queue import BuildQueue, LocalBuildQueue
 from tracegrade.store.database import (
     attach_duckdb,
+    damage_error,
     duckdb_size_bytes,
-    fetch_arrow,
     insert_arrow,
     open_duckdb,
     opening_errors,
     quote_identifier,
 )
+from tracegrade.store.duckdb_api import fetch_arrow, registered
 from tracegrade.store.evaluations import evaluation_rows
 from tracegrade.store.grading_jobs import JobQueue, StoreJobQueue
 from tracegrade.store.grading_tables import replace_record_rows
 from tracegrade.store.key_repair import damaged_keys, repair_keys
 from tracegrade.store.prepared import PreparedWrite, prepare_write
 from tracegrade.store.query_control import QueryControl, value_bytes
+from tracegrade.store.query_errors import query_error_text
 from tracegrade.store.read_cursors import ReadCursors
 from tracegrade.store.readonly import check_read_only, lock_down, refusal
 from tracegrade.store.results import QueryResult, WriteResult
@@ -471,7 +473,7 @@ class TraceStore:
                 f"{doing} failed: DuckDB ran out of memory ({str(exc).splitlines()[0]}). Give the store more "
                 f"than {limit}: tracegrade serve --store-memory-limit, or TRACEGRADE_STORE_MEMORY_LIMIT"
             )
-        return StoreError(f"{doing} failed: {exc}")
+        return damage_error(self.path, exc) or StoreError(f"{doing} failed: {exc}")
 
     # --------------------------------------------------------------- retention
 
@@ -535,8 +537,9 @@ class TraceStore:
                 else:
                     deleted = replace(deleted, runs_kept=tuple(runs.column("run_id").to_pylist()))
             self._forgotten_committed(keys)
-        # the trajectories are gone, so their jobs are orphans now (jobs added later find no trajectory either)
-        deleted += Deleted(jobs=self.job_queue().forget(utc_now()))
+        # the trajectories are gone, so their jobs are orphans now (jobs added later find no trajectory either);
+        # only this tenant's: another's orphans are not its business, nor their number
+        deleted += Deleted(jobs=self.job_queue().forget(utc_now(), tenant))
         if not self.wal:
             self.checkpoint()
         return deleted
@@ -725,11 +728,12 @@ class TraceStore:
             if tenant is not None:
                 _scope(cursor, tenant, tables)
             cursor.begin()  # rolled back below: a query can never change stored data
+            if arrow:
+                table = fetch_arrow(cursor, sql, list(params) if params is not None else None)
+                return QueryResult(table.column_names, [], arrow=table)
             cursor.execute(sql, list(params) if params is not None else None)
             columns = [d[0] for d in cursor.description or []]
             types = [str(d[1]) for d in cursor.description or []]
-            if arrow:
-                return QueryResult(columns, [], types, arrow=fetch_arrow(cursor))
             max_rows = control.max_rows if control is not None else None
             max_bytes = control.max_bytes if control is not None else None
             if max_bytes is not None:
@@ -750,7 +754,7 @@ class TraceStore:
                 "narrow it (filter, LIMIT, fewer columns) or raise --query-memory-limit"
             ) from None
         except duckdb.Error as exc:
-            raise StoreError(f"query failed: {exc}") from None
+            raise damage_error(self.path, exc) or StoreError(f"query failed: {query_error_text(exc)}") from None
         finally:
             if control is not None:
                 control.detach()
@@ -876,15 +880,12 @@ def _replace_trajectory_rows(
     the caller holds a transaction). The ids go in as a registered Arrow table: DuckDB plans a long literal
     IN list far more slowly."""
     if delete:
-        con.register(_REPLACED_IDS_VIEW, pa.table({"trace_id": pa.array(delete, pa.string())}))
-        try:
+        with registered(con, _REPLACED_IDS_VIEW, pa.table({"trace_id": pa.array(delete, pa.string())})):
             for table in TRAJECTORY_TABLES:
                 con.execute(
                     f"DELETE FROM {table} WHERE tenant = ? AND trace_id IN (SELECT trace_id FROM {_REPLACED_IDS_VIEW})",
                     [tenant],
                 )
-        finally:
-            con.unregister(_REPLACED_IDS_VIEW)
     for table in TRAJECTORY_TABLES:
         if table in tables:
             insert_arrow(con, table, tables[table])
