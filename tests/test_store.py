@@ -491,3 +491,22 @@ def test_arrow_results_come_in_bounded_record_batches(store):
     batches = table.to_batches()
     assert table.num_rows == rows
     assert max(len(batch) for batch in batches) <= ARROW_BATCH_ROWS
+
+
+def test_new_store_files_are_in_the_storage_format_every_supported_duckdb_reads(tmp_path: Path) -> None:
+    """DuckDB 2 writes new files in a format 1.x cannot read unless told otherwise: a store, its purged copy and
+    the judge cache made under any supported duckdb are in the format 1.x writes (the lake extra pins 1.5.5, so a
+    store made under 2.x must stay readable once it is installed)."""
+    from tracegrade.judges.cache import JudgeCache
+    from tracegrade.store.file_purge import purge_deleted_rows
+
+    store_path, cache_path = tmp_path / "traces.duckdb", tmp_path / "judges.duckdb"
+    with TraceStore(store_path) as store:
+        store.write([make_span(1, 1)])
+    purge_deleted_rows(store_path)
+    JudgeCache(cache_path).close()
+    for path in (store_path, cache_path):
+        with duckdb.connect() as con:
+            con.execute(f"ATTACH '{path}' AS f (READ_ONLY)")
+            (tags,) = con.execute("SELECT tags FROM duckdb_databases() WHERE database_name = 'f'").fetchone()
+        assert tags["storage_version"] == "v1.0.0+", (path, tags)

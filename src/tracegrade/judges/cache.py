@@ -58,9 +58,11 @@ class JudgeCache:
     def __init__(self, path: str | Path) -> None:
         import duckdb
 
+        from tracegrade.store.duckdb_api import NEW_FILES
+
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = duckdb.connect(str(self.path))
+        self._conn = duckdb.connect(str(self.path), config=dict(NEW_FILES))
         self._conn.execute(_SCHEMA)
         self._lock = threading.Lock()
 

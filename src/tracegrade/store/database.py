@@ -12,7 +12,7 @@ import duckdb
 import pyarrow as pa
 
 from tracegrade.errors import StoreError, StoreLockedError, StoreMissingError
-from tracegrade.store.duckdb_api import registered
+from tracegrade.store.duckdb_api import NEW_FILES, registered
 from tracegrade.store.journal import journal_directory
 from tracegrade.store.rows import sql_string
 
@@ -70,7 +70,7 @@ def open_duckdb(path: Path, *, read_only: bool, config: dict[str, Any] | None = 
         raise store_not_found(path)
     _refuse_directory(path)
     with opening_errors(path):
-        con = duckdb.connect(str(path), read_only=read_only, config=config or {})
+        con = duckdb.connect(str(path), read_only=read_only, config={**NEW_FILES, **(config or {})})
     return con
 
 
@@ -99,7 +99,7 @@ def attach_duckdb(
     when this DuckDB release cannot turn it off. Cursors of the connection must ``USE`` ``alias`` too.
     """
     _refuse_directory(path)
-    settings = {"temp_directory": f"{path}.tmp", **(config or {})}
+    settings = {"temp_directory": f"{path}.tmp", **NEW_FILES, **(config or {})}
     with opening_errors(path):
         con = duckdb.connect(":memory:", config=settings)
     _return_bulk_frees(con)

@@ -4,8 +4,9 @@ DuckDB 2 streams the result of ``execute()``: a result not read to its end keeps
 call on it (``sql()``, ``register()``, ``rollback()``) raises ResourceInUseException until ``complete()`` or
 ``abort()``; its Arrow export of such a result copies the rows (``con.sql(query).to_arrow_table()`` does not).
 DuckDB 1.x reads every result whole and has neither call. DuckDB 2 also refuses to unregister a view in a
-transaction a failed statement aborted (its rollback drops the view). Which one is installed is told by the
-feature, once.
+transaction a failed statement aborted (its rollback drops the view), and writes new database files in a
+storage format DuckDB 1.x cannot read, unless told otherwise (``NEW_FILES``). Which one is installed is told by
+the feature, once.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-__all__ = ["ARROW_BATCH_ROWS", "discard_result", "fetch_arrow", "fetch_one", "registered"]
+__all__ = ["ARROW_BATCH_ROWS", "NEW_FILES", "discard_result", "fetch_arrow", "fetch_one", "registered"]
 
 # Rows per Arrow record batch of a result. DuckDB sizes every column's buffers for a full batch before
 # filling it: at its default of 1,000,000 rows, reading a rebuild's traces back reserved far more memory
@@ -28,6 +29,11 @@ Params = Sequence[Any] | Mapping[str, Any] | None
 
 # DuckDB 2.x: an unread result holds its connection (see the module's docstring)
 _STREAMING_RESULTS = hasattr(duckdb.DuckDBPyConnection, "complete")
+
+# The settings of a connection that may create a database file (a store, a purged copy, the judge cache): on 2.x,
+# the storage format 1.x writes by default, so that a file stays readable by every duckdb tracegrade runs on (the
+# lake extra pins 1.5.5: a file store made under 2.x would otherwise be unreadable once it is installed)
+NEW_FILES: dict[str, Any] = {"storage_compatibility_version": "v0.10.2"} if _STREAMING_RESULTS else {}
 
 
 def fetch_one(con: duckdb.DuckDBPyConnection, sql: str, params: Params = None) -> tuple[Any, ...] | None:

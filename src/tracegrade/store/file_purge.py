@@ -20,6 +20,7 @@ from pathlib import Path
 import duckdb
 
 from tracegrade.errors import StoreError
+from tracegrade.store.duckdb_api import NEW_FILES
 from tracegrade.store.journal import fsync_directory
 from tracegrade.store.rows import sql_string
 
@@ -52,7 +53,7 @@ def purge_deleted_rows(path: Path) -> Purged:
     copy = path.with_name(path.name + ".purging")
     copy.unlink(missing_ok=True)  # a purge that died before its rename
     before = path.stat().st_size
-    con = duckdb.connect()
+    con = duckdb.connect(config=dict(NEW_FILES))
     try:
         con.execute(f"ATTACH {sql_string(str(path))} AS {_SOURCE} (READ_ONLY)")
         con.execute(f"ATTACH {sql_string(str(copy))} AS {_TARGET}")

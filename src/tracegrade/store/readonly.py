@@ -165,8 +165,9 @@ def check_read_only(sql: str, *, scoped: bool = False) -> frozenset[str]:
         raise QueryRefused(f"the SQL does not parse: {exc}") from None
     if not statements:
         raise QueryRefused("no SQL statement given; pass one SELECT statement")
-    if len(statements) > 1 and not any(statement.query.strip() for statement in statements):
-        # DuckDB expands some statements into several it wrote itself (and gives them no text)
+    expands = len(statements) == 1 and statements[0].type == duckdb.StatementType.MULTI  # DuckDB 2.x says so
+    if expands or (len(statements) > 1 and not any(statement.query.strip() for statement in statements)):
+        # DuckDB 1.x expands some statements into several it wrote itself (and gives them no text)
         raise QueryRefused(
             "this statement is not supported by the read-only store: it expands into several (a PIVOT without an "
             "IN list does); list the PIVOT values with IN (...), or write it as a SELECT with GROUP BY"
