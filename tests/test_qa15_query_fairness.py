@@ -6,43 +6,18 @@ so what frees a turn is the test's doing, and every step waits for the receiver'
 
 from __future__ import annotations
 
-import http.client
-import json
 import threading
-import urllib.parse
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.posted_query import PostedQuery, query_turns
 from tests.support.server_process import ServerProcess
-from tests.support.server_requests import receiver_metric
 from tests.support.tenant_traffic import ACME_TOKENS, GLOBEX_TOKEN, write_tokens
 from tests.support.waiting import wait_for_value
 
 RUNAWAY = "SELECT count(*) FROM range(1000000000) a, range(1000000000) b WHERE a.range + b.range = -1"
-
-
-class _Query:
-    """A query posted on a connection of its own; ``answer()`` reads its reply, ``hang_up()`` closes the
-    connection unread (the receiver then cancels the query, or drops it from the line)."""
-
-    def __init__(self, http_url: str, path: str, token: str, sql: str) -> None:
-        parts = urllib.parse.urlsplit(http_url)
-        self._connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=120)
-        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
-        self._connection.request("POST", path, json.dumps({"sql": sql}).encode(), headers)
-
-    def answer(self) -> tuple[int, Any]:
-        response = self._connection.getresponse()
-        return response.status, json.loads(response.read())
-
-    def hang_up(self) -> None:
-        self._connection.close()
-
-
-def _turns(server: ServerProcess) -> tuple[float, float]:
-    return receiver_metric(server.http_url, "queries_running"), receiver_metric(server.http_url, "queries_waiting")
 
 
 @pytest.mark.parametrize(("max_queries", "path"), [(1, "/v1/query"), (2, "/ui/api/sql")])
@@ -51,16 +26,16 @@ def test_a_tenant_keeping_every_turn_busy_does_not_starve_another(tmp_path: Path
     # acme's queries never end by themselves while the test runs: only hanging up on one frees its turn
     args = ("--tokens", str(tokens), "--max-queries", str(max_queries), "--query-timeout", "600")
     with ServerProcess(tmp_path / "store.duckdb", extra_args=args) as server:
-        running = [_Query(server.http_url, "/v1/query", ACME_TOKENS[0], RUNAWAY) for _ in range(max_queries)]
-        wait_for_value(lambda: _turns(server), (max_queries, 0), "acme holding every turn")
-        queued = [_Query(server.http_url, "/v1/query", ACME_TOKENS[1], RUNAWAY) for _ in range(2)]
-        wait_for_value(lambda: _turns(server), (max_queries, 2), "acme's next queries waiting")
+        running = [PostedQuery(server.http_url, "/v1/query", ACME_TOKENS[0], RUNAWAY) for _ in range(max_queries)]
+        wait_for_value(lambda: query_turns(server.http_url), (max_queries, 0), "acme holding every turn")
+        queued = [PostedQuery(server.http_url, "/v1/query", ACME_TOKENS[1], RUNAWAY) for _ in range(2)]
+        wait_for_value(lambda: query_turns(server.http_url), (max_queries, 2), "acme's next queries waiting")
 
         answers: list[tuple[int, Any]] = []
-        globex = _Query(server.http_url, path, GLOBEX_TOKEN, "SELECT 42 AS answer")
+        globex = PostedQuery(server.http_url, path, GLOBEX_TOKEN, "SELECT 42 AS answer")
         reader = threading.Thread(target=lambda: answers.append(globex.answer()))
         reader.start()
-        wait_for_value(lambda: _turns(server), (max_queries, 3), "globex's query waiting behind acme's")
+        wait_for_value(lambda: query_turns(server.http_url), (max_queries, 3), "globex's query waiting behind acme's")
 
         running[0].hang_up()
         reader.join(60)
@@ -69,11 +44,11 @@ def test_a_tenant_keeping_every_turn_busy_does_not_starve_another(tmp_path: Path
         assert status == 200, body
         assert body["rows"] == [[42]]
         # acme's queue moves on: its first waiting query took the turn globex handed back
-        wait_for_value(lambda: _turns(server), (max_queries, 1), "acme's next query running")
+        wait_for_value(lambda: query_turns(server.http_url), (max_queries, 1), "acme's next query running")
 
         for query in (*running[1:], *queued):
             query.hang_up()
-        wait_for_value(lambda: _turns(server), (0, 0), "every turn handed back")
-        again = _Query(server.http_url, "/v1/query", ACME_TOKENS[0], "SELECT 1")
+        wait_for_value(lambda: query_turns(server.http_url), (0, 0), "every turn handed back")
+        again = PostedQuery(server.http_url, "/v1/query", ACME_TOKENS[0], "SELECT 1")
         status, body = again.answer()
         assert (status, body["rows"]) == (200, [[1]]), body

@@ -2,7 +2,9 @@
 
 At most ``max_queries`` run at once (more wait up to ``timeout`` for a turn, then are refused retryably),
 each is cancelled ``timeout`` seconds after it starts, and ``cancel_all`` stops every running one (shutdown,
-a store being reopened); a failure's message names none of the server's own paths (see PrivatePaths).
+a store being reopened) and refuses every waiting one once it gets its turn (the turns the cancelled ones hand
+back must not start queries on a store being closed); a failure's message names none of the server's own paths
+(see PrivatePaths).
 ``run`` waits on the calling thread (an executor thread of the receiver's loop);
 ``turn`` waits on the event loop, so a crowd of waiting queries holds no thread.
 
@@ -54,7 +56,7 @@ class QueryGate:
         self._last_served: dict[str, int] = {}  # when each tenant last got a turn (a sequence number)
         self._serial = itertools.count(1)
         self._waiting: dict[str, deque[_Ticket]] = {}  # each tenant's waiting queries, in arrival order
-        self._running: set[QueryControl] = set()
+        self._admitted: set[QueryControl] = set()  # controls of the queries running or waiting for a turn
         self._lock = threading.Lock()
 
     @property
@@ -77,68 +79,77 @@ class QueryGate:
         tenant: str = DEFAULT_TENANT,
     ) -> QueryResult:
         """Run ``store.query`` within the limits; ``control`` (made here when None) may cancel it from elsewhere."""
+        control = self.admit(control)
         woken = threading.Event()
-        ticket = self._enter(tenant, woken.set)
-        if ticket is not None:
-            woken.wait(self.timeout)
-            self._settle(ticket, tenant)
+        try:
+            ticket = self._enter(tenant, woken.set)
+            if ticket is not None:
+                woken.wait(self.timeout)
+                self._settle(ticket, tenant)
+        except BaseException:
+            self._forget(control)
+            raise
         return self.run_in_turn(store, sql, params, control, tenant)
 
-    async def turn(self, tenant: str, connected: Callable[[], bool], check_every: float) -> None:
-        """Wait on the event loop for a turn of ``tenant``'s (hand it back through ``run_in_turn``); gives up
-        when ``connected()`` turns False (the client hung up), raises Overloaded after ``timeout``."""
+    def admit(self, control: QueryControl | None) -> QueryControl:
+        """``control`` (made when None) bounded by the gate's limits, and cancelled by ``cancel_all`` from now on,
+        while its query still waits for a turn too (``run_in_turn`` or ``leave`` forget it)."""
+        control = control if control is not None else QueryControl(self.timeout)
+        control.timeout = self.timeout if control.timeout is None else min(control.timeout, self.timeout)
+        if self.max_bytes is not None:  # the receiver's memory is everyone's: no caller reads past its cap
+            control.max_bytes = self.max_bytes if control.max_bytes is None else min(control.max_bytes, self.max_bytes)
+        with self._lock:
+            self._admitted.add(control)
+        return control
+
+    async def turn(self, tenant: str, control: QueryControl, connected: Callable[[], bool], check_every: float) -> None:
+        """Wait on the event loop for a turn of ``tenant``'s for the query ``control`` (from ``admit``) controls
+        (hand it back through ``run_in_turn`` or ``leave``); gives up when ``connected()`` turns False (the client
+        hung up), raises Overloaded after ``timeout``."""
         loop = asyncio.get_running_loop()
         woken = asyncio.Event()
-        ticket = self._enter(tenant, lambda: loop.call_soon_threadsafe(woken.set))
-        if ticket is None:
-            return
-        deadline = loop.time() + self.timeout
         try:
-            while not woken.is_set() and connected() and loop.time() < deadline:
-                try:
-                    await asyncio.wait_for(woken.wait(), min(check_every, max(0.0, deadline - loop.time())))
-                except asyncio.TimeoutError:
-                    pass
-        except BaseException:  # cancelled: a turn granted meanwhile goes to the next in line
-            if self._give_up(ticket, tenant):
-                self.leave(tenant)
+            ticket = self._enter(tenant, lambda: loop.call_soon_threadsafe(woken.set))
+            if ticket is None:
+                return
+            deadline = loop.time() + self.timeout
+            try:
+                while not woken.is_set() and connected() and loop.time() < deadline:
+                    try:
+                        await asyncio.wait_for(woken.wait(), min(check_every, max(0.0, deadline - loop.time())))
+                    except asyncio.TimeoutError:
+                        pass
+            except BaseException:  # cancelled: a turn granted meanwhile goes to the next in line
+                if not self._give_up(ticket, tenant):
+                    self.leave(tenant, control)
+                raise
+            self._settle(ticket, tenant)
+        except BaseException:
+            self._forget(control)
             raise
-        self._settle(ticket, tenant)
 
     def run_in_turn(
         self,
         store: Any,
         sql: str,
         params: Sequence[Any] | None,
-        control: QueryControl | None,
+        control: QueryControl,
         tenant: str,
     ) -> QueryResult:
         """Run ``store.query`` in a turn ``tenant`` holds (from ``run`` or ``turn``), and hand the turn back."""
         try:
-            control = control if control is not None else QueryControl(self.timeout)
-            control.timeout = self.timeout if control.timeout is None else min(control.timeout, self.timeout)
-            if self.max_bytes is not None:  # the receiver's memory is everyone's: no caller reads past its cap
-                control.max_bytes = (
-                    self.max_bytes if control.max_bytes is None else min(control.max_bytes, self.max_bytes)
-                )
-            with self._lock:
-                self._running.add(control)
-            try:
-                result: QueryResult = store.query(sql, params, control=control)
-                return result
-            except StoreError as exc:
-                self._private.hide(exc)
-                raise
-            finally:
-                with self._lock:
-                    self._running.discard(control)
+            result: QueryResult = store.query(sql, params, control=control)
+            return result
+        except StoreError as exc:
+            self._private.hide(exc)
+            raise
         finally:
-            self.leave(tenant)
+            self.leave(tenant, control)
 
     def cancel_all(self, reason: str) -> None:
         with self._lock:
-            running = list(self._running)
-        for control in running:
+            admitted = list(self._admitted)
+        for control in admitted:
             control.cancel(reason)
 
     # -- turns ------------------------------------------------------------------------------------------
@@ -173,9 +184,15 @@ class QueryGate:
                 del self._waiting[tenant]
             return True
 
-    def leave(self, tenant: str) -> None:
-        """Hand a turn back; the next one goes to the waiting tenant holding the fewest, served least recently."""
+    def _forget(self, control: QueryControl) -> None:
         with self._lock:
+            self._admitted.discard(control)
+
+    def leave(self, tenant: str, control: QueryControl) -> None:
+        """Hand back a turn and forget its query's ``control``; the next turn goes to the waiting tenant holding
+        the fewest, served least recently."""
+        with self._lock:
+            self._admitted.discard(control)
             self._free += 1
             self._held[tenant] -= 1
             if not self._held[tenant]:

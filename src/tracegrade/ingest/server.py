@@ -517,8 +517,8 @@ class ReceiverServer:
         if self._intake is not None and self._intake.draining:
             raise ShuttingDown("the receiver is shutting down; retry later", 5.0)
         storage = self._usable_storage()
-        control = QueryControl(self.settings.query_timeout, max_rows=self.settings.query_max_rows)
-        await self._queries.turn(tenant, connected, CLIENT_CHECK_SECONDS)
+        control = self._queries.admit(QueryControl(self.settings.query_timeout, max_rows=self.settings.query_max_rows))
+        await self._queries.turn(tenant, control, connected, CLIENT_CHECK_SECONDS)
         loop = asyncio.get_running_loop()
         running = loop.run_in_executor(self._query_executor, self._query_stored, storage, sql, params, control, tenant)
         while True:
@@ -544,7 +544,7 @@ class ReceiverServer:
             storage.journaled.wait_stored(min(QUERY_CONSISTENCY_TIMEOUT, self.settings.query_timeout))
             reader = self.reader(tenant, storage.store)
         except BaseException:
-            self._queries.leave(tenant)
+            self._queries.leave(tenant, control)
             raise
         return self._queries.run_in_turn(reader, sql, params, control, tenant)
 
