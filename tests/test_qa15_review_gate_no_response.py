@@ -15,42 +15,24 @@ from tests.support.grading_cli import run_cli
 from tests.support.judges_setup import fresh_server, judge_config, scripted_server  # noqa: F401
 from tests.support.live_and_stored import grade_live_and_stored
 from tests.support.llm_server import LLMServer, Reply
+from tests.support.order_cases import ORDER_CASES, ORDERS, answer_order, order_of
 from tracegrade import AgentEvaluator
 from tracegrade.evaluation.compare import compare_runs
 from tracegrade.evaluation.run_diff import diff_reports
-from tracegrade.models import CriteriaConfig, CriterionConfig, EvalConfig, EvalSet, ReporterConfig
-from tracegrade.models.dataset import EvalCase
+from tracegrade.models import CriteriaConfig, CriterionConfig, EvalConfig, ReporterConfig
 from tracegrade.models.results import NO_RESPONSE_ERROR, CriterionResult, EvalCaseResult, EvalReport
 
-CASES = 30
 BROKEN = 12  # the candidate fails orders below this one
-EVAL_SET = EvalSet(
-    eval_set_id="orders",
-    eval_cases=[
-        EvalCase.single_turn(
-            eval_id=f"order-{n}", user_query=f"When does order {n}?", expected_response=f"Order {n} ships tomorrow."
-        )
-        for n in range(CASES)
-    ],
-)
-
-
-def _order(message: str) -> int:
-    return int(message.split()[-1].rstrip("?"))
-
-
-def _answers(message: str) -> str:
-    return f"Order {_order(message)} ships tomorrow."
 
 
 def _crashes(message: str) -> str:
-    if _order(message) < BROKEN:
+    if order_of(message) < BROKEN:
         raise RuntimeError("the order service is down")
-    return _answers(message)
+    return answer_order(message)
 
 
 def _says_nothing(message: str) -> str | None:
-    return None if _order(message) < BROKEN else _answers(message)
+    return None if order_of(message) < BROKEN else answer_order(message)
 
 
 def _gate(tmp_path: Path, baseline: EvalReport, candidate: EvalReport) -> tuple[int, str]:
@@ -69,13 +51,13 @@ def _assert_regressed(exit_code: int, stdout: str) -> None:
 
 def test_a_candidate_crashing_in_its_stored_runs_fails_the_gate_as_it_does_live(tmp_path: Path) -> None:
     config = EvalConfig(criteria=CriteriaConfig(rouge_match=CriterionConfig.rouge_match(threshold=0.5)))
-    _, baseline = grade_live_and_stored(_answers, EVAL_SET, config, tmp_path / "base.duckdb")
-    live, stored = grade_live_and_stored(_crashes, EVAL_SET, config, tmp_path / "cand.duckdb")
+    _, baseline = grade_live_and_stored(answer_order, ORDERS, config, tmp_path / "base.duckdb")
+    live, stored = grade_live_and_stored(_crashes, ORDERS, config, tmp_path / "cand.duckdb")
     crashed = stored.results[0].get_criterion_result("rouge_match")
     assert crashed is not None and crashed.error is not None and crashed.error.startswith("response not captured")
 
     result = compare_runs(baseline, stored)
-    assert (result.verdict, result.paired_cases, result.ungraded) == ("fail", CASES, [])
+    assert (result.verdict, result.paired_cases, result.ungraded) == ("fail", ORDER_CASES, [])
     assert compare_runs(baseline, live).verdict == "fail"
     _assert_regressed(*_gate(tmp_path, baseline, stored))
 
@@ -91,8 +73,8 @@ def test_a_candidate_answering_nothing_fails_the_gate_for_a_judge_criterion_too(
         reporter=ReporterConfig(enabled=False),
         judge_cache=False,
     )
-    baseline = AgentEvaluator(_answers, config=config).evaluate_sync(EVAL_SET)
-    candidate = AgentEvaluator(_says_nothing, config=config).evaluate_sync(EVAL_SET)
+    baseline = AgentEvaluator(answer_order, config=config).evaluate_sync(ORDERS)
+    candidate = AgentEvaluator(_says_nothing, config=config).evaluate_sync(ORDERS)
     silent = candidate.results[0]
     assert [(c.criterion, (c.error or "")[:21]) for c in silent.criterion_results] == [
         ("rouge_match", "response not captured"),
@@ -100,7 +82,7 @@ def test_a_candidate_answering_nothing_fails_the_gate_for_a_judge_criterion_too(
     ]
 
     result = compare_runs(baseline, candidate)
-    assert (result.verdict, result.paired_cases, result.ungraded) == ("fail", CASES, [])
+    assert (result.verdict, result.paired_cases, result.ungraded) == ("fail", ORDER_CASES, [])
     _assert_regressed(*_gate(tmp_path, baseline, candidate))
 
 

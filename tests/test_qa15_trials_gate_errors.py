@@ -19,32 +19,16 @@ import pytest
 from tests.support.grading_cli import run_cli
 from tests.support.judges_setup import fresh_server, judge_config, scripted_server  # noqa: F401
 from tests.support.llm_server import LLMServer, ReceivedRequest, Reply
+from tests.support.order_cases import ORDER_CASES, ORDERS, answer_order
 from tracegrade import AgentEvaluator
 from tracegrade.evaluation.compare import compare_runs
-from tracegrade.models import CriteriaConfig, CriterionConfig, EvalConfig, EvalSet, ReporterConfig
-from tracegrade.models.dataset import EvalCase
+from tracegrade.models import CriteriaConfig, CriterionConfig, EvalConfig, ReporterConfig
 from tracegrade.models.results import EvalReport
 
-CASES = 30
 JUDGED = "final_response_match_v2"  # the llm_judge slot's criterion
 
 
-def _agent(message: str) -> str:
-    return f"Order {message.split()[-1].rstrip('?')} ships tomorrow."
-
-
-EVAL_SET = EvalSet(
-    eval_set_id="orders",
-    eval_cases=[
-        EvalCase.single_turn(
-            eval_id=f"order-{n}", user_query=f"When does order {n}?", expected_response=f"Order {n} ships tomorrow."
-        )
-        for n in range(CASES)
-    ],
-)
-
-
-def _graded(server: LLMServer, path: Path, down_below: int, agent: Callable[[str], str] = _agent) -> Path:
+def _graded(server: LLMServer, path: Path, down_below: int, agent: Callable[[str], str] = answer_order) -> Path:
     """A run of every case by ``agent``, the judge answering HTTP 500 about orders below ``down_below``; its report
     saved."""
 
@@ -61,7 +45,7 @@ def _graded(server: LLMServer, path: Path, down_below: int, agent: Callable[[str
         judge_cache=False,
         judge_retry_base_seconds=0.01,
     )
-    AgentEvaluator(agent, config=config).evaluate_sync(EVAL_SET).to_file(path)
+    AgentEvaluator(agent, config=config).evaluate_sync(ORDERS).to_file(path)
     return path
 
 
@@ -90,7 +74,7 @@ def test_a_judge_down_for_some_cases_of_the_candidate_is_inconclusive_not_a_regr
 
 def test_a_judge_down_for_every_case_of_the_candidate_compares_nothing_and_says_why(server, tmp_path: Path):
     baseline = _graded(server, tmp_path / "base.json", down_below=0)
-    candidate = _graded(server, tmp_path / "cand.json", down_below=CASES)
+    candidate = _graded(server, tmp_path / "cand.json", down_below=ORDER_CASES)
 
     gate = _gate(tmp_path, baseline, candidate)
     assert gate.exit_code == 2, gate.output
@@ -101,7 +85,7 @@ def test_a_judge_down_for_every_case_of_the_candidate_compares_nothing_and_says_
 
 def _loses_order_20(message: str) -> str:
     """The agent with a real fault: order 20's answer loses every word ROUGE compares (the judge still answers)."""
-    return "Lost." if message.endswith(" 20?") else _agent(message)
+    return "Lost." if message.endswith(" 20?") else answer_order(message)
 
 
 def test_diff_lists_cases_a_judge_errored_on_apart_and_fails_on_regression_only_for_real_ones(

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.grading_cli import run_cli
-from tests.test_qa15_trials_gate_errors import EVAL_SET, _agent
+from tests.support.order_cases import ORDERS, answer_order
 from tracegrade import AgentEvaluator
 from tracegrade.models import CriteriaConfig, CriterionConfig, EvalConfig, ReporterConfig
 
@@ -43,7 +43,7 @@ def _graded(agent: Callable[[str], str], path: Path) -> Path:
         criteria=CriteriaConfig(rouge_match=CriterionConfig.rouge_match(threshold=0.5)),
         reporter=ReporterConfig(enabled=False),
     )
-    AgentEvaluator(agent, config=config).evaluate_sync(EVAL_SET).to_file(path)
+    AgentEvaluator(agent, config=config).evaluate_sync(ORDERS).to_file(path)
     return path
 
 
@@ -52,7 +52,7 @@ def test_a_significant_improvement_is_said_and_the_verdict_stays_pass(
 ) -> None:
     monkeypatch.setenv("COLUMNS", "300")  # rich would wrap diff's reasons at 80 columns
     broken = _graded(_loses_every_order, tmp_path / "broken.json")
-    fixed = _graded(_agent, tmp_path / "fixed.json")
+    fixed = _graded(answer_order, tmp_path / "fixed.json")
 
     gate = run_cli("gate", "--baseline", broken, "--candidate", fixed, "--out", tmp_path / "gate")
     assert gate.exit_code == 0, gate.output
