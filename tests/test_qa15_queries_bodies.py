@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.server_otlp import post
 from tests.support.server_process import ServerProcess
-from tests.support.server_requests import query, span_json, traces_json, unique_trace_id
+from tests.support.server_requests import query, send_span
 from tracegrade.ingest.http_app import MAX_QUERY_PARAM_DEPTH, MAX_QUERY_PARAM_VALUES
 
 NESTED = b"[" * 100_000 + b"]" * 100_000  # valid JSON, nested past any parser's recursion limit
@@ -31,11 +31,7 @@ def server(tmp_path_factory):
 
 
 def _still_ingesting(server: ServerProcess) -> None:
-    trace_id = unique_trace_id()
-    sent = post(
-        f"{server.http_url}/v1/traces", json.dumps(traces_json([span_json(trace_id, 0)])).encode(), "application/json"
-    )
-    assert sent.status == 200, sent.body
+    trace_id = send_span(server.http_url)
     assert query(server.http_url, "SELECT count(*) FROM spans WHERE trace_id = ?", [trace_id]) == [[1]]
 
 

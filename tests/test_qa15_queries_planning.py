@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from tests.support.server_otlp import post
 from tests.support.server_process import ServerProcess
-from tests.support.server_requests import query, span_json, traces_json, unique_trace_id
+from tests.support.server_requests import query, send_span
 from tests.support.waiting import wait_until
 from tracegrade.evaluation.selection import TraceSelection, selected_trace_ids, selection_sql
 from tracegrade.models.config import CriteriaConfig, SqlAssertion
@@ -61,10 +61,7 @@ def test_the_receiver_refuses_queries_too_costly_to_plan_and_keeps_serving(tmp_p
         assert len(query(server.http_url, _unioned(MAX_QUERY_SELECTS))) == MAX_QUERY_SELECTS
         as_parameter = "SELECT count(*) FROM spans WHERE trace_id IN (SELECT unnest(from_json(?, '[\"VARCHAR\"]')))"
         assert query(server.http_url, as_parameter, [json.dumps(MANY_IDS)]) == [[0]]  # what the refusal advises
-        trace_id = unique_trace_id()
-        spans = json.dumps(traces_json([span_json(trace_id, 0)])).encode()
-        sent = post(f"{server.http_url}/v1/traces", spans, "application/json")
-        assert sent.status == 200, sent.body
+        trace_id = send_span(server.http_url)
         assert query(server.http_url, "SELECT count(*) FROM spans WHERE trace_id = ?", [trace_id]) == [[1]]
 
 
@@ -78,13 +75,7 @@ def test_a_selection_of_more_trace_ids_than_the_query_length_cap_goes_through_a_
     """``--trace-id`` lists (grade, export) reach a server as one JSON parameter, not as literal SQL that the
     1 MiB cap would refuse: 40,000 ids select the one trace stored."""
     with ServerProcess(tmp_path / "s.duckdb") as server:
-        trace_id = unique_trace_id()
-        reply = post(
-            f"{server.http_url}/v1/traces",
-            json.dumps(traces_json([span_json(trace_id, 0)])).encode(),
-            "application/json",
-        )
-        assert reply.status == 200, reply.body
+        trace_id = send_span(server.http_url)
         wait_until(lambda: query(server.http_url, "SELECT count(*) FROM traces") == [[1]], "the trace's trajectory")
         wanted = TraceSelection(trace_ids=[*MANY_IDS, trace_id])
         assert len(selection_sql(wanted)[0]) < MAX_QUERY_CHARS

@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.server_otlp import post
 from tests.support.server_process import ServerProcess
-from tests.support.server_requests import query, span_json, traces_json, unique_trace_id
+from tests.support.server_requests import query, send_span
 from tracegrade.errors import QueryRefused, StoreError
 from tracegrade.store import TraceStore
 
@@ -121,13 +121,7 @@ def sandboxed_server(tmp_path_factory):
     home.mkdir()
     (tmp / "secret.csv").write_text(f"name\n{SECRET}\n")
     with ServerProcess(tmp / "store.duckdb", env={"HOME": str(home)}) as server:
-        trace_id = unique_trace_id()
-        reply = post(
-            f"{server.http_url}/v1/traces",
-            json.dumps(traces_json([span_json(trace_id, 0)])).encode(),
-            "application/json",
-        )
-        assert reply.status == 200, reply.body
+        send_span(server.http_url)
         yield server, tmp, home
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "exchange",
     "query",
     "receiver_metric",
+    "send_span",
     "span_json",
     "status_of",
     "traces_json",
@@ -63,6 +64,16 @@ def traces_json(spans: list[dict[str, Any]], service: str = "bad-input-test") ->
 
 def traces_proto(spans: list[dict[str, Any]]) -> bytes:
     return otlp_json_to_proto(traces_json(spans))
+
+
+def send_span(http_url: str) -> str:
+    """One span of a new trace sent as OTLP/JSON, acknowledged (200); the trace's id."""
+    trace_id = unique_trace_id()
+    reply = post(
+        f"{http_url}/v1/traces", json.dumps(traces_json([span_json(trace_id, 0)])).encode(), "application/json"
+    )
+    assert reply.status == 200, reply.body
+    return trace_id
 
 
 def status_of(reply: HttpReply) -> status_pb2.Status:
