@@ -280,3 +280,19 @@ def test_read_commands_open_a_lake_and_writing_ones_need_its_data_path(lake: tup
     assert refused.exit_code == 2
     assert "importing in a lake needs its data path: add --lake-data PATH" in refused.output
     assert not list(Path.cwd().glob("ducklake:*"))
+
+
+def test_a_catalog_failing_after_the_attach_is_a_store_error_that_a_reopen_retries(
+    lake: tuple[str, Path], pg_server: PgServer
+) -> None:
+    """The catalog can fail between DuckLake's attach and the open's first reads (PostgreSQL going away, seen as
+    a raw DuckDB error that ended a worker's process while it reopened its lake). Reproduced for real with a
+    catalog table gone: the open says so as a StoreError, which the worker and receiver retry."""
+    location, data = lake
+    LakeStore(location, data_path=data).close()
+    database = location.rsplit("dbname=", 1)[1]
+    pg_server.psql("ALTER TABLE ducklake_table_stats RENAME TO ducklake_table_stats_gone", database)
+    with pytest.raises(StoreError, match=f"cannot open lake {location}: .*is PostgreSQL reachable"):
+        LakeStore(location, data_path=data)
+    pg_server.psql("ALTER TABLE ducklake_table_stats_gone RENAME TO ducklake_table_stats", database)
+    LakeStore(location, data_path=data).close()  # back: the next open works
