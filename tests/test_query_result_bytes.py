@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import subprocess
+import sys
+import textwrap
 import urllib.request
 from pathlib import Path
 
@@ -73,3 +76,36 @@ def test_the_size_estimate_follows_nested_values() -> None:
     nested = {"k": ["x" * 1000, {"inner": "y" * 500}], "n": 3}
     assert value_bytes(nested) > 1500
     assert value_bytes([dt.date(2026, 1, 1), None, 1.5, True]) == 4 * 8 + 2
+
+
+# A store query capped at 1 MB over 10,000 values of 100 KB (1 GB in all), in a process of its own; prints the peak
+# resident set in MB. Without a small streaming buffer DuckDB 1.x built every row before the first fetch.
+_PEAK_OF_CAPPED_QUERY = textwrap.dedent(
+    """
+    import resource, sys
+    from tracegrade.store import TraceStore
+    from tracegrade.store.query_control import QueryControl
+
+    with TraceStore(sys.argv[1]) as store:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        result = store.query(
+            "SELECT i, repeat('x', 100000) AS v FROM range(10000) t(i)",
+            control=QueryControl(max_rows=1000, max_bytes=1_000_000),
+        )
+        assert result.max_bytes == 1_000_000 and len(result.rows) == 9, result.rows[:1]
+        print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
+    """
+)
+
+
+def test_a_capped_query_builds_about_one_chunk_of_wide_rows_not_the_whole_result(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK_OF_CAPPED_QUERY, str(tmp_path / "s.duckdb")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    grown_mb = int(done.stdout.strip())
+    # one chunk of 2,048 such rows is 200 MB; the whole result would be 1,000 MB
+    assert grown_mb < 500, f"the capped query grew the process by {grown_mb} MB"

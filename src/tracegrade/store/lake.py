@@ -153,7 +153,7 @@ class LakeStore(TraceStore):
             if not read_only:
                 ensure_lake_schema(self._con, CATALOG_ALIAS, str(self.path))
             self._con.execute(f"USE {CATALOG_ALIAS}.{RAW_SCHEMA}")
-            lock_down(self._con)
+            lock_down(self._con, freeze=False)
         except duckdb.Error as exc:  # the catalog went away after the attach: out of reach, as at the attach
             self._con.close()
             raise StoreError(f"cannot open lake {self.path}: {_attach_problem(str(exc))}") from None

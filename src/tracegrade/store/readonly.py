@@ -1,12 +1,12 @@
 """The query sandbox's gate: only one SELECT that reads the store's own tables may run.
 
 Two layers keep a query inside the store. The connection itself is locked down (``lock_down``): no file
-or network access, no extension installed or loaded, configuration frozen. This gate then refuses, before
-anything runs, every statement that is not exactly one SELECT (or EXPLAIN of one) and every function that
-reads outside the store or has a side effect. Statement types come from DuckDB's own parser
-(``duckdb.extract_statements``) and the functions a query calls from its parse tree
-(``json_serialize_sql``), so comments, case, quoting or nesting cannot hide them. Queries also run inside a
-transaction that is rolled back, so nothing a query does can change stored data.
+or network access, no extension installed or loaded (and, in the grading sandbox, configuration frozen). This
+gate then refuses, before anything runs, every statement that is not exactly one SELECT (or EXPLAIN of one) and
+every function that reads outside the store or has a side effect. Statement types come from DuckDB's own parser
+(``duckdb.extract_statements``) and the functions a query calls from its parse tree (``json_serialize_sql``), so
+comments, case, quoting or nesting cannot hide them. Queries also run inside a transaction that is rolled back,
+so nothing a query does can change stored data.
 
 A query is also refused when planning it alone would cost too much: DuckDB's optimizer does not check for an
 interrupt, so a join of a hundred tables (minutes of planning) or thousands of UNION branches (gigabytes) would run
@@ -138,10 +138,17 @@ _parser: duckdb.DuckDBPyConnection | None = None
 _system_views: frozenset[str] = frozenset()  # the system catalog's views outside information_schema
 
 
-def lock_down(con: duckdb.DuckDBPyConnection) -> None:
+def lock_down(con: duckdb.DuckDBPyConnection, *, freeze: bool = True) -> None:
     """Apply ``SANDBOX_SETTINGS`` to a connection's database (after it has attached what it needs: from
-    now on it can open no file). Settings this DuckDB release does not know are skipped."""
+    now on it can open no file). Settings this DuckDB release does not know are skipped.
+
+    ``freeze=False`` leaves out ``lock_configuration``, so that each read cursor can still set its own
+    options (a store's capped reads set their streaming buffer). The boundary holds without it: DuckDB
+    refuses to turn external access, community or unsigned extensions, or other directories back on while
+    the database runs, and the gate refuses every statement but one SELECT."""
     for name, value in SANDBOX_SETTINGS:
+        if name == "lock_configuration" and not freeze:
+            continue
         try:
             con.execute(f"SET {name} = {value}")
         except duckdb.CatalogException:

@@ -108,7 +108,11 @@ ROW_GROUP_SIZE = 8_192
 # which would leave the request journal, on the same disk, nothing to append to).
 QUERY_SPILL_LIMIT = "2GiB"
 _LOOKUP_CHUNK = 1000  # trace ids per IN list when loading spans
-_FETCH_CHUNK = 256  # rows fetched at a time when a result's bytes are capped: DuckDB makes no more than asked
+_FETCH_CHUNK = 256  # rows fetched at a time when a result's bytes are capped
+# DuckDB 1.x runs a streamed query ahead of its reader until this buffer is full, counting a string as its
+# 16-byte header: under the default (about 1 MB) some 30 chunks of 2,048 rows, whatever their values hold.
+# With a capped result the query stays one chunk ahead, so the cap bounds what is built, not only what is kept.
+_CAPPED_STREAM_BUFFER = "1KB"
 _TICK = timedelta(microseconds=1)
 _SPAN_ORDER = "trace_id, start_ns, span_id"
 _LOG_ORDER = "trace_id, time_ns, log_key"
@@ -214,7 +218,7 @@ class TraceStore:
                         repair_keys(self._con, table, why)
                 if not self.wal:
                     self._con.execute("CHECKPOINT")  # a new or migrated schema is durable before any write
-                lock_down(self._con)  # the file is attached: from now on no statement can open another
+                lock_down(self._con, freeze=False)  # the file is attached: from now on no statement can open another
         except BaseException:
             self._con.close()
             raise
@@ -727,6 +731,9 @@ class TraceStore:
         try:
             if tenant is not None:
                 _scope(cursor, tenant, tables)
+            capped = control is not None and (control.max_rows is not None or control.max_bytes is not None)
+            if capped and not arrow:
+                cursor.execute(f"SET streaming_buffer_size = '{_CAPPED_STREAM_BUFFER}'")
             cursor.begin()  # rolled back below: a query can never change stored data
             if arrow:
                 table = fetch_arrow(cursor, sql, list(params) if params is not None else None)
@@ -809,7 +816,7 @@ def _fetch_within_bytes(
 ) -> QueryResult:
     """The rows of ``cursor`` up to ``max_rows``, stopping before the row that would take them past ``max_bytes``
     (``value_bytes``): a few huge values (``repeat('x', 10000000)``) would otherwise hold the process's memory.
-    Rows are fetched a chunk at a time, so rows past the cut are never produced."""
+    Rows are fetched a few at a time, and the query runs at most one DuckDB chunk ahead of them."""
     rows: list[tuple[Any, ...]] = []
     held = 0
     while True:
