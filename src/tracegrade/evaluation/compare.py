@@ -237,7 +237,10 @@ def compare_runs(
         )
     elif not paired:
         unsure.append(_nothing_paired(baseline, candidate, names))
-    verdict, reasons = _verdict(metrics, flips, len(paired), alpha, max_drop, strict, unsure)
+    verdict, reasons = _decide(metrics, flips, len(paired), alpha, max_drop, strict, unsure)
+    # improvements never change the verdict (the gate is about regressions), but a pass over a candidate that
+    # fixed every case should say so
+    reasons += [_significant(m, alpha, worse=False) for m in metrics if m.significant_improvement]
     return RunComparison(
         baseline=baseline_name,
         candidate=candidate_name,
@@ -392,22 +395,6 @@ def _flips(paired: list[tuple[EvalCaseResult, EvalCaseResult]]) -> list[Flip]:
         direction: Literal["pass->fail", "fail->pass"] = "pass->fail" if before else "fail->pass"
         flips.append(Flip(a.eval_id, b.name or a.name, direction, changed, first_divergence(a, b)))
     return flips
-
-
-def _verdict(
-    metrics: list[MetricComparison],
-    flips: list[Flip],
-    pairs: int,
-    alpha: float,
-    max_drop: float | None,
-    strict: bool,
-    coverage_doubts: list[str],
-) -> tuple[Verdict, list[str]]:
-    """The verdict and why, then each significant improvement: it never changes the verdict (the gate is about
-    regressions), but a pass over a candidate that fixed every case should say so."""
-    verdict, reasons = _decide(metrics, flips, pairs, alpha, max_drop, strict, coverage_doubts)
-    improved = [_significant(m, alpha, worse=False) for m in metrics if m.significant_improvement]
-    return verdict, reasons + improved
 
 
 def _significant(m: MetricComparison, alpha: float, *, worse: bool) -> str:
