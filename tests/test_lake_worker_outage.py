@@ -107,9 +107,10 @@ def test_the_catalog_refusing_the_lakes_connections_hands_the_jobs_back(
     store = LakeStore(location, data_path=data)
     _write_traces(store)
     worker = GradingWorker(store, _rules(max_attempts=1))
+    worker.hold_id()  # as `tracegrade worker` does when it starts: its id's connection is open before the outage
     assert worker.enqueue() == len(TRACES)
-    # DuckDB's connections to the catalog end, and new ones are refused; the job queue's (application_name
-    # tracegrade) lives on, as when PostgreSQL drops some connections under load
+    # DuckDB's connections to the catalog end, and new ones are refused; the job queue's and the worker id's
+    # (application_name tracegrade) live on, as when PostgreSQL drops some connections under load
     pg_server.psql(f"ALTER DATABASE {database} ALLOW_CONNECTIONS false")
     try:
         pg_server.psql(

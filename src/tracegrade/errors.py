@@ -25,6 +25,7 @@ __all__ = [
     "StoreLockedError",
     "StoreMissingError",
     "TracegradeError",
+    "WorkerIdInUseError",
     "did_you_mean",
 ]
 
@@ -147,6 +148,11 @@ class QueryRefused(StoreError):
 
 class QueryCancelled(StoreError):
     """A query stopped before it finished: it ran past its time limit, or its client went away."""
+
+
+class WorkerIdInUseError(TracegradeError, RuntimeError):
+    """A grading worker's id is held by another running worker on the same lake: two workers of one id would hand
+    back and finish each other's jobs. The message says who holds it and how to give each worker its own id."""
 
 
 class RunInterrupted(KeyboardInterrupt):

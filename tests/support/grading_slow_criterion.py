@@ -1,11 +1,12 @@
 """A user criterion registered by a plugin module (``plugins:`` in rules.yaml): it checks that the agent
 answered, and takes its time doing so (``metadata.seconds``; with ``metadata.release``, until that file
 exists, ``seconds`` at most), leaving a ``<trace>.started`` file in ``metadata.marker_dir`` when it begins
-so a test can tell that a grading job is in flight.
+so a test can tell that a grading job is in flight; each grading adds a line to it, the grading process's pid.
 ``write_slow_rules`` writes a worker's rules file that grades with it."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -28,7 +29,8 @@ class SlowAnsweredCriterion(SyncCriterion):
         marker_dir = self.config.metadata.get("marker_dir")
         if marker_dir:
             trace = actual.trace_ids[0] if actual.trace_ids else "unknown"
-            (Path(marker_dir) / f"{trace}.started").touch()
+            with (Path(marker_dir) / f"{trace}.started").open("a", encoding="utf-8") as marker:
+                marker.write(f"{os.getpid()}\n")
         seconds = float(self.config.metadata.get("seconds", 0))
         release = self.config.metadata.get("release")
         if release:

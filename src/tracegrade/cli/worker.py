@@ -35,7 +35,8 @@ __all__ = ["command"]
 @click.option(
     "--worker-id",
     help="Name of this worker in job leases (default host:pid:random; one per running worker). A worker started "
-    "again with its id hands back at once, without counting an attempt, the jobs it held when it stopped.",
+    "again with its id hands back at once, without counting an attempt, the jobs it held when it stopped. On a lake, "
+    "a worker given the id of one still running is refused (exit 2).",
 )
 @click.option(
     "--metrics-address",
@@ -98,6 +99,7 @@ def _grade(
             worker = GradingWorker(store, rules, worker_id=worker_id)
         except ValueError as exc:
             raise UsageProblem(f"{rules_path}: {exc}") from None
+        worker.hold_id()  # a worker given the id of one still running stops here, before it touches a job
         if endpoint is not None:
             endpoint.start(worker.metrics)
             worker.watch_backlog(BACKLOG_SECONDS)

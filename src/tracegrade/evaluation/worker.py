@@ -11,7 +11,9 @@ into one run per window of ``run_window_minutes`` (by when the job was enqueued)
 ``worker:<rule>:<window start, UTC>``, one case per job, so ``tracegrade runs`` lists a row per rule and
 window rather than one per trace. A job whose worker died is taken over when its lease expires, or at once by a
 worker of the same id (a receiver's after it opened its failed store again, ``tracegrade worker --worker-id``
-restarted), which hands back the leases of its id when it starts, without counting their attempt; a job
+restarted), which hands back the leases of its id when it starts, without counting their attempt. One running
+process holds a worker id (``JobQueue.hold_worker_id``: on a lake, a lock in its catalog database), so a second
+process given the id of a live one is refused rather than hand back and finish that one's jobs. A job
 always lands in the same run, where its case (keyed by trace) is replaced, so a retried job never writes
 duplicate results. A rule belongs to one tenant (``tenant:``, by default the one tenant of a receiver
 without a tokens file): it grades that tenant's traces only, and its jobs, runs and cached judge replies
@@ -323,7 +325,8 @@ class GradingWorker:
         and handing the jobs back failed with the store), or the process of a ``--worker-id`` restarted, or the
         worker of a receiver before it opened its failed store again (it starts one of the same id). Left
         leased, they would wait for their leases to run out (``lease_seconds``) and spend an attempt of the
-        ``max_attempts``: a few store failures would fail a job for good without it ever being graded."""
+        ``max_attempts``: a few store failures would fail a job for good without it ever being graded. No other
+        running process grades as this id: ``hold_id`` made sure of it first."""
         if not self._release_due:
             return
         released = self.jobs.release_held(
@@ -337,6 +340,12 @@ class GradingWorker:
                 released,
                 self.worker_id,
             )
+
+    def hold_id(self) -> None:
+        """Hold this worker's id for this process, or check that it still does (``JobQueue.hold_worker_id``):
+        WorkerIdInUseError while another running process holds it. Every cycle begins with it, before it hands
+        back the leases of its id, so that it never hands back or finishes the jobs of a live worker of that id."""
+        self.jobs.hold_worker_id(self.worker_id)
 
     def enqueue(self) -> int:
         """Create jobs for traces that settled since the last look; returns how many were added.
@@ -542,8 +551,11 @@ class GradingWorker:
             self.metrics.count(self.metrics.leases_lost, len(jobs) - held, tenant=jobs[0].tenant, rule=jobs[0].rule)
 
     async def run_once(self) -> int:
-        """Hand back the jobs leased under this worker's id if some may be (``_release_held``), enqueue (unless
-        that was done less than ``poll_seconds`` ago), claim and run one batch; returns the number of jobs run."""
+        """Hold this worker's id (``hold_id``), hand back the jobs leased under it if some may be
+        (``_release_held``), enqueue (unless that was done less than ``poll_seconds`` ago), claim and run one batch;
+        returns the number of jobs run. Raises WorkerIdInUseError, doing nothing, while another running process
+        holds this worker's id."""
+        self.hold_id()
         self._release_held()
         if self._looked_at is None or time.monotonic() - self._looked_at >= self.settings.poll_seconds:
             # A look scans the traces table (all of it now and then), so a worker working off a backlog looks once

@@ -5,7 +5,8 @@ whose traces it grades, and the job is that tenant's (a tenant other than the de
 job id too, ``<tenant>/<rule>:<trace_id>``, so two tenants' rules of one name never share a job). A
 worker claims jobs by taking a lease; a job whose lease expired is claimed again (or failed, after its
 last allowed attempt); the holder renews the leases of the jobs it is grading, and only the lease holder
-may finish a job. A DuckDB file has one writer, so its queue
+may finish a job. Leases are keyed by the worker's id, which one running process holds at a time
+(``JobQueue.hold_worker_id``). A DuckDB file has one writer, so its queue
 is plain SQL on the file; a lake keeps its queue in the catalog's PostgreSQL database instead
 (``lake_jobs``), whose row locks let workers on several machines share it.
 """
@@ -82,6 +83,12 @@ class ClaimedJob:
 class JobQueue(Protocol):
     """The jobs of online grading, shared by every worker on one store."""
 
+    def hold_worker_id(self, owner: str) -> None:
+        """Make sure no other running process grades as ``owner`` (leases are keyed by it: two processes of one id
+        would hand back and finish each other's jobs), and keep it so while this queue is open; called again, check
+        that it still is. Raises WorkerIdInUseError while another process holds the id."""
+        ...
+
     def enqueue(self, rule: str, where: Sequence[str], params: Sequence[Any], tenant: str = DEFAULT_TENANT) -> int:
         """Add a pending job of ``tenant``'s ``rule`` for every trace of that tenant in ``traces`` matching all
         of ``where`` (SQL predicates with ``params``) that has none yet; how many were added."""
@@ -139,6 +146,10 @@ class StoreJobQueue:
 
     def __init__(self, store: _SqlStore) -> None:
         self.store = store
+
+    def hold_worker_id(self, owner: str) -> None:
+        """Nothing to do: a DuckDB file has one writing process (a second ``tracegrade worker`` on it is refused,
+        the file being locked), so every worker of this queue runs in this process."""
 
     def enqueue(self, rule: str, where: Sequence[str], params: Sequence[Any], tenant: str = DEFAULT_TENANT) -> int:
         now = utc_now()

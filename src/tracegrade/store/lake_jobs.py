@@ -7,11 +7,13 @@ in the same database, whose primary key adds each (rule, trace) job once, and wh
 job was added or changed) is PostgreSQL's clock, so workers whose clocks differ still agree on when a lease
 expired. The table's columns are those of the file store's ``grading_jobs``; the lake shows it as its
 ``grading_jobs`` view, through a read-only attachment of the schema (``lake_schema``), which is why the
-table sits in a schema of its own: queries see it and nothing else of the catalog database.
+table sits in a schema of its own: queries see it and nothing else of the catalog database. A worker's id is
+held by one process at a time, through a lock in the same database (``lake_worker_ids``).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -25,6 +27,7 @@ from tracegrade.store.grading_jobs import (
     job_prefix,
     orphaned_jobs,
 )
+from tracegrade.store.lake_worker_ids import CatalogWorkerId
 from tracegrade.store.tenancy import DEFAULT_TENANT
 
 if TYPE_CHECKING:
@@ -56,8 +59,18 @@ class CatalogJobQueue:
     traces settled, through its ``grading_jobs`` view of this queue."""
 
     def __init__(self, conninfo: str, traces: Any) -> None:
+        self._conninfo = conninfo
         self._catalog = CatalogConnection(conninfo)
         self._traces = traces
+        self._worker_ids: dict[str, CatalogWorkerId] = {}  # the ids this process holds, until the queue closes
+        self._worker_ids_lock = threading.Lock()
+
+    def hold_worker_id(self, owner: str) -> None:
+        with self._worker_ids_lock:
+            held = self._worker_ids.get(owner)
+            if held is None:
+                held = self._worker_ids[owner] = CatalogWorkerId(self._conninfo, owner)
+        held.hold()
 
     def enqueue(self, rule: str, where: Sequence[str], params: Sequence[Any], tenant: str = DEFAULT_TENANT) -> int:
         found = self._traces.query(
@@ -147,4 +160,8 @@ class CatalogJobQueue:
             return max(cursor.rowcount, 0)
 
     def close(self) -> None:
+        with self._worker_ids_lock:
+            for held in self._worker_ids.values():
+                held.close()
+            self._worker_ids.clear()
         self._catalog.close()
