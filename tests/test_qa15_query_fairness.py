@@ -1,7 +1,7 @@
 """One tenant cannot take every query turn: with acme keeping each of ``--max-queries`` busy with a runaway
 query and more of them waiting, globex's query gets the first turn that frees (not acme's next one), over
-``POST /v1/query`` (which waits for its turn on the event loop) and the web UI's SQL API (which waits on a
-thread), with one turn and with two. A real server process; acme's queries end when the test hangs up on them,
+``POST /v1/query`` and the web UI's SQL API (both wait for their turn on the event loop), with one turn and
+with two. A real server process; acme's queries end when the test hangs up on them,
 so what frees a turn is the test's doing, and every step waits for the receiver's own gauges."""
 
 from __future__ import annotations

@@ -38,8 +38,8 @@ def test_sigterm_stops_the_receiver_while_a_runaway_query_waits_for_a_turn(tmp_p
 
 
 def test_a_crowd_of_tenants_hanging_up_and_timing_out_hands_every_turn_back(tmp_path: Path) -> None:
-    """Three tenants crowd two turns over ``/v1/query`` (waiting on the loop) and the web UI's SQL API (waiting
-    on a thread); half the clients hang up at once (running or waiting), the rest end at the time limit (running
+    """Three tenants crowd two turns over ``/v1/query`` and the web UI's SQL API (both waiting on the loop);
+    half the clients hang up at once (running or waiting), the rest end at the time limit (running
     ones cancelled, waiting ones refused as overloaded, or granted as that happens). Afterwards no turn is held or
     waited for, and every tenant's next query is answered."""
     tokens = {"acme": [ACME_TOKENS[0]], "globex": [GLOBEX_TOKEN], "initech": [INITECH_TOKEN]}

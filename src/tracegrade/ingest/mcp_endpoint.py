@@ -7,9 +7,13 @@ own, so any number of clients and receivers' restarts need no session state. Nor
 message of its own, so it offers no SSE stream: GET (and DELETE, a session's end) answer 405 with ``Allow: POST``,
 as the MCP streamable-HTTP spec has a server without that stream answer. Requests pass the receiver's
 bearer-token check first, and the tools read through the same store provider as the web UI (its query gate,
-limits and scoping to the token's tenant), resolved once per request; a query of a request whose client hung up
-is cancelled, as ``POST /v1/query`` cancels its own, rather than hold one of the gate's turns until its time
-limit while other callers wait. Its callers are remote: ``grade``
+limits and scoping to the token's tenant), resolved once per request. A call of a reading tool (any but ``grade``)
+waits on the event loop for a query turn before the SDK gives it a thread, and its queries run in that turn, as the
+web UI's pages do: a crowd of waiting calls holds none of the SDK's threads, which other tenants' calls need.
+``grade`` waits for a turn per query on its own grading thread instead (it may spend minutes between queries on
+LLM judges, and holds no turn meanwhile). A query of a request whose client hung up is cancelled, as
+``POST /v1/query`` cancels its own, rather than hold one of the gate's turns until its time limit while other
+callers wait. Its callers are remote: ``grade``
 takes no server path, no judge endpoint or key, calls the server's LLM judges only for a token with the
 ``judge`` scope, and runs SQL assertions within the receiver's limits (see :mod:`tracegrade.mcp_server`).
 Without the ``mcp`` extra installed ``/mcp`` answers 501.
@@ -19,14 +23,18 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import json
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 from aiohttp import web
 from multidict import CIMultiDict
 
 from tracegrade.ingest.http_app import _connected
+from tracegrade.ingest.intake import Overloaded
+from tracegrade.ingest.query_gate import GatedStore
 from tracegrade.ingest.tokens import Authorize
 from tracegrade.store.query_control import QueryControl
 from tracegrade.store.readonly import SandboxLimits
@@ -35,9 +43,10 @@ from tracegrade.store.tenancy import grading_for
 
 __all__ = ["add_mcp_route"]
 
-StoreProvider = Callable[[str | None], Any]  # the caller's tenant -> what it reads
+StoreProvider = Callable[[str | None], GatedStore]  # the caller's tenant -> what it reads
 
 _PATH = "/mcp"
+_GRADE = "grade"  # the one tool that waits for a query turn per query (see the module docstring)
 _REQUEST_STORE: contextvars.ContextVar[Any] = contextvars.ContextVar("tracegrade_mcp_store")
 # why the current request's token may not call the server's judges (its scope refusal), or None when it may
 _JUDGING_REFUSED: contextvars.ContextVar[str | None] = contextvars.ContextVar("tracegrade_mcp_judging_refused")
@@ -122,17 +131,15 @@ def add_mcp_route(
                 {"error": "this receiver has no MCP SDK: pip install 'tracegrade[mcp]' and restart it to serve /mcp"},
                 status=501,
             )
-        store = _HangUpCancels(store)
-        bound, judging = _REQUEST_STORE.set(store), _JUDGING_REFUSED.set(judging_refused)
-        watching = asyncio.create_task(_cancel_on_hang_up(request, store))
-        try:
-            # what grade caches (judge replies) is the caller's tenant's alone, as for the worker and the CLI
-            with grading_for(tenant):
-                return await _asgi_call(manager.handle_request, request)
-        finally:
-            watching.cancel()
-            _JUDGING_REFUSED.reset(judging)
-            _REQUEST_STORE.reset(bound)
+        async with _call_reads(request, store) as reads:
+            bound, judging = _REQUEST_STORE.set(reads), _JUDGING_REFUSED.set(judging_refused)
+            try:
+                # what grade caches (judge replies) is the caller's tenant's alone, as for the worker and the CLI
+                with grading_for(tenant):
+                    return await _asgi_call(manager.handle_request, request)
+            finally:
+                _JUDGING_REFUSED.reset(judging)
+                _REQUEST_STORE.reset(bound)
 
     async def stop_on_cleanup(app: web.Application) -> AsyncIterator[None]:
         yield
@@ -140,6 +147,57 @@ def add_mcp_route(
 
     app.cleanup_ctx.append(stop_on_cleanup)
     app.router.add_post(_PATH, handle)  # any other method: 405 with Allow: POST (see the module docstring)
+
+
+@asynccontextmanager
+async def _call_reads(request: web.Request, store: GatedStore) -> AsyncIterator[Any]:
+    """What the tools read through for ``request``: in a query turn taken first on the loop for a reading tool's
+    call, else (``grade``, or a message that calls no tool) through ``store``, each query waiting for a turn of its
+    own. Either way, a client that hangs up has its queries cancelled."""
+    if not await _calls_a_reading_tool(request):
+        hang_up = _HangUpCancels(store)
+        watching = asyncio.create_task(_cancel_on_hang_up(request, hang_up))
+        try:
+            yield hang_up
+        finally:
+            watching.cancel()
+        return
+    try:
+        held: Any = await store.take_turn(request)
+    except Overloaded as refused:  # the tool answers with it, as when it waited for the turn itself
+        held = _Refused(refused)
+    try:
+        yield held
+    finally:
+        held.close()
+
+
+async def _calls_a_reading_tool(request: web.Request) -> bool:
+    """Does ``request`` call a tool other than ``grade`` (all of which read the store in a few queries)? A body that
+    is no such call (unreadable, or another message) is not: the SDK answers it as it does."""
+    try:
+        message = json.loads(await request.read())  # read once: aiohttp keeps the body for the SDK's call
+    except (ConnectionError, ValueError, RecursionError):
+        return False
+    if not isinstance(message, dict) or message.get("method") != "tools/call":
+        return False
+    params = message.get("params")
+    return not isinstance(params, dict) or params.get("name") != _GRADE
+
+
+class _Refused:
+    """What a tool call that got no query turn reads: every query raises the refusal."""
+
+    def __init__(self, refusal: Exception) -> None:
+        self._refusal = refusal
+
+    def query(
+        self, sql: str, params: Sequence[Any] | None = None, *, control: QueryControl | None = None
+    ) -> QueryResult:
+        raise self._refusal
+
+    def close(self) -> None:
+        """Nothing to hand back."""
 
 
 async def _cancel_on_hang_up(request: web.Request, store: _HangUpCancels) -> None:

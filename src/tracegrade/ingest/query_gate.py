@@ -5,8 +5,10 @@ each is cancelled ``timeout`` seconds after it starts, and ``cancel_all`` stops 
 a store being reopened) and refuses every waiting one once it gets its turn (the turns the cancelled ones hand
 back must not start queries on a store being closed); a failure's message names none of the server's own paths
 (see PrivatePaths).
-``run`` waits on the calling thread (an executor thread of the receiver's loop);
-``turn`` waits on the event loop, so a crowd of waiting queries holds no thread.
+``run`` waits on the calling thread (what only MCP's ``grade`` still does, on its own few grading threads);
+``turn`` waits on the event loop, so a crowd of waiting queries holds no thread: ``POST /v1/query`` waits so for
+each query, and the web UI and MCP's other tools for one turn per request (``GatedStore.take_turn``), whose reads
+then run in it one after another on a thread.
 
 Turns are shared among tenants: a freed turn goes to the waiting tenant that holds the fewest turns, and
 among those to the one served least recently; each tenant's own queries go in arrival order. So one tenant
@@ -17,20 +19,24 @@ to end, with a single turn too. With one tenant this is plain arrival order.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from aiohttp import web
+
 from tracegrade.errors import StoreError
+from tracegrade.ingest.http_app import _connected
 from tracegrade.ingest.intake import Overloaded
 from tracegrade.ingest.private_paths import PrivatePaths
 from tracegrade.store.query_control import QueryControl
 from tracegrade.store.results import QueryResult
 from tracegrade.store.tenancy import DEFAULT_TENANT
 
-__all__ = ["GatedStore", "QueryGate"]
+__all__ = ["GatedStore", "HeldTurn", "QueryGate"]
 
 
 class _Ticket:
@@ -94,12 +100,17 @@ class QueryGate:
     def admit(self, control: QueryControl | None) -> QueryControl:
         """``control`` (made when None) bounded by the gate's limits, and cancelled by ``cancel_all`` from now on,
         while its query still waits for a turn too (``run_in_turn`` or ``leave`` forget it)."""
+        control = self.bound(control)
+        with self._lock:
+            self._admitted.add(control)
+        return control
+
+    def bound(self, control: QueryControl | None) -> QueryControl:
+        """``control`` (made when None) bounded by the gate's time limit and byte cap."""
         control = control if control is not None else QueryControl(self.timeout)
         control.timeout = self.timeout if control.timeout is None else min(control.timeout, self.timeout)
         if self.max_bytes is not None:  # the receiver's memory is everyone's: no caller reads past its cap
             control.max_bytes = self.max_bytes if control.max_bytes is None else min(control.max_bytes, self.max_bytes)
-        with self._lock:
-            self._admitted.add(control)
         return control
 
     async def turn(self, tenant: str, control: QueryControl, connected: Callable[[], bool], check_every: float) -> None:
@@ -138,13 +149,18 @@ class QueryGate:
     ) -> QueryResult:
         """Run ``store.query`` in a turn ``tenant`` holds (from ``run`` or ``turn``), and hand the turn back."""
         try:
+            return self.query_in_turn(store, sql, params, control)
+        finally:
+            self.leave(tenant, control)
+
+    def query_in_turn(self, store: Any, sql: str, params: Sequence[Any] | None, control: QueryControl) -> QueryResult:
+        """Run ``store.query`` in a turn its caller holds and keeps; a failure names none of the server's paths."""
+        try:
             result: QueryResult = store.query(sql, params, control=control)
             return result
         except StoreError as exc:
             self._private.hide(exc)
             raise
-        finally:
-            self.leave(tenant, control)
 
     def cancel_all(self, reason: str) -> None:
         with self._lock:
@@ -214,8 +230,9 @@ class QueryGate:
 
 
 class GatedStore:
-    """A store whose ``query`` goes through a QueryGate as ``tenant``'s (what the web UI and MCP read through
-    inside ``serve``)."""
+    """A store whose queries go through a QueryGate as ``tenant``'s (what the web UI and MCP read through inside
+    ``serve``): ``take_turn`` waits for one turn on the event loop for a request's reads, ``query`` for each query on
+    the calling thread."""
 
     def __init__(self, store: Any, gate: QueryGate, tenant: str = DEFAULT_TENANT) -> None:
         self._store = store
@@ -226,6 +243,101 @@ class GatedStore:
         self, sql: str, params: Sequence[Any] | None = None, *, control: QueryControl | None = None
     ) -> QueryResult:
         return self._gate.run(self._store, sql, params, control, self._tenant)
+
+    async def take_turn(self, request: web.Request) -> HeldTurn:
+        """Wait on the event loop (holding no thread) for a turn for ``request``'s reads, which then run in it one
+        after another on a thread; ``close()`` the HeldTurn once the request is over. A client that hangs up leaves
+        the line (or has its running query cancelled); no turn within the time limit raises Overloaded."""
+        from tracegrade.ingest.server import CLIENT_CHECK_SECONDS  # the server imports this module
+
+        connected = functools.partial(_connected, request)
+        held = HeldTurn(self._gate, self._store, self._tenant)
+        await self._gate.turn(self._tenant, held.control, connected, CLIENT_CHECK_SECONDS)
+        held.watch(connected, CLIENT_CHECK_SECONDS)
+        return held
+
+    def __getattr__(self, name: str) -> Any:  # everything else (paths, closed, …) is the store's own
+        return getattr(self._store, name)
+
+
+class _TurnControl(QueryControl):
+    """What a held turn is admitted to the gate as (it runs no query itself): cancelling it, as ``cancel_all`` does,
+    cancels the turn's queries too."""
+
+    def __init__(self, timeout: float, on_cancel: Callable[[str], None]) -> None:
+        super().__init__(timeout)
+        self._on_cancel = on_cancel
+
+    def cancel(self, reason: str) -> None:
+        super().cancel(reason)
+        self._on_cancel(reason)
+
+
+class HeldTurn:
+    """A turn one request holds (from ``GatedStore.take_turn``), and the store its reads go through: each query runs
+    in the turn without waiting, within the gate's limits. ``cancel`` (the gate's ``cancel_all``, the client hanging
+    up) stops the running query and refuses later ones; ``close`` hands the turn back once none of them runs."""
+
+    def __init__(self, gate: QueryGate, store: Any, tenant: str) -> None:
+        self._gate = gate
+        self._store = store
+        self._tenant = tenant
+        self._running: set[QueryControl] = set()
+        self._reason: str | None = None
+        self._closed = False
+        self._handed_back = False
+        self._watch: asyncio.Task[None] | None = None
+        self._lock = threading.Lock()
+        self.control = gate.admit(_TurnControl(gate.timeout, self.cancel))  # last: cancel_all may call it at once
+
+    def query(
+        self, sql: str, params: Sequence[Any] | None = None, *, control: QueryControl | None = None
+    ) -> QueryResult:
+        control = self._gate.bound(control)
+        with self._lock:
+            if self._reason is not None:
+                control.cancel(self._reason)  # refused before it starts
+            self._running.add(control)
+        try:
+            return self._gate.query_in_turn(self._store, sql, params, control)
+        finally:
+            with self._lock:
+                self._running.discard(control)
+            self._hand_back_when_done()
+
+    def cancel(self, reason: str) -> None:
+        with self._lock:
+            self._reason = self._reason or reason
+            running = list(self._running)
+        for control in running:
+            control.cancel(reason)
+
+    def watch(self, connected: Callable[[], bool], check_every: float) -> None:
+        """Cancel the turn's queries once ``connected()`` turns False (checked on the loop until ``close``)."""
+
+        async def cancel_on_hang_up() -> None:
+            while connected():
+                await asyncio.sleep(check_every)
+            self.cancel("its client closed the connection")
+
+        self._watch = asyncio.create_task(cancel_on_hang_up())
+
+    def close(self) -> None:
+        """The request is over. A query it still runs (its handler gave up waiting for the thread) is cancelled, and
+        the turn is handed back when that query stops: no more queries run than there are turns."""
+        if self._watch is not None:
+            self._watch.cancel()
+        self.cancel("its request is over")
+        with self._lock:
+            self._closed = True
+        self._hand_back_when_done()
+
+    def _hand_back_when_done(self) -> None:
+        with self._lock:
+            if not self._closed or self._running or self._handed_back:
+                return
+            self._handed_back = True
+        self._gate.leave(self._tenant, self.control)
 
     def __getattr__(self, name: str) -> Any:  # everything else (paths, closed, …) is the store's own
         return getattr(self._store, name)

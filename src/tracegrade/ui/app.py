@@ -4,7 +4,9 @@
 mounts it on a store file opened read-only. Store reads are blocking DuckDB calls, so every handler runs
 its reads on the loop's thread pool; the store provider is called per request, with the tenant the
 request's token names, because each tenant reads its own rows and a receiver reopens its store after a
-failure (the provider then raises, and the UI answers 503 until the store is back).
+failure (the provider then raises, and the UI answers 503 until the store is back). Inside ``serve`` a request
+first waits on the loop for one of the receiver's query turns, holding no thread, and its reads then run in that
+turn, one after another: a page's several queries wait once, not each for a turn of its own while holding a thread.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from importlib import resources
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlencode
 
 from aiohttp import web
@@ -67,6 +69,13 @@ _STATIC = {
 }
 
 
+@runtime_checkable
+class _TakesTurns(Protocol):
+    """What ``serve`` gives the UI to read (its GatedStore): a request's reads wait for a query turn on the loop."""
+
+    async def take_turn(self, request: web.Request) -> Any: ...
+
+
 class _PageOfError(TracegradeError):
     """A page's reader failed with ``cause``, and has its own page that says so (the diff page keeps its run
     pickers, so that the user can pick again), answered with the cause's status."""
@@ -108,7 +117,14 @@ class _UI:
         if reader in _STORELESS:  # answered without the store, so even while the receiver reopens it
             return reader(None, request, body)
         store = self.store_provider(tenant)  # may raise: the receiver is reopening its store
-        return await asyncio.get_running_loop().run_in_executor(None, reader, store, request, body)
+        loop = asyncio.get_running_loop()
+        if not isinstance(store, _TakesTurns):  # a store of its own (tracegrade ui): nothing to wait for
+            return await loop.run_in_executor(None, reader, store, request, body)
+        held = await store.take_turn(request)  # may raise: no turn came within the receiver's time limit
+        try:
+            return await loop.run_in_executor(None, reader, held, request, body)
+        finally:
+            held.close()
 
     def page(self, reader: _Reader) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handle(request: web.Request) -> web.StreamResponse:
