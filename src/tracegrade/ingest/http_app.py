@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from tracegrade.evaluation.worker_metrics import WorkerHealth
     from tracegrade.ingest.auth_throttle import AuthThrottle
 
-__all__ = ["MEDIA_TYPES", "HttpFrontEnd"]
+__all__ = ["MEDIA_TYPES", "HttpFrontEnd", "client_connected"]
 
 MEDIA_TYPES: dict[str, WireFormat] = {
     "application/x-protobuf": WireFormat.PROTOBUF,
@@ -69,7 +69,7 @@ QueryRunner = Callable[[str, Sequence[Any] | None, Callable[[], bool], str], Awa
 Readiness = Callable[[], tuple[bool, str]]
 
 
-def _connected(request: web.Request) -> bool:
+def client_connected(request: web.Request) -> bool:
     """Is the client that sent ``request`` still connected?"""
     transport = request.transport
     return transport is not None and not transport.is_closing()
@@ -372,7 +372,7 @@ class HttpFrontEnd:
         try:
             tenant = self._intake.authorize(request.headers.get("Authorization"), scope="read")
             sql, params = await self._query_arguments(request)
-            result = await self._run_query(sql, params, functools.partial(_connected, request), tenant)
+            result = await self._run_query(sql, params, functools.partial(client_connected, request), tenant)
         except ExportRefused as refused:
             self._count("query", refused.http_status)
             return self._refusal(refused, WireFormat.JSON)

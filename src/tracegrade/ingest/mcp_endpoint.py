@@ -32,7 +32,7 @@ from typing import Any
 from aiohttp import web
 from multidict import CIMultiDict
 
-from tracegrade.ingest.http_app import _connected
+from tracegrade.ingest.http_app import client_connected
 from tracegrade.ingest.intake import Overloaded
 from tracegrade.ingest.query_gate import GatedStore
 from tracegrade.ingest.tokens import Authorize
@@ -204,7 +204,7 @@ async def _cancel_on_hang_up(request: web.Request, store: _HangUpCancels) -> Non
     """Cancel ``store``'s queries once the client that sent ``request`` has closed its connection."""
     from tracegrade.ingest.server import CLIENT_CHECK_SECONDS  # the server imports this module
 
-    while _connected(request):
+    while client_connected(request):
         await asyncio.sleep(CLIENT_CHECK_SECONDS)
     store.cancel("its client closed the connection")
 

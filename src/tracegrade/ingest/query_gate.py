@@ -29,7 +29,7 @@ from typing import Any
 from aiohttp import web
 
 from tracegrade.errors import StoreError
-from tracegrade.ingest.http_app import _connected
+from tracegrade.ingest.http_app import client_connected
 from tracegrade.ingest.intake import Overloaded
 from tracegrade.ingest.private_paths import PrivatePaths
 from tracegrade.store.query_control import QueryControl
@@ -250,7 +250,7 @@ class GatedStore:
         the line (or has its running query cancelled); no turn within the time limit raises Overloaded."""
         from tracegrade.ingest.server import CLIENT_CHECK_SECONDS  # the server imports this module
 
-        connected = functools.partial(_connected, request)
+        connected = functools.partial(client_connected, request)
         held = HeldTurn(self._gate, self._store, self._tenant)
         await self._gate.turn(self._tenant, held.control, connected, CLIENT_CHECK_SECONDS)
         held.watch(connected, CLIENT_CHECK_SECONDS)
