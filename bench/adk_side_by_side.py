@@ -36,7 +36,7 @@ from tracegrade.models.config import CriteriaConfig
 from tracegrade.models.dataset import EvalSet, ToolCall
 from tracegrade.models.execution import ExecutionResult, TurnRecord
 
-Call = tuple[str, Any]  # (tool name, arguments)
+Call = tuple[str, Any]  # (tool name, arguments; None: the call is written without args)
 
 
 def _case(
@@ -106,6 +106,14 @@ CASES: list[dict[str, Any]] = [
     _one("null_vs_missing", [("find", {"near": None})], [("find", {})], REF, REF),
     _one("empty_expected_empty_actual", [("now", {})], [("now", {})], REF, REF),
     _one("empty_expected_some_actual", [("now", {})], [("now", {"tz": "UTC"})], REF, REF),
+    # --- a call without args (ADK's None) is not a call with args {}
+    _one("no_args_expected_empty_actual", [("now", None)], [("now", {})], REF, REF),
+    _one("empty_expected_no_args_actual", [("now", {})], [("now", None)], REF, REF),
+    _one("no_args_both", [("now", None)], [("now", None)], REF, REF),
+    _one("no_args_vs_some_args", [("now", None)], [("now", {"tz": "UTC"})], REF, REF),
+    _one("no_args_in_order", [("now", None)], [W, ("now", {})], REF, REF, match="IN_ORDER"),
+    _one("no_args_any_order", [("now", None), W], [W, ("now", None)], REF, REF, match="ANY_ORDER"),
+    _one("no_args_ignore_args", [("now", None)], [("now", {})], REF, REF, ignore_args=True),
     _one("unicode_arg", [("find", {"city": "Tromsø"})], [("find", {"city": "Tromsø"})], REF, REF),
     _one("nfc_vs_nfd_arg", [("find", {"city": "Tromsø"})], [("find", {"city": "Tromso\u0338"})], REF, REF),
     _one("no_tools_expected_none", [], [], REF, REF),
@@ -187,9 +195,13 @@ json.dump({"scores": out, "stems": {w: stemmer.stem(w) for w in words}}, sys.std
 """
 
 
+def _tool_call(name: str, args: dict[str, Any] | None) -> ToolCall:
+    return ToolCall(name=name) if args is None else ToolCall(name=name, args=args)
+
+
 def _execution(case: dict[str, Any]) -> ExecutionResult:
     turns = [
-        TurnRecord(turn_index=i, agent_response=text, tool_calls=[ToolCall(name=n, args=a) for n, a in calls])
+        TurnRecord(turn_index=i, agent_response=text, tool_calls=[_tool_call(n, a) for n, a in calls])
         for i, (calls, text) in enumerate(case["actual"])
     ]
     return ExecutionResult(

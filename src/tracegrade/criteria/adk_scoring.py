@@ -4,10 +4,11 @@
   calls match the expected ones under ``match_type`` and 0 otherwise; the case scores the mean over
   invocations. Calls are equal when their names are and, unless ``check_args`` is off (ADK's
   ``ignore_args``), their argument objects are equal as Python values: an expected ``{}`` means "no
-  arguments", and ``1 == 1.0``. EXACT needs the same calls in the same order; IN_ORDER finds the expected
-  calls in order among others; ANY_ORDER finds each expected call among the others, each actual call used once.
-  The actual calls are those ADK's trajectory holds: the calls of the agents in the run's session, not the calls
-  made inside another tool call (an agent called as a tool, ADK's ``AgentTool``, runs in a session of its own).
+  arguments", ``1 == 1.0``, and a call written without ``args`` (ADK's None) equals only another such call.
+  EXACT needs the same calls in the same order; IN_ORDER finds the expected calls in order among others;
+  ANY_ORDER finds each expected call among the others, each actual call used once. The actual calls are those
+  ADK's trajectory holds: the calls of the agents in the run's session, not the calls made inside another tool
+  call (an agent called as a tool, ADK's ``AgentTool``, runs in a session of its own).
 * **Response match** (``response_match_score``, slot ``rouge_match``): ROUGE-1 F-measure of each invocation's
   response against its expected response, averaged over invocations. Counts are clipped unigram counts;
   tokens come from ADK's tokenizer: NFKC, lower case, CJK characters one token each, Thai/Lao/Khmer/Myanmar
@@ -94,8 +95,13 @@ def adk_rouge1(response: str, reference: str) -> tuple[float, float, float]:
     return precision, recall, f
 
 
+def _adk_args(call: ToolCall) -> dict[str, Any] | None:
+    """The call's arguments as ADK holds them: None for a call written without ``args``, which is not ``{}``."""
+    return call.args if call.args_given else None
+
+
 def _same(actual: ToolCall, expected: ToolCall, check_args: bool) -> bool:
-    return actual.name == expected.name and (not check_args or actual.args == expected.args)
+    return actual.name == expected.name and (not check_args or _adk_args(actual) == _adk_args(expected))
 
 
 def adk_tool_calls_match(
@@ -194,8 +200,8 @@ class AdkTrajectoryCriterion(_AdkCriterion):
         matched = adk_tool_calls_match(calls, wanted, self.config.match_type, self.config.check_args)
         return {
             "score": 1.0 if matched else 0.0,
-            "expected": [{"name": c.name, "args": c.args} for c in wanted],
-            "actual": [{"name": c.name, "args": c.args} for c in calls],
+            "expected": [{"name": c.name, "args": _adk_args(c)} for c in wanted],
+            "actual": [{"name": c.name, "args": _adk_args(c)} for c in calls],
         }
 
 

@@ -309,14 +309,19 @@ def _tool_calls(data: IntermediateData | None) -> tuple[list[ToolCall], list[Mes
     else:
         calls, responses, texts = data.tool_uses, data.tool_responses, data.intermediate_responses
     by_id = {r.id: r.response for r in responses if r.id}
-    tools = [
-        ToolCall(name=c.name, args=c.args or {}, call_id=c.id, result=by_id.get(c.id) if c.id else None) for c in calls
-    ]
+    tools = [_tool_call(c, by_id.get(c.id) if c.id else None) for c in calls]
     intermediate = [
         MessageContent(role="assistant", content=_joined_text(parts), metadata={"author": author})
         for author, parts in texts
     ]
     return tools, intermediate
+
+
+def _tool_call(call: FunctionCall, result: Any) -> ToolCall:
+    """An expected call; one without args (or args: null) stays one: ADK fails it against a call with args {}."""
+    if call.args is None:
+        return ToolCall(name=call.name, call_id=call.id, result=result)
+    return ToolCall(name=call.name, args=call.args, call_id=call.id, result=result)
 
 
 def _joined_text(parts: list[Part]) -> str:
@@ -478,7 +483,8 @@ def _adk_invocation(turn: Invocation) -> dict[str, Any]:
     tool_uses = []
     tool_responses = []
     for call in turn.expected_tool_trajectory:
-        tool_uses.append({"name": call.name, "args": call.args, **({"id": call.call_id} if call.call_id else {})})
+        args = {"args": call.args} if call.args_given else {}
+        tool_uses.append({"name": call.name, **args, **({"id": call.call_id} if call.call_id else {})})
         if call.result is not None and call.call_id:
             tool_responses.append({"id": call.call_id, "name": call.name, "response": call.result})
     out: dict[str, Any] = {

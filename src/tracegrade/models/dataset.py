@@ -97,7 +97,8 @@ class ToolCall(_StrictModel):
 
     Recorded calls also say whether their arguments/result were captured at all
     (``args_captured``/``result_captured``: content capture off is not the same as empty), the error
-    the tool raised, how long it took and the span it came from.
+    the tool raised, how long it took and the span it came from. A call written without ``args`` reads as
+    ``{}`` but remembers it (:attr:`args_given`), and is dumped without ``args``: ADK tells the two apart.
     """
 
     name: str
@@ -116,7 +117,16 @@ class ToolCall(_StrictModel):
         for key, default in _ACTUAL_ONLY_DEFAULTS.items():
             if key in data and data[key] == default:
                 del data[key]
+        # a report built without validation may hold a bare value where a call belongs: it comes here too
+        if isinstance(self, ToolCall) and not self.args_given:
+            data.pop("args", None)
         return data
+
+    @property
+    def args_given(self) -> bool:
+        """Whether the call was written with ``args`` (``{}`` included), not left to the default: google-adk's
+        trajectory match fails a call without arguments against one with ``args: {}``."""
+        return "args" in self.model_fields_set
 
     def matches(self, other: ToolCall, check_args: bool = True, check_call_id: bool = False) -> bool:
         """Does this (actual) call satisfy ``other`` (the expected one)?

@@ -1,14 +1,15 @@
 """A file's bytes as a JSON value, for every loader of eval sets, configs, reports, tokens files and worker rules:
 the one place that refuses what the standard parsers let through or crash on (duplicate keys, nesting too deep for
-the parser, YAML aliases that make a value contain itself or repeat it millions of times, an empty file, a symlink
-loop, a pipe or device, a file too large to hold in memory) and accepts a UTF-8 byte-order mark, each as a
-:class:`FileFormatError` naming the file."""
+the parser, YAML aliases that make a value contain itself or repeat it millions of times, NaN, infinity and numbers
+too large for a double, a lone UTF-16 surrogate escape, an empty file, a symlink loop, a pipe or device, a file too
+large to hold in memory) and accepts a UTF-8 byte-order mark, each as a :class:`FileFormatError` naming the file."""
 
 from __future__ import annotations
 
 import codecs
 import errno
 import json
+import math
 import os
 import re
 import sys
@@ -76,6 +77,8 @@ def read_json_file(path: str | Path, kind: str = "file", *, strict: bool = True,
     except _Empty:
         hint = _EMPTY_HINTS.get(kind)
         raise FileFormatError(str(p), [("$", "the file is empty" + (f"; {hint}" if hint else ""))], kind) from None
+    except _InvalidJson as exc:
+        raise FileFormatError(str(p), [("$", f"{exc}{_not_json_hint(p)}")], kind) from None
     except _Invalid as exc:
         raise FileFormatError(str(p), [("$", str(exc))], kind) from None
     except RecursionError:
@@ -178,6 +181,20 @@ class _Invalid(TracegradeError):
     """The parser refused the text; the message says where."""
 
 
+class _InvalidJson(_Invalid):
+    """The text is not JSON (the file was read as JSON: its name does not end in .yaml or .yml)."""
+
+
+def _not_json_hint(p: Path) -> str:
+    """How to fix a file that is not JSON when its name says it is some other format (a ``.toml`` config)."""
+    if p.suffix.lower() in ("", ".json"):
+        return ""
+    return (
+        f"; a {p.suffix} file is read as JSON: tracegrade reads JSON, or YAML from a file named .yaml or .yml, so "
+        "write the content in one of them"
+    )
+
+
 def _duplicate_problem(where: str, key: str, at: str = "") -> Problem:
     return (
         where,
@@ -215,8 +232,11 @@ def _decode_error_text(exc: json.JSONDecodeError) -> str:
     return f"{exc.msg} {where}" if exc.msg.endswith(" at") else f"{exc.msg} at {where}"
 
 
-# a string token (skipped whole, so a "NaN" inside one is text) or one of the constants Python's json accepts
-_STRING_OR_CONSTANT = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)')
+# a string token (skipped whole, so a "NaN" inside one is text), one of the constants Python's json accepts, or a
+# number with a fraction or an exponent (what json hands to parse_float)
+_STRING_OR_NON_FINITE = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)|(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)')
+# a \uD800-\uDFFF escape (half of a UTF-16 pair); may also match text after an escaped backslash: only a hint
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
 def _line_column(text: str, at: int) -> tuple[int, int]:
@@ -242,45 +262,88 @@ def _long_integer_text(text: str, exc: ValueError) -> str:
     return str(exc)
 
 
-def _constant_problems(text: str) -> list[Problem]:
-    """Where the text has ``NaN``, ``Infinity`` or ``-Infinity``: Python's ``json`` reads them as floats, but they
-    are not JSON (other tools refuse the file) and a NaN threshold or score compares false with everything."""
+def _non_finite_problems(text: str) -> list[Problem]:
+    """Where the text has ``NaN``, ``Infinity`` or ``-Infinity``, or a number too large for a double (``1e999``):
+    Python's ``json`` reads them as floats, NaN or infinity, which JSON cannot hold (other tools refuse the file,
+    and tracegrade's reports would write null) and a NaN threshold or score compares false with everything."""
     problems = []
-    for found in _STRING_OR_CONSTANT.finditer(text):
-        constant = found.group(1)
-        if constant is None:
+    for found in _STRING_OR_NON_FINITE.finditer(text):
+        constant, number = found.group(1), found.group(2)
+        if constant is not None:
+            line, column = _line_column(text, found.start(1))
+            what = f"{constant} at line {line}, column {column} is not a JSON value (JSON has no NaN or infinity)"
+        elif number is not None and not math.isfinite(float(number)):
+            line, column = _line_column(text, found.start(2))
+            what = f"{number} at line {line}, column {column} is too large for a number: it would read as infinity"
+        else:
             continue
-        line, column = _line_column(text, found.start(1))
-        problems.append(
-            (
-                "$",
-                f"{constant} at line {line}, column {column} is not a JSON value (JSON has no NaN or infinity): "
-                "write a number, or null where a value may be left out",
-            )
-        )
+        problems.append(("$", f"{what}; write a number, or null where a value may be left out"))
     return problems
+
+
+def _surrogate_problems(data: Any) -> list[Problem]:
+    """Strings (keys too) holding a lone UTF-16 surrogate, which ``json`` reads from an escape like ``\\ud800``:
+    half of a pair is no character, and the text could never be written back as UTF-8 (a report, ``convert``)."""
+    problems = []
+    stack: list[tuple[str, Any]] = [("$", data)]
+    while stack:
+        where, item = stack.pop()
+        pairs = item.items() if isinstance(item, dict) else enumerate(item) if isinstance(item, list) else ()
+        for key, value in pairs:
+            at = f"{where}[{key}]" if isinstance(item, list) else f"{where}.{key}"
+            for text, which in ((key, "key"), (value, "value")):
+                if isinstance(text, str) and _has_lone_surrogate(text):
+                    code = next(ord(c) for c in text if 0xD800 <= ord(c) <= 0xDFFF)
+                    problems.append(
+                        (
+                            at,
+                            f"the {which} holds \\u{code:04x}, half of a UTF-16 surrogate pair, which is no "
+                            "character: write the character itself, or both escapes of its pair",
+                        )
+                    )
+            stack.append((at, value))
+    return problems
+
+
+def _has_lone_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _parse_json(text: str, strict: bool) -> tuple[Any, list[Problem]]:
     if not text.strip():
         raise _Empty
     recorder = _PairsRecorder()
-    constants: list[str] = []
+    non_finite: list[str] = []
 
     def note_constant(name: str) -> float:
-        constants.append(name)
+        non_finite.append(name)
         return float(name)
 
+    def note_float(number: str) -> float:
+        value = float(number)
+        if math.isinf(value):
+            non_finite.append(number)
+        return value
+
+    hooks: dict[str, Any] = (
+        {"object_pairs_hook": recorder, "parse_constant": note_constant, "parse_float": note_float} if strict else {}
+    )
     try:
-        data = json.loads(
-            text, object_pairs_hook=recorder if strict else None, parse_constant=note_constant if strict else None
-        )
+        data = json.loads(text, **hooks)
     except json.JSONDecodeError as exc:
-        raise _Invalid(f"invalid JSON: {_decode_error_text(exc)}") from None
+        raise _InvalidJson(f"invalid JSON: {_decode_error_text(exc)}") from None
     except ValueError as exc:  # the one other refusal: an integer longer than Python converts
-        raise _Invalid(f"invalid JSON: {_long_integer_text(text, exc)}") from None
-    if constants:  # rare: the text is scanned again only to say where
-        return data, _constant_problems(text)
+        raise _InvalidJson(f"invalid JSON: {_long_integer_text(text, exc)}") from None
+    if non_finite:  # rare: the text is scanned again only to say where
+        return data, _non_finite_problems(text)
+    if strict and _SURROGATE_ESCAPE.search(text):  # rare: only then is every string looked at
+        surrogates = _surrogate_problems(data)
+        if surrogates:
+            return data, surrogates
     if not recorder.repeated:
         return data, []
     paths = {id(obj): where for where, obj in _objects(data)}
@@ -349,7 +412,7 @@ def _parse_yaml(text: str, name: str) -> tuple[Any, list[Problem]]:
         node = loader.get_single_node()  # composed first, so that repeated keys are found with their path
         if node is None:
             raise _Empty
-        problems = _yaml_duplicates(node)
+        problems = _yaml_node_problems(node, loader)
         alias_problem = _alias_problem(node)
         if alias_problem is not None:  # not constructed: the value would contain itself, or be too large to walk
             return None, [*problems, alias_problem]
@@ -380,8 +443,9 @@ def _yaml_place(mark: Any) -> str:
     return f"line {mark.line + 1}, column {mark.column + 1}"
 
 
-def _yaml_duplicates(root: Any) -> list[Problem]:
-    """Keys given twice in one YAML mapping (a ``<<`` merge that a key then overrides is YAML's own feature)."""
+def _yaml_node_problems(root: Any, loader: Any) -> list[Problem]:
+    """Keys given twice in one YAML mapping (a ``<<`` merge that a key then overrides is YAML's own feature), and
+    floats that are not finite (``.nan``, ``.inf``, ``1.0e+400``): JSON, and so an eval set or config, has none."""
     import yaml
 
     problems: list[Problem] = []
@@ -407,6 +471,16 @@ def _yaml_duplicates(root: Any) -> list[Problem]:
                 stack.append((f"{where}.{key}", value_node))
         elif isinstance(node, yaml.SequenceNode):
             stack += [(f"{where}[{i}]", item) for i, item in enumerate(node.value)]
+        elif node.tag == "tag:yaml.org,2002:float" and not math.isfinite(loader.construct_yaml_float(node)):
+            mark = node.start_mark
+            problems.append(
+                (
+                    where,
+                    f"{node.value} (line {mark.line + 1}, column {mark.column + 1}) is not a finite number (JSON has "
+                    "no NaN or infinity, and a number beyond about 1.8e308 reads as infinity); write a number, or "
+                    "null where a value may be left out",
+                )
+            )
     return problems
 
 

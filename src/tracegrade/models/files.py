@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import date
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -48,6 +49,10 @@ def validation_problems(exc: ValidationError, model: Any = None) -> list[tuple[s
         if err["type"] == "extra_forbidden":
             meant = did_you_mean(loc[-1], known_keys(model, loc[:-1])) if model is not None else ""
             msg = f"unknown key {loc[-1]!r}{meant or ' (remove it or check its spelling)'}"
+        elif _too_large_for_a_float(err):
+            msg = "too large for a number (at most about 1.8e308): write a smaller one"
+        elif isinstance(err.get("input"), date):  # YAML reads an unquoted 2024-01-01 as a date, not text
+            msg = f"{_JSON_TYPE_WORDS.get(err['type'], msg)} (got {err['input'].isoformat()}, a date to YAML: quote it)"
         elif "input" in err and err["type"] not in ("missing", "unknown_criterion_slot", "not_read"):
             msg = _JSON_TYPE_WORDS.get(err["type"], msg)
             shown = repr(err["input"])
@@ -57,7 +62,19 @@ def validation_problems(exc: ValidationError, model: Any = None) -> list[tuple[s
 
 
 # pydantic's words for these name Python types and classes; a file's author thinks in JSON's
-_JSON_TYPE_WORDS = {"dict_type": "must be an object", "model_type": "must be an object", "list_type": "must be a list"}
+_JSON_TYPE_WORDS = {
+    "dict_type": "must be an object",
+    "model_type": "must be an object",
+    "list_type": "must be a list",
+    "string_type": "must be a string",
+}
+
+
+def _too_large_for_a_float(err: Any) -> bool:
+    """pydantic's "Input should be a valid number" for an integer of hundreds of digits: it is a number, just one
+    no float holds."""
+    value = err.get("input")
+    return err["type"] == "float_type" and isinstance(value, int) and not isinstance(value, bool)
 
 
 def _error_class(model: type[BaseModel]) -> type[FileFormatError]:
