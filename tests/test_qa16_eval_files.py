@@ -231,3 +231,13 @@ def test_convert_keeps_a_call_without_args_apart_from_args_empty(tmp_path: Path)
     assert [c.args_given for c in EvalSet.from_file(back).eval_cases[0].conversation[0].expected_tool_trajectory] == [
         False
     ]
+
+
+def test_a_number_of_runs_past_the_bound_is_refused_when_the_config_loads(tmp_path: Path) -> None:
+    # 10**30 trials used to pass validation and a run then went on until memory ran out
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"num_runs": 10**30}), encoding="utf-8")
+    with pytest.raises(TracegradeError) as refused:
+        EvalConfig.from_file(path)
+    assert "$.num_runs" in str(refused.value) and "less than or equal to 1000" in str(refused.value)
+    assert EvalConfig(num_runs=1000).num_runs == 1000

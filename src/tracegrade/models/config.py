@@ -41,6 +41,8 @@ __all__ = [
 ]
 
 DEFAULT_JUDGE_MODEL = "gemini-2.5-flash"
+#: the most trials of one case a live run may make (``EvalConfig.num_runs``)
+MAX_RUNS = 1000
 
 
 class _Strict(BaseModel):
@@ -437,8 +439,9 @@ class EvalConfig(_Strict):
     verbose: bool = False
     mock_mode: bool = False
     # Trials per case: live, each case runs this many times (graded as one, see evaluation.trials);
-    # offline, every recorded trace a case matches is a trial.
-    num_runs: int = Field(default=1, ge=1)
+    # offline, every recorded trace a case matches is a trial. Bounded: each trial's result is held until its case
+    # is graded, and a typo of a few more digits would run until memory ran out.
+    num_runs: int = Field(default=1, ge=1, le=MAX_RUNS)
     # Emit every criterion result as an OTel gen_ai.evaluation.result event on the evaluated trace
     # (see evaluation.evaluation_events); without a logger provider given, over OTLP/HTTP per OTEL_* settings.
     emit_evaluation_events: bool = False
