@@ -59,7 +59,9 @@ def _enveloped(span: SpanRecord | LogRecordData) -> SpanRecord | LogRecordData:
 
 
 def _all_rows(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple]:
-    return con.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall()
+    # a trace's mapper revision is not this test's: the migrated store's read NULL (built by an older tracegrade)
+    columns = "* EXCLUDE (mapper_revision)" if table.endswith("traces") else "*"
+    return con.execute(f"SELECT {columns} FROM {table} ORDER BY ALL").fetchall()
 
 
 def test_a_version_11_store_migrates_keeping_every_row_and_log_key(tmp_path: Path) -> None:
@@ -76,7 +78,7 @@ def test_a_version_11_store_migrates_keeping_every_row_and_log_key(tmp_path: Pat
         con.execute("INSERT INTO schema_version VALUES (?, 'v11', now())", [migration.version])
     con.execute(f"ATTACH '{donor_path}' AS donor (READ_ONLY)")
     tables = ["spans", "logs", "evaluations", "traces", "tool_calls", "llm_calls", "node_visits"]
-    excluded = {"spans": NEW_SPAN_COLUMNS, "logs": NEW_LOG_COLUMNS}
+    excluded = {"spans": NEW_SPAN_COLUMNS, "logs": NEW_LOG_COLUMNS, "traces": ["mapper_revision"]}  # v13's too
     for table in tables:
         left_out = f" EXCLUDE ({', '.join(excluded[table])})" if table in excluded else ""
         con.execute(f"INSERT INTO main.{table} BY NAME SELECT *{left_out} FROM donor.{table}")

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.support.mapper_spans import SpanBuilder, js
+from tests.support.mapper_spans import adk_agent_tool_trace
 from tracegrade.criteria.adk_scoring import AdkTrajectoryCriterion
 from tracegrade.criteria.trajectory_match import TrajectoryMatchCriterion
 from tracegrade.models.adk_files import eval_set_from_adk, eval_set_to_adk
@@ -18,35 +18,8 @@ from tracegrade.models.dataset import EvalCase, EvalSet, StepType
 from tracegrade.trajectory import map_spans
 
 
-def _tool(b: SpanBuilder, name: str, call_id: str, args: dict[str, Any]) -> Any:
-    """An ADK ``execute_tool`` span (open it with ``with``)."""
-    attrs = {
-        "gen_ai.operation.name": "execute_tool",
-        "gen_ai.tool.name": name,
-        "gen_ai.tool.call.id": call_id,
-        "gcp.vertex.agent.tool_call_args": js(args),
-        "gcp.vertex.agent.tool_response": js({"ok": True}),
-    }
-    return b.span(f"execute_tool {name}", attrs)
-
-
-def _agent_tool_trace() -> list[Any]:
-    """ADK's spans for a router that calls a forecaster agent as a tool (AgentTool), then looks a city up itself."""
-    b = SpanBuilder(scope="gcp.vertex.agent")
-    with b.span("invocation"), b.span("invoke_agent router"):
-        with (
-            _tool(b, "forecaster", "f1", {"request": "Bergen"}),
-            b.span("invoke_agent forecaster"),
-            _tool(b, "get_weather", "w1", {"city": "Bergen"}),
-        ):
-            pass
-        with _tool(b, "lookup", "l1", {"city": "Bergen"}):
-            pass
-    return b.spans
-
-
 def test_a_call_made_inside_another_tool_call_is_not_in_adks_trajectory() -> None:
-    execution = map_spans(_agent_tool_trace())
+    execution = map_spans(adk_agent_tool_trace())
     assert [c.name for c in execution.tool_calls] == ["forecaster", "get_weather", "lookup"]
     steps = {s.name: s.metadata for s in execution.trajectory if s.step_type == StepType.TOOL}
     assert steps["get_weather"]["within_tool"] == steps["forecaster"]["span_id"]

@@ -140,8 +140,8 @@ def test_a_version_3_store_migrates_its_rows_to_the_default_tenant(tmp_path: Pat
             "logs": donor.query(f"SELECT * EXCLUDE (tenant, scope_version, {ENVELOPE_COLUMNS}) FROM logs").rows,
         }
         tables["traces"] = donor.query(
-            "SELECT * EXCLUDE (tenant, tool_names, lean_execution, error_spans) FROM traces"
-        ).rows  # v6, v9, v11 columns
+            "SELECT * EXCLUDE (tenant, tool_names, lean_execution, error_spans, mapper_revision) FROM traces"
+        ).rows  # v6, v9, v11, v13 columns
         tools = donor.query("SELECT * EXCLUDE (tenant) FROM tool_calls").rows
     con = duckdb.connect(str(path))  # the store as tracegrade left it before tenants: version 3
     con.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, description VARCHAR, applied_at TIMESTAMP)")

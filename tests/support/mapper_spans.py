@@ -93,3 +93,31 @@ class SpanBuilder:
         )
         self.spans.append(record)
         return record
+
+
+def _adk_tool(b: SpanBuilder, name: str, call_id: str, args: dict[str, Any]) -> Any:
+    """An ADK ``execute_tool`` span (open it with ``with``)."""
+    attrs = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": name,
+        "gen_ai.tool.call.id": call_id,
+        "gcp.vertex.agent.tool_call_args": js(args),
+        "gcp.vertex.agent.tool_response": js({"ok": True}),
+    }
+    return b.span(f"execute_tool {name}", attrs)
+
+
+def adk_agent_tool_trace(trace_id: str = TRACE_ID) -> list[SpanRecord]:
+    """ADK's spans for a router that calls a forecaster agent as a tool (AgentTool), which calls get_weather, then
+    looks a city up itself: the mapper marks get_weather's step ``within_tool`` the forecaster's call."""
+    b = SpanBuilder(trace_id, scope="gcp.vertex.agent")
+    with b.span("invocation"), b.span("invoke_agent router"):
+        with (
+            _adk_tool(b, "forecaster", "f1", {"request": "Bergen"}),
+            b.span("invoke_agent forecaster"),
+            _adk_tool(b, "get_weather", "w1", {"city": "Bergen"}),
+        ):
+            pass
+        with _adk_tool(b, "lookup", "l1", {"city": "Bergen"}):
+            pass
+    return b.spans

@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "forget": ("tracegrade.cli.forget:command", "Delete traces on request, for good (spans arriving later too)."),
     "maintain": ("tracegrade.cli.maintain:command", "Compact a lake store: merge files, expire snapshots."),
     "build": ("tracegrade.cli.build:command", "Build a lake's trajectories from its catalog's build queue."),
+    "rebuild": ("tracegrade.cli.rebuild:command", "Map stored traces again: those an older mapper built, or all."),
     "convert": ("tracegrade.cli.convert:command", "Write an eval set or config as ADK's files or tracegrade's."),
     "init": ("tracegrade.cli.init_cmd:command", "Scaffold an evaluation project whose pytest passes at once."),
     "ui": ("tracegrade.cli.ui_cmd:command", "Browse a store in a read-only web UI."),

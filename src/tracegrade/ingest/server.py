@@ -209,6 +209,7 @@ class ReceiverServer:
             raise
         self._watch = asyncio.create_task(self._watch_store())
         self._write_sidecar()
+        loop.run_in_executor(None, self._note_outdated_trajectories)  # not awaited: listening never waits for it
 
     def _hooks(self, loop: asyncio.AbstractEventLoop) -> StorageHooks:
         assert self._intake is not None
@@ -218,6 +219,36 @@ class ReceiverServer:
             on_stored=lambda result: loop.call_soon_threadsafe(self._count_stored, result),
             on_expired=lambda expired: loop.call_soon_threadsafe(intake.count_expired, expired),
             decode=self._intake.decode_record,
+        )
+
+    def _note_outdated_trajectories(self) -> None:
+        """Log how many stored trajectories an older mapper built, and the command that rebuilds them (once, at
+        start). They are not rebuilt here: on a big store that would take the receiver's CPU for hours."""
+        from tracegrade.store.lake_location import redacted
+        from tracegrade.store.outdated import outdated_count
+
+        try:
+            count = outdated_count(self._usable_storage().store)
+        except TracegradeError as exc:  # the store failed (it is reopened) or closed: nothing to advise now
+            log.debug("counting the trajectories an older mapper built failed: %s", exc)
+            return
+        if not count:
+            return
+        if self.settings.is_lake:
+            how = (
+                f"`tracegrade rebuild --store {redacted(self.settings.store)} --lake-data {self.settings.lake_data}` "
+                "rebuilds them beside the receivers"
+            )
+        else:
+            how = (
+                f"stop this receiver and run `tracegrade rebuild --store {self.settings.store}` to rebuild them "
+                "(a store file has one writer)"
+            )
+        log.warning(
+            "%d stored trace(s) hold a trajectory built by an older trajectory mapper, which keeps what that mapper "
+            "derived (a trace is built again only when more of its spans arrive); %s",
+            count,
+            how,
         )
 
     def _store_directory(self) -> Path:

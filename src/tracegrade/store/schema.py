@@ -73,6 +73,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "spans and logs keep the resource's and scope's schema URLs, the scope's attributes and dropped counts",
         "schema_v12.sql",
     ),
+    Migration(13, "traces.mapper_revision: the trajectory mapper's revision that built each trace", "schema_v13.sql"),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -97,6 +97,9 @@ def execution_rows(
     Without spans (an execution built by hand, or a dry run) the span-derived columns of the ``traces``
     row are NULL and its ``span_count`` is 0.
     """
+    # imported here, as in ``_execute``: the package's first import loads the whole mapper
+    from tracegrade.trajectory import MAPPER_REVISION
+
     root = _root_span(spans) if spans else None
     start_ns = min(s.start_ns for s in spans) if spans else None
     end_ns = max(s.end_ns for s in spans) if spans else None
@@ -137,6 +140,7 @@ def execution_rows(
             "execution": compress_json(execution.model_dump_json()),
             "updated_at": updated_at,
             "lean_execution": compress_json(LeanExecution.dump_json(execution)),
+            "mapper_revision": MAPPER_REVISION,
         },
     )
     for seq, visit in enumerate(execution.visits):

@@ -6,8 +6,8 @@ with mypyc where it was built so (``setup.py``); ``COMPILED`` says whether this 
 """
 
 from tracegrade.trajectory import mapper
-from tracegrade.trajectory.mapper import group_traces, map_spans
+from tracegrade.trajectory.mapper import MAPPER_REVISION, group_traces, map_spans
 
 COMPILED: bool = not (mapper.__file__ or "").endswith(".py")
 
-__all__ = ["COMPILED", "group_traces", "map_spans"]
+__all__ = ["COMPILED", "MAPPER_REVISION", "group_traces", "map_spans"]

@@ -13,7 +13,7 @@ is the run-level output, else the last model text, else ``tracegrade.turn.output
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 from tracegrade.models.dataset import StepType
 from tracegrade.models.execution import ExecutionResult
@@ -25,7 +25,13 @@ from tracegrade.trajectory.tool_definitions import read_tool_definitions
 from tracegrade.trajectory.tree import Forest, Role, SpanNode, build_forest, preorder
 from tracegrade.trajectory.values import Issues
 
-__all__ = ["group_traces", "map_spans"]
+__all__ = ["MAPPER_REVISION", "group_traces", "map_spans"]
+
+# What the mapper derives from spans, numbered: bump it in the same change as anything that makes the mapper derive
+# something else from the same spans (a new field, a step marked otherwise), so that the trajectories stored before
+# are known to be out of date (``traces.mapper_revision``) and `tracegrade rebuild` maps them again.
+# 1: tool calls made inside another tool call (an agent called as a tool) are marked ``within_tool``.
+MAPPER_REVISION: Final = 1
 
 _RUN_DEPTH = 3  # how deep below a root the run-level (agent/workflow) spans are looked for
 _RUN_ROLES = frozenset({Role.WORKFLOW, Role.AGENT, Role.CHAIN, Role.OTHER})
