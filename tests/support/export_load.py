@@ -90,18 +90,21 @@ def export_all(http_url: str, batches: Sequence[list[ReadableSpan]]) -> list[Spa
     return load.acked
 
 
-def stored_span_counts(store: Path) -> dict[SpanIds, int]:
-    """How many times each (trace_id, span_id) is stored in the store file (opened read-only)."""
+def stored_span_counts(store: Path, tenant: str | None = None) -> dict[SpanIds, int]:
+    """How many times each (trace_id, span_id) is stored in the store file (opened read-only): every tenant's
+    spans, or ``tenant``'s."""
     from tracegrade.store import TraceStore
 
     with TraceStore(store, read_only=True) as reader:
-        rows = reader.query("SELECT trace_id, span_id, count(*) FROM spans GROUP BY trace_id, span_id").rows
+        sql = "SELECT trace_id, span_id, count(*) FROM spans GROUP BY trace_id, span_id"
+        rows = reader.query(sql, tenant=tenant).rows
     return {(trace_id, span_id): count for trace_id, span_id, count in rows}
 
 
-def assert_stored_once(store: Path, acked: Sequence[SpanIds]) -> dict[SpanIds, int]:
-    """Every acknowledged span is in ``store`` and no span is stored twice; returns the counts."""
-    stored = stored_span_counts(store)
+def assert_stored_once(store: Path, acked: Sequence[SpanIds], tenant: str | None = None) -> dict[SpanIds, int]:
+    """Every acknowledged span is in ``store`` and no span is stored twice (of ``tenant``'s, when given);
+    returns the counts."""
+    stored = stored_span_counts(store, tenant)
     missing = [ids for ids in acked if ids not in stored]
     assert not missing, f"{len(missing)} of {len(acked)} acknowledged spans lost, e.g. {missing[:3]}"
     doubled = [ids for ids, count in stored.items() if count != 1]
