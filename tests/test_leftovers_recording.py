@@ -1,7 +1,7 @@
-"""A run whose report holds a lone surrogate (a case name from an eval set file's ``"\\ud800"`` escape, an agent's
-reply) is recorded as its JSON report holds it: the surrogate as U+FFFD. Through the real ``tracegrade grade``
-command recording into a DuckDB store, through a pytest session's ``--tracegrade-store`` and through the online
-worker's case-by-case recording; each read back from the store."""
+"""A run whose report holds a lone surrogate (a case name or an agent's reply built in Python) is recorded as its
+JSON report holds it: the surrogate as U+FFFD. Through a pytest session's ``--tracegrade-store`` and through the
+online worker's case-by-case recording; each read back from the store. An eval set file whose ``"\\ud800"`` escape
+makes one is refused when it loads, so ``tracegrade grade`` records nothing from it."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def _recorded_names(store_path: Path) -> list[tuple[str, str]]:
         return [tuple(row) for row in store.query("SELECT eval_id, name FROM eval_case_results ORDER BY 1").rows]
 
 
-def test_tracegrade_grade_records_a_run_whose_case_name_holds_a_lone_surrogate(tmp_path: Path) -> None:
+def test_tracegrade_grade_refuses_an_eval_set_whose_case_name_holds_a_lone_surrogate(tmp_path: Path) -> None:
     fill_store(tmp_path / "store.duckdb", [AgentRun(1, "cancel order 5", "cancelled", [("cancel", {})])]).close()
     config = EvalConfig(criteria=CriteriaConfig(tool_name_match=CriterionConfig.tool_name_match()))
     write_config(tmp_path / "config.json", config)
@@ -54,17 +54,12 @@ def test_tracegrade_grade_records_a_run_whose_case_name_holds_a_lone_surrogate(t
         tmp_path, "grade", "--store", "store.duckdb", "--config", "config.json", "--evalset", "evalset.json",
         "--out", "out", "--format", "json",
     )  # fmt: skip
-    assert graded.returncode == 0, graded.stderr
+    assert graded.returncode == 2, graded.stderr
     assert "Traceback" not in graded.stderr
-    (json_file,) = (tmp_path / "out").glob("*.json")
-    run_id = json.loads(json_file.read_text(encoding="utf-8"))["metadata"]["run_id"]
-    assert f"recorded as run {run_id}" in graded.stdout + graded.stderr
-    assert _recorded_names(tmp_path / "store.duckdb") == [("cancel", SHOWN)]
-    with TraceStore(tmp_path / "store.duckdb", read_only=True) as store:
-        (result,) = load_run(store, run_id).results
-    assert (result.name, result.passed) == (SHOWN, True)
+    assert "$.eval_cases[0].name" in graded.stderr and "half of a UTF-16 surrogate pair" in graded.stderr
+    assert not list(tmp_path.glob("out/*.json"))
     listed = _cli(tmp_path, "runs", "--store", "store.duckdb", "--format", "json")
-    assert [r["run_id"] for r in json.loads(listed.stdout)] == [run_id]
+    assert json.loads(listed.stdout) == []
 
 
 AGENT = """
