@@ -18,7 +18,8 @@
   ``run_eval`` / ``eval_test``: each case runs N times (see :mod:`tracegrade.evaluation.trials`).
 
 The terminal summary counts the graded cases and explains the ones that failed inside tests marked
-``xfail`` (whose failure pytest itself does not print).
+``xfail`` (whose failure pytest itself does not print). Its lines quote case ids, reasons and errors: control
+characters in them (an ESC sequence in an agent's error) are shown as visible escapes, never sent raw.
 
 This module loads in every pytest run of every tracegrade user, so it imports only the standard library,
 pytest and :mod:`tracegrade.testing.recording` at load time; everything else loads when a fixture or a
@@ -27,6 +28,7 @@ session with graded cases needs it.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -45,6 +47,7 @@ __all__ = [
 ]
 
 _WORKER_OUTPUT_KEY = "tracegrade_cases"
+_WORKER_PLANS_KEY = "tracegrade_planned"  # a stopped worker's unfinished tests and the cases each would grade
 _STATE = pytest.StashKey["_SessionState"]()
 
 
@@ -67,6 +70,9 @@ class _SessionState:
         self.stopped: str | None = None  # how it ended early: "interrupted" or "stopped early (...)"
         self.progress: tuple[int, int] = (0, 0)  # (cases graded, cases the collected tests would have graded)
         self.items: list[pytest.Item] = []
+        # under xdist, the stopped workers' _plans (the controller collects no items of its own)
+        self.worker_plans: dict[str, int] = {}
+        self.last_failed: set[str] = set()  # with --lf, the tests pytest's cache says failed last time
 
 
 # the configured sessions, innermost last (pytester runs sessions inside a session)
@@ -135,6 +141,9 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--tracegrade-max-drop must be a fraction between 0 and 1, got {max_drop}")
     state = _SessionState(active_recorder())
     state.recorder.num_runs = num_runs
+    cache = getattr(config, "cache", None)  # None with -p no:cacheprovider, which has no --lf either
+    if cache is not None and config.getoption("lf", False):
+        state.last_failed = set(cache.get("cache/lastfailed", {}))
     baseline = config.getoption("tracegrade_baseline", None)
     if baseline is not None and not hasattr(config, "workerinput"):  # xdist workers leave the gate to the controller
         state.baseline = _load_baseline(config, baseline)
@@ -175,10 +184,18 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
-    """pytest-xdist: a worker finished; add the cases it graded."""
-    payload = getattr(node, "workeroutput", {}).get(_WORKER_OUTPUT_KEY)
+    """pytest-xdist: a worker finished; add the cases it graded.
+
+    xdist calls this twice for a worker stopped by Ctrl-C (once as finished, once as down): what the worker sent
+    is taken out of its output, so its cases are added once."""
+    output = getattr(node, "workeroutput", {})
+    state = node.config.stash[_STATE]
+    payload = output.pop(_WORKER_OUTPUT_KEY, None)
     if payload:
-        node.config.stash[_STATE].recorder.add_payload(payload)
+        state.recorder.add_payload(payload)
+    plans = output.pop(_WORKER_PLANS_KEY, None)
+    if plans:
+        state.worker_plans.update(json.loads(plans))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -186,6 +203,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = config.stash[_STATE]
     if hasattr(config, "workerinput"):  # an xdist worker: the controller reports
         config.workeroutput[_WORKER_OUTPUT_KEY] = state.recorder.to_payload()  # type: ignore[attr-defined]
+        if exitstatus == pytest.ExitCode.INTERRUPTED or session.shouldstop or session.shouldfail:
+            # the session ends early: the controller, which collects nothing, counts the cases left from these
+            plans = json.dumps(_plans(state.items, state.finished))
+            config.workeroutput[_WORKER_PLANS_KEY] = plans  # type: ignore[attr-defined]
         return
     state.stopped = _how_stopped(session, exitstatus, len(state.finished))
     if state.stopped is not None:
@@ -196,6 +217,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if state.stopped is not None:
         verb = "was " if state.stopped == _INTERRUPTED else ""
         state.incomplete = f"the session {verb}{state.stopped}"
+    elif state.last_failed & state.finished:  # --lf narrowed the session to last time's failures
+        state.incomplete = "the session reran only the tests that failed last time (--lf)"
+    if state.incomplete:
         state.report.metadata["incomplete"] = state.incomplete
     report_dir = config.getoption("tracegrade_report", None)
     if report_dir is not None:
@@ -227,11 +251,18 @@ def _how_stopped(session: pytest.Session, exitstatus: int, finished: int) -> str
 
 def _progress(state: _SessionState) -> tuple[int, int]:
     """``(graded, planned)``: the cases graded, and those plus the cases of every test that did not finish nor
-    grade any (as far as a test says before it runs: see :func:`_planned_cases`)."""
+    grade any (as far as a test says before it runs: see :func:`_planned_cases`); under xdist, of the tests the
+    stopped workers left (a test one worker left, another may have run)."""
     graded = len(state.recorder.cases)
-    grading = {case.test_id for case in state.recorder.cases}
-    left = [i for i in state.items if i.nodeid not in state.finished and i.nodeid not in grading]
-    return graded, graded + sum(_planned_cases(item) for item in left)
+    done = state.finished | {case.test_id for case in state.recorder.cases}
+    plans = {**state.worker_plans, **_plans(state.items, done)}
+    return graded, graded + sum(count for test, count in plans.items() if test not in done)
+
+
+def _plans(items: list[pytest.Item], done: set[str]) -> dict[str, int]:
+    """The cases each test of ``items`` not in ``done`` would grade, by test id (tests that grade none left out)."""
+    plans = {item.nodeid: _planned_cases(item) for item in items if item.nodeid not in done}
+    return {test: count for test, count in plans.items() if count}
 
 
 def _planned_cases(item: pytest.Item) -> int:
@@ -314,7 +345,13 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     state = config.stash.get(_STATE, None)
     if state is None:
         return
-    write = terminalreporter.write_line
+
+    def write(text: str, **markup: bool) -> None:
+        from tracegrade.reporters.text import clean_text
+
+        for line in clean_text(text).split("\n"):
+            terminalreporter.write_line(line, **markup)
+
     if state.report is None:  # stopped before any case was graded: say so when some were to be
         if state.stopped is not None and state.progress[1]:
             terminalreporter.section("tracegrade")

@@ -1,8 +1,11 @@
-"""Assertions for tests: a failing one says which cases and criteria failed, and why."""
+"""Assertions for tests: a failing one says which cases and criteria failed, and why (its message shown as the
+reports show text: no raw control characters from case ids or criterion names; see :mod:`tracegrade.testing.explain`).
+"""
 
 from __future__ import annotations
 
 from tracegrade.models.results import EvalCaseResult, EvalReport
+from tracegrade.reporters.text import clean_text
 from tracegrade.testing.explain import explain_case, explain_criterion
 
 __all__ = ["assert_criterion_passed", "assert_eval_passed"]
@@ -36,7 +39,7 @@ def assert_pass_rate(cases: list[EvalCaseResult], min_pass_rate: float) -> None:
         f"Evaluation pass rate {rate * 100:.1f}% below threshold {min_pass_rate * 100:.1f}%. "
         f"Failed cases: {', '.join(c.eval_id for c in failed)}"
     )
-    raise AssertionError(header + "\n\n" + "\n".join(explain_case(c) for c in failed))
+    raise AssertionError(clean_text(header + "\n\n" + "\n".join(explain_case(c) for c in failed)))
 
 
 def assert_criterion_passed(
@@ -70,7 +73,7 @@ def assert_criterion_passed(
             return
         header = f"Criterion {criterion!r} failed in {len(failing)} of {len(scored)} case(s)"
     details = "\n".join(f"{c.eval_id}:\n" + _indent(explain_criterion(r)) for c, r in failing)
-    raise AssertionError(header + ("\n\n" + details if details else ""))
+    raise AssertionError(clean_text(header + ("\n\n" + details if details else "")))
 
 
 def _indent(text: str) -> str:

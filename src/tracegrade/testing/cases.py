@@ -84,6 +84,7 @@ def parametrize_eval_cases(path_or_evalset: str | Path | EvalSet, argname: str =
 
     from tracegrade.errors import TracegradeError
     from tracegrade.evaluation.checks import checked_eval_set
+    from tracegrade.reporters.text import clean_text
 
     # refused as `tracegrade validate` refuses it: two cases of one id would be one test id, one result
     try:
@@ -96,6 +97,7 @@ def parametrize_eval_cases(path_or_evalset: str | Path | EvalSet, argname: str =
     for case in eval_set.eval_cases:
         _ORIGINS[id(case)] = (case, eval_set.eval_set_id, eval_set.name)
         reason = xfail_reason(case.metadata)
-        marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason is not None else []
+        # pytest prints the reason as it is: shown as the reports show text, no raw control characters
+        marks = [pytest.mark.xfail(reason=clean_text(reason), strict=True)] if reason is not None else []
         params.append(pytest.param(case, id=case.eval_id, marks=marks))
     return pytest.mark.parametrize(argname, params)

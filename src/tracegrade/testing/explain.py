@@ -3,6 +3,10 @@
 A failing assertion in a test must say what went wrong without opening a report: for the trajectory
 criteria the missing, extra and mismatched calls (with the argument difference), for a judge its
 reasoning, for a limit the value that exceeded it, and the reason every criterion records.
+
+pytest prints these messages to the terminal as they are, and they quote what agents, tools and eval sets say:
+control characters (an ESC that clears the screen or recolours the rest of the run), lone surrogates and bidi
+overrides are shown as visible escapes (:func:`~tracegrade.reporters.text.clean_text`), as the reports show them.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import json
 from typing import Any
 
 from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport
+from tracegrade.reporters.text import clean_text
 
 __all__ = ["explain_case", "explain_criterion", "explain_report"]
 
@@ -100,7 +105,7 @@ def explain_criterion(result: CriterionResult) -> str:
         lines.append(f"  reason: {_text(details['reason'])}")
     lines += _sequence_lines(details) + _judge_lines(details) + _limit_lines(details)
     lines += [f"  warning: {w}" for w in result.warnings]
-    return "\n".join(lines)
+    return clean_text("\n".join(lines))
 
 
 def explain_case(result: EvalCaseResult) -> str:
@@ -117,7 +122,7 @@ def explain_case(result: EvalCaseResult) -> str:
         lines.extend("  " + line for line in explain_criterion(criterion).splitlines())
     if not result.is_error and result.actual_response:
         lines.append(f"  actual response: {_text(result.actual_response)}")
-    return "\n".join(lines)
+    return clean_text("\n".join(lines))
 
 
 def explain_report(report: EvalReport) -> str:

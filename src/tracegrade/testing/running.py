@@ -146,6 +146,7 @@ def _check_eval_test(report: EvalReport, threshold: float) -> None:
     import pytest
 
     from tracegrade.models.expectations import XFAILED, XPASSED, case_expectation, xfail_reason
+    from tracegrade.reporters.text import clean_text  # ids and reasons from the eval set, shown on the terminal
 
     marked = [(r, case_expectation(r)) for r in report.results]
     xpassed = [r for r, expectation in marked if expectation == XPASSED]
@@ -153,7 +154,7 @@ def _check_eval_test(report: EvalReport, threshold: float) -> None:
         lines = [f"  {r.eval_id}: {xfail_reason(r.metadata) or 'marked xfail'}" for r in xpassed]
         pytest.fail(
             f"[XPASS(strict)] {len(xpassed)} case(s) marked metadata.xfail passed; remove the mark if they are "
-            "fixed:\n" + "\n".join(lines),
+            "fixed:\n" + clean_text("\n".join(lines)),
             pytrace=False,
         )
     unmarked = [r for r, expectation in marked if expectation is None]
@@ -164,7 +165,9 @@ def _check_eval_test(report: EvalReport, threshold: float) -> None:
             raise pytest.fail.Exception(str(exc), pytrace=False) from None
     xfailed = [r for r, expectation in marked if expectation == XFAILED]
     if xfailed:
-        pytest.xfail("; ".join(f"{r.eval_id}: {xfail_reason(r.metadata) or 'marked xfail'}" for r in xfailed))
+        pytest.xfail(
+            clean_text("; ".join(f"{r.eval_id}: {xfail_reason(r.metadata) or 'marked xfail'}" for r in xfailed))
+        )
 
 
 def planned_cases(test: Any) -> int:
