@@ -396,8 +396,10 @@ def test_store_commands_through_the_server_with_the_attackers_token(deployment: 
         "export-cases": run_cli("export-cases", *as_attacker, "-o", tmp_path / "cases.json"),
         "show": run_cli("show", victim_trace, *as_attacker),
         "diff": run_cli("diff", victim_run, deployment.attacker_run, *as_attacker),
-        "gate": run_cli("gate", *as_attacker, "--baseline", victim_run, "--candidate", "latest"),
-        "gate-worker": run_cli("gate", *as_attacker, "--baseline", worker_run, "--candidate", "latest"),
+        "gate": run_cli("gate", *as_attacker, "--baseline", victim_run, "--candidate", "latest", "--out", tmp_path),
+        "gate-worker": run_cli(
+            "gate", *as_attacker, "--baseline", worker_run, "--candidate", "latest", "--out", tmp_path / "w"
+        ),
         "runs": run_cli("runs", *as_attacker, "--format", "json"),
     }
     for name, outcome in outcomes.items():
