@@ -484,13 +484,19 @@ def _coverage_doubts(
         for name, report in zip(names, (baseline, candidate))
         if report.metadata.get("incomplete")
     ]
-    if missing and len(missing) < len(baseline.results):  # none paired at all has its own reason (_verdict)
+    if missing and len(missing) < len(baseline.results):  # none paired at all has its own reason (_decide)
         shown = ", ".join(missing[:5]) + ("…" if len(missing) > 5 else "")
+        base, cand = _run_label("baseline", names[0]), _run_label("candidate", names[1])
         doubts.append(
-            f"{len(missing)} case(s) of the {names[0]} are missing from the {names[1]} ({shown}) and are not "
-            f"compared: grade them in the {names[1]}, or take a {names[0]} of the current eval set"
+            f"{len(missing)} case(s) of {base} are missing from {cand} ({shown}) and are not compared: grade them "
+            f"in the candidate run, or take a baseline of the current eval set"
         )
     return doubts
+
+
+def _run_label(role: str, name: str) -> str:
+    """``the baseline``, or ``baseline main`` when the run has a name of its own."""
+    return f"the {role}" if name == role else f"{role} {name}"
 
 
 def _family_size(metrics: list[MetricComparison]) -> int:
