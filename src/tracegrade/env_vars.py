@@ -47,6 +47,7 @@ ENV_VARS: dict[str, str] = {
     "query_max_rows": "TRACEGRADE_QUERY_MAX_ROWS",
     "query_max_bytes": "TRACEGRADE_QUERY_MAX_BYTES",
     "require_auth": "TRACEGRADE_REQUIRE_AUTH",
+    "metrics_address": "TRACEGRADE_METRICS_ADDRESS",
 }
 
 # Read outside serve's settings; known, so that neither they nor a name close to them is taken for a typo.

@@ -26,7 +26,11 @@ def _announce(server: object) -> None:
     click.echo(f"tracegrade serve: writing spans to {redacted(settings.store)}")
     click.echo(f"  OTLP/gRPC  {server.grpc_target}")
     click.echo(f"  OTLP/HTTP  {server.http_url}/v1/traces  (and /v1/logs)")
-    click.echo(f"  health     {server.http_url}/healthz  /readyz  /metrics")
+    if server.metrics_listener is None:
+        click.echo(f"  health     {server.http_url}/healthz  /readyz  /metrics")
+    else:
+        click.echo(f"  health     {server.http_url}/healthz  /readyz")
+        click.echo(f"  metrics    {server.metrics_listener.url}")
     if settings.tokens is not None:
         click.echo(f"  tokens     {server.token_table.describe()} (from {settings.tokens}; reloaded on SIGHUP)")
     elif settings.token:

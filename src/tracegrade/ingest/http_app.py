@@ -295,9 +295,11 @@ class HttpFrontEnd:
         body_total_timeout: float = BODY_TOTAL_TIMEOUT,
         auth_throttle: AuthThrottle | None = None,
         worker_health: Callable[[], WorkerHealth | None] = lambda: None,
+        metrics_elsewhere: bool = False,
     ) -> None:
         """``auth_throttle``: the limit on wrong credentials, shared with the gRPC front end (None: no limit).
-        ``worker_health``: the in-process grading worker's (None when the receiver runs none)."""
+        ``worker_health``: the in-process grading worker's (None when the receiver runs none).
+        ``metrics_elsewhere``: ``/metrics`` is served on ``--metrics-address``, and here answers 404 saying so."""
         self._intake = intake
         self._metrics = metrics
         self._limit = max_request_bytes
@@ -308,6 +310,7 @@ class HttpFrontEnd:
         self._readiness = readiness
         self._throttle = auth_throttle
         self._worker_health = worker_health
+        self._metrics_elsewhere = metrics_elsewhere
 
     def build_app(self) -> web.Application:
         middlewares: list[Middleware] = [_one_authorization, _explain_routing_errors]
@@ -320,7 +323,7 @@ class HttpFrontEnd:
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/healthz/worker", self._worker_healthz)
         app.router.add_get("/readyz", self._readyz)
-        app.router.add_get("/metrics", self._metrics_page)
+        app.router.add_get("/metrics", self._metrics_moved if self._metrics_elsewhere else self.metrics_page)
         return app
 
     # -- export -----------------------------------------------------------------------------------------
@@ -436,5 +439,10 @@ class HttpFrontEnd:
         status = 200 if ready else 503
         return web.json_response({"ready": ready, "reason": reason}, status=status)
 
-    async def _metrics_page(self, request: web.Request) -> web.Response:
+    async def metrics_page(self, request: web.Request) -> web.Response:
+        """The receiver's metrics, Prometheus text (here, or on ``--metrics-address``)."""
         return web.Response(body=self._metrics.render().encode(), headers={"Content-Type": METRICS_CONTENT_TYPE})
+
+    async def _metrics_moved(self, request: web.Request) -> web.Response:
+        message = "this receiver serves /metrics on its --metrics-address, not on its OTLP/HTTP port"
+        return web.json_response({"error": message}, status=404)

@@ -44,6 +44,7 @@ from tracegrade.ingest.http_app import HttpFrontEnd
 from tracegrade.ingest.intake import Intake, ShuttingDown, StoreUnavailable
 from tracegrade.ingest.mcp_endpoint import add_mcp_route
 from tracegrade.ingest.metrics import ReceiverMetrics
+from tracegrade.ingest.metrics_listener import MetricsListener
 from tracegrade.ingest.private_paths import PrivatePaths
 from tracegrade.ingest.query_gate import GatedStore, QueryGate
 from tracegrade.ingest.runs_endpoint import add_runs_route
@@ -107,6 +108,7 @@ class ReceiverServer:
         self._intake: Intake | None = None
         self._grpc: grpc.aio.Server | None = None
         self._http: web.AppRunner | None = None
+        self.metrics_listener: MetricsListener | None = None  # with --metrics-address, where /metrics is served
         self._http_socket: socket.socket | None = None
         self._tls: ssl.SSLContext | None = None
         # a /v1/query waits for its turn on the loop and takes a thread only once it has one
@@ -146,6 +148,8 @@ class ReceiverServer:
             self._tls = self._ssl_context()  # first: grpc's own check of the files reports them as a bind failure
             self._bind_grpc()
             self._bind_http()
+            if self.settings.metrics_address is not None:
+                self.metrics_listener = MetricsListener(self.settings.metrics_address)
             # what the in-flight slots bounded when they also covered reading bodies: nothing new to configure
             body_budget = BodyBudget(self.settings.max_inflight_requests * self.settings.max_request_bytes)
             metrics = ReceiverMetrics(
@@ -188,6 +192,7 @@ class ReceiverServer:
                 readiness=self.readiness,
                 auth_throttle=self.auth_throttle,
                 worker_health=self.worker_health,
+                metrics_elsewhere=self.metrics_listener is not None,
             )
             app = front_end.build_app()
             guard = host_guard(self.settings.host)
@@ -204,6 +209,8 @@ class ReceiverServer:
             may_judge = functools.partial(intake.authorize, scope="judge")
             add_mcp_route(app, reads, may_read, may_judge, self.settings.host, self._assertion_limits())
             await self._start_http(app)
+            if self.metrics_listener is not None:
+                await self.metrics_listener.start(front_end.metrics_page)
         except BaseException:
             await self._shutdown()
             raise
@@ -366,6 +373,8 @@ class ReceiverServer:
             await self._http.cleanup()
         elif self._http_socket is not None:
             self._http_socket.close()
+        if self.metrics_listener is not None:
+            await self.metrics_listener.stop()
         if self._storage is not None:  # flushes the queue, rebuilds pending trajectories, closes the store
             storage = self._storage
             drain = storage.failure is None

@@ -127,6 +127,11 @@ class ServeSettings(BaseModel):
     require_auth: bool = Field(
         False, description="refuse to start without --token or --tokens, and without TLS when listening beyond loopback"
     )
+    metrics_address: str | None = Field(
+        None,
+        description="HOST:PORT where GET /metrics is served (plain HTTP, no token) instead of on the HTTP port: its "
+        "series name tenants and count their work, which keeps them off the port tenants reach",
+    )
     max_inflight_requests: int = Field(32, ge=1, description="requests handled at once; more get 503 + Retry-After")
     max_inflight_per_tenant: int | None = Field(
         None,
@@ -218,6 +223,15 @@ class ServeSettings(BaseModel):
     def _trusted_proxies(cls, value: str | None) -> str | None:
         TrustedProxies.parse(value)  # a ValueError names the entry that is no address
         return (value.strip() or None) if value is not None else None
+
+    @field_validator("metrics_address")
+    @classmethod
+    def _metrics_address(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        from tracegrade.evaluation.worker_endpoint import parse_listen_address
+
+        return str(parse_listen_address(value))  # an InvalidValueError says what is wrong
 
     @field_validator("token")
     @classmethod
