@@ -7,7 +7,10 @@ Both front ends (OTLP/HTTP and OTLP/gRPC) call :class:`Intake`; they only transl
 :class:`ExportRefused` errors into their own status codes. Memory stays bounded: a fixed number of
 requests are admitted at once (the rest are told to retry), an admitted request waits undecoded while
 the writer's queue (a capacity in spans) is full (:class:`~tracegrade.ingest.queue_gate.QueueGate`; told
-to retry after ``queue_wait`` seconds), and decoding runs on a small thread pool.
+to retry after ``queue_wait`` seconds), and decoding runs on a small thread pool, handed as many bytes at a
+time as its threads' share of ``--max-request-bytes`` (:class:`~tracegrade.ingest.decode_budget.DecodeBudget`,
+held until a decode ends even when its client hung up); the decoded records, many times their request's size,
+are converted to Arrow and let go on the decode thread.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from tracegrade.errors import DecodeError, TracegradeError
+from tracegrade.ingest.decode_budget import DecodeBudget
 from tracegrade.ingest.metrics import ReceiverMetrics
 from tracegrade.ingest.otlp_responses import ExportOutcome, Signal, WireFormat
 from tracegrade.ingest.queue_gate import QueueGate, QueueGateTimeout
@@ -31,6 +35,7 @@ from tracegrade.store.tenancy import DEFAULT_TENANT
 if TYPE_CHECKING:  # types only: the receiver imports the decoders and the store lazily
     from tracegrade.ingest.decode.limits import DecodeLimits
     from tracegrade.ingest.decode.results import Rejection
+    from tracegrade.store.prepared import PreparedWrite
     from tracegrade.store.results import WriteResult
     from tracegrade.store.trace_deletion import Deleted
 
@@ -192,6 +197,10 @@ def _records(signal: Signal, decoded: Any) -> tuple[list[Any], list[Any]]:
     return (decoded.spans, []) if signal is Signal.TRACES else ([], decoded.records)
 
 
+# a decoded request as it leaves its decode thread: records kept, records refused, and the kept ones for the store
+DecodeResult = tuple[int, "list[Rejection]", "PreparedWrite | None"]
+
+
 def summarize_rejections(rejected: Sequence[Rejection], noun: str) -> str:
     """``"2 spans rejected: resourceSpans[0]…: reason; …"`` listing the first few with where and why."""
     listed = "; ".join(f"{item.where}: {item.reason}" for item in rejected[:MAX_LISTED_REJECTIONS])
@@ -218,6 +227,7 @@ class Intake:
         decode_limits: DecodeLimits | None = None,
         queue_wait: float = 0.0,
         max_queue_spans: int | None = None,
+        max_request_bytes: int = 16 * 1024 * 1024,  # the default --max-request-bytes
     ) -> None:
         from tracegrade.store import QueueFull
 
@@ -230,6 +240,7 @@ class Intake:
         self._limits = () if decode_limits is None else (decode_limits,)
         self._decoders = _decoders()
         self._executor = ThreadPoolExecutor(decode_threads, thread_name_prefix="tracegrade-decode")
+        self._decoding = DecodeBudget(decode_threads * max_request_bytes)  # a maximal request for each thread
         capacity = max_queue_spans if max_queue_spans is not None else writer.writer.max_queue_spans
         self._gate = QueueGate(self._free_records, capacity, queue_wait)
         self._inflight = 0
@@ -269,6 +280,16 @@ class Intake:
     def waiting_for_room(self) -> int:
         """Admitted requests held until the write queue has room for them."""
         return self._gate.waiting
+
+    @property
+    def decoding_bytes(self) -> int:
+        """Bytes of the requests handed to the decode threads now."""
+        return self._decoding.held
+
+    @property
+    def waiting_to_decode(self) -> int:
+        """Requests waiting for their turn to decode (DecodeBudget)."""
+        return self._decoding.waiting
 
     # -- admission -------------------------------------------------------------------------------------
 
@@ -394,8 +415,8 @@ class Intake:
         queued: int | None = None
         durable: tuple[Any, float] | None = None
         try:
-            decoded, prepared = await self._decode(signal, payload, fmt, tenant)
-            message = self._count_received(signal, decoded)
+            accepted, rejected, prepared = await self._decode(signal, payload, fmt, tenant)
+            message = self._count_received(signal, accepted, rejected)
             if prepared is not None:
                 durable = self._submit(prepared, journal_record(RECORD_KINDS[(signal, fmt)], payload, tenant))
                 queued = prepared.size
@@ -403,40 +424,56 @@ class Intake:
             self._gate.leave(reserved, queued)
         if durable is not None:
             await self._until_durable(durable)
-        accepted = len(decoded.spans) if signal is Signal.TRACES else len(decoded.records)
-        return ExportOutcome(accepted=accepted, rejected=len(decoded.rejected), error_message=message)
+        return ExportOutcome(accepted=accepted, rejected=len(rejected), error_message=message)
 
-    async def _decode(self, signal: Signal, payload: bytes, fmt: WireFormat, tenant: str) -> tuple[Any, Any]:
+    async def _decode(self, signal: Signal, payload: bytes, fmt: WireFormat, tenant: str) -> DecodeResult:
+        """Decode and prepare ``payload`` on a decode thread once its bytes fit the DecodeBudget."""
         decoder = self._decoders[(signal, fmt)]
         loop = asyncio.get_running_loop()
+        size = len(payload)
+        await self._decoding.acquire(size)
         try:
-            return await loop.run_in_executor(
-                self._executor, self._decode_and_prepare, signal, decoder, payload, tenant
-            )
+            job = self._executor.submit(self._decode_and_prepare, signal, decoder, payload, tenant)
+        except BaseException:
+            self._decoding.release(size)
+            raise
+
+        def decode_ended(_: object) -> None:  # on the decode thread (on the loop if cancelled before it ran)
+            if not loop.is_closed():  # a stopped receiver's loop closes before the decodes of abandoned requests end
+                loop.call_soon_threadsafe(self._decoding.release, size)
+
+        # given back when the decode ends, not when its request does: a client hanging up does not stop it
+        job.add_done_callback(decode_ended)
+        try:
+            return await asyncio.wrap_future(job)
         except DecodeError as exc:
             raise Undecodable(f"undecodable OTLP {fmt.value} {signal.value} request: {exc}") from None
 
     def _decode_and_prepare(
         self, signal: Signal, decoder: Callable[..., Any], payload: bytes, tenant: str
-    ) -> tuple[Any, Any]:
-        """Decode a request and convert what it holds for the store as ``tenant``'s (on a decode thread)."""
+    ) -> DecodeResult:
+        """Decode a request and convert what it holds for the store as ``tenant``'s (on a decode thread).
+
+        Returns counts and Arrow tables only: the decoded records, many times the request's size in Python
+        objects, are let go here, before the DecodeBudget counts their bytes as free again."""
         from tracegrade.store.prepared import prepare_write
 
         decoded = decoder(payload, *self._limits)
         spans, logs = _records(signal, decoded)
-        return decoded, prepare_write(spans, logs, tenant, fresh=True) if spans or logs else None
+        prepared = prepare_write(spans, logs, tenant, fresh=True) if spans or logs else None
+        return len(spans) + len(logs), decoded.rejected, prepared
 
-    def _count_received(self, signal: Signal, decoded: Any) -> str:
+    def _count_received(self, signal: Signal, accepted: int, rejected: list[Rejection]) -> str:
         """Count a decoded request's records; returns the message listing its rejected ones ("" if none)."""
         if signal is Signal.TRACES:
-            self._metrics.spans_received.inc(len(decoded.spans) + len(decoded.rejected))
-            self._metrics.spans_rejected.inc(len(decoded.rejected))
+            self._metrics.spans_received.inc(accepted + len(rejected))
+            self._metrics.spans_rejected.inc(len(rejected))
             noun = "span"
         else:
-            self._metrics.logs_received.inc(len(decoded.records) + len(decoded.rejected))
-            self._metrics.logs_rejected.inc(len(decoded.rejected))
+            self._metrics.logs_received.inc(accepted + len(rejected))
+            self._metrics.logs_rejected.inc(len(rejected))
             noun = "log record"
-        return summarize_rejections(decoded.rejected, noun) if decoded.rejected else ""
+        return summarize_rejections(rejected, noun) if rejected else ""
 
     def _submit(self, prepared: Any, record: tuple[int, bytes]) -> tuple[Any, float]:
         """Hand a prepared request to the writer; returns its durability Future and when it was handed."""

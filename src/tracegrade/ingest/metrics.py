@@ -198,6 +198,8 @@ class ReceiverMetrics:
         store_stats: Callable[[], dict[str, object]] = dict,
         waiting_for_room: Callable[[], float] = lambda: 0,
         body_bytes: Callable[[], float] = lambda: 0,
+        decoding_bytes: Callable[[], float] = lambda: 0,
+        waiting_to_decode: Callable[[], float] = lambda: 0,
         queries_running: Callable[[], float] = lambda: 0,
         queries_waiting: Callable[[], float] = lambda: 0,
         more: Callable[[], str] = str,
@@ -282,6 +284,20 @@ class ReceiverMetrics:
                 prefix + "request_body_bytes",
                 "Bytes held by OTLP/HTTP request bodies being received or handled (the body budget's use).",
                 body_bytes,
+            )
+        )
+        add(
+            Gauge(
+                prefix + "decoding_bytes",
+                "Bytes of export requests handed to the decode threads (2 x --max-request-bytes at most).",
+                decoding_bytes,
+            )
+        )
+        add(
+            Gauge(
+                prefix + "requests_waiting_to_decode",
+                "Export requests waiting for their bytes to fit beside those being decoded.",
+                waiting_to_decode,
             )
         )
         add(Gauge(prefix + "queries_running", "Queries holding one of the --max-queries turns.", queries_running))

@@ -158,6 +158,8 @@ class ReceiverServer:
                 store_stats=lambda: self._storage.journaled.stats if self._storage is not None else {},
                 waiting_for_room=lambda: self._intake.waiting_for_room if self._intake is not None else 0,
                 body_bytes=lambda: body_budget.held,
+                decoding_bytes=lambda: self._intake.decoding_bytes if self._intake is not None else 0,
+                waiting_to_decode=lambda: self._intake.waiting_to_decode if self._intake is not None else 0,
                 queries_running=lambda: self._queries.running,
                 queries_waiting=lambda: self._queries.waiting,
                 more=self._worker_metrics_page,
@@ -174,6 +176,7 @@ class ReceiverServer:
                 max_inflight_per_tenant=self.settings.max_inflight_per_tenant,
                 queue_wait=self.settings.queue_wait,
                 max_queue_spans=self.settings.queue_spans,
+                max_request_bytes=self.settings.max_request_bytes,
             )
             self._storage = await loop.run_in_executor(None, self._open_storage, self._hooks(loop))
             self._intake.replace_writer(self._storage.journaled)
