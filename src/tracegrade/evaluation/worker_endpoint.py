@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from tracegrade.errors import InvalidValueError
 from tracegrade.evaluation.worker_metrics import WorkerMetrics
 
-__all__ = ["ListenAddress", "WorkerEndpoint", "parse_listen_address"]
+__all__ = ["ListenAddress", "WorkerEndpoint", "listen_socket", "parse_listen_address"]
 
 EXAMPLES = "such as 127.0.0.1:9464, 0.0.0.0:9464 or [::1]:9464 (port 0 picks a free one)"
 
@@ -42,20 +42,25 @@ def parse_listen_address(text: str, option: str = "--metrics-address") -> Listen
     return ListenAddress(host, int(port))
 
 
+def listen_socket(address: ListenAddress, what: str) -> socket.socket:
+    """A socket listening at ``address`` to serve ``what``; InvalidValueError says why it cannot."""
+    try:
+        # IPv6 hosts get an IPv6 socket; a name is resolved by bind (its first address)
+        family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
+        return socket.create_server((address.host, address.port), family=family)
+    except OSError as exc:
+        raise InvalidValueError(
+            f"cannot serve {what} on {address}: {exc.strerror or exc}; choose a free port and a local address with "
+            f"--metrics-address, {EXAMPLES}"
+        ) from None
+
+
 class WorkerEndpoint:
     """Listens at ``address`` once made; serves a worker's metrics from :meth:`start` until :meth:`stop`."""
 
     def __init__(self, address: ListenAddress) -> None:
         self.address = address
-        try:
-            # IPv6 hosts get an IPv6 socket; a name is resolved by bind (its first address)
-            family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
-            self._socket = socket.create_server((address.host, address.port), family=family)
-        except OSError as exc:
-            raise InvalidValueError(
-                f"cannot serve the worker's metrics on {address}: {exc.strerror or exc}; choose a free port and a "
-                f"local address with --metrics-address, {EXAMPLES}"
-            ) from None
+        self._socket = listen_socket(address, "the worker's metrics")
         self.port = int(self._socket.getsockname()[1])
         self.metrics: WorkerMetrics | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -8,12 +8,11 @@ listener is made, so a bad address or a port in use fails at start, before anyth
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from tracegrade.evaluation.worker_endpoint import EXAMPLES, ListenAddress, parse_listen_address
+from tracegrade.evaluation.worker_endpoint import ListenAddress, listen_socket, parse_listen_address
 from tracegrade.ingest.host_guard import host_guard
 
 __all__ = ["MetricsListener"]
@@ -25,14 +24,7 @@ class MetricsListener:
 
     def __init__(self, address: str) -> None:
         wanted = parse_listen_address(address)
-        family = socket.AF_INET6 if ":" in wanted.host else socket.AF_INET
-        try:
-            self._socket = socket.create_server((wanted.host, wanted.port), family=family)
-        except OSError as exc:
-            raise OSError(
-                f"cannot serve /metrics on {wanted}: {exc.strerror or exc}; choose a free port and a local address "
-                f"with --metrics-address, {EXAMPLES}"
-            ) from None
+        self._socket = listen_socket(wanted, "/metrics")
         self.address = ListenAddress(wanted.host, int(self._socket.getsockname()[1]))
         self._runner: web.AppRunner | None = None
 
