@@ -161,7 +161,15 @@ def test_the_workers_series_go_on_counting_through_a_store_reopened_after_a_full
             fill(mount, leave=256 * 1024)
             statuses = [post(f"{server.http_url}/v1/traces", _request(), "application/json").status for _ in range(3)]
             assert 200 in statuses, statuses
-            wait_until(lambda: "the store failed" in server.log(), "the store to fail on the full disk", 120)
+
+            def store_failed() -> bool:
+                # a checkpoint may fit blocks the file had free: more spans, until the store needs room it lacks
+                if "the store failed" in server.log():
+                    return True
+                post(f"{server.http_url}/v1/traces", _request(), "application/json")
+                return False
+
+            wait_until(store_failed, "the store to fail on the full disk", 120, interval=0.5)
             reopened = "the store is open again"
             wait_until(lambda: reopened in server.log(), "the store opened again (to fail again while full)", 120)
             # whichever worker the store opened last runs, the receiver's series are there and count on
