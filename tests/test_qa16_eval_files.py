@@ -241,3 +241,22 @@ def test_a_number_of_runs_past_the_bound_is_refused_when_the_config_loads(tmp_pa
         EvalConfig.from_file(path)
     assert "$.num_runs" in str(refused.value) and "less than or equal to 1000" in str(refused.value)
     assert EvalConfig(num_runs=1000).num_runs == 1000
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "where"),
+    [
+        ("config.yaml", "criteria:\n  trajectory:\n    threshold: yes\n", "$.criteria.trajectory.threshold"),
+        ("config.json", '{"num_runs": true}', "$.num_runs"),
+        ("config.json", '{"criteria": {"budget": {"max_llm_calls": false}}}', "$.criteria.budget.max_llm_calls"),
+    ],
+)
+def test_true_or_false_where_a_number_belongs_is_refused_at_its_key(
+    tmp_path: Path, name: str, text: str, where: str
+) -> None:
+    # pydantic read them as 1 and 0: `threshold: yes` was a threshold of 1.0
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(TracegradeError) as refused:
+        EvalConfig.from_file(path)
+    assert f"at {where}: true or false where a number belongs: write a number" in str(refused.value)

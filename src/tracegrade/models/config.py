@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from enum import Enum
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -47,6 +48,35 @@ MAX_RUNS = 1000
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_switch_for_a_number(cls, data: Any) -> Any:
+        """pydantic reads true and false (YAML's yes and no too) as 1 and 0 where a number belongs, so ``threshold:
+        yes`` would be a threshold of 1.0: refused, naming the key."""
+        if not isinstance(data, dict):
+            return data
+        switches = [
+            InitErrorDetails(
+                type=PydanticCustomError("switch_for_number", "true or false where a number belongs: write a number"),
+                loc=(key,),
+                input=value,
+            )
+            for key, value in data.items()
+            if isinstance(value, bool) and isinstance(key, str) and _takes_a_number(cls, key)
+        ]
+        if switches:
+            raise ValidationError.from_exception_data(cls.__name__, switches)
+        return data
+
+
+_NUMBER_TYPES = (float, int, float | None, int | None)
+
+
+@functools.cache
+def _takes_a_number(model: type[BaseModel], key: str) -> bool:
+    field = model.model_fields.get(key)
+    return field is not None and field.annotation in _NUMBER_TYPES
 
 
 class MatchType(str, Enum):

@@ -39,6 +39,10 @@ def json_path(loc: tuple[Any, ...]) -> str:
     return out
 
 
+# error types whose message already says what was wrong with the value (no "(got ...)" after it)
+_MESSAGE_SAYS_IT = frozenset({"missing", "unknown_criterion_slot", "not_read", "switch_for_number"})
+
+
 def validation_problems(exc: ValidationError, model: Any = None) -> list[tuple[str, str]]:
     """One ``(json_path, message)`` pair per validation error, with a hint for unknown keys (the key meant,
     when ``model``, the type validated, has one close to it)."""
@@ -53,7 +57,7 @@ def validation_problems(exc: ValidationError, model: Any = None) -> list[tuple[s
             msg = "too large for a number (at most about 1.8e308): write a smaller one"
         elif isinstance(err.get("input"), date):  # YAML reads an unquoted 2024-01-01 as a date, not text
             msg = f"{_JSON_TYPE_WORDS.get(err['type'], msg)} (got {err['input'].isoformat()}, a date to YAML: quote it)"
-        elif "input" in err and err["type"] not in ("missing", "unknown_criterion_slot", "not_read"):
+        elif "input" in err and err["type"] not in _MESSAGE_SAYS_IT:
             msg = _JSON_TYPE_WORDS.get(err["type"], msg)
             shown = repr(err["input"])
             msg = f"{msg} (got {shown[:80]}{'…' if len(shown) > 80 else ''})"
