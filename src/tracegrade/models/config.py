@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from enum import Enum
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -73,7 +72,6 @@ class _Strict(BaseModel):
 _NUMBER_TYPES = (float, int, float | None, int | None)
 
 
-@functools.cache
 def _takes_a_number(model: type[BaseModel], key: str) -> bool:
     field = model.model_fields.get(key)
     return field is not None and field.annotation in _NUMBER_TYPES
