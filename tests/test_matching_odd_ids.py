@@ -1,5 +1,6 @@
-"""Eval case ids (and selector trace ids) reach the matching queries as data: a NUL, a quote or a backslash in an
-id matches its traces, in a store file and through ``tracegrade serve``'s query endpoint alike."""
+"""Eval case ids (and selector trace ids) reach the matching queries as data: a quote, a backslash or a LIKE wildcard
+in an id (a NUL in a selector's trace id) matches its traces, in a store file and through ``tracegrade serve``'s query
+endpoint alike. (A case id cannot hold a NUL: tests/test_eval_file_ids.py.)"""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from tracegrade.evaluation.selection import QueryableStore
 from tracegrade.models import EvalCase, Invocation
 from tracegrade.store import RemoteStore
 
-ODD_IDS = ["a\0b", "it's", "back\\slash", "x') OR TRUE --"]
+ODD_IDS = ["50%_off", "it's", "back\\slash", "x') OR TRUE --"]
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +47,7 @@ def _case(eval_id: str, selector: dict[str, object] | None = None) -> EvalCase:
     )
 
 
-def test_case_ids_with_nul_quote_and_backslash_match_their_stamped_traces(store: QueryableStore) -> None:
+def test_case_ids_with_quote_backslash_and_wildcards_match_their_stamped_traces(store: QueryableStore) -> None:
     matches = match_cases(store, [_case(case_id) for case_id in ODD_IDS], eval_set_id="support")
     assert [(m.trace_ids, m.strategy, m.error) for m in matches] == [
         ([f"{n:032x}"], "case_id", None) for n in range(1, len(ODD_IDS) + 1)

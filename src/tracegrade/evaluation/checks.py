@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from tracegrade.errors import ConfigError, EvalSetError
 from tracegrade.models.config import SLOT_OPTIONS, CriteriaConfig, CriterionConfig, EvalConfig
 from tracegrade.models.dataset import SCENARIO_KEY, EvalCase, EvalSet
-from tracegrade.models.files import validation_problems
+from tracegrade.models.files import duplicate_id_problems, validation_problems
 
 __all__ = [
     "Problem",
@@ -38,7 +38,10 @@ _OPTIONS = frozenset(CriterionConfig.model_fields) - _COMMON_OPTIONS
 def checked_eval_set(eval_set: EvalSet | str | Path) -> EvalSet:
     """The eval set (loaded when given a path), refused with an EvalSetError listing every problem when it
     cannot be graded as it is (:func:`eval_set_problems`)."""
-    loaded = eval_set if isinstance(eval_set, EvalSet) else EvalSet.from_file(eval_set)
+    from tracegrade.models.adk_files import load_eval_set
+
+    # its ids are checked below with the rest, so that a file's every problem is listed at once, as validate does
+    loaded = eval_set if isinstance(eval_set, EvalSet) else load_eval_set(eval_set, check_ids=False)
     problems = eval_set_problems(loaded)
     if problems:
         source = f"<EvalSet {loaded.eval_set_id}>" if isinstance(eval_set, EvalSet) else str(eval_set)
@@ -63,26 +66,12 @@ def eval_set_problems(eval_set: EvalSet) -> list[Problem]:
     """Problems of a loaded eval set that would make grading meaningless or ambiguous."""
     if not eval_set.eval_cases:
         return [("$.eval_cases", "the eval set has no cases; add at least one (an empty eval set cannot be graded)")]
-    # results are keyed by case id: a second case of the same id would overwrite the first's
-    repeats = repeated_names([case.eval_id for case in eval_set.eval_cases], "$.eval_cases", "eval_id", "case")
+    repeats = duplicate_id_problems([case.eval_id for case in eval_set.eval_cases])
     problems: list[Problem] = []
     for i, case in enumerate(eval_set.eval_cases):
         problems += repeats.get(i, [])
         problems += _case_problems(case, f"$.eval_cases[{i}]")
     return problems
-
-
-def repeated_names(names: list[str], items: str, field: str, noun: str) -> dict[int, list[Problem]]:
-    """The problem of each item (by index) whose ``field`` repeats an earlier item's, naming both positions."""
-    repeats: dict[int, list[Problem]] = {}
-    first: dict[str, int] = {}
-    for i, name in enumerate(names):
-        if name in first:
-            where = f"{items}[{i}].{field}"
-            also = f"also used at {items}[{first[name]}]"
-            repeats[i] = [(where, f"duplicate {field} {name!r} ({also}); every {noun} needs its own {field}")]
-        first.setdefault(name, i)
-    return repeats
 
 
 def _case_problems(case: EvalCase, where: str) -> list[Problem]:

@@ -160,7 +160,8 @@ def rules_problems(rules: WorkerRules) -> list[tuple[str, str]]:
     over the traces table (bound without a store: every look for traces would fail), criteria ``validate``
     refuses."""
     from tracegrade.criteria.trajectory_db import predicate_problem
-    from tracegrade.evaluation.checks import criteria_problems, repeated_names
+    from tracegrade.evaluation.checks import criteria_problems
+    from tracegrade.models.files import repeated_names
 
     repeats = repeated_names([rule.name for rule in rules.rules], "$.rules", "name", "rule")
     problems: list[tuple[str, str]] = []

@@ -53,7 +53,7 @@ from tracegrade.models.adk_schema import Invocation as AdkInvocation
 from tracegrade.models.adk_schema import SessionInput as AdkSessionInput
 from tracegrade.models.config import CRITERIA_SLOTS, CriterionConfig, EvalConfig, MatchType, Rubric
 from tracegrade.models.dataset import EvalCase, EvalSet, Invocation, MessageContent, SessionInput, ToolCall
-from tracegrade.models.files import model_from_data, read_model_file, validation_problems
+from tracegrade.models.files import duplicate_id_problems, model_from_data, read_model_file, validation_problems
 
 __all__ = [
     "ADK_METRIC_SLOTS",
@@ -111,6 +111,10 @@ _CONFIG_LOSS_HINTS = {
     "timeout": "; ADK's evaluation has no time limit per case",
 }
 _CARRIED = "tracegrade"  # an ADK case's key holding what ADK's EvalCase has no field for (see _CaseExtras)
+# ``metadata["adk"]`` of a case read from ADK's file with calls written without args: they are ADK's calls made
+# without arguments, written back as they were (any other call without args means "any arguments", see
+# _any_arguments_losses)
+_CALLS_WITHOUT_ARGS = "calls_without_args"
 
 
 class _CaseExtras(BaseModel):
@@ -343,8 +347,10 @@ def _invocation(turn: AdkInvocation, node_order: list[str]) -> Invocation:
     )
 
 
-def _case(case: AdkEvalCase, carried: Any, where: str, problems: list[Problem]) -> EvalCase:
-    """``case`` with what tracegrade wrote under its ``tracegrade`` key (``carried``, None when there is none)."""
+def _case(case: AdkEvalCase, carried: Any, where: str, problems: list[Problem]) -> EvalCase | None:
+    """``case`` with what tracegrade wrote under its ``tracegrade`` key (``carried``, None when there is none);
+    None, with its problems noted at ``where``, when tracegrade refuses it (a blank id, a control character in
+    it)."""
     extras = next(iter(_parsed(_CaseExtras, carried or {}, f"{where}.{_CARRIED}", problems)), _CaseExtras())
     orders = extras.expected_node_order
     if len(orders) > len(case.conversation):
@@ -369,15 +375,21 @@ def _case(case: AdkEvalCase, carried: Any, where: str, problems: list[Problem]) 
         kept["session_id"] = given.session_id
     if case.session_input is not None and _is_default_session(session):
         kept["session_input"] = True  # given with tracegrade's defaults: written back all the same
-    return EvalCase(
-        eval_id=case.eval_id,
-        name=extras.name,
-        description=extras.description,
-        tags=extras.tags,
-        conversation=turns,
-        session_input=session,
-        metadata={**extras.metadata, **({"adk": kept} if kept else {})},
-    )
+    if any(not call.args_given for turn in turns for call in turn.expected_tool_trajectory):
+        kept[_CALLS_WITHOUT_ARGS] = True
+    try:
+        return EvalCase(
+            eval_id=case.eval_id,
+            name=extras.name,
+            description=extras.description,
+            tags=extras.tags,
+            conversation=turns,
+            session_input=session,
+            metadata={**extras.metadata, **({"adk": kept} if kept else {})},
+        )
+    except ValidationError as exc:
+        problems += [(where + path[1:], message) for path, message in validation_problems(exc, EvalCase)]
+        return None
 
 
 def _is_default_session(session: SessionInput) -> bool:
@@ -437,7 +449,8 @@ def _old_format_cases(data: list[Any], source: str) -> list[dict[str, Any]]:
 def eval_set_from_adk(data: Any, source: str = "<ADK eval set>") -> EvalSet:
     """An ADK eval set (any of its forms, parsed JSON) as a tracegrade EvalSet; every problem is reported at
     once as an :class:`~tracegrade.errors.EvalSetError` with paths in the ADK file."""
-    if isinstance(data, list):
+    older = isinstance(data, list)  # ADK's older list, whose cases are named by their "name"
+    if older:
         data = {"eval_set_id": _stem(source), "eval_cases": _old_format_cases(data, source)}
     problems = _mixed_formats(data) if isinstance(data, dict) else []
     snaked = _snaked(data, "$", problems)
@@ -449,7 +462,11 @@ def eval_set_from_adk(data: Any, source: str = "<ADK eval set>") -> EvalSet:
         for c in (raw_cases if isinstance(raw_cases, list) else [])
     ]
     parsed: AdkEvalSet = _validated(AdkEvalSet, snaked, source, EvalSetError)
-    cases = [_case(c, carried[i], f"$.eval_cases[{i}]", problems) for i, c in enumerate(parsed.eval_cases)]
+    built_cases = [_case(c, carried[i], f"$.eval_cases[{i}]", problems) for i, c in enumerate(parsed.eval_cases)]
+    cases = [c for c in built_cases if c is not None]
+    ids = [c.eval_id for c in parsed.eval_cases]
+    repeats = duplicate_id_problems(ids, "$", "name") if older else duplicate_id_problems(ids)
+    problems += [problem for found in repeats.values() for problem in found]
     kept = {"creation_timestamp": parsed.creation_timestamp} if parsed.creation_timestamp else {}
     try:
         built = EvalSet(
@@ -525,6 +542,7 @@ def eval_set_to_adk(eval_set: EvalSet, *, lossy: bool = False, source: str = "<E
     cases = []
     for case in eval_set.eval_cases:
         extra = dict(case.metadata.get("adk") or {})
+        extra.pop(_CALLS_WITHOUT_ARGS, None)
         session_id = extra.pop("session_id", None)
         # written when the ADK file gave one (see _case) or it is set: ADK's own defaults stay otherwise
         write_session = extra.pop("session_input", False) or session_id or not _is_default_session(case.session_input)
@@ -577,7 +595,12 @@ def eval_set_losses(eval_set: EvalSet, document: dict[str, Any]) -> list[Problem
     tracegrade eval set, what is lost)``, found by reading the document back."""
     lost: list[tuple[str, Any]] = []
     back = eval_set_from_adk(document, "<written for ADK>")
-    _lost(eval_set.model_dump(mode="json"), back.model_dump(mode="json"), "$", lost)
+    ours = eval_set.model_dump(mode="json")
+    for case in ours["eval_cases"]:  # the mark of ADK's calls is not written: the calls themselves say it
+        kept = case["metadata"].get("adk")
+        if isinstance(kept, dict) and kept.pop(_CALLS_WITHOUT_ARGS, None) is not None and not kept:
+            del case["metadata"]["adk"]
+    _lost(ours, back.model_dump(mode="json"), "$", lost)
     problems = []
     for where, value in lost:
         found = re.match(r"\$\.eval_cases\[(\d+)\](?:\.conversation\[(\d+)\])?\.(.+)", where)
@@ -593,6 +616,30 @@ def eval_set_losses(eval_set: EvalSet, document: dict[str, Any]) -> list[Problem
             else ""
         )
         problems.append((where, f"{place}: {field} ({_json(value)}) has no place in ADK's eval set format{hint}"))
+    return problems + _any_arguments_losses(eval_set)
+
+
+def _any_arguments_losses(eval_set: EvalSet) -> list[Problem]:
+    """Each expected call written without args in a case not read from ADK's file: tracegrade's trajectory rules
+    read it as "any arguments", which ADK cannot say of one call (its trajectory match compares a call's args whole,
+    and reads a call without args as one made without arguments)."""
+    problems = []
+    for i, case in enumerate(eval_set.eval_cases):
+        kept = case.metadata.get("adk")
+        if isinstance(kept, dict) and kept.get(_CALLS_WITHOUT_ARGS):
+            continue
+        for j, turn in enumerate(case.conversation):
+            for k, call in enumerate(turn.expected_tool_trajectory):
+                if not call.args_given:
+                    problems.append(
+                        (
+                            f"$.eval_cases[{i}].conversation[{j}].expected_tool_trajectory[{k}]",
+                            f"case {case.eval_id!r}, turn {j + 1}: call {call.name!r} is written without args, which "
+                            "tracegrade reads as any arguments; ADK has no such call (it would match only a call made "
+                            "without arguments): give the call the args it expects, or let ADK ignore every call's "
+                            "arguments (ignore_args in its tool_trajectory_avg_score)",
+                        )
+                    )
     return problems
 
 
@@ -773,10 +820,19 @@ def config_to_adk(config: EvalConfig, *, lossy: bool = False, source: str = "<Ev
 # ---- loading, as EvalSet.from_file / EvalConfig.from_file do ----
 
 
-def load_eval_set(path: str | Path) -> EvalSet:
-    """The eval set in ``path``, in one of ADK's forms or tracegrade's (the file is read and parsed once)."""
+def load_eval_set(path: str | Path, *, check_ids: bool = True) -> EvalSet:
+    """The eval set in ``path``, in one of ADK's forms or tracegrade's (the file is read and parsed once); two
+    cases of one id are refused, naming both positions, unless ``check_ids`` is false (for a caller that checks
+    them with the rest, :func:`~tracegrade.evaluation.checks.checked_eval_set`; ADK's files are always checked,
+    to place the problem in ADK's file)."""
     data = read_model_file(EvalSet, path)
-    return eval_set_from_adk(data, str(path)) if is_adk_eval_set(data) else model_from_data(EvalSet, data, path)
+    if is_adk_eval_set(data):
+        return eval_set_from_adk(data, str(path))
+    eval_set = model_from_data(EvalSet, data, path)
+    repeats = duplicate_id_problems([case.eval_id for case in eval_set.eval_cases]) if check_ids else {}
+    if repeats:
+        raise EvalSetError(str(path), [problem for found in repeats.values() for problem in found])
+    return eval_set
 
 
 def load_eval_config(path: str | Path) -> EvalConfig:

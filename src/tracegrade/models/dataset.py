@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import unicodedata
 import uuid
 from collections.abc import Iterator
 from enum import Enum
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_serializer, model_validator
+from pydantic_core import PydanticCustomError
 
 from tracegrade.models.expectations import xfail_problem
 from tracegrade.models.json_values import arguments_satisfy, json_equal
@@ -231,6 +233,18 @@ class EvalCase(_StrictModel):
     def _named(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("eval_id is blank: give the case an id (it names the case's test and result)")
+        # an id names the case in pytest, JUnit XML, terminal lines and SQL rows: XML 1.0 cannot hold most control
+        # characters (the reports write them as escapes: another id), and an ESC printed raw drives the terminal
+        control = next((i for i, ch in enumerate(value) if unicodedata.category(ch) == "Cc"), None)
+        if control is not None:
+            shown = repr(value)
+            raise PydanticCustomError(
+                "control_character_in_id",
+                "eval_id {id} holds the control character {char} (at index {index}): an id names the case in "
+                "pytest, JUnit XML, the terminal and SQL, where a control character is refused, altered or acted on; "
+                "remove it",
+                {"id": shown if len(shown) <= 80 else shown[:79] + "…", "char": repr(value[control]), "index": control},
+            )
         return value
 
     @field_validator("metadata")

@@ -11,11 +11,12 @@ from pydantic import BaseModel, ValidationError
 
 from tracegrade.errors import ConfigError, EvalSetError, FileFormatError, did_you_mean
 from tracegrade.json_output import json_text
-from tracegrade.models.file_text import read_json_file  # re-exported: every loader's way in
+from tracegrade.models.file_text import Problem, read_json_file  # read_json_file re-exported: every loader's way in
 from tracegrade.models.model_keys import known_keys
 from tracegrade.output_files import write_text_file
 
 __all__ = [
+    "duplicate_id_problems",
     "json_path",
     "json_type_name",
     "load_model",
@@ -23,6 +24,7 @@ __all__ = [
     "not_an_object",
     "read_json_file",
     "read_model_file",
+    "repeated_names",
     "save_model",
     "validation_problems",
     "write_text_file",
@@ -40,7 +42,9 @@ def json_path(loc: tuple[Any, ...]) -> str:
 
 
 # error types whose message already says what was wrong with the value (no "(got ...)" after it)
-_MESSAGE_SAYS_IT = frozenset({"missing", "unknown_criterion_slot", "not_read", "switch_for_number"})
+_MESSAGE_SAYS_IT = frozenset(
+    {"missing", "unknown_criterion_slot", "not_read", "switch_for_number", "control_character_in_id"}
+)
 
 
 def validation_problems(exc: ValidationError, model: Any = None) -> list[tuple[str, str]]:
@@ -158,3 +162,26 @@ def save_model(model: BaseModel, path: str | Path, *, inputs: Iterable[str | Pat
     files ``path`` must not be (see :mod:`tracegrade.output_files`). Strict JSON, as the JSON reporter writes: a
     number that is not finite is ``null``, a lone surrogate U+FFFD."""
     write_text_file(path, json_text(model.model_dump(mode="json")) + "\n", inputs=inputs)
+
+
+def duplicate_id_problems(
+    eval_ids: list[str], items: str = "$.eval_cases", field: str = "eval_id"
+) -> dict[int, list[Problem]]:
+    """The problem of each case (by position) whose id an earlier case has, naming both positions: results are
+    keyed by case id, so the later case's would overwrite the earlier one's. The one check of case ids, made by
+    every eval-set loader and by every path that grades; ``items`` and ``field`` place the cases in their file
+    (ADK's older lists name a case by ``name`` in ``$[i]``)."""
+    return repeated_names(eval_ids, items, field, "case")
+
+
+def repeated_names(names: list[str], items: str, field: str, noun: str) -> dict[int, list[Problem]]:
+    """The problem of each item (by index) whose ``field`` repeats an earlier item's, naming both positions."""
+    repeats: dict[int, list[Problem]] = {}
+    first: dict[str, int] = {}
+    for i, name in enumerate(names):
+        if name in first:
+            where = f"{items}[{i}].{field}"
+            also = f"also used at {items}[{first[name]}]"
+            repeats[i] = [(where, f"duplicate {field} {name!r} ({also}); every {noun} needs its own {field}")]
+        first.setdefault(name, i)
+    return repeats
