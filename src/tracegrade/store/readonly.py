@@ -37,6 +37,7 @@ from typing import Any
 import duckdb
 
 from tracegrade.errors import QueryRefused, StoreError
+from tracegrade.store.database import quote_identifier
 
 __all__ = [
     "ALLOWED_SYSTEM_VIEWS",
@@ -279,16 +280,24 @@ def _check_plan_size(relations: int, selects: int) -> None:
 
 def _check_table(node: dict[str, Any]) -> None:
     """Refuse a table reference of any query that reaches the server rather than the store."""
-    catalog, name = str(node.get("catalog_name") or ""), str(node.get("table_name") or "")
-    if catalog.lower().startswith(_LAKE_METADATA_CATALOG):
+    catalog, schema = str(node.get("catalog_name") or ""), str(node.get("schema_name") or "")
+    name = str(node.get("table_name") or "")
+    # DuckDB reads the first part of a two-part name (x.y) as a catalog too, so the schema's place is checked as well
+    for qualifier in (catalog, schema):
+        if qualifier.lower().startswith(_LAKE_METADATA_CATALOG):
+            raise QueryRefused(
+                f"{qualifier}.*: the lake's catalog database is not allowed in queries (it is the PostgreSQL server "
+                "behind the lake); read the store's tables and views: spans, traces, tool_calls …"
+            )
+    qualified = ".".join(part for part in (catalog, schema, name) if part)
+    # no store table has these: DuckDB would read it as a file or URL; a qualified name it does not find, DuckDB
+    # reads as the file its parts name joined with dots ("/data/lake/x".csv is /data/lake/x.csv), which a lake's
+    # connection may open: its data directory stays open to DuckDB, and so to a query
+    if any(mark in name for mark in "/\\.:") or (qualified != name and _read_as_file(catalog, schema, name)):
         raise QueryRefused(
-            f"{catalog}.*: the lake's catalog database is not allowed in queries (it is the PostgreSQL server "
-            "behind the lake); read the store's tables and views: spans, traces, tool_calls …"
-        )
-    if any(mark in name for mark in "/\\.:"):  # no store table has these: DuckDB would read it as a file or URL
-        raise QueryRefused(
-            f"{name!r} is not a table of the store, and reading a file or URL as a table is not allowed (a name "
-            "with '/', '.', ':' or '\\' reads one); name the store's tables as they are: spans, traces, tool_calls …"
+            f"{qualified!r} is not a table of the store, and reading a file or URL as a table is not allowed (a name "
+            "with '/', '.', ':' or '\\' reads one, as does a qualified name DuckDB takes for a file's, such as "
+            "dir.csv); name the store's tables as they are: spans, traces, tool_calls …"
         )
     lowered = name.lower()
     if lowered in _system_views and lowered not in ALLOWED_SYSTEM_VIEWS:
@@ -296,6 +305,23 @@ def _check_table(node: dict[str, Any]) -> None:
             f"{name}: this system view is not allowed: it tells about the server, not the store; the catalog views "
             f"a query may read are information_schema.* and {', '.join(sorted(ALLOWED_SYSTEM_VIEWS))}"
         )
+
+
+def _read_as_file(*parts: str) -> bool:
+    """Whether DuckDB would read the table name of these parts (catalog, schema, table; empty: not given) as a file
+    (a replacement scan: CSV, Parquet, JSON … by the name's last part, whichever formats this DuckDB release reads
+    so): asked of the locked-down parser connection, which refuses to open any file, so binding the name there
+    fails on the permission alone."""
+    reference = ".".join(quote_identifier(part) for part in parts if part)
+    with _parser_lock:
+        assert _parser is not None  # the tree being checked was parsed on it
+        try:
+            _parser.execute(f"EXPLAIN SELECT * FROM {reference}")
+        except duckdb.PermissionException:
+            return True
+        except duckdb.Error:
+            return False  # a name of no table here: the store's own tables are bound where the query runs
+    return False
 
 
 def _check_scoped_table(node: dict[str, Any]) -> None:
