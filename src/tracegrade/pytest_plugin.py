@@ -14,6 +14,9 @@
   before this session is recorded). The session fails only on a regression that is significant at
   ``--tracegrade-alpha`` (paired McNemar and permutation tests, :func:`tracegrade.evaluation.compare.compare_runs`),
   a drop larger than ``--tracegrade-max-drop``, or with ``--tracegrade-strict`` any case gone from pass to fail.
+* A session that runs only part of its tests (stopped early, ``--lf``, tests deselected or named by id on the command
+  line) writes its report marked ``metadata.incomplete`` but is neither gated nor recorded: a part of a run must
+  not become the next session's baseline. The summary says why in one line.
 * ``--tracegrade-num-runs N`` sets ``EvalConfig.num_runs`` of every run the session grades through
   ``run_eval`` / ``eval_test``: each case runs N times (see :mod:`tracegrade.evaluation.trials`).
 
@@ -48,6 +51,7 @@ __all__ = [
 
 _WORKER_OUTPUT_KEY = "tracegrade_cases"
 _WORKER_PLANS_KEY = "tracegrade_planned"  # a stopped worker's unfinished tests and the cases each would grade
+_WORKER_DESELECTED_KEY = "tracegrade_deselected"  # how many tests a worker deselected (-k, -m, --deselect)
 _STATE = pytest.StashKey["_SessionState"]()
 
 
@@ -73,6 +77,9 @@ class _SessionState:
         # under xdist, the stopped workers' _plans (the controller collects no items of its own)
         self.worker_plans: dict[str, int] = {}
         self.last_failed: set[str] = set()  # with --lf, the tests pytest's cache says failed last time
+        # eval tests deselected by -k, -m, --deselect (--lf and --sw deselect too); under xdist, as the workers say
+        self.deselected = 0
+        self.named_tests = False  # the command line named tests (file.py::test[id]), not only files or directories
 
 
 # the configured sessions, innermost last (pytester runs sessions inside a session)
@@ -147,6 +154,8 @@ def pytest_configure(config: pytest.Config) -> None:
     baseline = config.getoption("tracegrade_baseline", None)
     if baseline is not None and not hasattr(config, "workerinput"):  # xdist workers leave the gate to the controller
         state.baseline = _load_baseline(config, baseline)
+    # a node id (`test_x.py::test_case[paris]`) picks tests out of a file; a file or directory runs all of them
+    state.named_tests = any("::" in str(arg) for arg in config.args)
     config.stash[_STATE] = state
     _STATES.append(state)
     set_active_recorder(state.recorder)
@@ -164,6 +173,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     state = session.config.stash[_STATE]
     state.order = {item.nodeid: i for i, item in enumerate(session.items)}
     state.items = list(session.items)
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    # only eval tests count: `-m "not slow"` leaving out unit tests still runs the whole eval set (a test that calls
+    # run_eval itself says which cases it grades only when it runs, so leaving it out goes unseen)
+    evals = sum(1 for item in items if _planned_cases(item))
+    if evals:
+        items[0].config.stash[_STATE].deselected += evals
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -196,6 +213,8 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     plans = output.pop(_WORKER_PLANS_KEY, None)
     if plans:
         state.worker_plans.update(json.loads(plans))
+    # every worker collects every test and deselects the same ones
+    state.deselected = max(state.deselected, output.pop(_WORKER_DESELECTED_KEY, 0))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -203,6 +222,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = config.stash[_STATE]
     if hasattr(config, "workerinput"):  # an xdist worker: the controller reports
         config.workeroutput[_WORKER_OUTPUT_KEY] = state.recorder.to_payload()  # type: ignore[attr-defined]
+        config.workeroutput[_WORKER_DESELECTED_KEY] = state.deselected  # type: ignore[attr-defined]
         if exitstatus == pytest.ExitCode.INTERRUPTED or session.shouldstop or session.shouldfail:
             # the session ends early: the controller, which collects nothing, counts the cases left from these
             plans = json.dumps(_plans(state.items, state.finished))
@@ -214,11 +234,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not state.recorder.cases:
         return
     state.report = state.recorder.merged_report()
-    if state.stopped is not None:
-        verb = "was " if state.stopped == _INTERRUPTED else ""
-        state.incomplete = f"the session {verb}{state.stopped}"
-    elif state.last_failed & state.finished:  # --lf narrowed the session to last time's failures
-        state.incomplete = "the session reran only the tests that failed last time (--lf)"
+    state.incomplete = _why_partial(state)
     if state.incomplete:
         state.report.metadata["incomplete"] = state.incomplete
     report_dir = config.getoption("tracegrade_report", None)
@@ -236,6 +252,22 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 _INTERRUPTED = "interrupted"
+
+
+def _why_partial(state: _SessionState) -> str | None:
+    """Why the session ran only part of the tests a full run runs, as the report's ``metadata.incomplete`` and the
+    summary say it; None for a full run."""
+    if state.stopped is not None:
+        verb = "was " if state.stopped == _INTERRUPTED else ""
+        return f"the session {verb}{state.stopped}"
+    if state.last_failed & state.finished:  # --lf narrowed the session to last time's failures
+        return "the session reran only the tests that failed last time (--lf)"
+    if state.named_tests:
+        return "the session ran only the tests named on its command line"
+    if state.deselected:
+        tests = "test" if state.deselected == 1 else "tests"
+        return f"the session deselected {state.deselected} eval {tests} (-k, -m, --deselect, --sw)"
+    return None
 
 
 def _how_stopped(session: pytest.Session, exitstatus: int, finished: int) -> str | None:
@@ -357,6 +389,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             terminalreporter.section("tracegrade")
             write(_incomplete_line(state), red=True)
         return
+    from tracegrade.reporters.text import one_line
     from tracegrade.testing.explain import explain_case
 
     tracegrade_store = config.getoption("tracegrade_store", None)
@@ -376,7 +409,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         if (test := result.metadata.get("pytest_test")) in state.xfailed:
             by_test.setdefault(test, []).append(result)
     for test, results in by_test.items():
-        write(f"expected to fail ({test}):")
+        write(f"expected to fail ({one_line(test)}):")
         for line in "\n".join(explain_case(r) for r in results).splitlines():
             write("  " + line)
     if s.pass_rate_ci is not None:

@@ -34,7 +34,7 @@ from tracegrade.reporters.case_view import (
     trials_text,
     turn_views,
 )
-from tracegrade.reporters.text import clean_text, format_timestamp, format_usage, shorten, to_json_text
+from tracegrade.reporters.text import clean_text, format_timestamp, format_usage, json_text, shorten, to_json_text
 
 __all__ = ["JUnitXMLReporter", "testcase_names"]
 
@@ -62,6 +62,13 @@ def _seconds(value: float) -> str:
     NaN or infinity, and CI readers parse it as a plain number; so a duration that is not a finite, non-negative
     number (a NaN read back from a saved report as "nan", a clock that went backwards) is written as 0."""
     return f"{value:.3f}" if math.isfinite(value) and value >= 0 else "0.000"
+
+
+def _number(value: float, places: int) -> str:
+    """A number property's value: the JSON report has ``null`` for a number that is none (NaN, infinity), and so do
+    the properties holding JSON (``criterion.*``); so every number property's value is a JSON number or ``null``
+    (never Python's "nan"), for a reader of either kind."""
+    return f"{value:.{places}f}" if math.isfinite(value) else "null"
 
 
 def _attributes(**attrs: Any) -> dict[str, str]:
@@ -271,25 +278,28 @@ class JUnitXMLReporter(FileReporter):
         props: list[tuple[str, Any]] = [
             ("eval_set_id", report.eval_set_id),
             ("eval_set_name", report.eval_set_name),
-            ("pass_rate", f"{summary.pass_rate:.4f}"),
-            ("avg_duration", f"{summary.avg_duration_seconds:.3f}"),
+            ("pass_rate", _number(summary.pass_rate, 4)),
+            ("avg_duration", _number(summary.avg_duration_seconds, 3)),
             ("agent_tokens", summary.agent_token_usage.total_tokens),
             ("judge_tokens", summary.judge_token_usage.total_tokens),
-            ("judge_cost_usd", f"{summary.judge_token_usage.cost_usd:.6f}"),
+            ("judge_cost_usd", _number(summary.judge_token_usage.cost_usd, 6)),
         ]
         if summary.pass_rate_ci is not None:  # repeated trials (num_runs > 1)
             props += [
                 ("num_runs", summary.num_runs),
-                ("pass_rate_ci_low", f"{summary.pass_rate_ci[0]:.4f}"),
-                ("pass_rate_ci_high", f"{summary.pass_rate_ci[1]:.4f}"),
+                ("pass_rate_ci_low", _number(summary.pass_rate_ci[0], 4)),
+                ("pass_rate_ci_high", _number(summary.pass_rate_ci[1], 4)),
                 ("flaky_cases", summary.flaky_cases),
             ]
         props += [(f"warning.{i}", w) for i, w in enumerate(warnings)]
-        props += [(f"criterion.{name}", to_json_text(stats)) for name, stats in summary.criterion_stats.items()]
+        # JSON as the JSON report writes it (strict: NaN is null), for a reader that parses these properties
+        props += [
+            (f"criterion.{name}", json_text(stats, indent=None)) for name, stats in summary.criterion_stats.items()
+        ]
         if report.config_used:
-            props.append(("config_used", to_json_text(report.config_used)))
+            props.append(("config_used", json_text(report.config_used, indent=None)))
         if report.metadata:
-            props.append(("metadata", to_json_text(report.metadata)))
+            props.append(("metadata", json_text(report.metadata, indent=None)))
         properties = ET.SubElement(suite, "properties")
         for name, value in props:
             ET.SubElement(

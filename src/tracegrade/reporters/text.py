@@ -21,6 +21,7 @@ __all__ = [
     "json_text",
     "jsonable",
     "message_text",
+    "one_line",
     "shorten",
     "to_json_text",
 ]
@@ -49,6 +50,13 @@ def clean_text(value: object) -> str:
     if "\r" in text:
         text = text.replace("\r\n", "\n")
     return _UNSAFE_CHARS.sub(_visible_escape, text)
+
+
+def one_line(value: object) -> str:
+    """:func:`clean_text` of ``str(value)`` with its line breaks shown as ``\\n`` and ``\\r`` too, as pytest
+    shows them in a test id: for a name or an id (a case id holding a newline) within a line of text."""
+    text = value if isinstance(value, str) else str(value)
+    return clean_text(text.replace("\r", "\\r").replace("\n", "\\n"))
 
 
 def shorten(text: str, limit: int | None) -> str:

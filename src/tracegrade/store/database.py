@@ -15,6 +15,7 @@ from tracegrade.errors import StoreError, StoreLockedError, StoreMissingError
 from tracegrade.store.duckdb_api import NEW_FILES, registered
 from tracegrade.store.journal import journal_directory
 from tracegrade.store.rows import sql_string
+from tracegrade.store.store_option import store_option
 
 __all__ = [
     "attach_duckdb",
@@ -152,7 +153,7 @@ def opening_errors(path: Path) -> Iterator[None]:
         if "not a valid DuckDB database file" in message:
             raise StoreError(
                 f"store {path} is not a valid DuckDB database (corrupt, truncated or another kind of file); "
-                "move it aside and recreate the store, or point --store at the right file"
+                f"move it aside and recreate the store, or point {store_option()} at the right file"
             ) from None
         damaged = damage_error(path, exc)
         if damaged is not None:

@@ -5,7 +5,7 @@ reports show text: no raw control characters from case ids or criterion names; s
 from __future__ import annotations
 
 from tracegrade.models.results import EvalCaseResult, EvalReport
-from tracegrade.reporters.text import clean_text
+from tracegrade.reporters.text import clean_text, one_line
 from tracegrade.testing.explain import explain_case, explain_criterion
 
 __all__ = ["assert_criterion_passed", "assert_eval_passed"]
@@ -37,7 +37,7 @@ def assert_pass_rate(cases: list[EvalCaseResult], min_pass_rate: float) -> None:
     failed = [c for c in cases if not c.passed]
     header = (
         f"Evaluation pass rate {rate * 100:.1f}% below threshold {min_pass_rate * 100:.1f}%. "
-        f"Failed cases: {', '.join(c.eval_id for c in failed)}"
+        f"Failed cases: {', '.join(one_line(c.eval_id) for c in failed)}"
     )
     raise AssertionError(clean_text(header + "\n\n" + "\n".join(explain_case(c) for c in failed)))
 
@@ -72,7 +72,7 @@ def assert_criterion_passed(
         if not failing:
             return
         header = f"Criterion {criterion!r} failed in {len(failing)} of {len(scored)} case(s)"
-    details = "\n".join(f"{c.eval_id}:\n" + _indent(explain_criterion(r)) for c, r in failing)
+    details = "\n".join(f"{one_line(c.eval_id)}:\n" + _indent(explain_criterion(r)) for c, r in failing)
     raise AssertionError(clean_text(header + ("\n\n" + details if details else "")))
 
 

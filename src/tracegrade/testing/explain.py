@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport
-from tracegrade.reporters.text import clean_text
+from tracegrade.reporters.text import clean_text, one_line
 
 __all__ = ["explain_case", "explain_criterion", "explain_report"]
 
@@ -110,7 +110,9 @@ def explain_criterion(result: CriterionResult) -> str:
 
 def explain_case(result: EvalCaseResult) -> str:
     """Why a case failed: its error or every failing criterion explained (a passing case: one line)."""
-    title = f"{result.eval_id}" + (f" ({result.name})" if result.name and result.name != result.eval_id else "")
+    # the id and name on the title's line even when they hold a newline
+    named = f" ({one_line(result.name)})" if result.name and result.name != result.eval_id else ""
+    title = one_line(result.eval_id) + named
     if result.passed:
         return f"{title}: PASS"
     lines = [f"{title}: {'ERROR' if result.is_error else 'FAIL'}"]

@@ -16,10 +16,13 @@ from pathlib import Path
 
 from tracegrade.evaluation.compare import RunComparison, compare_runs
 from tracegrade.models.results import EvalReport
+from tracegrade.reporters.text import one_line
 from tracegrade.store.lake_location import is_lake_location
+from tracegrade.store.store_option import store_named_by
 
 __all__ = [
     "SESSION_RUN_KIND",
+    "STORE_OPTION",
     "GateSettings",
     "all_flips_hint",
     "gate_lines",
@@ -29,6 +32,7 @@ __all__ = [
 ]
 
 SESSION_RUN_KIND = "live"  # a pytest session grades its agents live
+STORE_OPTION = "--tracegrade-store"  # what the store's errors call the option naming it, in a pytest session
 
 
 @dataclass(frozen=True)
@@ -51,11 +55,12 @@ def load_baseline(ref: str, store: str | Path | None, token: str | None) -> tupl
         if not Path(ref).is_file():
             raise UsageProblem(
                 f"no report file {ref!r}, and no store to look it up in as a run: give a JSON report (as "
-                "--tracegrade-report DIR writes it), or a run id, latest or latest~N with --tracegrade-store STORE"
+                f"--tracegrade-report DIR writes it), or a run id, latest or latest~N with {STORE_OPTION} STORE"
             )
         return load_runs([ref], Path(), token)[0]
     try:
-        return load_runs([ref], _location(store), token)[0]
+        with store_named_by(STORE_OPTION):
+            return load_runs([ref], _location(store), token)[0]
     except StoreMissingError:
         # the CLI's hint (`tracegrade serve`, --lake-data) is not how a pytest session makes its store
         raise UsageProblem(_no_store_yet(store)) from None
@@ -75,7 +80,7 @@ def _no_store_yet(store: str | Path) -> str:
     else:
         what, how = f"store {shown} does not exist yet", ""
     return (
-        f"{what}, so it holds no run to gate against: a session run with --tracegrade-store {shown} and without "
+        f"{what}, so it holds no run to gate against: a session run with {STORE_OPTION} {shown} and without "
         f"--tracegrade-baseline creates it and records its run{how}; later sessions gate against that run"
     )
 
@@ -109,7 +114,8 @@ def gate_lines(result: RunComparison, see_all: str) -> list[tuple[str, bool]]:
             failed,
         )
     ]
-    lines += [(f"  {reason}", failed) for reason in result.reasons]
+    # a reason quotes case ids and a report's metadata, which a saved baseline may hold with a newline in them
+    lines += [(f"  {one_line(reason)}", failed) for reason in result.reasons]
     for m in result.metrics:
         regressed = m.significant_regression or m.exceeds_max_drop
         mark = "REGRESSED " if regressed else "IMPROVED " if m.significant_improvement else ""
@@ -125,7 +131,7 @@ def gate_lines(result: RunComparison, see_all: str) -> list[tuple[str, bool]]:
     for flip in shown:
         where = f" at {flip.divergence}" if flip.divergence else ""
         criteria = f" ({', '.join(flip.criteria)})" if flip.criteria else ""
-        lines.append((f"  {flip.eval_id}: {flip.direction}{criteria}{where}", failed and result.strict))
+        lines.append((f"  {one_line(flip.eval_id)}: {flip.direction}{criteria}{where}", failed and result.strict))
     if cut is not None:
         lines.append((f"  {cut}; {see_all}", False))
     if result.only_baseline or result.only_candidate:
@@ -170,15 +176,16 @@ def record_session(report: EvalReport, store: str | Path, token: str | None) -> 
     from tracegrade.env_vars import ENV_VARS
 
     location = _location(store)
-    if isinstance(location, str):  # a lake
-        lake_data = os.environ.get(ENV_VARS["lake_data"]) or None
-        with open_grading_store(location, token, lake_data=Path(lake_data) if lake_data else None) as opened:
-            return opened.record(report, SESSION_RUN_KIND)
-    if not location.exists():
-        from tracegrade.store.backend import open_store
+    with store_named_by(STORE_OPTION):
+        if isinstance(location, str):  # a lake
+            lake_data = os.environ.get(ENV_VARS["lake_data"]) or None
+            with open_grading_store(location, token, lake_data=Path(lake_data) if lake_data else None) as opened:
+                return opened.record(report, SESSION_RUN_KIND)
+        if not location.exists():
+            from tracegrade.store.backend import open_store
 
-        # made as `tracegrade serve` and `import` make one: its missing parent directories too (a CI job's first
-        # session on --tracegrade-store .tracegrade/runs.duckdb in a fresh checkout)
-        open_store(location).close()
-    with open_grading_store(location, token) as opened:
-        return opened.record(report, SESSION_RUN_KIND)
+            # made as `tracegrade serve` and `import` make one: its missing parent directories too (a CI job's
+            # first session on --tracegrade-store .tracegrade/runs.duckdb in a fresh checkout)
+            open_store(location).close()
+        with open_grading_store(location, token) as opened:
+            return opened.record(report, SESSION_RUN_KIND)
