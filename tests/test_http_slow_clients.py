@@ -14,8 +14,7 @@ import http.client
 import select
 import socket
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -32,25 +31,12 @@ from tests.support.server_requests import (
     traces_proto,
     unique_trace_id,
 )
+from tests.support.slow_senders import ANSWER_WAIT, slow_sender
 from tests.support.waiting import wait_for_value, wait_until
 from tracegrade.ingest import server as server_module
 from tracegrade.ingest.http_app import HttpFrontEnd
 
 TRACE_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-ANSWER_WAIT = 60.0  # generous: only a receiver that never answers should reach it
-
-
-@contextmanager
-def _slow_sender(server: RunningServer, declared: int, sent: bytes) -> Iterator[socket.socket]:
-    """A connection that sent an export's headers, declaring ``declared`` body bytes, then ``sent`` of them."""
-    assert server.server.http_port is not None
-    with socket.create_connection(("127.0.0.1", server.server.http_port), timeout=ANSWER_WAIT) as client:
-        client.sendall(
-            b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-protobuf\r\n"
-            + f"Content-Length: {declared}\r\n\r\n".encode()
-            + sent
-        )
-        yield client
 
 
 def _answer(sender: socket.socket, drip_every: float | None = None) -> HttpReply:
@@ -86,7 +72,7 @@ def test_more_slow_senders_than_slots_leave_exports_over_both_protocols_unharmed
     slots = 2
     with running_server(tmp_path / "store.duckdb", max_inflight_requests=slots) as server, ExitStack() as senders:
         for _ in range(2 * slots):
-            senders.enter_context(_slow_sender(server, 1_000_000, b"\x0a"))
+            senders.enter_context(slow_sender(server, 1_000_000, b"\x0a"))
         # one byte each: as many bodies being received as there are slots would have held them all
         wait_until(lambda: _body_bytes(server) >= slots, "the slow bodies' first bytes to be received")
 
@@ -113,7 +99,7 @@ def test_a_body_that_arrives_too_slowly_is_answered_408_and_the_receiver_goes_on
 ) -> None:
     monkeypatch.setattr(server_module, "HttpFrontEnd", functools.partial(HttpFrontEnd, **timeouts))
     with running_server(tmp_path / "store.duckdb") as server:
-        with _slow_sender(server, 1_000_000, b"\x0a") as sender:
+        with slow_sender(server, 1_000_000, b"\x0a") as sender:
             reply = _answer(sender, drip_every)
         assert reply.status == 408
         status = status_of(reply)
@@ -136,7 +122,7 @@ def test_a_body_past_the_budget_is_told_to_retry_and_the_budget_is_given_back(tm
         assert len(big) < budget  # refused for what the budget has left, not for its size
         held = budget - len(big) // 2  # leaves half of what the big export needs
 
-        with _slow_sender(server, budget, b"\x00" * held):
+        with slow_sender(server, budget, b"\x00" * held):
             wait_for_value(lambda: _body_bytes(server), held, "the slow body's bytes to be received")
             refused = post(f"{server.http_url}/v1/traces", big)
             assert refused.status == 503

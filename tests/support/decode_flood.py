@@ -12,14 +12,18 @@ import threading
 from pathlib import Path
 
 import grpc
+from google.rpc import error_details_pb2
 
 from tests.support.decode_builders import _length_delimited, _varint
 
-__all__ = ["AbandoningClient", "PatientClient", "decode_cost", "request_body", "status_bytes"]
+__all__ = ["AbandoningClient", "PatientClient", "PatientGrpcClient", "decode_cost", "request_body", "status_bytes"]
 
 SPANS_PER_TRACE = 10
 MIB = 1024 * 1024
 TRACE_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+RETRY_INFO = "google.rpc.retryinfo-bin"
+# what OTLP says to retry without a RetryInfo (RESOURCE_EXHAUSTED is retryable only with one)
+RETRYABLE = {grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.ABORTED}
 
 _ATTRIBUTES = b"".join(  # KeyValue{key: "k<n>", value: AnyValue{int_value: n}}, n = 0..9
     _length_delimited(9, _length_delimited(1, f"k{n}".encode()) + _length_delimited(2, b"\x18" + _varint(n)))
@@ -89,24 +93,62 @@ class PatientClient(threading.Thread):
         self.port = port
         self.bodies = bodies
         self.acked: list[tuple[str, str]] = []
-        self.refusals: list[tuple[int, str | None, bytes]] = []
+        self.refusals: list[tuple[int | str, str | None, bytes]] = []
 
     def run(self) -> None:
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
-        headers = {"Content-Type": "application/x-protobuf"}
+        self._connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        self.send_all()
+
+    def send_all(self) -> None:
         for body, ids in self.bodies:
             while True:
-                connection.request("POST", "/v1/traces", body=body, headers=headers)
-                reply = connection.getresponse()
-                detail = reply.read()
-                if reply.status == 200:
+                refusal = self.send(body)
+                if refusal is None:
                     self.acked.extend(ids)
                     break
-                retry_after = reply.getheader("Retry-After")
-                self.refusals.append((reply.status, retry_after, detail[:200]))
-                if reply.status != 503 or retry_after is None:
+                self.refusals.append(refusal)
+                if refusal[1] is None:
                     return
-                threading.Event().wait(float(retry_after))
+                threading.Event().wait(float(refusal[1]))
+
+    def send(self, body: bytes) -> tuple[int | str, str | None, bytes] | None:
+        """None when ``body`` was acknowledged, else the refusal: (status, retry delay if retryable, detail)."""
+        self._connection.request("POST", "/v1/traces", body=body, headers={"Content-Type": "application/x-protobuf"})
+        reply = self._connection.getresponse()
+        detail = reply.read()
+        if reply.status == 200:
+            return None
+        return reply.status, reply.getheader("Retry-After") if reply.status == 503 else None, detail[:200]
+
+
+class PatientGrpcClient(PatientClient):
+    """A :class:`PatientClient` exporting over OTLP/gRPC, retrying as OTLP says: after a refusal's ``RetryInfo``
+    delay, or a second after a retryable status without one (``RESOURCE_EXHAUSTED`` without one is final)."""
+
+    def __init__(self, target: str, bodies: list[tuple[bytes, list[tuple[str, str]]]]) -> None:
+        super().__init__(0, bodies)
+        self.target = target
+
+    def run(self) -> None:
+        options = [("grpc.max_send_message_length", 64 * MIB)]
+        with grpc.insecure_channel(self.target, options=options) as channel:
+            self._export = channel.unary_unary(TRACE_EXPORT)
+            self.send_all()
+
+    def send(self, body: bytes) -> tuple[int | str, str | None, bytes] | None:
+        try:
+            self._export(body, timeout=120)
+        except grpc.RpcError as error:
+            code = error.code()  # type: ignore[attr-defined]
+            trailers = dict(error.trailing_metadata() or ())  # type: ignore[attr-defined]
+            delay = None
+            if RETRY_INFO in trailers:
+                info = error_details_pb2.RetryInfo.FromString(trailers[RETRY_INFO])
+                delay = str(info.retry_delay.seconds + info.retry_delay.nanos / 1e9)
+            elif code in RETRYABLE:  # retried after a second, as OTLP exporters back off
+                delay = "1"
+            return code.name, delay, (error.details() or "").encode()[:200]  # type: ignore[attr-defined]
+        return None
 
 
 class AbandoningClient(threading.Thread):

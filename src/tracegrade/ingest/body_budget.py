@@ -1,12 +1,14 @@
-"""The memory that OTLP/HTTP export request bodies may hold at once, shared by every request.
+"""The memory that OTLP export request bodies (HTTP) and messages (gRPC) may hold at once, shared by every request.
 
 A request's body is read before the request takes one of the in-flight slots (``--max-inflight-requests``),
 so that a slot is held only while a request is decoded and journaled: clients that send their bodies slowly
 can no longer hold every slot and lock out every export, HTTP and gRPC alike. What the slots bounded before,
 the memory of bodies being received, is bounded here instead, in bytes: by as much as the slots
-allowed (``max_inflight_requests`` × ``max_request_bytes``). A request whose next chunk would go past the
-budget is refused retryably (503 with ``Retry-After``); its bytes, like every request's, are given back
-when it ends.
+allowed (``max_inflight_requests`` × ``max_request_bytes``). An HTTP request whose next chunk would go past the
+budget is refused retryably (503 with ``Retry-After``). A gRPC call's message arrives whole, so it cannot be
+counted chunk by chunk: the call waits in line, in arrival order, for room for the largest message grpc lets
+through before its message is read (until then it stays with its sender: see ``grpc_services``), and gives back
+what its message did not need once read. Every request's bytes are given back when it ends.
 """
 
 from __future__ import annotations
@@ -14,19 +16,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from tracegrade.ingest.decode_budget import DecodeBudget
 from tracegrade.ingest.intake import Overloaded
 
-__all__ = ["BodyBudget"]
+__all__ = ["BUDGET_RETRY_AFTER", "BodyBudget"]
 
 BUDGET_RETRY_AFTER = 1.0  # bodies being received are usually in within a second or two
 
 
-class BodyBudget:
-    """The bytes held by request bodies (decompressed, as they are kept), at most ``capacity`` in all."""
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.held = 0
+class BodyBudget(DecodeBudget):
+    """The bytes held by request bodies and messages (decompressed, as they are kept), at most ``capacity`` in
+    all: OTLP/HTTP bodies take theirs as they arrive (``share``), OTLP/gRPC calls wait in line for theirs
+    (``acquire``, in arrival order, as requests do for the decode threads) and ``release`` them."""
 
     @contextmanager
     def share(self) -> Iterator[Callable[[int], None]]:
@@ -48,4 +49,4 @@ class BodyBudget:
         try:
             yield take
         finally:
-            self.held -= taken
+            self.release(taken)  # gRPC calls waiting in line may fit now

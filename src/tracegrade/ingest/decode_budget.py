@@ -24,7 +24,10 @@ __all__ = ["DecodeBudget"]
 
 
 class DecodeBudget:
-    """The bytes of requests handed to the decode threads, at most ``capacity`` in all (or one request alone)."""
+    """The bytes of requests handed to the decode threads, at most ``capacity`` in all (or one request alone).
+
+    The body budget (:class:`~tracegrade.ingest.body_budget.BodyBudget`) is one too: gRPC calls wait in its
+    line for room to read their messages."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity

@@ -198,6 +198,7 @@ class ReceiverMetrics:
         store_stats: Callable[[], dict[str, object]] = dict,
         waiting_for_room: Callable[[], float] = lambda: 0,
         body_bytes: Callable[[], float] = lambda: 0,
+        waiting_for_body_room: Callable[[], float] = lambda: 0,
         decoding_bytes: Callable[[], float] = lambda: 0,
         waiting_to_decode: Callable[[], float] = lambda: 0,
         queries_running: Callable[[], float] = lambda: 0,
@@ -282,8 +283,16 @@ class ReceiverMetrics:
         add(
             Gauge(
                 prefix + "request_body_bytes",
-                "Bytes held by OTLP/HTTP request bodies being received or handled (the body budget's use).",
+                "Bytes held by OTLP/HTTP request bodies and OTLP/gRPC messages being received or handled (the body "
+                "budget's use; a gRPC call holds room for the largest message while it reads its own).",
                 body_bytes,
+            )
+        )
+        add(
+            Gauge(
+                prefix + "requests_waiting_for_body_room",
+                "OTLP/gRPC calls waiting, their message unread, for room in the body budget.",
+                waiting_for_body_room,
             )
         )
         add(
