@@ -40,6 +40,7 @@ ENV_VARS: dict[str, str] = {
     "retain": "TRACEGRADE_RETAIN",
     "retain_tenants": "TRACEGRADE_RETAIN_TENANTS",
     "mapping_process": "TRACEGRADE_MAPPING_PROCESS",
+    "mapping_batch_bytes": "TRACEGRADE_MAPPING_BATCH_BYTES",
     "build_trajectories": "TRACEGRADE_BUILD_TRAJECTORIES",
     "query_timeout": "TRACEGRADE_QUERY_TIMEOUT",
     "max_queries": "TRACEGRADE_MAX_QUERIES",

@@ -96,11 +96,11 @@ def count_spans(http_url: str, trace_id: str, token: str | None = None) -> int:
     return query(http_url, "SELECT count(*) FROM spans WHERE trace_id = ?", [trace_id], token=token)[0][0]
 
 
-def receiver_metric(http_url: str, name: str) -> float:
-    """The receiver's ``tracegrade_receiver_<name>`` gauge or counter (unlabelled), read from /metrics."""
+def receiver_metric(http_url: str, name: str, prefix: str = "tracegrade_receiver_") -> float:
+    """The receiver's ``<prefix><name>`` gauge or counter (unlabelled), read from /metrics."""
     with urllib.request.urlopen(f"{http_url}/metrics", timeout=10) as response:
         page = response.read().decode()
-    line = next(x for x in page.splitlines() if x.startswith(f"tracegrade_receiver_{name} "))
+    line = next(x for x in page.splitlines() if x.startswith(f"{prefix}{name} "))
     return float(line.split()[1])
 
 

@@ -53,6 +53,7 @@ _CLICK_TYPES: dict[str, Any] = {
     "journal": click.Path(file_okay=False, path_type=Path),
     "max_request_bytes": str,
     "query_max_bytes": str,
+    "mapping_batch_bytes": str,
     "tls_cert": click.Path(dir_okay=False, path_type=Path),
     "tls_key": click.Path(dir_okay=False, path_type=Path),
     "worker_rules": click.Path(exists=True, dir_okay=False, path_type=Path),

@@ -18,6 +18,7 @@ from tracegrade.ingest.tokens import SCOPES, TokenTable
 from tracegrade.store.database import duckdb_size_bytes
 from tracegrade.store.journal import journal_directory
 from tracegrade.store.lake_location import catalog_conninfo, is_lake_location
+from tracegrade.store.mapping_batches import DEFAULT_MAPPING_BATCH_BYTES
 from tracegrade.store.retention import RetentionPolicy
 from tracegrade.timespec import parse_duration
 
@@ -158,6 +159,12 @@ class ServeSettings(BaseModel):
         False,
         description="map large trajectory backlogs in a child process, off the receiver's GIL (~100 MB more)",
     )
+    mapping_batch_bytes: int = Field(
+        DEFAULT_MAPPING_BATCH_BYTES,
+        ge=64 * 1024,
+        description="span bytes (name, attribute, event, link and resource text, and 512 a span) mapped into "
+        "trajectories at once: a backlog of large traces is mapped a few at a time, a trace larger than this alone",
+    )
     build_trajectories: bool = Field(
         True,
         description="build trajectories in this receiver; on a lake, --no-build-trajectories leaves them to "
@@ -197,7 +204,7 @@ class ServeSettings(BaseModel):
         policy = RetentionPolicy(self.retain, self.retain_tenants or {})
         return policy if policy.shortest is not None else None
 
-    @field_validator("max_request_bytes", "query_max_bytes", mode="before")
+    @field_validator("max_request_bytes", "query_max_bytes", "mapping_batch_bytes", mode="before")
     @classmethod
     def _size(cls, value: int | str) -> int:
         return parse_byte_size(value)

@@ -111,6 +111,7 @@ class Storage:
                 checkpoint_bytes=duckdb_size_bytes(settings.store_memory_limit) // 4,
                 # no mapping child unless asked for: it adds a process's memory while a backlog keeps it running
                 mapping=MappingProcess() if settings.mapping_process else MappingProcess(in_process_spans=None),
+                max_rebuild_bytes=settings.mapping_batch_bytes,
                 on_dequeued=hooks.on_dequeued,
                 build=settings.build_trajectories,
                 # builds are writes too: after a full disk they wait for room, as the worker's do

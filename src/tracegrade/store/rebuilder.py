@@ -3,7 +3,9 @@
 It claims settled traces from its store's build queue (``store.builds``: marked by the store's own
 writes), reads their spans and logs back, a tenant's traces at a time, as Arrow tables (DuckDB works
 without the GIL), has them mapped (``MappingProcess``: large jobs in a child process when asked for) and
-replaces their rows in one transaction, so a long rebuild never delays a write. Claims run one at a time
+replaces their rows in one transaction, so a long rebuild never delays a write. A claim's traces are mapped and
+replaced in batches of at most ``max_bytes`` of spans (``mapping_batches``: a trace larger than that alone), so
+the records the mapping holds at once do not grow with the traces' size. Claims run one at a time
 in one thread, so in one process a trace's newer rows always replace its older ones; across processes (a
 lake) the queue's claims order them.
 
@@ -27,6 +29,13 @@ from typing import TYPE_CHECKING
 from tracegrade.errors import StoreError
 from tracegrade.store.build_queue import BuildClaim
 from tracegrade.store.cpu_load import CpuLoad
+from tracegrade.store.mapping_batches import (
+    DEFAULT_MAPPING_BATCH_BYTES,
+    MappingBatch,
+    batch_tables,
+    span_bytes,
+    split_by_bytes,
+)
 from tracegrade.store.mapping_process import MappingProcess
 from tracegrade.store.tenancy import TraceKey, by_tenant
 
@@ -54,23 +63,50 @@ class RebuildStats:
     rebuild_batches: int = 0
     rebuild_errors: int = 0
     seconds_per_trace: float = 0.0
+    mapping_batches: int = 0  # batches loaded and mapped at once (a claim is one or more)
+    mapping_batch_bytes_max: int = 0  # stored span bytes of the largest batch of several traces
+    mapping_traces_over_budget: int = 0  # traces over the byte budget by themselves, each mapped alone
+
+    def count_batches(self, batches: list[MappingBatch], budget: int) -> None:
+        self.mapping_batches += len(batches)
+        for batch in batches:
+            if len(batch.trace_ids) > 1:
+                self.mapping_batch_bytes_max = max(self.mapping_batch_bytes_max, batch.span_bytes)
+            elif batch.span_bytes > budget:
+                self.mapping_traces_over_budget += 1
 
 
-def _run_claim(store: StoreBackend, mapping: MappingProcess, claim: BuildClaim) -> int:
+def _run_claim(
+    store: StoreBackend, mapping: MappingProcess, claim: BuildClaim, max_bytes: int
+) -> tuple[int, list[MappingBatch]]:
     """Map a claim's traces and replace their rows, a tenant at a time (a tenant's spans never reach
-    another tenant's trajectory); how many traces had spans. Raises on failure."""
+    another tenant's trajectory) and at most ``max_bytes`` of spans at a time (a larger trace alone); how many
+    traces had spans, and the batches mapped. Raises on failure (the batches replaced before it are mapped again
+    with the rest of the claim)."""
     mapped = 0
+    batches: list[MappingBatch] = []
     for tenant, trace_ids in by_tenant(claim.keys).items():
         spans, logs = store.load_arrow(trace_ids, tenant)
-        tables = mapping.map(spans, logs, claim.updated_at)
-        store.replace_trajectories(tables, clear=trace_ids, tenant=tenant)
-        mapped += len(set(spans.column("trace_id").to_pylist())) if spans.num_rows else 0
-    return mapped
+        sizes = span_bytes(spans)
+        mapped += len(sizes)
+        split = split_by_bytes(trace_ids, sizes, max_bytes)
+        for batch in split:
+            whole = len(split) == 1
+            tables = mapping.map(batch_tables(spans, batch, whole), batch_tables(logs, batch, whole), claim.updated_at)
+            store.replace_trajectories(tables, clear=batch.trace_ids, tenant=tenant)
+            batches.append(batch)
+    return mapped, batches
 
 
-def rebuild_traces(store: StoreBackend, keys: Iterable[TraceKey], *, mapping: MappingProcess | None = None) -> int:
-    """Map those traces now, ``store.rebuild_traces`` at a time, through the store's build queue; how many
-    had spans.
+def rebuild_traces(
+    store: StoreBackend,
+    keys: Iterable[TraceKey],
+    *,
+    mapping: MappingProcess | None = None,
+    max_bytes: int = DEFAULT_MAPPING_BATCH_BYTES,
+) -> int:
+    """Map those traces now, ``store.rebuild_traces`` at a time (in batches of at most ``max_bytes`` of stored
+    spans), through the store's build queue; how many had spans.
 
     A trace with no stored spans loses any trajectory rows it had.
     """
@@ -81,7 +117,7 @@ def rebuild_traces(store: StoreBackend, keys: Iterable[TraceKey], *, mapping: Ma
     for start in range(0, len(wanted), chunk):
         claim = store.builds.claim_traces(wanted[start : start + chunk])
         try:
-            mapped += _run_claim(store, mapper, claim)
+            mapped += _run_claim(store, mapper, claim, max_bytes)[0]
         except BaseException:
             store.builds.finish(claim, built=False)
             raise
@@ -91,7 +127,7 @@ def rebuild_traces(store: StoreBackend, keys: Iterable[TraceKey], *, mapping: Ma
 
 class TrajectoryRebuilder:
     """One thread building what ``store.builds`` has due, ``max_traces`` per claim (default: the store's
-    ``rebuild_traces``).
+    ``rebuild_traces``), mapped ``max_bytes`` of stored spans at a time.
 
     ``behind`` says the writer has a backlog (claims are then spaced); ``cpu_load`` tells whether the
     machine's processors are saturated (claims are then spaced further); ``write_hold`` says why no build may be
@@ -104,6 +140,7 @@ class TrajectoryRebuilder:
         *,
         mapping: MappingProcess | None = None,
         max_traces: int | None = None,
+        max_bytes: int = DEFAULT_MAPPING_BATCH_BYTES,
         behind: Callable[[], bool] = lambda: False,
         cpu_load: CpuLoad | None = None,
         write_hold: Callable[[], str | None] | None = None,
@@ -111,6 +148,7 @@ class TrajectoryRebuilder:
         self.store = store
         self._write_hold = write_hold
         self.max_traces = max_traces or store.rebuild_traces
+        self.max_bytes = max_bytes
         self._mapping = mapping or MappingProcess()
         self._behind = behind
         self._cpu_load = cpu_load or CpuLoad()
@@ -233,7 +271,7 @@ class TrajectoryRebuilder:
             self._running = max(1, len(claim))
         started = time.monotonic()
         try:
-            _run_claim(self.store, self._mapping, claim)
+            batches = _run_claim(self.store, self._mapping, claim, self.max_bytes)[1]
         except Exception as exc:  # keep going; the queue has them due again
             log.error("rebuilding trajectories of %d traces failed (will retry): %s", len(claim), exc)
             with self._cond:
@@ -246,6 +284,7 @@ class TrajectoryRebuilder:
             s = self.stats
             s.traces_rebuilt += len(claim)
             s.rebuild_batches += 1
+            s.count_batches(batches, self.max_bytes)
             s.seconds_per_trace = per_trace if not s.seconds_per_trace else 0.7 * s.seconds_per_trace + 0.3 * per_trace
         return True
 

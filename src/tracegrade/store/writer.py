@@ -38,6 +38,7 @@ import duckdb
 from tracegrade.errors import StoreError
 from tracegrade.models.span import LogRecordData, SpanRecord
 from tracegrade.store.build_queue import DEFAULT_CAPACITY
+from tracegrade.store.mapping_batches import DEFAULT_MAPPING_BATCH_BYTES
 from tracegrade.store.mapping_process import MappingProcess
 from tracegrade.store.prepared import PreparedWrite, prepare_write
 from tracegrade.store.rebuilder import TrajectoryRebuilder
@@ -132,6 +133,7 @@ class StoreWriter:
         root_settle_seconds: float = 0.1,
         max_batch_spans: int = 50_000,
         max_rebuild_traces: int | None = None,
+        max_rebuild_bytes: int = DEFAULT_MAPPING_BATCH_BYTES,
         checkpoint_bytes: int = DEFAULT_CHECKPOINT_BYTES,
         max_pending_rebuilds: int = MAX_PENDING_REBUILDS,
         mapping: MappingProcess | None = None,
@@ -155,7 +157,12 @@ class StoreWriter:
         self._queued = 0
         self._rebuilder = (
             TrajectoryRebuilder(
-                store, mapping=mapping, max_traces=max_rebuild_traces, behind=self._behind, write_hold=build_hold
+                store,
+                mapping=mapping,
+                max_traces=max_rebuild_traces,
+                max_bytes=max_rebuild_bytes,
+                behind=self._behind,
+                write_hold=build_hold,
             )
             if build
             else None
@@ -268,6 +275,9 @@ class StoreWriter:
                 "traces_rebuilt": rebuilds.traces_rebuilt if rebuilds else 0,
                 "rebuild_batches": rebuilds.rebuild_batches if rebuilds else 0,
                 "rebuild_errors": rebuilds.rebuild_errors if rebuilds else 0,
+                "mapping_batches": rebuilds.mapping_batches if rebuilds else 0,
+                "mapping_batch_bytes_max": rebuilds.mapping_batch_bytes_max if rebuilds else 0,
+                "mapping_traces_over_budget": rebuilds.mapping_traces_over_budget if rebuilds else 0,
                 "pending_rebuilds": pending,
             }
 
