@@ -24,7 +24,10 @@ from tracegrade.cli.store_access import chosen_tenant, lake_data_option, store_o
 if TYPE_CHECKING:
     from tracegrade.store.backend import StoreBackend
 
-__all__ = ["command"]
+__all__ = ["MAX_BATCH", "command"]
+
+# a step's trace keys are listed and held at once, and its count is a SQL LIMIT: a bound far above any useful step
+MAX_BATCH = 1_000_000
 
 
 @click.command("rebuild")
@@ -36,9 +39,9 @@ __all__ = ["command"]
 )
 @click.option(
     "--batch",
-    type=click.IntRange(min=1),
-    help="Traces rebuilt and committed per step; progress is printed after each. Default: the store's build "
-    "chunk (250 traces on a file, 1,000 on a lake).",
+    type=click.IntRange(min=1, max=MAX_BATCH),
+    help="Traces rebuilt and committed per step (1 to 1,000,000); progress is printed after each. Default: the "
+    "store's build chunk (250 traces on a file, 1,000 on a lake).",
 )
 @friendly_errors
 def command(store_path: Path | str, lake_data: Path | None, every: bool, batch: int | None) -> None:
@@ -52,6 +55,7 @@ def command(store_path: Path | str, lake_data: Path | None, every: bool, batch: 
     writer).
     """
     from tracegrade.errors import StoreError
+    from tracegrade.ingest.disk_room import says_disk_full
     from tracegrade.store.outdated import RebuildScope, count_to_rebuild, rebuild_steps
     from tracegrade.trajectory import MAPPER_REVISION
 
@@ -74,7 +78,8 @@ def command(store_path: Path | str, lake_data: Path | None, every: bool, batch: 
                 click.echo(f"rebuilt {done} of {total} trace(s)")
     except StoreError as exc:
         before = f" (rebuilt {done} of {total} trace(s) before it)" if done else ""
-        raise click.ClickException(f"{exc}{before}; {_again(every)}") from None
+        room = "make room on the store's disk, then " if says_disk_full(str(exc)) else ""
+        raise click.ClickException(f"{exc}{before}; {room}{_again(every)}") from None
     finally:
         store.close()
     if stops:

@@ -33,12 +33,13 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from aiohttp import web
 
-from tracegrade.errors import TracegradeError
+from tracegrade.errors import InvalidValueError, TracegradeError
+from tracegrade.evaluation.worker_endpoint import parse_listen_address
 from tracegrade.ingest.auth_throttle import AuthThrottle
 from tracegrade.ingest.body_budget import BodyBudget
 from tracegrade.ingest.disk_room import DiskRoom
 from tracegrade.ingest.forget_endpoint import add_forget_route
-from tracegrade.ingest.grpc_services import OtlpGrpcServices, grpc_receive_limit
+from tracegrade.ingest.grpc_services import GRPC_FLOW_CONTROL, OtlpGrpcServices, grpc_receive_limit
 from tracegrade.ingest.host_guard import host_guard
 from tracegrade.ingest.http_app import HttpFrontEnd
 from tracegrade.ingest.intake import Intake, ShuttingDown, StoreUnavailable
@@ -149,7 +150,7 @@ class ReceiverServer:
             self._bind_grpc()
             self._bind_http()
             if self.settings.metrics_address is not None:
-                self.metrics_listener = MetricsListener(self.settings.metrics_address)
+                self.metrics_listener = self._metrics_listener(self.settings.metrics_address)
             # what the in-flight slots bounded when they also covered reading bodies: nothing new to configure
             body_budget = BodyBudget(self.settings.max_inflight_requests * self.settings.max_request_bytes)
             metrics = ReceiverMetrics(
@@ -158,6 +159,7 @@ class ReceiverServer:
                 store_stats=lambda: self._storage.journaled.stats if self._storage is not None else {},
                 waiting_for_room=lambda: self._intake.waiting_for_room if self._intake is not None else 0,
                 body_bytes=lambda: body_budget.held,
+                waiting_for_body_room=lambda: body_budget.waiting,
                 decoding_bytes=lambda: self._intake.decoding_bytes if self._intake is not None else 0,
                 waiting_to_decode=lambda: self._intake.waiting_to_decode if self._intake is not None else 0,
                 queries_running=lambda: self._queries.running,
@@ -182,7 +184,13 @@ class ReceiverServer:
             self._intake.replace_writer(self._storage.journaled)
             assert self._grpc is not None
             services = OtlpGrpcServices(
-                self._intake, metrics, self.settings.max_request_bytes, auth_throttle=self.auth_throttle
+                self._intake,
+                metrics,
+                self.settings.max_request_bytes,
+                body_budget=body_budget,
+                # a waiting call holds no message: as many as grpc's limit on calls at once allowed before
+                max_waiting_calls=2 * self.settings.max_inflight_requests,
+                auth_throttle=self.auth_throttle,
             )
             self._grpc.add_generic_rpc_handlers(services.handlers())
             await self._grpc.start()
@@ -283,8 +291,8 @@ class ReceiverServer:
                 ("grpc.max_receive_message_length", grpc_receive_limit(self.settings.max_request_bytes)),
                 ("grpc.max_send_message_length", 4 * 1024 * 1024),
                 ("grpc.so_reuseport", 0),
+                *GRPC_FLOW_CONTROL,
             ],
-            maximum_concurrent_rpcs=2 * self.settings.max_inflight_requests,
         )
         self._grpc = server
         address = _host_port(self.settings.host, self.settings.grpc_port)
@@ -311,6 +319,9 @@ class ReceiverServer:
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((self.settings.host, self.settings.http_port))
+            # listening at once claims the port: a socket only bound (SO_REUSEADDR) lets another bind it too
+            # (--metrics-address on the same port), and aiohttp's listen() later fails naming neither
+            sock.listen(socket.SOMAXCONN)
         except OSError as exc:
             sock.close()
             address = _host_port(self.settings.host, self.settings.http_port)
@@ -320,6 +331,17 @@ class ReceiverServer:
             ) from None
         self._http_socket = sock
         self.http_port = sock.getsockname()[1]
+
+    def _metrics_listener(self, address: str) -> MetricsListener:
+        """The listener of ``--metrics-address``; one on an OTLP port of this receiver is refused naming it."""
+        try:
+            return MetricsListener(address)
+        except InvalidValueError as exc:
+            port = parse_listen_address(address).port
+            ours = {self.http_port: "OTLP/HTTP port (--http-port)", self.grpc_port: "OTLP/gRPC port (--grpc-port)"}
+            if port in ours:
+                raise InvalidValueError(f"{exc}; port {port} is this receiver's {ours[port]}") from None
+            raise
 
     async def _start_http(self, app: web.Application) -> None:
         self._http = web.AppRunner(

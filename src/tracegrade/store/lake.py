@@ -358,6 +358,12 @@ class LakeStore(TraceStore):
         }
         super().replace_trajectories(stamped, clear=clear, tenant=tenant)
 
+    def _deleting_rows(self) -> contextlib.AbstractContextManager[None]:
+        # DuckLake fails a deletion from a table another process inserted into meanwhile (see lake_write_gate):
+        # every time while receivers build beside `tracegrade rebuild`. A build that replaces rows holds the write
+        # gate exclusive, as retention does; one of traces without rows only inserts.
+        return self._deletion_batch()
+
     def _write_records(self, tables: Mapping[str, pa.Table]) -> None:
         append_record_rows(self._con, tables, self.stamp())  # PostgreSQL's clock: the newest write wins
 
