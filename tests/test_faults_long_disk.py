@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
 
-from tests.support import server_process
 from tests.support.export_load import ExportLoad, assert_stored_once, make_batches
 from tests.support.server_process import ServerProcess
 from tests.support.small_fs import fill, free, small_filesystem
@@ -132,14 +131,11 @@ def _wait(condition, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
-def test_many_failed_reopens_on_a_full_disk_leave_the_receiver_alive_and_lose_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(server_process, "_LAUNCH", _FAST_REOPENS)
+def test_many_failed_reopens_on_a_full_disk_leave_the_receiver_alive_and_lose_nothing(tmp_path: Path) -> None:
     log = tmp_path / "serve.log"  # off the full disk, so the receiver's log stays readable
     with small_filesystem(tmp_path / "fs", "20m") as mount:
         store = mount / "store.duckdb"
-        server = ServerProcess(store)
+        server = ServerProcess(store, launch=_FAST_REOPENS)
         server.log_path = log
         server.start()
         load = ExportLoad(
