@@ -24,6 +24,7 @@ A store that cannot go on (an invalidated database, an unreachable catalog, a fu
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -115,6 +116,8 @@ class StoreBackend(Protocol):
     def stamp(self) -> datetime: ...
 
     def replace_trajectories(self, tables: dict[str, pa.Table], *, clear: Sequence[str], tenant: str = ...) -> None: ...
+
+    def replacing_exclusively(self) -> AbstractContextManager[None]: ...
 
     def stale_trajectories(self, limit: int | None = None) -> list[TraceKey]: ...
 

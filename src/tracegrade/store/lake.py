@@ -133,6 +133,7 @@ class LakeStore(TraceStore):
             )
         if threads or not read_only:
             config["threads"] = threads or DEFAULT_WRITER_THREADS
+        self._replacing_exclusively = False  # see replacing_exclusively
         self._con = duckdb.connect(":memory:", config=config)
         try:
             load_lake_extensions(self._con)
@@ -356,13 +357,20 @@ class LakeStore(TraceStore):
             name: table.append_column(BUILD_COLUMN, pa.array([build] * table.num_rows, pa.string()))
             for name, table in tables.items()
         }
-        super().replace_trajectories(stamped, clear=clear, tenant=tenant)
+        with self._deletion_batch() if self._replacing_exclusively else contextlib.nullcontext():
+            super().replace_trajectories(stamped, clear=clear, tenant=tenant)
 
-    def _deleting_rows(self) -> contextlib.AbstractContextManager[None]:
-        # DuckLake fails a deletion from a table another process inserted into meanwhile (see lake_write_gate):
-        # every time while receivers build beside `tracegrade rebuild`. A build that replaces rows holds the write
-        # gate exclusive, as retention does; one of traces without rows only inserts.
-        return self._deletion_batch()
+    @contextmanager
+    def replacing_exclusively(self) -> Iterator[None]:
+        # DuckLake fails a deletion from a table another process inserted into meanwhile (see lake_write_gate): a
+        # command's rebuild of many stored traces, beside receivers that keep building theirs, failed every time.
+        # Its replacements hold the write gate exclusive, as retention's deletions do; a receiver's own builds
+        # share it (one that loses a race is claimed again).
+        self._replacing_exclusively = True
+        try:
+            yield
+        finally:
+            self._replacing_exclusively = False
 
     def _write_records(self, tables: Mapping[str, pa.Table]) -> None:
         append_record_rows(self._con, tables, self.stamp())  # PostgreSQL's clock: the newest write wins

@@ -108,20 +108,22 @@ def rebuild_traces(
     """Map those traces now, ``store.rebuild_traces`` at a time (in batches of at most ``max_bytes`` of stored
     spans), through the store's build queue; how many had spans.
 
-    A trace with no stored spans loses any trajectory rows it had.
+    A trace with no stored spans loses any trajectory rows it had. A command runs this beside receivers that keep
+    building their traces, so its replacements are exclusive (``store.replacing_exclusively``).
     """
     wanted = list(dict.fromkeys(keys))
     mapper = mapping or MappingProcess(in_process_spans=None)
     mapped = 0
     chunk = store.rebuild_traces
-    for start in range(0, len(wanted), chunk):
-        claim = store.builds.claim_traces(wanted[start : start + chunk])
-        try:
-            mapped += _run_claim(store, mapper, claim, max_bytes)[0]
-        except BaseException:
-            store.builds.finish(claim, built=False)
-            raise
-        store.builds.finish(claim, built=True)
+    with store.replacing_exclusively():
+        for start in range(0, len(wanted), chunk):
+            claim = store.builds.claim_traces(wanted[start : start + chunk])
+            try:
+                mapped += _run_claim(store, mapper, claim, max_bytes)[0]
+            except BaseException:
+                store.builds.finish(claim, built=False)
+                raise
+            store.builds.finish(claim, built=True)
     return mapped
 
 

@@ -588,24 +588,23 @@ class TraceStore:
         # It runs before the transaction: only rebuilds write these tables, one at a time, so nothing
         # adds rows in between.
         with_rows = self._traces_with_rows(clear, tenant)
-        with self._deleting_rows() if with_rows else nullcontext():
-            try:
-                with self._transaction("rebuilding trajectories"):
-                    _replace_trajectory_rows(self._con, tenant, with_rows, self._without_forgotten_rows(tables))
-            except StoreError as exc:
-                if "Duplicate key" not in str(exc) or self.failure is not None:
-                    raise
-                # the rows were deleted, yet the key index still knows them: it is damaged
-                with self._write_lock:
-                    repair_keys(self._con, "traces", f"a rebuild was refused: {str(exc).splitlines()[0]}")
-                with self._transaction("rebuilding trajectories"):
-                    with_rows = self._traces_with_rows(clear, tenant)
-                    _replace_trajectory_rows(self._con, tenant, with_rows, self._without_forgotten_rows(tables))
+        try:
+            with self._transaction("rebuilding trajectories"):
+                _replace_trajectory_rows(self._con, tenant, with_rows, self._without_forgotten_rows(tables))
+        except StoreError as exc:
+            if "Duplicate key" not in str(exc) or self.failure is not None:
+                raise
+            # the rows were deleted, yet the key index still knows them: it is damaged
+            with self._write_lock:
+                repair_keys(self._con, "traces", f"a rebuild was refused: {str(exc).splitlines()[0]}")
+            with self._transaction("rebuilding trajectories"):
+                with_rows = self._traces_with_rows(clear, tenant)
+                _replace_trajectory_rows(self._con, tenant, with_rows, self._without_forgotten_rows(tables))
         self.uncheckpointed_bytes += sum(table.nbytes for table in tables.values())
 
-    def _deleting_rows(self) -> AbstractContextManager[None]:
-        """Held around a write that deletes trajectory rows: nothing on a file, whose one writer is this process
-        (a lake holds its write gate: see ``LakeStore``)."""
+    def replacing_exclusively(self) -> AbstractContextManager[None]:
+        """Held by a command that rebuilds trajectories beside running receivers: nothing on a file, whose one
+        writer is this process (a lake's replacements then hold its write gate: see ``LakeStore``)."""
         return nullcontext()
 
     def _without_forgotten_rows(self, tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
