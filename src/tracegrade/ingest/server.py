@@ -319,9 +319,6 @@ class ReceiverServer:
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((self.settings.host, self.settings.http_port))
-            # listening at once claims the port: a socket only bound (SO_REUSEADDR) lets another bind it too
-            # (--metrics-address on the same port), and aiohttp's listen() later fails naming neither
-            sock.listen(socket.SOMAXCONN)
         except OSError as exc:
             sock.close()
             address = _host_port(self.settings.host, self.settings.http_port)
@@ -333,15 +330,17 @@ class ReceiverServer:
         self.http_port = sock.getsockname()[1]
 
     def _metrics_listener(self, address: str) -> MetricsListener:
-        """The listener of ``--metrics-address``; one on an OTLP port of this receiver is refused naming it."""
-        try:
-            return MetricsListener(address)
-        except InvalidValueError as exc:
-            port = parse_listen_address(address).port
-            ours = {self.http_port: "OTLP/HTTP port (--http-port)", self.grpc_port: "OTLP/gRPC port (--grpc-port)"}
-            if port in ours:
-                raise InvalidValueError(f"{exc}; port {port} is this receiver's {ours[port]}") from None
-            raise
+        """The listener of ``--metrics-address``; one on an OTLP port of this receiver is refused naming it (the
+        OTLP/HTTP socket is only bound until aiohttp listens on it, so binding the same port would not fail here,
+        but aiohttp's listen would, naming neither)."""
+        port = parse_listen_address(address).port
+        ours = {self.http_port: "OTLP/HTTP port (--http-port)", self.grpc_port: "OTLP/gRPC port (--grpc-port)"}
+        if port in ours:
+            raise InvalidValueError(
+                f"cannot serve /metrics on {address}: port {port} is this receiver's {ours[port]}; give "
+                "--metrics-address another port"
+            )
+        return MetricsListener(address)
 
     async def _start_http(self, app: web.Application) -> None:
         self._http = web.AppRunner(
