@@ -27,8 +27,10 @@ SIZE_LIMITED = (
 
 
 def _init_size_limited(directory: Path) -> subprocess.CompletedProcess[str]:
+    # -B: under the limit, the .pyc files Python writes for its imports would be cut short, not refused, and every
+    # later process importing those modules would fail on them ("marshal data too short")
     return subprocess.run(
-        [sys.executable, "-c", SIZE_LIMITED, str(directory)], capture_output=True, text=True, timeout=120
+        [sys.executable, "-B", "-c", SIZE_LIMITED, str(directory)], capture_output=True, text=True, timeout=120
     )
 
 
