@@ -1,7 +1,13 @@
-"""Eval reports built in code for the reporter tests: every outcome, hostile text and odd field content."""
+"""Eval reports built in code for the reporter tests: every outcome, hostile text and odd field content; and a
+reader of the cases an HTML report packs."""
 
 from __future__ import annotations
 
+import base64
+import gzip
+import re
+
+from tests.support.plugin_sessions import strict_json_text
 from tracegrade.models.dataset import ToolCall, TrajectoryStep
 from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport, TokenUsage
 
@@ -118,3 +124,12 @@ def odd_report() -> EvalReport:
     case.node_responses = [{"node_name": "MAIN", "response_text": "r", "is_final": True}]
     case.node_visits = ["A", "B"]
     return EvalReport.create("odd", [case])
+
+
+def packed_cases(page: str) -> list[list[object]]:
+    """The cases an HTML page packs in its ``data-cases`` attribute, read as the page's ``JSON.parse`` reads them
+    (NaN or Infinity refused)."""
+    packed = re.search(r'data-cases="([A-Za-z0-9+/=]+)"', page)
+    assert packed is not None, "the page packs no cases"
+    cases: list[list[object]] = strict_json_text(gzip.decompress(base64.b64decode(packed.group(1))).decode("utf-8"))
+    return cases

@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from tracegrade.store.lake_location import catalog_conninfo, is_lake_location
+from tracegrade.store.store_option import point_at_a_store
 
 __all__ = ["STORE_LOCATION", "StoreLocation"]
 
@@ -36,12 +37,7 @@ class StoreLocation(click.ParamType):
         if path.is_dir():
             self.fail(f"{path} is a directory; give a store file such as {path / 'tracegrade.duckdb'}", param, ctx)
         if _foreign_file(path):
-            self.fail(
-                f"{path} is not a DuckDB file (it lacks DuckDB's header); point --store at a tracegrade store "
-                "or at a new file",
-                param,
-                ctx,
-            )
+            self.fail(f"{path} is not a DuckDB file (it lacks DuckDB's header); {point_at_a_store()}", param, ctx)
         return path
 
 

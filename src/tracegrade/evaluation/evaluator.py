@@ -444,12 +444,19 @@ class _Run:
             self.events.emit_case(result, self.run_id, roots)
         self.done += 1
         if self.verbose:
-            status = "ERROR" if result.is_error else ("PASS" if result.passed else "FAIL")
-            expected = case_expectation(result)  # a case marked metadata.xfail: XFAIL as expected, XPASS not
-            status = expected.upper() if expected else status
-            detail = f" - {result.error}" if result.error else ""
-            print(f"[{self.done}/{self.total}] {status} {case.eval_id} ({result.duration_seconds:.2f}s){detail}")
+            print(self._progress_line(case, result))
         return result
+
+    def _progress_line(self, case: EvalCase, result: EvalCaseResult) -> str:
+        """``-v``'s line for a finished trial: its count, outcome, case id and (agent's) error, on one line."""
+        from tracegrade.reporters.text import one_line  # the reporters (rich) load only when a line is printed
+
+        status = "ERROR" if result.is_error else ("PASS" if result.passed else "FAIL")
+        expected = case_expectation(result)  # a case marked metadata.xfail: XFAIL as expected, XPASS not
+        status = expected.upper() if expected else status
+        # the error is the agent's text (an exception message may hold a newline or terminal escapes)
+        detail = f" - {one_line(result.error)}" if result.error else ""
+        return f"[{self.done}/{self.total}] {status} {one_line(case.eval_id)} ({result.duration_seconds:.2f}s){detail}"
 
     async def _case(self, case: EvalCase, start: float, trial: int) -> EvalCaseResult:
         session = CaseSession(

@@ -281,7 +281,7 @@ class ConsoleReporter(BaseReporter):
                 str(st.skipped),
                 str(st.errors),
                 rate,
-                f"{st.avg_score:.2f}",
+                format_score(st.avg_score),
             ]
             if self.verbose:
                 row += [f"{st.token_usage.total_tokens:,}", format_cost(st.token_usage.cost_usd)]
@@ -371,7 +371,7 @@ class ConsoleReporter(BaseReporter):
         line = Text(f"  {STATUS_ICONS[status]} {STATUS_LABELS[status]:<7} ", style=STATUS_STYLES[status])
         line.append(clean_text(c.criterion), style="bold")
         if status != "skipped":
-            line.append(f": {c.score:.2f} (threshold: {c.threshold})")
+            line.append(f": {format_score(c.score)} (threshold: {c.threshold})")
             if c.trial_stats is not None:
                 line.append(f" - {trials_text(c.trial_stats)}", style="yellow" if c.trial_stats.flaky else "")
             spread = samples_text(c)

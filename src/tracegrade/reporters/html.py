@@ -363,7 +363,7 @@ class HTMLReporter(FileReporter):
         rows = [
             f"<tr><td><code>{_esc(name)}</code></td><td class=num>{st.passed}/{st.total}</td>"
             f"<td class=num>{st.failed}</td><td class=num>{st.skipped}</td><td class=num>{st.errors}</td>"
-            f"<td>{_bar(st.pass_rate)} {st.pass_rate * 100:.1f}%</td><td class=num>{st.avg_score:.2f}</td>"
+            f"<td>{_bar(st.pass_rate)} {st.pass_rate * 100:.1f}%</td><td class=num>{format_score(st.avg_score)}</td>"
             f"<td class=num>{st.token_usage.total_tokens:,}</td>"
             f"<td class=num>{format_cost(st.token_usage.cost_usd)}</td></tr>"
             for name, st in stats.items()
@@ -487,7 +487,7 @@ class HTMLReporter(FileReporter):
         for c in results:
             status = criterion_status(c)
             reason, partial, rest = split_details(c.details)
-            score = "skipped" if status == "skipped" else f"{c.score:.2f} / {c.threshold}"
+            score = "skipped" if status == "skipped" else f"{format_score(c.score)} / {c.threshold}"
             if c.trial_stats is not None:
                 score += f" ({_esc(trials_text(c.trial_stats))})"
             if samples_text(c):

@@ -34,13 +34,21 @@ from tracegrade.reporters.case_view import (
     trials_text,
     turn_views,
 )
-from tracegrade.reporters.text import clean_text, format_timestamp, format_usage, json_text, shorten, to_json_text
+from tracegrade.reporters.text import (
+    clean_text,
+    escaped_json_text,
+    format_score,
+    format_timestamp,
+    format_usage,
+    shorten,
+    to_json_text,
+)
 
 __all__ = ["JUnitXMLReporter", "testcase_names"]
 
 MESSAGE_LIMIT = 500  # characters in a message="..." attribute
 VALUE_LIMIT = 4000  # characters per value in element bodies
-PROPERTY_LIMIT = 4000  # characters per property value
+PROPERTY_LIMIT = 4000  # characters per property value that is no JSON
 
 # the suite's count each case outcome (case_view.case_outcome) adds to; a passed case adds to none
 _COUNTED_AS = {"xfail": "skipped", "skipped": "skipped", "xpass": "failures", "fail": "failures", "error": "errors"}
@@ -86,7 +94,7 @@ def _criterion_line(c: CriterionResult) -> str:
     status = criterion_status(c)
     if status == "skipped":  # a skip has no meaningful score: say why it did not run
         return f"  [{STATUS_LABELS[status]}] {c.criterion}: {c.reason or 'not applicable'}"
-    line = f"  [{STATUS_LABELS[status]}] {c.criterion}: {c.score:.2f} (threshold: {c.threshold})"
+    line = f"  [{STATUS_LABELS[status]}] {c.criterion}: {format_score(c.score)} (threshold: {c.threshold})"
     if c.trial_stats is not None:
         line += f" - {trials_text(c.trial_stats)}"
     if samples_text(c):
@@ -99,7 +107,7 @@ def _criterion_line(c: CriterionResult) -> str:
 def _failure_message(c: CriterionResult) -> str:
     if c.error is not None:
         return f"{c.criterion} errored: {c.error}"
-    message = f"{c.criterion}: score {c.score:.2f} below threshold {c.threshold}"
+    message = f"{c.criterion}: score {format_score(c.score)} below threshold {c.threshold}"
     return f"{message} | {c.reason}" if c.reason else message
 
 
@@ -292,19 +300,18 @@ class JUnitXMLReporter(FileReporter):
                 ("flaky_cases", summary.flaky_cases),
             ]
         props += [(f"warning.{i}", w) for i, w in enumerate(warnings)]
-        # JSON as the JSON report writes it (strict: NaN is null), for a reader that parses these properties
-        props += [
-            (f"criterion.{name}", json_text(stats, indent=None)) for name, stats in summary.criterion_stats.items()
-        ]
+        # JSON as the JSON report writes it (strict: NaN is null), for a reader that parses these properties; the
+        # characters XML 1.0 or a terminal cannot take raw are JSON escapes, which such a reader reads back as sent
+        json_props = [(f"criterion.{name}", escaped_json_text(st)) for name, st in summary.criterion_stats.items()]
         if report.config_used:
-            props.append(("config_used", json_text(report.config_used, indent=None)))
+            json_props.append(("config_used", escaped_json_text(report.config_used)))
         if report.metadata:
-            props.append(("metadata", json_text(report.metadata, indent=None)))
+            json_props.append(("metadata", escaped_json_text(report.metadata)))
         properties = ET.SubElement(suite, "properties")
-        for name, value in props:
-            ET.SubElement(
-                properties, "property", {"name": _safe(name, MESSAGE_LIMIT), "value": _safe(value, PROPERTY_LIMIT)}
-            )
+        # a JSON value is written whole: cut, it would be no JSON at all
+        limited = [(name, value, PROPERTY_LIMIT) for name, value in props] + [(*prop, None) for prop in json_props]
+        for name, value, limit in limited:
+            ET.SubElement(properties, "property", {"name": _safe(name, MESSAGE_LIMIT), "value": _safe(value, limit)})
 
     @staticmethod
     def _testcase(report: EvalReport, result: EvalCaseResult, name: str) -> ET.Element:

@@ -13,6 +13,7 @@ from tracegrade.json_output import json_text, jsonable  # re-exported: the repor
 
 __all__ = [
     "clean_text",
+    "escaped_json_text",
     "format_cost",
     "format_duration",
     "format_score",
@@ -50,6 +51,18 @@ def clean_text(value: object) -> str:
     if "\r" in text:
         text = text.replace("\r\n", "\n")
     return _UNSAFE_CHARS.sub(_visible_escape, text)
+
+
+def escaped_json_text(value: Any) -> str:
+    """:func:`json_text` on one line, with every character :func:`clean_text` would make visible written as a JSON
+    ``\\uXXXX`` escape instead: JSON that a strict parser reads back as the very value, and that XML 1.0, a page
+    and a terminal hold as it is (``clean_text``'s ``\\x85`` inside a JSON string is no JSON escape)."""
+    # JSON text holds such a character only inside a string (json_text escapes C0 and replaces lone surrogates)
+    return _UNSAFE_CHARS.sub(_json_escape, json_text(value, indent=None))
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
 
 
 def one_line(value: object) -> str:
@@ -112,8 +125,11 @@ def format_duration(seconds: float) -> str:
 
 
 def format_score(score: float | None) -> str:
-    """A score to two decimals, ``-`` when there is none."""
-    return "-" if score is None else f"{score:.2f}"
+    """A score to two decimals, ``-`` when there is none, ``n/a`` when it is no number (a custom criterion's NaN,
+    read back from a saved report as ``null``): as a sample spread that is none is shown."""
+    if score is None:
+        return "-"
+    return f"{score:.2f}" if math.isfinite(score) else "n/a"
 
 
 def format_cost(usd: float) -> str:

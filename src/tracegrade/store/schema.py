@@ -20,7 +20,7 @@ from tracegrade.store.database import insert_arrow
 from tracegrade.store.duckdb_api import fetch_arrow
 from tracegrade.store.evaluations import EVALUATION_EVENT, evaluation_rows
 from tracegrade.store.rows import utc_now
-from tracegrade.store.store_option import store_option
+from tracegrade.store.store_option import point_at_a_store
 
 __all__ = [
     "GRADING_TABLES",
@@ -123,8 +123,7 @@ def schema_version(con: duckdb.DuckDBPyConnection) -> int | None:
 
 def _not_a_store(path: Path) -> StoreError:
     return StoreError(
-        f"{path} is a DuckDB database but not a tracegrade store (it has no schema_version table); "
-        f"point {store_option()} at a tracegrade store or at a new file"
+        f"{path} is a DuckDB database but not a tracegrade store (it has no schema_version table); {point_at_a_store()}"
     )
 
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-__all__ = ["store_named_by", "store_option"]
+__all__ = ["point_at_a_store", "store_named_by", "store_option"]
 
 _OPTION: ContextVar[str] = ContextVar("tracegrade_store_option", default="--store")
 
@@ -15,6 +15,11 @@ _OPTION: ContextVar[str] = ContextVar("tracegrade_store_option", default="--stor
 def store_option() -> str:
     """The option that named the store being opened here (``--store`` unless :func:`store_named_by` says else)."""
     return _OPTION.get()
+
+
+def point_at_a_store() -> str:
+    """What to do about a file that is no tracegrade store: point the option that named it elsewhere."""
+    return f"point {store_option()} at a tracegrade store or at a new file"
 
 
 @contextmanager
