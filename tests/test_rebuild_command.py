@@ -1,8 +1,8 @@
 """Trajectories an older mapper built are known and rebuilt: each ``traces`` row carries the mapper revision that
 built it (NULL before schema version 13), `tracegrade rebuild` maps the out-of-date ones again (every one with
---all, one tenant's with --tenant), in steps, on a file and on a lake; a store made by the previous schema opens
-and migrates, its trajectories out of date; a file `tracegrade serve` holds is refused, and the receiver says at
-start how many are out of date and what rebuilds them.
+--all, one tenant's with --tenant, saying so when the store holds nothing of that tenant), in steps, on a file and
+on a lake; a store made by the previous schema opens and migrates, its trajectories out of date; a file `tracegrade
+serve` holds is refused, and the receiver says at start how many are out of date and what rebuilds them.
 
 A trajectory "built by the older mapper" is the current mapper's without its ``within_tool`` marks (what the
 mapper derived before revision 1), stored with the revision an older tracegrade wrote."""
@@ -168,6 +168,37 @@ def test_rebuild_of_one_tenant_leaves_the_others_out_of_date(tmp_path: Path) -> 
         assert revisions == [("acme", MAPPER_REVISION), ("umbrella", None)]
         assert _tool_steps(TenantStore(store, "acme"), OLD) == NEW_RULE
         assert _tool_steps(TenantStore(store, "umbrella"), OLD) == OLD_RULE
+
+
+@STORE_KINDS
+def test_rebuild_of_a_tenant_without_traces_says_so_and_names_the_tenants_that_have(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    store = open_store(store_kind, tmp_path, request)
+    _store_old_trajectories(store, [OLD], None, tenant="acme")
+    _store_old_trajectories(store, [OLD], None, tenant="umbrella")
+    store.write(adk_agent_tool_trace(CURRENT), tenant="waiting")  # spans only: its trajectory not built yet
+    store.close()
+    rebuild = ["rebuild", "--store", location(store), *_lake_args(store)]
+    for every in ([], ["--all"]):
+        result = run_cli(*rebuild, "--tenant", "nobody", *every)
+        assert result.exit_code == 0, result.output  # as `traces`, `sql`, `forget` and `export` of such a tenant
+        assert result.stdout.startswith(
+            "tenant nobody has no traces in this store; the tenants with trajectories: acme, umbrella ("
+        ), result.stdout
+        assert "check the name given to --tenant; nothing to rebuild" in result.stdout
+    waiting = run_cli(*rebuild, "--tenant", "waiting")  # a tenant the store has spans of
+    assert waiting.exit_code == 0, waiting.output
+    assert waiting.stdout.startswith("no trajectory of tenant waiting is built by an older mapper; nothing to")
+    with _reopened(store) as reopened:  # nothing rebuilt, nothing built
+        assert reopened.query("SELECT tenant, mapper_revision FROM traces ORDER BY tenant").rows == [
+            ("acme", None),
+            ("umbrella", None),
+        ]
+    assert run_cli(*rebuild, "--tenant", "acme").exit_code == 0
+    current = run_cli(*rebuild, "--tenant", "acme")  # known, and current: said as before
+    assert current.exit_code == 0, current.output
+    assert current.stdout.startswith("no trajectory of tenant acme is built by an older mapper; nothing to rebuild")
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ from tracegrade.cli.store_access import chosen_tenant, lake_data_option, store_o
 
 if TYPE_CHECKING:
     from tracegrade.store.backend import StoreBackend
+    from tracegrade.store.outdated import RebuildScope
 
 __all__ = ["MAX_BATCH", "command"]
 
@@ -67,6 +69,9 @@ def command(store_path: Path | str, lake_data: Path | None, every: bool, batch: 
             total = count_to_rebuild(store, scope)
             whose = f" of tenant {scope.tenant}" if scope.tenant is not None else ""
             if not total:
+                if scope.tenant is not None and _unknown_tenant(store, scope):
+                    click.echo(f"{_no_traces_of(store, scope.tenant)}; nothing to rebuild")
+                    return
                 which = "stored" if every else "built by an older mapper"
                 click.echo(f"no trajectory{whose} is {which}; nothing to rebuild (mapper revision {MAPPER_REVISION})")
                 return
@@ -87,6 +92,34 @@ def command(store_path: Path | str, lake_data: Path | None, every: bool, batch: 
     click.echo(f"rebuilt the trajectories of {done} trace(s) with mapper revision {MAPPER_REVISION}")
     if done > with_spans:
         click.echo(f"{done - with_spans} of them had no spans left to map from: their trajectory rows were deleted")
+
+
+# tenants listed when --tenant names one without traces: enough to spot the one meant
+_TENANTS_SHOWN = 20
+
+
+def _unknown_tenant(store: StoreBackend, scope: RebuildScope) -> bool:
+    """Whether the store holds nothing of ``scope``'s tenant: no trajectory of any revision, and no span waiting to
+    be built into one (a mistyped --tenant, most likely, rather than a tenant whose trajectories are current)."""
+    from tracegrade.store.outdated import count_to_rebuild
+
+    if count_to_rebuild(store, replace(scope, every=True)):
+        return False
+    return not store.query("SELECT 1 FROM spans WHERE tenant = ? LIMIT 1", [scope.tenant]).rows
+
+
+def _no_traces_of(store: StoreBackend, tenant: str) -> str:
+    """That ``tenant`` has no traces in the store, and which tenants have trajectories there (the first few)."""
+    rows = store.query(f"SELECT DISTINCT tenant FROM traces ORDER BY tenant LIMIT {_TENANTS_SHOWN + 1}").rows
+    if not rows:
+        return f"tenant {tenant} has no traces in this store, and no tenant has a trajectory stored"
+    tenants = [str(row[0]) for row in rows[:_TENANTS_SHOWN]]
+    more = ", …" if len(rows) > _TENANTS_SHOWN else ""
+    return (
+        f"tenant {tenant} has no traces in this store; the tenants with trajectories: {', '.join(tenants)}{more} "
+        '(`tracegrade sql "SELECT tenant, count(*) FROM traces GROUP BY tenant"` with the same --store lists them '
+        "all): check the name given to --tenant"
+    )
 
 
 def _again(every: bool) -> str:

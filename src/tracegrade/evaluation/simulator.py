@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tracegrade.criteria.base import BaseCriterion
 from tracegrade.criteria.llm import SimulationGoalsCriterion
@@ -32,7 +32,7 @@ from tracegrade.judges import (
     render_prompt,
 )
 from tracegrade.models.config import DEFAULT_JUDGE_MODEL, CriterionConfig, EvalConfig, UserSimulatorConfig
-from tracegrade.models.dataset import SCENARIO_KEY, EvalCase, Invocation, MessageContent
+from tracegrade.models.dataset import SCENARIO_KEY, EvalCase, Invocation, MessageContent, without_control_characters
 from tracegrade.models.execution import ExecutionResult, TurnRecord
 from tracegrade.models.results import CriterionResult, TokenUsage
 
@@ -70,6 +70,12 @@ class ConversationScenario(BaseModel):
     stop_signal: str | None = None
     model: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("scenario_id")
+    @classmethod
+    def _id_printable(cls, value: str) -> str:
+        # refused here, with the eval id's message, not when the conversation is over and its id becomes its case's
+        return without_control_characters(value, "scenario_id")
 
     @classmethod
     def of_case(cls, case: EvalCase) -> ConversationScenario | None:

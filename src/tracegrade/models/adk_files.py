@@ -53,7 +53,13 @@ from tracegrade.models.adk_schema import Invocation as AdkInvocation
 from tracegrade.models.adk_schema import SessionInput as AdkSessionInput
 from tracegrade.models.config import CRITERIA_SLOTS, CriterionConfig, EvalConfig, MatchType, Rubric
 from tracegrade.models.dataset import EvalCase, EvalSet, Invocation, MessageContent, SessionInput, ToolCall
-from tracegrade.models.files import duplicate_id_problems, model_from_data, read_model_file, validation_problems
+from tracegrade.models.files import (
+    duplicate_id_problems,
+    model_from_data,
+    read_model_file,
+    refuse_duplicate_ids,
+    validation_problems,
+)
 
 __all__ = [
     "ADK_METRIC_SLOTS",
@@ -111,10 +117,19 @@ _CONFIG_LOSS_HINTS = {
     "timeout": "; ADK's evaluation has no time limit per case",
 }
 _CARRIED = "tracegrade"  # an ADK case's key holding what ADK's EvalCase has no field for (see _CaseExtras)
-# ``metadata["adk"]`` of a case read from ADK's file with calls written without args: they are ADK's calls made
-# without arguments, written back as they were (any other call without args means "any arguments", see
-# _any_arguments_losses)
+# ``metadata["adk"]`` marks of a case read from ADK's file with expected calls written without args, or with args {}:
+# they are ADK's calls (made without arguments; made with none), written back as they were. Any other such call means
+# "any arguments" to tracegrade, which ADK's format cannot say (see _any_arguments_losses)
 _CALLS_WITHOUT_ARGS = "calls_without_args"
+_CALLS_WITH_EMPTY_ARGS = "calls_with_empty_args"
+# for each mark: how such a call is written, and what ADK matches it against
+_ANY_ARGUMENTS_WRITTEN = {
+    _CALLS_WITHOUT_ARGS: ("written without args", "it would match only a call made without arguments"),
+    _CALLS_WITH_EMPTY_ARGS: (
+        "written with args {}",
+        "it reads {} as no arguments: it would match only a call made with none",
+    ),
+}
 
 
 class _CaseExtras(BaseModel):
@@ -375,8 +390,8 @@ def _case(case: AdkEvalCase, carried: Any, where: str, problems: list[Problem]) 
         kept["session_id"] = given.session_id
     if case.session_input is not None and _is_default_session(session):
         kept["session_input"] = True  # given with tracegrade's defaults: written back all the same
-    if any(not call.args_given for turn in turns for call in turn.expected_tool_trajectory):
-        kept[_CALLS_WITHOUT_ARGS] = True
+    marks = {_any_arguments_mark(call) for turn in turns for call in turn.expected_tool_trajectory}
+    kept.update({mark: True for mark in _ANY_ARGUMENTS_WRITTEN if mark in marks})
     try:
         return EvalCase(
             eval_id=case.eval_id,
@@ -542,7 +557,8 @@ def eval_set_to_adk(eval_set: EvalSet, *, lossy: bool = False, source: str = "<E
     cases = []
     for case in eval_set.eval_cases:
         extra = dict(case.metadata.get("adk") or {})
-        extra.pop(_CALLS_WITHOUT_ARGS, None)
+        for mark in _ANY_ARGUMENTS_WRITTEN:
+            extra.pop(mark, None)
         session_id = extra.pop("session_id", None)
         # written when the ADK file gave one (see _case) or it is set: ADK's own defaults stay otherwise
         write_session = extra.pop("session_input", False) or session_id or not _is_default_session(case.session_input)
@@ -596,9 +612,12 @@ def eval_set_losses(eval_set: EvalSet, document: dict[str, Any]) -> list[Problem
     lost: list[tuple[str, Any]] = []
     back = eval_set_from_adk(document, "<written for ADK>")
     ours = eval_set.model_dump(mode="json")
-    for case in ours["eval_cases"]:  # the mark of ADK's calls is not written: the calls themselves say it
+    for case in ours["eval_cases"]:  # the marks of ADK's calls are not written: the calls themselves say it
         kept = case["metadata"].get("adk")
-        if isinstance(kept, dict) and kept.pop(_CALLS_WITHOUT_ARGS, None) is not None and not kept:
+        if not isinstance(kept, dict):
+            continue
+        marked = [kept.pop(mark) for mark in _ANY_ARGUMENTS_WRITTEN if mark in kept]
+        if marked and not kept:
             del case["metadata"]["adk"]
     _lost(ours, back.model_dump(mode="json"), "$", lost)
     problems = []
@@ -619,27 +638,37 @@ def eval_set_losses(eval_set: EvalSet, document: dict[str, Any]) -> list[Problem
     return problems + _any_arguments_losses(eval_set)
 
 
+def _any_arguments_mark(call: ToolCall) -> str | None:
+    """The mark of an expected call that tracegrade's trajectory rules read as "any arguments": one written without
+    args, or with args {} (see _CALLS_WITHOUT_ARGS); None for a call that lists arguments."""
+    if call.args:
+        return None
+    return _CALLS_WITH_EMPTY_ARGS if call.args_given else _CALLS_WITHOUT_ARGS
+
+
 def _any_arguments_losses(eval_set: EvalSet) -> list[Problem]:
-    """Each expected call written without args in a case not read from ADK's file: tracegrade's trajectory rules
-    read it as "any arguments", which ADK cannot say of one call (its trajectory match compares a call's args whole,
-    and reads a call without args as one made without arguments)."""
+    """Each expected call written without args, or with args {}, unless its case was read from ADK's file with such
+    calls (its mark): tracegrade's trajectory rules read it as "any arguments", which ADK cannot say of one call (its
+    trajectory match compares a call's args whole: a call without args is one made without arguments, {} one made
+    with none)."""
     problems = []
     for i, case in enumerate(eval_set.eval_cases):
         kept = case.metadata.get("adk")
-        if isinstance(kept, dict) and kept.get(_CALLS_WITHOUT_ARGS):
-            continue
+        marks = kept if isinstance(kept, dict) else {}
         for j, turn in enumerate(case.conversation):
             for k, call in enumerate(turn.expected_tool_trajectory):
-                if not call.args_given:
-                    problems.append(
-                        (
-                            f"$.eval_cases[{i}].conversation[{j}].expected_tool_trajectory[{k}]",
-                            f"case {case.eval_id!r}, turn {j + 1}: call {call.name!r} is written without args, which "
-                            "tracegrade reads as any arguments; ADK has no such call (it would match only a call made "
-                            "without arguments): give the call the args it expects, or let ADK ignore every call's "
-                            "arguments (ignore_args in its tool_trajectory_avg_score)",
-                        )
+                mark = _any_arguments_mark(call)
+                if mark is None or marks.get(mark):
+                    continue
+                written, matched = _ANY_ARGUMENTS_WRITTEN[mark]
+                problems.append(
+                    (
+                        f"$.eval_cases[{i}].conversation[{j}].expected_tool_trajectory[{k}]",
+                        f"case {case.eval_id!r}, turn {j + 1}: call {call.name!r} is {written}, which tracegrade reads "
+                        f"as any arguments; ADK has no such call ({matched}): give the call the args it expects, or "
+                        "let ADK ignore every call's arguments (ignore_args in its tool_trajectory_avg_score)",
                     )
+                )
     return problems
 
 
@@ -829,9 +858,8 @@ def load_eval_set(path: str | Path, *, check_ids: bool = True) -> EvalSet:
     if is_adk_eval_set(data):
         return eval_set_from_adk(data, str(path))
     eval_set = model_from_data(EvalSet, data, path)
-    repeats = duplicate_id_problems([case.eval_id for case in eval_set.eval_cases]) if check_ids else {}
-    if repeats:
-        raise EvalSetError(str(path), [problem for found in repeats.values() for problem in found])
+    if check_ids:
+        refuse_duplicate_ids([case.eval_id for case in eval_set.eval_cases], path)
     return eval_set
 
 

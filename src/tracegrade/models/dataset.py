@@ -49,6 +49,29 @@ def _content_id(case: dict[str, Any]) -> str:
     return "case-" + hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+def without_control_characters(value: str, field: str) -> str:
+    """``value``, the id in ``field``, when it holds no control character; else pydantic's
+    ``control_character_in_id`` error, showing the id escaped and where the character is. A case's id (or a
+    scenario's, which names its case) names it in pytest, JUnit XML, terminal lines and SQL rows: XML 1.0 cannot
+    hold most control characters (the reports write them as escapes: another id), and an ESC printed raw drives
+    the terminal."""
+    control = next((i for i, ch in enumerate(value) if unicodedata.category(ch) == "Cc"), None)
+    if control is None:
+        return value
+    shown = repr(value)
+    raise PydanticCustomError(
+        "control_character_in_id",
+        "{field} {id} holds the control character {char} (at index {index}): an id names the case in pytest, JUnit "
+        "XML, the terminal and SQL, where a control character is refused, altered or acted on; remove it",
+        {
+            "field": field,
+            "id": shown if len(shown) <= 80 else shown[:79] + "…",
+            "char": repr(value[control]),
+            "index": control,
+        },
+    )
+
+
 class StepType(str, Enum):
     """Kind of a recorded trajectory step."""
 
@@ -233,19 +256,7 @@ class EvalCase(_StrictModel):
     def _named(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("eval_id is blank: give the case an id (it names the case's test and result)")
-        # an id names the case in pytest, JUnit XML, terminal lines and SQL rows: XML 1.0 cannot hold most control
-        # characters (the reports write them as escapes: another id), and an ESC printed raw drives the terminal
-        control = next((i for i, ch in enumerate(value) if unicodedata.category(ch) == "Cc"), None)
-        if control is not None:
-            shown = repr(value)
-            raise PydanticCustomError(
-                "control_character_in_id",
-                "eval_id {id} holds the control character {char} (at index {index}): an id names the case in "
-                "pytest, JUnit XML, the terminal and SQL, where a control character is refused, altered or acted on; "
-                "remove it",
-                {"id": shown if len(shown) <= 80 else shown[:79] + "…", "char": repr(value[control]), "index": control},
-            )
-        return value
+        return without_control_characters(value, "eval_id")
 
     @field_validator("metadata")
     @classmethod
@@ -392,8 +403,11 @@ class EvalSet(_StrictModel):
         return load_eval_set(path)
 
     def to_file(self, path: str | Path) -> None:
-        from tracegrade.models.files import save_model
+        """Write the set to ``path`` as JSON, atomically. Two cases of one id, which :meth:`from_file` would refuse,
+        raise the :class:`~tracegrade.errors.EvalSetError` it raises (naming ``path``), and nothing is written."""
+        from tracegrade.models.files import refuse_duplicate_ids, save_model
 
+        refuse_duplicate_ids([case.eval_id for case in self.eval_cases], path)
         save_model(self, path)
 
     save = to_file

@@ -24,6 +24,7 @@ __all__ = [
     "not_an_object",
     "read_json_file",
     "read_model_file",
+    "refuse_duplicate_ids",
     "repeated_names",
     "save_model",
     "validation_problems",
@@ -172,6 +173,14 @@ def duplicate_id_problems(
     every eval-set loader and by every path that grades; ``items`` and ``field`` place the cases in their file
     (ADK's older lists name a case by ``name`` in ``$[i]``)."""
     return repeated_names(eval_ids, items, field, "case")
+
+
+def refuse_duplicate_ids(eval_ids: list[str], source: str | Path) -> None:
+    """Raise the :class:`EvalSetError` of ``source``, the file the cases are read from or written to, listing every
+    case whose id an earlier case has (:func:`duplicate_id_problems`), when there is one."""
+    repeats = duplicate_id_problems(eval_ids)
+    if repeats:
+        raise EvalSetError(str(source), [problem for found in repeats.values() for problem in found])
 
 
 def repeated_names(names: list[str], items: str, field: str, noun: str) -> dict[int, list[Problem]]:
