@@ -88,9 +88,9 @@ def _post_traces(server: RunningServer, body: bytes) -> HttpReply:
     return post(f"{server.http_url}/v1/traces", body)
 
 
-def _grpc_refusal(server: RunningServer, body: bytes) -> grpc.RpcError:
+def _grpc_refusal(server: RunningServer, body: bytes, timeout: float = 30) -> grpc.RpcError:
     with grpc.insecure_channel(server.grpc_target) as channel, pytest.raises(grpc.RpcError) as refused:
-        channel.unary_unary(TRACE_EXPORT)(body, timeout=30)
+        channel.unary_unary(TRACE_EXPORT)(body, timeout=timeout)
     return refused.value
 
 
@@ -176,7 +176,11 @@ def test_requests_beyond_the_inflight_limit_are_told_to_retry(
             refused = _post_traces(server, _spans(1)[1])
             assert refused.status == 503
             assert "requests in flight" in status_of(refused).message
-            assert _grpc_refusal(server, _spans(1)[1]).code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            # a gRPC call waits for the body budget's room, which the request in flight holds, and is refused
+            # retryably shortly before its deadline
+            grpc_refused = _grpc_refusal(server, _spans(1)[1], timeout=4)
+            assert grpc_refused.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert _retry_delay(grpc_refused) > 0
         assert pending.result(30).status == 200
         _wait_for(lambda: count_spans(server.http_url, trace_id) == 3, "the batch to be stored")
 
