@@ -190,6 +190,20 @@ def test_reference_free_grading_of_an_empty_store_says_so_and_records_nothing(tm
     assert eval_runs(tmp_path / "empty.duckdb") == []
 
 
+def test_reference_free_grading_of_a_tenant_without_traces_names_the_tenant(workspace: Path) -> None:
+    # the store holds the default tenant's traces: a mistyped --tenant is no empty store
+    store, config = workspace / "store.duckdb", workspace / "config.json"
+    result = run_cli("grade", "--store", store, "--tenant", "nobody", "--config", config)
+    assert result.exit_code == 2, result.output
+    assert f"tenant 'nobody' has no traces in {store}; nothing graded and no run recorded (check --tenant" in (
+        result.stderr
+    )
+    assert "holds no traces" not in result.stderr
+    narrowed = run_cli("grade", "--store", store, "--tenant", "nobody", "--config", config, "--since", "1h")
+    assert narrowed.exit_code == 2 and f"no trace of tenant 'nobody' in {store} matched --since" in narrowed.stderr
+    assert eval_runs(store) == []
+
+
 def test_an_eval_set_matching_no_trace_records_each_case_as_an_error(workspace: Path) -> None:
     """Unlike an empty selection, every case of an eval set is a result: one that matched nothing says why."""
     unmatched = EvalCase(eval_id="lost", conversation=[Invocation.simple("nobody asked this", None, [], None)])

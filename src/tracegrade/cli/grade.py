@@ -18,7 +18,7 @@ from tracegrade.cli.common import (
 from tracegrade.cli.grading_store import open_grading_store
 from tracegrade.cli.progress import ProgressBar
 from tracegrade.cli.report_output import FORMATS, parse_formats, write_reports
-from tracegrade.cli.store_access import lake_data_option, store_options
+from tracegrade.cli.store_access import chosen_tenant, lake_data_option, store_options
 from tracegrade.errors import StoreError
 from tracegrade.evaluation.calibration import enforce_calibration
 from tracegrade.evaluation.checks import checked_config, checked_eval_set
@@ -172,10 +172,17 @@ def _nothing_selected(store_path: Path | str, selection: TraceSelection) -> str:
         for option, value in (("where", selection.where), ("since", selection.since), ("sample", selection.sample))
         if value is not None
     ]
+    tenant = chosen_tenant()
     if not given:
+        if tenant is not None:  # a mistyped --tenant, more likely than an empty store
+            return (
+                f"tenant {tenant!r} has no traces in {store_path}; nothing graded and no run recorded (check --tenant: "
+                '`tracegrade sql "SELECT tenant, count(*) FROM traces GROUP BY tenant"` lists the tenants with traces)'
+            )
         return f"{store_path} holds no traces; nothing graded and no run recorded (send or import traces first)"
+    whose = f" of tenant {tenant!r}" if tenant is not None else ""
     return (
-        f"no trace in {store_path} matched {' and '.join(given)}; nothing graded and no run recorded: widen the "
+        f"no trace{whose} in {store_path} matched {' and '.join(given)}; nothing graded and no run recorded: widen the "
         "selection (a broader --where, an earlier --since, a larger --sample; `tracegrade traces` lists what the store "
         "holds)"
     )
