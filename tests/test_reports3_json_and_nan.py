@@ -92,3 +92,6 @@ def test_console_and_junit_show_a_nan_score_as_n_a() -> None:
     case_out = case.findtext("system-out") or ""
     assert not re.search(r"\bnan\b", case_out, re.IGNORECASE)
     assert "[PASS] steadiness: n/a (threshold: 0.5)" in case_out
+    # the suite's output: the report's summary text
+    summary = report.format_summary()
+    assert not re.search(r"\bnan\b", summary, re.IGNORECASE) and "steadiness: 1/1 passed, avg score: n/a" in summary

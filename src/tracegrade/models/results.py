@@ -525,6 +525,8 @@ class EvalReport(BaseModel):
         return next((r for r in self.results if r.eval_id == eval_id), None)
 
     def format_summary(self) -> str:
+        from tracegrade.reporters.text import format_score  # a score that is no number reads n/a, as in the reports
+
         s = self.summary
         lines = [
             f"Evaluation Report: {self.display_name}",
@@ -541,7 +543,7 @@ class EvalReport(BaseModel):
             lines += ["", "Per-Criterion Results:", "-" * 40]
             for name, st in s.criterion_stats.items():
                 extra = f", {st.skipped} skipped" if st.skipped else ""
-                lines.append(f"  {name}: {st.passed}/{st.total} passed, avg score: {st.avg_score:.2f}{extra}")
+                lines.append(f"  {name}: {st.passed}/{st.total} passed, avg score: {format_score(st.avg_score)}{extra}")
         if self.failed_cases:
             lines += ["", "Failed Cases:", "-" * 40]
             for r in self.failed_cases:
@@ -549,7 +551,7 @@ class EvalReport(BaseModel):
                 if r.error:
                     lines.append(f"      error: {r.error}")
                 for c in r.failed_criteria:
-                    lines.append(f"      {c.criterion}: {c.score:.2f} < {c.threshold}")
+                    lines.append(f"      {c.criterion}: {format_score(c.score)} < {c.threshold}")
         return "\n".join(lines)
 
     def to_file(self, path: str | Path) -> None:
