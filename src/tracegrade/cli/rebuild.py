@@ -83,7 +83,7 @@ def command(store_path: Path | str, lake_data: Path | None, every: bool, batch: 
                 click.echo(f"rebuilt {done} of {total} trace(s)")
     except StoreError as exc:
         before = f" (rebuilt {done} of {total} trace(s) before it)" if done else ""
-        room = "make room on the store's disk, then " if says_disk_full(str(exc)) else ""
+        room = f"{_make_room(store)}, then " if says_disk_full(str(exc)) else ""
         raise click.ClickException(f"{exc}{before}; {room}{_again(every)}") from None
     finally:
         store.close()
@@ -120,6 +120,16 @@ def _no_traces_of(store: StoreBackend, tenant: str) -> str:
         '(`tracegrade sql "SELECT tenant, count(*) FROM traces GROUP BY tenant"` with the same --store lists them '
         "all): check the name given to --tenant"
     )
+
+
+def _make_room(store: StoreBackend) -> str:
+    """Where to make room after a full disk: a lake's steps write Parquet files under its data path, which may be on
+    a disk of its own (the catalog is in PostgreSQL); a file's, next to the file."""
+    from tracegrade.store.lake import LakeStore
+
+    if isinstance(store, LakeStore):
+        return f"the disk of the lake's data path {store.data_path} is full: make room on it"
+    return "make room on the store's disk"
 
 
 def _again(every: bool) -> str:
