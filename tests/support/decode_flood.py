@@ -9,6 +9,8 @@ import struct
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import grpc
@@ -16,7 +18,15 @@ from google.rpc import error_details_pb2
 
 from tests.support.decode_builders import _length_delimited, _varint
 
-__all__ = ["AbandoningClient", "PatientClient", "PatientGrpcClient", "decode_cost", "request_body", "status_bytes"]
+__all__ = [
+    "AbandoningClient",
+    "PacedClient",
+    "PatientClient",
+    "PatientGrpcClient",
+    "decode_cost",
+    "request_body",
+    "status_bytes",
+]
 
 SPANS_PER_TRACE = 10
 MIB = 1024 * 1024
@@ -86,9 +96,10 @@ def status_bytes(pid: int, field: str) -> int:
 
 class PatientClient(threading.Thread):
     """Posts its requests over OTLP/HTTP one after the other, each until it is acknowledged (retrying a
-    retryable refusal after its Retry-After); records what was acknowledged and every refusal."""
+    retryable refusal after its Retry-After); records what was acknowledged and every refusal. ``bodies`` may
+    be a generator, so that a client can send until told to stop."""
 
-    def __init__(self, port: int, bodies: list[tuple[bytes, list[tuple[str, str]]]]) -> None:
+    def __init__(self, port: int, bodies: Iterable[tuple[bytes, list[tuple[str, str]]]]) -> None:
         super().__init__()
         self.port = port
         self.bodies = bodies
@@ -113,19 +124,43 @@ class PatientClient(threading.Thread):
 
     def send(self, body: bytes) -> tuple[int | str, str | None, bytes] | None:
         """None when ``body`` was acknowledged, else the refusal: (status, retry delay if retryable, detail)."""
-        self._connection.request("POST", "/v1/traces", body=body, headers={"Content-Type": "application/x-protobuf"})
+        headers = {"Content-Type": "application/x-protobuf", "Content-Length": str(len(body))}
+        self._connection.request("POST", "/v1/traces", body=self._pieces(body), headers=headers)
         reply = self._connection.getresponse()
         detail = reply.read()
         if reply.status == 200:
             return None
         return reply.status, reply.getheader("Retry-After") if reply.status == 503 else None, detail[:200]
 
+    def _pieces(self, body: bytes) -> bytes | Iterator[bytes]:
+        """``body`` as it goes on the wire: all at once."""
+        return body
+
+
+class PacedClient(PatientClient):
+    """A :class:`PatientClient` whose bodies go out ``piece`` bytes at a time, ``pause`` seconds apart, as over a
+    slow link: each spends a while being received. Like an exporter, it sends the whole body before it reads the
+    answer, also when that came early (a refusal)."""
+
+    def __init__(
+        self, port: int, bodies: Iterable[tuple[bytes, list[tuple[str, str]]]], *, piece: int, pause: float
+    ) -> None:
+        super().__init__(port, bodies)
+        self.piece = piece
+        self.pause = pause
+
+    def _pieces(self, body: bytes) -> Iterator[bytes]:
+        for start in range(0, len(body), self.piece):
+            if start:
+                time.sleep(self.pause)
+            yield body[start : start + self.piece]
+
 
 class PatientGrpcClient(PatientClient):
     """A :class:`PatientClient` exporting over OTLP/gRPC, retrying as OTLP says: after a refusal's ``RetryInfo``
     delay, or a second after a retryable status without one (``RESOURCE_EXHAUSTED`` without one is final)."""
 
-    def __init__(self, target: str, bodies: list[tuple[bytes, list[tuple[str, str]]]]) -> None:
+    def __init__(self, target: str, bodies: Iterable[tuple[bytes, list[tuple[str, str]]]]) -> None:
         super().__init__(0, bodies)
         self.target = target
 
