@@ -1,4 +1,4 @@
-"""A result's size is capped, not only its row count: a few huge values (``repeat('x', 10000000)``) would otherwise
+"""A result's size is capped, not only its row count: a few huge values (texts of 10 MB) would otherwise
 fill the receiver's memory with Python strings and JSON text. Through a real ``tracegrade serve`` the answer is cut
 at ``--query-max-bytes`` and says so, the store commands refuse the cut result naming the flag, and the receiver
 keeps serving; the UI's SQL page and MCP's ``run_sql`` read at most ``SQL_BYTE_LIMIT``."""
@@ -14,6 +14,7 @@ import urllib.request
 from pathlib import Path
 
 from tests.support.grading_cli import run_cli
+from tests.support.long_text import long_text_sql
 from tests.support.server_process import ServerProcess
 from tests.support.server_requests import query
 from tracegrade.store import TraceStore
@@ -21,7 +22,7 @@ from tracegrade.store.query_control import QueryControl, value_bytes
 from tracegrade.ui import api
 
 MB = 1024 * 1024
-HUGE = "SELECT i, repeat('x', 1000000) AS big FROM range(40) t(i) ORDER BY i"  # 40 values of 1 MB
+HUGE = f"SELECT i, {long_text_sql(1_000_000)} AS big FROM range(40) t(i) ORDER BY i"  # 40 values of 1 MB
 
 
 def _post_query(url: str, sql: str) -> dict:
@@ -58,7 +59,7 @@ def test_the_receivers_ui_sql_page_is_held_to_the_smaller_cap(tmp_path: Path) ->
 
 def test_ad_hoc_sql_reads_at_most_its_byte_limit(tmp_path: Path) -> None:
     with TraceStore(tmp_path / "s.duckdb") as store:
-        cut = api.run_sql(store, "SELECT repeat('y', 1000000) FROM range(100)")
+        cut = api.run_sql(store, f"SELECT {long_text_sql(1_000_000, 'y')} FROM range(100)")
         assert cut["truncated"] is True and cut["max_bytes"] == api.SQL_BYTE_LIMIT
         assert 0 < cut["row_count"] <= api.SQL_BYTE_LIMIT // 1_000_000
         by_rows = api.run_sql(store, "SELECT i FROM range(5000) t(i)")  # the row cap still applies on its own

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.long_text import long_text_sql
 from tests.support.small_fs import fill, small_filesystem
 from tracegrade.store import TraceStore
 
@@ -24,7 +25,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _sql_into(output: Path, store: Path, characters: int) -> subprocess.CompletedProcess[str]:
-    query = f"SELECT repeat('x', {characters}) AS value"
+    query = f"SELECT {long_text_sql(characters)} AS value"
     with output.open("wb") as stdout:
         return subprocess.run(
             [sys.executable, "-m", "tracegrade.cli.main", "sql", "--store", str(store), "--format", "json", query],

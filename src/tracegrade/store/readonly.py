@@ -11,7 +11,10 @@ so nothing a query does can change stored data.
 A query is also refused when planning it alone would cost too much: DuckDB's optimizer does not check for an
 interrupt, so a join of a hundred tables (minutes of planning) or thousands of UNION branches (gigabytes) would run
 on past any time limit. ``MAX_QUERY_RELATIONS`` and ``MAX_QUERY_SELECTS`` bound what one statement reads and holds,
-and ``MAX_QUERY_CHARS`` its length: the check itself parses the statement, before any time limit applies.
+and ``MAX_QUERY_CHARS`` its length: the check itself parses the statement, before any time limit applies. So is
+one function call that would build a huge value (``repeat('x', 2000000000)``, a scalar ``range(30000000)``): DuckDB
+looks for an interrupt only between chunks and does not count such a value against memory_limit, so its size must
+be written in the query, within a cap (``built_values``).
 
 Every query is also refused the system views that tell about the server rather than the store (attached
 databases and their paths or connection strings, settings, logs: only ``ALLOWED_SYSTEM_VIEWS`` may be read),
@@ -37,6 +40,7 @@ from typing import Any
 import duckdb
 
 from tracegrade.errors import QueryRefused, StoreError
+from tracegrade.store.built_values import BuiltValues
 from tracegrade.store.database import quote_identifier
 
 __all__ = [
@@ -236,6 +240,8 @@ def _check_tree(sql: str, scoped: bool) -> frozenset[str]:
     allowed = SCOPED_TABLE_FUNCTIONS if scoped else ALLOWED_TABLE_FUNCTIONS
     tables: set[str] = set()
     relations = selects = 0
+    built = BuiltValues(sql)
+    streamed: set[int] = set()  # the calls of table functions in FROM: they stream their rows, built by no one call
     for node in _nodes(tree):
         kind = node.get("type")
         if "class" not in node and isinstance(kind, str) and kind in _RELATION_TYPES:
@@ -243,7 +249,9 @@ def _check_tree(sql: str, scoped: bool) -> frozenset[str]:
         elif kind == "SELECT_NODE":
             selects += 1
         if kind == "TABLE_FUNCTION":
-            name = str((node.get("function") or {}).get("function_name", "")).lower()
+            call = node.get("function") or {}
+            streamed.add(id(call))
+            name = str(call.get("function_name", "")).lower()
             if name not in allowed:
                 raise QueryRefused(
                     f"table function {name}() is not allowed: queries read the store's tables only "
@@ -254,6 +262,8 @@ def _check_tree(sql: str, scoped: bool) -> frozenset[str]:
                 raise QueryRefused(
                     f"function {node['function_name']}() is not allowed: it changes or reveals the server's state"
                 )
+            if id(node) not in streamed:
+                built.check(node)
         elif node.get("type") == "BASE_TABLE":
             _check_table(node)
             if scoped:
