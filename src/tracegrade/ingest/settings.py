@@ -117,7 +117,7 @@ class ServeSettings(BaseModel):
     query_max_rows: int = Field(
         1_000_000, ge=1, description="rows a POST /v1/query answer holds at most; a longer result is cut (truncated)"
     )
-    # Rows cap the count, not the size: 20 values of repeat('x', 10000000) are 200 MB of Python strings and more
+    # Rows cap the count, not the size: 20 values of 10 MB are 200 MB of Python strings and more
     # of JSON text. The store commands' own reads (10,000 stored trajectories per grading query) stay far below.
     query_max_bytes: int = Field(
         256 * MIB,

@@ -820,7 +820,7 @@ def _fetch_within_bytes(
     cursor: duckdb.DuckDBPyConnection, columns: list[str], types: list[str], max_rows: int | None, max_bytes: int
 ) -> QueryResult:
     """The rows of ``cursor`` up to ``max_rows``, stopping before the row that would take them past ``max_bytes``
-    (``value_bytes``): a few huge values (``repeat('x', 10000000)``) would otherwise hold the process's memory.
+    (``value_bytes``): a few huge values (10 MB each) would otherwise hold the process's memory.
     Rows are fetched a few at a time, and the query runs at most one DuckDB chunk ahead of them."""
     rows: list[tuple[Any, ...]] = []
     held = 0
