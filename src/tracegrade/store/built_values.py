@@ -32,8 +32,9 @@ _LIST_ADVICE = "use the table function in FROM, which streams its rows: SELECT r
 Node = dict[str, Any]
 
 
-class _NotWritten(Exception):
-    """A size argument that is not an integer written in the query."""
+class _NotWritten(QueryRefused):
+    """A size argument that is not an integer written in the query (``BuiltValues.check`` refuses the call with the
+    rule it broke)."""
 
     def __init__(self, what: str) -> None:
         super().__init__(what)
