@@ -2,6 +2,8 @@
 
 DuckDB checks for an interrupt between the chunks it processes, so ``cancel`` stops even a runaway cross
 join within milliseconds; the query then fails with :class:`~tracegrade.errors.QueryCancelled` naming why.
+DuckDB drops an interrupt that reaches a cursor before its statement starts executing (while the store prepares
+it), so a cancelled control interrupts its cursor again every ``REINTERRUPT_SECONDS`` until the query is over.
 ``max_rows`` caps the rows fetched: DuckDB streams a result, so rows past the cap are never produced, and a
 result with more is returned cut, marked ``truncated``. ``max_bytes`` caps what the fetched rows hold (their text
 and bytes, about what their JSON answer takes), so a few huge values cannot fill the process's memory either.
@@ -12,7 +14,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-__all__ = ["QueryControl", "value_bytes"]
+__all__ = ["REINTERRUPT_SECONDS", "QueryControl", "value_bytes"]
+
+REINTERRUPT_SECONDS = 0.05
 
 
 class QueryControl:
@@ -30,6 +34,7 @@ class QueryControl:
         self._cursor: Any = None
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
+        self._again: threading.Timer | None = None  # the next interrupt of a cancelled query
 
     def attach(self, cursor: Any) -> bool:
         """The query starts on ``cursor``; False if it was cancelled already (do not run it)."""
@@ -48,17 +53,33 @@ class QueryControl:
         """The query is over (finished, failed or interrupted)."""
         with self._lock:
             self._cursor = None
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+            for timer in (self._timer, self._again):
+                if timer is not None:
+                    timer.cancel()
+            self._timer = self._again = None
 
     def cancel(self, reason: str) -> None:
         """Stop the query (the first reason given is the one reported)."""
         with self._lock:
             if self.reason is None:
                 self.reason = reason
-            if self._cursor is not None:
-                self._cursor.interrupt()
+            self._interrupt()
+
+    def _interrupt(self) -> None:
+        """Interrupt the attached cursor, and again after ``REINTERRUPT_SECONDS`` while it stays attached (the
+        lock is held)."""
+        if self._cursor is None:
+            return
+        self._cursor.interrupt()
+        if self._again is None:
+            self._again = threading.Timer(REINTERRUPT_SECONDS, self._interrupt_again)
+            self._again.daemon = True
+            self._again.start()
+
+    def _interrupt_again(self) -> None:
+        with self._lock:
+            self._again = None
+            self._interrupt()
 
 
 _SCALAR_BYTES = 8  # a number, a boolean, a NULL, a date: what its JSON text takes, give or take
