@@ -11,6 +11,7 @@ import click
 
 from tracegrade.cli.common import friendly_errors
 from tracegrade.cli.lake_options import checked_lake, lake_options
+from tracegrade.cli.mapping_batch_option import mapping_batch_bytes_option
 from tracegrade.cli.store_access import open_until_stopped
 
 if TYPE_CHECKING:
@@ -31,8 +32,9 @@ WATCH_SECONDS = 1.0  # how often a running builder checks that its lake is still
     show_default=True,
     help="Map large batches in a child process at low CPU priority.",
 )
+@mapping_batch_bytes_option
 @friendly_errors
-def command(location: str, lake_data: Path | None, once: bool, mapping_process: bool) -> None:
+def command(location: str, lake_data: Path | None, once: bool, mapping_process: bool, mapping_batch_bytes: int) -> None:
     """Map a lake's settled traces into trajectory rows, claiming them from the build queue in its catalog.
 
     Any number of builders (these, and receivers that build) share the queue: each trace is claimed by
@@ -47,8 +49,12 @@ def command(location: str, lake_data: Path | None, once: bool, mapping_process: 
 
     if once:
         with LakeStore(location, data_path=data_path) as lake:
-            built = _rebuilder(lake, mapping_process).build_waiting()
-        click.echo(f"built the trajectories of {built} trace{'s' if built != 1 else ''}")
+            rebuilder = _rebuilder(lake, mapping_process, mapping_batch_bytes)
+            built = rebuilder.build_waiting()
+        click.echo(
+            f"built the trajectories of {built} trace{'s' if built != 1 else ''} "
+            f"(spans mapped in {rebuilder.stats.mapping_batches} batch(es))"
+        )
         return
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -59,7 +65,7 @@ def command(location: str, lake_data: Path | None, once: bool, mapping_process: 
         store = open_until_stopped(lambda: LakeStore(location, data_path=data_path), stop.wait)
         if store is None:
             break
-        rebuilder = _rebuilder(store, mapping_process)
+        rebuilder = _rebuilder(store, mapping_process, mapping_batch_bytes)
         rebuilder.start()
         while not stop.wait(WATCH_SECONDS) and store.failure is None:
             pass
@@ -71,8 +77,9 @@ def command(location: str, lake_data: Path | None, once: bool, mapping_process: 
     click.echo(f"built {built} trace(s) in {batches} batch(es)")
 
 
-def _rebuilder(store: StoreBackend, mapping_process: bool) -> TrajectoryRebuilder:
+def _rebuilder(store: StoreBackend, mapping_process: bool, max_bytes: int) -> TrajectoryRebuilder:
     from tracegrade.store.mapping_process import MappingProcess
     from tracegrade.store.rebuilder import TrajectoryRebuilder
 
-    return TrajectoryRebuilder(store, mapping=MappingProcess() if mapping_process else MappingProcess(None))
+    mapping = MappingProcess() if mapping_process else MappingProcess(None)
+    return TrajectoryRebuilder(store, mapping=mapping, max_bytes=max_bytes)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import click
 
 from tracegrade.cli.common import friendly_errors
+from tracegrade.cli.mapping_batch_option import mapping_batch_bytes_option
 from tracegrade.cli.progress import ProgressBar, track
 from tracegrade.cli.store_access import chosen_tenant, lake_data_option, open_writable_store, store_options
 from tracegrade.errors import StoreLockedError
@@ -33,15 +34,18 @@ Decoded = list[tuple[Path, "DecodedTraces", "DecodedLogs"]]
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, allow_dash=True, path_type=Path))
 @store_options
 @lake_data_option
+@mapping_batch_bytes_option
 @friendly_errors
-def command(files: tuple[Path, ...], store_path: Path | str, token: str | None, lake_data: Path | None) -> None:
+def command(
+    files: tuple[Path, ...], store_path: Path | str, token: str | None, lake_data: Path | None, mapping_batch_bytes: int
+) -> None:
     """Import OTLP files (JSON, JSON lines, protobuf; gzip'd or not) into the store and map their trajectories.
 
     FILES may be directories (every file under them, in name order, hidden ones left out) and `-` (standard
     input). Prints, per file, the spans and log records imported, duplicates skipped (already stored), and
     rejected records with the reason. While `tracegrade serve` holds the store, the records are sent
     through it (with --token) and it reports what it accepted and rejected. Exits 1 when any record
-    was rejected.
+    was rejected. --mapping-batch-bytes applies to what it maps itself (a server maps with its own).
     """
     # Decode everything before writing anything.
     decoded = [_decoded(path) for path in track(_expanded(files), "decoding", unit="files")]
@@ -51,7 +55,7 @@ def command(files: tuple[Path, ...], store_path: Path | str, token: str | None, 
         rejected_total = _through_server(Path(store_path), token, decoded, locked)  # only a file has one holder
     else:
         try:
-            rejected_total = _into_store(store, store_path, decoded)
+            rejected_total = _into_store(store, store_path, decoded, mapping_batch_bytes)
         finally:
             store.close()
     if rejected_total:
@@ -91,11 +95,11 @@ def _decoded(path: Path) -> tuple[Path, DecodedTraces, DecodedLogs]:
     return (path, *read_otlp_file(path))
 
 
-def _into_store(store: StoreBackend, store_path: Path | str, decoded: Decoded) -> int:
-    """Write every file into the open store (as the ``--tenant``'s) and map the traces they touched; the number
-    of rejected records."""
+def _into_store(store: StoreBackend, store_path: Path | str, decoded: Decoded, max_bytes: int) -> int:
+    """Write every file into the open store (as the ``--tenant``'s) and map the traces they touched, ``max_bytes``
+    of spans at a time; the number of rejected records."""
     from tracegrade.store.prepared import prepare_write
-    from tracegrade.store.rebuilder import rebuild_traces
+    from tracegrade.store.rebuilder import RebuildStats, rebuild_traces
     from tracegrade.store.tenancy import DEFAULT_TENANT
 
     tenant = chosen_tenant() or DEFAULT_TENANT
@@ -112,8 +116,14 @@ def _into_store(store: StoreBackend, store_path: Path | str, decoded: Decoded) -
         )
         _show_rejections(rejections)
     with ProgressBar(f"mapping {len(touched):,} traces"):
-        mapped = rebuild_traces(store, [(tenant, trace_id) for trace_id in sorted(touched)])
-    click.echo(f"{mapped} trace{'s' if mapped != 1 else ''} mapped into {redacted(store_path)}")
+        stats = RebuildStats()
+        mapped = rebuild_traces(
+            store, [(tenant, trace_id) for trace_id in sorted(touched)], max_bytes=max_bytes, stats=stats
+        )
+    click.echo(
+        f"{mapped} trace{'s' if mapped != 1 else ''} mapped into {redacted(store_path)} "
+        f"(in {stats.mapping_batches} batch(es))"
+    )
     return rejected_total
 
 

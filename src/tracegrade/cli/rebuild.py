@@ -20,6 +20,7 @@ import click
 
 from tracegrade.cli.common import UsageProblem, friendly_errors
 from tracegrade.cli.lake_options import checked_lake
+from tracegrade.cli.mapping_batch_option import mapping_batch_bytes_option
 from tracegrade.cli.store_access import chosen_tenant, lake_data_option, store_option, tenant_option
 
 if TYPE_CHECKING:
@@ -45,8 +46,11 @@ MAX_BATCH = 1_000_000
     help="Traces rebuilt and committed per step (1 to 1,000,000); progress is printed after each. Default: the "
     "store's build chunk (250 traces on a file, 1,000 on a lake).",
 )
+@mapping_batch_bytes_option
 @friendly_errors
-def command(store_path: Path | str, lake_data: Path | None, every: bool, batch: int | None) -> None:
+def command(
+    store_path: Path | str, lake_data: Path | None, every: bool, batch: int | None, mapping_batch_bytes: int
+) -> None:
     """Map stored traces again from their spans with this tracegrade's trajectory mapper: by default every trace
     whose trajectory an older mapper built (it keeps what that mapper derived until it is rebuilt), with --all
     every trace, with --tenant only that tenant's.
@@ -63,7 +67,7 @@ def command(store_path: Path | str, lake_data: Path | None, every: bool, batch: 
 
     scope = RebuildScope(every=every, tenant=chosen_tenant())
     store = _open(store_path, lake_data)
-    done = with_spans = total = 0
+    done = with_spans = total = mapping_batches = 0
     try:
         with _stop_requests() as stops:
             total = count_to_rebuild(store, scope)
@@ -77,9 +81,10 @@ def command(store_path: Path | str, lake_data: Path | None, every: bool, batch: 
                 return
             which = "every stored trajectory" if every else "the trajectories built by an older mapper"
             click.echo(f"rebuilding {which}{whose}: {total} trace(s), with mapper revision {MAPPER_REVISION}")
-            steps = rebuild_steps(store, scope, step=batch)
+            steps = rebuild_steps(store, scope, step=batch, max_bytes=mapping_batch_bytes)
             while not stops and (step := next(steps, None)) is not None:
                 done, with_spans = done + step.traces, with_spans + step.with_spans
+                mapping_batches += step.mapping_batches
                 click.echo(f"rebuilt {done} of {total} trace(s)")
     except StoreError as exc:
         before = f" (rebuilt {done} of {total} trace(s) before it)" if done else ""
@@ -90,6 +95,7 @@ def command(store_path: Path | str, lake_data: Path | None, every: bool, batch: 
     if stops:
         _stopped(stops[0], f"rebuilt {done} of {total} trace(s); {_again(every)}")
     click.echo(f"rebuilt the trajectories of {done} trace(s) with mapper revision {MAPPER_REVISION}")
+    click.echo(f"their spans were mapped in {mapping_batches} batch(es) (--mapping-batch-bytes {mapping_batch_bytes})")
     if done > with_spans:
         click.echo(f"{done - with_spans} of them had no spans left to map from: their trajectory rows were deleted")
 

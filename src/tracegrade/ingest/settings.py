@@ -18,7 +18,7 @@ from tracegrade.ingest.tokens import SCOPES, TokenTable
 from tracegrade.store.database import duckdb_size_bytes
 from tracegrade.store.journal import journal_directory
 from tracegrade.store.lake_location import catalog_conninfo, is_lake_location
-from tracegrade.store.mapping_batches import DEFAULT_MAPPING_BATCH_BYTES
+from tracegrade.store.mapping_batches import DEFAULT_MAPPING_BATCH_BYTES, MIN_MAPPING_BATCH_BYTES
 from tracegrade.store.retention import RetentionPolicy
 from tracegrade.timespec import parse_duration
 
@@ -161,7 +161,7 @@ class ServeSettings(BaseModel):
     )
     mapping_batch_bytes: int = Field(
         DEFAULT_MAPPING_BATCH_BYTES,
-        ge=64 * 1024,
+        ge=MIN_MAPPING_BATCH_BYTES,
         description="span bytes (name, attribute, event, link and resource text, and 512 a span) mapped into "
         "trajectories at once: a backlog of large traces is mapped a few at a time, a trace larger than this alone",
     )

@@ -17,11 +17,19 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["DEFAULT_MAPPING_BATCH_BYTES", "MappingBatch", "batch_tables", "span_bytes", "split_by_bytes"]
+__all__ = [
+    "DEFAULT_MAPPING_BATCH_BYTES",
+    "MIN_MAPPING_BATCH_BYTES",
+    "MappingBatch",
+    "batch_tables",
+    "span_bytes",
+    "split_by_bytes",
+]
 
 # Each MB of a batch's spans is several MB of records while it is mapped (bench/RESULTS.md,
 # bench_mapping_batch_memory), while a claim of 250 ordinary agent traces (ten spans of a few KB) stays one batch.
 DEFAULT_MAPPING_BATCH_BYTES = 16 * 1024 * 1024
+MIN_MAPPING_BATCH_BYTES = 64 * 1024  # the least a receiver or a command may be given
 _SIZED_COLUMNS = ("name", "attributes", "events", "links", "resource")
 # a span of empty attributes still becomes a Python record to map: its ids, times and status
 _SPAN_OVERHEAD = 512

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tracegrade.store.rebuilder import rebuild_traces
+from tracegrade.store.mapping_batches import DEFAULT_MAPPING_BATCH_BYTES
+from tracegrade.store.rebuilder import RebuildStats, rebuild_traces
 from tracegrade.store.tenancy import TraceKey
 
 if TYPE_CHECKING:
@@ -56,11 +57,12 @@ class RebuildScope:
 
 @dataclass(frozen=True)
 class RebuiltStep:
-    """One step rebuilt and committed: how many traces, and how many of them still had spans (a trace without
-    any loses its trajectory rows, as ``rebuild_traces`` does)."""
+    """One step rebuilt and committed: how many traces, how many of them still had spans (a trace without
+    any loses its trajectory rows, as ``rebuild_traces`` does), and in how many batches their spans were mapped."""
 
     traces: int
     with_spans: int
+    mapping_batches: int
 
 
 def outdated_count(store: StoreBackend) -> int:
@@ -88,16 +90,24 @@ def _page(store: StoreBackend, scope: RebuildScope, after: TraceKey | None, size
     return [(str(tenant), str(trace_id)) for tenant, trace_id in rows.rows]
 
 
-def rebuild_steps(store: StoreBackend, scope: RebuildScope, *, step: int | None = None) -> Iterator[RebuiltStep]:
+def rebuild_steps(
+    store: StoreBackend,
+    scope: RebuildScope,
+    *,
+    step: int | None = None,
+    max_bytes: int = DEFAULT_MAPPING_BATCH_BYTES,
+) -> Iterator[RebuiltStep]:
     """Rebuild the trajectories ``scope`` selects, ``step`` traces at a time (default: the store's build chunk,
-    ``rebuild_traces``), each step committed before it is yielded: a caller that stops iterating leaves every step
-    it was given done. Traces are listed in key order, ``LIST_PAGE`` at a time (``step`` when larger), so every
-    trace selected when its page is listed is reached once, even one that a receiver rebuilt meanwhile or that
-    ``every`` selects again."""
+    ``rebuild_traces``), mapped ``max_bytes`` of stored spans at a time, each step committed before it is yielded:
+    a caller that stops iterating leaves every step it was given done. Traces are listed in key order,
+    ``LIST_PAGE`` at a time (``step`` when larger), so every trace selected when its page is listed is reached
+    once, even one that a receiver rebuilt meanwhile or that ``every`` selects again."""
     size = step or store.rebuild_traces
     after: TraceKey | None = None
     while keys := _page(store, scope, after, max(size, LIST_PAGE)):
         for start in range(0, len(keys), size):
             chunk = keys[start : start + size]
-            yield RebuiltStep(len(chunk), rebuild_traces(store, chunk))
+            stats = RebuildStats()
+            with_spans = rebuild_traces(store, chunk, max_bytes=max_bytes, stats=stats)
+            yield RebuiltStep(len(chunk), with_spans, stats.mapping_batches)
         after = keys[-1]

@@ -104,9 +104,10 @@ def rebuild_traces(
     *,
     mapping: MappingProcess | None = None,
     max_bytes: int = DEFAULT_MAPPING_BATCH_BYTES,
+    stats: RebuildStats | None = None,
 ) -> int:
     """Map those traces now, ``store.rebuild_traces`` at a time (in batches of at most ``max_bytes`` of stored
-    spans), through the store's build queue; how many had spans.
+    spans, counted in ``stats`` when given), through the store's build queue; how many had spans.
 
     A trace with no stored spans loses any trajectory rows it had. A command runs this beside receivers that keep
     building their traces, so its replacements are exclusive (``store.replacing_exclusively``).
@@ -119,11 +120,14 @@ def rebuild_traces(
         for start in range(0, len(wanted), chunk):
             claim = store.builds.claim_traces(wanted[start : start + chunk])
             try:
-                mapped += _run_claim(store, mapper, claim, max_bytes)[0]
+                with_spans, batches = _run_claim(store, mapper, claim, max_bytes)
             except BaseException:
                 store.builds.finish(claim, built=False)
                 raise
             store.builds.finish(claim, built=True)
+            mapped += with_spans
+            if stats is not None:
+                stats.count_batches(batches, max_bytes)
     return mapped
 
 
