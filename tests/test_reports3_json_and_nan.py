@@ -95,3 +95,15 @@ def test_console_and_junit_show_a_nan_score_as_n_a() -> None:
     # the suite's output: the report's summary text
     summary = report.format_summary()
     assert not re.search(r"\bnan\b", summary, re.IGNORECASE) and "steadiness: 1/1 passed, avg score: n/a" in summary
+
+
+def test_the_summary_text_keeps_each_id_name_and_error_on_its_line_with_controls_escaped() -> None:
+    errored = EvalCaseResult(
+        eval_id="boom", name=f"named {HOSTILE}", passed=False, error=f"agent said\n\x1b[2J{HOSTILE}"
+    )
+    summary = EvalReport.create(f"set {HOSTILE}", [errored, *_hostile_report().results]).format_summary()
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e]", summary), summary
+    lines = summary.splitlines()
+    assert any(line.startswith("  - boom: named a\\x00b\\x1b[2Jc") for line in lines), lines
+    assert any(line.startswith("      error: agent said\\n\\x1b[2Ja\\x00b") for line in lines), lines
+    assert any(line.startswith("  - case a\\x00b\\x1b[2Jc\\x7fd\\x85e\\u202ef") for line in lines), lines

@@ -525,11 +525,13 @@ class EvalReport(BaseModel):
         return next((r for r in self.results if r.eval_id == eval_id), None)
 
     def format_summary(self) -> str:
-        from tracegrade.reporters.text import format_score  # a score that is no number reads n/a, as in the reports
+        # as in the reports: a score that is no number reads n/a, and ids, names and errors (text of the agent's, or of
+        # a file's) keep to their line with control characters shown escaped
+        from tracegrade.reporters.text import format_score, one_line
 
         s = self.summary
         lines = [
-            f"Evaluation Report: {self.display_name}",
+            f"Evaluation Report: {one_line(self.display_name)}",
             "=" * 60,
             f"Total Cases: {s.total_cases}",
             f"Passed:      {s.passed_cases} ({s.pass_rate * 100:.1f}%)",
@@ -538,20 +540,22 @@ class EvalReport(BaseModel):
             f"Duration:    {s.total_duration_seconds:.2f}s",
         ]
         if s.warnings:
-            lines += ["", "WARNINGS:", *(f"  ! {w}" for w in s.warnings)]
+            lines += ["", "WARNINGS:", *(f"  ! {one_line(w)}" for w in s.warnings)]
         if s.criterion_stats:
             lines += ["", "Per-Criterion Results:", "-" * 40]
             for name, st in s.criterion_stats.items():
                 extra = f", {st.skipped} skipped" if st.skipped else ""
-                lines.append(f"  {name}: {st.passed}/{st.total} passed, avg score: {format_score(st.avg_score)}{extra}")
+                lines.append(
+                    f"  {one_line(name)}: {st.passed}/{st.total} passed, avg score: {format_score(st.avg_score)}{extra}"
+                )
         if self.failed_cases:
             lines += ["", "Failed Cases:", "-" * 40]
             for r in self.failed_cases:
-                lines.append(f"  - {r.eval_id}: {r.name}")
+                lines.append(f"  - {one_line(r.eval_id)}: {one_line(r.name)}")
                 if r.error:
-                    lines.append(f"      error: {r.error}")
+                    lines.append(f"      error: {one_line(r.error)}")
                 for c in r.failed_criteria:
-                    lines.append(f"      {c.criterion}: {format_score(c.score)} < {c.threshold}")
+                    lines.append(f"      {one_line(c.criterion)}: {format_score(c.score)} < {c.threshold}")
         return "\n".join(lines)
 
     def to_file(self, path: str | Path) -> None:
