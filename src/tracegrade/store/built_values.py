@@ -220,34 +220,42 @@ class BuiltValues:
         rule = BUILT_VALUE_FUNCTIONS.get(name)
         if rule is None:
             return
-        refused = f"{name}() {_position(node, self._sql)} was refused"
         why = "one call builds its whole value before a time limit can stop it"
         limit = f"the rule: {rule.rule}, at most {rule.cap:,} {rule.unit}"
         try:
             size = rule.measure(_arguments(node))
         except _NotWritten as exc:
             raise QueryRefused(
-                f"{refused}: {exc.what} is not written in the query, and {why} ({limit}); {rule.advice}"
+                f"{self._refused(name, node)}: {exc.what} is not written in the query, and {why} ({limit}); "
+                f"{rule.advice}"
             ) from None
         if size > rule.cap:
-            raise QueryRefused(f"{refused}: it would build {size:,} {rule.unit}, and {why} ({limit}); {rule.advice}")
+            raise QueryRefused(
+                f"{self._refused(name, node)}: it would build {size:,} {rule.unit}, and {why} ({limit}); {rule.advice}"
+            )
         total = self._totals[rule.cap] = self._totals.get(rule.cap, 0) + max(size, 0)
         calls = self._calls.setdefault(rule.cap, set())
         calls.add(name)
         if total > rule.cap:
             raise QueryRefused(
-                f"{refused}: with the query's other calls of {', '.join(f'{call}()' for call in sorted(calls))} it "
+                f"{self._refused(name, node)}: with the query's other calls of "
+                f"{', '.join(f'{call}()' for call in sorted(calls))} it "
                 f"would build {total:,} {rule.unit} in all, and {why}, as they add up in one row (at most "
                 f"{rule.cap:,} in one query); {rule.advice}"
             )
+
+    def _refused(self, name: str, node: Node) -> str:
+        # only for a refusal: placing a call encodes the whole query, which may hold tens of thousands of calls
+        return f"{name}() {_position(node, self._sql)} was refused"
 
 
 def _position(node: Node, sql: str) -> str:
     """Where a node is in the query, as line and column (1-based)."""
     offset = node.get("query_location")
-    if not isinstance(offset, int) or offset > len(sql):
+    encoded = sql.encode()  # DuckDB counts bytes of UTF-8
+    if not isinstance(offset, int) or offset > len(encoded):
         return "in the query"
-    before = sql.encode()[:offset].decode(errors="ignore")  # DuckDB counts bytes of UTF-8
+    before = encoded[:offset].decode(errors="ignore")
     line = before.count("\n") + 1
     column = len(before) - (before.rfind("\n") + 1) + 1
     return f"at line {line}, column {column} (character {len(before) + 1})"
