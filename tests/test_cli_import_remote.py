@@ -101,6 +101,25 @@ def test_without_the_token_the_refusal_names_the_option(server: ServerProcess) -
     assert query(server.http_url, "SELECT count(*) FROM spans", token=TOKEN) == [[0]]
 
 
+def test_a_mapping_batch_size_given_to_an_import_through_a_server_is_said_not_to_apply(server: ServerProcess) -> None:
+    """The server maps what it is sent with its own --mapping-batch-bytes: a size given to `import` (the option or
+    its environment variable) is said, on one line of stderr, not to apply; the default says nothing."""
+    env_var = "TRACEGRADE_MAPPING_BATCH_BYTES"
+    note = f"does not apply here: the server at {server.http_url} maps the trajectories of what it is sent"
+    given = {
+        "--mapping-batch-bytes": (["--mapping-batch-bytes", "1MiB"], {env_var: None}),
+        env_var: ([], {env_var: "1MiB"}),
+        None: ([], {env_var: None}),
+    }
+    for name, (option, env) in given.items():
+        code, out, err = run("import", "--store", server.store, "--token", TOKEN, *option, FIXTURES[0], env=env)
+        assert code == 0, out + err
+        assert f"{FIXTURES[0]}: " in out and " spans accepted" in out
+        notes = [line for line in err.splitlines() if "does not apply" in line]
+        assert notes == ([f"note: {name} {note} with its own setting (its --mapping-batch-bytes)"] if name else [])
+    assert wait_for(server.http_url, "SELECT count(*) FROM traces", [[1]]) == [[1]]  # mapped all the same, once
+
+
 def test_encoded_requests_decode_to_the_same_records() -> None:
     from dataclasses import asdict
 

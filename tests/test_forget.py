@@ -286,3 +286,31 @@ def test_forget_where_builds_the_waiting_trajectories_first_so_that_it_sees_the_
     with LakeStore(where, data_path=tmp_path / "lake-data") if lake else TraceStore(Path(where)) as reader:
         assert reader.query("SELECT DISTINCT trace_id FROM spans").rows == [(trace_hex(2),)]
         assert reader.query("SELECT trace_id, service_name FROM traces").rows == [(trace_hex(2), "svc-other")]
+
+
+def test_a_tenants_forget_where_builds_only_its_own_waiting_trajectories(store: TraceStore, tmp_path: Path) -> None:
+    """``forget --tenant acme --where`` builds acme's waiting trajectories so that --where sees them, and no other
+    tenant's: globex's traces still wait for their build (one tenant's forget neither does nor waits for another's
+    backlog)."""
+    store.write(_agent_trace(1) + _agent_trace(2), tenant="acme")  # stored, their trajectories not built yet
+    store.write(_agent_trace(3) + _agent_trace(4), tenant="globex")
+    globex_waiting = [("globex", trace_hex(3)), ("globex", trace_hex(4))]
+    where, lake = location(store), isinstance(store, LakeStore)
+    store.close()
+    data = ["--lake-data", str(tmp_path / "lake-data")] if lake else []
+
+    command = ["forget", "--store", where, *data, "--tenant", "acme", "--where", f"trace_id = '{trace_hex(1)}'"]
+    answer = CliRunner().invoke(cli, command)
+
+    assert answer.exit_code == 0, answer.output
+    assert "built the trajectories of 2 waiting trace(s) first" in answer.output
+    assert "forgot 1 trace(s): 3 span(s)" in answer.output
+    with LakeStore(where, data_path=tmp_path / "lake-data") if lake else TraceStore(Path(where)) as reader:
+        assert sorted(reader.stale_trajectories()) == globex_waiting
+        assert sorted(reader.stale_trajectories(tenant="globex")) == globex_waiting
+        assert reader.stale_trajectories(tenant="acme") == []
+        assert reader.query("SELECT tenant, trace_id FROM traces").rows == [("acme", trace_hex(2))]
+        assert sorted(reader.query("SELECT DISTINCT tenant, trace_id FROM spans").rows) == [
+            ("acme", trace_hex(2)),
+            *globex_waiting,
+        ]

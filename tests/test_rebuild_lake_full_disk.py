@@ -3,9 +3,10 @@
 Real processes and filesystems: a lake on the session's PostgreSQL with its ``--lake-data`` on a small tmpfs, filled
 before the rebuild starts or while it runs; ``tracegrade rebuild`` in a child process. The command stops with exit
 code 1 and an error saying the disk is full, which file of the data path could not be written, and to make room
-there and run the same command again; every step it reported is committed, no trace loses a span or has other than
-one trajectory (the older mapper's or the current one's, checked trace by trace with SQL), and once room is made the
-same command finishes the rest.
+there and run the same command again; it leaves no file on the data path that the catalog does not list (the one
+it could not write is removed at once); every step it reported is committed, no trace loses a span or has other
+than one trajectory (the older mapper's or the current one's, checked trace by trace with SQL), and once room is
+made the same command finishes the rest.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import pg_cluster
+from tests.support.lake_files import unlisted_files
 from tests.support.outdated_trajectories import current_count, read_until, rebuild_process, store_outdated
 from tests.support.small_fs import fill, free, small_filesystem
 from tracegrade.store.lake import LakeStore
@@ -58,6 +60,7 @@ def test_a_full_lake_data_disk_stops_a_rebuild_saying_where_to_make_room_and_the
         )
         assert err.rstrip("\n").endswith(advice), err
         assert "Traceback" not in err
+        assert unlisted_files(where, data) == []  # the file the failed step could not write is not left behind
 
         with LakeStore(where, read_only=True) as lake:  # read on the full disk: each step it reported is there
             assert current_count(lake, spans_of) == reported
@@ -68,3 +71,4 @@ def test_a_full_lake_data_disk_stops_a_rebuild_saying_where_to_make_room_and_the
         assert f"rebuilt the trajectories of {TRACES - reported} trace(s) with mapper revision {MAPPER_REVISION}" in out
         with LakeStore(where, read_only=True) as lake:
             assert current_count(lake, spans_of) == TRACES
+        assert unlisted_files(where, data) == []

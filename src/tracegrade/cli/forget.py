@@ -232,7 +232,7 @@ def _target(store_path: Path | str, token: str | None, lake_data: Path | None) -
         yield _Target(
             lambda sql, params: store.query(sql, params, tenant=tenant).rows,
             lambda ids, delete_runs: store.forget(ids, tenant, delete_runs=delete_runs),
-            lambda: _say_built(rebuild_traces(store, store.stale_trajectories())),
+            lambda: _say_built(rebuild_traces(store, store.stale_trajectories(tenant=tenant))),
         )
     finally:
         store.close()

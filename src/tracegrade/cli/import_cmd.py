@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import click
 
 from tracegrade.cli.common import friendly_errors
-from tracegrade.cli.mapping_batch_option import mapping_batch_bytes_option
+from tracegrade.cli.mapping_batch_option import mapping_batch_bytes_given, mapping_batch_bytes_option
 from tracegrade.cli.progress import ProgressBar, track
 from tracegrade.cli.store_access import chosen_tenant, lake_data_option, open_writable_store, store_options
 from tracegrade.errors import StoreLockedError
@@ -45,7 +45,8 @@ def command(
     input). Prints, per file, the spans and log records imported, duplicates skipped (already stored), and
     rejected records with the reason. While `tracegrade serve` holds the store, the records are sent
     through it (with --token) and it reports what it accepted and rejected. Exits 1 when any record
-    was rejected. --mapping-batch-bytes applies to what it maps itself (a server maps with its own).
+    was rejected. --mapping-batch-bytes applies to what it maps itself (a server maps with its own, which import
+    says when it is given one).
     """
     # Decode everything before writing anything.
     decoded = [_decoded(path) for path in track(_expanded(files), "decoding", unit="files")]
@@ -148,6 +149,12 @@ def _through_server(store_path: Path, token: str | None, decoded: Decoded, locke
             "--token and leave out --tenant, or stop the server and import with --tenant"
         )
     click.echo(f"store {store_path} is held by `tracegrade serve` (pid {server.pid}); sending to {server.http_url}")
+    if (given := mapping_batch_bytes_given()) is not None:
+        click.echo(
+            f"note: {given} does not apply here: the server at {server.http_url} maps the trajectories of what it is "
+            "sent with its own setting (its --mapping-batch-bytes)",
+            err=True,
+        )
     rejected_total = 0
     for path, traces, logs in decoded:
         with ProgressBar(f"sending {len(traces.spans):,} spans and {len(logs.records):,} log records"):

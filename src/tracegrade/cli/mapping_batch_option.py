@@ -15,7 +15,7 @@ from click.core import ParameterSource
 from tracegrade.ingest.settings import ENV_VARS, ServeSettings, parse_byte_size
 from tracegrade.store.mapping_batches import DEFAULT_MAPPING_BATCH_BYTES, MIN_MAPPING_BATCH_BYTES
 
-__all__ = ["ByteSize", "mapping_batch_bytes_option"]
+__all__ = ["ByteSize", "mapping_batch_bytes_given", "mapping_batch_bytes_option"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -61,3 +61,15 @@ def mapping_batch_bytes_option(func: F) -> F:
         show_default="16MiB",
         help=f"{_DESCRIPTION[:1].upper()}{_DESCRIPTION[1:]} (at least {MIN_MAPPING_BATCH_BYTES // 1024}KiB).",
     )(func)
+
+
+def mapping_batch_bytes_given() -> str | None:
+    """How the running command was given ``--mapping-batch-bytes``: the option, or its environment variable; None
+    when it takes the default (or outside a command)."""
+    ctx = click.get_current_context(silent=True)
+    source = ctx.get_parameter_source("mapping_batch_bytes") if ctx is not None else None
+    if source is ParameterSource.COMMANDLINE:
+        return "--mapping-batch-bytes"
+    if source is ParameterSource.ENVIRONMENT:
+        return _ENV_VAR
+    return None

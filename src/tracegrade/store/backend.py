@@ -119,7 +119,9 @@ class StoreBackend(Protocol):
 
     def replacing_exclusively(self) -> AbstractContextManager[None]: ...
 
-    def stale_trajectories(self, limit: int | None = None) -> list[TraceKey]: ...
+    def stale_trajectories(self, limit: int | None = None, *, tenant: str | None = None) -> list[TraceKey]:
+        """The traces waiting for their trajectory to be built, longest-waiting first (``tenant``'s only, when
+        given)."""
 
     def close(self) -> None: ...
 

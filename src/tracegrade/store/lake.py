@@ -54,6 +54,7 @@ from tracegrade.store.evaluations import evaluation_rows
 from tracegrade.store.grading_tables import append_record_rows
 from tracegrade.store.lake_builds import CatalogBuildQueue
 from tracegrade.store.lake_extensions import load_lake_extensions
+from tracegrade.store.lake_failed_writes import remove_failed_write
 from tracegrade.store.lake_forgotten import CatalogForgottenTraces, ensure_forgotten_table, unfinished_sql
 from tracegrade.store.lake_jobs import JOBS_SCHEMA, CatalogJobQueue, ensure_job_table
 from tracegrade.store.lake_location import catalog_conninfo, redacted
@@ -204,9 +205,10 @@ class LakeStore(TraceStore):
         """PostgreSQL's clock: every process on the lake stamps from the same one."""
         return self._catalog_builds.now()
 
-    def stale_trajectories(self, limit: int | None = None) -> list[TraceKey]:
-        """The traces waiting in the build queue (marked by a write, not built since), longest-due first."""
-        return self._catalog_builds.waiting(limit)
+    def stale_trajectories(self, limit: int | None = None, *, tenant: str | None = None) -> list[TraceKey]:
+        """The traces waiting in the build queue (marked by a write, not built since), longest-due first
+        (``tenant``'s only, when given)."""
+        return self._catalog_builds.waiting(limit, tenant=tenant)
 
     def _failed(self, doing: str, exc: duckdb.Error) -> StoreError:
         """A lost race is a CommitConflict (try again); an I/O error (the catalog or the data path out of
@@ -215,6 +217,7 @@ class LakeStore(TraceStore):
         if isinstance(exc, duckdb.TransactionException):
             return CommitConflict(f"{doing} failed: {first_line}")
         if isinstance(exc, (duckdb.IOException, duckdb.ConnectionException)):
+            remove_failed_write(str(exc), self.data_path)  # the transaction is rolled back: nothing lists the file
             self._catalog_out_of_reach(first_line)
             return StoreError(f"{doing} failed: {first_line}")
         return super()._failed(doing, exc)

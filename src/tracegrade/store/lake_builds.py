@@ -166,16 +166,17 @@ class CatalogBuildQueue:
             row = cursor.execute(f"SELECT count(*) FROM {QUEUE_TABLE}").fetchone()
         return int(row[0]) if row else 0
 
-    def waiting(self, limit: int | None = None) -> list[TraceKey]:
-        """The traces waiting for a build (claimed or not), the longest-due first (none before a
-        read-write open created the queue)."""
-        sql = f"SELECT tenant, trace_id FROM {QUEUE_TABLE} ORDER BY due_at, tenant, trace_id"
+    def waiting(self, limit: int | None = None, *, tenant: str | None = None) -> list[TraceKey]:
+        """The traces waiting for a build (claimed or not; ``tenant``'s only, when given), the longest-due first
+        (none before a read-write open created the queue)."""
+        of_tenant = "" if tenant is None else " WHERE tenant = %s"
+        sql = f"SELECT tenant, trace_id FROM {QUEUE_TABLE}{of_tenant} ORDER BY due_at, tenant, trace_id"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         with self._catalog.cursor("reading the build queue") as cursor:
             if cursor.execute("SELECT to_regclass(%s)", [QUEUE_TABLE]).fetchone() == (None,):
                 return []
-            return [(row[0], row[1]) for row in cursor.execute(sql).fetchall()]
+            return [(row[0], row[1]) for row in cursor.execute(sql, None if tenant is None else [tenant]).fetchall()]
 
     def recover(self) -> None:
         """Nothing to do: the queue outlives every process."""

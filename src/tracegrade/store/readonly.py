@@ -194,7 +194,8 @@ def check_read_only(sql: str, *, scoped: bool = False) -> frozenset[str]:
             raise QueryRefused(
                 "EXPLAIN is not available to a tenant's query: a plan shows statistics of every tenant's rows"
             )
-        inner = _EXPLAIN_PREFIX.sub("", statement.query, count=1)
+        # the prefix blanked, not cut: a refusal inside then names the line and column of the text the user wrote
+        inner = _EXPLAIN_PREFIX.sub(lambda prefix: re.sub(r"[^\n]", " ", prefix.group()), statement.query, count=1)
         if inner != statement.query:
             return check_read_only(inner)
     if statement.type != duckdb.StatementType.SELECT:

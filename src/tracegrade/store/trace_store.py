@@ -632,18 +632,22 @@ class TraceStore:
         finally:
             self._reads.end(cursor)
 
-    def stale_trajectories(self, limit: int | None = None) -> list[TraceKey]:
+    def stale_trajectories(self, limit: int | None = None, *, tenant: str | None = None) -> list[TraceKey]:
         """Traces whose trajectory rows are missing or older than their newest span or log record, the
-        longest-waiting first (at most ``limit`` of them).
+        longest-waiting first (at most ``limit`` of them; ``tenant``'s only, when given).
 
         After a crash these are the rebuilds that were still pending; the writer rebuilds them on start,
         and asks again whenever it had more pending rebuilds than it keeps track of.
         """
-        sql = """
+        spans_of = "" if tenant is None else " WHERE tenant = ?"
+        logs_of = "" if tenant is None else " AND tenant = ?"
+        sql = f"""
             WITH received AS (
-                SELECT tenant, trace_id, max(received_at) AS last_received FROM spans GROUP BY tenant, trace_id
+                SELECT tenant, trace_id, max(received_at) AS last_received FROM spans{spans_of}
+                GROUP BY tenant, trace_id
                 UNION ALL
-                SELECT tenant, trace_id, max(received_at) FROM logs WHERE trace_id IS NOT NULL GROUP BY tenant, trace_id
+                SELECT tenant, trace_id, max(received_at) FROM logs WHERE trace_id IS NOT NULL{logs_of}
+                GROUP BY tenant, trace_id
             )
             SELECT r.tenant, r.trace_id FROM received r LEFT JOIN traces t USING (tenant, trace_id)
             GROUP BY r.tenant, r.trace_id, t.updated_at
@@ -652,7 +656,8 @@ class TraceStore:
         """
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        return [(row[0], row[1]) for row in self._run(sql, None, check=False).rows]
+        params = None if tenant is None else [tenant, tenant]  # the spans' and the logs' condition
+        return [(row[0], row[1]) for row in self._run(sql, params, check=False).rows]
 
     # ----------------------------------------------------------------- reads
 
