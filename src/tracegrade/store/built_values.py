@@ -4,9 +4,9 @@ size written in the query, within a cap.
 DuckDB checks for an interrupt only between chunks, and memory_limit does not count a function's output, so one
 ``repeat('x', 2000000000)`` or scalar ``range(30000000)`` runs past any time limit and takes gigabytes before it
 can be stopped. ``BuiltValues`` refuses such a call (from its parse-tree node) before anything runs, unless every
-size argument is an integer literal (maybe under a CAST or a unary minus) and what the query's calls build, alone
-and together, is within ``MAX_BUILT_CHARS`` or ``MAX_BUILT_ITEMS``. Table functions in FROM (``FROM range(n)``)
-stream their rows and are not checked here.
+size argument is an integer literal (maybe under a CAST or a unary minus), the arguments are given by position (not
+``name := value``), and what the query's calls build, alone and together, is within ``MAX_BUILT_CHARS`` or
+``MAX_BUILT_ITEMS``. Table functions in FROM (``FROM range(n)``) stream their rows and are not checked here.
 """
 
 from __future__ import annotations
@@ -33,12 +33,12 @@ Node = dict[str, Any]
 
 
 class _NotWritten(QueryRefused):
-    """A size argument that is not an integer written in the query (``BuiltValues.check`` refuses the call with the
-    rule it broke)."""
+    """A size argument that is not written in the query (``as_integer``: not as an integer literal);
+    ``BuiltValues.check`` refuses the call with the rule it broke."""
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, *, as_integer: bool = False) -> None:
         super().__init__(what)
-        self.what = what
+        self.what = f"{what} is not written in the query{' as an integer' if as_integer else ''}"
 
 
 @dataclass(frozen=True)
@@ -60,11 +60,11 @@ def _integer(node: Node | None, what: str) -> int:
         return -_integer(_arguments(node)[0], what)
     value = _literal(node)
     if isinstance(value, bool) or not isinstance(value, int | str):
-        raise _NotWritten(what)
+        raise _NotWritten(what, as_integer=True)  # a column, a parameter, a date or time (a range of them)
     try:
         return int(value)  # a string only under a CAST: '5'::INT
     except ValueError:
-        raise _NotWritten(what) from None
+        raise _NotWritten(what, as_integer=True) from None
 
 
 def _literal(node: Node | None) -> Any:
@@ -85,6 +85,15 @@ def _arguments(node: Node) -> list[Node]:
     if "arguments" in node:
         return [argument.get("expression") for argument in node["arguments"] or []]
     return list(node.get("children") or [])
+
+
+def _names(node: Node) -> list[str]:
+    """The names a call gives its arguments (``width := 20``; 1.x serializes them as the aliases of its children).
+    DuckDB 2.x binds a named argument by its name, in any order, 1.x by its position: either way a size is not
+    surely where its position says."""
+    if "arguments" in node:
+        return [str(argument["name"]) for argument in node["arguments"] or [] if argument.get("name")]
+    return [str(child["alias"]) for child in node.get("children") or [] if child.get("alias")]
 
 
 def _argument(arguments: Sequence[Node], position: int) -> Node | None:
@@ -222,13 +231,17 @@ class BuiltValues:
             return
         why = "one call builds its whole value before a time limit can stop it"
         limit = f"the rule: {rule.rule}, at most {rule.cap:,} {rule.unit}"
+        named = _names(node)
+        if named:
+            raise QueryRefused(
+                f"{self._refused(name, node)}: its arguments are named ({', '.join(f'{n} :=' for n in named)}), so "
+                f"the size is not where its position says, and {why} ({limit}); write the arguments in order, "
+                "without names"
+            )
         try:
             size = rule.measure(_arguments(node))
         except _NotWritten as exc:
-            raise QueryRefused(
-                f"{self._refused(name, node)}: {exc.what} is not written in the query, and {why} ({limit}); "
-                f"{rule.advice}"
-            ) from None
+            raise QueryRefused(f"{self._refused(name, node)}: {exc.what}, and {why} ({limit}); {rule.advice}") from None
         if size > rule.cap:
             raise QueryRefused(
                 f"{self._refused(name, node)}: it would build {size:,} {rule.unit}, and {why} ({limit}); {rule.advice}"
