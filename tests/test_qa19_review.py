@@ -9,6 +9,9 @@ no names in printf or format).
 A range of dates or times in an expression (a time axis: ``unnest(generate_series(TIMESTAMP …, INTERVAL 1 HOUR))``)
 was refused saying that an argument "is not written in the query", which it is; the refusal now says it is not
 written as an integer, and the same series in FROM, which streams, runs.
+
+Text is counted in UTF-8 bytes, what DuckDB holds: ``repeat('😀', 90000)`` was counted as 90,000 characters and
+built 360 KB, four times the cap; a fill or format character, and a bar's blocks (three bytes each), likewise.
 """
 
 from __future__ import annotations
@@ -36,6 +39,14 @@ NAMED: list[tuple[str, str, str]] = [
         "SELECT bit_length(bitstring_agg(i::INT, max := 800000, min := 0)) FROM range(3) t(i)",
         "bitstring_agg",
     ),
+]
+# (what, within the cap in ASCII, past it in UTF-8 bytes): the same call with a wider character
+WIDE: list[tuple[str, str, str]] = [
+    ("repeat", "SELECT length(repeat('x', 30000))", "SELECT length(repeat('😀', 30000))"),
+    ("lpad's fill", "SELECT length(lpad('a', 60000, '-'))", "SELECT length(lpad('a', 60000, 'é'))"),
+    ("rpad's string", "SELECT length(rpad('ab', 60000, ' '))", "SELECT length(rpad('aé', 60000, ' '))"),
+    ("format's fill", "SELECT length(format('{:*>30000}', 1))", "SELECT length(format('{:😀>30000}', 1))"),
+    ("bar's blocks", "SELECT length(repeat('x', 40000))", "SELECT length(bar(1, 0, 1, 40000))"),
 ]
 TIME_AXIS = "generate_series(TIMESTAMP '2026-01-01', TIMESTAMP '2026-01-02', INTERVAL 1 HOUR)"
 
@@ -82,3 +93,10 @@ def test_a_time_axis_in_an_expression_is_refused_as_not_integers_and_runs_in_fro
     assert store.query(f"SELECT count(*), min(generate_series)::VARCHAR FROM {TIME_AXIS}").rows == [
         (25, "2026-01-01 00:00:00")
     ]
+
+
+@pytest.mark.parametrize(("what", "narrow", "wide"), WIDE, ids=[w[0] for w in WIDE])
+def test_text_is_counted_in_utf8_bytes_against_the_cap(store, what, narrow, wide):
+    assert store.query(narrow).rows[0][0] > 0
+    with pytest.raises(QueryRefused, match=r"it would build [\d,]+ bytes"):
+        store.query(wide)

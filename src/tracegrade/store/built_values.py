@@ -21,7 +21,8 @@ from tracegrade.errors import QueryRefused
 __all__ = ["BUILT_VALUE_FUNCTIONS", "MAX_BUILT_CHARS", "MAX_BUILT_ITEMS", "BuiltValues"]
 
 # A chunk holds up to 2,048 rows and DuckDB looks for an interrupt only between chunks, so what one call builds is
-# multiplied by 2,048 before a time limit can act: 100,000 characters (or bytes, or bits) x 2,048 is 200 MB, and
+# multiplied by 2,048 before a time limit can act: 100,000 bytes of text in UTF-8 (or of a blob, or bits) x 2,048 is
+# 200 MB, and
 # 10,000 list items (of up to 16 bytes and a validity bit) x 2,048 is about 330 MB.
 MAX_BUILT_CHARS = 100_000
 MAX_BUILT_ITEMS = 10_000
@@ -121,11 +122,25 @@ def _repeat(arguments: Sequence[Node]) -> int:
             raise _NotWritten("an item of the repeated list")
         # an item weighs its text, but at least what the caps make one list item worth (ten characters)
         weight = MAX_BUILT_CHARS // MAX_BUILT_ITEMS
-        return sum(max(len(str(text)), weight) for text in texts) * count
+        return sum(max(_utf8_bytes(str(text)), weight) for text in texts) * count
     text = _literal(value)
     if not isinstance(text, str):
         raise _NotWritten("the repeated value")
-    return len(text) * count
+    return _utf8_bytes(text) * count
+
+
+def _utf8_bytes(text: str) -> int:
+    """What DuckDB holds of ``text`` (UTF-8): an emoji weighs four of the cap, not one."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _padded(arguments: Sequence[Node]) -> int:
+    """lpad/rpad build ``count`` characters of the string and the fill: bytes, at the widest character either
+    holds (four, UTF-8's widest, when one is not written in the query; a space when the fill is left out)."""
+    count = max(_integer(_argument(arguments, 1), "the count"), 0)
+    texts = [_literal(_argument(arguments, 0)), _literal(_argument(arguments, 2)) if len(arguments) > 2 else " "]
+    widest = max((_utf8_bytes(char) for text in texts if isinstance(text, str) for char in set(text)), default=1)
+    return count * (widest if all(isinstance(text, str) for text in texts) else 4)
 
 
 def _series(inclusive: bool) -> Callable[[Sequence[Node]], int]:
@@ -169,19 +184,26 @@ def _format_widths(printf: bool) -> Callable[[Sequence[Node]], int]:
             if "*" in fields or (not printf and match.group(2)):
                 raise _NotWritten("a width or precision taken from an argument (* or {})")
             numbers += fields if printf else re.findall(r"\d+", match.group(1) or "")
-        return max((int(number) for number in numbers), default=0)
+        widest = 1 if printf else max((_utf8_bytes(char) for char in set(text)), default=1)  # format's fill: any
+        return max((int(number) for number in numbers), default=0) * widest
 
     return measure
 
 
 _REPEAT = _Rule(
-    "the value and the count written in the query, the value's length times the count",
+    "the value and the count written in the query, the value's length in UTF-8 times the count",
     MAX_BUILT_CHARS,
-    "characters",
+    "bytes",
     _repeat,
     _STRING_ADVICE,
 )
-_PAD = _Rule("the count written in the query", MAX_BUILT_CHARS, "characters", _sized(2, "the count"), _STRING_ADVICE)
+_PAD = _Rule(
+    "the count written in the query, times the widest character of the string and the fill in UTF-8",
+    MAX_BUILT_CHARS,
+    "bytes",
+    _padded,
+    _STRING_ADVICE,
+)
 _RESIZE = _Rule("the size written in the query", MAX_BUILT_ITEMS, "items", _sized(2, "the size"), _LIST_ADVICE)
 _SERIES = "every argument an integer written in the query, the list's length"
 _WIDTHS = "the format written in the query, with no * width or precision; its largest width or precision"
@@ -196,10 +218,20 @@ BUILT_VALUE_FUNCTIONS: dict[str, _Rule] = {
     "generate_series": _Rule(_SERIES, MAX_BUILT_ITEMS, "items", _series(True), _LIST_ADVICE),
     "list_resize": _RESIZE,
     "array_resize": _RESIZE,
-    "printf": _Rule(_WIDTHS, MAX_BUILT_CHARS, "characters", _format_widths(True), _FORMAT_ADVICE),
-    "format": _Rule(_WIDTHS, MAX_BUILT_CHARS, "characters", _format_widths(False), _FORMAT_ADVICE),
+    "printf": _Rule(_WIDTHS, MAX_BUILT_CHARS, "bytes", _format_widths(True), _FORMAT_ADVICE),
+    "format": _Rule(
+        f"{_WIDTHS}, times the widest character of the format in UTF-8",
+        MAX_BUILT_CHARS,
+        "bytes",
+        _format_widths(False),
+        _FORMAT_ADVICE,
+    ),
     "bar": _Rule(
-        "the width written in the query", MAX_BUILT_CHARS, "characters", _sized(4, "the width"), _FORMAT_ADVICE
+        "the width written in the query, times 3 (a bar's blocks take three bytes each in UTF-8)",
+        MAX_BUILT_CHARS,
+        "bytes",
+        lambda arguments: 3 * _sized(4, "the width")(arguments),
+        _FORMAT_ADVICE,
     ),
     "bitstring": _Rule(
         "the length written in the query", MAX_BUILT_CHARS, "bits", _sized(2, "the length"), _STRING_ADVICE
