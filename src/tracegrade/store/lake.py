@@ -101,6 +101,8 @@ class LakeStore(TraceStore):
     and every process must see the same path. Read-only opens take it from the catalog.
     """
 
+    _scan_filters_run_early = True  # DuckDB 1.5's Parquet reader reorders the filters it runs in a scan
+
     def __init__(
         self,
         location: str,

@@ -24,8 +24,9 @@ catalog (``__ducklake_metadata_*``: the PostgreSQL database behind the catalog, 
 A tenant's query (``scoped=True``) runs where every store table's name is taken by a view of that tenant's
 rows (``TraceStore`` makes them per query), so it must name tables the way that reaches those views: no
 catalog- or schema-qualified name (``information_schema`` excepted), no time travel (``AT``), none of the
-system catalog's views or ``duckdb_tables()`` (they count every tenant's rows), and no ``EXPLAIN`` (a plan
-shows the statistics of every tenant's rows).
+system catalog's views or ``duckdb_tables()`` (they count every tenant's rows), no ``EXPLAIN`` (a plan
+shows the statistics of every tenant's rows), and none of the server's counters of queries, connections and
+transactions (``SCOPED_REFUSED_FUNCTIONS``: they count every tenant's).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ __all__ = [
     "MAX_QUERY_SELECTS",
     "REFUSED_FUNCTIONS",
     "SANDBOX_SETTINGS",
+    "SCOPED_REFUSED_FUNCTIONS",
     "SCOPED_TABLE_FUNCTIONS",
     "SandboxLimits",
     "check_read_only",
@@ -76,6 +78,14 @@ _SCOPED_SCHEMA = "information_schema"
 # Scalar functions with a side effect (sequences, the random seed), that read the server's settings, or that
 # report a column's statistics over every row of its table (stats: past a tenant's view, past a sandbox's DELETE).
 REFUSED_FUNCTIONS = frozenset({"current_setting", "nextval", "currval", "setseed", "getvariable", "stats"})
+# What a tenant's query may not call besides: counters of every query, connection and transaction the server ran,
+# whoever ran it, so that one tenant polling them would watch another's queries and ingestion come and go.
+SCOPED_REFUSED_FUNCTIONS = REFUSED_FUNCTIONS | {
+    "current_query_id",
+    "current_connection_id",
+    "current_transaction_id",
+    "txid_current",
+}
 # The system catalog's views (outside information_schema) a query not scoped to a tenant may read: they describe
 # the store's schemas, tables, columns and types. The others tell about the server: attached databases with their
 # paths and connection strings (duckdb_databases, pragma_database_list, pg_database), settings (pg_settings),
@@ -239,6 +249,7 @@ def _check_tree(sql: str, scoped: bool) -> frozenset[str]:
             "write it as a plain SELECT (PIVOT/UNPIVOT as GROUP BY, for instance)"
         )
     allowed = SCOPED_TABLE_FUNCTIONS if scoped else ALLOWED_TABLE_FUNCTIONS
+    refused = SCOPED_REFUSED_FUNCTIONS if scoped else REFUSED_FUNCTIONS
     tables: set[str] = set()
     relations = selects = 0
     built = BuiltValues(sql)
@@ -259,7 +270,7 @@ def _check_tree(sql: str, scoped: bool) -> frozenset[str]:
                     f"(allowed table functions: {', '.join(sorted(allowed))})"
                 )
         elif node.get("class") == "FUNCTION" and "function_name" in node:
-            if str(node["function_name"]).lower() in REFUSED_FUNCTIONS:
+            if str(node["function_name"]).lower() in refused:
                 raise QueryRefused(
                     f"function {node['function_name']}() is not allowed: it changes or reveals the server's state"
                 )

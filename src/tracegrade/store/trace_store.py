@@ -176,6 +176,10 @@ def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
 class TraceStore:
     """The trace store on one DuckDB file. ``read_only=True`` opens it for reading only (no migration)."""
 
+    # Whether a tenant's views also blank every column of other tenants' rows (see ``_scope``): needed where a
+    # scan may run a query's own filter on rows before the tenant's condition has dropped them.
+    _scan_filters_run_early = False
+
     def __init__(
         self,
         path: str | Path,
@@ -740,7 +744,7 @@ class TraceStore:
             raise QueryCancelled(f"the query was cancelled before it started: {control.reason}")
         try:
             if tenant is not None:
-                _scope(cursor, tenant, tables)
+                _scope(cursor, tenant, tables, guard_columns=self._scan_filters_run_early)
             capped = control is not None and (control.max_rows is not None or control.max_bytes is not None)
             if capped and not arrow:
                 cursor.execute(f"SET streaming_buffer_size = '{_CAPPED_STREAM_BUFFER}'")
@@ -843,12 +847,20 @@ def _fetch_within_bytes(
             rows.append(row)
 
 
-def _scope(cursor: duckdb.DuckDBPyConnection, tenant: str, names: frozenset[str]) -> None:
+def _scope(
+    cursor: duckdb.DuckDBPyConnection, tenant: str, names: frozenset[str], *, guard_columns: bool = False
+) -> None:
     """Give each table or view of the cursor's schema that the query names (``names``, lower-case) a TEMP
     view of the same name holding ``tenant``'s rows only (a table without a ``tenant`` column shows none),
     so the query reaches the tenant's rows and nothing else: temporary objects come first in DuckDB's
     search path, and ``check_read_only(scoped=True)`` refuses the qualified names that could reach past
-    them (a query reads rows only through the tables it names). The views belong to this cursor alone."""
+    them (a query reads rows only through the tables it names). The views belong to this cursor alone.
+
+    ``guard_columns``: each column of the view is also NULL on any row not the tenant's. DuckDB moves a
+    query's filter on a column into the scan, and DuckDB 1.5's Parquet reader (a lake's) sometimes runs it
+    there before the tenant's condition, on every row: a failing cast then quoted another tenant's value
+    (``span_id::UUID``, a JSON column cast to a number). A filter on a guarded column reads two columns, so
+    it stays above the scan, and wherever it runs it only ever sees the tenant's values."""
     if not names:
         return
     database, schema = cursor.execute("SELECT current_database(), current_schema()").fetchone()  # type: ignore[misc]
@@ -857,13 +869,21 @@ def _scope(cursor: duckdb.DuckDBPyConnection, tenant: str, names: frozenset[str]
         view = quote_identifier(name)
         source = ".".join(quote_identifier(part) for part in (database, schema, name))
         try:
-            cursor.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM {source} WHERE {owned}")
+            columns = _owned_columns(cursor, source, owned) if guard_columns else "*"
+            cursor.execute(f"CREATE TEMP VIEW {view} AS SELECT {columns} FROM {source} WHERE {owned}")
         except duckdb.CatalogException:
             if _exists(cursor, source):  # the view could not be made for another reason: run nothing
                 raise
             continue  # not a table of the store: a CTE's name (or an unknown one, which fails to bind)
         except duckdb.BinderException:  # a table without a tenant column: none of its rows is a tenant's
             cursor.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM {source} WHERE false")
+
+
+def _owned_columns(cursor: duckdb.DuckDBPyConnection, source: str, owned: str) -> str:
+    """The select list of ``source``'s columns, each NULL where ``owned`` is not true (in their order, by name)."""
+    described = cursor.execute(f"SELECT * FROM {source} LIMIT 0").description or []
+    names = [quote_identifier(column[0]) for column in described]
+    return ", ".join(f"CASE WHEN {owned} THEN {name} END AS {name}" for name in names)
 
 
 def _exists(cursor: duckdb.DuckDBPyConnection, source: str) -> bool:
