@@ -1,5 +1,6 @@
 """A refusal inside ``EXPLAIN …`` names the refused call's line and column in the text the user wrote, not in the
-statement left once ``EXPLAIN`` is taken off. (The gaps closed with it are tested beside their kin: a tenant's forget
+statement left once ``EXPLAIN`` is taken off; an ``EXPLAIN`` after a comment is read as one (it was refused as a
+statement other than SELECT). (The gaps closed with it are tested beside their kin: a tenant's forget
 in test_forget.py, import's note through a server in test_cli_import_remote.py, the file a failed lake write left in
 test_rebuild_lake_full_disk.py.)"""
 
@@ -22,6 +23,8 @@ EXPLAINED: list[tuple[str, str, str]] = [
     ("lower-case, spaced", f"  explain   analyse  SELECT {_BOMB}", "line 1, column 29 (character 29)"),
     ("prefix over lines", f"EXPLAIN\n  ANALYZE\n    SELECT 1, {_BOMB}", "line 3, column 15 (character 33)"),
     ("call on a later line", f"EXPLAIN ANALYZE SELECT 1,\n  {_BOMB}", "line 2, column 3 (character 29)"),
+    ("after a comment line", f"-- why\nEXPLAIN SELECT {_BOMB}", "line 2, column 16 (character 23)"),
+    ("after a block comment", f"/* why */ EXPLAIN SELECT {_BOMB}", "line 1, column 26 (character 26)"),
 ]
 
 
@@ -38,3 +41,8 @@ def test_a_refusal_under_explain_names_the_calls_place_in_the_query_as_written(
     with pytest.raises(QueryRefused) as refused:
         store.query(sql)
     assert str(refused.value).startswith(f"repeat() at {where} was refused: it would build"), refused.value
+
+
+@pytest.mark.parametrize("sql", ["-- the plan\nEXPLAIN SELECT 1", "/* the plan */ EXPLAIN ANALYZE SELECT 1"])
+def test_an_explain_after_a_comment_runs(store: TraceStore, sql: str) -> None:
+    assert store.query(sql).rows
