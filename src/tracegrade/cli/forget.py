@@ -138,7 +138,7 @@ def command(
     else:
         click.echo(
             "the store file still holds the deleted rows' bytes (DuckDB marks them deleted) until `tracegrade "
-            "maintain --purge-deleted` rewrites it, with no server holding the file"
+            "maintain --purge-deleted` rewrites it (through the server that holds the file, if one does)"
         )
     if deleted.runs_kept:
         click.echo(

@@ -1,5 +1,8 @@
 """``tracegrade maintain``: compact a lake store (merge small files, expire snapshots, delete old files) after
-finishing its interrupted forgets, and expire old traces from a lake or a DuckDB file (``--retain``)."""
+finishing its interrupted forgets, and expire old traces from a lake or a DuckDB file (``--retain``).
+
+``--purge-deleted`` on a DuckDB file that `tracegrade serve` holds asks that server to purge it (``POST
+/v1/purge``, with ``--token``), as ``forget`` asks it to forget."""
 
 from __future__ import annotations
 
@@ -15,12 +18,15 @@ import click
 
 from tracegrade.cli.common import Duration, UsageProblem, friendly_errors
 from tracegrade.cli.lake_options import checked_lake, lake_options
+from tracegrade.cli.store_access import token_option
 
 if TYPE_CHECKING:
     from tracegrade.store.retention import RetentionPolicy
     from tracegrade.store.trace_store import TraceStore
 
 __all__ = ["command"]
+
+PURGE_ANSWER_SECONDS = 6 * 3600.0  # how long a purge through a server may take: it copies the whole file
 
 
 @click.command("maintain")
@@ -43,7 +49,8 @@ __all__ = ["command"]
     is_flag=True,
     help="Rewrite what holds deleted rows (of forgotten or expired traces) without them, so their bytes leave "
     "the disk: a lake's data files that hold any (the files replaced go once older than --keep), or a whole "
-    "DuckDB store file that no server holds (once, without --every).",
+    "DuckDB store file (once, without --every; the server that holds it, if one does, purges it itself, "
+    "refusing exports and queries retryably meanwhile).",
 )
 @click.option(
     "--retain",
@@ -58,10 +65,12 @@ __all__ = ["command"]
     help="Tenants whose traces are kept for another time than --retain's (acme=7d,umbrella=forever); "
     "the other tenants' go by --retain (kept, without it).",
 )
+@token_option
 @friendly_errors
 def command(
     location: str,
     lake_data: Path | None,
+    token: str | None,
     every: timedelta | None,
     keep: timedelta,
     purge_deleted: bool,
@@ -91,7 +100,7 @@ def command(
     policy = RetentionPolicy(retain, tenants)
     retention = policy if policy.shortest is not None else None
     if purge_deleted and not is_lake_location(location):
-        _purge_file(Path(location), retention, every)
+        _purge_file(Path(location), retention, every, token)
         return
     if retention is not None and not is_lake_location(location):
         opener: Callable[[], TraceStore] = functools.partial(_open_file_store, Path(location))
@@ -143,9 +152,11 @@ def _reopened(opener: Callable[[], TraceStore], location: str) -> TraceStore | N
         return None
 
 
-def _purge_file(path: Path, retention: RetentionPolicy | None, every: timedelta | None) -> None:
-    """--purge-deleted on a DuckDB file: its old traces expired first (with --retain), then the file rewritten."""
-    from tracegrade.errors import StoreLockedError
+def _purge_file(path: Path, retention: RetentionPolicy | None, every: timedelta | None, token: str | None) -> None:
+    """--purge-deleted on a DuckDB file: its old traces expired first (with --retain), then the file rewritten,
+    here or by the server that holds it."""
+    from tracegrade.errors import StoreError, StoreLockedError
+    from tracegrade.store.access import server_holding
     from tracegrade.store.file_purge import purge_deleted_rows
 
     if every is not None:
@@ -157,10 +168,21 @@ def _purge_file(path: Path, retention: RetentionPolicy | None, every: timedelta 
         finally:
             store.close()
     try:
-        click.echo(purge_deleted_rows(path).summary())
+        purged = purge_deleted_rows(path)
     except StoreLockedError as exc:
-        # a held store is exit 2 here as for every store command (forget, mcp…): not a failed maintenance
-        raise UsageProblem(f"{exc}. A purge rewrites the whole file: nothing may hold it meanwhile") from None
+        server = server_holding(path, token)
+        if server is None:
+            # a held store is exit 2 here as for every store command (forget, mcp…): not a failed maintenance
+            raise UsageProblem(
+                f"{exc}. A purge rewrites the whole file: nothing may hold it meanwhile but the server that holds "
+                "it (a running `tracegrade serve` purges its own file)"
+            ) from None
+        server.timeout = PURGE_ANSWER_SECONDS
+        try:
+            purged = server.purge_deleted()
+        except StoreError as refused:  # a failed maintenance, as on a lake: the server's answer says what to do
+            raise click.ClickException(str(refused)) from None
+    click.echo(purged.summary())
 
 
 def _open_file_store(path: Path) -> TraceStore:

@@ -47,12 +47,14 @@ from tracegrade.ingest.mcp_endpoint import add_mcp_route
 from tracegrade.ingest.metrics import ReceiverMetrics
 from tracegrade.ingest.metrics_listener import MetricsListener
 from tracegrade.ingest.private_paths import PrivatePaths
+from tracegrade.ingest.purge_endpoint import add_purge_route
 from tracegrade.ingest.query_gate import GatedStore, QueryGate
 from tracegrade.ingest.runs_endpoint import add_runs_route
 from tracegrade.ingest.settings import ServeSettings
 from tracegrade.ingest.storage import Storage, StorageHooks
 from tracegrade.ingest.tokens import TokenTable
 from tracegrade.store.database import duckdb_size_bytes
+from tracegrade.store.file_purge import Purged, purge_deleted_rows
 from tracegrade.store.query_control import QueryControl
 from tracegrade.store.readonly import SandboxLimits
 from tracegrade.store.tenant_scope import TenantStore
@@ -118,6 +120,8 @@ class ReceiverServer:
             settings.max_queries, settings.query_timeout, settings.query_max_bytes, PrivatePaths.of(settings)
         )
         self._watch: asyncio.Task[None] | None = None
+        # held while the store is closed and opened again (after a failure, or for a purge): one at a time
+        self._store_turn = asyncio.Lock()
         self._stop_requested = asyncio.Event()
         self._stopped = False
         self.reopened = 0  # times the store was reopened after a failure
@@ -213,6 +217,8 @@ class ReceiverServer:
             store = lambda: self._usable_storage().store  # noqa: E731
             add_runs_route(app, store, functools.partial(intake.authorize, scope="record"))
             add_forget_route(app, store, functools.partial(intake.authorize, scope="forget"), intake.count_forgotten)
+            purge = None if self.settings.is_lake else self.purge_deleted
+            add_purge_route(app, purge, functools.partial(intake.authorize, scope="forget"))
             # the web UI and MCP read through one path: the query gate's limits, as the caller's tenant
             reads = lambda tenant: GatedStore(self.reader(tenant), self._queries, tenant)  # noqa: E731
             may_read = functools.partial(intake.authorize, scope="read")
@@ -455,7 +461,9 @@ class ReceiverServer:
             await asyncio.sleep(STORE_WATCH_SECONDS)
             storage = self._storage
             if storage is not None and storage.failure is not None and not self._stopped:
-                await self._reopen(storage)
+                async with self._store_turn:
+                    if storage is self._storage:  # not closed by a purge meanwhile
+                        await self._reopen(storage)
 
     async def _reopen(self, failed: Storage) -> None:
         """Close the failed storage and open a new one on the same store and journal, retrying until it
@@ -471,6 +479,15 @@ class ReceiverServer:
         await self._intake.wait_idle(self.settings.shutdown_timeout)
         self._storage = None
         await loop.run_in_executor(None, functools.partial(failed.close, drain=False))
+        if await self._open_again():
+            self.reopened += 1
+            log.warning("the store is open again; every acknowledged request in the journal was replayed")
+
+    async def _open_again(self) -> bool:
+        """Open the storage after ``_storage`` was closed (exports refused meanwhile: ``begin_recovery``),
+        retrying until it opens, and take exports again; False when the receiver stopped first."""
+        assert self._intake is not None
+        loop = asyncio.get_running_loop()
         attempts, said, said_at = 0, "", 0.0
         while not self._stopped:
             try:
@@ -490,13 +507,44 @@ class ReceiverServer:
                 continue
             if self._stopped:  # stopped while it opened: close it as a stop would
                 await loop.run_in_executor(None, storage.close)
-                return
+                return False
             self._storage = storage
             self._intake.replace_writer(storage.journaled)
             self._intake.end_recovery()
-            self.reopened += 1
-            log.warning("the store is open again; every acknowledged request in the journal was replayed")
-            return
+            return True
+        return False
+
+    # -- purging the store file ---------------------------------------------------------------------------
+
+    async def purge_deleted(self) -> Purged:
+        """Rewrite the store file without the bytes of its deleted rows (``POST /v1/purge``) through the path a
+        failed store is reopened by: exports and queries are refused retryably, the storage is closed once what
+        it acknowledged is committed, the file purged (``purge_deleted_rows``: the old file or the new one, whole,
+        whenever the receiver dies) and opened again, replaying the journal. StoreUnavailable while the store is
+        being reopened; StoreError when the purge failed (the store is open again all the same)."""
+        assert self._intake is not None
+        storage = self._usable_storage()
+        loop = asyncio.get_running_loop()
+        async with self._store_turn:
+            if self._intake.draining or self._stopped:
+                raise ShuttingDown("the receiver is shutting down; purge the file once it has stopped", 5.0)
+            if storage is not self._storage or storage.failure is not None:
+                raise StoreUnavailable("the store is being reopened after a failure; retry shortly", 1.0)
+            why = "the store file is being purged of its deleted rows"
+            log.warning("%s; exports and queries are refused (retryably) until it is open again", why)
+            self._intake.begin_recovery(why)
+            self._cancel_queries(why)
+            await self._intake.wait_idle(self.settings.shutdown_timeout)
+            self._storage = None
+            try:
+                # drained: what was acknowledged is in the file that is copied (the journal keeps it as well)
+                close = functools.partial(storage.close, drain=True, rebuild_seconds=0)
+                await loop.run_in_executor(None, close)
+                purged = await loop.run_in_executor(None, purge_deleted_rows, Path(self.settings.store))
+            finally:
+                opened = await self._open_again()
+        log.warning("%s%s", purged.summary(), "; the store is open again" if opened else "")
+        return purged
 
     def reader(self, tenant: str | None, store: Any = None) -> Any:
         """What a caller of ``tenant`` reads (``store``, by default the open one): the store as that tenant
@@ -510,7 +558,9 @@ class ReceiverServer:
         """The open storage, or a retryable refusal while it is being reopened."""
         storage = self._storage
         if storage is None or (self._intake is not None and self._intake.recovering):
-            raise StoreUnavailable("the store is being reopened after a failure; retry shortly", 1.0)
+            # what exports are told: a reopening after a failure, or a purge
+            why = (self._intake.recovering if self._intake is not None else None) or "the store is being reopened"
+            raise StoreUnavailable(f"{why}; retry shortly", 1.0)
         return storage
 
     # -- state ------------------------------------------------------------------------------------------

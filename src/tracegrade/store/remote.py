@@ -19,7 +19,7 @@ import re
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -28,6 +28,9 @@ from tracegrade.store.arrow_types import FROM_JSON_TEXT
 from tracegrade.store.query_control import QueryControl
 from tracegrade.store.results import NON_FINITE, QueryResult
 from tracegrade.store.trace_deletion import Deleted
+
+if TYPE_CHECKING:
+    from tracegrade.store.file_purge import Purged
 
 __all__ = ["HEALTHZ_SERVER", "RemoteStore"]
 
@@ -185,6 +188,18 @@ class RemoteStore:
         try:
             return Deleted.from_dict(data["forgotten"])
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise StoreError(f"the tracegrade server at {self.url} sent an unexpected answer: {exc!r}") from None
+
+    def purge_deleted(self) -> Purged:
+        """Have the server rewrite the store file it holds without the bytes of deleted rows (``POST /v1/purge``);
+        its answer comes once the file is replaced, which on a large store takes a while (``self.timeout``)."""
+        from tracegrade.store.file_purge import Purged  # it imports duckdb, which reading through a server does without
+
+        data = self._post("/v1/purge", {}, "request to purge the store file")
+        try:
+            sizes = data["purged"]
+            return Purged(int(sizes["bytes_before"]), int(sizes["bytes_after"]))
+        except (KeyError, TypeError, ValueError) as exc:
             raise StoreError(f"the tracegrade server at {self.url} sent an unexpected answer: {exc!r}") from None
 
     def _post(self, path: str, document: dict[str, Any], what: str) -> Any:
