@@ -163,3 +163,48 @@ def test_a_captured_pattern_that_backtracks_without_end_fails_the_call_instead_o
     assert (second["call"], second["path"]) == ("call 1 'weather' (c2)", f"$.{'b' * 100}!")
     assert "'^(b|bb)+$' took more than 1 s" in second["rule"]
     assert graded["details"]["valid_calls"] == ["call 2 'weather' (c3)"]
+
+
+KEYWORDS_GRADER = textwrap.dedent(
+    """
+    import json
+    from tracegrade.criteria import ToolSchemaCriterion
+    from tracegrade.models import EvalCase, ExecutionResult, ToolCall
+    from tracegrade.models.config import ToolSchemaConfig
+    from tracegrade.models.execution import ToolDefinition
+    schemas = {
+        "closed": {"type": "object", "patternProperties": {"^(a|aa)+$": {}}, "additionalProperties": False},
+        "typed": {"type": "object", "patternProperties": {"^x-": {}}, "additionalProperties": {"type": "integer"}},
+        "unevaluated": {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+                        "patternProperties": {"^x-": {}}, "unevaluatedProperties": False},
+        "braced": {"type": "object", "properties": {"city": {"type": "string", "pattern": "^(a|aa)+${i"}}},
+    }
+    calls = [ToolCall(name="closed", args={"a" * 100 + "!": 1}, call_id="c1"),
+             ToolCall(name="typed", args={"x-1": "s", "other": "s"}, call_id="c2"),
+             ToolCall(name="unevaluated", args={"y": 1}, call_id="c3"),
+             ToolCall(name="braced", args={"city": "a" * 100 + "!"}, call_id="c4"),
+             ToolCall(name="typed", args={"x-1": "s", "other": 1}, call_id="c5")]
+    definitions = [ToolDefinition(name=name, parameters=schema) for name, schema in schemas.items()]
+    execution = ExecutionResult(tool_calls=calls, tool_definitions=definitions)
+    result = ToolSchemaCriterion(ToolSchemaConfig()).evaluate_sync(execution, EvalCase(eval_id="c", conversation=[]))
+    print(json.dumps(result.details))
+    """
+)
+
+
+def test_patterns_are_matched_within_the_time_limit_wherever_jsonschema_reads_them(tmp_path: Path) -> None:
+    # jsonschema's additionalProperties and unevaluatedProperties match patternProperties with re, without a limit,
+    # and a pattern the regex module cannot read went to re as well: each of these hung the grader
+    script = tmp_path / "grader.py"
+    script.write_text(KEYWORDS_GRADER)
+    process = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert process.returncode == 0, process.stderr
+    details = json.loads(process.stdout)
+    rules = {(v["call"].split()[1], v["path"]): v["rule"] for v in details["violations"]}
+    assert set(rules) == {("0", f"$.{'a' * 100}!"), ("1", "$.other"), ("2", "$"), ("3", "$.city")}
+    assert "'^(a|aa)+$' took more than 1 s" in rules["0", f"$.{'a' * 100}!"]  # and not also an additional property
+    assert rules["1", "$.other"] == "type: 's' is not of type 'integer'"  # additional ones still checked
+    assert "unevaluatedProperties is not checked in a schema with patternProperties" in rules["2", "$"]
+    assert "'^(a|aa)+${i' cannot be matched with a time limit" in rules["3", "$.city"]
+    assert "escape a literal brace" in rules["3", "$.city"]
+    assert details["valid_calls"] == ["call 4 'typed' (c5)"]

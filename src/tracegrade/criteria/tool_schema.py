@@ -11,16 +11,17 @@ A schema captured in a trace is whatever the traced process (or anyone who can s
 applied with references resolved inside the schema only: a ``$ref`` to a URL or file is never fetched (the
 grader would otherwise open any address a trace names), and a reference that cannot be resolved or that loops
 without end fails the calls it applies to, saying so, rather than the whole grading. Its ``pattern`` and
-``patternProperties`` are matched with a time limit (``PATTERN_TIMEOUT``, with the ``regex`` module): Python's
-``re`` cannot be stopped, and a pattern that backtracks without end (``^(a|aa)+$`` on a long value) would hang
-the grader; a match that runs out of time fails the call, naming the pattern.
+``patternProperties`` are matched with a time limit (``PATTERN_TIMEOUT``, with the ``regex`` module), also where
+``additionalProperties`` reads them: Python's ``re`` cannot be stopped, and a pattern that backtracks without end
+(``^(a|aa)+$`` on a long value) would hang the grader; a match that runs out of time, or a pattern the ``regex``
+module cannot read, fails the call, naming the pattern. A schema with both ``unevaluatedProperties`` and
+``patternProperties`` fails the calls too (jsonschema matches those patterns with ``re`` there, without a limit).
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -58,19 +59,25 @@ _LOCAL_REFERENCES: Registry[Any] = Registry(retrieve=_no_retrieval)  # type: ign
 
 
 def _matches(pattern: str, text: str) -> bool:
-    """``re.search`` within ``PATTERN_TIMEOUT`` (TimeoutError past it); a pattern the ``regex`` module reads
-    differently from ``re`` (it accepts a few more) is matched with ``re`` after all."""
-    try:
-        compiled = regex.compile(pattern)
-    except regex.error:
-        return re.search(pattern, text) is not None
-    return compiled.search(text, timeout=PATTERN_TIMEOUT) is not None
+    """``re.search`` within ``PATTERN_TIMEOUT`` (TimeoutError past it). A pattern the ``regex`` module cannot read
+    raises regex.error: ``re`` reads a few more (a literal ``{`` before a letter, which ``regex`` takes for a fuzzy
+    match), but has no time limit, and ``^(a|aa)+${i`` backtracked in it without end."""
+    return regex.compile(pattern).search(text, timeout=PATTERN_TIMEOUT) is not None
 
 
-def _too_slow(pattern: str) -> schema_errors.ValidationError:
+_UNMATCHABLE = (TimeoutError, regex.error)  # what _matches raises instead of answering
+
+
+def _unmatched(pattern: str, exc: Exception) -> schema_errors.ValidationError:
+    """The violation of a value ``pattern`` could not be matched against (``exc``: one of ``_UNMATCHABLE``)."""
+    if isinstance(exc, TimeoutError):
+        return schema_errors.ValidationError(
+            f"the pattern {pattern!r} took more than {PATTERN_TIMEOUT:g} s to match this value and was given up (it "
+            "backtracks without end on it: nested or overlapping repetition such as (a|aa)+); simplify the pattern"
+        )
     return schema_errors.ValidationError(
-        f"the pattern {pattern!r} took more than {PATTERN_TIMEOUT:g} s to match this value and was given up (it "
-        "backtracks without end on it: nested or overlapping repetition such as (a|aa)+); simplify the pattern"
+        f"the pattern {pattern!r} cannot be matched with a time limit: the regex module reads it as invalid ({exc}); "
+        "escape a literal brace as \\{"
     )
 
 
@@ -81,8 +88,8 @@ def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterat
     try:
         if not _matches(pattern, instance):
             yield schema_errors.ValidationError(f"{instance!r} does not match {pattern!r}")
-    except TimeoutError:
-        yield _too_slow(pattern)
+    except _UNMATCHABLE as exc:
+        yield _unmatched(pattern, exc)
 
 
 def _pattern_properties(
@@ -95,8 +102,8 @@ def _pattern_properties(
         for key, value in instance.items():
             try:
                 matched = _matches(pattern, key)
-            except TimeoutError:
-                error = _too_slow(pattern)
+            except _UNMATCHABLE as exc:
+                error = _unmatched(pattern, exc)
                 error.path.appendleft(key)  # the argument whose name could not be matched
                 yield error
                 continue
@@ -104,10 +111,57 @@ def _pattern_properties(
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
 
 
+def _matched_or_reported(patterns: dict[str, Any], key: str) -> bool:
+    """Whether ``key`` matches one of ``patterns``; one that cannot be matched against it counts as a match, as
+    ``patternProperties`` already reports it."""
+    for pattern in patterns:
+        try:
+            if _matches(pattern, key):
+                return True
+        except _UNMATCHABLE:
+            return True
+    return False
+
+
+def _additional_properties_of(original: Any) -> Any:
+    """jsonschema's ``additionalProperties`` keyword (``original``), ``patternProperties`` matched within the time
+    limit: jsonschema's own matches them with ``re``, without one."""
+
+    def additional_properties(
+        validator: Any, allowed: Any, instance: Any, schema: Any
+    ) -> Iterator[schema_errors.ValidationError]:
+        patterns = schema.get("patternProperties")
+        if not patterns or not validator.is_type(instance, "object"):
+            yield from original(validator, allowed, instance, schema)
+            return
+        properties = schema.get("properties", {})
+        extras = sorted(k for k in instance if k not in properties and not _matched_or_reported(patterns, k))
+        if validator.is_type(allowed, "object"):
+            for key in extras:
+                yield from validator.descend(instance[key], allowed, path=key)
+        elif not allowed and extras:  # jsonschema's words for this case
+            verb = "does" if len(extras) == 1 else "do"
+            names = ", ".join(map(repr, extras))
+            yield schema_errors.ValidationError(
+                f"{names} {verb} not match any of the regexes: {', '.join(map(repr, sorted(patterns)))}"
+            )
+
+    return additional_properties
+
+
+def _has_key(schema: Any, key: str) -> bool:
+    """Whether ``key`` is a key of ``schema`` or of any object within it."""
+    if isinstance(schema, dict):
+        return key in schema or any(_has_key(value, key) for value in schema.values())
+    return isinstance(schema, list) and any(_has_key(item, key) for item in schema)
+
+
 @functools.cache
 def _bounded(cls: Any) -> Any:
     """``cls`` (a jsonschema validator class) with its pattern keywords matched within the time limit."""
-    return extend(cls, {"pattern": _pattern, "patternProperties": _pattern_properties})
+    keywords = {"pattern": _pattern, "patternProperties": _pattern_properties}
+    keywords["additionalProperties"] = _additional_properties_of(cls.VALIDATORS["additionalProperties"])
+    return extend(cls, keywords)
 
 
 def argument_path(path: Any) -> str:
@@ -220,6 +274,14 @@ class ToolSchemaCriterion(SyncCriterion):
                 cls.check_schema(schema)
             except schema_errors.SchemaError as exc:
                 return [{"path": "$", "rule": f"the tool's schema is not valid JSON Schema: {exc.message}"}]
+            if "unevaluatedProperties" in cls.VALIDATORS and all(
+                _has_key(schema, word) for word in ("unevaluatedProperties", "patternProperties")
+            ):  # jsonschema matches patternProperties with re to find the evaluated keys, without a time limit
+                rule = (
+                    "the tool's schema cannot be applied: unevaluatedProperties is not checked in a schema with "
+                    "patternProperties (their patterns would be matched without a time limit); use additionalProperties"
+                )
+                return [{"path": "$", "rule": rule}]
             validator = validators[key] = _bounded(cls)(schema, registry=_LOCAL_REFERENCES)
         try:
             found = sorted(validator.iter_errors(args), key=lambda e: list(map(str, e.absolute_path)))

@@ -28,7 +28,9 @@ SNIPPET_CHARS = 300
 
 # litellm's own words when a chat completion's body is no completion (the body follows "Received:")
 _NOT_A_COMPLETION = ("Empty or invalid response from LLM endpoint", "provider returned a response with no 'choices'")
-_RECEIVED = re.compile(r"Received: (.*?)\. Check the reverse proxy", re.DOTALL)
+# read with match() from the first "Received: " only: searched for, it was tried from every "Received: " in the
+# text, each try reading on to the end (quadratic: 10k of them took 11 s)
+_RECEIVED = re.compile(r"(?:(?!Received: ).)*Received: (.*?)\. Check the reverse proxy", re.DOTALL)
 
 
 class MalformedReply(JudgeError):
@@ -87,7 +89,7 @@ def malformed_reply(exc: BaseException, api: str) -> MalformedReply | None:
     if getattr(exc, "status_code", None) == 200:
         return MalformedReply(api, _provider_words(text))
     if any(words in text for words in _NOT_A_COMPLETION):
-        received = _RECEIVED.search(text)
+        received = _RECEIVED.match(text)
         if received is None:
             return MalformedReply(api, _provider_words(text), quoted=False)
         return MalformedReply(api, _unquoted(received.group(1)))

@@ -20,9 +20,13 @@ from tracegrade.models.results import TokenUsage
 
 __all__ = ["ClampedScore", "ScoreReader", "UnreadableReply", "extract_json_object"]
 
-_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
+# a fenced block's body, after its whole info string and all the whitespace that follows it: the lookaheads keep
+# the engine from trying shorter ones, each of which rescanned the rest of a reply without a closing fence
+# (quadratic: "```" and 10k spaces took a second)
+_FENCE = re.compile(r"```[a-zA-Z0-9_-]*(?![a-zA-Z0-9_-])\s*(?!\s)(.*?)```", re.DOTALL)
 # A reasoning model's scratch work, which some servers leave in the reply text: drafts, not the verdict.
 _THINKING = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | re.IGNORECASE)
+_THINKING_OPENER = re.compile(r"<(think|thinking|reasoning)>", re.IGNORECASE)
 
 
 class UnreadableReply(TracegradeError, ValueError):
@@ -34,6 +38,27 @@ class UnreadableReply(TracegradeError, ValueError):
         self.raw = raw
         self.usage: TokenUsage | None = None
         self.notes: list[str] = []
+
+
+def _without_thinking(text: str) -> str:
+    """``text`` without its ``<think>…</think>`` blocks (``_THINKING``, removed as ``re.sub`` would). A name once
+    found without its closer is not tried again (no closer follows a later opener either): tried from every
+    opener, as ``re.sub`` does, a reply of unclosed openers was read to its end from each (quadratic)."""
+    kept: list[str] = []
+    pos = 0
+    unclosed: set[str] = set()  # the closer matches the name in any case (IGNORECASE), so the lower-cased name
+    while (opener := _THINKING_OPENER.search(text, pos)) is not None:
+        name = opener.group(1).lower()
+        block = None if name in unclosed else _THINKING.match(text, opener.start())
+        if block is None:
+            unclosed.add(name)
+            kept.append(text[pos : opener.start() + 1])
+            pos = opener.start() + 1
+        else:
+            kept.append(text[pos : opener.start()])
+            pos = block.end()
+    kept.append(text[pos:])
+    return "".join(kept)
 
 
 def _top_level_objects(text: str) -> list[dict[str, Any]]:
@@ -67,7 +92,7 @@ def _refuse_rival_scores(objects: list[dict[str, Any]], text: str) -> None:
 
 def extract_json_object(text: str) -> dict[str, Any]:
     """The JSON object a judge replied with; raises :class:`UnreadableReply` when there is none."""
-    stripped = _THINKING.sub("", text).strip()
+    stripped = _without_thinking(text).strip()
     if not stripped:
         if text.strip():
             raise UnreadableReply("the judge reply holds only its <think> block, no verdict after it", text)
