@@ -17,13 +17,17 @@ from tracegrade.judges.providers import provider_problem
         ('```\n{"score": 1}\n```', {"score": 1}),
         ('Sure! {"score": 0.2, "nested": {"a": [1, 2]}} -- done', {"score": 0.2, "nested": {"a": [1, 2]}}),
         ('I use {braces} loosely, but: {"score": 0.3}', {"score": 0.3}),
+        # nesting deeper than Python's parser can go is passed over, as other text is (it raised RecursionError)
+        ('{"a":' * 3000 + ' and then {"score": 0.4}', {"score": 0.4}),
     ],
 )
 def test_json_object_is_found_in_fences_and_prose(reply, expected):
     assert extract_json_object(reply) == expected
 
 
-@pytest.mark.parametrize("reply", ["", "   ", "no json at all", '{"score": 0.5', "[1, 2]"])
+@pytest.mark.parametrize(
+    "reply", ["", "   ", "no json at all", '{"score": 0.5', "[1, 2]", '{"a":' * 3000, '{"score": ' + "[" * 3000 + "}"]
+)
 def test_replies_without_an_object_are_unreadable(reply):
     with pytest.raises(UnreadableReply) as info:
         extract_json_object(reply)

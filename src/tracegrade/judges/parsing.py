@@ -71,7 +71,7 @@ def _top_level_objects(text: str) -> list[dict[str, Any]]:
             continue
         try:
             value, end_at = decoder.raw_decode(text, match.start())
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # not JSON, or nested past what Python's parser can
             continue
         if isinstance(value, dict):
             found.append(value)
@@ -101,7 +101,7 @@ def extract_json_object(text: str) -> dict[str, Any]:
     for candidate in candidates:
         try:
             value = json.loads(candidate)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             continue
         if isinstance(value, dict):
             if candidate is not stripped:  # a fenced block: another block or the prose may hold a rival verdict
