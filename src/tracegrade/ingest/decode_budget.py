@@ -50,7 +50,8 @@ class DecodeBudget:
             await entry[1]
         except BaseException:  # the request was cancelled (its client hung up)
             if entry[1].cancelled():
-                self._waiting.remove(entry)
+                if entry in self._waiting:  # else ``_grant`` passed over it already
+                    self._waiting.remove(entry)
                 self._grant()  # the requests it held up may fit now
             else:  # its turn came just as it was cancelled
                 self.release(size)
@@ -64,8 +65,10 @@ class DecodeBudget:
     def _grant(self) -> None:
         while self._waiting and self._fits(self._waiting[0][0]):
             size, turn = self._waiting.popleft()
-            self.held += size
-            turn.set_result(None)
+            # cancelled, its request has not left the line yet: bytes counted for it now would never come back
+            if not turn.cancelled():
+                self.held += size
+                turn.set_result(None)
 
     def _fits(self, size: int) -> bool:
         return self.held == 0 or self.held + size <= self.capacity

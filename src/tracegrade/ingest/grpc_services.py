@@ -14,8 +14,10 @@ waits in line for room before it reads its one message, and the server runs with
 (``GRPC_FLOW_CONTROL``), so a message not read yet stays with its sender instead of in grpc's receive buffers
 (measured: 8 MB of each waiting 15 MB message with probing, 0 without). A call that gets no room before its
 deadline, or that finds as many calls waiting as may, is refused with ``RESOURCE_EXHAUSTED`` and a ``RetryInfo``,
-as OTLP says for backpressure. grpc's own limit on concurrent calls is not used: its refusal carries no
-``RetryInfo``, so exporters drop the batch.
+as OTLP says for backpressure; so is a call that finds every in-flight slot taken, before it waits or reads. grpc's
+own limit on concurrent calls is not used: its refusal carries no ``RetryInfo``, so exporters drop the batch. grpc
+cancels the handler of a call whose client cancels it or whose deadline passes: the call leaves the line, or its
+export is dropped if it was not handed to the writer yet (``Intake.export``).
 """
 
 from __future__ import annotations
@@ -104,6 +106,7 @@ class OtlpGrpcServices:
     async def _export(self, signal: Signal, context: grpc.aio.ServicerContext) -> bytes:
         try:
             tenant = self._authorize(context)
+            self._intake.check_admission(tenant)  # before its message is read, only to be thrown away
             async with self._message(context) as request, self._intake.admit(tenant):
                 outcome = await self._intake.export(signal, request, WireFormat.PROTOBUF, tenant)
         except ExportRefused as refused:
@@ -147,6 +150,9 @@ class OtlpGrpcServices:
         patience = NO_DEADLINE_WAIT if remaining is None else remaining - min(REFUSAL_MARGIN, remaining / 2)
         try:
             await asyncio.wait_for(self._budget.acquire(size), patience)
+        except asyncio.CancelledError:  # its client hung up
+            self._intake.count_abandoned("body_room")
+            raise
         except asyncio.TimeoutError:
             raise Overloaded(
                 f"request bodies and messages being received hold {self._budget.held} of their "

@@ -6,7 +6,9 @@ that applies to the wire size and, for gzip, to the decompressed size (decompres
 gzip bomb costs at most the cap). A body is read before its request takes an in-flight slot, under a
 byte budget shared by all bodies (:mod:`~tracegrade.ingest.body_budget`) and read deadlines: one that
 stalls between chunks, or takes too long in all, is answered 408. Errors carry a ``google.rpc.Status``
-body saying why.
+body saying why. aiohttp goes on with a request whose client hung up, so an export watches its connection once
+its body is in, and is cancelled when the client is gone (``Intake.export`` drops it if it was not handed to
+the writer yet).
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ import asyncio
 import functools
 import math
 import zlib
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import StreamReader, web
 
@@ -26,6 +28,7 @@ from tracegrade.ingest.decode.checks import type_name
 from tracegrade.ingest.intake import (
     TOO_LARGE_HINT,
     BodyTimeout,
+    ClientGone,
     ExportRefused,
     Intake,
     PayloadTooLarge,
@@ -35,6 +38,7 @@ from tracegrade.ingest.intake import (
 from tracegrade.ingest.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from tracegrade.ingest.metrics import ReceiverMetrics
 from tracegrade.ingest.otlp_responses import (
+    ExportOutcome,
     Signal,
     WireFormat,
     encode_export_response,
@@ -67,12 +71,34 @@ BODY_TOTAL_TIMEOUT = 120.0  # longest a whole body may take to arrive
 # (sql, params, is the client still connected?, the caller's tenant) -> QueryResult
 QueryRunner = Callable[[str, Sequence[Any] | None, Callable[[], bool], str], Awaitable[Any]]
 Readiness = Callable[[], tuple[bool, str]]
+T = TypeVar("T")
 
 
 def client_connected(request: web.Request) -> bool:
     """Is the client that sent ``request`` still connected?"""
     transport = request.transport
     return transport is not None and not transport.is_closing()
+
+
+async def while_connected(request: web.Request, work: Coroutine[Any, Any, T]) -> T:
+    """``work``'s result; ClientGone once ``request``'s client hangs up first (``work`` is cancelled then, and
+    has unwound when this raises). A connection that is closing cannot carry an answer: asyncio closes one whose
+    client half-closed it too."""
+    from tracegrade.ingest.server import CLIENT_CHECK_SECONDS  # the server imports this module
+
+    task = asyncio.ensure_future(work)
+    try:
+        while not task.done():
+            await asyncio.wait((task,), timeout=CLIENT_CHECK_SECONDS)
+            if not task.done() and not client_connected(request):
+                task.cancel()
+                await asyncio.wait((task,))
+    except BaseException:  # the handler itself was cancelled (the server stops)
+        task.cancel()
+        raise
+    if task.cancelled():
+        raise ClientGone("the client hung up before its request was answered")
+    return task.result()
 
 
 # What a query's parameters may hold: DuckDB converts every value before the query starts, where no time limit stops
@@ -349,14 +375,17 @@ class HttpFrontEnd:
                     idle_timeout=self._idle_timeout,
                     total_timeout=self._total_timeout,
                 )
-                async with self._intake.admit(tenant):
-                    outcome = await self._intake.export(signal, payload, fmt, tenant)
+                outcome = await while_connected(request, self._admitted_export(signal, payload, fmt, tenant))
         except ExportRefused as refused:
             self._count(signal.value, refused.http_status)
             return self._refusal(refused, reply_format)
         self._count(signal.value, 200)
         body = encode_export_response(signal, outcome, fmt)
         return web.Response(body=body, headers={"Content-Type": fmt.content_type})
+
+    async def _admitted_export(self, signal: Signal, payload: bytes, fmt: WireFormat, tenant: str) -> ExportOutcome:
+        async with self._intake.admit(tenant):
+            return await self._intake.export(signal, payload, fmt, tenant)
 
     def _count(self, signal: str, status: int) -> None:
         self._metrics.requests.inc(protocol="http", signal=signal, status=str(status))

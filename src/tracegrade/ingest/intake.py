@@ -11,11 +11,19 @@ to retry after ``queue_wait`` seconds), and decoding runs on a small thread pool
 time as its threads' share of ``--max-request-bytes`` (:class:`~tracegrade.ingest.decode_budget.DecodeBudget`,
 held until a decode ends even when its client hung up); the decoded records, many times their request's size,
 are converted to Arrow and let go on the decode thread.
+
+A client that hangs up cancels its export (gRPC does so itself; the HTTP front end watches the connection). Until
+its request is handed to the writer nothing of it was acknowledged, and no answer can reach the client any more,
+so it is dropped where it is: it leaves the queue gate's or the decode threads' line, and a decode under way
+stops once the protobuf or JSON is parsed, before its records are converted and written (most of a request's
+cost: bench/RESULTS.md). ``requests_abandoned_total{stage}`` counts them. A request already handed to the writer
+is written all the same (a retry of it is stored once: the store keeps the first copy of each span).
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -42,6 +50,7 @@ if TYPE_CHECKING:  # types only: the receiver imports the decoders and the store
 __all__ = [
     "TOO_LARGE_HINT",
     "BodyTimeout",
+    "ClientGone",
     "ExportRefused",
     "Forbidden",
     "Intake",
@@ -93,6 +102,14 @@ class Forbidden(ExportRefused):
 class Undecodable(ExportRefused):
     http_status = 400
     grpc_code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class ClientGone(ExportRefused):
+    """The client hung up before its request was answered, so no answer reaches it (HTTP 499, as nginx logs a
+    request its client closed); nothing of it is kept unless it was handed to the writer already."""
+
+    http_status = 499
+    grpc_code = grpc.StatusCode.CANCELLED
 
 
 class UnsupportedMediaType(ExportRefused):
@@ -343,6 +360,23 @@ class Intake:
     @asynccontextmanager
     async def admit(self, tenant: str = DEFAULT_TENANT) -> AsyncIterator[None]:
         """Hold one of the in-flight slots for the duration of ``tenant``'s request, or refuse it (retryably)."""
+        self.check_admission(tenant)
+        self._inflight += 1
+        self._inflight_by_tenant[tenant] = self._inflight_by_tenant.get(tenant, 0) + 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._inflight -= 1
+            left = self._inflight_by_tenant.pop(tenant) - 1
+            if left:
+                self._inflight_by_tenant[tenant] = left
+            if self._inflight == 0:
+                self._idle.set()
+
+    def check_admission(self, tenant: str = DEFAULT_TENANT) -> None:
+        """Refuse ``tenant``'s request, as ``admit`` would now, when no slot is free for it (or the receiver is
+        stopping, or its store is being reopened)."""
         if self.draining:
             raise ShuttingDown("the receiver is shutting down; retry later", SHUTDOWN_RETRY_AFTER)
         if self.recovering is not None or self._writer is None:
@@ -358,18 +392,6 @@ class Intake:
                 "receiver handles at once; retry later",
                 1.0,
             )
-        self._inflight += 1
-        self._inflight_by_tenant[tenant] = held + 1
-        self._idle.clear()
-        try:
-            yield
-        finally:
-            self._inflight -= 1
-            left = self._inflight_by_tenant.pop(tenant) - 1
-            if left:
-                self._inflight_by_tenant[tenant] = left
-            if self._inflight == 0:
-                self._idle.set()
 
     def begin_drain(self) -> None:
         """Refuse new requests from now on; those already admitted run to completion."""
@@ -406,12 +428,16 @@ class Intake:
         self, signal: Signal, payload: bytes, fmt: WireFormat, tenant: str = DEFAULT_TENANT
     ) -> ExportOutcome:
         """Wait for room in the write queue, decode ``payload``, journal what is valid as ``tenant``'s, and
-        return once it is durable."""
+        return once it is durable. Cancelled (its client hung up), it is dropped unless it was handed to the
+        writer already."""
         try:
             reserved = await self._gate.enter(tenant)
         except QueueGateTimeout as exc:
             retry_after = self._writer.retry_after(self._gate.estimate)
             raise Overloaded(f"the write queue is full ({exc}); retry later", retry_after) from None
+        except asyncio.CancelledError:
+            self.count_abandoned("queue")
+            raise
         queued: int | None = None
         durable: tuple[Any, float] | None = None
         try:
@@ -431,9 +457,14 @@ class Intake:
         decoder = self._decoders[(signal, fmt)]
         loop = asyncio.get_running_loop()
         size = len(payload)
-        await self._decoding.acquire(size)
         try:
-            job = self._executor.submit(self._decode_and_prepare, signal, decoder, payload, tenant)
+            await self._decoding.acquire(size)
+        except asyncio.CancelledError:
+            self.count_abandoned("decode_wait")
+            raise
+        abandoned = threading.Event()
+        try:
+            job = self._executor.submit(self._decode_and_prepare, signal, decoder, payload, tenant, abandoned)
         except BaseException:
             self._decoding.release(size)
             raise
@@ -442,23 +473,30 @@ class Intake:
             if not loop.is_closed():  # a stopped receiver's loop closes before the decodes of abandoned requests end
                 loop.call_soon_threadsafe(self._decoding.release, size)
 
-        # given back when the decode ends, not when its request does: a client hanging up does not stop it
+        # given back when the decode ends, not when its request does: a client hanging up stops it once parsed
         job.add_done_callback(decode_ended)
         try:
-            return await asyncio.wrap_future(job)
+            return await asyncio.wrap_future(job)  # cancelled: a job not started yet is taken off the pool
         except DecodeError as exc:
             raise Undecodable(f"undecodable OTLP {fmt.value} {signal.value} request: {exc}") from None
+        except asyncio.CancelledError:
+            abandoned.set()
+            self.count_abandoned("decoding")
+            raise
 
     def _decode_and_prepare(
-        self, signal: Signal, decoder: Callable[..., Any], payload: bytes, tenant: str
+        self, signal: Signal, decoder: Callable[..., Any], payload: bytes, tenant: str, abandoned: threading.Event
     ) -> DecodeResult:
-        """Decode a request and convert what it holds for the store as ``tenant``'s (on a decode thread).
+        """Decode a request and convert what it holds for the store as ``tenant``'s (on a decode thread); stops
+        with ClientGone, its result unread, once ``abandoned`` is set (checked when the parsing ends).
 
         Returns counts and Arrow tables only: the decoded records, many times the request's size in Python
         objects, are let go here, before the DecodeBudget counts their bytes as free again."""
         from tracegrade.store.prepared import prepare_write
 
         decoded = decoder(payload, *self._limits)
+        if abandoned.is_set():  # the conversion costs a quarter of the parsing, and the write several times both
+            raise ClientGone("the client hung up while its request was decoded")
         spans, logs = _records(signal, decoded)
         prepared = prepare_write(spans, logs, tenant, fresh=True) if spans or logs else None
         return len(spans) + len(logs), decoded.rejected, prepared
@@ -494,6 +532,10 @@ class Intake:
         except Exception as exc:
             raise StoreUnavailable(f"the request could not be made durable: {exc}", 1.0) from None
         self._metrics.write_latency.observe(time.perf_counter() - started)
+
+    def count_abandoned(self, stage: str) -> None:
+        """Count a request dropped at ``stage`` because its client hung up (call on the event loop)."""
+        self._metrics.requests_abandoned.inc(stage=stage)
 
     def count_expired(self, expired: Deleted) -> None:
         """Count what a retention pass deleted (call on the event loop)."""

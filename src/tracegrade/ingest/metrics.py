@@ -218,6 +218,17 @@ class ReceiverMetrics:
                 ("protocol", "signal", "status"),
             )
         )
+        self.requests_abandoned = add(
+            Counter(
+                prefix + "requests_abandoned_total",
+                "Export requests dropped, never acknowledged, because their client hung up before they were handed "
+                "to the writer, by the stage they were in: body_room (an OTLP/gRPC call waiting to read its "
+                "message), queue (waiting for room in the write queue), decode_wait (waiting for the decode "
+                "threads), decoding (handed to them: taken off their queue, or stopped once parsed, before it was "
+                "converted and written).",
+                ("stage",),
+            )
+        )
         self.spans_received = add(
             Counter(prefix + "spans_received_total", "Spans decoded from export requests (kept or rejected).")
         )
