@@ -239,6 +239,13 @@ async def read_limited_body(
         raise Undecodable(f"the gzip body is corrupt: {exc}") from None
     except asyncio.TimeoutError:
         raise _late_body(idle_timeout, total_timeout, overdue=loop.time() >= deadline) from None
+    except ConnectionError:
+        # the client closed its connection in the middle of the body (fewer bytes than its Content-Length, or a
+        # chunked body without its last chunk): a client that hung up, not a fault of the server's (raised out of
+        # the handler, aiohttp logged it with its traceback as a 500)
+        raise ClientGone(
+            f"the request body ended after {received} bytes, before its end: the client closed the connection"
+        ) from None
     if inflater is not None and not inflater.ended:
         raise Undecodable("the gzip body is truncated (the stream did not end)")
     return bytes(out)

@@ -14,6 +14,7 @@ from aiohttp import web
 
 from tracegrade.evaluation.worker_endpoint import ListenAddress, listen_socket, parse_listen_address
 from tracegrade.ingest.host_guard import host_guard
+from tracegrade.ingest.request_error_log import request_error_log
 
 __all__ = ["MetricsListener"]
 
@@ -36,7 +37,7 @@ class MetricsListener:
         guard = host_guard(self.address.host)
         app = web.Application(middlewares=[guard] if guard is not None else [])
         app.router.add_get("/metrics", page)
-        self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        self._runner = web.AppRunner(app, handle_signals=False, access_log=None, logger=request_error_log())
         await self._runner.setup()
         await web.SockSite(self._runner, self._socket).start()
 

@@ -49,6 +49,7 @@ from tracegrade.ingest.metrics_listener import MetricsListener
 from tracegrade.ingest.private_paths import PrivatePaths
 from tracegrade.ingest.purge_endpoint import add_purge_route
 from tracegrade.ingest.query_gate import GatedStore, QueryGate
+from tracegrade.ingest.request_error_log import request_error_log
 from tracegrade.ingest.runs_endpoint import add_runs_route
 from tracegrade.ingest.settings import ServeSettings
 from tracegrade.ingest.storage import Storage, StorageHooks
@@ -353,6 +354,7 @@ class ReceiverServer:
             app,
             handle_signals=False,
             access_log=None,
+            logger=request_error_log(),
             auto_decompress=False,
             shutdown_timeout=STOP_GRACE,
             max_line_size=MAX_REQUEST_LINE,  # the web UI's long addresses (see MAX_REQUEST_LINE)

@@ -6,10 +6,21 @@ and the mapper, and they are never validated from user input directly (decoders 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["LogRecordData", "SpanEvent", "SpanLink", "SpanRecord"]
+__all__ = ["LogRecordData", "SpanEvent", "SpanLink", "SpanRecord", "service_name_of"]
+
+
+def service_name_of(resource: dict[str, Any]) -> str:
+    """A resource's ``service.name`` as text: a string as it is; '' when absent or empty (an AnyValue that holds
+    nothing decodes to None, which ``str()`` made the name "None"); any other value (OpenTelemetry says it is a
+    string, a sender may not) as compact JSON, the same text whether read from a decoded or a stored record."""
+    name = resource.get("service.name")
+    if type(name) is str:
+        return name
+    return "" if name is None else json.dumps(name, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 @dataclass(slots=True)
@@ -67,7 +78,7 @@ class SpanRecord:
 
     @property
     def service_name(self) -> str:
-        return str(self.resource.get("service.name", ""))
+        return service_name_of(self.resource)
 
     @property
     def duration_ns(self) -> int:

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from tracegrade.models.span import LogRecordData, SpanEvent, SpanLink, SpanRecord
+from tracegrade.models.span import LogRecordData, SpanEvent, SpanLink, SpanRecord, service_name_of
 
 __all__ = [
     "ENVELOPE_COLUMNS",
@@ -371,7 +371,7 @@ def logs_to_arrow(records: Sequence[LogRecordData]) -> tuple[list[LogRecordData]
             "body": pa.array(bodies, pa.string()),
             "attributes": pa.array(attribute_maps, pa.string()),
             "resource": pa.array(resources, pa.string()),
-            "service_name": pa.array([str(r.resource.get("service.name", "")) for r in unique], pa.string()),
+            "service_name": pa.array([service_name_of(r.resource) for r in unique], pa.string()),
             "scope_name": pa.array([r.scope_name for r in unique], pa.string()),
             "flags": pa.array([r.flags for r in unique], pa.int64()),
             "dropped_attributes_count": pa.array([r.dropped_attributes_count for r in unique], pa.int32()),

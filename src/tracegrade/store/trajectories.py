@@ -44,11 +44,26 @@ class TrajectoryRows:
         return {table: rows_to_arrow(rows) for table, rows in self.tables.items() if rows}
 
 
-def _as_int(value: Any) -> int | None:
+_BIGINT = (-(2**63), 2**63 - 1)
+_INTEGER = (-(2**31), 2**31 - 1)
+
+
+def _count(value: int) -> int:
+    """A token count as its BIGINT column holds it: a count past the column's range (a sender's hostile attribute,
+    or the sum of several) is kept at its bound, which still says "very many"; ``execution`` keeps it whole.
+    Unbounded, it failed the build of every trace claimed with its own, which was retried every second for ever."""
+    low, high = _BIGINT
+    return min(max(value, low), high)
+
+
+def _index(value: Any) -> int | None:
+    """A turn index or step for an INTEGER column; None (unknown) when it is no integer or wider than the column."""
     try:
-        return None if value is None else int(value)
-    except (TypeError, ValueError):
+        number = None if value is None else int(value)
+    except (TypeError, ValueError, OverflowError):
         return None
+    low, high = _INTEGER
+    return number if number is not None and low <= number <= high else None
 
 
 def _as_text(value: Any) -> str | None:
@@ -127,12 +142,12 @@ def execution_rows(
             "tool_calls": len(execution.tool_calls),
             "tool_names": sorted({call.name for call in execution.tool_calls}),
             "node_visits": len(execution.visits),
-            "input_tokens": usage.input_tokens,
-            "output_tokens": usage.output_tokens,
-            "total_tokens": usage.total_tokens,
+            "input_tokens": _count(usage.input_tokens),
+            "output_tokens": _count(usage.output_tokens),
+            "total_tokens": _count(usage.total_tokens),
             "eval_set_id": _as_text(meta.get("eval_set_id")),
             "case_id": _as_text(meta.get("case_id")),
-            "turn_index": _as_int(meta.get("turn_index")),
+            "turn_index": _index(meta.get("turn_index")),
             "run_id": _as_text(meta.get("run_id")),
             "conversation_id": execution.conversation_id,
             "dropped_attributes": sum(s.dropped_attributes_count for s in spans),
@@ -153,7 +168,7 @@ def execution_rows(
                 "span_id": visit.span_id,
                 "parent_name": visit.parent_name,
                 "parallel_group": visit.parallel_group,
-                "step": visit.step,
+                "step": _index(visit.step),
                 "start_time": ns_to_datetime(visit.start_ns) if visit.start_ns else None,
                 "duration_ms": _duration_ms(visit.start_ns, visit.end_ns),
                 "status": visit.status,
@@ -185,9 +200,9 @@ def execution_rows(
                 "model": llm.model,
                 "provider": llm.provider,
                 "node": llm.node,
-                "input_tokens": llm.token_usage.input_tokens,
-                "output_tokens": llm.token_usage.output_tokens,
-                "total_tokens": llm.token_usage.total_tokens,
+                "input_tokens": _count(llm.token_usage.input_tokens),
+                "output_tokens": _count(llm.token_usage.output_tokens),
+                "total_tokens": _count(llm.token_usage.total_tokens),
                 "output_text": llm.output_text,
                 "content_captured": llm.content_captured,
                 "finish_reason": llm.finish_reason,

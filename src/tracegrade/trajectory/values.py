@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -287,13 +288,14 @@ def as_text(value: Any) -> str | None:
 
 
 def as_int(value: Any) -> int | None:
-    """An integer attribute (ints may arrive as strings from some encoders); None when not a number."""
+    """An integer attribute (ints may arrive as strings from some encoders); None when not a number (NaN and the
+    infinities included: OTLP's doubles carry them, and a reader that raised lost its span's other values too)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
         return value
     if isinstance(value, float):
-        return int(value)
+        return int(value) if math.isfinite(value) else None
     if isinstance(value, str):
         try:
             return int(value.strip())
