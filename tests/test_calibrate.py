@@ -58,7 +58,7 @@ def write_config(tmp_path: Path, server: LLMServer, **criterion) -> Path:
         "api_style": "chat",
         "num_samples": 3,
         "threshold": 0.5,
-        "timeout_seconds": 5.0,
+        "timeout_seconds": 30.0,  # generous: the local judge answers at once, unless the machine is loaded
         **criterion,
     }
     config = {

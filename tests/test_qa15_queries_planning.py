@@ -46,7 +46,7 @@ def _post(url: str, path: str, sql: str) -> tuple[int, str]:
 
 @pytest.mark.parametrize("path", ["/v1/query", "/ui/api/sql"])
 def test_the_receiver_refuses_queries_too_costly_to_plan_and_keeps_serving(tmp_path, path):
-    with ServerProcess(tmp_path / "s.duckdb", extra_args=("--query-timeout", "2", "--max-queries", "1")) as server:
+    with ServerProcess(tmp_path / "s.duckdb", extra_args=("--query-timeout", "10", "--max-queries", "1")) as server:
         status, body = _post(server.http_url, path, TOO_MANY_TABLES)
         assert status == 400, body
         assert f"reads 100 tables, views, subqueries or table functions (at most {MAX_QUERY_RELATIONS})" in body
