@@ -58,6 +58,7 @@ ESCAPES: list[tuple[str, str]] = [
     ("extensions", "SELECT * FROM duckdb_extensions()"),
     ("pragma table function", "SELECT * FROM pragma_database_size()"),
     ("sequence side effect", "SELECT nextval('some_sequence')"),
+    ("sequence set (DuckDB 2)", "SELECT setval('some_sequence', 5)"),
     ("random seed side effect", "SELECT setseed(0.5)"),
     ("LOAD an extension", "LOAD httpfs"),
     ("INSTALL an extension", "INSTALL httpfs"),

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracegrade.criteria import trajectory_db
+from tracegrade.ingest import settings as settings_module
 from tracegrade.judges import client, failures, parsing, prompts
 from tracegrade.models import file_text
 
@@ -250,3 +251,20 @@ def test_litellm_prefixes_go_in_one_pass() -> None:
     request = client.JudgeRequest(model="openai/judge", prompt="p", cache_text="p", api_base="http://127.0.0.1:9/v1")
     message = client.failure_message(Exception("Error: " * (WORST // 7) + "kept"), request, attempts=1)
     assert message.endswith(": kept") and "Error:" not in message
+
+
+# byte sizes (--max-request-bytes, --mapping-batch-bytes, their environment variables): \s* on both sides of an
+# optional unit split a run of spaces every way before failing
+OLD_SIZE = re.compile(r"^\s*(\d+)\s*([kmg]i?b?|b)?\s*$", re.IGNORECASE)
+SIZE_PIECES = ("1", "6", " ", "\t", "k", "M", "i", "B", "b", "g", "x", "-")
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts(*SIZE_PIECES))
+def test_byte_sizes_are_read_as_before(text: str) -> None:
+    assert first(settings_module._SIZE.match(text)) == first(OLD_SIZE.match(text))
+
+
+def test_a_byte_size_fails_in_linear_time_on_a_run_of_spaces() -> None:
+    with pytest.raises(ValueError, match="is not a size"):
+        settings_module.parse_byte_size("1" + " " * WORST + "x")

@@ -29,7 +29,7 @@ MIB = 1024 * 1024
 MIN_STORE_MEMORY = 64 * 1000**2  # below this, DuckDB failed the receiver's checkpoints (measured at 32MB)
 
 
-_SIZE = re.compile(r"^\s*(\d+)\s*([kmg]i?b?|b)?\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"^\s*(\d+)\s*(?:([kmg]i?b?|b)\s*)?$", re.IGNORECASE)  # one way to match: linear
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": MIB, "g": 1024 * MIB}
 
 
