@@ -40,6 +40,7 @@ import pyarrow as pa
 from tracegrade.errors import QueryCancelled, StoreError, TracegradeError
 from tracegrade.models.config import SqlAssertion
 from tracegrade.models.execution import ExecutionResult
+from tracegrade.store.database import without_progress_bar
 from tracegrade.store.duckdb_api import registered
 from tracegrade.store.predicates import unbalanced_parenthesis
 from tracegrade.store.query_control import QueryControl
@@ -177,6 +178,7 @@ class TrajectorySandbox:
     def __init__(self, limits: SandboxLimits | None = None) -> None:
         self._con = duckdb.connect(":memory:", config=limits.config() if limits is not None else {})
         self._con.execute(_schema_ddl())
+        without_progress_bar(self._con)  # a slow assertion would draw it on the grader's standard output
         lock_down(self._con)
         self._limits = limits
         self._loaded: ExecutionResult | None = None

@@ -28,6 +28,7 @@ __all__ = [
     "opening_errors",
     "quote_identifier",
     "store_not_found",
+    "without_progress_bar",
 ]
 
 _DUCKDB_SIZE = re.compile(r"^\s*(\d+(\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$", re.IGNORECASE)
@@ -72,7 +73,15 @@ def open_duckdb(path: Path, *, read_only: bool, config: dict[str, Any] | None = 
     _refuse_directory(path)
     with opening_errors(path):
         con = duckdb.connect(str(path), read_only=read_only, config={**NEW_FILES, **(config or {})})
+    without_progress_bar(con)
     return con
+
+
+def without_progress_bar(con: duckdb.DuckDBPyConnection) -> None:
+    """Keep DuckDB from drawing its progress bar, which it does on standard output for any query past two seconds
+    by default: in a receiver's log, or in the middle of what `tracegrade sql` or `export` writes there. A
+    connection's cursors take the setting from it (it cannot be set for the whole database)."""
+    con.execute("SET enable_progress_bar = false")
 
 
 # A checkpoint frees the in-memory row groups it wrote in one go. By default DuckDB's allocator keeps
@@ -103,6 +112,7 @@ def attach_duckdb(
     settings = {"temp_directory": f"{path}.tmp", **NEW_FILES, **(config or {})}
     with opening_errors(path):
         con = duckdb.connect(":memory:", config=settings)
+    without_progress_bar(con)
     _return_bulk_frees(con)
     for options in ATTACH_OPTION_SETS:
         if wal and any(option.startswith("RECOVERY_MODE") for option in options):

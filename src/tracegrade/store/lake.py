@@ -48,7 +48,7 @@ import pyarrow as pa
 from tracegrade.errors import StoreError, StoreMissingError
 from tracegrade.models.span import LogRecordData, SpanRecord
 from tracegrade.store.build_queue import BuildQueue
-from tracegrade.store.database import duckdb_size_bytes, insert_arrow
+from tracegrade.store.database import duckdb_size_bytes, insert_arrow, without_progress_bar
 from tracegrade.store.duckdb_api import registered
 from tracegrade.store.evaluations import evaluation_rows
 from tracegrade.store.grading_tables import append_record_rows
@@ -138,6 +138,7 @@ class LakeStore(TraceStore):
             config["threads"] = threads or DEFAULT_WRITER_THREADS
         self._replacing_exclusively = False  # see replacing_exclusively
         self._con = duckdb.connect(":memory:", config=config)
+        without_progress_bar(self._con)
         try:
             load_lake_extensions(self._con)
             self.data_path = self._attach(conninfo, data_path, create)
