@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from aiohttp import web
 
-from tracegrade.errors import InvalidValueError, TracegradeError
+from tracegrade.errors import InvalidValueError, StoreError, TracegradeError
 from tracegrade.evaluation.worker_endpoint import parse_listen_address
 from tracegrade.ingest.auth_throttle import AuthThrottle
 from tracegrade.ingest.body_budget import BodyBudget
@@ -55,7 +55,7 @@ from tracegrade.ingest.settings import ServeSettings
 from tracegrade.ingest.storage import Storage, StorageHooks
 from tracegrade.ingest.tokens import TokenTable
 from tracegrade.store.database import duckdb_size_bytes
-from tracegrade.store.file_purge import Purged, purge_deleted_rows
+from tracegrade.store.file_purge import Purged, PurgeInterrupt, purge_deleted_rows
 from tracegrade.store.query_control import QueryControl
 from tracegrade.store.readonly import SandboxLimits
 from tracegrade.store.tenant_scope import TenantStore
@@ -123,6 +123,10 @@ class ReceiverServer:
         self._watch: asyncio.Task[None] | None = None
         # held while the store is closed and opened again (after a failure, or for a purge): one at a time
         self._store_turn = asyncio.Lock()
+        # a purge under way (POST /v1/purge), which a stop interrupts, and set once none is: a stop waits for it
+        self._purge: PurgeInterrupt | None = None
+        self._no_purge = asyncio.Event()
+        self._no_purge.set()
         self._stop_requested = asyncio.Event()
         self._stopped = False
         self.reopened = 0  # times the store was reopened after a failure
@@ -389,6 +393,9 @@ class ReceiverServer:
         self._cancel_queries("the receiver is shutting down")
         if self._intake is not None:
             self._intake.begin_drain()
+            if self._purge is not None:  # a copy of a large file takes hours: the old file stays, whole
+                self._purge.interrupt()
+            await self._no_purge.wait()  # its store left closed, or open again: closed below, not left open
             await self._intake.wait_idle(self.settings.shutdown_timeout)
         await self._shutdown()
         self.settings.sidecar_path.unlink(missing_ok=True)
@@ -505,6 +512,8 @@ class ReceiverServer:
                         attempts,
                         REOPEN_RETRY_SECONDS,
                     )
+                if self._intake.draining:  # a stop is under way: the journal keeps what was acknowledged
+                    return False
                 await asyncio.sleep(REOPEN_RETRY_SECONDS)
                 continue
             if self._stopped:  # stopped while it opened: close it as a stop would
@@ -523,7 +532,8 @@ class ReceiverServer:
         failed store is reopened by: exports and queries are refused retryably, the storage is closed once what
         it acknowledged is committed, the file purged (``purge_deleted_rows``: the old file or the new one, whole,
         whenever the receiver dies) and opened again, replaying the journal. StoreUnavailable while the store is
-        being reopened; StoreError when the purge failed (the store is open again all the same)."""
+        being reopened; StoreError when the purge failed (the store is open again all the same); ShuttingDown when
+        the receiver is told to stop meanwhile, which interrupts the purge (the old file stays, the store closed)."""
         assert self._intake is not None
         storage = self._usable_storage()
         loop = asyncio.get_running_loop()
@@ -532,6 +542,9 @@ class ReceiverServer:
                 raise ShuttingDown("the receiver is shutting down; purge the file once it has stopped", 5.0)
             if storage is not self._storage or storage.failure is not None:
                 raise StoreUnavailable("the store is being reopened after a failure; retry shortly", 1.0)
+            # from here a stop interrupts the purge, and waits for its end
+            interrupt = self._purge = PurgeInterrupt()
+            self._no_purge.clear()
             why = "the store file is being purged of its deleted rows"
             log.warning("%s; exports and queries are refused (retryably) until it is open again", why)
             self._intake.begin_recovery(why)
@@ -542,9 +555,22 @@ class ReceiverServer:
                 # drained: what was acknowledged is in the file that is copied (the journal keeps it as well)
                 close = functools.partial(storage.close, drain=True, rebuild_seconds=0)
                 await loop.run_in_executor(None, close)
-                purged = await loop.run_in_executor(None, purge_deleted_rows, Path(self.settings.store))
+                purged = await loop.run_in_executor(None, purge_deleted_rows, Path(self.settings.store), interrupt)
+            except StoreError as exc:
+                if not interrupt.requested:
+                    raise
+                log.warning("the purge was interrupted by the stop: %s", exc)
+                raise ShuttingDown(
+                    "the receiver is stopping: the purge was interrupted, the file is as it was; "
+                    "purge it once the receiver runs again",
+                    5.0,
+                ) from None
             finally:
-                opened = await self._open_again()
+                self._purge = None
+                try:
+                    opened = not self._intake.draining and await self._open_again()
+                finally:
+                    self._no_purge.set()
         log.warning("%s%s", purged.summary(), "; the store is open again" if opened else "")
         return purged
 

@@ -8,12 +8,16 @@ DATABASE``), makes it durable, and renames it over the old file, whose bytes go 
 No other process may write to the file meanwhile: the purge first opens it as a store (which a file held by a
 server refuses, naming the server) and then holds it open read-only while it copies and renames, which keeps any
 writer out.
+
+A receiver that purges its own file and is told to stop interrupts the purge (``PurgeInterrupt``): the copy is
+removed and the old file stays as it was, so that the receiver stops within its grace however large the file.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +28,7 @@ from tracegrade.store.duckdb_api import NEW_FILES
 from tracegrade.store.journal import fsync_directory
 from tracegrade.store.rows import sql_string
 
-__all__ = ["Purged", "purge_deleted_rows"]
+__all__ = ["PurgeInterrupt", "Purged", "purge_deleted_rows"]
 
 _SOURCE, _TARGET = "purge_source", "purge_target"
 
@@ -40,9 +44,32 @@ class Purged:
         return f"purged the deleted rows: the file went from {self.bytes_before:,} to {self.bytes_after:,} bytes"
 
 
-def purge_deleted_rows(path: Path) -> Purged:
+class PurgeInterrupt:
+    """Lets another thread abandon a purge under way (``interrupt``): it stops copying and leaves the old file."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._copying: duckdb.DuckDBPyConnection | None = None
+        self.requested = False
+
+    def interrupt(self) -> None:
+        with self._lock:
+            self.requested = True
+            if self._copying is not None:
+                self._copying.interrupt()
+
+    def going_on(self, copying: duckdb.DuckDBPyConnection | None) -> None:
+        """Raise StoreError when interrupted; else ``copying`` is what an interrupt stops from now on (None:
+        nothing, the copy is whole)."""
+        with self._lock:
+            if self.requested:
+                raise StoreError("interrupted")
+            self._copying = copying
+
+
+def purge_deleted_rows(path: Path, interrupt: PurgeInterrupt | None = None) -> Purged:
     """Rewrite the store file ``path`` with its live rows only; StoreError (StoreLockedError when another process
-    holds it) if it cannot."""
+    holds it) if it cannot, or once ``interrupt`` was interrupted (before the rename: the old file stays)."""
     from tracegrade.store.database import store_not_found
     from tracegrade.store.trace_store import TraceStore
 
@@ -53,8 +80,10 @@ def purge_deleted_rows(path: Path) -> Purged:
     copy = path.with_name(path.name + ".purging")
     copy.unlink(missing_ok=True)  # a purge that died before its rename
     before = path.stat().st_size
+    interrupt = interrupt or PurgeInterrupt()
     con = duckdb.connect(config=dict(NEW_FILES))
     try:
+        interrupt.going_on(con)
         con.execute(f"ATTACH {sql_string(str(path))} AS {_SOURCE} (READ_ONLY)")
         con.execute(f"ATTACH {sql_string(str(copy))} AS {_TARGET}")
         con.execute(f"COPY FROM DATABASE {_SOURCE} TO {_TARGET}")
@@ -62,10 +91,13 @@ def purge_deleted_rows(path: Path) -> Purged:
         shutil.copymode(path, copy)  # a file kept private stays private
         with open(copy, "rb") as written:
             os.fsync(written.fileno())
+        interrupt.going_on(None)  # from here the rename goes through
         os.replace(copy, path)  # while the old file is still attached: no writer got in between
         fsync_directory(path.parent)
-    except (duckdb.Error, OSError) as exc:
+    except (duckdb.Error, OSError, StoreError) as exc:
         copy.unlink(missing_ok=True)
+        if interrupt.requested:
+            raise StoreError(f"purging {path} of its deleted rows was interrupted; the file is as it was") from None
         raise StoreError(f"purging {path} of its deleted rows failed: {str(exc).splitlines()[0]}") from None
     finally:
         con.close()
