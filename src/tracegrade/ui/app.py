@@ -20,7 +20,7 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
-from tracegrade.errors import QueryRefused, StoreError, TracegradeError
+from tracegrade.errors import QueryCancelled, QueryRefused, StoreError, TracegradeError
 from tracegrade.json_input import parse_json
 from tracegrade.store import TraceStore
 from tracegrade.store.results import json_safe
@@ -91,6 +91,8 @@ def _status_of(exc: BaseException) -> int:
         return 404
     if isinstance(exc, (api.BadRequest, QueryRefused)):
         return 400
+    if isinstance(exc, QueryCancelled):  # a page's own reads ran past the time limit: the server's, not a bug
+        return 503
     return int(getattr(exc, "http_status", 500))
 
 
