@@ -83,9 +83,7 @@ SCOPED_TABLE_FUNCTIONS = ALLOWED_TABLE_FUNCTIONS - {"duckdb_tables"}
 _SCOPED_SCHEMA = "information_schema"
 # Scalar functions with a side effect (sequences, the random seed), that read the server's settings, or that
 # report a column's statistics over every row of its table (stats: past a tenant's view, past a sandbox's DELETE).
-REFUSED_FUNCTIONS = frozenset(
-    {"current_setting", "nextval", "currval", "setval", "setseed", "getvariable", "stats"}
-)
+REFUSED_FUNCTIONS = frozenset({"current_setting", "nextval", "currval", "setval", "setseed", "getvariable", "stats"})
 # What a tenant's query may not call besides: counters of every query, connection and transaction the server ran,
 # whoever ran it, so that one tenant polling them would watch another's queries and ingestion come and go.
 SCOPED_REFUSED_FUNCTIONS = REFUSED_FUNCTIONS | {
