@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tracegrade.criteria import ToolSchemaCriterion
+from tracegrade.criteria.tool_schema import CALL_PATTERN_TIMEOUT
 from tracegrade.models import EvalCase, ExecutionResult, ToolCall
 from tracegrade.models.config import ToolSchemaConfig
 from tracegrade.models.span import SpanRecord
@@ -208,3 +209,33 @@ def test_patterns_are_matched_within_the_time_limit_wherever_jsonschema_reads_th
     assert "'^(a|aa)+${i' cannot be matched with a time limit" in rules["3", "$.city"]
     assert "escape a literal brace" in rules["3", "$.city"]
     assert details["valid_calls"] == ["call 4 'typed' (c5)"]
+
+
+MANY_KEYS_GRADER = textwrap.dedent(
+    """
+    import json
+    from tracegrade.criteria import ToolSchemaCriterion
+    from tracegrade.models import EvalCase, ExecutionResult, ToolCall
+    from tracegrade.models.config import ToolSchemaConfig
+    from tracegrade.models.execution import ToolDefinition
+    schema = {"type": "object", "patternProperties": {"^(a|aa)+$": {}}, "additionalProperties": False}
+    keys = {"a" * (100 + n) + "!": n for n in range(12)}  # each backtracks in the pattern without end
+    execution = ExecutionResult(tool_calls=[ToolCall(name="closed", args=keys, call_id="c1")],
+                                tool_definitions=[ToolDefinition(name="closed", parameters=schema)])
+    result = ToolSchemaCriterion(ToolSchemaConfig()).evaluate_sync(execution, EvalCase(eval_id="c", conversation=[]))
+    print(json.dumps(result.details))
+    """
+)
+
+
+def test_a_calls_pattern_matches_are_given_up_together_past_the_calls_time_limit(tmp_path: Path) -> None:
+    # one second per argument (or more, under load) added up: 12 arguments against a catastrophic captured pattern
+    # held the grader 12 s and more for one call; past CALL_PATTERN_TIMEOUT the rest are not matched at all
+    script = tmp_path / "grader.py"
+    script.write_text(MANY_KEYS_GRADER)
+    process = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert process.returncode == 0, process.stderr
+    rules = [violation["rule"] for violation in json.loads(process.stdout)["violations"]]
+    assert len(rules) == 12, rules  # every argument is reported, none passes unchecked
+    given_up = [rule for rule in rules if f"took more than {CALL_PATTERN_TIMEOUT:g} s together" in rule]
+    assert given_up and all("simplify the pattern" in rule for rule in given_up), rules

@@ -11,10 +11,11 @@ A schema captured in a trace is whatever the traced process (or anyone who can s
 applied with references resolved inside the schema only: a ``$ref`` to a URL or file is never fetched (the
 grader would otherwise open any address a trace names), and a reference that cannot be resolved or that loops
 without end fails the calls it applies to, saying so, rather than the whole grading. Its ``pattern`` and
-``patternProperties`` are matched with a time limit (``PATTERN_TIMEOUT``, with the ``regex`` module), also where
-``additionalProperties`` reads them: Python's ``re`` cannot be stopped, and a pattern that backtracks without end
-(``^(a|aa)+$`` on a long value) would hang the grader; a match that runs out of time, or a pattern the ``regex``
-module cannot read, fails the call, naming the pattern. A schema with both ``unevaluatedProperties`` and
+``patternProperties`` are matched with a time limit (``PATTERN_TIMEOUT`` a value, ``CALL_PATTERN_TIMEOUT`` a call
+in all, with the ``regex`` module), also where ``additionalProperties`` reads them: Python's ``re`` cannot be
+stopped, and a pattern that backtracks without end (``^(a|aa)+$`` on a long value) would hang the grader, for a
+second or more per argument; a match that runs out of time, or a pattern the ``regex`` module cannot read, fails
+the call, naming the pattern. A schema with both ``unevaluatedProperties`` and
 ``patternProperties`` fails the calls too (jsonschema matches those patterns with ``re`` there, without a limit).
 """
 
@@ -22,7 +23,9 @@ from __future__ import annotations
 
 import functools
 import json
+import time
 from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any
 
 import regex
@@ -38,9 +41,12 @@ from tracegrade.models.dataset import EvalCase, ToolCall
 from tracegrade.models.execution import ExecutionResult
 from tracegrade.models.results import CriterionResult
 
-__all__ = ["PATTERN_TIMEOUT", "ToolSchemaCriterion", "argument_path"]
+__all__ = ["CALL_PATTERN_TIMEOUT", "PATTERN_TIMEOUT", "ToolSchemaCriterion", "argument_path"]
 
 PATTERN_TIMEOUT = 1.0  # seconds one schema pattern may take to match one value
+# seconds all of one call's pattern matches may take together: a captured schema's catastrophic pattern against a
+# call of many arguments would otherwise cost PATTERN_TIMEOUT (or more, under load) per argument and keyword
+CALL_PATTERN_TIMEOUT = 5.0
 
 NO_DEFINITIONS = (
     "no tool definitions were captured in the trace and none are configured, so no argument can be checked; "
@@ -58,11 +64,32 @@ def _no_retrieval(uri: str) -> Any:
 _LOCAL_REFERENCES: Registry[Any] = Registry(retrieve=_no_retrieval)  # type: ignore[call-arg]  # attrs, as above
 
 
+# when the matches of the call being checked must end (time.monotonic()); None outside a check
+_call_deadline: ContextVar[float | None] = ContextVar("tool_schema_call_deadline", default=None)
+
+
+class _CallOutOfTime(TimeoutError):
+    """The call's matches used up ``CALL_PATTERN_TIMEOUT`` together."""
+
+
 def _matches(pattern: str, text: str) -> bool:
-    """``re.search`` within ``PATTERN_TIMEOUT`` (TimeoutError past it). A pattern the ``regex`` module cannot read
-    raises regex.error: ``re`` reads a few more (a literal ``{`` before a letter, which ``regex`` takes for a fuzzy
-    match), but has no time limit, and ``^(a|aa)+${i`` backtracked in it without end."""
-    return regex.compile(pattern).search(text, timeout=PATTERN_TIMEOUT) is not None
+    """``re.search`` within ``PATTERN_TIMEOUT`` and what is left of the call's ``CALL_PATTERN_TIMEOUT``
+    (TimeoutError past either). A pattern the ``regex`` module cannot read raises regex.error: ``re`` reads a few
+    more (a literal ``{`` before a letter, which ``regex`` takes for a fuzzy match), but has no time limit, and
+    ``^(a|aa)+${i`` backtracked in it without end."""
+    timeout = PATTERN_TIMEOUT
+    deadline = _call_deadline.get()
+    if deadline is not None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _CallOutOfTime
+        timeout = min(timeout, left)
+    try:
+        return regex.compile(pattern).search(text, timeout=timeout) is not None
+    except TimeoutError:
+        if timeout < PATTERN_TIMEOUT:
+            raise _CallOutOfTime from None
+        raise
 
 
 _UNMATCHABLE = (TimeoutError, regex.error)  # what _matches raises instead of answering
@@ -70,6 +97,12 @@ _UNMATCHABLE = (TimeoutError, regex.error)  # what _matches raises instead of an
 
 def _unmatched(pattern: str, exc: Exception) -> schema_errors.ValidationError:
     """The violation of a value ``pattern`` could not be matched against (``exc``: one of ``_UNMATCHABLE``)."""
+    if isinstance(exc, _CallOutOfTime):
+        return schema_errors.ValidationError(
+            f"the pattern {pattern!r} was not matched against this value: the call's pattern matches took more than "
+            f"{CALL_PATTERN_TIMEOUT:g} s together and were given up (a pattern that backtracks without end, such as "
+            "(a|aa)+, against many arguments); simplify the pattern"
+        )
     if isinstance(exc, TimeoutError):
         return schema_errors.ValidationError(
             f"the pattern {pattern!r} took more than {PATTERN_TIMEOUT:g} s to match this value and was given up (it "
@@ -283,6 +316,7 @@ class ToolSchemaCriterion(SyncCriterion):
                 )
                 return [{"path": "$", "rule": rule}]
             validator = validators[key] = _bounded(cls)(schema, registry=_LOCAL_REFERENCES)
+        deadline = _call_deadline.set(time.monotonic() + CALL_PATTERN_TIMEOUT)
         try:
             found = sorted(validator.iter_errors(args), key=lambda e: list(map(str, e.absolute_path)))
         except Unresolvable as exc:
@@ -299,4 +333,6 @@ class ToolSchemaCriterion(SyncCriterion):
                 "to itself without descending into the arguments), or the arguments nest too deeply to check"
             )
             return [{"path": "$", "rule": rule}]
+        finally:
+            _call_deadline.reset(deadline)
         return [{"path": argument_path(e.absolute_path), "rule": f"{e.validator}: {e.message}"} for e in found]
