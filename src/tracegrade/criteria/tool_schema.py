@@ -36,6 +36,7 @@ from referencing.exceptions import NoSuchResource, Unresolvable
 
 from tracegrade.criteria.base import SyncCriterion
 from tracegrade.criteria.registry import register_criterion
+from tracegrade.errors import TracegradeError
 from tracegrade.models.config import CriterionConfig, ToolSchemaConfig
 from tracegrade.models.dataset import EvalCase, ToolCall
 from tracegrade.models.execution import ExecutionResult
@@ -68,8 +69,8 @@ _LOCAL_REFERENCES: Registry[Any] = Registry(retrieve=_no_retrieval)  # type: ign
 _call_deadline: ContextVar[float | None] = ContextVar("tool_schema_call_deadline", default=None)
 
 
-class _CallOutOfTime(TimeoutError):
-    """The call's matches used up ``CALL_PATTERN_TIMEOUT`` together."""
+class _CallOutOfTime(TracegradeError, TimeoutError):
+    """The call's matches used up ``CALL_PATTERN_TIMEOUT`` together (reported as the call's violation)."""
 
 
 def _matches(pattern: str, text: str) -> bool:
