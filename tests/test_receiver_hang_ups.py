@@ -12,7 +12,10 @@ up after 10 s cost the receiver 103 CPU seconds, 8 now; bench/RESULTS.md).
 
 A gRPC call that finds every in-flight slot taken is refused at once, before it waits to read its message; before,
 it waited for room in the body budget and was refused near its deadline (or, had there been room, read whole and
-thrown away).
+thrown away). An OTLP/HTTP export that finds every slot taken is answered 503 with ``Retry-After`` before its client
+has sent its body: one whose client sends the body straight after the headers, and one whose client waits for
+``100 Continue`` first (closed once refused, as it sends no body); before, the receiver waited for the body, to read
+it whole and throw it away (or, asked, told the client to send it).
 
 A request waiting in the decode threads' line that is cancelled, and whose turn comes before it runs again, is
 passed over; before, its bytes were counted as being decoded for ever (found by the benchmark over OTLP/gRPC:
@@ -24,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import itertools
+import socket
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -33,13 +37,11 @@ import pytest
 
 from tests.support import pg_cluster
 from tests.support.decode_flood import TRACE_EXPORT, PatientClient, request_body
-from tests.support.lake_serve import LakeServerProcess, lake_span_counts
+from tests.support.lake_serve import LakeServerProcess, lake_span_counts, writer_held_back
 from tests.support.pg_cluster import PgServer
 from tests.support.server_requests import receiver_metric
 from tests.support.waiting import wait_for_value, wait_until
 from tracegrade.ingest.decode_budget import DecodeBudget
-from tracegrade.store.lake_location import catalog_conninfo
-from tracegrade.store.lake_write_gate import WriteGate
 
 pg_server = pg_cluster.pg_server  # the session's PostgreSQL (a fixture)
 
@@ -47,17 +49,6 @@ SPANS = 5  # per request
 QUEUE_SPANS = 10  # --queue-spans: two requests fill it
 LEAVERS = 3
 BUDGET_GAUGES = ("request_body_bytes", "decoding_bytes", "requests_waiting_to_decode", "requests_waiting_for_room")
-
-
-@contextmanager
-def _writer_held_back(location: str) -> Iterator[None]:
-    """The lake's write gate held exclusive: the receiver's writer waits at it with what it took from its queue."""
-    gate = WriteGate(catalog_conninfo(location), lambda why: None)
-    try:
-        with gate.exclusive():
-            yield
-    finally:
-        gate.close()
 
 
 def _metric(server: LakeServerProcess, name: str) -> float:
@@ -122,7 +113,7 @@ def test_requests_whose_clients_hang_up_while_waiting_for_room_are_dropped_and_t
     )
     leavers = _requests(100, LEAVERS)
     with server:
-        with _writer_held_back(location):
+        with writer_held_back(location):
             stayers = _stayers_until_one_waits(server)
             waiting = _metric(server, "requests_waiting_for_room")
             with ExitStack() as hang_ups:
@@ -168,7 +159,7 @@ def test_a_grpc_call_that_finds_every_slot_taken_is_refused_before_its_message_i
     )
     body, _ = request_body(100, SPANS)
     with server:
-        with _writer_held_back(location):
+        with writer_held_back(location):
             stayers = _stayers_until_one_waits(server)  # the last one holds the only slot, its body the budget
             with grpc.insecure_channel(server.grpc_target) as channel, pytest.raises(grpc.RpcError) as refused:
                 channel.unary_unary(TRACE_EXPORT)(body, timeout=10)
@@ -180,6 +171,71 @@ def test_a_grpc_call_that_finds_every_slot_taken_is_refused_before_its_message_i
         for stayer in stayers:
             stayer.join(120)
     assert all(stayer.acked and not stayer.refusals for stayer in stayers)
+
+
+def _export_head(length: int, *headers: str) -> bytes:
+    lines = ("POST /v1/traces HTTP/1.1", "Host: 127.0.0.1", "Content-Type: application/x-protobuf", *headers)
+    return "\r\n".join((*lines, f"Content-Length: {length}", "", "")).encode()
+
+
+def _first_answer(client: socket.socket) -> tuple[bytes, dict[str, str], bytes]:
+    """The first answer on ``client``, an interim one (``100 Continue``) included: status line, headers, body."""
+    with client.makefile("rb") as replies:
+        status = replies.readline().rstrip()
+        headers = {}
+        while line := replies.readline().rstrip():
+            name, _, value = line.decode().partition(":")
+            headers[name.lower()] = value.strip()
+        return status, headers, replies.read(int(headers.get("content-length", 0)))
+
+
+def test_an_http_export_that_finds_every_slot_taken_is_refused_before_its_body_is_sent(
+    pg_server: PgServer, tmp_path: Path
+) -> None:
+    location = f"ducklake:postgres:{pg_server.new_database()}"
+    server = LakeServerProcess(
+        location,
+        tmp_path / "lake-data",
+        tmp_path / "receiver.journal",
+        extra_args=("--queue-spans", str(QUEUE_SPANS), "--queue-wait", "300", "--max-inflight-requests", "1"),
+    )
+    body, _ = request_body(100, SPANS)
+    with server:
+        with writer_held_back(location):
+            stayers = _stayers_until_one_waits(server)  # the last one holds the only slot
+            # a client that sends its body straight after the headers (as exporters do), its body not sent yet
+            with socket.create_connection(("127.0.0.1", server.http_port), timeout=60) as sending:
+                sending.sendall(_export_head(len(body)))
+                status, headers, refusal = _first_answer(sending)
+                assert status == b"HTTP/1.1 503 Service Unavailable", refusal
+                assert int(headers["retry-after"]) >= 1
+                assert b"requests in flight (the limit)" in refusal
+                # the body it sends all the same is thrown away as it arrives: the connection carries its next request
+                sending.sendall(body + b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                assert _first_answer(sending)[0] == b"HTTP/1.1 200 OK"
+            # a client that asks first (Expect: 100-continue) is refused instead of told to go on, and the
+            # connection closed: it sends no body, which the receiver would wait for
+            with socket.create_connection(("127.0.0.1", server.http_port), timeout=60) as asking:
+                asking.sendall(_export_head(len(body), "Expect: 100-continue"))
+                status, headers, refusal = _first_answer(asking)
+                assert status == b"HTTP/1.1 503 Service Unavailable", refusal
+                assert int(headers["retry-after"]) >= 1
+                assert headers["connection"] == "close"
+                assert b"requests in flight (the limit)" in refusal
+                assert asking.recv(1) == b""
+            assert _metric(server, 'requests_total{protocol="http",signal="traces",status="503"}') == 2
+        for stayer in stayers:
+            stayer.join(120)
+        assert all(stayer.acked and not stayer.refusals for stayer in stayers)
+        acked = [ids for stayer in stayers for ids in stayer.acked]
+        wait_for_value(lambda: _metric(server, "spans_stored_total"), len(acked), "the stayers' spans to be stored")
+        for name in ("inflight_requests", *BUDGET_GAUGES):
+            wait_for_value(lambda name=name: _metric(server, name), 0, f"{name} to return to 0")
+        assert _metric(server, "spans_received_total") == len(acked)  # nothing of the refused body was decoded
+    stored = lake_span_counts(location)
+    assert sorted(stored) == sorted(acked)
+    assert set(stored.values()) == {1}
+    assert "Traceback" not in server.log(), server.log()
 
 
 def test_a_cancelled_request_whose_turn_to_decode_comes_in_the_same_moment_gives_its_bytes_back() -> None:

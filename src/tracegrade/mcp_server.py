@@ -23,7 +23,7 @@ import json
 import logging
 import os
 import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -313,9 +313,9 @@ def _process_logging_kept() -> Iterator[None]:
             sdk.setLevel(logging.WARNING)
 
 
-def _strict_server() -> Any:
+def _strict_server(middleware: Sequence[Any]) -> Any:
     """An MCPServer that refuses arguments a tool does not take (the SDK's argument models drop them) and integer
-    arguments given as anything but integers."""
+    arguments given as anything but integers; ``middleware`` wraps each request it answers (the SDK's)."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
@@ -331,7 +331,7 @@ def _strict_server() -> Any:
             return await super().call_tool(name, arguments, context)
 
     with _process_logging_kept():
-        return StrictServer("tracegrade", instructions=_INSTRUCTIONS)
+        return StrictServer("tracegrade", instructions=_INSTRUCTIONS, middleware=middleware)
 
 
 def build_server(
@@ -339,15 +339,18 @@ def build_server(
     limits: SandboxLimits | None = None,
     judging_refused: Callable[[], str | None] | None = None,
     sql_timeout: float | None = None,
+    middleware: Sequence[Any] = (),
 ) -> Any:
     """The MCP server over ``store`` (anything with ``query(sql, params)``). ``limits``: its callers come over
     the network, and their SQL assertions run within these limits (see the module docstring).
     ``judging_refused``: asked at each ``grade`` call, why its caller may not call the LLM judges (None: it may).
-    ``sql_timeout``: seconds a ``run_sql`` query may run (None: the store's own limit, a receiver's for instance)."""
+    ``sql_timeout``: seconds a ``run_sql`` query may run (None: the store's own limit, a receiver's for instance).
+    ``middleware``: the SDK's request middleware, ``(ctx, call_next)`` (the receiver's ``/mcp`` takes query turns in
+    it)."""
     import anyio
     from mcp.types import ToolAnnotations
 
-    server = _strict_server()
+    server = _strict_server(middleware)
     grading_turns = anyio.CapacityLimiter(GRADING_AT_ONCE)
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 

@@ -1,12 +1,15 @@
-"""``tracegrade serve`` on a lake in a child process, and span counts read back from a lake."""
+"""``tracegrade serve`` on a lake in a child process, its writer held back at will, and span counts read back from a
+lake."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tests.support.server_process import ServerProcess
 
-__all__ = ["LakeServerProcess", "lake_span_counts", "store_copies_again"]
+__all__ = ["LakeServerProcess", "lake_span_counts", "store_copies_again", "writer_held_back"]
 
 
 class LakeServerProcess(ServerProcess):
@@ -21,6 +24,21 @@ class LakeServerProcess(ServerProcess):
     @property
     def sidecar(self) -> Path:
         return Path(f"{self.journal}.server.json")
+
+
+@contextmanager
+def writer_held_back(location: str) -> Iterator[None]:
+    """The lake's write gate held exclusive (as a deletion takes it): a receiver's writer waits at it with what it
+    took from its queue, so the requests after those wait for room in the queue, each holding an in-flight slot."""
+    from tracegrade.store.lake_location import catalog_conninfo
+    from tracegrade.store.lake_write_gate import WriteGate
+
+    gate = WriteGate(catalog_conninfo(location), lambda why: None)
+    try:
+        with gate.exclusive():
+            yield
+    finally:
+        gate.close()
 
 
 def lake_span_counts(location: str, table: str = "spans") -> dict[tuple[str, str], int]:

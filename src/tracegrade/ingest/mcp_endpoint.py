@@ -1,7 +1,8 @@
 """``/mcp`` on the receiver's HTTP port: the tools of ``tracegrade mcp`` over MCP's streamable HTTP transport.
 
 The official ``mcp`` SDK serves that transport as an ASGI app; the receiver speaks aiohttp, so each request is
-handed to the SDK's session manager as one ASGI call (the body read whole, the response streamed back). The
+handed to the SDK's session manager as one ASGI call (the body read whole, the response streamed back); the SDK
+parses the body, once (what tracegrade needs of the message it reads from the SDK's request middleware). The
 manager runs stateless with JSON responses: every POST carries one JSON-RPC message and is answered on its
 own, so any number of clients and receivers' restarts need no session state. Nor does the server send any
 message of its own, so it offers no SSE stream: GET (and DELETE, a session's end) answer 405 with ``Allow: POST``,
@@ -9,7 +10,9 @@ as the MCP streamable-HTTP spec has a server without that stream answer. Request
 bearer-token check first, and the tools read through the same store provider as the web UI (its query gate,
 limits and scoping to the token's tenant), resolved once per request. A call of a reading tool (any but ``grade``)
 waits on the event loop for a query turn before the SDK gives it a thread, and its queries run in that turn, as the
-web UI's pages do: a crowd of waiting calls holds none of the SDK's threads, which other tenants' calls need.
+web UI's pages do: a crowd of waiting calls holds none of the SDK's threads, which other tenants' calls need. The
+turn is taken in the SDK's request middleware (``MCPServer(middleware=...)``, which mcp 2.3 calls provisional: the
+tests of query turns, ``tests/test_ui_mcp_query_turns.py``, fail should its meaning change).
 ``grade`` waits for a turn per query on its own grading thread instead (it may spend minutes between queries on
 LLM judges, and holds no turn meanwhile). A query of a request whose client hung up is cancelled, as
 ``POST /v1/query`` cancels its own, rather than hold one of the gate's turns until its time limit while other
@@ -23,10 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from aiohttp import web
@@ -48,6 +49,8 @@ StoreProvider = Callable[[str | None], GatedStore]  # the caller's tenant -> wha
 _PATH = "/mcp"
 _GRADE = "grade"  # the one tool that waits for a query turn per query (see the module docstring)
 _REQUEST_STORE: contextvars.ContextVar[Any] = contextvars.ContextVar("tracegrade_mcp_store")
+# the request being answered and the store it reads, for the SDK's request middleware (``_reading_turn``)
+_REQUEST: contextvars.ContextVar[tuple[web.Request, GatedStore]] = contextvars.ContextVar("tracegrade_mcp_request")
 # why the current request's token may not call the server's judges (its scope refusal), or None when it may
 _JUDGING_REFUSED: contextvars.ContextVar[str | None] = contextvars.ContextVar("tracegrade_mcp_judging_refused")
 
@@ -131,15 +134,21 @@ def add_mcp_route(
                 {"error": "this receiver has no MCP SDK: pip install 'tracegrade[mcp]' and restart it to serve /mcp"},
                 status=501,
             )
-        async with _call_reads(request, store) as reads:
-            bound, judging = _REQUEST_STORE.set(reads), _JUDGING_REFUSED.set(judging_refused)
-            try:
-                # what grade caches (judge replies) is the caller's tenant's alone, as for the worker and the CLI
-                with grading_for(tenant):
-                    return await _asgi_call(manager.handle_request, request)
-            finally:
-                _JUDGING_REFUSED.reset(judging)
-                _REQUEST_STORE.reset(bound)
+        # what the tools read through, unless the message calls a reading tool (``_reading_turn``): a client that
+        # hangs up has its queries cancelled
+        reads = _HangUpCancels(store)
+        watching = asyncio.create_task(_cancel_on_hang_up(request, reads))
+        bound, asked = _REQUEST_STORE.set(reads), _REQUEST.set((request, store))
+        judging = _JUDGING_REFUSED.set(judging_refused)
+        try:
+            # what grade caches (judge replies) is the caller's tenant's alone, as for the worker and the CLI
+            with grading_for(tenant):
+                return await _asgi_call(manager.handle_request, request)
+        finally:
+            watching.cancel()
+            _JUDGING_REFUSED.reset(judging)
+            _REQUEST.reset(asked)
+            _REQUEST_STORE.reset(bound)
 
     async def stop_on_cleanup(app: web.Application) -> AsyncIterator[None]:
         yield
@@ -149,40 +158,23 @@ def add_mcp_route(
     app.router.add_post(_PATH, handle)  # any other method: 405 with Allow: POST (see the module docstring)
 
 
-@asynccontextmanager
-async def _call_reads(request: web.Request, store: GatedStore) -> AsyncIterator[Any]:
-    """What the tools read through for ``request``: in a query turn taken first on the loop for a reading tool's
-    call, else (``grade``, or a message that calls no tool) through ``store``, each query waiting for a turn of its
-    own. Either way, a client that hangs up has its queries cancelled."""
-    if not await _calls_a_reading_tool(request):
-        hang_up = _HangUpCancels(store)
-        watching = asyncio.create_task(_cancel_on_hang_up(request, hang_up))
-        try:
-            yield hang_up
-        finally:
-            watching.cancel()
-        return
+async def _reading_turn(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+    """The SDK's request middleware: a call of a tool other than ``grade`` (all of which read the store in a few
+    queries) takes a query turn on the loop first, and the tool reads in it; any other message goes on as it is."""
+    params = ctx.params or {}
+    if ctx.method != "tools/call" or params.get("name") == _GRADE:
+        return await call_next(ctx)
+    request, store = _REQUEST.get()
     try:
         held: Any = await store.take_turn(request)
     except Overloaded as refused:  # the tool answers with it, as when it waited for the turn itself
         held = _Refused(refused)
+    bound = _REQUEST_STORE.set(held)
     try:
-        yield held
+        return await call_next(ctx)
     finally:
+        _REQUEST_STORE.reset(bound)
         held.close()
-
-
-async def _calls_a_reading_tool(request: web.Request) -> bool:
-    """Does ``request`` call a tool other than ``grade`` (all of which read the store in a few queries)? A body that
-    is no such call (unreadable, or another message) is not: the SDK answers it as it does."""
-    try:
-        message = json.loads(await request.read())  # read once: aiohttp keeps the body for the SDK's call
-    except (ConnectionError, ValueError, RecursionError):
-        return False
-    if not isinstance(message, dict) or message.get("method") != "tools/call":
-        return False
-    params = message.get("params")
-    return not isinstance(params, dict) or params.get("name") != _GRADE
 
 
 class _Refused:
@@ -244,7 +236,9 @@ class _McpMount:
         try:
             from tracegrade.mcp_server import build_server
 
-            server = build_server(_RequestStore(), self.limits, judging_refused=_JUDGING_REFUSED.get)
+            server = build_server(
+                _RequestStore(), self.limits, judging_refused=_JUDGING_REFUSED.get, middleware=[_reading_turn]
+            )
         except ImportError:
             self._unavailable = True
             return

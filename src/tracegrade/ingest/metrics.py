@@ -185,6 +185,9 @@ class MetricsRegistry:
         return "".join(metric.render() for metric in self._metrics.values())
 
 
+# where an abandoned request was (``requests_abandoned_total{stage}``): each exposed from 0 on, so that a rate or an
+# increase over a window counts a stage's first abandoned request too (a series that appears at 1 shows no increase)
+_ABANDONED_STAGES = ("body_room", "queue", "decode_wait", "decoding")
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -229,6 +232,8 @@ class ReceiverMetrics:
                 ("stage",),
             )
         )
+        for stage in _ABANDONED_STAGES:
+            self.requests_abandoned.inc(0, stage=stage)
         self.spans_received = add(
             Counter(prefix + "spans_received_total", "Spans decoded from export requests (kept or rejected).")
         )
