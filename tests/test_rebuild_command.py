@@ -1,8 +1,9 @@
 """Trajectories an older mapper built are known and rebuilt: each ``traces`` row carries the mapper revision that
 built it (NULL before schema version 13), `tracegrade rebuild` maps the out-of-date ones again (every one with
 --all, one tenant's with --tenant, saying so when the store holds nothing of that tenant), in steps, on a file and
-on a lake; a store made by the previous schema opens and migrates, its trajectories out of date; a file `tracegrade
-serve` holds is refused, and the receiver says at start how many are out of date and what rebuilds them.
+on a lake; a store made by the previous schema opens and migrates, its trajectories out of date; the receiver says
+at start how many are out of date and what rebuilds them, and a rebuild of the file it holds is its to make
+(tests/test_rebuild_through_server.py tests that path under load).
 
 A trajectory "built by the older mapper" is the current mapper's without its ``within_tool`` marks (what the
 mapper derived before revision 1), stored with the revision an older tracegrade wrote."""
@@ -312,19 +313,23 @@ def test_a_lake_of_the_previous_schema_migrates_its_receiver_notes_it_and_a_rebu
         assert _tool_steps(lake, OLD) == NEW_RULE
 
 
-def test_a_receiver_says_at_start_what_is_out_of_date_and_a_rebuild_of_its_file_is_refused(tmp_path: Path) -> None:
+def test_a_receiver_says_at_start_what_is_out_of_date_and_rebuilds_its_file_when_asked(tmp_path: Path) -> None:
     path = tmp_path / "store.duckdb"
     with TraceStore(path) as store:
         _store_old_trajectories(store, [OLD], None)
         _store_old_trajectories(store, [STALE_REVISION], 0)
     with ServerProcess(path) as server:
         wait_until(lambda: "2 stored trace(s) hold a trajectory built by an older" in server.log(), "the start note")
-        assert f"`tracegrade rebuild --store {path}`" in server.log()
-        refused = run_cli("rebuild", "--store", path)
-        assert refused.exit_code == 2
-        assert f"held by `tracegrade serve` at {server.http_url}" in refused.output
-        assert "stop the receiver" in refused.output and "Nothing was rebuilt" in refused.output
+        assert f"`tracegrade rebuild --store {path}` has this receiver rebuild them" in server.log()
         assert server.terminate() == 0
     with TraceStore(path, read_only=True) as store:
         assert _revisions(store) == {OLD: None, STALE_REVISION: 0}  # the receiver rebuilt nothing by itself
         assert _tool_steps(store, OLD) == OLD_RULE
+    with ServerProcess(path) as server:
+        rebuilt = run_cli("rebuild", "--store", path)
+        assert rebuilt.exit_code == 0, rebuilt.output
+        assert f"by the server at {server.http_url}: 2 trace(s)" in rebuilt.stdout
+        assert server.terminate() == 0
+    with TraceStore(path, read_only=True) as store:
+        assert _revisions(store) == {OLD: MAPPER_REVISION, STALE_REVISION: MAPPER_REVISION}
+        assert _tool_steps(store, OLD) == _tool_steps(store, STALE_REVISION) == NEW_RULE

@@ -52,11 +52,13 @@ def _agent_run(trace_id: str) -> list[SpanRecord]:
     return b.spans
 
 
-def store_outdated(store: TraceStore, count: int) -> dict[str, set[str]]:
-    """Store ``count`` agent runs with trajectories an older mapper built (revision NULL, step rows marked
-    ``OLD_BUILD``); each trace id with the ids of its spans."""
-    runs = {f"{n:032x}": _agent_run(f"{n:032x}") for n in range(1, count + 1)}
-    store.write([span for spans in runs.values() for span in spans])
+def store_outdated(
+    store: TraceStore, count: int, *, tenant: str = DEFAULT_TENANT, first: int = 1
+) -> dict[str, set[str]]:
+    """Store ``count`` agent runs of ``tenant``'s, trace ids numbered from ``first``, with trajectories an older
+    mapper built (revision NULL, step rows marked ``OLD_BUILD``); each trace id with the ids of its spans."""
+    runs = {f"{n:032x}": _agent_run(f"{n:032x}") for n in range(first, first + count)}
+    store.write([span for spans in runs.values() for span in spans], tenant=tenant)
     rows = TrajectoryRows()
     stamp = store.stamp()
     for trace_id, spans in runs.items():
@@ -69,8 +71,8 @@ def store_outdated(store: TraceStore, count: int) -> dict[str, set[str]]:
     tables["traces"] = tables["traces"].set_column(
         revision, "mapper_revision", pa.nulls(len(runs), tables["traces"].schema.field(revision).type)
     )
-    claim = store.builds.claim_traces([(DEFAULT_TENANT, trace_id) for trace_id in runs])
-    store.replace_trajectories(tables, clear=list(runs), tenant=DEFAULT_TENANT)
+    claim = store.builds.claim_traces([(tenant, trace_id) for trace_id in runs])
+    store.replace_trajectories(tables, clear=list(runs), tenant=tenant)
     store.builds.finish(claim, built=True)
     return {trace_id: {span.span_id for span in spans} for trace_id, spans in runs.items()}
 

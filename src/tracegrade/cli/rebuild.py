@@ -2,17 +2,17 @@
 
 A receiver maps a trace when its spans arrive and never again unless more arrive, so a trajectory keeps what the
 mapper of its day derived (``traces.mapper_revision``, see ``store.outdated``). The rebuild writes the store: on a
-lake it runs beside the receivers; a DuckDB file has one writer, so while `tracegrade serve` holds it the
-command is refused, saying to stop the receiver first (as ``maintain --purge-deleted`` is).
+lake it runs beside the receivers; a DuckDB file has one writer, so while `tracegrade serve` holds it the command
+asks that server to rebuild (``POST /v1/rebuild``, with ``--token``), which does so beside its ingest and streams
+its progress back, printed as a rebuild here prints it (``store.rebuild_progress``).
 """
 
 from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,23 +20,27 @@ import click
 
 from tracegrade.cli.common import UsageProblem, friendly_errors
 from tracegrade.cli.lake_options import checked_lake
-from tracegrade.cli.mapping_batch_option import mapping_batch_bytes_option
-from tracegrade.cli.store_access import chosen_tenant, lake_data_option, store_option, tenant_option
+from tracegrade.cli.mapping_batch_option import mapping_batch_bytes_given, mapping_batch_bytes_option
+from tracegrade.cli.store_access import chosen_tenant, lake_data_option, store_option, tenant_option, token_option
+from tracegrade.store.rebuild_progress import MAX_BATCH
 
 if TYPE_CHECKING:
     from tracegrade.store.backend import StoreBackend
-    from tracegrade.store.outdated import RebuildScope
+    from tracegrade.store.outdated import RebuildScope, RebuiltStep
+    from tracegrade.store.rebuild_progress import RebuildDone, RebuildStart
+    from tracegrade.store.remote import RemoteStore
 
 __all__ = ["MAX_BATCH", "command"]
 
-# a step's trace keys are listed and held at once, and its count is a SQL LIMIT: a bound far above any useful step
-MAX_BATCH = 1_000_000
+# longest wait for the server's next line (a step): a step waits for a purge of the file under way, which takes hours
+STEP_ANSWER_SECONDS = 6 * 3600.0
 
 
 @click.command("rebuild")
 @store_option
 @lake_data_option
 @tenant_option
+@token_option
 @click.option(
     "--all", "every", is_flag=True, help="Rebuild every stored trajectory, not only those an older mapper built."
 )
@@ -49,7 +53,12 @@ MAX_BATCH = 1_000_000
 @mapping_batch_bytes_option
 @friendly_errors
 def command(
-    store_path: Path | str, lake_data: Path | None, every: bool, batch: int | None, mapping_batch_bytes: int
+    store_path: Path | str,
+    lake_data: Path | None,
+    token: str | None,
+    every: bool,
+    batch: int | None,
+    mapping_batch_bytes: int,
 ) -> None:
     """Map stored traces again from their spans with this tracegrade's trajectory mapper: by default every trace
     whose trajectory an older mapper built (it keeps what that mapper derived until it is rebuilt), with --all
@@ -57,80 +66,96 @@ def command(
 
     Each step is committed before the next. SIGINT (Ctrl-C) or SIGTERM stops it once the step in progress is
     done; the same command then goes on with the traces still out of date. A lake is rebuilt beside its
-    receivers; a store file that `tracegrade serve` holds is refused (stop the receiver first: a file has one
-    writer).
+    receivers; a store file that `tracegrade serve` holds is rebuilt by that server (--token: one whose scopes
+    include 'record'; a tenant's token rebuilds that tenant's traces only), which goes on taking exports
+    meanwhile.
     """
     from tracegrade.errors import StoreError
     from tracegrade.ingest.disk_room import says_disk_full
-    from tracegrade.store.outdated import RebuildScope, count_to_rebuild, rebuild_steps
-    from tracegrade.trajectory import MAPPER_REVISION
+    from tracegrade.store.outdated import RebuildScope
 
     scope = RebuildScope(every=every, tenant=chosen_tenant())
-    store = _open(store_path, lake_data)
-    done = with_spans = total = mapping_batches = 0
+    store, server = _open(store_path, lake_data, token)
+    if server is not None:
+        progress = server.rebuild(scope, batch)
+    else:
+        assert store is not None  # _open gives one of the two
+        progress = _rebuilt_here(store, scope, batch, mapping_batch_bytes)
+    start: RebuildStart | None = None
+    done = with_spans = mapping_batches = 0
     try:
         with _stop_requests() as stops:
-            total = count_to_rebuild(store, scope)
-            whose = f" of tenant {scope.tenant}" if scope.tenant is not None else ""
-            if not total:
-                if scope.tenant is not None and _unknown_tenant(store, scope):
-                    click.echo(f"{_no_traces_of(store, scope.tenant)}; nothing to rebuild")
-                    return
-                which = "stored" if every else "built by an older mapper"
-                click.echo(f"no trajectory{whose} is {which}; nothing to rebuild (mapper revision {MAPPER_REVISION})")
+            start = _started(next(progress))
+            if start.nothing is not None:
+                click.echo(start.nothing)
                 return
             which = "every stored trajectory" if every else "the trajectories built by an older mapper"
-            click.echo(f"rebuilding {which}{whose}: {total} trace(s), with mapper revision {MAPPER_REVISION}")
-            steps = rebuild_steps(store, scope, step=batch, max_bytes=mapping_batch_bytes)
-            while not stops and (step := next(steps, None)) is not None:
+            whose = f" of tenant {start.tenant}" if start.tenant is not None else ""  # through a server: the token's
+            by = f" by the server at {server.url}" if server else ""
+            click.echo(
+                f"rebuilding {which}{whose}{by}: {start.total} trace(s), with mapper revision {start.mapper_revision}"
+            )
+            while not stops and (step := _next_step(progress)) is not None:
                 done, with_spans = done + step.traces, with_spans + step.with_spans
                 mapping_batches += step.mapping_batches
-                click.echo(f"rebuilt {done} of {total} trace(s)")
+                click.echo(f"rebuilt {done} of {start.total} trace(s)")
     except StoreError as exc:
-        before = f" (rebuilt {done} of {total} trace(s) before it)" if done else ""
+        if start is None:  # refused before it began (no server's answer, a token without the scope, one under way)
+            raise click.ClickException(f"{exc}. Nothing was rebuilt") from None
+        before = f" (rebuilt {done} of {start.total} trace(s) before it)" if done else ""
         room = f"{_make_room(store)}, then " if says_disk_full(str(exc)) else ""
         raise click.ClickException(f"{exc}{before}; {room}{_again(every)}") from None
     finally:
-        store.close()
+        progress.close()  # through a server: hangs up, which ends its rebuild after the step in progress
+        if store is not None:
+            store.close()
     if stops:
-        _stopped(stops[0], f"rebuilt {done} of {total} trace(s); {_again(every)}")
-    click.echo(f"rebuilt the trajectories of {done} trace(s) with mapper revision {MAPPER_REVISION}")
-    click.echo(f"their spans were mapped in {mapping_batches} batch(es) (--mapping-batch-bytes {mapping_batch_bytes})")
+        _stopped(stops[0], f"rebuilt {done} of {start.total} trace(s); {_again(every)}")
+    click.echo(f"rebuilt the trajectories of {done} trace(s) with mapper revision {start.mapper_revision}")
+    mapped_by = "the server's --mapping-batch-bytes" if server else f"--mapping-batch-bytes {mapping_batch_bytes}"
+    click.echo(f"their spans were mapped in {mapping_batches} batch(es) ({mapped_by})")
     if done > with_spans:
         click.echo(f"{done - with_spans} of them had no spans left to map from: their trajectory rows were deleted")
 
 
-# tenants listed when --tenant names one without traces: enough to spot the one meant
-_TENANTS_SHOWN = 20
+Progress = Generator["RebuildStart | RebuiltStep | RebuildDone", None, None]
 
 
-def _unknown_tenant(store: StoreBackend, scope: RebuildScope) -> bool:
-    """Whether the store holds nothing of ``scope``'s tenant: no trajectory of any revision, and no span waiting to
-    be built into one (a mistyped --tenant, most likely, rather than a tenant whose trajectories are current)."""
-    from tracegrade.store.outdated import count_to_rebuild
+def _rebuilt_here(store: StoreBackend, scope: RebuildScope, batch: int | None, mapping_batch_bytes: int) -> Progress:
+    """The rebuild's progress, each step rebuilt and committed in this process as it is asked for."""
+    from tracegrade.store.outdated import rebuild_steps
+    from tracegrade.store.rebuild_progress import RebuildDone, start_rebuild
 
-    if count_to_rebuild(store, replace(scope, every=True)):
-        return False
-    return not store.query("SELECT 1 FROM spans WHERE tenant = ? LIMIT 1", [scope.tenant]).rows
-
-
-def _no_traces_of(store: StoreBackend, tenant: str) -> str:
-    """That ``tenant`` has no traces in the store, and which tenants have trajectories there (the first few)."""
-    rows = store.query(f"SELECT DISTINCT tenant FROM traces ORDER BY tenant LIMIT {_TENANTS_SHOWN + 1}").rows
-    if not rows:
-        return f"tenant {tenant} has no traces in this store, and no tenant has a trajectory stored"
-    tenants = [str(row[0]) for row in rows[:_TENANTS_SHOWN]]
-    more = ", …" if len(rows) > _TENANTS_SHOWN else ""
-    return (
-        f"tenant {tenant} has no traces in this store; the tenants with trajectories: {', '.join(tenants)}{more} "
-        '(`tracegrade sql "SELECT tenant, count(*) FROM traces GROUP BY tenant"` with the same --store lists them '
-        "all): check the name given to --tenant"
-    )
+    yield start_rebuild(store, scope)
+    yield from rebuild_steps(store, scope, step=batch, max_bytes=mapping_batch_bytes)
+    yield RebuildDone()
 
 
-def _make_room(store: StoreBackend) -> str:
+def _started(event: RebuildStart | RebuiltStep | RebuildDone) -> RebuildStart:
+    """The rebuild's first report, which says how many traces it selected."""
+    from tracegrade.errors import StoreError
+    from tracegrade.store.rebuild_progress import RebuildStart
+
+    if not isinstance(event, RebuildStart):
+        raise StoreError(f"the rebuild reported {event} before saying how many traces it selected")
+    return event
+
+
+def _next_step(progress: Progress) -> RebuiltStep | None:
+    """The rebuild's next step committed, or None once it is done."""
+    from tracegrade.errors import StoreError
+    from tracegrade.store.rebuild_progress import RebuildDone, RebuildStart
+
+    event = next(progress)
+    if isinstance(event, RebuildStart):
+        raise StoreError("the rebuild reported its start twice")
+    return None if isinstance(event, RebuildDone) else event
+
+
+def _make_room(store: StoreBackend | None) -> str:
     """Where to make room after a full disk: a lake's steps write Parquet files under its data path, which may be on
-    a disk of its own (the catalog is in PostgreSQL); a file's, next to the file."""
+    a disk of its own (the catalog is in PostgreSQL); a file's (also one a server rebuilds: None), next to the
+    file."""
     from tracegrade.store.lake import LakeStore
 
     if isinstance(store, LakeStore):
@@ -174,9 +199,11 @@ def _stopped(signum: int, progress: str) -> None:
     raise KeyboardInterrupt(f"interrupted: {progress}")
 
 
-def _open(store_path: Path | str, lake_data: Path | None) -> StoreBackend:
-    """The store read-write: a file that exists and no other process holds (a receiver's is refused, saying so), or
-    a lake that exists (a mistyped catalog database must not get a new, empty lake)."""
+def _open(
+    store_path: Path | str, lake_data: Path | None, token: str | None
+) -> tuple[StoreBackend, None] | tuple[None, RemoteStore]:
+    """The store read-write (a file that exists and no other process holds, or a lake that exists: a mistyped
+    catalog database must not get a new, empty lake), or else the server that holds the file."""
     from tracegrade.errors import StoreLockedError
     from tracegrade.store.access import server_holding
     from tracegrade.store.database import store_not_found
@@ -187,18 +214,24 @@ def _open(store_path: Path | str, lake_data: Path | None) -> StoreBackend:
         from tracegrade.store.lake import LakeStore
 
         data_path = checked_lake(str(store_path), lake_data, "rebuild", "")  # a lake: the last argument is unused
-        return LakeStore(str(store_path), data_path=data_path, create=False)
+        return LakeStore(str(store_path), data_path=data_path, create=False), None
     path = Path(store_path)
     if not path.exists():
         raise store_not_found(path)  # --store's default names a file: a typo must not create one
     try:
-        return TraceStore(path)
+        return TraceStore(path), None
     except StoreLockedError as exc:
-        server = server_holding(path)
+        server = server_holding(path, token)
         if server is None:
-            raise UsageProblem(f"{exc}. A rebuild writes the store: stop that process, then run it again") from None
+            raise UsageProblem(
+                f"{exc}. A rebuild writes the store, and no `tracegrade serve` answers for it: stop that process, "
+                "then run it again. Nothing was rebuilt"
+            ) from None
+    if mapping_batch_bytes_given() is not None:
         raise UsageProblem(
-            f"store {path} is held by `tracegrade serve` at {server.url}, and a rebuild writes the store, which has "
-            "one writer: stop the receiver (SIGTERM; it stores everything it acknowledged first), run `tracegrade "
-            f"rebuild --store {path}`, then start the receiver again. Nothing was rebuilt"
-        ) from None
+            f"{mapping_batch_bytes_given()} does not apply to a store that `tracegrade serve` at {server.url} holds: "
+            "the server rebuilds it and maps with its own --mapping-batch-bytes (leave it out, or restart the "
+            "server with another). Nothing was rebuilt"
+        )
+    server.timeout = STEP_ANSWER_SECONDS
+    return None, server

@@ -49,6 +49,7 @@ from tracegrade.ingest.metrics_listener import MetricsListener
 from tracegrade.ingest.private_paths import PrivatePaths
 from tracegrade.ingest.purge_endpoint import add_purge_route
 from tracegrade.ingest.query_gate import GatedStore, QueryGate
+from tracegrade.ingest.rebuild_endpoint import RebuildRequests
 from tracegrade.ingest.request_error_log import request_error_log
 from tracegrade.ingest.runs_endpoint import add_runs_route
 from tracegrade.ingest.settings import ServeSettings
@@ -127,6 +128,7 @@ class ReceiverServer:
         self._purge: PurgeInterrupt | None = None
         self._no_purge = asyncio.Event()
         self._no_purge.set()
+        self._rebuilds: RebuildRequests | None = None  # POST /v1/rebuild's, which a stop ends after their step
         self._stop_requested = asyncio.Event()
         self._stopped = False
         self.reopened = 0  # times the store was reopened after a failure
@@ -224,6 +226,13 @@ class ReceiverServer:
             add_forget_route(app, store, functools.partial(intake.authorize, scope="forget"), intake.count_forgotten)
             purge = None if self.settings.is_lake else self.purge_deleted
             add_purge_route(app, purge, functools.partial(intake.authorize, scope="forget"))
+            rebuilt = None if self.settings.is_lake else store
+            per_tenant = lambda: intake.tokens.per_tenant  # noqa: E731
+            draining = lambda: intake.draining  # noqa: E731
+            self._rebuilds = RebuildRequests(
+                rebuilt, self._store_turn, draining, per_tenant, self.settings.mapping_batch_bytes
+            )
+            self._rebuilds.add_route(app, functools.partial(intake.authorize, scope="record"))
             # the web UI and MCP read through one path: the query gate's limits, as the caller's tenant
             reads = lambda tenant: GatedStore(self.reader(tenant), self._queries, tenant)  # noqa: E731
             may_read = functools.partial(intake.authorize, scope="read")
@@ -269,10 +278,7 @@ class ReceiverServer:
                 "rebuilds them beside the receivers"
             )
         else:
-            how = (
-                f"stop this receiver and run `tracegrade rebuild --store {self.settings.store}` to rebuild them "
-                "(a store file has one writer)"
-            )
+            how = f"`tracegrade rebuild --store {self.settings.store}` has this receiver rebuild them as it runs"
         log.warning(
             "%d stored trace(s) hold a trajectory built by an older trajectory mapper, which keeps what that mapper "
             "derived (a trace is built again only when more of its spans arrive); %s",
@@ -396,6 +402,8 @@ class ReceiverServer:
             if self._purge is not None:  # a copy of a large file takes hours: the old file stays, whole
                 self._purge.interrupt()
             await self._no_purge.wait()  # its store left closed, or open again: closed below, not left open
+            if self._rebuilds is not None:  # ends after its step in progress: the store is closed below
+                await self._rebuilds.ended()
             await self._intake.wait_idle(self.settings.shutdown_timeout)
         await self._shutdown()
         self.settings.sidecar_path.unlink(missing_ok=True)

@@ -46,7 +46,8 @@ Scope = Literal["ingest", "read", "record", "forget", "judge"]
 SCOPES: dict[Scope, str] = {
     "ingest": "send spans and logs (OTLP over gRPC and HTTP)",
     "read": "read the store (POST /v1/query: sql, traces, show, export; the web UI; the MCP tools)",
-    "record": "record graded runs (POST /v1/runs: grade and worker through the server)",
+    "record": "record graded runs (POST /v1/runs: grade and worker through the server), or rebuild the stored "
+    "trajectories from their spans (POST /v1/rebuild)",
     "forget": "delete traces and the runs that graded them (POST /v1/forget), or purge the store file of the bytes "
     "deleted rows leave (POST /v1/purge)",
     "judge": "call this server's LLM judges (the MCP grade tool with LLM-judged criteria, paid by the server)",

@@ -14,7 +14,9 @@ made for ``REBUILD_MIN_INTERVAL``, or for ``REBUILD_SATURATED_INTERVAL`` while t
 have no idle time either (``CpuLoad``: other receivers on the machine build too, each paced by its own
 backlog), so trajectories still advance under a sustained burst and keep up freely otherwise
 (bench/RESULTS.md, bench_ingest and lake ingest). ``rebuild_traces`` runs the same jobs, in the same
-chunks, synchronously: ``tracegrade import`` and ``TraceStore.rebuild_trajectories`` use it.
+chunks, synchronously: ``tracegrade import``, ``tracegrade rebuild`` (in the receiver too, ``POST /v1/rebuild``)
+and ``TraceStore.rebuild_trajectories`` use it. In one process the builds of one store take turns, a claim at a
+time (``build_turn``): a rebuild asked of a receiver runs beside its rebuilder thread.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -47,6 +50,7 @@ __all__ = [
     "REBUILD_SATURATED_INTERVAL",
     "RebuildStats",
     "TrajectoryRebuilder",
+    "build_turn",
     "rebuild_traces",
 ]
 
@@ -55,6 +59,20 @@ REBUILD_SATURATED_INTERVAL = 10.0
 IDLE_POLL_SECONDS = 1.0  # longest wait between claims when the queue knows of nothing due (a shared queue)
 
 log = logging.getLogger(__name__)
+
+_turns: weakref.WeakKeyDictionary[StoreBackend, threading.Lock] = weakref.WeakKeyDictionary()
+_turns_lock = threading.Lock()
+
+
+def build_turn(store: StoreBackend) -> threading.Lock:
+    """The lock a claim on ``store`` is built under, from its claim to its finish: a trace's rows are replaced by
+    one build at a time (``replace_trajectories`` finds the rows to clear before its transaction), and a trace
+    claimed again meanwhile, for newer spans, is built after the build under way, so its newer rows come last."""
+    with _turns_lock:
+        turn = _turns.get(store)
+        if turn is None:
+            turn = _turns[store] = threading.Lock()
+        return turn
 
 
 @dataclass(slots=True)
@@ -118,13 +136,14 @@ def rebuild_traces(
     chunk = store.rebuild_traces
     with store.replacing_exclusively():
         for start in range(0, len(wanted), chunk):
-            claim = store.builds.claim_traces(wanted[start : start + chunk])
-            try:
-                with_spans, batches = _run_claim(store, mapper, claim, max_bytes)
-            except BaseException:
-                store.builds.finish(claim, built=False)
-                raise
-            store.builds.finish(claim, built=True)
+            with build_turn(store):
+                claim = store.builds.claim_traces(wanted[start : start + chunk])
+                try:
+                    with_spans, batches = _run_claim(store, mapper, claim, max_bytes)
+                except BaseException:
+                    store.builds.finish(claim, built=False)
+                    raise
+                store.builds.finish(claim, built=True)
             mapped += with_spans
             if stats is not None:
                 stats.count_batches(batches, max_bytes)
@@ -264,6 +283,10 @@ class TrajectoryRebuilder:
 
     def _claim_and_build(self, *, due_only: bool) -> bool:
         """Claim and build one batch; False when nothing was claimed (or the claim failed)."""
+        with build_turn(self.store):
+            return self._build_one(due_only=due_only)
+
+    def _build_one(self, *, due_only: bool) -> bool:
         builds = self.store.builds
         try:
             claim = builds.claim(self.max_traces, due_only=due_only)

@@ -18,7 +18,8 @@ import json
 import re
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -31,6 +32,8 @@ from tracegrade.store.trace_deletion import Deleted
 
 if TYPE_CHECKING:
     from tracegrade.store.file_purge import Purged
+    from tracegrade.store.outdated import RebuildScope, RebuiltStep
+    from tracegrade.store.rebuild_progress import RebuildDone, RebuildStart
 
 __all__ = ["HEALTHZ_SERVER", "RemoteStore"]
 
@@ -202,8 +205,42 @@ class RemoteStore:
         except (KeyError, TypeError, ValueError) as exc:
             raise StoreError(f"the tracegrade server at {self.url} sent an unexpected answer: {exc!r}") from None
 
+    def rebuild(
+        self, scope: RebuildScope, step: int | None
+    ) -> Generator[RebuildStart | RebuiltStep | RebuildDone, None, None]:
+        """Have the server map stored traces again (``POST /v1/rebuild``), yielding its progress as it comes: the
+        start, each step committed, then the end. The server's account of why it ended early, or an answer cut
+        short, is a StoreError; ``self.timeout`` bounds the wait for each line (a step), not the whole rebuild.
+        Closing the iterator hangs up, which ends the rebuild after its step in progress."""
+        from tracegrade.store.rebuild_progress import RebuildDone, read_progress_line
+
+        document = {"all": scope.every, "tenant": scope.tenant, "batch": step}
+        what = "request to rebuild trajectories"
+        with self._posted("/v1/rebuild", document, what) as response:
+            for line in response:
+                try:
+                    event = read_progress_line(line)
+                except ValueError as exc:
+                    raise StoreError(f"the tracegrade server at {self.url} sent an unexpected answer: {exc}") from None
+                except StoreError as exc:  # the server's account of why the rebuild ended early
+                    raise StoreError(f"the tracegrade server at {self.url} ended the rebuild: {exc}") from None
+                yield event
+                if isinstance(event, RebuildDone):
+                    return
+        raise StoreError(
+            f"the tracegrade server at {self.url} did not finish its answer to the {what}: check that the server "
+            "still runs, then try again"
+        )
+
     def _post(self, path: str, document: dict[str, Any], what: str) -> Any:
         """POST ``document`` as JSON to ``path`` and return the JSON answer; errors come back as StoreError."""
+        with self._posted(path, document, what) as response:
+            return json.loads(response.read())
+
+    @contextmanager
+    def _posted(self, path: str, document: dict[str, Any], what: str) -> Iterator[http.client.HTTPResponse]:
+        """POST ``document`` as JSON to ``path``; the answer, to read in the block. Errors, also those of reading
+        it, come back as StoreError."""
         request = urllib.request.Request(
             f"{self.url}{path}",
             data=json.dumps(document, default=str).encode("utf-8"),
@@ -214,7 +251,7 @@ class RemoteStore:
             request.add_header("Authorization", f"Bearer {self.token}")
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                return json.loads(response.read())
+                yield response
         except urllib.error.HTTPError as exc:
             detail = _error_text(exc.read())
             if exc.code == 401:  # a 403 (a token without the scope) says in its detail what to do
