@@ -566,6 +566,8 @@ class ReceiverServer:
                 purged = await loop.run_in_executor(None, purge_deleted_rows, Path(self.settings.store), interrupt)
             except StoreError as exc:
                 if not interrupt.requested:
+                    # the operator sees it too, not only the client that asked
+                    log.error("%s; the store is opened again, as it was", exc)
                     raise
                 log.warning("the purge was interrupted by the stop: %s", exc)
                 raise ShuttingDown(
@@ -674,9 +676,23 @@ class ReceiverServer:
         while True:
             done, _ = await asyncio.wait({running}, timeout=CLIENT_CHECK_SECONDS)
             if done:
-                return running.result()
+                try:
+                    return running.result()
+                except StoreError:
+                    self._refuse_if_store_closed(storage)
+                    raise
             if not connected():
                 control.cancel("its client closed the connection")
+
+    def _refuse_if_store_closed(self, storage: Storage) -> None:
+        """A query on ``storage`` failed: when the receiver closed that storage meanwhile (a purge, a reopening after
+        a failure, a stop), which cancels the queries on it, raise the retryable refusal a query sent now gets (the
+        query is not at fault: asked again, it is answered)."""
+        if self._intake is not None and self._intake.draining:
+            raise ShuttingDown("the receiver is shutting down; retry later", 5.0) from None
+        if storage is not self._storage or (self._intake is not None and self._intake.recovering):
+            why = (self._intake.recovering if self._intake is not None else None) or "the store was opened again"
+            raise StoreUnavailable(f"{why}; retry shortly", 1.0) from None
 
     def _assertion_limits(self) -> SandboxLimits:
         """The limits of SQL assertions graded for a caller (MCP ``grade``): a query's time limit, and a query's

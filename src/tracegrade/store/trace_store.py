@@ -45,6 +45,7 @@ from tracegrade.store.database import (
 )
 from tracegrade.store.duckdb_api import fetch_arrow, registered
 from tracegrade.store.evaluations import evaluation_rows
+from tracegrade.store.file_purge import remove_stale_copy
 from tracegrade.store.grading_jobs import JobQueue, StoreJobQueue
 from tracegrade.store.grading_tables import replace_record_rows
 from tracegrade.store.key_repair import damaged_keys, repair_keys
@@ -209,6 +210,7 @@ class TraceStore:
             alias = self.path.stem if self.path.stem not in _RESERVED_ALIASES else "store"
             self._con, self.wal = attach_duckdb(self.path, alias, wal=wal, row_group_size=ROW_GROUP_SIZE, config=config)
             self._use = f"USE {quote_identifier(alias)}"
+            remove_stale_copy(self.path)
         self.failure: str | None = None  # why DuckDB invalidated the database (it then refuses every write)
         self.uncheckpointed_bytes = 0  # Arrow bytes committed since the last checkpoint (``wal=False``)
         self.uncheckpointed_since: float | None = None  # monotonic time of the first of them
