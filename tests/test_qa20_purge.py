@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.export_load import assert_stored_once
+from tests.support.posted_query import PostedQuery, mcp_run_sql
 from tests.support.server_otlp import HttpReply, post
 from tests.support.server_requests import query, receiver_metric
 from tests.support.small_fs import fill, free, small_filesystem
@@ -47,6 +48,9 @@ from tracegrade.store.file_purge import PurgeInterrupt, purge_deleted_rows
 
 REMOVED = "the copy a purge of the store file left when it died"
 STORED_QUERY_TRACES = 40  # 200 spans: a four-way join of them runs for hours
+ENDLESS = (
+    "SELECT count(*) FROM spans a, spans b, spans c, spans d WHERE hash(a.span_id, b.span_id, c.span_id, d.span_id) = 0"
+)
 
 
 def test_the_copy_a_killed_purge_left_goes_when_the_receiver_restarts_and_not_while_a_purge_runs(
@@ -194,3 +198,31 @@ def test_queries_under_way_when_a_purge_begins_are_told_to_retry(tmp_path: Path)
         assert int(reply.headers["Retry-After"]) >= 1
         assert "being purged" in reply.json()["message"], reply.body
     assert after == [[STORED_QUERY_TRACES * 5]]  # asked again, the query is answered
+
+
+def test_the_web_ui_and_mcp_queries_under_way_when_a_purge_begins_are_told_to_retry(tmp_path: Path) -> None:
+    """As ``/v1/query``'s: the SQL page's API answers 503 with Retry-After (not the 400 of a query at fault), and
+    MCP's ``run_sql`` says to send the query again."""
+    store = tmp_path / "traces.duckdb"
+    _store_with_secret(store, f"kept-{uuid.uuid4().hex}@example.com", STORED_QUERY_TRACES)
+    server = _server(store, tmp_path)
+    server.extra_args += ("--max-queries", "2", "--query-timeout", "600")
+    with server:
+        ui = PostedQuery(server.http_url, "/ui/api/sql", TOKEN, ENDLESS)
+        wait_until(lambda: receiver_metric(server.http_url, "queries_running") == 1, "the UI's query running")
+        mcp = mcp_run_sql(server.http_url, TOKEN, ENDLESS)
+        wait_until(lambda: receiver_metric(server.http_url, "queries_running") == 2, "MCP's query running")
+        purged = _purge_request(server, TOKEN)
+        ui_status, ui_answer = ui.answer()
+        ui_headers = ui.reply_headers
+        mcp_status, mcp_answer = mcp.answer()
+        after = query(server.http_url, "SELECT count(*) FROM spans", token=TOKEN)
+    assert purged.status == 200, purged.body
+    assert ui_status == 503, ui_answer
+    assert "being purged" in ui_answer["error"] and "send it again" in ui_answer["error"], ui_answer
+    assert ui_headers is not None and int(ui_headers["Retry-After"]) >= 1
+    assert mcp_status == 200, mcp_answer
+    result = mcp_answer["result"]
+    text = " ".join(part.get("text", "") for part in result["content"])
+    assert result["isError"] and "being purged" in text and "send it again" in text, result
+    assert after == [[STORED_QUERY_TRACES * 5]]

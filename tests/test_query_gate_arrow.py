@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.support.waiting import wait_until
-from tracegrade.errors import QueryCancelled
+from tracegrade.errors import QueryCancelled, QueryPreempted
 from tracegrade.ingest.query_gate import GatedStore, QueryGate
 from tracegrade.store import TraceStore
 
@@ -41,12 +41,15 @@ def test_an_arrow_read_waits_for_a_turn_like_any_query(tmp_path: Path) -> None:
         reader, read = _in_thread(lambda: gated.query_arrow("SELECT 42 AS answer"))
         wait_until(lambda: gate.waiting == 1, "the Arrow read to wait for the turn")
         assert not read and reader.is_alive()
-        gate.cancel_all("the test frees the turn")
+        gate.cancel_all("the test frees the turn", 3.0)
         holder.join(60)
         reader.join(60)
         assert (gate.running, gate.waiting) == (0, 0)
         # cancel_all also refused the read that waited meanwhile, as it refuses every waiting query
-        assert isinstance(held[0], QueryCancelled) and isinstance(read[0], QueryCancelled)
+        # each told to come back: the server closing its store is no fault of theirs
+        assert isinstance(held[0], QueryPreempted) and isinstance(read[0], QueryPreempted), (held, read)
+        assert (held[0].retry_after, read[0].retry_after, held[0].http_status) == (3.0, 3.0, 503)
+        assert "the test frees the turn; send it again shortly" in str(read[0])
         answer = GatedStore(store, QueryGate(1, 60), "acme").query_arrow("SELECT 42 AS answer")
         assert answer.to_pylist() == [{"answer": 42}]
 

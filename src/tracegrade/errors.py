@@ -19,6 +19,7 @@ __all__ = [
     "NotFoundError",
     "OutputFileError",
     "QueryCancelled",
+    "QueryPreempted",
     "QueryRefused",
     "RunInterrupted",
     "StoreError",
@@ -148,6 +149,17 @@ class QueryRefused(StoreError):
 
 class QueryCancelled(StoreError):
     """A query stopped before it finished: it ran past its time limit, or its client went away."""
+
+
+class QueryPreempted(QueryCancelled):
+    """A query a receiver stopped to close its store (a purge, a reopening after a failure, a stop): not the query's
+    fault, so sent again after ``retry_after`` seconds it is answered (HTTP 503 with ``Retry-After``)."""
+
+    http_status = 503
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class WorkerIdInUseError(TracegradeError, RuntimeError):

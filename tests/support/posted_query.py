@@ -28,6 +28,7 @@ class PostedQuery:
         document: Any = None,
         headers: dict[str, str] | None = None,
     ) -> None:
+        self.reply_headers: http.client.HTTPMessage | None = None  # the reply's, once ``answer`` read it
         parts = urllib.parse.urlsplit(http_url)
         self._connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=120)
         sent = {"Content-Type": "application/json", **(headers or {})}
@@ -41,6 +42,7 @@ class PostedQuery:
 
     def answer(self) -> tuple[int, Any]:
         response = self._connection.getresponse()
+        self.reply_headers = response.headers
         return response.status, json.loads(response.read())
 
     def answer_text(self) -> tuple[int, str]:

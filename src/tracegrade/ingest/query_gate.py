@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from tracegrade.errors import StoreError
+from tracegrade.errors import QueryCancelled, QueryPreempted, StoreError
 from tracegrade.ingest.http_app import client_connected
 from tracegrade.ingest.intake import Overloaded
 from tracegrade.ingest.private_paths import PrivatePaths
@@ -163,13 +163,17 @@ class QueryGate:
             return result
         except StoreError as exc:
             self._private.hide(exc)
+            if isinstance(exc, QueryCancelled) and control.retry_after is not None:
+                raise QueryPreempted(f"{exc}; send it again shortly", control.retry_after) from None
             raise
 
-    def cancel_all(self, reason: str) -> None:
+    def cancel_all(self, reason: str, retry_after: float) -> None:
+        """Stop every query admitted (running or waiting for its turn): the receiver closes its store. Each fails
+        with QueryPreempted, to be sent again after ``retry_after`` seconds."""
         with self._lock:
             admitted = list(self._admitted)
         for control in admitted:
-            control.cancel(reason)
+            control.cancel(reason, retry_after)
 
     # -- turns ------------------------------------------------------------------------------------------
 
@@ -274,13 +278,13 @@ class _TurnControl(QueryControl):
     """What a held turn is admitted to the gate as (it runs no query itself): cancelling it, as ``cancel_all`` does,
     cancels the turn's queries too."""
 
-    def __init__(self, timeout: float, on_cancel: Callable[[str], None]) -> None:
+    def __init__(self, timeout: float, on_cancel: Callable[[str, float | None], None]) -> None:
         super().__init__(timeout)
         self._on_cancel = on_cancel
 
-    def cancel(self, reason: str) -> None:
-        super().cancel(reason)
-        self._on_cancel(reason)
+    def cancel(self, reason: str, retry_after: float | None = None) -> None:
+        super().cancel(reason, retry_after)
+        self._on_cancel(reason, retry_after)
 
 
 class HeldTurn:
@@ -294,6 +298,7 @@ class HeldTurn:
         self._tenant = tenant
         self._running: set[QueryControl] = set()
         self._reason: str | None = None
+        self._retry_after: float | None = None  # given with ``_reason`` (``QueryControl.cancel``)
         self._closed = False
         self._handed_back = False
         self._watch: asyncio.Task[None] | None = None
@@ -311,7 +316,7 @@ class HeldTurn:
         control = self._gate.bound(control)
         with self._lock:
             if self._reason is not None:
-                control.cancel(self._reason)  # refused before it starts
+                control.cancel(self._reason, self._retry_after)  # refused before it starts
             self._running.add(control)
         try:
             return self._gate.query_in_turn(store, sql, params, control)
@@ -326,12 +331,13 @@ class HeldTurn:
         """A whole result as an Arrow table, in this turn, as ``query``."""
         return self._query_with(_ArrowReads(self._store), sql, params, control).to_arrow()
 
-    def cancel(self, reason: str) -> None:
+    def cancel(self, reason: str, retry_after: float | None = None) -> None:
         with self._lock:
-            self._reason = self._reason or reason
+            if self._reason is None:
+                self._reason, self._retry_after = reason, retry_after
             running = list(self._running)
         for control in running:
-            control.cancel(reason)
+            control.cancel(reason, retry_after)
 
     def watch(self, connected: Callable[[], bool], check_every: float) -> None:
         """Cancel the turn's queries once ``connected()`` turns False (checked on the loop until ``close``)."""

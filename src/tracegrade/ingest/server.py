@@ -73,6 +73,9 @@ STOP_GRACE = 2.0  # seconds idle connections get to close once in-flight request
 STORE_WATCH_SECONDS = 0.25  # how often the receiver checks whether its store failed
 REOPEN_RETRY_SECONDS = 2.0  # between attempts to reopen a failed store (the disk may still be full)
 REOPEN_LOG_SECONDS = 60.0  # the same failure of those attempts is logged at most this often
+# the Retry-After of what a stopping receiver refuses, and of what it refuses while it reopens its store
+RETRY_AFTER_STOPPING = 5.0
+RETRY_AFTER_REOPENING = 1.0
 QUERY_CONSISTENCY_TIMEOUT = 30.0  # longest a query waits for acknowledged spans to be committed
 CLIENT_CHECK_SECONDS = 0.2  # how often a running query checks that its client is still there
 MIN_SANDBOX_MEMORY = 32 * 1024 * 1024  # least memory an MCP grading call's SQL-assertion sandbox gets
@@ -396,7 +399,7 @@ class ReceiverServer:
         """Graceful stop: refuse new work, finish admitted requests, flush the writer, remove the sidecar."""
         if self._stopped:
             return
-        self._cancel_queries("the receiver is shutting down")
+        self._cancel_queries("the receiver is shutting down", RETRY_AFTER_STOPPING)
         if self._intake is not None:
             self._intake.begin_drain()
             if self._purge is not None:  # a copy of a large file takes hours: the old file stays, whole
@@ -413,7 +416,7 @@ class ReceiverServer:
         loop = asyncio.get_running_loop()
         if self._watch is not None:
             self._watch.cancel()
-        self._cancel_queries("the receiver is shutting down")
+        self._cancel_queries("the receiver is shutting down", RETRY_AFTER_STOPPING)
         if self._grpc is not None:
             await self._grpc.stop(STOP_GRACE)
         if self._http is not None:
@@ -492,7 +495,7 @@ class ReceiverServer:
         if reason is not None:  # the reopened store's rebuilder and worker wait for room
             self._disk_room.store_failed(reason)
         self._intake.begin_recovery(f"the store is being reopened after a failure ({reason})")
-        self._cancel_queries("the store failed and is being reopened")
+        self._cancel_queries("the store failed and is being reopened", RETRY_AFTER_REOPENING)
         await self._intake.wait_idle(self.settings.shutdown_timeout)
         self._storage = None
         await loop.run_in_executor(None, functools.partial(failed.close, drain=False))
@@ -547,16 +550,20 @@ class ReceiverServer:
         loop = asyncio.get_running_loop()
         async with self._store_turn:
             if self._intake.draining or self._stopped:
-                raise ShuttingDown("the receiver is shutting down; purge the file once it has stopped", 5.0)
+                raise ShuttingDown(
+                    "the receiver is shutting down; purge the file once it has stopped", RETRY_AFTER_STOPPING
+                )
             if storage is not self._storage or storage.failure is not None:
-                raise StoreUnavailable("the store is being reopened after a failure; retry shortly", 1.0)
+                raise StoreUnavailable(
+                    "the store is being reopened after a failure; retry shortly", RETRY_AFTER_REOPENING
+                )
             # from here a stop interrupts the purge, and waits for its end
             interrupt = self._purge = PurgeInterrupt()
             self._no_purge.clear()
             why = "the store file is being purged of its deleted rows"
             log.warning("%s; exports and queries are refused (retryably) until it is open again", why)
             self._intake.begin_recovery(why)
-            self._cancel_queries(why)
+            self._cancel_queries(why, RETRY_AFTER_REOPENING)
             await self._intake.wait_idle(self.settings.shutdown_timeout)
             self._storage = None
             try:
@@ -598,7 +605,7 @@ class ReceiverServer:
         if storage is None or (self._intake is not None and self._intake.recovering):
             # what exports are told: a reopening after a failure, or a purge
             why = (self._intake.recovering if self._intake is not None else None) or "the store is being reopened"
-            raise StoreUnavailable(f"{why}; retry shortly", 1.0)
+            raise StoreUnavailable(f"{why}; retry shortly", RETRY_AFTER_REOPENING)
         return storage
 
     # -- state ------------------------------------------------------------------------------------------
@@ -667,7 +674,7 @@ class ReceiverServer:
         """Run a query of ``tenant``'s within the receiver's limits (see QueryGate), also cancelled when
         ``connected()`` turns False (the client hung up)."""
         if self._intake is not None and self._intake.draining:
-            raise ShuttingDown("the receiver is shutting down; retry later", 5.0)
+            raise ShuttingDown("the receiver is shutting down; retry later", RETRY_AFTER_STOPPING)
         storage = self._usable_storage()
         control = self._queries.admit(QueryControl(self.settings.query_timeout, max_rows=self.settings.query_max_rows))
         await self._queries.turn(tenant, control, connected, CLIENT_CHECK_SECONDS)
@@ -689,10 +696,10 @@ class ReceiverServer:
         a failure, a stop), which cancels the queries on it, raise the retryable refusal a query sent now gets (the
         query is not at fault: asked again, it is answered)."""
         if self._intake is not None and self._intake.draining:
-            raise ShuttingDown("the receiver is shutting down; retry later", 5.0) from None
+            raise ShuttingDown("the receiver is shutting down; retry later", RETRY_AFTER_STOPPING) from None
         if storage is not self._storage or (self._intake is not None and self._intake.recovering):
             why = (self._intake.recovering if self._intake is not None else None) or "the store was opened again"
-            raise StoreUnavailable(f"{why}; retry shortly", 1.0) from None
+            raise StoreUnavailable(f"{why}; retry shortly", RETRY_AFTER_REOPENING) from None
 
     def _assertion_limits(self) -> SandboxLimits:
         """The limits of SQL assertions graded for a caller (MCP ``grade``): a query's time limit, and a query's
@@ -714,8 +721,8 @@ class ReceiverServer:
             raise
         return self._queries.run_in_turn(reader, sql, params, control, tenant)
 
-    def _cancel_queries(self, reason: str) -> None:
-        self._queries.cancel_all(reason)
+    def _cancel_queries(self, reason: str, retry_after: float) -> None:
+        self._queries.cancel_all(reason, retry_after)
 
     def _write_sidecar(self) -> None:
         """``<store>.server.json`` (written atomically) tells other commands where this server listens."""

@@ -31,6 +31,9 @@ class QueryControl:
         self.max_rows = max_rows
         self.max_bytes = max_bytes
         self.reason: str | None = None
+        # given with the reason when the query was stopped through no fault of its own (its server closes the
+        # store): the seconds after which it may be sent again
+        self.retry_after: float | None = None
         self._cursor: Any = None
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
@@ -58,11 +61,12 @@ class QueryControl:
                     timer.cancel()
             self._timer = self._again = None
 
-    def cancel(self, reason: str) -> None:
-        """Stop the query (the first reason given is the one reported)."""
+    def cancel(self, reason: str, retry_after: float | None = None) -> None:
+        """Stop the query (the first reason given is the one reported, with its ``retry_after``)."""
         with self._lock:
             if self.reason is None:
                 self.reason = reason
+                self.retry_after = retry_after
             self._interrupt()
 
     def _interrupt(self) -> None:

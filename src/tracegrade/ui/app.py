@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any, Protocol, runtime_checkable
@@ -20,7 +21,7 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
-from tracegrade.errors import QueryCancelled, QueryRefused, StoreError, TracegradeError
+from tracegrade.errors import QueryCancelled, QueryPreempted, QueryRefused, StoreError, TracegradeError
 from tracegrade.json_input import parse_json
 from tracegrade.store import TraceStore
 from tracegrade.store.results import json_safe
@@ -162,7 +163,7 @@ class _UI:
             except Exception as exc:
                 if not _expected(exc):
                     raise
-                return _error(_status_of(exc), str(exc))
+                return _error(_status_of(exc), str(exc), getattr(exc, "retry_after", None))
 
         return handle
 
@@ -248,8 +249,11 @@ def _html(text: str, status: int = 200) -> web.Response:
     return web.Response(text=text, status=status, content_type="text/html", headers=_HEADERS)
 
 
-def _error(status: int, message: str) -> web.Response:
-    return web.json_response({"error": message}, status=status, headers=_HEADERS)
+def _error(status: int, message: str, retry_after: float | None = None) -> web.Response:
+    """``message`` as the JSON API's error answer; ``retry_after``: seconds after which the request may be sent again
+    (a refusal of the receiver's that is no fault of the request's)."""
+    headers = _HEADERS if retry_after is None else {**_HEADERS, "Retry-After": str(max(1, math.ceil(retry_after)))}
+    return web.json_response({"error": message}, status=status, headers=headers)
 
 
 # --- readers: (store, request, body) -> data; they run on a worker thread -----------------------------
@@ -313,7 +317,7 @@ def _sql_data(store: Any, request: web.Request, body: Any) -> dict[str, Any]:
     timeout = SQL_TIMEOUT if isinstance(store, (TraceStore, TenantStore)) else None
     try:
         return api.run_sql(store, sql, timeout)
-    except QueryRefused:
+    except (QueryRefused, QueryPreempted):  # a refusal (400), or the receiver closing its store meanwhile (503)
         raise
     except StoreError as exc:  # the user's SQL failed (unknown column, type error…): their request to fix
         raise api.BadRequest(str(exc)) from None
