@@ -32,6 +32,7 @@ DuckLake's own reads and writes.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import tempfile
 import threading
 import uuid
@@ -68,6 +69,7 @@ from tracegrade.store.lake_schema import (
     file_schema_columns,
     lake_version,
 )
+from tracegrade.store.lake_view_columns import ViewColumns
 from tracegrade.store.lake_write_gate import WriteGate
 from tracegrade.store.prepared import PreparedWrite
 from tracegrade.store.read_cursors import ReadCursors
@@ -92,6 +94,10 @@ _LOOKUP_CHUNK = 1000  # trace ids per IN list when loading records
 _LOG_KEYS_VIEW = "_tracegrade_log_keys"
 _SPAN_ORDER = "trace_id, start_ns, span_id"
 _LOG_ORDER = "trace_id, time_ns, log_key"
+# Each renewed connection spills to a temp directory of its own: in-memory databases share DuckDB's default
+# (``.tmp``) and name their files alike, and one that closes removes the directory under the others (a renewed
+# connection whose predecessor closed failed every query that spilled, IO Error "Cannot open file").
+_RENEWED_CONNECTIONS = itertools.count(1)
 
 
 class LakeStore(TraceStore):
@@ -137,34 +143,11 @@ class LakeStore(TraceStore):
         if threads or not read_only:
             config["threads"] = threads or DEFAULT_WRITER_THREADS
         self._replacing_exclusively = False  # see replacing_exclusively
-        self._con = duckdb.connect(":memory:", config=config)
-        without_progress_bar(self._con)
-        try:
-            load_lake_extensions(self._con)
-            self.data_path = self._attach(conninfo, data_path, create)
-            self._con.execute(f"SET ducklake_max_retry_count = {MAX_RETRY_COUNT}")
-            # DuckLake reads and writes its Parquet files through DuckDB's file system, which the lock
-            # below closes to everything but these directories
-            self._con.execute(f"SET allowed_directories = [{sql_string(self.data_path)}]")
-            if read_only:
-                self._check_version()
-            elif (lake_version(self._con, CATALOG_ALIAS) or 0) < SCHEMA_VERSION:
-                columns = file_schema_columns()
-                ensure_job_table(conninfo, columns["grading_jobs"])
-                ensure_forgotten_table(conninfo, columns["forgotten_traces"])
-            self._con.execute(
-                f"ATTACH {sql_string(conninfo)} AS {JOBS_ALIAS} (TYPE postgres, READ_ONLY, SCHEMA '{JOBS_SCHEMA}')"
-            )
-            if not read_only:
-                ensure_lake_schema(self._con, CATALOG_ALIAS, str(self.path))
-            self._con.execute(f"USE {CATALOG_ALIAS}.{RAW_SCHEMA}")
-            lock_down(self._con, freeze=False)
-        except duckdb.Error as exc:  # the catalog went away after the attach: out of reach, as at the attach
-            self._con.close()
-            raise StoreError(f"cannot open lake {self.path}: {_attach_problem(str(exc))}") from None
-        except BaseException:
-            self._con.close()
-            raise
+        self._config = config
+        self._conninfo = conninfo
+        self._con = self._connect(data_path, create, first=True)
+        self._commits = 0  # committed on the connection in use (see renew_after_commits)
+        self.renewals = 0  # times the connection was replaced by a new one
         self._use = f"USE {CATALOG_ALIAS}.main"  # queries see the deduplicating views
         self.wal = True  # every commit is durable when it returns
         self.failure: str | None = None
@@ -175,9 +158,9 @@ class LakeStore(TraceStore):
         self._write_lock = threading.RLock()
         self._last_stamp = datetime.min
         self._closed = False
-        self._conninfo = conninfo
         self._jobs: CatalogJobQueue | None = None
         self._forgotten = CatalogForgottenTraces(conninfo)
+        self._view_columns_known = ViewColumns(conninfo)  # connects at its first use: a tenant's query
         self.holds_forgotten = True  # another machine may forget a trace at any time: every write looks
         self._gate = WriteGate(conninfo, self._catalog_out_of_reach)  # connects at its first use: writes take it
         try:
@@ -185,6 +168,63 @@ class LakeStore(TraceStore):
         except BaseException:
             self._con.close()
             raise
+
+    def _connect(self, data_path: str | Path | None, create: bool, *, first: bool) -> duckdb.DuckDBPyConnection:
+        """A new DuckDB database with the lake attached (and the catalog's database, for ``grading_jobs``), locked
+        down. ``first``: this store's first connection, which also checks the lake's schema version (read-only)
+        or creates and migrates its schema; a renewed one (``_renew``) finds it in place."""
+        config = self._config if first else {**self._config, "temp_directory": f".tmp-{next(_RENEWED_CONNECTIONS)}"}
+        con = duckdb.connect(":memory:", config=config)
+        without_progress_bar(con)
+        try:
+            load_lake_extensions(con)
+            self.data_path = self._attach(con, data_path, create)
+            con.execute(f"SET ducklake_max_retry_count = {MAX_RETRY_COUNT}")
+            # DuckLake reads and writes its Parquet files through DuckDB's file system, which the lock
+            # below closes to everything but these directories
+            con.execute(f"SET allowed_directories = [{sql_string(self.data_path)}]")
+            if first and self.read_only:
+                self._check_version(con)
+            elif first and (lake_version(con, CATALOG_ALIAS) or 0) < SCHEMA_VERSION:
+                columns = file_schema_columns()
+                ensure_job_table(self._conninfo, columns["grading_jobs"])
+                ensure_forgotten_table(self._conninfo, columns["forgotten_traces"])
+            jobs = f"(TYPE postgres, READ_ONLY, SCHEMA '{JOBS_SCHEMA}')"
+            con.execute(f"ATTACH {sql_string(self._conninfo)} AS {JOBS_ALIAS} {jobs}")
+            if first and not self.read_only:
+                ensure_lake_schema(con, CATALOG_ALIAS, str(self.path))
+            con.execute(f"USE {CATALOG_ALIAS}.{RAW_SCHEMA}")
+            lock_down(con, freeze=False)
+        except duckdb.Error as exc:  # the catalog went away after the attach: out of reach, as at the attach
+            con.close()
+            raise StoreError(f"cannot open lake {self.path}: {_attach_problem(str(exc))}") from None
+        except BaseException:
+            con.close()
+            raise
+        return con
+
+    # DuckDB keeps memory per DuckLake commit (its catalog caches, per snapshot) that only closing the database
+    # gives back, without bound on one connection: 20 KB a commit for one table written and read, about 200 KB
+    # in a receiver writing spans and trajectories while it answers queries (bench/RESULTS.md, lake connection
+    # renewal). So a writer's connection is replaced after this many commits: at a receiver's steady load, about
+    # once a minute, each renewal costing its writer 0.3-0.7 s.
+    renew_after_commits = 200
+
+    def _renew(self) -> None:
+        """Replace the connection by a new database with the lake attached (call under the write lock, outside
+        a transaction: nothing is being written). Reads already running finish on the old one, which is closed
+        when the last of them ended (``ReadCursors.renew``); reads from now on, and every write, use the new one.
+        A new connection that cannot be made (PostgreSQL out of reach) fails the store, and its owner reopens it."""
+        self._require_open()  # under the write lock, which ``close`` takes: not closed while this runs
+        try:
+            fresh = self._connect(self.data_path, create=False, first=False)
+        except StoreError as exc:
+            self._catalog_out_of_reach(str(exc))
+            raise
+        old, self._con = self._con, fresh
+        self._reads.renew(fresh.cursor(), old.close)
+        self._commits = 0
+        self.renewals += 1
 
     commit_seconds = COMMIT_SECONDS
     # spans fresh from exporters skip the stored-key look-up: the look-up reads the key columns of every
@@ -227,17 +267,26 @@ class LakeStore(TraceStore):
 
     @contextmanager
     def _transaction(self, doing: str) -> Iterator[None]:
-        """As TraceStore's, inside the write gate (shared): an expiry batch on any machine waits for it."""
+        """As TraceStore's, inside the write gate (shared): an expiry batch on any machine waits for it. Before it
+        begins, the connection is renewed when ``renew_after_commits`` were committed on it."""
         self._require_open()
         gate = contextlib.nullcontext() if self.read_only else self._gate.shared()
-        with gate, super()._transaction(doing):
-            yield
+        with gate, self._write_lock:
+            if self._commits >= self.renew_after_commits:
+                self._renew()
+            with super()._transaction(doing):
+                yield
+            self._commits += 1
 
     @contextmanager
     def _deletion_batch(self) -> Iterator[None]:
         """The write gate, exclusive: DuckLake would fail the deletes if any write committed meanwhile."""
         with self._gate.exclusive():
             yield
+
+    def _view_columns(self, cursor: duckdb.DuckDBPyConnection, source: str) -> list[str]:
+        """As TraceStore's, known while the lake's schema version stays the same (``lake_view_columns``)."""
+        return self._view_columns_known.of(cursor, source)
 
     def _catalog_out_of_reach(self, why: str) -> None:
         self.mark_failed(f"the lake's catalog or data path is out of reach: {why}")
@@ -248,6 +297,7 @@ class LakeStore(TraceStore):
                 self._jobs.close()
             self._gate.close()
             self._forgotten.close()
+            self._view_columns_known.close()
         self._catalog_builds.close()
         super().close()
 
@@ -272,8 +322,8 @@ class LakeStore(TraceStore):
             self._catalog_out_of_reach(str(exc))
             raise
 
-    def _attach(self, conninfo: str, data_path: str | Path | None, create: bool) -> str:
-        """ATTACH the lake; the absolute data path (with a trailing slash) it keeps its files under."""
+    def _attach(self, con: duckdb.DuckDBPyConnection, data_path: str | Path | None, create: bool) -> str:
+        """ATTACH the lake to ``con``; the absolute data path (with a trailing slash) it keeps its files under."""
         options = []
         made: list[Path] = []  # directories made here, removed again if the lake cannot be opened
         if data_path is not None:
@@ -287,8 +337,8 @@ class LakeStore(TraceStore):
             options.append("CREATE_IF_NOT_EXISTS false")
         listed = f" ({', '.join(options)})" if options else ""
         try:
-            self._con.execute(f"ATTACH {sql_string('ducklake:postgres:' + conninfo)} AS {CATALOG_ALIAS}{listed}")
-            (stored,) = self._con.execute(
+            con.execute(f"ATTACH {sql_string('ducklake:postgres:' + self._conninfo)} AS {CATALOG_ALIAS}{listed}")
+            (stored,) = con.execute(
                 "SELECT value FROM ducklake_options(?) WHERE option_name = 'data_path'", [CATALOG_ALIAS]
             ).fetchone()  # type: ignore[misc]
         except duckdb.Error as exc:
@@ -299,8 +349,8 @@ class LakeStore(TraceStore):
             raise error(f"cannot open lake {self.path}: {_attach_problem(str(exc))}") from None
         return str(stored)
 
-    def _check_version(self) -> None:
-        version = lake_version(self._con, CATALOG_ALIAS)
+    def _check_version(self, con: duckdb.DuckDBPyConnection) -> None:
+        version = lake_version(con, CATALOG_ALIAS)
         if version is None:
             raise StoreError(f"lake {self.path} holds no tracegrade store yet (start `tracegrade serve` on it first)")
         if version != SCHEMA_VERSION:

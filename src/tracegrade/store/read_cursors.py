@@ -11,12 +11,17 @@ here, rollback first, and the store's connection is closed only once no read cur
 A receiver met this when a query or a trajectory rebuild was reading while a checkpoint failed on a full
 disk; a disk that stays full makes each reopen attempt fail the same way, so over a long outage it came
 sooner or later.
+
+A store may also replace its connection while it runs (``renew``: a lake's, whose DuckDB keeps memory per commit
+until its database closes): cursors are spawned from the new one at once, reads already running finish on the old
+one, which is closed when the last of them ended.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import duckdb
 
@@ -36,6 +41,19 @@ def end_cursor(cursor: duckdb.DuckDBPyConnection) -> None:
     cursor.close()
 
 
+@dataclass
+class _Replaced:
+    """A source that ``renew`` replaced, closed (with ``release``) once the cursors spawned from it ended."""
+
+    source: duckdb.DuckDBPyConnection
+    release: Callable[[], None]
+    reading: set[duckdb.DuckDBPyConnection] = field(default_factory=set)
+
+    def close(self) -> None:
+        self.source.close()
+        self.release()
+
+
 class ReadCursors:
     """Cursors spawned from ``source`` (a cursor of the store's connection that never runs a query itself),
     each running ``use`` (a USE statement, or None) first; ``close`` interrupts those still reading, waits
@@ -45,7 +63,8 @@ class ReadCursors:
         self._source = source
         self._use = use
         self._describe = describe  # what the store is, for the error of a read after close
-        self._active: set[duckdb.DuckDBPyConnection] = set()
+        self._active: set[duckdb.DuckDBPyConnection] = set()  # every cursor still reading, whatever its source
+        self._replaced: list[_Replaced] = []  # sources ``renew`` replaced whose cursors are still reading
         self._cond = threading.Condition()
         self._closed = False
 
@@ -71,7 +90,29 @@ class ReadCursors:
         finally:
             with self._cond:
                 self._active.discard(cursor)
+                for replaced in self._replaced:
+                    replaced.reading.discard(cursor)
+                drained = [replaced for replaced in self._replaced if not replaced.reading]
+                self._replaced = [replaced for replaced in self._replaced if replaced.reading]
                 self._cond.notify_all()
+            for replaced in drained:  # outside the lock: closing a DuckDB connection can take a while
+                replaced.close()
+
+    def renew(self, source: duckdb.DuckDBPyConnection, release: Callable[[], None]) -> None:
+        """Spawn cursors from ``source`` from now on. The old source is closed, then ``release`` (which closes
+        its connection) called, once every cursor spawned from it ended: at once if none is reading, else by
+        the read that ends last. No read is interrupted or waited for. Not after ``close``."""
+        with self._cond:
+            replaced = _Replaced(self._source, release, set(self._active) - self._still_replaced())
+            self._source = source
+            if replaced.reading:
+                self._replaced.append(replaced)
+        if not replaced.reading:
+            replaced.close()
+
+    def _still_replaced(self) -> set[duckdb.DuckDBPyConnection]:
+        """The cursors of sources replaced earlier (call under the lock)."""
+        return {cursor for replaced in self._replaced for cursor in replaced.reading}
 
     def close(self) -> None:
         """Refuse new cursors, interrupt the reads still running, wait until they ended, close the source."""
@@ -84,5 +125,5 @@ class ReadCursors:
                     cursor.interrupt()
                 except duckdb.Error:
                     pass  # between statements: its read ends by itself
-            self._cond.wait_for(lambda: not self._active)
+            self._cond.wait_for(lambda: not self._active)  # each replaced source is closed by its last read
         self._source.close()

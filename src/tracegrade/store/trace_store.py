@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -746,7 +746,7 @@ class TraceStore:
             raise QueryCancelled(f"the query was cancelled before it started: {control.reason}")
         try:
             if tenant is not None:
-                _scope(cursor, tenant, tables, guard_columns=self._scan_filters_run_early)
+                _scope(cursor, tenant, tables, self._view_columns if self._scan_filters_run_early else None)
             capped = control is not None and (control.max_rows is not None or control.max_bytes is not None)
             if capped and not arrow:
                 cursor.execute(f"SET streaming_buffer_size = '{_CAPPED_STREAM_BUFFER}'")
@@ -782,6 +782,10 @@ class TraceStore:
             if control is not None:
                 control.detach()
             self._reads.end(cursor)  # rolls back the open transaction
+
+    def _view_columns(self, cursor: duckdb.DuckDBPyConnection, source: str) -> list[str]:
+        """The column names of ``source`` (a table or view of the store, named in full), for a guarded tenant view."""
+        return view_column_names(cursor, source)
 
     def _cursor(self, *, use: bool = True) -> duckdb.DuckDBPyConnection:
         """A new cursor on the store's database, to be ended with ``self._reads.end`` (cursors of an attached
@@ -850,7 +854,10 @@ def _fetch_within_bytes(
 
 
 def _scope(
-    cursor: duckdb.DuckDBPyConnection, tenant: str, names: frozenset[str], *, guard_columns: bool = False
+    cursor: duckdb.DuckDBPyConnection,
+    tenant: str,
+    names: frozenset[str],
+    guard_columns: Callable[[duckdb.DuckDBPyConnection, str], list[str]] | None = None,
 ) -> None:
     """Give each table or view of the cursor's schema that the query names (``names``, lower-case) a TEMP
     view of the same name holding ``tenant``'s rows only (a table without a ``tenant`` column shows none),
@@ -858,11 +865,11 @@ def _scope(
     search path, and ``check_read_only(scoped=True)`` refuses the qualified names that could reach past
     them (a query reads rows only through the tables it names). The views belong to this cursor alone.
 
-    ``guard_columns``: each column of the view is also NULL on any row not the tenant's. DuckDB moves a
-    query's filter on a column into the scan, and DuckDB 1.5's Parquet reader (a lake's) sometimes runs it
-    there before the tenant's condition, on every row: a failing cast then quoted another tenant's value
-    (``span_id::UUID``, a JSON column cast to a number). A filter on a guarded column reads two columns, so
-    it stays above the scan, and wherever it runs it only ever sees the tenant's values."""
+    ``guard_columns`` (given: what lists a source's column names): each column of the view is also NULL on any
+    row not the tenant's. DuckDB moves a query's filter on a column into the scan, and DuckDB 1.5's Parquet reader
+    (a lake's) sometimes runs it there before the tenant's condition, on every row: a failing cast then quoted
+    another tenant's value (``span_id::UUID``, a JSON column cast to a number). A filter on a guarded column reads
+    two columns, so it stays above the scan, and wherever it runs it only ever sees the tenant's values."""
     if not names:
         return
     database, schema = cursor.execute("SELECT current_database(), current_schema()").fetchone()  # type: ignore[misc]
@@ -871,7 +878,7 @@ def _scope(
         view = quote_identifier(name)
         source = ".".join(quote_identifier(part) for part in (database, schema, name))
         try:
-            columns = _owned_columns(cursor, source, owned) if guard_columns else "*"
+            columns = _owned_columns(guard_columns(cursor, source), owned) if guard_columns else "*"
             cursor.execute(f"CREATE TEMP VIEW {view} AS SELECT {columns} FROM {source} WHERE {owned}")
         except duckdb.CatalogException:
             if _exists(cursor, source):  # the view could not be made for another reason: run nothing
@@ -881,10 +888,14 @@ def _scope(
             cursor.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM {source} WHERE false")
 
 
-def _owned_columns(cursor: duckdb.DuckDBPyConnection, source: str, owned: str) -> str:
-    """The select list of ``source``'s columns, each NULL where ``owned`` is not true (in their order, by name)."""
-    described = cursor.execute(f"SELECT * FROM {source} LIMIT 0").description or []
-    names = [quote_identifier(column[0]) for column in described]
+def view_column_names(cursor: duckdb.DuckDBPyConnection, source: str) -> list[str]:
+    """The column names of ``source`` (a table or view, named in full), in their order."""
+    return [column[0] for column in cursor.execute(f"SELECT * FROM {source} LIMIT 0").description or []]
+
+
+def _owned_columns(columns: list[str], owned: str) -> str:
+    """The select list of ``columns``, each NULL where ``owned`` is not true (in their order, by name)."""
+    names = [quote_identifier(column) for column in columns]
     return ", ".join(f"CASE WHEN {owned} THEN {name} END AS {name}" for name in names)
 
 

@@ -1,0 +1,128 @@
+"""A lake receiver replaces its DuckDB connection every ``renew_after_commits`` commits (DuckDB keeps memory per
+DuckLake commit until its database closes), while real OTLP exporters send and a tenant's queries (``/v1/query``,
+MCP's ``run_sql``: several statements each, on a cursor of the connection) keep reading: no query fails, and every
+acknowledged span is stored once."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.support import pg_cluster
+from tests.support.export_load import ExportLoad, make_batches
+from tests.support.lake_serve import lake_span_counts
+from tests.support.pg_cluster import PgServer
+from tests.support.posted_query import PostedQuery, mcp_run_sql
+from tests.support.server_inprocess import running_server
+from tests.support.tenant_traffic import ACME_TOKENS, write_tokens
+from tracegrade.store.lake import LakeStore
+
+pg_server = pg_cluster.pg_server  # the session's PostgreSQL (a fixture)
+
+_TOKEN = ACME_TOKENS[0]
+_RENEW_AFTER = 4  # commits per connection: a renewal every few exports (the default is 200)
+# a query that takes a while (every span, many times over), so that renewals come while queries run
+_LONG_QUERY = "SELECT count(*) FROM spans s, range(3000) r WHERE s.name <> ''"
+
+
+class _Queries(threading.Thread):
+    """Queries over HTTP and MCP, one after another until stopped; every answer that was not a success."""
+
+    def __init__(self, http_url: str) -> None:
+        super().__init__(daemon=True)
+        self.http_url = http_url
+        self.answered = 0
+        self.failures: list[object] = []
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            status, body = PostedQuery(self.http_url, "/v1/query", _TOKEN, _LONG_QUERY).answer()
+            if status != 200:
+                self.failures.append((status, body))
+            status, reply = mcp_run_sql(self.http_url, _TOKEN, "SELECT count(*) FROM traces").answer()
+            if status != 200 or reply.get("result", {}).get("isError"):
+                self.failures.append((status, reply))
+            self.answered += 2
+
+
+def test_connection_renewed_while_exports_and_queries_run_every_span_once(
+    pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    monkeypatch.setattr(LakeStore, "renew_after_commits", _RENEW_AFTER)
+    monkeypatch.setattr(LakeStore, "commit_seconds", 0.05)  # a commit for nearly every export
+    location = f"ducklake:postgres:{pg_server.new_database()}"
+    tokens = write_tokens(tmp_path / "tokens.yaml", {"acme": [_TOKEN]})
+    settings = {"lake_data": tmp_path / "lake-data", "journal": tmp_path / "journal", "tokens": tokens}
+    with running_server(location, **settings) as receiver:  # type: ignore[arg-type]
+        queries = [_Queries(receiver.http_url) for _ in range(2)]
+        loads = [
+            ExportLoad(
+                OTLPSpanExporter(
+                    endpoint=f"{receiver.http_url}/v1/traces",
+                    headers={"Authorization": f"Bearer {_TOKEN}"},
+                    timeout=120,
+                ),
+                make_batches(40, 5),
+                pause=0.1,
+            )
+            for _ in range(2)
+        ]
+        try:
+            for thread in (*queries, *loads):
+                thread.start()
+            for load in loads:
+                load.join(300)
+                assert not load.is_alive(), "the exporter never got its spans in"
+        finally:
+            for query in queries:
+                query.halt.set()
+            for query in queries:
+                query.join(300)
+        store = receiver.server._storage.store
+        assert store.failure is None
+        assert receiver.server.reopened == 0  # renewed in place, never failed and reopened
+        renewals = store.renewals
+    assert renewals >= 3  # 80 exports, a commit for one or a few each, and the trajectory builds' commits
+    assert all(query.answered for query in queries)
+    assert [failure for query in queries for failure in query.failures] == []
+    assert all(load.acked_batches == len(load.batches) for load in loads)
+    acked = [ids for load in loads for ids in load.acked]
+    stored = lake_span_counts(location, "raw.spans")  # every copy written, not the deduplicating view
+    assert len(acked) == 400
+    assert [ids for ids in acked if stored.get(ids) != 1] == []
+    assert len(stored) == len(acked)
+
+
+def test_a_read_open_across_a_renewal_goes_on_and_its_connection_is_closed_when_it_ends() -> None:
+    import duckdb
+
+    from tracegrade.store.read_cursors import ReadCursors
+
+    old, new = duckdb.connect(":memory:"), duckdb.connect(":memory:")
+    new.execute("CREATE TABLE renewed AS SELECT 1 AS one")
+    released: list[str] = []
+    reads = ReadCursors(old.cursor(), None, lambda: "the store")
+    reading = reads.open()
+    reads.renew(new.cursor(), lambda: (released.append("old"), old.close()))
+    assert reading.execute("SELECT 42").fetchall() == [(42,)]  # a statement after the renewal, on the old database
+    assert released == []
+    fresh = reads.open()
+    assert fresh.execute("SELECT one FROM renewed").fetchall() == [(1,)]  # new reads are on the new database
+    reads.end(reading)
+    assert released == ["old"]  # the last read of the old connection closed it
+    with pytest.raises(duckdb.ConnectionException):
+        old.execute("SELECT 1")
+    idle = duckdb.connect(":memory:")
+    reads.renew(idle.cursor(), lambda: (released.append("new"), new.close()))  # closed when ``fresh`` ends
+    reads.end(fresh)
+    assert released == ["old", "new"]
+    last = duckdb.connect(":memory:")
+    reads.renew(last.cursor(), lambda: (released.append("idle"), idle.close()))  # none reading: at once
+    assert released == ["old", "new", "idle"]
+    reads.close()
+    last.close()
