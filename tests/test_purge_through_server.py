@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,51 @@ def _purge_request(server: ServerProcess, token: str) -> HttpReply:
     return post(f"{server.http_url}/v1/purge", b"{}", "application/json", token=token)
 
 
+@dataclass
+class PurgeUnderWay:
+    """A served store file, a real exporter sending to it, and ``maintain --purge-deleted`` copying its live rows
+    through the server (the copy is there) after the trace holding ``secret`` was forgotten."""
+
+    server: ServerProcess
+    load: ExportLoad
+    maintain: subprocess.Popen[str]
+    copy: Path
+    secret: str
+
+    def stop_exports(self) -> None:
+        """Stop the exporter and the server (killed, if it still runs)."""
+        self.load.stop()
+        self.load.join(120)
+        self.server.kill()
+
+
+def _purge_under_way(store: Path, tmp_path: Path) -> PurgeUnderWay:
+    """:class:`PurgeUnderWay` on ``store`` (made here, of BIG_TRACES traces: a copy that takes a second or two)."""
+    secret = f"erase-me-{uuid.uuid4().hex}@example.com"
+    _store_with_secret(store, secret, BIG_TRACES, blob=400)
+    server = _server(store, tmp_path).start()
+    load = _exporting(server, 3000)
+    try:
+        wait_until(lambda: load.acked_batches >= 10, "exports acknowledged before the purge")
+        forgot = _cli("forget", "--store", str(store), "--token", TOKEN, trace_hex(SECRET_TRACE))
+        assert forgot.exit_code == 0, forgot.output
+        command = [sys.executable, "-c", "from tracegrade.cli.main import main; main()", "maintain"]
+        maintain = subprocess.Popen(
+            [*command, "--store", str(store), "--purge-deleted", "--token", TOKEN],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        copy = store.with_name(store.name + ".purging")
+        wait_until(copy.exists, "the purge's copy of the file", timeout=120, interval=0.005)
+    except BaseException:
+        load.stop()
+        load.join(120)
+        server.kill()
+        raise
+    return PurgeUnderWay(server, load, maintain, copy, secret)
+
+
 def test_a_purge_through_the_cli_takes_a_forgotten_trace_out_of_a_served_file_while_exports_go_on(
     tmp_path: Path,
 ) -> None:
@@ -121,23 +167,9 @@ def test_a_receiver_killed_in_the_middle_of_a_purge_restarts_with_every_acknowle
     """SIGKILLed while the purge copies the live rows (the old file stays), or just after it renamed the copy over
     the file (the new one is there): either file opens whole at restart, with every acknowledged span once."""
     store = tmp_path / "traces.duckdb"
-    copy = store.with_name(store.name + ".purging")
-    secret = f"erase-me-{uuid.uuid4().hex}@example.com"
-    _store_with_secret(store, secret, BIG_TRACES, blob=400)
-    server = _server(store, tmp_path).start()
-    load = _exporting(server, 3000)
+    purge = _purge_under_way(store, tmp_path)
+    server, load, maintain, copy, secret = purge.server, purge.load, purge.maintain, purge.copy, purge.secret
     try:
-        wait_until(lambda: load.acked_batches >= 10, "exports acknowledged before the purge")
-        forgot = _cli("forget", "--store", str(store), "--token", TOKEN, trace_hex(SECRET_TRACE))
-        assert forgot.exit_code == 0, forgot.output
-        command = [sys.executable, "-c", "from tracegrade.cli.main import main; main()", "maintain"]
-        maintain = subprocess.Popen(
-            [*command, "--store", str(store), "--purge-deleted", "--token", TOKEN],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        wait_until(copy.exists, "the purge's copy of the file", timeout=120, interval=0.005)
         if kill_at == "copying":
             again = _purge_request(server, TOKEN)  # one purge at a time: refused at once, not queued
             meanwhile = post(f"{server.http_url}/v1/query", b'{"sql": "SELECT 1"}', "application/json", token=TOKEN)
@@ -154,9 +186,7 @@ def test_a_receiver_killed_in_the_middle_of_a_purge_restarts_with_every_acknowle
         output, _ = maintain.communicate(timeout=60)
         assert maintain.returncode == 1 and "did not answer the request to purge" in output, output
     finally:
-        load.stop()
-        load.join(120)
-        server.kill()
+        purge.stop_exports()
     assert not load.is_alive()
 
     with _server(store, tmp_path) as restarted:  # the file opens whole, and the journal is replayed

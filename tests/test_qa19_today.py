@@ -6,53 +6,25 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import uuid
 from pathlib import Path
 
 from tests.support.export_load import assert_stored_once
 from tests.support.server_requests import query
 from tests.support.store_records import trace_hex
-from tests.support.waiting import wait_until
-from tests.test_purge_through_server import (
-    BIG_TRACES,
-    SECRET_TRACE,
-    TOKEN,
-    _exporting,
-    _server,
-    _store_with_secret,
-)
+from tests.test_purge_through_server import BIG_TRACES, TOKEN, _purge_under_way, _server
 
 
 def test_a_receiver_stopped_in_the_middle_of_a_purge_abandons_it_and_keeps_every_acknowledged_span(
     tmp_path: Path,
 ) -> None:
     store = tmp_path / "traces.duckdb"
-    copy = store.with_name(store.name + ".purging")
-    secret = f"erase-me-{uuid.uuid4().hex}@example.com"
-    _store_with_secret(store, secret, BIG_TRACES, blob=400)
-    server = _server(store, tmp_path).start()
-    load = _exporting(server, 3000)
+    purge = _purge_under_way(store, tmp_path)
+    server, load, maintain, copy, secret = purge.server, purge.load, purge.maintain, purge.copy, purge.secret
     try:
-        wait_until(lambda: load.acked_batches >= 10, "exports acknowledged before the purge")
-        command = [sys.executable, "-c", "from tracegrade.cli.main import main; main()", "forget"]
-        forgot = subprocess.run([*command, "--store", str(store), "--token", TOKEN, trace_hex(SECRET_TRACE)])
-        assert forgot.returncode == 0
-        command[-1] = "maintain"
-        maintain = subprocess.Popen(
-            [*command, "--store", str(store), "--purge-deleted", "--token", TOKEN],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        wait_until(copy.exists, "the purge's copy of the file", timeout=120, interval=0.005)
         returncode = server.terminate()
         output, _ = maintain.communicate(timeout=60)
     finally:
-        load.stop()
-        load.join(120)
-        server.kill()
+        purge.stop_exports()
     assert not load.is_alive()
     assert returncode == 0, server.log()
     assert "purge was interrupted" in server.log(), server.log()

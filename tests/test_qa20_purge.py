@@ -17,8 +17,6 @@ before the fix.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import threading
 import uuid
 from pathlib import Path
@@ -39,6 +37,7 @@ from tests.test_purge_through_server import (
     _cli,
     _exporting,
     _purge_request,
+    _purge_under_way,
     _server,
     _store_with_secret,
 )
@@ -57,32 +56,16 @@ def test_the_copy_a_killed_purge_left_goes_when_the_receiver_restarts_and_not_wh
     tmp_path: Path,
 ) -> None:
     store = tmp_path / "traces.duckdb"
-    copy = store.with_name(store.name + ".purging")
-    secret = f"erase-me-{uuid.uuid4().hex}@example.com"
-    _store_with_secret(store, secret, BIG_TRACES, blob=400)
-    server = _server(store, tmp_path).start()
-    load = _exporting(server, 3000)
+    purge = _purge_under_way(store, tmp_path)
+    server, load, maintain, copy = purge.server, purge.load, purge.maintain, purge.copy
     try:
-        wait_until(lambda: load.acked_batches >= 10, "exports acknowledged before the purge")
-        forgot = _cli("forget", "--store", str(store), "--token", TOKEN, trace_hex(SECRET_TRACE))
-        assert forgot.exit_code == 0, forgot.output
-        command = [sys.executable, "-c", "from tracegrade.cli.main import main; main()", "maintain"]
-        maintain = subprocess.Popen(
-            [*command, "--store", str(store), "--purge-deleted", "--token", TOKEN],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        wait_until(copy.exists, "the purge's copy of the file", timeout=120, interval=0.005)
         with pytest.raises(StoreLockedError):  # the purge holds the file: no writer opens it to take the copy
             TraceStore(store)
         server.kill()
         assert copy.exists(), "the purge had finished before the kill: it proves nothing"
         maintain.communicate(timeout=60)
     finally:
-        load.stop()
-        load.join(120)
-        server.kill()
+        purge.stop_exports()
     assert not load.is_alive()
     assert REMOVED not in server.log()
 
