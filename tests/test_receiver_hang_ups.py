@@ -147,9 +147,8 @@ def test_requests_whose_clients_hang_up_while_waiting_for_room_are_dropped_and_t
     assert set(stored.values()) == {1}, "a span was stored twice"
 
 
-def test_a_grpc_call_that_finds_every_slot_taken_is_refused_before_its_message_is_read(
-    pg_server: PgServer, tmp_path: Path
-) -> None:
+def _one_slot_lake_receiver(pg_server: PgServer, tmp_path: Path) -> tuple[str, LakeServerProcess]:
+    """A lake of its own and a receiver on it with one in-flight slot, whose exports wait long for queue room."""
     location = f"ducklake:postgres:{pg_server.new_database()}"
     server = LakeServerProcess(
         location,
@@ -157,6 +156,13 @@ def test_a_grpc_call_that_finds_every_slot_taken_is_refused_before_its_message_i
         tmp_path / "receiver.journal",
         extra_args=("--queue-spans", str(QUEUE_SPANS), "--queue-wait", "300", "--max-inflight-requests", "1"),
     )
+    return location, server
+
+
+def test_a_grpc_call_that_finds_every_slot_taken_is_refused_before_its_message_is_read(
+    pg_server: PgServer, tmp_path: Path
+) -> None:
+    location, server = _one_slot_lake_receiver(pg_server, tmp_path)
     body, _ = request_body(100, SPANS)
     with server:
         with writer_held_back(location):
@@ -192,13 +198,7 @@ def _first_answer(client: socket.socket) -> tuple[bytes, dict[str, str], bytes]:
 def test_an_http_export_that_finds_every_slot_taken_is_refused_before_its_body_is_sent(
     pg_server: PgServer, tmp_path: Path
 ) -> None:
-    location = f"ducklake:postgres:{pg_server.new_database()}"
-    server = LakeServerProcess(
-        location,
-        tmp_path / "lake-data",
-        tmp_path / "receiver.journal",
-        extra_args=("--queue-spans", str(QUEUE_SPANS), "--queue-wait", "300", "--max-inflight-requests", "1"),
-    )
+    location, server = _one_slot_lake_receiver(pg_server, tmp_path)
     body, _ = request_body(100, SPANS)
     with server:
         with writer_held_back(location):
