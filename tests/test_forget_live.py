@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from tests.support import pg_cluster
+from tests.support.lake_serve import LakeServerProcess
 from tests.support.pg_cluster import PgServer
 from tests.support.reporters_samples import passing_case
 from tests.support.server_otlp import HttpReply, post
@@ -301,3 +302,17 @@ def test_forget_on_a_lake_while_another_receiver_writes_loses_nothing_else_and_d
     with LakeStore(location, read_only=True) as reader:
         stored = {row[0] for row in reader.query("SELECT DISTINCT trace_id FROM spans").rows}
     assert stored == {trace_hex(n) for n in written}
+
+
+def test_a_forget_right_after_an_acknowledged_export_counts_its_spans(pg_server: PgServer, tmp_path: Path) -> None:
+    """A receiver acknowledges an export once it is journaled, and a lake's writer gathers a second of them into a
+    commit: a forget sent at once waits for what was acknowledged before it, so its answer counts those spans."""
+    location = f"ducklake:postgres:{pg_server.new_database()}"
+    with LakeServerProcess(location, tmp_path / "lake-data", tmp_path / "receiver.journal") as server:
+        for attempt in range(3):
+            trace = f"{attempt + 1:032x}"  # an all-zero trace id is no trace id
+            body = json.dumps(traces_json([span_json(trace, i) for i in range(SPANS_PER_TRACE)])).encode()
+            assert post(f"{server.http_url}/v1/traces", body, "application/json").status == 200
+            reply = _forget(server.http_url, {"trace_ids": [trace]})
+            assert reply.status == 200 and reply.json()["forgotten"]["spans"] == SPANS_PER_TRACE, reply.body
+        assert _stored(server.http_url) == {}

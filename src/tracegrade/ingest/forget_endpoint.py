@@ -36,9 +36,13 @@ def add_forget_route(
     store: Callable[[], StoreBackend],
     authorize: Authorize,
     on_forgotten: Callable[[Deleted], object] = lambda deleted: None,
+    settle: Callable[[], object] = lambda: None,
 ) -> None:
     """Add ``POST /v1/forget`` to ``app`` (before it starts), deleting from the store ``store()`` returns at the
-    time (a receiver reopens its store after a failure); ``on_forgotten`` hears what each request deleted."""
+    time (a receiver reopens its store after a failure); ``on_forgotten`` hears what each request deleted.
+    ``settle`` (on a worker thread, before each deletion) waits until what was acknowledged before the request is
+    committed: the spans of an export acknowledged just before would otherwise be dropped only as they arrive,
+    uncounted in the answer."""
 
     async def forget(request: web.Request) -> web.Response:
         try:
@@ -53,7 +57,7 @@ def add_forget_route(
         except Exception as exc:  # the store is being reopened: retryable
             return error_response(getattr(exc, "http_status", 503), str(exc))
         try:
-            forget = functools.partial(target.forget, trace_ids, tenant, delete_runs=delete_runs)
+            forget = functools.partial(_settled_forget, settle, target, trace_ids, tenant, delete_runs)
             deleted = await asyncio.get_running_loop().run_in_executor(None, forget)
         except StoreError as exc:
             return error_response(
@@ -63,6 +67,13 @@ def add_forget_route(
         return web.json_response({"forgotten": deleted.as_dict()})
 
     app.router.add_post("/v1/forget", forget)
+
+
+def _settled_forget(
+    settle: Callable[[], object], store: StoreBackend, trace_ids: list[str], tenant: str, delete_runs: bool
+) -> Deleted:
+    settle()
+    return store.forget(trace_ids, tenant, delete_runs=delete_runs)
 
 
 def _parse(body: bytes) -> tuple[list[str], bool]:

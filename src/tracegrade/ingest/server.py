@@ -226,7 +226,9 @@ class ReceiverServer:
             intake = self._intake
             store = lambda: self._usable_storage().store  # noqa: E731
             add_runs_route(app, store, functools.partial(intake.authorize, scope="record"))
-            add_forget_route(app, store, functools.partial(intake.authorize, scope="forget"), intake.count_forgotten)
+            settle = lambda: self._usable_storage().journaled.wait_stored(QUERY_CONSISTENCY_TIMEOUT)  # noqa: E731
+            forgets = functools.partial(intake.authorize, scope="forget")
+            add_forget_route(app, store, forgets, intake.count_forgotten, settle)
             purge = None if self.settings.is_lake else self.purge_deleted
             add_purge_route(app, purge, functools.partial(intake.authorize, scope="forget"))
             rebuilt = None if self.settings.is_lake else store
