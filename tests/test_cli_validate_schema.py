@@ -143,7 +143,7 @@ def test_tokens_files_and_worker_rules_are_checked_as_the_receiver_and_the_worke
     err = result.stderr
     assert f"error {bad_tokens}: invalid tokens file (1 problem):" in err
     assert "at $: tenants.acme[0].scopes: unknown scope 'admin'; the scopes are ingest, read, record, forget" in err
-    assert "the scopes are ingest, read, record, forget, judge" in err
+    assert "the scopes are ingest, read, record, forget, purge, judge" in err
     assert f"error {bad_rules}: invalid worker rules" in err and "sample" in err
     forced = invoke("validate", "--kind", "tokens", str(rules))
     assert forced.exit_code == 2 and "expected one key, 'tenants' (found ['rules'])" in forced.stderr

@@ -4,7 +4,7 @@ purges its own file (``POST /v1/purge``) while exporters keep sending, without b
 A real receiver in a subprocess, real OTLP/HTTP exporters that send again what is refused (503 with Retry-After
 while the purge runs). The forgotten trace's unique value leaves the file's bytes; every span acknowledged
 before, during and after the purge is stored once; a receiver SIGKILLed in the middle of the copy restarts on a
-whole file with every acknowledged span; a token without the ``forget`` scope is refused naming it.
+whole file with every acknowledged span; a token without the ``purge`` scope is refused naming it.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from tracegrade.store import TraceStore
 
 TOKEN = "purge-test-token-every-scope-0123456789"
 NO_FORGET = "purge-test-token-ingest-and-read-0123456789"  # may send and read, not erase
+FORGET_ONLY = "purge-test-token-may-forget-0123456789"  # may erase traces, not rewrite the file (a tenant's)
 SECRET_TRACE = 1  # the trace that is forgotten, then purged from the file
 STORED_TRACES = 40  # traces in the store before the receiver starts
 BIG_TRACES = 12_000  # of 5 spans of 800 random bytes each: a purge that copies for a second or two
@@ -60,7 +61,10 @@ def _store_with_secret(path: Path, secret: str, traces: int, blob: int = 0) -> N
 
 def _server(store: Path, tmp_path: Path) -> ServerProcess:
     tokens = tmp_path / "tokens.yaml"
-    tokens.write_text(f"tenants:\n  default:\n    - {TOKEN}\n    - {{token: {NO_FORGET}, scopes: [ingest, read]}}\n")
+    tokens.write_text(
+        f"tenants:\n  default:\n    - {TOKEN}\n    - {{token: {NO_FORGET}, scopes: [ingest, read]}}\n"
+        f"    - {{token: {FORGET_ONLY}, scopes: [ingest, read, forget]}}\n"
+    )
     return ServerProcess(store, extra_args=("--tokens", str(tokens)))
 
 
@@ -200,20 +204,23 @@ def test_a_receiver_killed_in_the_middle_of_a_purge_restarts_with_every_acknowle
     assert len(counts) == (BIG_TRACES - 1) * 5 + len(load.acked)
 
 
-def test_a_token_without_the_forget_scope_may_not_purge(tmp_path: Path) -> None:
+def test_a_token_without_the_purge_scope_may_not_purge(tmp_path: Path) -> None:
+    """``forget`` is not enough: a purge pauses every tenant's exports, so it has a scope of its own."""
     store = tmp_path / "traces.duckdb"
     _store_with_secret(store, "not-erased-at-all", STORED_TRACES)
     with _server(store, tmp_path) as server:
         refused = _purge_request(server, NO_FORGET)
-        through_cli = _cli("maintain", "--store", str(store), "--purge-deleted", "--token", NO_FORGET)
+        refused_forgetter = _purge_request(server, FORGET_ONLY)
+        through_cli = _cli("maintain", "--store", str(store), "--purge-deleted", "--token", FORGET_ONLY)
         bad_body = post(f"{server.http_url}/v1/purge", b'{"now": true}', "application/json", token=TOKEN)
         as_form = post(f"{server.http_url}/v1/purge", b"", "application/x-www-form-urlencoded", token=TOKEN)
         assert query(server.http_url, "SELECT count(*) FROM spans", token=NO_FORGET) == [[STORED_TRACES * 5]]
         assert "being purged" not in server.log()
 
-    assert refused.status == 403, refused.body
-    assert "may not delete traces" in refused.json()["error"] and "'forget'" in refused.json()["error"]
-    assert through_cli.exit_code == 1 and "403" in through_cli.output and "'forget'" in through_cli.output
+    for reply in (refused, refused_forgetter):
+        assert reply.status == 403, reply.body
+        assert "may not purge the store file" in reply.json()["error"] and "'purge'" in reply.json()["error"]
+    assert through_cli.exit_code == 1 and "403" in through_cli.output and "'purge'" in through_cli.output
     assert bad_body.status == 400 and "takes no parameters" in bad_body.json()["error"]
     assert as_form.status == 415, as_form.body  # what another site's form could post is refused
 

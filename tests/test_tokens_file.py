@@ -86,7 +86,7 @@ def test_a_tenant_with_a_short_token_is_named_in_a_warning(tmp_path: Path) -> No
         ("tenants:\n  acme: [{token: t, scopes: [write]}]\n", "tenants.acme[0].scopes: unknown scope 'write';"),
         (
             "tenants:\n  acme: [{token: t, scopes: [judges]}]\n",
-            "unknown scope 'judges' (did you mean 'judge'?); the scopes are ingest, read, record, forget, judge",
+            "unknown scope 'judges' (did you mean 'judge'?); the scopes are ingest, read, record, forget, purge, judge",
         ),
         ("tenants:\n  acme: [{token: t, scopes: []}]\n", "tenants.acme[0].scopes: list one or more of ingest"),
         ("tenants:\n  acme: [{token: t}]\n", "tenants.acme[0]: give a token alone, or {token: ..., scopes"),

@@ -230,7 +230,7 @@ class ReceiverServer:
             forgets = functools.partial(intake.authorize, scope="forget")
             add_forget_route(app, store, forgets, intake.count_forgotten, settle)
             purge = None if self.settings.is_lake else self.purge_deleted
-            add_purge_route(app, purge, functools.partial(intake.authorize, scope="forget"))
+            add_purge_route(app, purge, functools.partial(intake.authorize, scope="purge"))
             rebuilt = None if self.settings.is_lake else store
             per_tenant = lambda: intake.tokens.per_tenant  # noqa: E731
             draining = lambda: intake.draining  # noqa: E731

@@ -40,7 +40,7 @@ __all__ = [
     "ui_session",
 ]
 
-Scope = Literal["ingest", "read", "record", "forget", "judge"]
+Scope = Literal["ingest", "read", "record", "forget", "purge", "judge"]
 
 #: what a token may do, each scope with what it allows (the words finish "this token may not ...")
 SCOPES: dict[Scope, str] = {
@@ -48,8 +48,11 @@ SCOPES: dict[Scope, str] = {
     "read": "read the store (POST /v1/query: sql, traces, show, export; the web UI; the MCP tools)",
     "record": "record graded runs (POST /v1/runs: grade and worker through the server), or rebuild the stored "
     "trajectories from their spans (POST /v1/rebuild)",
-    "forget": "delete traces and the runs that graded them (POST /v1/forget), or purge the store file of the bytes "
-    "deleted rows leave (POST /v1/purge)",
+    "forget": "delete traces and the runs that graded them (POST /v1/forget)",
+    # its own scope: a purge rewrites the whole file, every tenant's rows, and pauses every tenant's exports and
+    # queries meanwhile, so a tenant that may erase its own data need not be able to stall the others
+    "purge": "purge the store file of the bytes deleted rows leave (POST /v1/purge), which pauses every tenant's "
+    "exports and queries while it runs",
     "judge": "call this server's LLM judges (the MCP grade tool with LLM-judged criteria, paid by the server)",
 }
 EVERY_SCOPE = frozenset(SCOPES)
