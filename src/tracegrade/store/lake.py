@@ -31,8 +31,10 @@ DuckLake's own reads and writes.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
-import itertools
+import functools
+import shutil
 import tempfile
 import threading
 import uuid
@@ -94,10 +96,45 @@ _LOOKUP_CHUNK = 1000  # trace ids per IN list when loading records
 _LOG_KEYS_VIEW = "_tracegrade_log_keys"
 _SPAN_ORDER = "trace_id, start_ns, span_id"
 _LOG_ORDER = "trace_id, time_ns, log_key"
-# Each renewed connection spills to a temp directory of its own: in-memory databases share DuckDB's default
-# (``.tmp``) and name their files alike, and one that closes removes the directory under the others (a renewed
-# connection whose predecessor closed failed every query that spilled, IO Error "Cannot open file").
-_RENEWED_CONNECTIONS = itertools.count(1)
+# Each connection spills to a temp directory of its own, made under the system's (TMPDIR): in-memory databases
+# share DuckDB's default (``.tmp`` in the working directory) and name their files alike, and one that closes
+# removes the directory under the others (a renewed connection whose predecessor closed failed every query that
+# spilled, IO Error "Cannot open file"; so did one process's beside another's started from the same directory),
+# and a receiver started from a directory it cannot write (``/``, as a service) could not spill at all.
+_SPILL_PREFIX = "tracegrade-lake-spill-"
+_OPEN_SPILLS: set[str] = set()  # the temp directories of connections not closed yet: removed at exit if still there
+_OPEN_SPILLS_LOCK = threading.Lock()
+
+
+def _new_spill_directory() -> str:
+    spill = tempfile.mkdtemp(prefix=_SPILL_PREFIX)  # private to this user (0700): spilled rows are trace data
+    with _OPEN_SPILLS_LOCK:
+        _OPEN_SPILLS.add(spill)
+    return spill
+
+
+def _remove_spill_directory(spill: str) -> None:
+    with _OPEN_SPILLS_LOCK:
+        _OPEN_SPILLS.discard(spill)
+    shutil.rmtree(spill, ignore_errors=True)
+
+
+@atexit.register
+def _remove_open_spills() -> None:
+    # a process that ends without closing its store (DuckDB removes only its own files from a directory it did not
+    # make) would leave one behind each run
+    with _OPEN_SPILLS_LOCK:
+        left = list(_OPEN_SPILLS)
+    for spill in left:
+        _remove_spill_directory(spill)
+
+
+def _close_connection(con: duckdb.DuckDBPyConnection, spill: str) -> None:
+    """Close ``con`` and remove its temp directory."""
+    try:
+        con.close()
+    finally:
+        _remove_spill_directory(spill)
 
 
 class LakeStore(TraceStore):
@@ -145,7 +182,7 @@ class LakeStore(TraceStore):
         self._replacing_exclusively = False  # see replacing_exclusively
         self._config = config
         self._conninfo = conninfo
-        self._con = self._connect(data_path, create, first=True)
+        self._con, self._spill = self._connect(data_path, create, first=True)
         self._commits = 0  # committed on the connection in use (see renew_after_commits)
         self.renewals = 0  # times the connection was replaced by a new one
         self._use = f"USE {CATALOG_ALIAS}.main"  # queries see the deduplicating views
@@ -166,15 +203,22 @@ class LakeStore(TraceStore):
         try:
             self._catalog_builds = CatalogBuildQueue(conninfo, create=not read_only)
         except BaseException:
-            self._con.close()
+            _close_connection(self._con, self._spill)
             raise
 
-    def _connect(self, data_path: str | Path | None, create: bool, *, first: bool) -> duckdb.DuckDBPyConnection:
+    def _connect(
+        self, data_path: str | Path | None, create: bool, *, first: bool
+    ) -> tuple[duckdb.DuckDBPyConnection, str]:
         """A new DuckDB database with the lake attached (and the catalog's database, for ``grading_jobs``), locked
-        down. ``first``: this store's first connection, which also checks the lake's schema version (read-only)
-        or creates and migrates its schema; a renewed one (``_renew``) finds it in place."""
-        config = self._config if first else {**self._config, "temp_directory": f".tmp-{next(_RENEWED_CONNECTIONS)}"}
-        con = duckdb.connect(":memory:", config=config)
+        down, and its temp directory (close both with ``_close_connection``). ``first``: this store's first
+        connection, which also checks the lake's schema version (read-only) or creates and migrates its schema; a
+        renewed one (``_renew``) finds it in place."""
+        spill = _new_spill_directory()
+        try:
+            con = duckdb.connect(":memory:", config={**self._config, "temp_directory": spill})
+        except BaseException:
+            _remove_spill_directory(spill)
+            raise
         without_progress_bar(con)
         try:
             load_lake_extensions(con)
@@ -196,12 +240,12 @@ class LakeStore(TraceStore):
             con.execute(f"USE {CATALOG_ALIAS}.{RAW_SCHEMA}")
             lock_down(con, freeze=False)
         except duckdb.Error as exc:  # the catalog went away after the attach: out of reach, as at the attach
-            con.close()
+            _close_connection(con, spill)
             raise StoreError(f"cannot open lake {self.path}: {_attach_problem(str(exc))}") from None
         except BaseException:
-            con.close()
+            _close_connection(con, spill)
             raise
-        return con
+        return con, spill
 
     # DuckDB keeps memory per DuckLake commit (its catalog caches, per snapshot) that only closing the database
     # gives back, without bound on one connection: 20 KB a commit for one table written and read, about 200 KB
@@ -217,12 +261,13 @@ class LakeStore(TraceStore):
         A new connection that cannot be made (PostgreSQL out of reach) fails the store, and its owner reopens it."""
         self._require_open()  # under the write lock, which ``close`` takes: not closed while this runs
         try:
-            fresh = self._connect(self.data_path, create=False, first=False)
+            fresh, spill = self._connect(self.data_path, create=False, first=False)
         except StoreError as exc:
             self._catalog_out_of_reach(str(exc))
             raise
-        old, self._con = self._con, fresh
-        self._reads.renew(fresh.cursor(), old.close)
+        old = functools.partial(_close_connection, self._con, self._spill)
+        self._con, self._spill = fresh, spill
+        self._reads.renew(fresh.cursor(), old)
         self._commits = 0
         self.renewals += 1
 
@@ -300,6 +345,7 @@ class LakeStore(TraceStore):
             self._view_columns_known.close()
         self._catalog_builds.close()
         super().close()
+        _remove_spill_directory(self._spill)  # the connection is closed: its temp directory goes too
 
     def _remember_forgotten(self, keys: pa.Table) -> None:
         """In the catalog's database (``lake_forgotten``), committed there at once: before the deletions commit,
