@@ -126,3 +126,22 @@ def test_a_read_open_across_a_renewal_goes_on_and_its_connection_is_closed_when_
     assert released == ["old", "new", "idle"]
     reads.close()
     last.close()
+
+
+def test_a_read_only_store_renews_its_connection_after_as_many_reads(
+    pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader commits nothing, but each read takes in the snapshot other processes' commits made (``tracegrade ui``
+    on a lake, for days): it is renewed after ``renew_after_commits`` reads, and each read sees every commit."""
+    from tests.support.store_records import make_span
+
+    monkeypatch.setattr(LakeStore, "renew_after_commits", _RENEW_AFTER)
+    location, data = f"ducklake:postgres:{pg_server.new_database()}", tmp_path / "lake-data"
+    with LakeStore(location, data_path=data) as writer, LakeStore(location, read_only=True) as reader:
+        counts = []
+        for trace in range(1, 13):
+            writer.write([make_span(trace, trace * 10)])
+            counts.append(reader.query("SELECT count(*) FROM spans").rows[0][0])
+        assert reader.renewals == 12 // (_RENEW_AFTER + 1)  # a renewal before the 5th and the 10th read
+        assert writer.renewals == (12 - 1) // _RENEW_AFTER  # its own commits count, not the reader's reads
+    assert counts == list(range(1, 13))

@@ -184,6 +184,7 @@ class LakeStore(TraceStore):
         self._conninfo = conninfo
         self._con, self._spill = self._connect(data_path, create, first=True)
         self._commits = 0  # committed on the connection in use (see renew_after_commits)
+        self._reads_on_connection = 0  # a read-only store's reads on the connection in use (see _cursor)
         self.renewals = 0  # times the connection was replaced by a new one
         self._use = f"USE {CATALOG_ALIAS}.main"  # queries see the deduplicating views
         self.wal = True  # every commit is durable when it returns
@@ -258,17 +259,19 @@ class LakeStore(TraceStore):
         """Replace the connection by a new database with the lake attached (call under the write lock, outside
         a transaction: nothing is being written). Reads already running finish on the old one, which is closed
         when the last of them ended (``ReadCursors.renew``); reads from now on, and every write, use the new one.
-        A new connection that cannot be made (PostgreSQL out of reach) fails the store, and its owner reopens it."""
+        A new connection that cannot be made (PostgreSQL out of reach) fails a writer's store, and its owner
+        reopens it; a read-only store raises it to the read that asked, and tries again at the next."""
         self._require_open()  # under the write lock, which ``close`` takes: not closed while this runs
         try:
             fresh, spill = self._connect(self.data_path, create=False, first=False)
         except StoreError as exc:
-            self._catalog_out_of_reach(str(exc))
+            if not self.read_only:  # a reader keeps its connection: the read fails, the next tries again
+                self._catalog_out_of_reach(str(exc))
             raise
         old = functools.partial(_close_connection, self._con, self._spill)
         self._con, self._spill = fresh, spill
         self._reads.renew(fresh.cursor(), old)
-        self._commits = 0
+        self._commits = self._reads_on_connection = 0
         self.renewals += 1
 
     commit_seconds = COMMIT_SECONDS
@@ -309,6 +312,17 @@ class LakeStore(TraceStore):
             self._catalog_out_of_reach(first_line)
             return StoreError(f"{doing} failed: {first_line}")
         return super()._failed(doing, exc)
+
+    def _cursor(self, *, use: bool = True) -> duckdb.DuckDBPyConnection:
+        """As TraceStore's. A read-only store (``tracegrade ui`` or ``mcp`` on a lake, for days) commits nothing,
+        but each read takes the lake's newest snapshot, which other processes' commits keep making, into the same
+        caches (about 7 KB a snapshot): its connection is renewed after as many reads as a writer's after commits."""
+        if self.read_only:
+            with self._write_lock:
+                self._reads_on_connection += 1
+                if self._reads_on_connection > self.renew_after_commits:
+                    self._renew()
+        return super()._cursor(use=use)
 
     @contextmanager
     def _transaction(self, doing: str) -> Iterator[None]:
