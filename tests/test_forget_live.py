@@ -304,7 +304,9 @@ def test_forget_on_a_lake_while_another_receiver_writes_loses_nothing_else_and_d
     assert stored == {trace_hex(n) for n in written}
 
 
-def test_a_forget_right_after_an_acknowledged_export_counts_its_spans(pg_server: PgServer, tmp_path: Path) -> None:
+def test_a_forget_right_after_an_acknowledged_export_to_a_lake_counts_its_spans(
+    pg_server: PgServer, tmp_path: Path
+) -> None:
     """A receiver acknowledges an export once it is journaled, and a lake's writer gathers a second of them into a
     commit: a forget sent at once waits for what was acknowledged before it, so its answer counts those spans."""
     location = f"ducklake:postgres:{pg_server.new_database()}"
