@@ -48,6 +48,9 @@ def _store_with_secret(path: Path, secret: str, traces: int, blob: int = 0) -> N
     """A store file of ``traces`` traces of 5 spans (``blob`` random bytes as hex in each), the first holding
     ``secret``, written before any receiver holds it (so its bytes are in the file, checkpointed)."""
     with TraceStore(path) as store:
+        # stored uncompressed, so that the secret's bytes are in the file verbatim (DuckDB may pick FSST for a
+        # column of attributes, which would hide them from the byte search whether deleted or not)
+        store._con.execute("SET force_compression = 'uncompressed'")
         for first in range(1, traces + 1, 2000):
             spans = []
             for trace in range(first, min(first + 2000, traces + 1)):
