@@ -61,6 +61,15 @@ def _graded(server: ServerProcess) -> float:
     return sum(v for (name, _), v in samples.items() if name == W + "jobs_graded_total")
 
 
+def _state(server: ServerProcess) -> str:
+    """What a wait that ran out should show: the receiver's log and its worker's metrics."""
+    try:
+        samples = {name: value for (name, _), value in _samples(server).items() if name.startswith(W)}
+    except (AssertionError, OSError) as exc:
+        samples = {"unavailable": repr(exc)}
+    return f"--- worker metrics ---\n{samples}\n--- serve.log (its end) ---\n{server.log()[-6000:]}"
+
+
 def _large_request() -> bytes:
     """About 1 MB of spans: more than the scraps of room a filled tmpfs has."""
     trace_id = unique_trace_id()
@@ -88,13 +97,19 @@ def test_a_full_disk_reopens_the_store_once_while_the_worker_waits_and_both_go_o
         reopenings = lambda: server.log().count(REOPENED)  # noqa: E731
         with server:
             # its worker's first writes (the jobs of the stored traces) fail the store, which is reopened
-            wait_until(lambda: reopenings() >= 1, "the store reopened after the worker's write failed it", 120)
+            wait_until(
+                lambda: reopenings() >= 1,
+                "the store reopened after the worker's write failed it",
+                120,
+                explain=lambda: _state(server),
+            )
             # count events, not time: the worker's cycles from here on, against the reopenings they cause
             watched_from = _worker_cycles(server)
             wait_until(
                 lambda: _worker_cycles(server) >= watched_from + WORKER_CYCLES or reopenings() > MOST_REOPENINGS,
                 f"{WORKER_CYCLES} worker cycles on the full disk",
                 180,
+                explain=lambda: _state(server),
             )
             assert reopenings() <= MOST_REOPENINGS, server.log()
             assert "No space left on device" in server.log()
@@ -110,7 +125,12 @@ def test_a_full_disk_reopens_the_store_once_while_the_worker_waits_and_both_go_o
             free(mount)
             # the receiver and its worker go on by themselves: new exports are stored and every trace is graded
             after = export_all(server.http_url, make_batches(MORE_TRACES, 10, payload_bytes=1500))
-            wait_until(lambda: _graded(server) >= TRACES + MORE_TRACES, "every trace graded", 180)
+            wait_until(
+                lambda: _graded(server) >= TRACES + MORE_TRACES,
+                "every trace graded",
+                180,
+                explain=lambda: _state(server),
+            )
             status, text = get_text(f"{server.http_url}/healthz/worker")
             assert status == 200, text
             assert "grading writes again" in server.log()

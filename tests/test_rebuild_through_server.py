@@ -190,6 +190,29 @@ def test_one_rebuild_at_a_time_and_one_whose_client_hangs_up_stops_after_its_ste
     assert _current(path, spans_of) == 1500
 
 
+def test_a_rebuild_command_stopped_by_ctrl_c_says_the_server_finishes_its_step_and_the_same_command_goes_on(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "traces.duckdb"
+    spans_of = _outdated_store(path, 1500)
+    with _server(path, tmp_path) as server:
+        child = rebuild_process("--store", str(path), "--token", TOKEN, "--batch", "1")
+        read_until(child, "rebuilt 1 of 1500 trace(s)")
+        child.send_signal(signal.SIGINT)
+        rest, errors = child.communicate(timeout=120)
+        wait_until(lambda: "its client hung up" in server.log(), "the rebuild to notice its client is gone")
+        reported = int(rest.splitlines()[-1].split()[1]) if rest else 1  # the last "rebuilt N of 1500" printed
+        # the step the server was on when the client hung up is committed too, never reported: "at least"
+        assert reported <= _current_through(server, TOKEN) < 1500
+        again = _rebuild(path, "--token", TOKEN)
+        assert again.exit_code == 0, again.output
+        assert server.terminate() == 0, server.log()
+    assert child.returncode == 130, errors
+    assert f"interrupted: rebuilt at least {reported} of 1500 trace(s), the server finishing its step" in errors
+    assert "run the same command again" in errors and "Traceback" not in errors
+    assert _current(path, spans_of) == 1500
+
+
 @pytest.mark.parametrize("stop", ["SIGTERM", "SIGKILL"])
 def test_a_receiver_stopped_mid_rebuild_loses_nothing_and_the_same_command_finishes_it(
     tmp_path: Path, stop: str

@@ -11,12 +11,24 @@ __all__ = ["wait_for_value", "wait_until"]
 T = TypeVar("T")
 
 
-def wait_until(condition: Callable[[], object], what: str, timeout: float = 30.0, interval: float = 0.05) -> None:
-    """Poll ``condition`` until it is true; after ``timeout`` seconds fail, saying ``what`` never happened."""
+def wait_until(
+    condition: Callable[[], object],
+    what: str,
+    timeout: float = 30.0,
+    interval: float = 0.05,
+    *,
+    explain: Callable[[], str] | None = None,
+) -> None:
+    """Poll ``condition`` until it is true; after ``timeout`` seconds fail, saying ``what`` never happened.
+
+    ``explain`` is called only on failure, for what the failure message should carry besides (a server's log, its
+    metrics): a wait that runs out in CI is otherwise hard to tell from a slow machine.
+    """
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+            message = f"timed out after {timeout:g}s waiting for {what}"
+            raise AssertionError(f"{message}\n{explain()}" if explain is not None else message)
         time.sleep(interval)
 
 

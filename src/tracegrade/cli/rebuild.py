@@ -110,7 +110,13 @@ def command(
         if store is not None:
             store.close()
     if stops:
-        _stopped(stops[0], f"rebuilt {done} of {start.total} trace(s); {_again(every)}")
+        # a server notices the hang-up between steps: the one it was on is committed, though never reported here
+        rebuilt = (
+            f"rebuilt at least {done} of {start.total} trace(s), the server finishing its step"
+            if server
+            else f"rebuilt {done} of {start.total} trace(s)"
+        )
+        _stopped(stops[0], f"{rebuilt}; {_again(every)}")
     click.echo(f"rebuilt the trajectories of {done} trace(s) with mapper revision {start.mapper_revision}")
     mapped_by = "the server's --mapping-batch-bytes" if server else f"--mapping-batch-bytes {mapping_batch_bytes}"
     click.echo(f"their spans were mapped in {mapping_batches} batch(es) ({mapped_by})")
