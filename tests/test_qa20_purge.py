@@ -6,7 +6,8 @@ before the fix.
   purge under way keeps its copy (whoever tries to open the file meanwhile is refused by its lock).
 - a purge that failed (a full disk) removed its copy but not the copy's WAL (``<store>.purging.wal``, where DuckDB
   writes the copied rows first), and said nothing in the receiver's log; the old file stays whole and the receiver
-  keeps serving.
+  keeps serving. Its answer was a 500 (a fault of the server's); it is 507 Insufficient Storage, saying to free
+  space and that the file was left as it was (session 21).
 - a query running or waiting for its turn when a purge began was answered 400 ("the query was cancelled"), which
   says the query is at fault and is not retried; it is answered 503 with ``Retry-After``, as a query sent during
   the purge is.
@@ -125,7 +126,14 @@ def test_a_purge_that_fills_the_disk_leaves_no_copy_and_the_receiver_serves_on(t
             server.kill()
         assert not load.is_alive()
         assert returncode == 0, server.log()
-        assert failed.status == 500 and "no space left on device" in failed.json()["error"].lower(), failed.body
+        # 507, saying what to do: not the 500 of a fault of the server's, nor a 503 that tools retry at once (each
+        # attempt would pause exports and queries for a copy that cannot fit until space is freed)
+        assert failed.status == 507, failed.body
+        error = failed.json()["error"]
+        assert "no space left on device" in error.lower(), error
+        assert "Free space on that disk, then send the request again" in error, error
+        assert "left as it was" in error and "nothing was lost" in error, error
+        assert "Retry-After" not in failed.headers
         assert left == [], left
         assert held
         assert "of its deleted rows failed" in server.log(), server.log()

@@ -39,6 +39,7 @@ from tests.support import pg_cluster
 from tests.support.decode_flood import TRACE_EXPORT, PatientClient, request_body
 from tests.support.lake_serve import LakeServerProcess, lake_span_counts, writer_held_back
 from tests.support.pg_cluster import PgServer
+from tests.support.raw_http import first_answer, request_head
 from tests.support.server_requests import receiver_metric
 from tests.support.waiting import wait_for_value, wait_until
 from tracegrade.ingest.decode_budget import DecodeBudget
@@ -179,22 +180,6 @@ def test_a_grpc_call_that_finds_every_slot_taken_is_refused_before_its_message_i
     assert all(stayer.acked and not stayer.refusals for stayer in stayers)
 
 
-def _export_head(length: int, *headers: str) -> bytes:
-    lines = ("POST /v1/traces HTTP/1.1", "Host: 127.0.0.1", "Content-Type: application/x-protobuf", *headers)
-    return "\r\n".join((*lines, f"Content-Length: {length}", "", "")).encode()
-
-
-def _first_answer(client: socket.socket) -> tuple[bytes, dict[str, str], bytes]:
-    """The first answer on ``client``, an interim one (``100 Continue``) included: status line, headers, body."""
-    with client.makefile("rb") as replies:
-        status = replies.readline().rstrip()
-        headers = {}
-        while line := replies.readline().rstrip():
-            name, _, value = line.decode().partition(":")
-            headers[name.lower()] = value.strip()
-        return status, headers, replies.read(int(headers.get("content-length", 0)))
-
-
 def test_an_http_export_that_finds_every_slot_taken_is_refused_before_its_body_is_sent(
     pg_server: PgServer, tmp_path: Path
 ) -> None:
@@ -205,19 +190,19 @@ def test_an_http_export_that_finds_every_slot_taken_is_refused_before_its_body_i
             stayers = _stayers_until_one_waits(server)  # the last one holds the only slot
             # a client that sends its body straight after the headers (as exporters do), its body not sent yet
             with socket.create_connection(("127.0.0.1", server.http_port), timeout=60) as sending:
-                sending.sendall(_export_head(len(body)))
-                status, headers, refusal = _first_answer(sending)
+                sending.sendall(request_head("/v1/traces", len(body)))
+                status, headers, refusal = first_answer(sending)
                 assert status == b"HTTP/1.1 503 Service Unavailable", refusal
                 assert int(headers["retry-after"]) >= 1
                 assert b"requests in flight (the limit)" in refusal
                 # the body it sends all the same is thrown away as it arrives: the connection carries its next request
                 sending.sendall(body + b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-                assert _first_answer(sending)[0] == b"HTTP/1.1 200 OK"
+                assert first_answer(sending)[0] == b"HTTP/1.1 200 OK"
             # a client that asks first (Expect: 100-continue) is refused instead of told to go on, and the
             # connection closed: it sends no body, which the receiver would wait for
             with socket.create_connection(("127.0.0.1", server.http_port), timeout=60) as asking:
-                asking.sendall(_export_head(len(body), "Expect: 100-continue"))
-                status, headers, refusal = _first_answer(asking)
+                asking.sendall(request_head("/v1/traces", len(body), "Expect: 100-continue"))
+                status, headers, refusal = first_answer(asking)
                 assert status == b"HTTP/1.1 503 Service Unavailable", refusal
                 assert int(headers["retry-after"]) >= 1
                 assert headers["connection"] == "close"

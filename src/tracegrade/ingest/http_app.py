@@ -6,9 +6,10 @@ that applies to the wire size and, for gzip, to the decompressed size (decompres
 gzip bomb costs at most the cap). A request that would find every in-flight slot taken (or the receiver
 stopping, or its store reopening) is refused before a byte of its body is read; a client that sent
 ``Expect: 100-continue`` is told to send its body only once its request passed those checks, so a refusal costs
-it no upload either. Otherwise the body is read before its request takes the slot, under a byte budget shared by
-all bodies (:mod:`~tracegrade.ingest.body_budget`) and read deadlines: one that stalls between chunks, or takes
-too long in all, is answered 408. Errors carry a ``google.rpc.Status``
+it no upload either, and its connection is closed after the refusal (:mod:`~tracegrade.ingest.expect_continue`).
+Otherwise the body is read before its request takes the slot, under a byte budget shared by all bodies
+(:mod:`~tracegrade.ingest.body_budget`) and read deadlines: one that stalls between chunks, or takes too long in
+all, is answered 408. Errors carry a ``google.rpc.Status``
 body saying why. aiohttp goes on with a request whose client hung up, so an export watches its connection once
 its body is in, and is cancelled when the client is gone (``Intake.export`` drops it if it was not handed to
 the writer yet).
@@ -23,11 +24,12 @@ import zlib
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from aiohttp import HttpVersion11, StreamReader, web
+from aiohttp import StreamReader, web
 
 from tracegrade.errors import StoreError
 from tracegrade.ingest.body_budget import BodyBudget
 from tracegrade.ingest.decode.checks import type_name
+from tracegrade.ingest.expect_continue import close_unless_continued, defer_continue, send_continue
 from tracegrade.ingest.intake import (
     TOO_LARGE_HINT,
     BodyTimeout,
@@ -70,7 +72,6 @@ UNLIMITED_PATHS = frozenset({"/healthz", "/healthz/worker", "/readyz", "/metrics
 READ_CHUNK = 64 * 1024
 BODY_IDLE_TIMEOUT = 30.0  # longest wait for a body's next chunk (as nginx's client_body_timeout)
 BODY_TOTAL_TIMEOUT = 120.0  # longest a whole body may take to arrive
-CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
 # (sql, params, is the client still connected?, the caller's tenant) -> QueryResult
 QueryRunner = Callable[[str, Sequence[Any] | None, Callable[[], bool], str], Awaitable[Any]]
@@ -197,20 +198,6 @@ def _inflater(request: web.Request, limit: int) -> _Gunzip | None:
     return _Gunzip(limit) if encoding == "gzip" else None
 
 
-def _expects_continue(request: web.Request) -> bool:
-    """Does ``request``'s client wait to be told (``100 Continue``) before it sends its body?"""
-    return request.version == HttpVersion11 and request.headers.get("Expect", "").strip().lower() == "100-continue"
-
-
-async def _continue_when_admissible(request: web.Request) -> None:
-    """The export routes' ``Expect`` handler. aiohttp's own answers ``100 Continue`` before any handler runs, so a
-    client that asked first would send its whole body to be refused; an export tells it to go on only once its
-    request passed every check that needs no body (``read_limited_body``). Other expectations get 417, as there."""
-    if request.version == HttpVersion11 and not _expects_continue(request):
-        expect = request.headers.get("Expect", "")
-        raise web.HTTPExpectationFailed(text=f"unsupported Expect: {expect!r}; send 'Expect: 100-continue' or none")
-
-
 async def _next_chunk(content: StreamReader, within: float) -> bytes:
     """The body's next chunk (b"" at its end); asyncio.TimeoutError when none arrives ``within`` seconds."""
     return await asyncio.wait_for(content.read(READ_CHUNK), within)
@@ -232,9 +219,7 @@ async def read_limited_body(
     of every byte the body comes to hold (a :class:`BodyBudget` share, which may refuse it). A client waiting for
     ``100 Continue`` is told to send the body once its headers passed these checks."""
     inflater = _inflater(request, limit)
-    if _expects_continue(request):
-        await request.writer.write(CONTINUE)
-        request.writer.output_size = 0  # what was written so far is no part of the response (as aiohttp's does)
+    await send_continue(request)
     out = bytearray()
     received = 0
     loop = asyncio.get_running_loop()
@@ -370,10 +355,13 @@ class HttpFrontEnd:
     def build_app(self) -> web.Application:
         middlewares: list[Middleware] = [_one_authorization, _explain_routing_errors]
         if self._throttle is not None:
-            middlewares.insert(0, _failed_auth_limit(self._throttle))  # outermost: a refusal reads nothing
+            middlewares.insert(0, _failed_auth_limit(self._throttle))  # before the other checks: refusing reads nothing
+        # outermost, so that it sees every refusal, the host guard's too (``serve`` appends that one)
+        middlewares.insert(0, close_unless_continued)
         app = web.Application(client_max_size=self._limit, middlewares=middlewares)
-        app.router.add_post("/v1/traces", self._export_traces, expect_handler=_continue_when_admissible)
-        app.router.add_post("/v1/logs", self._export_logs, expect_handler=_continue_when_admissible)
+        # told to send their bodies only once their requests passed every check that needs none (read_limited_body)
+        app.router.add_post("/v1/traces", self._export_traces, expect_handler=defer_continue)
+        app.router.add_post("/v1/logs", self._export_logs, expect_handler=defer_continue)
         app.router.add_post("/v1/query", self._query)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/healthz/worker", self._worker_healthz)
@@ -409,22 +397,10 @@ class HttpFrontEnd:
                 outcome = await while_connected(request, self._admitted_export(signal, payload, fmt, tenant))
         except ExportRefused as refused:
             self._count(signal.value, refused.http_status)
-            response = self._refusal(refused, reply_format)
-            if _expects_continue(request) and not request.content.total_bytes:
-                await self._close_after(request, response)
-            return response
+            return self._refusal(refused, reply_format)
         self._count(signal.value, 200)
         body = encode_export_response(signal, outcome, fmt)
         return web.Response(body=body, headers={"Content-Type": fmt.content_type})
-
-    @staticmethod
-    async def _close_after(request: web.Request, response: web.Response) -> None:
-        """Send ``response`` and close the connection: its client, never told to send its body, sends none, and
-        aiohttp would otherwise keep the connection and its handler up to 10 s waiting to discard that body."""
-        response.force_close()  # says ``Connection: close``
-        await response.prepare(request)
-        await response.write_eof()
-        request.protocol.force_close()  # what was written is still sent (asyncio flushes a closing transport)
 
     async def _admitted_export(self, signal: Signal, payload: bytes, fmt: WireFormat, tenant: str) -> ExportOutcome:
         async with self._intake.admit(tenant):

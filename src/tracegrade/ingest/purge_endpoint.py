@@ -6,7 +6,9 @@ itself (``ReceiverServer.purge_deleted``): exports and queries are refused retry
 failed store is reopened, and nothing acknowledged is lost. The answer, once the file is replaced and the store
 open again, is ``{"purged": {"bytes_before": n, "bytes_after": n}}``. One purge runs at a time: a request made
 while one runs gets 409 at once (it does not wait: the purge under way will have removed what it would). A lake
-is purged beside its receivers (``tracegrade maintain --purge-deleted``), so its receivers answer 400.
+is purged beside its receivers (``tracegrade maintain --purge-deleted``), so its receivers answer 400. A purge
+whose copy did not fit on the disk is answered 507 Insufficient Storage (sent again, it fails alike until space is
+freed; the store file is as it was); any other failure 500.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from tracegrade.errors import StoreError
+from tracegrade.ingest.disk_room import says_disk_full
 from tracegrade.ingest.json_posts import Refusal, error_response, read_json_post
 from tracegrade.ingest.tokens import Authorize
 from tracegrade.json_input import parse_json
@@ -54,7 +57,7 @@ def add_purge_route(app: web.Application, purge: Callable[[], Awaitable[Purged]]
         try:
             purged = await purge()
         except StoreError as exc:
-            return error_response(500, f"{exc}; the store is open again and nothing was lost: send the request again")
+            return _failed(str(exc))
         except Exception as exc:  # the store is being reopened, or the receiver stops: retryable
             status = getattr(exc, "http_status", None)
             if status is None:
@@ -75,6 +78,18 @@ def _check_empty(body: bytes) -> None:
         raise ValueError(f"the body is not valid JSON: {exc}; send {{}}") from None
     if document != {}:
         raise ValueError("a purge takes no parameters: send {}")
+
+
+def _failed(reason: str) -> web.Response:
+    """The answer to a purge that failed (the store is open again as it was): 507 when the disk lacked room."""
+    if says_disk_full(reason):
+        return error_response(
+            507,
+            f"{reason}. The disk holding the store file has too little room for the purge's copy of its live rows "
+            "(up to the file's size); the file was left as it was, the store is open again and nothing was lost. "
+            "Free space on that disk, then send the request again",
+        )
+    return error_response(500, f"{reason}; the store is open again and nothing was lost: send the request again")
 
 
 def _retryable(status: int, message: str, retry_after: float | None) -> web.Response:
