@@ -1,7 +1,7 @@
-"""A lake receiver replaces its DuckDB connection every ``renew_after_commits`` commits (DuckDB keeps memory per
-DuckLake commit until its database closes), while real OTLP exporters send and a tenant's queries (``/v1/query``,
-MCP's ``run_sql``: several statements each, on a cursor of the connection) keep reading: no query fails, and every
-acknowledged span is stored once."""
+"""A lake receiver replaces its DuckDB connection once ``renew_after_commits`` lake commits (its own and other
+processes') came since it opened (DuckDB keeps memory per DuckLake snapshot it took in until its database closes),
+while real OTLP exporters send and a tenant's queries (``/v1/query``, MCP's ``run_sql``: several statements each, on a
+cursor of the connection) keep reading: no query fails, and every acknowledged span is stored once."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from tests.support.lake_serve import lake_span_counts
 from tests.support.pg_cluster import PgServer
 from tests.support.posted_query import PostedQuery, mcp_run_sql
 from tests.support.server_inprocess import running_server
+from tests.support.store_records import make_span
 from tests.support.tenant_traffic import ACME_TOKENS, write_tokens
 from tracegrade.store.lake import LakeStore
 
@@ -128,13 +129,12 @@ def test_a_read_open_across_a_renewal_goes_on_and_its_connection_is_closed_when_
     last.close()
 
 
-def test_a_read_only_store_renews_its_connection_after_as_many_reads(
+def test_a_read_only_store_renews_its_connection_after_as_many_reads_of_new_snapshots(
     pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A reader commits nothing, but each read takes in the snapshot other processes' commits made (``tracegrade ui``
-    on a lake, for days): it is renewed after ``renew_after_commits`` reads, and each read sees every commit."""
-    from tests.support.store_records import make_span
-
+    """A reader commits nothing, but each read at a new snapshot (another process committed) takes it in
+    (``tracegrade ui`` on a lake, for days): it is renewed after ``renew_after_commits`` such reads, and each read sees
+    every commit. Reads of a lake nobody writes take nothing in, nor do a rare writer's commits count the lake's."""
     monkeypatch.setattr(LakeStore, "renew_after_commits", _RENEW_AFTER)
     location, data = f"ducklake:postgres:{pg_server.new_database()}", tmp_path / "lake-data"
     with LakeStore(location, data_path=data) as writer, LakeStore(location, read_only=True) as reader:
@@ -142,6 +142,17 @@ def test_a_read_only_store_renews_its_connection_after_as_many_reads(
         for trace in range(1, 13):
             writer.write([make_span(trace, trace * 10)])
             counts.append(reader.query("SELECT count(*) FROM spans").rows[0][0])
-        assert reader.renewals == 12 // (_RENEW_AFTER + 1)  # a renewal before the 5th and the 10th read
+        assert reader.renewals == 12 // (_RENEW_AFTER + 1)  # a renewal before the 5th and the 9th read
         assert writer.renewals == (12 - 1) // _RENEW_AFTER  # its own commits count, not the reader's reads
-    assert counts == list(range(1, 13))
+        for _ in range(3 * _RENEW_AFTER):  # no commit meanwhile: the same snapshot each time
+            counts.append(reader.query("SELECT count(*) FROM spans").rows[0][0])
+        assert reader.renewals == 12 // (_RENEW_AFTER + 1)
+        writer.write([make_span(13, 130)])
+        assert writer.renewals == 3  # before its 13th commit, the 4th since the last renewal
+        with LakeStore(location, data_path=data) as busy:
+            for trace in range(14, 14 + 3 * _RENEW_AFTER):
+                busy.write([make_span(trace, trace * 10)])
+        for trace in range(100, 100 + _RENEW_AFTER - 1):
+            writer.write([make_span(trace, 1)])
+        assert writer.renewals == 3  # others' commits meanwhile are not its own
+    assert counts == [*range(1, 13), *[12] * (3 * _RENEW_AFTER)]

@@ -1,5 +1,6 @@
 """Where a lake store's DuckDB spills: every connection (the first and each renewed one) spills to a directory of its
-own under the system's temp directory, never the working directory, and the directory goes with its connection.
+own under the system's temp directory, never the working directory, and the directory goes with its connection (a
+killed process's, with the next lake store that opens on the machine).
 
 A receiver started from a directory it cannot write (``/`` under systemd, as a service user) could not run a query
 that spills; and stores in processes started from one directory shared ``.tmp`` (and ``.tmp-1``, ``.tmp-2`` … after
@@ -8,9 +9,11 @@ query read another's spill file, or found it gone (IO Error)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,6 +22,7 @@ from tests.support import pg_cluster
 from tests.support.pg_cluster import PgServer
 from tests.support.small_fs import small_filesystem
 from tests.support.store_records import make_span
+from tests.support.waiting import wait_until
 from tracegrade.store.lake import LakeStore
 
 pg_server = pg_cluster.pg_server  # the session's PostgreSQL (a fixture)
@@ -115,3 +119,69 @@ def test_a_process_that_ends_without_closing_its_lake_store_leaves_no_spill_dire
     assert done.stdout.strip() == "1"
     assert sorted(os.listdir(temp)) == []
     assert sorted(os.listdir(tmp_path)) == ["data", "tmp"]
+
+
+# holds a lake store whose queries spill, one after another, until the file named stop exists; then closes it
+_SPILLING_HOLDER = f"""
+import sys
+from pathlib import Path
+from tracegrade.store.lake import LakeStore
+location, data, stop = sys.argv[1:]
+store = LakeStore(location, data_path=data, memory_limit="64MB")
+print(store._spill, flush=True)
+while not Path(stop).exists():
+    store.query({_SPILLING_QUERY!r})
+store.close()
+"""
+
+
+def _holds_spill_files(spill: Path) -> bool:
+    return any(spill.glob("duckdb_temp*"))
+
+
+def test_a_store_opening_removes_the_spill_directory_of_a_killed_process_and_no_live_one(
+    pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process SIGKILLed (the OOM killer) while its queries spill removes nothing; the next lake store to open on
+    the machine removes its directory, and leaves alone the one another receiver is spilling into right now."""
+    location, data = f"ducklake:postgres:{pg_server.new_database()}", tmp_path / "data"
+    LakeStore(location, data_path=data).close()  # the lake
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    older = temp / "tracegrade-lake-spill-older"  # as an older tracegrade's: no owner to tell, so it stays
+    older.mkdir()
+    holders = [
+        subprocess.Popen(
+            [sys.executable, "-c", _SPILLING_HOLDER, location, str(data), str(tmp_path / f"stop-{n}")],
+            env={**os.environ, "TMPDIR": str(temp)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(2)
+    ]
+    killed, alive = holders
+    try:
+        spills = [Path(holder.stdout.readline().strip()) for holder in holders]  # type: ignore[union-attr]
+        for spill in spills:
+            wait_until(functools.partial(_holds_spill_files, spill), f"a spill file in {spill}", timeout=300)
+        killed.kill()
+        killed.wait()
+        assert spills[0].is_dir()  # nothing removed it
+        monkeypatch.setattr(tempfile, "tempdir", str(temp))  # where this process's stores spill, as TMPDIR says
+        store = LakeStore(location, data_path=data)
+        try:
+            assert not spills[0].exists()
+            assert spills[1].is_dir()
+            assert older.is_dir()
+            assert sorted(temp.iterdir()) == sorted([older, spills[1], _spill_directory(store)])
+            (tmp_path / "stop-1").touch()  # the live holder's query running now began before the store opened
+            _, errors = alive.communicate(timeout=300)
+            assert alive.returncode == 0, errors  # every query of its spilled and read back what it spilled
+        finally:
+            store.close()
+        assert sorted(temp.iterdir()) == [older]
+    finally:
+        for holder in holders:
+            holder.kill()
+            holder.wait()

@@ -31,10 +31,8 @@ DuckLake's own reads and writes.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import functools
-import shutil
 import tempfile
 import threading
 import uuid
@@ -67,10 +65,12 @@ from tracegrade.store.lake_schema import (
     FIRST_COPY,
     JOBS_ALIAS,
     RAW_SCHEMA,
+    VIEWS_OF_RAW,
     ensure_lake_schema,
     file_schema_columns,
     lake_version,
 )
+from tracegrade.store.lake_spill import new_spill_directory, remove_abandoned, remove_spill_directory
 from tracegrade.store.lake_view_columns import ViewColumns
 from tracegrade.store.lake_write_gate import WriteGate
 from tracegrade.store.prepared import PreparedWrite
@@ -83,7 +83,7 @@ from tracegrade.store.schema import SCHEMA_VERSION
 from tracegrade.store.span_keys import start_ranges
 from tracegrade.store.tenancy import DEFAULT_TENANT, TraceKey
 from tracegrade.store.trace_deletion import Deleted
-from tracegrade.store.trace_store import DEFAULT_WRITER_THREADS, QUERY_SPILL_LIMIT, TraceStore
+from tracegrade.store.trace_store import DEFAULT_WRITER_THREADS, QUERY_SPILL_LIMIT, TraceStore, _scope
 
 __all__ = ["CATALOG_ALIAS", "COMMIT_SECONDS", "MAX_RETRY_COUNT", "LakeStore"]
 
@@ -100,33 +100,8 @@ _LOG_ORDER = "trace_id, time_ns, log_key"
 # share DuckDB's default (``.tmp`` in the working directory) and name their files alike, and one that closes
 # removes the directory under the others (a renewed connection whose predecessor closed failed every query that
 # spilled, IO Error "Cannot open file"; so did one process's beside another's started from the same directory),
-# and a receiver started from a directory it cannot write (``/``, as a service) could not spill at all.
-_SPILL_PREFIX = "tracegrade-lake-spill-"
-_OPEN_SPILLS: set[str] = set()  # the temp directories of connections not closed yet: removed at exit if still there
-_OPEN_SPILLS_LOCK = threading.Lock()
-
-
-def _new_spill_directory() -> str:
-    spill = tempfile.mkdtemp(prefix=_SPILL_PREFIX)  # private to this user (0700): spilled rows are trace data
-    with _OPEN_SPILLS_LOCK:
-        _OPEN_SPILLS.add(spill)
-    return spill
-
-
-def _remove_spill_directory(spill: str) -> None:
-    with _OPEN_SPILLS_LOCK:
-        _OPEN_SPILLS.discard(spill)
-    shutil.rmtree(spill, ignore_errors=True)
-
-
-@atexit.register
-def _remove_open_spills() -> None:
-    # a process that ends without closing its store (DuckDB removes only its own files from a directory it did not
-    # make) would leave one behind each run
-    with _OPEN_SPILLS_LOCK:
-        left = list(_OPEN_SPILLS)
-    for spill in left:
-        _remove_spill_directory(spill)
+# and a receiver started from a directory it cannot write (``/``, as a service) could not spill at all. A killed
+# process's directories are removed by the next store that opens on the machine (``lake_spill``).
 
 
 def _close_connection(con: duckdb.DuckDBPyConnection, spill: str) -> None:
@@ -134,7 +109,7 @@ def _close_connection(con: duckdb.DuckDBPyConnection, spill: str) -> None:
     try:
         con.close()
     finally:
-        _remove_spill_directory(spill)
+        remove_spill_directory(spill)
 
 
 class LakeStore(TraceStore):
@@ -145,6 +120,7 @@ class LakeStore(TraceStore):
     """
 
     _scan_filters_run_early = True  # DuckDB 1.5's Parquet reader reorders the filters it runs in a scan
+    _views_in_query_transaction = True
 
     def __init__(
         self,
@@ -182,9 +158,8 @@ class LakeStore(TraceStore):
         self._replacing_exclusively = False  # see replacing_exclusively
         self._config = config
         self._conninfo = conninfo
+        remove_abandoned()  # spill directories of processes killed on this machine
         self._con, self._spill = self._connect(data_path, create, first=True)
-        self._commits = 0  # committed on the connection in use (see renew_after_commits)
-        self._reads_on_connection = 0  # a read-only store's reads on the connection in use (see _cursor)
         self.renewals = 0  # times the connection was replaced by a new one
         self._use = f"USE {CATALOG_ALIAS}.main"  # queries see the deduplicating views
         self.wal = True  # every commit is durable when it returns
@@ -201,6 +176,8 @@ class LakeStore(TraceStore):
         self._view_columns_known = ViewColumns(conninfo)  # connects at its first use: a tenant's query
         self.holds_forgotten = True  # another machine may forget a trace at any time: every write looks
         self._gate = WriteGate(conninfo, self._catalog_out_of_reach)  # connects at its first use: writes take it
+        self._taken_in = 0  # snapshots taken in by the connection in use (see renew_after_commits)
+        self._last_read_at: int | None = None  # a read-only store: the newest snapshot at its last read
         try:
             self._catalog_builds = CatalogBuildQueue(conninfo, create=not read_only)
         except BaseException:
@@ -214,11 +191,11 @@ class LakeStore(TraceStore):
         down, and its temp directory (close both with ``_close_connection``). ``first``: this store's first
         connection, which also checks the lake's schema version (read-only) or creates and migrates its schema; a
         renewed one (``_renew``) finds it in place."""
-        spill = _new_spill_directory()
+        spill = new_spill_directory()
         try:
             con = duckdb.connect(":memory:", config={**self._config, "temp_directory": spill})
         except BaseException:
-            _remove_spill_directory(spill)
+            remove_spill_directory(spill)
             raise
         without_progress_bar(con)
         try:
@@ -251,9 +228,20 @@ class LakeStore(TraceStore):
     # DuckDB keeps memory per DuckLake commit (its catalog caches, per snapshot) that only closing the database
     # gives back, without bound on one connection: 20 KB a commit for one table written and read, about 200 KB
     # in a receiver writing spans and trajectories while it answers queries (bench/RESULTS.md, lake connection
-    # renewal). So a writer's connection is replaced after this many commits: at a receiver's steady load, about
-    # once a minute, each renewal costing its writer 0.3-0.7 s.
+    # renewal). It is taken in per snapshot a transaction or read begins at, more the more commits of others came
+    # between (about 100 KB a commit for a writer committing once in 28 lake commits), not per lake commit: a writer's
+    # connection is replaced before its next commit once it made this many (at a receiver's steady load about once a
+    # minute, each renewal costing its writer 0.3-0.7 s), a read-only store's (``tracegrade ui`` for days) before a
+    # read once as many of its reads began at a snapshot newer than the one before. Counting every lake commit
+    # instead renewed a rare writer or reader on a busy lake every few of its commits or reads, for a few MB
+    # (bench/RESULTS.md, a lake writer committing rarely).
     renew_after_commits = 200
+
+    def _renew_if_due(self) -> None:
+        """``_renew`` once the connection took in ``renew_after_commits`` snapshots (call under the write lock,
+        outside a transaction)."""
+        if self._taken_in >= self.renew_after_commits:
+            self._renew()
 
     def _renew(self) -> None:
         """Replace the connection by a new database with the lake attached (call under the write lock, outside
@@ -271,7 +259,7 @@ class LakeStore(TraceStore):
         old = functools.partial(_close_connection, self._con, self._spill)
         self._con, self._spill = fresh, spill
         self._reads.renew(fresh.cursor(), old)
-        self._commits = self._reads_on_connection = 0
+        self._taken_in = 0
         self.renewals += 1
 
     commit_seconds = COMMIT_SECONDS
@@ -315,27 +303,30 @@ class LakeStore(TraceStore):
 
     def _cursor(self, *, use: bool = True) -> duckdb.DuckDBPyConnection:
         """As TraceStore's. A read-only store (``tracegrade ui`` or ``mcp`` on a lake, for days) commits nothing,
-        but each read takes the lake's newest snapshot, which other processes' commits keep making, into the same
-        caches (about 7 KB a snapshot): its connection is renewed after as many reads as a writer's after commits."""
+        but each read at a snapshot newer than its last takes it into the same caches (about 7 KB a snapshot): its
+        connection is renewed here, as a writer's is before a commit. Whether a snapshot is new is read from the
+        catalog's PostgreSQL (the newest ``ducklake_snapshot`` id, by its primary key: a fraction of a millisecond),
+        so a reader of a lake nobody writes is never renewed."""
         if self.read_only:
             with self._write_lock:
-                self._reads_on_connection += 1
-                if self._reads_on_connection > self.renew_after_commits:
-                    self._renew()
+                newest = self._view_columns_known.newest_snapshot_id()
+                if newest != self._last_read_at:
+                    self._renew_if_due()  # a renewal that fails fails this read; the next one tries again
+                    self._taken_in += 1
+                    self._last_read_at = newest
         return super()._cursor(use=use)
 
     @contextmanager
     def _transaction(self, doing: str) -> Iterator[None]:
         """As TraceStore's, inside the write gate (shared): an expiry batch on any machine waits for it. Before it
-        begins, the connection is renewed when ``renew_after_commits`` were committed on it."""
+        begins, the connection is renewed when it made ``renew_after_commits`` commits."""
         self._require_open()
         gate = contextlib.nullcontext() if self.read_only else self._gate.shared()
         with gate, self._write_lock:
-            if self._commits >= self.renew_after_commits:
-                self._renew()
+            self._renew_if_due()
             with super()._transaction(doing):
                 yield
-            self._commits += 1
+            self._taken_in += 1
 
     @contextmanager
     def _deletion_batch(self) -> Iterator[None]:
@@ -343,9 +334,23 @@ class LakeStore(TraceStore):
         with self._gate.exclusive():
             yield
 
-    def _view_columns(self, cursor: duckdb.DuckDBPyConnection, source: str) -> list[str]:
-        """As TraceStore's, known while the lake's schema version stays the same (``lake_view_columns``)."""
-        return self._view_columns_known.of(cursor, source)
+    def _scope_views(self, cursor: duckdb.DuckDBPyConnection, tenant: str, names: frozenset[str]) -> None:
+        """As TraceStore's, with what the catalog tells of the snapshot the query reads (``lake_view_columns``): the
+        column names of each table, known per schema version, and the tables never written to, whose views (and so
+        the tenant's) are empty and plan no scan."""
+        if not names:
+            return
+        known = self._view_columns_known
+        catalog = known.snapshot(cursor, CATALOG_ALIAS, RAW_SCHEMA)
+        version = catalog.schema_version
+        _scope(
+            cursor,
+            tenant,
+            names,
+            functools.partial(known.of, version=version) if self._scan_filters_run_early else None,
+            empty=names & catalog.unwritten & VIEWS_OF_RAW,
+            relations=lambda database, schema: known.relations(cursor, database, schema, version),
+        )
 
     def _catalog_out_of_reach(self, why: str) -> None:
         self.mark_failed(f"the lake's catalog or data path is out of reach: {why}")
@@ -359,7 +364,7 @@ class LakeStore(TraceStore):
             self._view_columns_known.close()
         self._catalog_builds.close()
         super().close()
-        _remove_spill_directory(self._spill)  # the connection is closed: its temp directory goes too
+        remove_spill_directory(self._spill)  # the connection is closed: its temp directory goes too
 
     def _remember_forgotten(self, keys: pa.Table) -> None:
         """In the catalog's database (``lake_forgotten``), committed there at once: before the deletions commit,

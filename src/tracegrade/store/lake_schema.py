@@ -46,6 +46,7 @@ __all__ = [
     "FIRST_COPY",
     "JOBS_ALIAS",
     "RAW_SCHEMA",
+    "VIEWS_OF_RAW",
     "Column",
     "ensure_lake_schema",
     "file_schema_columns",
@@ -56,6 +57,9 @@ RAW_SCHEMA = "raw"
 JOBS_ALIAS = "tracegrade_jobs"  # the catalog's PostgreSQL database, attached read-only for grading_jobs
 # not in the lake: their views read the tables in the catalog's database (the job queue, the forgotten traces)
 CATALOG_TABLES = ("grading_jobs", "forgotten_traces")
+# the views of ``main`` whose rows are rows of the ``raw`` table of their name (other tables only narrow them or fill
+# in columns): with that raw table empty, the view is too
+VIEWS_OF_RAW = frozenset(TABLES) - frozenset(CATALOG_TABLES)
 BUILD_COLUMN = "build_id"  # trajectory base tables only: which replacement wrote the row
 # What rows stored before a column was added hold in it (DuckLake keeps it as the column's initial default,
 # so the old Parquet files are not rewritten).

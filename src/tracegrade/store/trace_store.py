@@ -180,6 +180,9 @@ class TraceStore:
     # Whether a tenant's views also blank every column of other tenants' rows (see ``_scope``): needed where a
     # scan may run a query's own filter on rows before the tenant's condition has dropped them.
     _scan_filters_run_early = False
+    # a tenant's views made inside its query's transaction (see _scope's ``relations``), or before it: on a lake,
+    # each statement outside one is a transaction of its own, reading the lake's snapshot again
+    _views_in_query_transaction = False
 
     def __init__(
         self,
@@ -745,12 +748,14 @@ class TraceStore:
             self._reads.end(cursor)
             raise QueryCancelled(f"the query was cancelled before it started: {control.reason}")
         try:
-            if tenant is not None:
-                _scope(cursor, tenant, tables, self._view_columns if self._scan_filters_run_early else None)
+            if tenant is not None and not self._views_in_query_transaction:
+                self._scope_views(cursor, tenant, tables)
+            cursor.begin()  # rolled back below: a query can never change stored data
+            if tenant is not None and self._views_in_query_transaction:
+                self._scope_views(cursor, tenant, tables)
             capped = control is not None and (control.max_rows is not None or control.max_bytes is not None)
             if capped and not arrow:
                 cursor.execute(f"SET streaming_buffer_size = '{_CAPPED_STREAM_BUFFER}'")
-            cursor.begin()  # rolled back below: a query can never change stored data
             if arrow:
                 table = fetch_arrow(cursor, sql, list(params) if params is not None else None)
                 return QueryResult(table.column_names, [], arrow=table)
@@ -782,6 +787,11 @@ class TraceStore:
             if control is not None:
                 control.detach()
             self._reads.end(cursor)  # rolls back the open transaction
+
+    def _scope_views(self, cursor: duckdb.DuckDBPyConnection, tenant: str, names: frozenset[str]) -> None:
+        """Give ``cursor`` ``tenant``'s views of the tables ``names`` (see ``_scope``), before the query's transaction
+        (``_views_in_query_transaction``)."""
+        _scope(cursor, tenant, names, self._view_columns if self._scan_filters_run_early else None)
 
     def _view_columns(self, cursor: duckdb.DuckDBPyConnection, source: str) -> list[str]:
         """The column names of ``source`` (a table or view of the store, named in full), for a guarded tenant view."""
@@ -858,6 +868,8 @@ def _scope(
     tenant: str,
     names: frozenset[str],
     guard_columns: Callable[[duckdb.DuckDBPyConnection, str], list[str]] | None = None,
+    empty: frozenset[str] = frozenset(),
+    relations: Callable[[str, str], frozenset[str]] | None = None,
 ) -> None:
     """Give each table or view of the cursor's schema that the query names (``names``, lower-case) a TEMP
     view of the same name holding ``tenant``'s rows only (a table without a ``tenant`` column shows none),
@@ -869,23 +881,53 @@ def _scope(
     row not the tenant's. DuckDB moves a query's filter on a column into the scan, and DuckDB 1.5's Parquet reader
     (a lake's) sometimes runs it there before the tenant's condition, on every row: a failing cast then quoted
     another tenant's value (``span_id::UUID``, a JSON column cast to a number). A filter on a guarded column reads
-    two columns, so it stays above the scan, and wherever it runs it only ever sees the tenant's values."""
+    two columns, so it stays above the scan, and wherever it runs it only ever sees the tenant's values.
+
+    ``empty``: names known to hold no row in the cursor's transaction, whose views plan no scan at all (a lake plans
+    each column of a scan through its catalog, and on a table never written to, a catalog round trip each time).
+
+    ``relations`` (given: what lists the names of a database's schema's tables and views, with ``guard_columns``):
+    the views are made without a statement that may fail, as inside the query's transaction, which a failed one
+    would abort on DuckDB 2. Otherwise (outside any transaction) a name found in no table is let through."""
     if not names:
         return
     database, schema = cursor.execute("SELECT current_database(), current_schema()").fetchone()  # type: ignore[misc]
     owned = f"tenant = {sql_string(tenant)}"
+    existing = relations(database, schema) if relations is not None and guard_columns is not None else None
     for name in sorted(names):
         view = quote_identifier(name)
         source = ".".join(quote_identifier(part) for part in (database, schema, name))
+        if existing is not None:
+            if name in existing:  # else not a table of the store: a CTE's name (or an unknown one, failing to bind)
+                cursor.execute(
+                    f"CREATE TEMP VIEW {view} AS {_rows_of(cursor, source, owned, guard_columns, name in empty)}"
+                )
+            continue
         try:
-            columns = _owned_columns(guard_columns(cursor, source), owned) if guard_columns else "*"
-            cursor.execute(f"CREATE TEMP VIEW {view} AS SELECT {columns} FROM {source} WHERE {owned}")
+            cursor.execute(
+                f"CREATE TEMP VIEW {view} AS {_rows_of(cursor, source, owned, guard_columns, name in empty)}"
+            )
         except duckdb.CatalogException:
             if _exists(cursor, source):  # the view could not be made for another reason: run nothing
                 raise
             continue  # not a table of the store: a CTE's name (or an unknown one, which fails to bind)
         except duckdb.BinderException:  # a table without a tenant column: none of its rows is a tenant's
             cursor.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM {source} WHERE false")
+
+
+def _rows_of(
+    cursor: duckdb.DuckDBPyConnection,
+    source: str,
+    owned: str,
+    guard_columns: Callable[[duckdb.DuckDBPyConnection, str], list[str]] | None,
+    empty: bool,
+) -> str:
+    """The query of a tenant's view of ``source`` (see ``_scope``). Unguarded, a source without a tenant column
+    fails to bind it."""
+    columns = guard_columns(cursor, source) if guard_columns is not None and not empty else None
+    if empty or (columns is not None and "tenant" not in columns):
+        return f"SELECT * FROM {source} WHERE false"  # DuckDB drops the scan before planning it
+    return f"SELECT {_owned_columns(columns, owned) if columns is not None else '*'} FROM {source} WHERE {owned}"
 
 
 def view_column_names(cursor: duckdb.DuckDBPyConnection, source: str) -> list[str]:
