@@ -67,7 +67,7 @@ class _SessionState:
         self.report: Any = None  # the merged EvalReport, once the session finished
         self.written: list[str] = []
         self.problems: list[str] = []
-        self.baseline: Any = None  # (name, EvalReport) resolved at configure time
+        self.baseline: Any = None  # (name, run outcomes: evaluation.run_outcomes.Run) resolved at configure time
         self.gate: Any = None  # the RunComparison against it
         self.recorded_run: str | None = None
         self.incomplete: str | None = None  # why the session graded only part of what it collected

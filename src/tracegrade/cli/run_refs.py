@@ -1,17 +1,22 @@
 """What ``diff`` and ``gate`` accept as a run: a recorded run id (or unique prefix), ``latest`` / ``latest~N``
-(the newest recorded run, the one N before it), or a saved report JSON file."""
+(the newest recorded run, the one N before it), or a saved report JSON file; each read as the outcomes they
+compare (:mod:`tracegrade.evaluation.run_outcomes`), not as a full report."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
+
+from pydantic import ValidationError
 
 from tracegrade.cli.common import UsageProblem
 from tracegrade.cli.grading_store import open_grading_store
 from tracegrade.cli.report import load_report
 from tracegrade.errors import InvalidValueError, TracegradeError
-from tracegrade.evaluation.run_records import list_runs, load_run
-from tracegrade.models.results import EvalReport
+from tracegrade.evaluation.run_outcomes import Run, run_outcomes
+from tracegrade.evaluation.run_records import list_runs, load_run_outcomes
+from tracegrade.models.file_text import MAX_REPORT_BYTES
 
 __all__ = ["load_runs"]
 
@@ -21,16 +26,16 @@ _FORMS = (
 )
 
 
-def load_runs(refs: list[str], store_path: Path | str, token: str | None) -> list[tuple[str, EvalReport]]:
-    """Each reference's ``(display name, report)``, in order; the store is opened only when a reference needs it.
+def load_runs(refs: list[str], store_path: Path | str, token: str | None) -> list[tuple[str, Run]]:
+    """Each reference's ``(display name, run)``, in order; the store is opened only when a reference needs it.
 
     A reference that names an existing file is read as a report; anything else is looked up in the store.
     """
-    loaded: dict[int, tuple[str, EvalReport]] = {}
+    loaded: dict[int, tuple[str, Run]] = {}
     stored = []
     for i, ref in enumerate(refs):
         if Path(ref).is_file():
-            loaded[i] = (ref, load_report(Path(ref)))
+            loaded[i] = (ref, _report_file(Path(ref)))
         else:
             stored.append(i)
     if stored:
@@ -41,7 +46,7 @@ def load_runs(refs: list[str], store_path: Path | str, token: str | None) -> lis
                 for i in stored:
                     run_id = _run_id(store.reader, refs[i])
                     try:
-                        loaded[i] = (run_id, load_run(store.reader, run_id))
+                        loaded[i] = (run_id, load_run_outcomes(store.reader, run_id))
                     except (KeyError, InvalidValueError) as exc:
                         raise UsageProblem(f"{exc.args[0]} (or give a report JSON file)") from None
         except TracegradeError as exc:
@@ -51,6 +56,36 @@ def load_runs(refs: list[str], store_path: Path | str, token: str | None) -> lis
                 f"report file {paths[0]} does not exist (looked up as a run instead: {exc}); check the path"
             ) from None
     return [loaded[i] for i in range(len(refs))]
+
+
+def _report_file(path: Path) -> Run:
+    """The outcomes of the report file at ``path``, validated from its bytes as they are. Anything they do not
+    take (a file that is no report or too large, JSON the parser refuses, a lone surrogate escape, a value of the
+    wrong type) is read by :func:`load_report` instead, whose error says what is wrong, where, and how to fix it;
+    the few files only it accepts are compared as the full report it returns."""
+    data: bytes | None = None
+    try:
+        with path.open("rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            # a file of no size may be one that tells none (/proc), and one that grew while being read is one
+            # whose size load_report says
+            if 0 < size <= MAX_REPORT_BYTES:
+                data = handle.read(size + 1)
+                data = data.removeprefix(_BYTE_ORDER_MARK) if len(data) == size else None
+    except OSError:
+        pass
+    if data is not None:
+        try:
+            outcomes = run_outcomes(data)
+        except ValidationError:
+            pass
+        else:
+            if "results" in outcomes.model_fields_set:  # only a report has results (cli.file_kinds.document_kind)
+                return outcomes
+    return load_report(path)
+
+
+_BYTE_ORDER_MARK = b"\xef\xbb\xbf"
 
 
 def _looks_like_a_path(ref: str) -> bool:

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from tracegrade.errors import InvalidValueError
 from tracegrade.evaluation.run_diff import first_divergence, results_by_id
+from tracegrade.evaluation.run_outcomes import Case, Run
 from tracegrade.evaluation.statistics import (
     holm_adjust,
     mcnemar_exact,
@@ -28,7 +29,6 @@ from tracegrade.evaluation.statistics import (
     paired_permutation_p,
     percentile_bootstrap,
 )
-from tracegrade.models.results import EvalCaseResult, EvalReport
 
 __all__ = ["CASES", "MARKDOWN_FLIPS", "Flip", "MetricComparison", "RunComparison", "compare_runs", "empty_runs"]
 
@@ -185,8 +185,8 @@ _TAG_START = re.compile(r"<(?=[A-Za-z!/?])")
 
 
 def compare_runs(
-    baseline: EvalReport,
-    candidate: EvalReport,
+    baseline: Run,
+    candidate: Run,
     *,
     alpha: float = 0.05,
     max_drop: float | None = None,
@@ -261,11 +261,11 @@ def compare_runs(
 Row = tuple[bool, bool, float, float]  # passed in baseline, in candidate; score in baseline, in candidate
 
 
-def _case_pass(r: EvalCaseResult) -> bool:
+def _case_pass(r: Case) -> bool:
     return r.passed and not r.is_error
 
 
-def _case_score(r: EvalCaseResult) -> float:
+def _case_score(r: Case) -> float:
     """The case's pass fraction: over its trials when it ran several (finer than its one verdict). Counted from the
     trial counts, which are whole numbers: the ``mean`` beside them is the same fraction as a float, which a saved
     report may hold as null (NaN). Counts that do not make a fraction (hand-edited) leave the case's verdict."""
@@ -275,7 +275,7 @@ def _case_score(r: EvalCaseResult) -> float:
     return 1.0 if _case_pass(r) else 0.0
 
 
-def _grading_error(pair: tuple[EvalCaseResult, EvalCaseResult], names: tuple[str, str]) -> str | None:
+def _grading_error(pair: tuple[Case, Case], names: tuple[str, str]) -> str | None:
     """Why a case both runs hold has no verdict to compare, in words: the first criterion whose grading errored on it
     in either run; None when both graded it. A run without a response (its agent crashed or said nothing) is graded:
     it failed, as the same run graded live fails with the agent's error."""
@@ -286,18 +286,18 @@ def _grading_error(pair: tuple[EvalCaseResult, EvalCaseResult], names: tuple[str
     return None
 
 
-def _case_deltas(paired: list[tuple[EvalCaseResult, EvalCaseResult]]) -> list[float]:
+def _case_deltas(paired: list[tuple[Case, Case]]) -> list[float]:
     return [_case_score(b) - _case_score(a) for a, b in paired]
 
 
-def _criterion_names(paired: list[tuple[EvalCaseResult, EvalCaseResult]]) -> list[str]:
+def _criterion_names(paired: list[tuple[Case, Case]]) -> list[str]:
     names: dict[str, None] = {}
     for a, _ in paired:
         names.update((c.criterion, None) for c in a.criterion_results)
     return list(names)
 
 
-def _criterion_rows(paired: list[tuple[EvalCaseResult, EvalCaseResult]], name: str, runs: tuple[str, str]) -> list[Row]:
+def _criterion_rows(paired: list[tuple[Case, Case]], name: str, runs: tuple[str, str]) -> list[Row]:
     """The cases where both runs graded ``name`` (a skipped criterion is not graded). A score that is not a
     finite number (NaN from a hand-edited report or a custom criterion) is refused: it would make every
     statistic of the criterion NaN and its p-value meaningless (the sign-flip test gave 2.0)."""
@@ -376,7 +376,7 @@ def _judge(metrics: list[MetricComparison], alpha: float, max_drop: float | None
     return judged
 
 
-def _flips(paired: list[tuple[EvalCaseResult, EvalCaseResult]]) -> list[Flip]:
+def _flips(paired: list[tuple[Case, Case]]) -> list[Flip]:
     flips = []
     for a, b in paired:
         before, after = _case_pass(a), _case_pass(b)
@@ -458,13 +458,13 @@ def _decide(
     return "pass", []
 
 
-def empty_runs(baseline: EvalReport, candidate: EvalReport, names: tuple[str, str]) -> list[str]:
+def empty_runs(baseline: Run, candidate: Run, names: tuple[str, str]) -> list[str]:
     """The names of the runs without any case result (their grading failed, or their eval set selected nothing):
     told apart from two runs of different eval sets when no case pairs."""
     return [name for name, report in zip(names, (baseline, candidate)) if not report.results]
 
 
-def _nothing_paired(baseline: EvalReport, candidate: EvalReport, names: tuple[str, str]) -> str:
+def _nothing_paired(baseline: Run, candidate: Run, names: tuple[str, str]) -> str:
     """Why no case was graded in both runs, in words."""
     empty = empty_runs(baseline, candidate, names)
     if empty:
@@ -473,9 +473,7 @@ def _nothing_paired(baseline: EvalReport, candidate: EvalReport, names: tuple[st
     return "no case was graded in both runs: nothing to compare (are these runs of the same eval set?)"
 
 
-def _coverage_doubts(
-    baseline: EvalReport, candidate: EvalReport, names: tuple[str, str], missing: list[str]
-) -> list[str]:
+def _coverage_doubts(baseline: Run, candidate: Run, names: tuple[str, str], missing: list[str]) -> list[str]:
     """Why the paired cases may not stand for the candidate run: a run that was interrupted (its report marked
     ``metadata.incomplete``), or baseline cases the candidate lacks (a case that crashed the harness, was cut
     from the eval set or never ran would otherwise pass the gate unseen)."""

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tracegrade.errors import InvalidValueError
-from tracegrade.models.dataset import ToolCall
+from tracegrade.evaluation.run_outcomes import Call, Case, Criterion, Run
 from tracegrade.models.json_values import json_equal
-from tracegrade.models.results import CriterionResult, EvalCaseResult, EvalReport
 
 __all__ = ["KINDS", "CaseDiff", "CriterionChange", "RunDiff", "diff_reports", "first_divergence", "results_by_id"]
 
@@ -133,20 +133,22 @@ class RunDiff:
         }
 
 
-def _status(r: EvalCaseResult | None) -> str | None:
+def _status(r: Case | None) -> str | None:
     if r is None:
         return None
     return "error" if r.is_error else "pass" if r.passed else "fail"
 
 
-def _trajectory_changes(a: EvalCaseResult, b: EvalCaseResult) -> list[str]:
+def _trajectory_changes(a: Case, b: Case) -> list[str]:
     changes = []
-    tools_a = [t.name for t in a.actual_tool_calls]
-    tools_b = [t.name for t in b.actual_tool_calls]
+    calls_a: Sequence[Call] = a.actual_tool_calls
+    calls_b: Sequence[Call] = b.actual_tool_calls
+    tools_a = [t.name for t in calls_a]
+    tools_b = [t.name for t in calls_b]
     if tools_a != tools_b:
         changes.append(f"tool calls: {tools_a} -> {tools_b}")
     else:
-        for i, (x, y) in enumerate(zip(a.actual_tool_calls, b.actual_tool_calls), 1):  # counted from 1, as below
+        for i, (x, y) in enumerate(zip(calls_a, calls_b), 1):  # counted from 1, as below
             if not json_equal(x.args, y.args):
                 changes.append(f"tool call {i} ({x.name}) arguments: {x.args} -> {y.args}")
     if a.node_visits != b.node_visits:
@@ -156,7 +158,7 @@ def _trajectory_changes(a: EvalCaseResult, b: EvalCaseResult) -> list[str]:
     return changes
 
 
-def first_divergence(a: EvalCaseResult, b: EvalCaseResult) -> str | None:
+def first_divergence(a: Case, b: Case) -> str | None:
     """Where B's trajectory first leaves A's, in words ("call 3: search(q=a) became search(q=b)"); None
     when the tool calls, the node order and the final response are all the same."""
     calls_a, calls_b = a.actual_tool_calls, b.actual_tool_calls
@@ -179,7 +181,7 @@ def first_divergence(a: EvalCaseResult, b: EvalCaseResult) -> str | None:
     return None
 
 
-def _call(call: ToolCall) -> str:
+def _call(call: Call) -> str:
     """``name(key=value, ...)``: strings bare, other values as compact JSON."""
     shown = ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v, default=str)}" for k, v in call.args.items())
     return _short(f"{call.name}({shown})")
@@ -189,12 +191,12 @@ def _short(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def results_by_id(report: EvalReport, run: str) -> dict[str, EvalCaseResult]:
+def results_by_id(report: Run, run: str) -> dict[str, Case]:
     """``report``'s case results by eval id, in its order. Two runs are compared case by case, paired by eval id:
     a run (``run`` names it) holding one eval id twice has no one result to pair, so it is refused, naming the
     ids. An eval set cannot hold an id twice, and repeated trials are combined into one result, so such a report
     was put together some other way (two reports merged by hand)."""
-    by_id: dict[str, EvalCaseResult] = {}
+    by_id: dict[str, Case] = {}
     repeated: dict[str, int] = {}
     for result in report.results:
         if result.eval_id in by_id:
@@ -210,13 +212,13 @@ def results_by_id(report: EvalReport, run: str) -> dict[str, EvalCaseResult]:
     return by_id
 
 
-def _error(result: CriterionResult | None) -> str | None:
+def _error(result: Criterion | None) -> str | None:
     """Why ``result`` has no verdict: its grading error, unless it was skipped (it did not apply, so nothing
     failed); a run that recorded no response has a verdict (it failed), as ``compare_runs`` reads it too."""
     return result.error if result is not None and not result.skipped and result.is_grading_error else None
 
 
-def diff_reports(a: EvalReport, b: EvalReport, run_a: str = "A", run_b: str = "B") -> RunDiff:
+def diff_reports(a: Run, b: Run, run_a: str = "A", run_b: str = "B") -> RunDiff:
     """Case by case (matched by eval id, in A's order then B's new cases); a run holding an eval id twice is
     refused (see :func:`results_by_id`)."""
     by_a = results_by_id(a, run_a)

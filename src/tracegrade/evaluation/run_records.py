@@ -19,7 +19,8 @@ metadata) as JSON, and ``eval_runs.case_results`` every case result as one zstd-
 case result repeats what each LLM call was given (``messages``, ``node_responses``, ``node_details``), and
 storing that as plain text cost more than grading the run (bench/RESULTS.md, run recording).
 Recorded case by case, each case's result JSON is in ``eval_run_cases`` and the run's counts are
-recomputed over all its cases each time. ``load_run`` puts the report together when it is read.
+recomputed over all its cases each time. ``load_run`` puts the report together when it is read;
+``load_run_outcomes`` reads only what ``gate`` and ``diff`` compare.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from pydantic import BaseModel, TypeAdapter
 from pydantic_core import PydanticSerializationError
 
 from tracegrade.errors import InvalidValueError, NotFoundError
+from tracegrade.evaluation.run_outcomes import RunOutcomes, case_outcomes, run_outcomes
 from tracegrade.json_output import json_text
 from tracegrade.models.results import EvalCaseResult, EvalReport
 from tracegrade.output_files import well_formed_text
@@ -52,6 +54,7 @@ __all__ = [
     "check_run_id",
     "list_runs",
     "load_run",
+    "load_run_outcomes",
     "new_run_id",
     "record_cases",
     "record_report",
@@ -314,7 +317,12 @@ def _pack_cases(results: list[EvalCaseResult]) -> bytes:
 
 
 def _unpack_cases(blob: bytes) -> list[EvalCaseResult]:
-    return _CASE_LIST.validate_json(pa.input_stream(pa.py_buffer(blob), compression="zstd").read())
+    return _CASE_LIST.validate_json(_unpacked(blob))
+
+
+def _unpacked(blob: bytes) -> bytes:
+    """The JSON array of case results that :func:`_pack_cases` compressed into ``blob``."""
+    return pa.input_stream(pa.py_buffer(blob), compression="zstd").read()
 
 
 # A run id names its run in URLs (/ui/runs/<id>, /ui/api/runs/<id>), so it is one path segment that needs no
@@ -356,6 +364,37 @@ def list_runs(store: RunSink, limit: int = 20, kind: str | None = None) -> list[
 
 def load_run(store: RunSink, run_id: str) -> EvalReport:
     """The recorded report of a run (an id prefix is accepted when unique)."""
+    found, text, packed = _run_row(store, run_id)
+    if text is None:
+        return _casewise_report(store, found)
+    report = EvalReport.model_validate_json(text)
+    if packed is not None:
+        report.results = _unpack_cases(packed)
+    return report
+
+
+def load_run_outcomes(store: RunSink, run_id: str) -> RunOutcomes:
+    """What ``gate`` and ``diff`` read of a recorded run (an id prefix is accepted when unique): its cases'
+    verdicts and trajectories, without building the rest of each case (:mod:`tracegrade.evaluation.run_outcomes`)."""
+    found, text, packed = _run_row(store, run_id)
+    if text is None:
+        eval_set_id, metadata = store.query(
+            "SELECT eval_set_id, metadata FROM eval_runs WHERE run_id = ?", [found]
+        ).rows[0]
+        cases = store.query("SELECT result FROM eval_run_cases WHERE run_id = ? ORDER BY eval_id", [found]).rows
+        return RunOutcomes(
+            eval_set_id=eval_set_id,
+            results=case_outcomes("[" + ",".join(row[0] for row in cases) + "]"),
+            metadata=json.loads(metadata) if metadata else {},
+        )
+    outcomes = run_outcomes(text)
+    if packed is not None:
+        outcomes.results = case_outcomes(_unpacked(packed))
+    return outcomes
+
+
+def _run_row(store: RunSink, run_id: str) -> tuple[str, str | None, bytes | None]:
+    """The id, report text and packed cases of the one run ``run_id`` names (its id, or a unique prefix of it)."""
     rows = store.query("SELECT run_id, report, case_results FROM eval_runs WHERE starts_with(run_id, ?)", [run_id]).rows
     exact = [r for r in rows if r[0] == run_id]
     if exact:
@@ -366,12 +405,7 @@ def load_run(store: RunSink, run_id: str) -> EvalReport:
         shown = ", ".join(r[0] for r in rows[:5])
         raise InvalidValueError(f"run id prefix {run_id!r} is ambiguous: {shown}; give more of the id")
     found, text, packed = rows[0]
-    if text is None:
-        return _casewise_report(store, found)
-    report = EvalReport.model_validate_json(text)
-    if packed is not None:
-        report.results = _unpack_cases(packed)
-    return report
+    return found, text, packed
 
 
 def _casewise_report(store: RunSink, run_id: str) -> EvalReport:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracegrade.evaluation.compare import RunComparison, compare_runs
+from tracegrade.evaluation.run_outcomes import Run
 from tracegrade.models.results import EvalReport
 from tracegrade.reporters.text import one_line
 from tracegrade.store.lake_location import is_lake_location
@@ -44,8 +45,8 @@ class GateSettings:
     strict: bool = False
 
 
-def load_baseline(ref: str, store: str | Path | None, token: str | None) -> tuple[str, EvalReport]:
-    """``(display name, report)`` of the baseline ``ref``, a run looked up in ``store`` (a file or a lake) unless
+def load_baseline(ref: str, store: str | Path | None, token: str | None) -> tuple[str, Run]:
+    """``(display name, run)`` of the baseline ``ref``, a run looked up in ``store`` (a file or a lake) unless
     it names a report file; a TracegradeError says what is wrong with it."""
     from tracegrade.cli.common import UsageProblem
     from tracegrade.cli.run_refs import load_runs
@@ -85,7 +86,7 @@ def _no_store_yet(store: str | Path) -> str:
     )
 
 
-def gate_session(baseline: tuple[str, EvalReport], session: EvalReport, settings: GateSettings) -> RunComparison:
+def gate_session(baseline: tuple[str, Run], session: EvalReport, settings: GateSettings) -> RunComparison:
     """The session's report compared with the baseline's."""
     name, report = baseline
     return compare_runs(
