@@ -13,17 +13,21 @@ A real receiver on loopback, raw sockets for the clients.
 
 from __future__ import annotations
 
+import asyncio
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 
 from tests.support.raw_http import first_answer, request_head
 from tests.support.server_inprocess import RunningServer, running_server
 from tests.support.server_requests import count_spans, span_json, traces_proto, unique_trace_id
 from tests.support.slow_senders import ANSWER_WAIT
 from tests.support.waiting import wait_for_value
+from tracegrade.ingest.expect_continue import close_unless_continued, defer_continue
 
 TOKEN = "expect-continue-token-0123456789"
 AUTH = f"Authorization: Bearer {TOKEN}"
@@ -102,6 +106,49 @@ def test_an_unsupported_expectation_is_refused_unread(server: RunningServer) -> 
     assert status == b"HTTP/1.1 417 Expectation Failed", body
     assert b"send 'Expect: 100-continue' or none" in body
     assert (headers["connection"], closed) == ("close", b"")
+
+
+def test_a_refused_client_that_sent_its_body_without_waiting_keeps_its_connection(server: RunningServer) -> None:
+    """One that asked but sent its body at once (curl does after 1 s): the body is thrown away as it arrives and the
+    connection carries the next request. Closed under a client still sending, its send fails, and a client library
+    reports that instead of the refusal."""
+    body = b"x" * 100
+    with socket.create_connection(("127.0.0.1", server.server.http_port or 0), timeout=ANSWER_WAIT) as client:
+        client.sendall(request_head("/v1/traces", len(body), EXPECT) + body)
+        status, headers, answer = first_answer(client)
+        assert status == b"HTTP/1.1 401 Unauthorized", answer
+        assert headers.get("connection") != "close"
+        client.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert first_answer(client)[0] == b"HTTP/1.1 200 OK"
+
+
+async def _raises_forbidden(request: web.Request) -> web.Response:
+    raise web.HTTPForbidden(text="refused by a raised answer")
+
+
+def test_a_refusal_raised_as_an_http_exception_closes_the_waiting_clients_connection() -> None:
+    """aiohttp sends a raised HTTPException itself, after every middleware, and keeps the connection."""
+    app = web.Application(middlewares=[close_unless_continued])
+    app.router.add_post("/v1/traces", _raises_forbidden, expect_handler=defer_continue)
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    runner = web.AppRunner(app)
+    asyncio.run_coroutine_threadsafe(runner.setup(), loop).result()
+    try:
+        site = web.SockSite(runner, socket.create_server(("127.0.0.1", 0)))
+        asyncio.run_coroutine_threadsafe(site.start(), loop).result()
+        port = int(site.name.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=ANSWER_WAIT) as client:
+            client.sendall(request_head("/v1/traces", 100, EXPECT))
+            status, headers, body = first_answer(client)
+            assert status == b"HTTP/1.1 403 Forbidden", body
+            assert (headers["connection"], client.recv(1)) == ("close", b"")
+    finally:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.close()
 
 
 def test_an_export_that_passes_is_told_to_go_on_stored_and_its_connection_kept(server: RunningServer) -> None:

@@ -1,7 +1,8 @@
-"""A lake receiver replaces its DuckDB connection once ``renew_after_commits`` lake commits (its own and other
-processes') came since it opened (DuckDB keeps memory per DuckLake snapshot it took in until its database closes),
-while real OTLP exporters send and a tenant's queries (``/v1/query``, MCP's ``run_sql``: several statements each, on a
-cursor of the connection) keep reading: no query fails, and every acknowledged span is stored once."""
+"""A lake receiver replaces its DuckDB connection once it made ``renew_after_commits`` commits on it (a read-only
+store: reads at a snapshot newer than its last; DuckDB keeps memory per DuckLake snapshot it took in until its
+database closes), while real OTLP exporters send and a tenant's queries (``/v1/query``, MCP's ``run_sql``: several
+statements each, on a cursor of the connection) keep reading: no query fails, and every acknowledged span is stored
+once."""
 
 from __future__ import annotations
 

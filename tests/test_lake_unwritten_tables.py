@@ -127,3 +127,30 @@ def test_a_tenants_views_are_made_in_the_querys_transaction_without_a_statement_
             assert cursor.execute("SELECT count(*) FROM schema_version").fetchall() == [(0,)]
         finally:
             store._reads.end(cursor)
+
+
+def test_a_relation_named_in_another_case_gets_the_tenants_view(lake: tuple[str, Path]) -> None:
+    """DuckDB binds a query's ``notes`` to a relation named ``Notes``: one left without its tenant's view (its name not
+    found among the lower-case names a query's are compared with) showed the tenant every tenant's rows."""
+    location, data = lake
+    with LakeStore(location, data_path=data) as store:
+        store.execute_write('CREATE TABLE main."Notes" (tenant VARCHAR, note VARCHAR)')
+        store.execute_write("INSERT INTO main.\"Notes\" VALUES ('acme', 'mine'), ('globex', 'theirs')")
+        assert store.query("SELECT note FROM notes", tenant="acme").rows == [("mine",)]
+
+
+def test_a_table_replaced_after_the_querys_snapshot_is_read_as_that_snapshot_holds_it(lake: tuple[str, Path]) -> None:
+    """The catalog is read after the snapshot is taken: a table of the same name made meanwhile (after a DROP, or a
+    CREATE OR REPLACE) has no statistics yet, but it is not the table the query reads, which has rows."""
+    location, data = lake
+    with LakeStore(location, data_path=data) as store, LakeStore(location, data_path=data) as other:
+        store.write([make_span(1, 1)], [make_log(1, 1)], tenant="acme")
+        cursor = store._cursor()
+        try:
+            cursor.begin()
+            cursor.execute("SELECT id FROM ducklake_current_snapshot('lake')").fetchall()  # the query's snapshot
+            other.execute_write("CREATE OR REPLACE TABLE raw.logs AS SELECT * FROM raw.logs LIMIT 0")
+            store._scope_views(cursor, "acme", frozenset({"logs"}))
+            assert cursor.execute("SELECT count(*) FROM logs").fetchall() == [(1,)]
+        finally:
+            store._reads.end(cursor)

@@ -28,8 +28,15 @@ def wait_until(
     while not condition():
         if time.monotonic() > deadline:
             message = f"timed out after {timeout:g}s waiting for {what}"
-            raise AssertionError(f"{message}\n{explain()}" if explain is not None else message)
+            raise AssertionError(f"{message}\n{_explained(explain)}" if explain is not None else message)
         time.sleep(interval)
+
+
+def _explained(explain: Callable[[], str]) -> str:
+    try:
+        return explain()
+    except Exception as exc:  # the timeout is the failure to report, not this
+        return f"(could not say more: {exc!r})"
 
 
 def wait_for_value(read: Callable[[], T], expected: T, what: str, timeout: float = 30.0, interval: float = 0.2) -> T:

@@ -56,10 +56,22 @@ async def send_continue(request: web.Request) -> None:
 async def close_unless_continued(request: web.Request, handler: Any) -> web.StreamResponse:
     """The outermost middleware: the answer to a request whose client still waits for ``100 Continue`` (refused
     before its body was asked for) is sent, and then its connection closed, as its client will send no body."""
-    response = await handler(request)
-    if request.get(_DEFERRED) and not response.prepared:
+    try:
+        response = await handler(request)
+    except web.HTTPException as raised:  # aiohttp would send it and keep the connection, waiting for the body
+        if _still_waiting(request, raised):
+            await _close_after(request, raised)
+        raise
+    if _still_waiting(request, response):
         await _close_after(request, response)
     return response
+
+
+def _still_waiting(request: web.Request, response: web.StreamResponse) -> bool:
+    """Whether ``request``'s client waits for ``100 Continue`` yet, ``response`` unsent. One that sent its body
+    without waiting (curl does after 1 s) is let finish it, its connection kept: closed under it, its send fails,
+    and a client library then reports that rather than the answer."""
+    return bool(request.get(_DEFERRED)) and not response.prepared and not request.content.total_bytes
 
 
 async def _close_after(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:

@@ -83,7 +83,7 @@ from tracegrade.store.schema import SCHEMA_VERSION
 from tracegrade.store.span_keys import start_ranges
 from tracegrade.store.tenancy import DEFAULT_TENANT, TraceKey
 from tracegrade.store.trace_deletion import Deleted
-from tracegrade.store.trace_store import DEFAULT_WRITER_THREADS, QUERY_SPILL_LIMIT, TraceStore, _scope
+from tracegrade.store.trace_store import DEFAULT_WRITER_THREADS, QUERY_SPILL_LIMIT, TraceStore, tenant_views
 
 __all__ = ["CATALOG_ALIAS", "COMMIT_SECONDS", "MAX_RETRY_COUNT", "LakeStore"]
 
@@ -119,7 +119,9 @@ class LakeStore(TraceStore):
     and every process must see the same path. Read-only opens take it from the catalog.
     """
 
-    _scan_filters_run_early = True  # DuckDB 1.5's Parquet reader reorders the filters it runs in a scan
+    # a tenant's views also blank every column of other tenants' rows (see ``tenant_views``): DuckDB 1.5's Parquet
+    # reader may run a query's own filter on rows before the tenant's condition has dropped them
+    _scan_filters_run_early = True
     _views_in_query_transaction = True
 
     def __init__(
@@ -343,7 +345,7 @@ class LakeStore(TraceStore):
         known = self._view_columns_known
         catalog = known.snapshot(cursor, CATALOG_ALIAS, RAW_SCHEMA)
         version = catalog.schema_version
-        _scope(
+        tenant_views(
             cursor,
             tenant,
             names,

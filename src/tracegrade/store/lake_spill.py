@@ -86,6 +86,9 @@ def remove_abandoned() -> list[str]:
 
 
 def _remove_if_abandoned(spill: str) -> bool:
+    with _OPEN_LOCK:
+        if spill in _OPEN:  # this process's own: never taken by a lock where flock is per process (NFS emulates it)
+            return False
     try:
         fd = os.open(os.path.join(spill, _OWNER), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:

@@ -1,7 +1,7 @@
 """What a tenant's query on a lake learns from the catalog: each table's column names, and which tables were never
 written to.
 
-A tenant's query on a lake names every column of each table it reads (``TraceStore._scope``, ``guard_columns``).
+A tenant's query on a lake names every column of each table it reads (``trace_store.tenant_views``, ``guard_columns``).
 Reading them (``SELECT * … LIMIT 0``) costs 3 to 10 ms a table, on every query. They change only with the lake's
 schema (a migration by any process on the lake, a new column), and DuckLake numbers those changes: each snapshot
 records the schema version it was taken at, in the catalog's PostgreSQL database. So the lists are kept for one
@@ -12,7 +12,7 @@ DuckLake plans a scan asking its catalog for each column's statistics, and keeps
 never written to has none, so every query asks again: two catalog round trips per column of every scan of such a
 table (bench/RESULTS.md, tables never written to). DuckLake adds a table's statistics in the commit of its first rows
 and removes them only with the table, so a table without any, looked up after the query's snapshot was taken, held no
-row in that snapshot: its tenant view plans no scan (``_scope``'s ``empty``).
+row in that snapshot: its tenant view plans no scan (``tenant_views``' ``empty``).
 """
 
 from __future__ import annotations
@@ -31,11 +31,13 @@ from tracegrade.store.trace_store import view_column_names
 __all__ = ["SnapshotCatalog", "ViewColumns"]
 
 # DuckLake's own metadata tables, in the schema they were created in (the connection's default: tracegrade names
-# none). One snapshot's schema version, and the current tables of one schema without statistics (never written to):
+# none). One snapshot's schema version, and the current tables of one schema without statistics (never written to),
+# made at or before it (a table of that name made after it, as after a DROP, is not the one the snapshot holds):
 _SNAPSHOT_SQL = """
 SELECT (SELECT schema_version FROM ducklake_snapshot WHERE snapshot_id = %(snapshot)s),
        ARRAY(SELECT t.table_name FROM ducklake_table t JOIN ducklake_schema s ON s.schema_id = t.schema_id
              WHERE s.schema_name = %(schema)s AND s.end_snapshot IS NULL AND t.end_snapshot IS NULL
+               AND t.begin_snapshot <= %(snapshot)s
                AND NOT EXISTS (SELECT FROM ducklake_table_stats r WHERE r.table_id = t.table_id))
 """
 _NEWEST_SNAPSHOT_SQL = "SELECT max(snapshot_id) FROM ducklake_snapshot"
@@ -115,5 +117,7 @@ class ViewColumns:
 
 
 def _relation_names(cursor: duckdb.DuckDBPyConnection, database: str, schema: str) -> frozenset[str]:
+    """Lower-case, as a query's names are (``check_read_only``): DuckDB binds a name to a relation whatever the case
+    of either, so a relation named in another case must get its tenant view too."""
     rows = cursor.execute(_RELATIONS_SQL, {"database": database, "schema": schema}).fetchall()
-    return frozenset(name for (name,) in rows)
+    return frozenset(name.lower() for (name,) in rows)

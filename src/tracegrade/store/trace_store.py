@@ -177,10 +177,7 @@ def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
 class TraceStore:
     """The trace store on one DuckDB file. ``read_only=True`` opens it for reading only (no migration)."""
 
-    # Whether a tenant's views also blank every column of other tenants' rows (see ``_scope``): needed where a
-    # scan may run a query's own filter on rows before the tenant's condition has dropped them.
-    _scan_filters_run_early = False
-    # a tenant's views made inside its query's transaction (see _scope's ``relations``), or before it: on a lake,
+    # a tenant's views made inside its query's transaction (see tenant_views' ``relations``), or before it: on a lake,
     # each statement outside one is a transaction of its own, reading the lake's snapshot again
     _views_in_query_transaction = False
 
@@ -714,7 +711,7 @@ class TraceStore:
         """Run one read-only statement on a fresh cursor. A statement that is not one SELECT, or reaches
         outside the store, raises QueryRefused; one stopped through ``control`` raises QueryCancelled, and
         ``control.max_rows`` caps the rows fetched (see ``QueryResult.truncated``). With ``tenant`` the
-        statement sees that tenant's rows only (see ``_scope``), else every tenant's."""
+        statement sees that tenant's rows only (see ``tenant_views``), else every tenant's."""
         return self._run(sql, params, check=True, control=control, tenant=tenant)
 
     def query_arrow(
@@ -740,7 +737,7 @@ class TraceStore:
         tenant: str | None = None,
     ) -> QueryResult:
         """``use=False``: on a cursor where the store's tables must be named in full (no USE statement).
-        ``tenant``: the statement sees that tenant's rows only (see ``_scope``)."""
+        ``tenant``: the statement sees that tenant's rows only (see ``tenant_views``)."""
         tables = check_read_only(sql, scoped=tenant is not None) if check else frozenset[str]()
         self._require_open()
         cursor = self._cursor(use=use)
@@ -789,13 +786,9 @@ class TraceStore:
             self._reads.end(cursor)  # rolls back the open transaction
 
     def _scope_views(self, cursor: duckdb.DuckDBPyConnection, tenant: str, names: frozenset[str]) -> None:
-        """Give ``cursor`` ``tenant``'s views of the tables ``names`` (see ``_scope``), before the query's transaction
-        (``_views_in_query_transaction``)."""
-        _scope(cursor, tenant, names, self._view_columns if self._scan_filters_run_early else None)
-
-    def _view_columns(self, cursor: duckdb.DuckDBPyConnection, source: str) -> list[str]:
-        """The column names of ``source`` (a table or view of the store, named in full), for a guarded tenant view."""
-        return view_column_names(cursor, source)
+        """Give ``cursor`` ``tenant``'s views of the tables ``names`` (see ``tenant_views``), before the query's
+        transaction (``_views_in_query_transaction``)."""
+        tenant_views(cursor, tenant, names)
 
     def _cursor(self, *, use: bool = True) -> duckdb.DuckDBPyConnection:
         """A new cursor on the store's database, to be ended with ``self._reads.end`` (cursors of an attached
@@ -863,7 +856,7 @@ def _fetch_within_bytes(
             rows.append(row)
 
 
-def _scope(
+def tenant_views(
     cursor: duckdb.DuckDBPyConnection,
     tenant: str,
     names: frozenset[str],
@@ -922,7 +915,7 @@ def _rows_of(
     guard_columns: Callable[[duckdb.DuckDBPyConnection, str], list[str]] | None,
     empty: bool,
 ) -> str:
-    """The query of a tenant's view of ``source`` (see ``_scope``). Unguarded, a source without a tenant column
+    """The query of a tenant's view of ``source`` (see ``tenant_views``). Unguarded, a source without a tenant column
     fails to bind it."""
     columns = guard_columns(cursor, source) if guard_columns is not None and not empty else None
     if empty or (columns is not None and "tenant" not in columns):
