@@ -1,27 +1,35 @@
-"""``Expect: 100-continue`` on the OTLP/HTTP export routes: the client is told to send its body only once its
-request passed every check that needs no body, and a refusal before then closes the connection.
+"""``Expect: 100-continue`` on every POST route: the client is told to send its body only once its request passed
+every check that needs no body, and a refusal before then closes the connection.
 
 aiohttp answers ``100 Continue`` itself, before any middleware or handler runs, so a client that asked first would
-send its whole body only to be refused. An export route is given :func:`defer_continue` as its ``Expect`` handler
-instead, which tells nothing yet; the handler calls :func:`send_continue` once it is about to read the body. A
-request refused before then, by a middleware (the failed-authentication limit, several ``Authorization`` headers,
-the host guard) or by the handler (a bad token, a body declared too large, every slot taken), sends no body: its
-client waits for ``100 Continue`` or a final answer. aiohttp, though, would keep the connection after the answer
-and wait up to 10 s for that body, to discard it; and a client that went on to send its next request there would
-have it read as that body. :func:`close_unless_continued`, the outermost middleware, sends such an answer with
-``Connection: close`` and closes the connection after it.
-
-Every other route keeps aiohttp's own handler: its client is told to go on at once, so the body it sends is read
-or discarded and its connection stays usable.
+send its whole body only to be refused. A POST route is added with :func:`add_post` instead, which gives it
+:func:`defer_continue` as its ``Expect`` handler: that tells nothing yet, and the handler asks for the body
+(:func:`ask_for_body`, :func:`read_body`; an export's :func:`send_continue`) once it is about to read it. A request
+refused before then, by a middleware (the failed-authentication limit, several ``Authorization`` headers, the host
+guard) or by the handler (a bad token or scope, a body declared too large, an unsupported type, a purge or rebuild
+under way, every slot taken), sends no body: its client waits for ``100 Continue`` or a final answer. aiohttp,
+though, would keep the connection after the answer and wait up to 10 s for that body, to discard it; and a client
+that went on to send its next request there would have it read as that body. :func:`close_unless_continued`, the
+outermost middleware (:func:`add_post` puts it there), sends such an answer with ``Connection: close`` and closes
+the connection after it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from aiohttp import HttpVersion11, web
+from aiohttp import HttpVersion11, hdrs, web
 
-__all__ = ["close_unless_continued", "defer_continue", "expects_continue", "send_continue"]
+__all__ = [
+    "add_post",
+    "ask_for_body",
+    "close_unless_continued",
+    "defer_continue",
+    "expects_continue",
+    "read_body",
+    "send_continue",
+]
 
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _DEFERRED = "tracegrade.continue_deferred"  # request key: told nothing yet, waiting for ``send_continue``
@@ -43,6 +51,37 @@ async def defer_continue(request: web.Request) -> web.StreamResponse | None:
         message = f"unsupported Expect: {expect!r}; send 'Expect: 100-continue' or none"
         return await _close_after(request, web.Response(status=417, text=message))
     return None
+
+
+def add_post(
+    app: web.Application,
+    path: str,
+    handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+    *,
+    method: str = hdrs.METH_POST,
+) -> web.AbstractRoute:
+    """Add a route for ``method`` (POST; ``"*"``: any) to ``app`` (before it starts) whose waiting client is told to
+    send its body only when ``handler`` asks for it (:func:`ask_for_body`), and put :func:`close_unless_continued`
+    outermost among ``app``'s middlewares, so that it sees every refusal (the host guard's too, appended later)."""
+    if close_unless_continued not in app.middlewares:
+        app.middlewares.insert(0, close_unless_continued)
+    return app.router.add_route(method, path, handler, expect_handler=defer_continue)
+
+
+async def ask_for_body(request: web.Request) -> None:
+    """Tell a waiting client to send its body (:func:`send_continue`), unless the body it declares is past the app's
+    ``client_max_size``: that is refused first (aiohttp's 413, which the callers of ``request.read()`` handle),
+    rather than asked for only to be refused once that many bytes came."""
+    declared, limit = request.content_length, request.client_max_size
+    if declared is not None and limit and declared > limit:
+        raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=declared)
+    await send_continue(request)
+
+
+async def read_body(request: web.Request) -> bytes:
+    """``request``'s body, its client told to send it first (:func:`ask_for_body`)."""
+    await ask_for_body(request)
+    return await request.read()
 
 
 async def send_continue(request: web.Request) -> None:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from tracegrade.errors import StoreError
+from tracegrade.ingest.expect_continue import add_post
 from tracegrade.ingest.json_posts import Refusal, error_response, json_object, read_json_post
 from tracegrade.ingest.tokens import Authorize
 from tracegrade.store.trace_deletion import Deleted, checked_trace_ids
@@ -66,7 +67,7 @@ def add_forget_route(
         on_forgotten(deleted)
         return web.json_response({"forgotten": deleted.as_dict()})
 
-    app.router.add_post("/v1/forget", forget)
+    add_post(app, "/v1/forget", forget)
 
 
 def _settled_forget(

@@ -29,7 +29,7 @@ from aiohttp import StreamReader, web
 from tracegrade.errors import StoreError
 from tracegrade.ingest.body_budget import BodyBudget
 from tracegrade.ingest.decode.checks import type_name
-from tracegrade.ingest.expect_continue import close_unless_continued, defer_continue, send_continue
+from tracegrade.ingest.expect_continue import add_post, ask_for_body, read_body, send_continue
 from tracegrade.ingest.intake import (
     TOO_LARGE_HINT,
     BodyTimeout,
@@ -305,6 +305,7 @@ def _failed_auth_limit(throttle: AuthThrottle) -> Middleware:
                 # only before the body, a client could open many sign-ins, then send their forms, each with a
                 # guess, once its address was over the limit: every one would still be tried. So the form is
                 # read first (aiohttp keeps it for the handler) and the address checked again with it in.
+                await ask_for_body(request)
                 await request.post()
                 throttle.check(address, "http")
         except TooManyAuthFailures as refused:
@@ -356,13 +357,11 @@ class HttpFrontEnd:
         middlewares: list[Middleware] = [_one_authorization, _explain_routing_errors]
         if self._throttle is not None:
             middlewares.insert(0, _failed_auth_limit(self._throttle))  # before the other checks: refusing reads nothing
-        # outermost, so that it sees every refusal, the host guard's too (``serve`` appends that one)
-        middlewares.insert(0, close_unless_continued)
         app = web.Application(client_max_size=self._limit, middlewares=middlewares)
         # told to send their bodies only once their requests passed every check that needs none (read_limited_body)
-        app.router.add_post("/v1/traces", self._export_traces, expect_handler=defer_continue)
-        app.router.add_post("/v1/logs", self._export_logs, expect_handler=defer_continue)
-        app.router.add_post("/v1/query", self._query)
+        add_post(app, "/v1/traces", self._export_traces)
+        add_post(app, "/v1/logs", self._export_logs)
+        add_post(app, "/v1/query", self._query)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/healthz/worker", self._worker_healthz)
         app.router.add_get("/readyz", self._readyz)
@@ -440,7 +439,7 @@ class HttpFrontEnd:
         if _media_type(request) != "application/json":
             raise UnsupportedMediaType('send the query as application/json: {"sql": "...", "params": [...]}')
         try:
-            document = parse_json(await request.read())
+            document = parse_json(await read_body(request))
         except (ValueError, UnicodeDecodeError) as exc:
             raise Undecodable(f"the query body is not valid JSON: {exc}") from None
         except web.HTTPRequestEntityTooLarge as exc:

@@ -1,14 +1,17 @@
 """What the receiver's JSON endpoints beside OTLP and SQL share (``POST /v1/runs``, ``POST /v1/forget``): the
-caller's tenant from its bearer token, a body of ``application/json`` only, and refusals as ``{"error": …}``."""
+caller's tenant from its bearer token, a body of ``application/json`` only, asked for (``Expect: 100-continue``)
+only once every check that needs none passed, and refusals as ``{"error": …}``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
 from tracegrade.errors import TracegradeError
 from tracegrade.ingest.decode.checks import type_name
+from tracegrade.ingest.expect_continue import read_body
 from tracegrade.ingest.tokens import Authorize
 from tracegrade.json_input import parse_json
 from tracegrade.store.tenancy import DEFAULT_TENANT
@@ -32,12 +35,17 @@ def error_response(status: int, message: str) -> web.Response:
 
 
 async def read_json_post(
-    request: web.Request, authorize: Authorize | None, what: str, when_too_large: str
+    request: web.Request,
+    authorize: Authorize | None,
+    what: str,
+    when_too_large: str,
+    ready: Callable[[], None] = lambda: None,
 ) -> tuple[str, bytes]:
     """The caller's tenant (``authorize`` given the ``Authorization`` header; ``DEFAULT_TENANT`` without it) and
     the body. Raises Refusal: the authorizer's refusal with its status (401, 403), 415 for a body that is not
-    JSON (``what`` names what to send), 413 for one larger than the server takes (``when_too_large`` says what
-    to do)."""
+    JSON (``what`` names what to send), ``ready()``'s (the endpoint's own checks that need no body, such as a 409),
+    413 for one larger than the server takes (``when_too_large`` says what to do). A client waiting for
+    ``100 Continue`` is told to send its body only once all but the last have passed."""
     tenant = DEFAULT_TENANT
     if authorize is not None:
         try:
@@ -50,8 +58,9 @@ async def read_json_post(
     if request.content_type != "application/json":
         # a plain-text body is what another site's form can post without the browser asking first
         raise Refusal(415, f"send {what} as Content-Type: application/json, not {request.content_type}")
+    ready()
     try:
-        return tenant, await request.read()
+        return tenant, await read_body(request)
     except web.HTTPRequestEntityTooLarge as exc:
         raise Refusal(413, f"the request is too large for this server ({exc.text}); {when_too_large}") from None
 

@@ -33,6 +33,7 @@ from typing import Any
 from aiohttp import web
 from multidict import CIMultiDict
 
+from tracegrade.ingest.expect_continue import add_post, read_body
 from tracegrade.ingest.http_app import client_connected
 from tracegrade.ingest.intake import Overloaded
 from tracegrade.ingest.query_gate import GatedStore
@@ -155,7 +156,7 @@ def add_mcp_route(
         await mount.stop()
 
     app.cleanup_ctx.append(stop_on_cleanup)
-    app.router.add_post(_PATH, handle)  # any other method: 405 with Allow: POST (see the module docstring)
+    add_post(app, _PATH, handle)  # any other method: 405 with Allow: POST (see the module docstring)
 
 
 async def _reading_turn(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
@@ -270,7 +271,7 @@ async def _asgi_call(asgi_app: Callable[..., Any], request: web.Request) -> web.
     nothing more: what is left of the exchange is dropped, as aiohttp drops a response it cannot send, rather than
     fail the SDK's handler and log its traceback (a caller that gives up waiting is no error of the server's)."""
     try:
-        body = await request.read()
+        body = await read_body(request)  # the SDK reads it from here: its client is told to send it now
     except ConnectionError:
         return web.Response(status=400, text="the client closed the connection before its request was read")
     delivered = False

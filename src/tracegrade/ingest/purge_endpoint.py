@@ -20,6 +20,7 @@ from aiohttp import web
 
 from tracegrade.errors import StoreError
 from tracegrade.ingest.disk_room import says_disk_full
+from tracegrade.ingest.expect_continue import add_post
 from tracegrade.ingest.json_posts import Refusal, error_response, read_json_post
 from tracegrade.ingest.tokens import Authorize
 from tracegrade.json_input import parse_json
@@ -38,21 +39,26 @@ def add_purge_route(app: web.Application, purge: Callable[[], Awaitable[Purged]]
     (None: the store is a lake). Raises what has an ``http_status`` to refuse (a store being reopened: 503)."""
     under_way = False
 
+    def ready() -> None:
+        """Refuse what needs no body: a lake (400), a purge under way (409)."""
+        if purge is None:
+            raise Refusal(400, ON_A_LAKE)
+        if under_way:
+            raise Refusal(
+                409, "a purge of the store file is under way already; its answer says the sizes (one runs at a time)"
+            )
+
     async def purge_store(request: web.Request) -> web.Response:
         nonlocal under_way
         try:
-            _, body = await read_json_post(request, authorize, "{}", "send {}")
+            _, body = await read_json_post(request, authorize, "{}", "send {}", ready)
             _check_empty(body)
+            ready()  # again: another purge may have started while this one's body came
         except Refusal as refusal:
             return refusal.response()
         except ValueError as exc:
             return error_response(400, str(exc))
-        if purge is None:
-            return error_response(400, ON_A_LAKE)
-        if under_way:
-            return error_response(
-                409, "a purge of the store file is under way already; its answer says the sizes (one runs at a time)"
-            )
+        assert purge is not None  # ready() refused a lake
         under_way = True
         try:
             purged = await purge()
@@ -67,7 +73,7 @@ def add_purge_route(app: web.Application, purge: Callable[[], Awaitable[Purged]]
             under_way = False
         return web.json_response({"purged": {"bytes_before": purged.bytes_before, "bytes_after": purged.bytes_after}})
 
-    app.router.add_post("/v1/purge", purge_store)
+    add_post(app, "/v1/purge", purge_store)
 
 
 def _check_empty(body: bytes) -> None:

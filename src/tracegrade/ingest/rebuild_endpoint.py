@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from tracegrade.errors import StoreError
+from tracegrade.ingest.expect_continue import add_post
 from tracegrade.ingest.json_posts import Refusal, error_response, read_json_post
 from tracegrade.ingest.tokens import Authorize
 from tracegrade.json_input import parse_json
@@ -75,20 +76,14 @@ class RebuildRequests:
 
         async def rebuild(request: web.Request) -> web.StreamResponse:
             try:
-                tenant, body = await read_json_post(request, authorize, SHAPE, f"send {SHAPE}")
+                tenant, body = await read_json_post(request, authorize, SHAPE, f"send {SHAPE}", self._ready)
                 scope, step = self._parse(body, tenant)
+                self._ready()  # again: another rebuild may have started while this one's body came
             except Refusal as refusal:
                 return refusal.response()
             except ValueError as exc:
                 return error_response(400, str(exc))
-            if self._store is None:
-                return error_response(400, ON_A_LAKE)
-            if not self._idle.is_set():
-                return error_response(
-                    409,
-                    "a rebuild of the stored trajectories is under way already (one runs at a time): wait for it "
-                    "to end, then send the request again to rebuild what it did not select",
-                )
+            assert self._store is not None  # _ready() refused a lake
             try:
                 store = self._store()
             except Exception as exc:  # the store is being reopened, or the receiver stops: retryable
@@ -102,7 +97,18 @@ class RebuildRequests:
             finally:
                 self._idle.set()
 
-        app.router.add_post("/v1/rebuild", rebuild)
+        add_post(app, "/v1/rebuild", rebuild)
+
+    def _ready(self) -> None:
+        """Refuse what needs no body: a lake (400), a rebuild under way (409)."""
+        if self._store is None:
+            raise Refusal(400, ON_A_LAKE)
+        if not self._idle.is_set():
+            raise Refusal(
+                409,
+                "a rebuild of the stored trajectories is under way already (one runs at a time): wait for it "
+                "to end, then send the request again to rebuild what it did not select",
+            )
 
     async def ended(self) -> None:
         """Wait until no rebuild runs (a stop calls this once ``stopping()`` is true: the one running ends after

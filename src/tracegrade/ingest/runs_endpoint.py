@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from tracegrade.errors import StoreError
 from tracegrade.evaluation.run_records import RunSink, check_run_id, record_report
+from tracegrade.ingest.expect_continue import add_post
 from tracegrade.ingest.json_posts import Refusal, error_response, json_object, read_json_post
 from tracegrade.ingest.tokens import Authorize
 from tracegrade.models.results import EvalReport
@@ -57,7 +58,7 @@ def add_runs_route(
             return error_response(500, f"recording the run failed: {exc}")
         return web.json_response({"run_id": recorded})
 
-    app.router.add_post("/v1/runs", record)
+    add_post(app, "/v1/runs", record)
 
 
 def _parse(body: bytes) -> tuple[EvalReport, str, str | None]:

@@ -22,6 +22,7 @@ from urllib.parse import urlencode
 from aiohttp import web
 
 from tracegrade.errors import QueryCancelled, QueryPreempted, QueryRefused, StoreError, TracegradeError
+from tracegrade.ingest.expect_continue import add_post, ask_for_body, read_body
 from tracegrade.json_input import parse_json
 from tracegrade.store import TraceStore
 from tracegrade.store.results import json_safe
@@ -199,6 +200,7 @@ class _UI:
         if _cross_site(request):
             # another site's form would sign the browser in with a token of that site's choosing
             return _html(pages.login_page(CROSS_SITE_REFUSAL, "/ui/"), 403)
+        await ask_for_body(request)  # (the failed-authentication limit may have asked for it already)
         form = await request.post()
         token, target = str(form.get("token") or ""), _safe_next(str(form.get("next") or ""))
         return self._sign_in(request, token, target)
@@ -240,7 +242,7 @@ async def _json_body(request: web.Request) -> Any:
     if request.content_type != "application/json":
         raise api.BadRequest(f"send the body as Content-Type: application/json, not {request.content_type}")
     try:
-        return parse_json(await request.read())
+        return parse_json(await read_body(request))
     except (ValueError, UnicodeDecodeError) as exc:
         raise api.BadRequest(f"the body is not valid JSON: {exc}") from None
 
@@ -389,8 +391,8 @@ def add_ui_routes(
     router.add_get("/ui/runs/{run_id}", ui.page(_run_html))
     router.add_get("/ui/diff", ui.page(_diff_html))
     router.add_get("/ui/sql", ui.page(_sql_html))
-    router.add_route("*", SIGN_IN_PATH, ui.login)
-    router.add_post("/ui/logout", ui.logout)
+    add_post(app, SIGN_IN_PATH, ui.login, method="*")  # GET shows the form
+    add_post(app, "/ui/logout", ui.logout)
     router.add_get("/ui/logout", _post_only)  # signing out changes state: never by a link (nor the 404 below)
     router.add_get("/ui/static/{name}", _static)
     router.add_get("/ui/api/openapi.json", _openapi)
@@ -408,7 +410,7 @@ def add_ui_routes(
     )
     router.add_get("/ui/api/diff", ui.json(_diff_data))
     router.add_get("/ui/api/sql", ui.json(_sql_data))
-    router.add_post("/ui/api/sql", ui.json(_sql_data, body=True))
+    add_post(app, "/ui/api/sql", ui.json(_sql_data, body=True))
     router.add_get("/ui/api/schema", ui.json(lambda s, r, _: {"tables": api.schema(s)}))
     # anything else under /ui: the UI's own 404 (JSON under /ui/api/, else a page), not the receiver's OTLP one
     router.add_get("/ui/api/{rest:.*}", ui.json(_no_endpoint))
