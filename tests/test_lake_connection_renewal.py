@@ -1,8 +1,8 @@
-"""A lake receiver replaces its DuckDB connection once it made ``renew_after_commits`` commits on it (a read-only
-store: reads at a snapshot newer than its last; DuckDB keeps memory per DuckLake snapshot it took in until its
-database closes), while real OTLP exporters send and a tenant's queries (``/v1/query``, MCP's ``run_sql``: several
-statements each, on a cursor of the connection) keep reading: no query fails, and every acknowledged span is stored
-once."""
+"""A lake receiver replaces its DuckDB connection once it took ``renew_after_commits`` snapshots in on it (its own
+commits, and its reads at a snapshot another process's commit made newer than its last read's; DuckDB keeps memory
+per DuckLake snapshot it took in until its database closes), while real OTLP exporters send and a tenant's queries
+(``/v1/query``, MCP's ``run_sql``: several statements each, on a cursor of the connection) keep reading: no query
+fails, and every acknowledged span is stored once."""
 
 from __future__ import annotations
 
@@ -143,11 +143,12 @@ def test_a_read_only_store_renews_its_connection_after_as_many_reads_of_new_snap
         for trace in range(1, 13):
             writer.write([make_span(trace, trace * 10)])
             counts.append(reader.query("SELECT count(*) FROM spans").rows[0][0])
-        assert reader.renewals == 12 // (_RENEW_AFTER + 1)  # a renewal before the 5th and the 9th read
+        # the first read notes where it starts (the open took that snapshot in): a renewal before the 6th and 10th
+        assert reader.renewals == 2
         assert writer.renewals == (12 - 1) // _RENEW_AFTER  # its own commits count, not the reader's reads
         for _ in range(3 * _RENEW_AFTER):  # no commit meanwhile: the same snapshot each time
             counts.append(reader.query("SELECT count(*) FROM spans").rows[0][0])
-        assert reader.renewals == 12 // (_RENEW_AFTER + 1)
+        assert reader.renewals == 2
         writer.write([make_span(13, 130)])
         assert writer.renewals == 3  # before its 13th commit, the 4th since the last renewal
         with LakeStore(location, data_path=data) as busy:
@@ -157,3 +158,42 @@ def test_a_read_only_store_renews_its_connection_after_as_many_reads_of_new_snap
             writer.write([make_span(trace, 1)])
         assert writer.renewals == 3  # others' commits meanwhile are not its own
     assert counts == [*range(1, 13), *[12] * (3 * _RENEW_AFTER)]
+
+
+def test_a_writer_that_rarely_commits_is_renewed_by_its_reads_of_others_commits_never_inside_its_own_transaction(
+    pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A receiver that answers queries (UI, MCP, ``/v1/query``) while other receivers commit takes a snapshot in at
+    each: it is renewed before a read as a read-only store is, though it never commits. Not by a read inside its own
+    write transaction (on the thread holding its write lock, which is reentrant), nor by one beside its commit (its
+    write lock held on another thread): its next commit is renewed instead."""
+    monkeypatch.setattr(LakeStore, "renew_after_commits", _RENEW_AFTER)
+    location, data = f"ducklake:postgres:{pg_server.new_database()}", tmp_path / "lake-data"
+    with LakeStore(location, data_path=data) as quiet, LakeStore(location, data_path=data) as busy:
+        counts = []
+        for trace in range(1, 13):
+            busy.write([make_span(trace, trace * 10)])
+            counts.append(quiet.query("SELECT count(*) FROM spans").rows[0][0])
+        assert counts == list(range(1, 13))
+        assert quiet.renewals == 2  # before its 6th and 10th reads (its first noted where it starts)
+        assert busy.renewals == (12 - 1) // _RENEW_AFTER  # its commits alone: it read nothing
+        with quiet._transaction("reading inside its own write transaction"):
+            for trace in (13, 14):  # its 4th snapshot since the renewal, then one past due
+                busy.write([make_span(trace, trace * 10)])
+                counts.append(quiet.query("SELECT count(*) FROM spans").rows[0][0])
+            assert quiet.renewals == 2
+        for trace in (15, 16):  # more commits than its own empty one since its last read: a new snapshot
+            busy.write([make_span(trace, trace * 10)])
+        beside: list[int] = []
+        beside_a_commit = threading.Thread(
+            target=lambda: beside.append(quiet.query("SELECT count(*) FROM spans").rows[0][0])
+        )
+        with quiet._write_lock:  # as its writer's commit holds it: the read neither waits nor renews
+            beside_a_commit.start()
+            beside_a_commit.join(300)
+            assert not beside_a_commit.is_alive()
+        assert quiet.renewals == 2
+        quiet.write([make_span(17, 170)])
+        assert quiet.renewals == 3  # its next commit is renewed first
+    assert counts[12:] == [13, 14]
+    assert beside == [16]

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import tempfile
 import threading
 import uuid
@@ -86,6 +87,8 @@ from tracegrade.store.trace_deletion import Deleted
 from tracegrade.store.trace_store import DEFAULT_WRITER_THREADS, QUERY_SPILL_LIMIT, TraceStore, tenant_views
 
 __all__ = ["CATALOG_ALIAS", "COMMIT_SECONDS", "MAX_RETRY_COUNT", "LakeStore"]
+
+log = logging.getLogger("tracegrade.lake")
 
 CATALOG_ALIAS = "lake"
 MAX_RETRY_COUNT = 100
@@ -179,7 +182,10 @@ class LakeStore(TraceStore):
         self.holds_forgotten = True  # another machine may forget a trace at any time: every write looks
         self._gate = WriteGate(conninfo, self._catalog_out_of_reach)  # connects at its first use: writes take it
         self._taken_in = 0  # snapshots taken in by the connection in use (see renew_after_commits)
-        self._last_read_at: int | None = None  # a read-only store: the newest snapshot at its last read
+        self._last_read_at: int | None = None  # the lake's newest snapshot at this store's last read
+        self._committed_since_read = 0  # this store's own commits since its last read
+        self._counting = threading.Lock()  # over the three above: reads count beside a commit of this store
+        self._writing = False  # this store's own write transaction is open (set and read under the write lock)
         try:
             self._catalog_builds = CatalogBuildQueue(conninfo, create=not read_only)
         except BaseException:
@@ -231,12 +237,14 @@ class LakeStore(TraceStore):
     # gives back, without bound on one connection: 20 KB a commit for one table written and read, about 200 KB
     # in a receiver writing spans and trajectories while it answers queries (bench/RESULTS.md, lake connection
     # renewal). It is taken in per snapshot a transaction or read begins at, more the more commits of others came
-    # between (about 100 KB a commit for a writer committing once in 28 lake commits), not per lake commit: a writer's
-    # connection is replaced before its next commit once it made this many (at a receiver's steady load about once a
-    # minute, each renewal costing its writer 0.3-0.7 s), a read-only store's (``tracegrade ui`` for days) before a
-    # read once as many of its reads began at a snapshot newer than the one before. Counting every lake commit
-    # instead renewed a rare writer or reader on a busy lake every few of its commits or reads, for a few MB
-    # (bench/RESULTS.md, a lake writer committing rarely).
+    # between (about 100 KB a commit for a writer committing once in 28 lake commits), not per lake commit: a store's
+    # connection is replaced once it took in this many snapshots. Each of its own commits counts one, and each of its
+    # reads when another process committed since its last read (``tracegrade ui`` on a lake for days, or a receiver
+    # that rarely commits but answers many queries while other receivers commit). A writer's is replaced before its
+    # next commit (at a receiver's steady load about once a minute, each renewal costing its writer 0.3-0.7 s) or before
+    # a read while it is not writing, a read-only store's before a read. Counting every lake commit instead renewed a
+    # rare writer or reader on a busy lake every few of its commits or reads, for a few MB (bench/RESULTS.md, a lake
+    # writer committing rarely).
     renew_after_commits = 200
 
     def _renew_if_due(self) -> None:
@@ -249,19 +257,14 @@ class LakeStore(TraceStore):
         """Replace the connection by a new database with the lake attached (call under the write lock, outside
         a transaction: nothing is being written). Reads already running finish on the old one, which is closed
         when the last of them ended (``ReadCursors.renew``); reads from now on, and every write, use the new one.
-        A new connection that cannot be made (PostgreSQL out of reach) fails a writer's store, and its owner
-        reopens it; a read-only store raises it to the read that asked, and tries again at the next."""
+        StoreError when a new connection cannot be made (PostgreSQL out of reach); the one in use stays."""
         self._require_open()  # under the write lock, which ``close`` takes: not closed while this runs
-        try:
-            fresh, spill = self._connect(self.data_path, create=False, first=False)
-        except StoreError as exc:
-            if not self.read_only:  # a reader keeps its connection: the read fails, the next tries again
-                self._catalog_out_of_reach(str(exc))
-            raise
+        fresh, spill = self._connect(self.data_path, create=False, first=False)
         old = functools.partial(_close_connection, self._con, self._spill)
         self._con, self._spill = fresh, spill
         self._reads.renew(fresh.cursor(), old)
-        self._taken_in = 0
+        with self._counting:
+            self._taken_in = 0
         self.renewals += 1
 
     commit_seconds = COMMIT_SECONDS
@@ -304,31 +307,72 @@ class LakeStore(TraceStore):
         return super()._failed(doing, exc)
 
     def _cursor(self, *, use: bool = True) -> duckdb.DuckDBPyConnection:
-        """As TraceStore's. A read-only store (``tracegrade ui`` or ``mcp`` on a lake, for days) commits nothing,
-        but each read at a snapshot newer than its last takes it into the same caches (about 7 KB a snapshot): its
-        connection is renewed here, as a writer's is before a commit. Whether a snapshot is new is read from the
-        catalog's PostgreSQL (the newest ``ducklake_snapshot`` id, by its primary key: a fraction of a millisecond),
-        so a reader of a lake nobody writes is never renewed."""
-        if self.read_only:
-            with self._write_lock:
-                newest = self._view_columns_known.newest_snapshot_id()
-                if newest != self._last_read_at:
-                    self._renew_if_due()  # a renewal that fails fails this read; the next one tries again
-                    self._taken_in += 1
-                    self._last_read_at = newest
+        """As TraceStore's. A read at a snapshot this store's connection has not taken in yet (``_at_new_snapshot``)
+        counts towards its renewal, which comes here when due (``_renew_before_read``), as it comes before a commit."""
+        if self._at_new_snapshot():
+            self._renew_before_read()
+            with self._counting:
+                self._taken_in += 1
         return super()._cursor(use=use)
+
+    def _at_new_snapshot(self) -> bool:
+        """Whether a read now begins at a snapshot the connection has not taken in: the lake's newest is beyond the
+        last read's by more than this store's own commits since (each counted itself), so another process committed.
+        The newest snapshot's id is read from the catalog's PostgreSQL (by its primary key: a fraction of a
+        millisecond), so a reader of a lake nobody else writes is never renewed. The store's first read only notes
+        where it starts (its open took the snapshot of then in). StoreError when the catalog cannot be read."""
+        newest = self._view_columns_known.newest_snapshot_id()
+        with self._counting:
+            last, committed = self._last_read_at, self._committed_since_read
+            if last is not None and newest <= last:  # no commit since, or a read that began later counted it
+                return False
+            self._last_read_at, self._committed_since_read = newest, 0
+        return last is not None and newest - last > committed
+
+    def _renew_before_read(self) -> None:
+        """``_renew_if_due`` before a read, where that is safe: never inside this store's own write transaction (a
+        read on the thread that holds the write lock, which is reentrant), and never waiting for a commit of this
+        store, whose next commit renews the connection instead (a read-only store has none to wait for).
+
+        A new connection that cannot be made fails neither the read nor a writer's store: the connection in use is
+        whole (renewing only gives memory back), so the read goes on with it, and the next read at a new snapshot,
+        or commit, tries again; PostgreSQL out of reach fails the read by itself, and a writer's next commit, which
+        marks the store failed."""
+        if not self._write_lock.acquire(blocking=self.read_only):
+            return
+        try:
+            if not self._writing:
+                self._renew_if_due()
+        except (StoreError, OSError) as exc:
+            log.warning(
+                "lake %s: its connection could not be renewed before a read, which uses it still: %s", self.path, exc
+            )
+        finally:
+            self._write_lock.release()
 
     @contextmanager
     def _transaction(self, doing: str) -> Iterator[None]:
         """As TraceStore's, inside the write gate (shared): an expiry batch on any machine waits for it. Before it
-        begins, the connection is renewed when it made ``renew_after_commits`` commits."""
+        begins, the connection is renewed when it took in ``renew_after_commits`` snapshots; a new one that cannot
+        be made fails a writer's store (its owner reopens it)."""
         self._require_open()
         gate = contextlib.nullcontext() if self.read_only else self._gate.shared()
         with gate, self._write_lock:
-            self._renew_if_due()
-            with super()._transaction(doing):
-                yield
-            self._taken_in += 1
+            try:
+                self._renew_if_due()
+            except StoreError as exc:
+                if not self.read_only:  # refused below anyway: a reader's reads go on
+                    self._catalog_out_of_reach(str(exc))
+                raise
+            self._writing = True
+            try:
+                with super()._transaction(doing):
+                    yield
+            finally:
+                self._writing = False
+            with self._counting:
+                self._taken_in += 1
+                self._committed_since_read += 1
 
     @contextmanager
     def _deletion_batch(self) -> Iterator[None]:
@@ -349,7 +393,8 @@ class LakeStore(TraceStore):
             cursor,
             tenant,
             names,
-            functools.partial(known.of, version=version) if self._scan_filters_run_early else None,
+            functools.partial(known.of, version=version),
+            guard=self._scan_filters_run_early,
             empty=names & catalog.unwritten & VIEWS_OF_RAW,
             relations=lambda database, schema: known.relations(cursor, database, schema, version),
         )

@@ -1,7 +1,7 @@
 """What a tenant's query on a lake learns from the catalog: each table's column names, and which tables were never
 written to.
 
-A tenant's query on a lake names every column of each table it reads (``trace_store.tenant_views``, ``guard_columns``).
+A tenant's query on a lake names every column of each table it reads (``trace_store.tenant_views``' ``columns``).
 Reading them (``SELECT * … LIMIT 0``) costs 3 to 10 ms a table, on every query. They change only with the lake's
 schema (a migration by any process on the lake, a new column), and DuckLake numbers those changes: each snapshot
 records the schema version it was taken at, in the catalog's PostgreSQL database. So the lists are kept for one

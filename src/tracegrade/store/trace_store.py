@@ -860,7 +860,9 @@ def tenant_views(
     cursor: duckdb.DuckDBPyConnection,
     tenant: str,
     names: frozenset[str],
-    guard_columns: Callable[[duckdb.DuckDBPyConnection, str], list[str]] | None = None,
+    columns: Callable[[duckdb.DuckDBPyConnection, str], list[str]] | None = None,
+    *,
+    guard: bool = False,
     empty: frozenset[str] = frozenset(),
     relations: Callable[[str, str], frozenset[str]] | None = None,
 ) -> None:
@@ -870,35 +872,38 @@ def tenant_views(
     search path, and ``check_read_only(scoped=True)`` refuses the qualified names that could reach past
     them (a query reads rows only through the tables it names). The views belong to this cursor alone.
 
-    ``guard_columns`` (given: what lists a source's column names): each column of the view is also NULL on any
-    row not the tenant's. DuckDB moves a query's filter on a column into the scan, and DuckDB 1.5's Parquet reader
-    (a lake's) sometimes runs it there before the tenant's condition, on every row: a failing cast then quoted
-    another tenant's value (``span_id::UUID``, a JSON column cast to a number). A filter on a guarded column reads
-    two columns, so it stays above the scan, and wherever it runs it only ever sees the tenant's values.
+    ``columns`` (given: what lists a source's column names): a table without a tenant column is known from its list,
+    not from a statement that fails. ``guard`` (with ``columns``): each column of the view is also NULL on any row not
+    the tenant's. DuckDB moves a query's filter on a column into the scan, and DuckDB 1.5's Parquet reader (a lake's)
+    sometimes runs it there before the tenant's condition, on every row: a failing cast then quoted another tenant's
+    value (``span_id::UUID``, a JSON column cast to a number). A filter on a guarded column reads two columns, so it
+    stays above the scan, and wherever it runs it only ever sees the tenant's values.
 
     ``empty``: names known to hold no row in the cursor's transaction, whose views plan no scan at all (a lake plans
     each column of a scan through its catalog, and on a table never written to, a catalog round trip each time).
 
-    ``relations`` (given: what lists the names of a database's schema's tables and views, with ``guard_columns``):
-    the views are made without a statement that may fail, as inside the query's transaction, which a failed one
-    would abort on DuckDB 2. Otherwise (outside any transaction) a name found in no table is let through."""
+    ``relations`` (given: what lists the names of a database's schema's tables and views, with ``columns``): the
+    views are made without a statement that may fail, as inside the query's transaction, which a failed one would
+    abort on DuckDB 2. Otherwise (outside any transaction) a name found in no table is let through."""
+    if guard and columns is None:
+        raise AssertionError("a tenant's guarded views need their sources' columns")
     if not names:
         return
     database, schema = cursor.execute("SELECT current_database(), current_schema()").fetchone()  # type: ignore[misc]
     owned = f"tenant = {sql_string(tenant)}"
-    existing = relations(database, schema) if relations is not None and guard_columns is not None else None
+    existing = relations(database, schema) if relations is not None and columns is not None else None
     for name in sorted(names):
         view = quote_identifier(name)
         source = ".".join(quote_identifier(part) for part in (database, schema, name))
         if existing is not None:
             if name in existing:  # else not a table of the store: a CTE's name (or an unknown one, failing to bind)
                 cursor.execute(
-                    f"CREATE TEMP VIEW {view} AS {_rows_of(cursor, source, owned, guard_columns, name in empty)}"
+                    f"CREATE TEMP VIEW {view} AS {_rows_of(cursor, source, owned, columns, guard, name in empty)}"
                 )
             continue
         try:
             cursor.execute(
-                f"CREATE TEMP VIEW {view} AS {_rows_of(cursor, source, owned, guard_columns, name in empty)}"
+                f"CREATE TEMP VIEW {view} AS {_rows_of(cursor, source, owned, columns, guard, name in empty)}"
             )
         except duckdb.CatalogException:
             if _exists(cursor, source):  # the view could not be made for another reason: run nothing
@@ -912,15 +917,19 @@ def _rows_of(
     cursor: duckdb.DuckDBPyConnection,
     source: str,
     owned: str,
-    guard_columns: Callable[[duckdb.DuckDBPyConnection, str], list[str]] | None,
+    columns_of: Callable[[duckdb.DuckDBPyConnection, str], list[str]] | None,
+    guard: bool,
     empty: bool,
 ) -> str:
-    """The query of a tenant's view of ``source`` (see ``tenant_views``). Unguarded, a source without a tenant column
-    fails to bind it."""
-    columns = guard_columns(cursor, source) if guard_columns is not None and not empty else None
-    if empty or (columns is not None and "tenant" not in columns):
+    """The query of a tenant's view of ``source`` (see ``tenant_views``). Without ``columns_of``, a source without a
+    tenant column fails to bind it."""
+    if empty:
         return f"SELECT * FROM {source} WHERE false"  # DuckDB drops the scan before planning it
-    return f"SELECT {_owned_columns(columns, owned) if columns is not None else '*'} FROM {source} WHERE {owned}"
+    columns = columns_of(cursor, source) if columns_of is not None else None
+    if columns is not None and "tenant" not in columns:
+        return f"SELECT * FROM {source} WHERE false"
+    selected = _owned_columns(columns, owned) if guard and columns is not None else "*"
+    return f"SELECT {selected} FROM {source} WHERE {owned}"
 
 
 def view_column_names(cursor: duckdb.DuckDBPyConnection, source: str) -> list[str]:
