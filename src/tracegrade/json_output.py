@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from tracegrade.cycle_pause import no_cycle_collection
 from tracegrade.output_files import well_formed_text
 
 __all__ = ["json_text", "jsonable"]
@@ -46,4 +47,6 @@ def jsonable(value: Any, *, strict: bool = False) -> Any:
 def json_text(value: Any, indent: int | None = 2) -> str:
     """Strict JSON text of any value, for output programs read (``--format json``): what :func:`jsonable` makes of it
     with ``strict``, lone surrogates as U+FFFD (see :func:`~tracegrade.output_files.well_formed_text`)."""
-    return well_formed_text(json.dumps(jsonable(value, strict=True), indent=indent, ensure_ascii=False))
+    with no_cycle_collection():  # the plain value holds no cycle, and beside a large heap collections are slow
+        plain = jsonable(value, strict=True)
+    return well_formed_text(json.dumps(plain, indent=indent, ensure_ascii=False))

@@ -16,6 +16,7 @@ from rich.text import Text
 from tracegrade.cli.common import friendly_errors
 from tracegrade.cli.run_refs import load_runs
 from tracegrade.cli.store_access import store_options, terminal_text
+from tracegrade.cycle_pause import no_cycle_collection
 from tracegrade.evaluation.compare import RunComparison, compare_runs
 from tracegrade.evaluation.run_diff import KINDS, RunDiff, diff_reports
 from tracegrade.json_output import json_text
@@ -52,10 +53,14 @@ def command(
     """Compare two runs: recorded ids or unique prefixes (see `tracegrade runs`), latest, latest~N, or report
     JSON files."""
     (name_a, report_a), (name_b, report_b) = load_runs([run_a, run_b], store_path, token)
-    diff = diff_reports(report_a, report_b, name_a, name_b)
-    stats = compare_runs(report_a, report_b, alpha=alpha, baseline_name=name_a, candidate_name=name_b)
-    if fmt == "json":
-        click.echo(json_text({**diff.to_dict(), "statistics": stats.to_dict()}))
+    # what the comparison builds holds no cycle: beside two runs' outcomes (millions of objects), the full collections
+    # its allocations set off, each walking them all, were most of diff_reports' time (bench/RESULTS.md)
+    with no_cycle_collection():
+        diff = diff_reports(report_a, report_b, name_a, name_b)
+        stats = compare_runs(report_a, report_b, alpha=alpha, baseline_name=name_a, candidate_name=name_b)
+        text = json_text({**diff.to_dict(), "statistics": stats.to_dict()}) if fmt == "json" else None
+    if text is not None:
+        click.echo(text)
     else:
         _print(diff, show_all)
         _print_errored(diff)

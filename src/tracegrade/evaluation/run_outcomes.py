@@ -11,13 +11,11 @@ full report takes (bench/RESULTS.md). Both comparisons accept a full :class:`Eva
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from tracegrade.cycle_pause import no_cycle_collection
 from tracegrade.models.dataset import ToolCall
 from tracegrade.models.results import (
     NO_RESPONSE_ERROR,
@@ -109,28 +107,14 @@ _CASES = TypeAdapter(list[CaseOutcome])
 
 def run_outcomes(text: bytes | str) -> RunOutcomes:
     """The outcomes of a report's JSON ``text`` (pydantic's ValidationError when they are not there as typed)."""
-    with _no_cycle_collection():
+    with no_cycle_collection():  # its millions of objects hold no cycle
         return RunOutcomes.model_validate_json(text)
 
 
 def case_outcomes(text: bytes | str) -> list[CaseOutcome]:
     """The outcomes of a JSON array of case results (pydantic's ValidationError when they are not there as typed)."""
-    with _no_cycle_collection():
+    with no_cycle_collection():  # its millions of objects hold no cycle
         return _CASES.validate_json(text)
-
-
-@contextmanager
-def _no_cycle_collection() -> Iterator[None]:
-    """The cyclic garbage collector paused while a run is validated. Its millions of objects hold no cycle, yet their
-    allocation sets off full collections, each walking every object alive (the run read before too): more than half
-    the CPU time of reading two runs of 100,000 cases (bench/RESULTS.md). Reference counting still frees them."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 #: a run as the comparisons read it: a full report (in memory, or read from a file that only it accepts) or outcomes

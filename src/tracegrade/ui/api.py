@@ -13,13 +13,15 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from tracegrade.errors import InvalidValueError, TracegradeError
 from tracegrade.evaluation.run_diff import diff_reports
-from tracegrade.evaluation.run_records import load_run
+from tracegrade.evaluation.run_outcomes import Case, RunOutcomes
+from tracegrade.evaluation.run_records import load_run, load_run_outcomes
 from tracegrade.evaluation.statistics import wilson_interval
 from tracegrade.models.execution import ExecutionResult
 from tracegrade.models.results import EvalCaseResult, EvalReport
@@ -314,9 +316,13 @@ def list_runs(store: Store, limit: Any = 100, run_id: str | None = None) -> list
     return runs
 
 
-def _load(store: Store, run_id: str) -> EvalReport:
+_Read = TypeVar("_Read", EvalReport, RunOutcomes)
+
+
+def _load(store: Store, run_id: str, read: Callable[[Any, str], _Read]) -> _Read:
+    """The run ``run_id`` names as ``read`` reads it (``load_run``'s full report, or ``load_run_outcomes``)."""
     try:
-        return load_run(store, run_id)  # type: ignore[arg-type]  # reads only: query is all it calls
+        return read(store, run_id)  # reads only: query is all it calls
     except KeyError as exc:
         raise NotFound(str(exc.args[0])) from None
     except InvalidValueError as exc:  # an ambiguous id prefix
@@ -325,7 +331,7 @@ def _load(store: Store, run_id: str) -> EvalReport:
 
 def run_report(store: Store, run_id: str) -> tuple[dict[str, Any], EvalReport]:
     """The run's row (as ``list_runs`` gives it) and its report, its cases failing first."""
-    report = _load(store, run_id)
+    report = _load(store, run_id, load_run)
     found = list_runs(store, MAX_PAGE, run_id)  # load_run accepted run_id: an id or a unique prefix
     row = next((r for r in found if r["run_id"] == run_id), found[0])
     order = {"error": 0, "fail": 1, "skipped": 2, "pass": 3}
@@ -358,7 +364,7 @@ def failing_cases(store: Store, run_id: str) -> dict[str, Any]:
     return {"run": row, "summary": report.summary.model_dump(mode="json", include=SUMMARY_KEYS), "cases": failing}
 
 
-def _divergence(a: EvalCaseResult | None, b: EvalCaseResult | None) -> dict[str, Any] | None:
+def _divergence(a: Case | None, b: Case | None) -> dict[str, Any] | None:
     """The first trajectory step (tool call, else node visit) where the two runs of a case differ."""
     if a is None or b is None:
         return None
@@ -376,8 +382,10 @@ def _divergence(a: EvalCaseResult | None, b: EvalCaseResult | None) -> dict[str,
 
 def diff_runs(store: Store, run_a: str, run_b: str) -> dict[str, Any]:
     """``run_diff.diff_reports`` of two recorded runs, with each case's first diverging step. A run holding an eval
-    id twice cannot be paired case by case: BadRequest, naming the ids (the request, not the server, is at fault)."""
-    a, b = _load(store, run_a), _load(store, run_b)
+    id twice cannot be paired case by case: BadRequest, naming the ids (the request, not the server, is at fault).
+    Each run is read as the outcomes it compares (not its messages, node details, tool results), its pass rate
+    from its row: its summary's for a run recorded whole, counted from its cases for one recorded case by case."""
+    a, b = _load(store, run_a, load_run_outcomes), _load(store, run_b, load_run_outcomes)
     try:
         diff = diff_reports(a, b, run_a, run_b).to_dict()
     except InvalidValueError as exc:  # a run holding an eval id twice
@@ -386,8 +394,16 @@ def diff_runs(store: Store, run_a: str, run_b: str) -> dict[str, Any]:
     by_b = {r.eval_id: r for r in b.results}
     for case in diff["cases"]:
         case["diverges_at"] = _divergence(by_a.get(case["eval_id"]), by_b.get(case["eval_id"]))
-    diff["pass_rate"] = {"a": a.summary.pass_rate, "b": b.summary.pass_rate}
+    diff["pass_rate"] = {"a": _pass_rate(store, run_a), "b": _pass_rate(store, run_b)}
     return diff
+
+
+def _pass_rate(store: Store, run_id: str) -> float:
+    """The pass rate of the run ``run_id`` names (read already: an id or a unique prefix) as ``load_run``'s report
+    gives it: its row holds its summary's, or for a run recorded case by case the store's count of its cases."""
+    rows = store.query("SELECT run_id, pass_rate FROM eval_runs WHERE starts_with(run_id, ?)", [run_id]).rows
+    rate = next((row for row in rows if row[0] == run_id), rows[0])[1]
+    return 0.0 if rate is None else float(rate)
 
 
 # --- SQL ----------------------------------------------------------------------------------------------
