@@ -130,6 +130,15 @@ def test_a_read_open_across_a_renewal_goes_on_and_its_connection_is_closed_when_
     last.close()
 
 
+def _counts_after_each_commit(writer: LakeStore, reader: LakeStore, traces: range) -> list[int]:
+    """The spans ``reader`` counts after each of ``writer``'s commits, one span of each trace."""
+    counts = []
+    for trace in traces:
+        writer.write([make_span(trace, trace * 10)])
+        counts.append(reader.query("SELECT count(*) FROM spans").rows[0][0])
+    return counts
+
+
 def test_a_read_only_store_renews_its_connection_after_as_many_reads_of_new_snapshots(
     pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -139,10 +148,7 @@ def test_a_read_only_store_renews_its_connection_after_as_many_reads_of_new_snap
     monkeypatch.setattr(LakeStore, "renew_after_commits", _RENEW_AFTER)
     location, data = f"ducklake:postgres:{pg_server.new_database()}", tmp_path / "lake-data"
     with LakeStore(location, data_path=data) as writer, LakeStore(location, read_only=True) as reader:
-        counts = []
-        for trace in range(1, 13):
-            writer.write([make_span(trace, trace * 10)])
-            counts.append(reader.query("SELECT count(*) FROM spans").rows[0][0])
+        counts = _counts_after_each_commit(writer, reader, range(1, 13))
         # the first read notes where it starts (the open took that snapshot in): a renewal before the 6th and 10th
         assert reader.renewals == 2
         assert writer.renewals == (12 - 1) // _RENEW_AFTER  # its own commits count, not the reader's reads
@@ -170,10 +176,7 @@ def test_a_writer_that_rarely_commits_is_renewed_by_its_reads_of_others_commits_
     monkeypatch.setattr(LakeStore, "renew_after_commits", _RENEW_AFTER)
     location, data = f"ducklake:postgres:{pg_server.new_database()}", tmp_path / "lake-data"
     with LakeStore(location, data_path=data) as quiet, LakeStore(location, data_path=data) as busy:
-        counts = []
-        for trace in range(1, 13):
-            busy.write([make_span(trace, trace * 10)])
-            counts.append(quiet.query("SELECT count(*) FROM spans").rows[0][0])
+        counts = _counts_after_each_commit(busy, quiet, range(1, 13))
         assert counts == list(range(1, 13))
         assert quiet.renewals == 2  # before its 6th and 10th reads (its first noted where it starts)
         assert busy.renewals == (12 - 1) // _RENEW_AFTER  # its commits alone: it read nothing

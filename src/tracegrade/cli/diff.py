@@ -58,8 +58,8 @@ def command(
     with no_cycle_collection():
         diff = diff_reports(report_a, report_b, name_a, name_b)
         stats = compare_runs(report_a, report_b, alpha=alpha, baseline_name=name_a, candidate_name=name_b)
-        text = json_text({**diff.to_dict(), "statistics": stats.to_dict()}) if fmt == "json" else None
-    if text is not None:
+        text = json_text({**diff.to_dict(), "statistics": stats.to_dict()}) if fmt == "json" else ""
+    if fmt == "json":
         click.echo(text)
     else:
         _print(diff, show_all)
